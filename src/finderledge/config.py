@@ -1,0 +1,126 @@
+"""Settings for FinderLedge, resolved as: arguments > ``FINDERLEDGE_*`` environment > ``.env`` > defaults."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from dotenv import dotenv_values
+
+__all__ = ["Settings", "ENV_PREFIX", "VECTOR_STORES", "SEARCH_MODES", "FUSIONS"]
+
+ENV_PREFIX = "FINDERLEDGE_"
+VECTOR_STORES = ("chroma", "faiss")
+SEARCH_MODES = ("hybrid", "vector", "keyword")
+FUSIONS = ("rrf", "relative_score", "dbsf")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of a FinderLedge instance, validated.  Build it with :meth:`resolve`."""
+
+    persist_directory: str | None = None
+    vector_store: str = "chroma"
+    embedding_model: str | None = None  # None: the offline MiniLM model
+    chunk_size: int = 1000
+    chunk_overlap: int = 100
+    search_mode: str = "hybrid"
+    k: int = 10
+    candidate_k: int = 100  # candidates each leg fetches before fusion
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    vector_weight: float = 1.0
+    keyword_weight: float = 1.0
+    embedding_batch_size: int = 64
+    show_progress: bool | None = None  # None: only when stderr is a terminal
+
+    def __post_init__(self) -> None:
+        _choice("vector_store", self.vector_store, VECTOR_STORES)
+        _choice("search_mode", self.search_mode, SEARCH_MODES)
+        _choice("fusion", self.fusion, FUSIONS)
+        for name in ("chunk_size", "k", "candidate_k", "rrf_k", "embedding_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"setting {name!r}: expected a positive integer, got {getattr(self, name)!r}")
+        if self.chunk_overlap < 0 or self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"setting 'chunk_overlap': expected 0 <= chunk_overlap < chunk_size ({self.chunk_size}), "
+                f"got {self.chunk_overlap!r}"
+            )
+        for name in ("vector_weight", "keyword_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"setting {name!r}: expected a non-negative number, got {getattr(self, name)!r}")
+
+    @classmethod
+    def resolve(
+        cls,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        env_file: str | Path | None = ".env",
+    ) -> Settings:
+        """Merge arguments (non-``None`` ones win), environment variables, a ``.env`` file and defaults."""
+        arguments = {k: v for k, v in (arguments or {}).items() if v is not None}
+        unknown = set(arguments) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"unknown FinderLedge setting(s): {sorted(unknown)}")
+        environ = os.environ if environ is None else environ
+        file_values: Mapping[str, str | None] = {}
+        if env_file is not None and Path(env_file).is_file():
+            file_values = dotenv_values(env_file)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in arguments:
+                values[f.name] = _coerce(f.name, arguments[f.name], f.type, source="argument")
+                continue
+            key = ENV_PREFIX + f.name.upper()
+            for origin, source in ((environ, "environment variable"), (file_values, ".env file")):
+                raw = origin.get(key)
+                if raw not in (None, ""):
+                    values[f.name] = _coerce(f.name, raw, f.type, source=f"{source} {key}")
+                    break
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of every setting (JSON-serialisable)."""
+        return asdict(self)
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"setting {name!r}: expected one of {list(allowed)}, got {value!r}")
+
+
+def _coerce(name: str, value: Any, type_name: Any, *, source: str) -> Any:
+    """Convert a raw value (often a string from the environment) to the setting's type."""
+    t = str(type_name)
+    try:
+        if t.startswith("bool"):
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            if text in ("auto", "none"):
+                return None
+            raise ValueError(value)
+        if t.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(str(value).strip()) if isinstance(value, str) else int(value)
+        if t.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if t.startswith("str"):
+            if not isinstance(value, (str, os.PathLike)):
+                raise ValueError(value)
+            return str(value).strip() if name != "persist_directory" else os.fspath(value)
+    except (TypeError, ValueError):
+        expected = {"b": "a boolean", "i": "an integer", "f": "a number", "s": "a string"}[t[0]]
+        raise ValueError(f"setting {name!r} (from {source}): expected {expected}, got {value!r}") from None
+    return value

