@@ -60,8 +60,13 @@ class Settings:
         *,
         environ: Mapping[str, str] | None = None,
         env_file: str | Path | None = ".env",
+        defaults: Mapping[str, Any] | None = None,
     ) -> Settings:
-        """Merge arguments (non-``None`` ones win), environment variables, a ``.env`` file and defaults."""
+        """Merge arguments (non-``None`` ones win), environment variables, a ``.env`` file and defaults.
+
+        ``defaults`` (for example the settings recorded in a persist directory) replace the built-in
+        defaults but lose to everything the user said.
+        """
         arguments = {k: v for k, v in (arguments or {}).items() if v is not None}
         unknown = set(arguments) - {f.name for f in fields(cls)}
         if unknown:
@@ -81,6 +86,9 @@ class Settings:
                 if raw not in (None, ""):
                     values[f.name] = _coerce(f.name, raw, f.type, source=f"{source} {key}")
                     break
+            else:
+                if defaults and defaults.get(f.name) is not None:
+                    values[f.name] = _coerce(f.name, defaults[f.name], f.type, source="persist directory")
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,584 @@
+"""``FinderLedge``: the one-line facade that ingests documents and searches them in hybrid, vector or keyword mode."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from .config import Settings
+from .context import NO_CONTEXT, format_context
+from .document_loader import DocumentLoader, detect_doc_type
+from .document_splitter import DocumentSplitter, child_id
+from .embeddings import EmbeddingModelFactory, embedding_model_id
+from .finder import Finder
+from .fusion import FusedHit
+from .keyword_store import KeywordStore
+from .ledger import COMPLETE, DELETING, PENDING, ChunkRecord, DocumentRecord, Ledger
+from .results import SearchResult
+from .retriever import FinderLedgeRetriever
+from .vector_store import VectorStore, create_vector_store
+
+__all__ = ["FinderLedge", "IngestReport", "Source", "NO_CONTEXT"]
+
+logger = logging.getLogger(__name__)
+
+Source = Union[str, os.PathLike, Document, Sequence[Union[str, os.PathLike, Document]]]
+
+# metadata keys FinderLedge sets on every chunk; a user's metadata may not use them
+RESERVED_KEYS = ("id", "is_parent", "is_split", "parent_id", "split_index", "split_count")
+# settings fixed when a persist directory is created, reused when it is reopened
+RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap")
+LEDGER_FILE = "ledger.sqlite3"
+
+
+@dataclass
+class IngestReport:
+    """What one ``add_document`` call did."""
+
+    added: list[str] = field(default_factory=list)  # parent ids newly stored
+    unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
+    replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    files_seen: int = 0
+    chunks_written: int = 0
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids of every parent document the input is now stored as (new and unchanged)."""
+        return self.added + self.unchanged
+
+
+@dataclass
+class _Group:
+    """Parents that come from one source; ``replace`` means older versions of that source are replaced."""
+
+    source: str | None
+    parents: list[tuple[str, Document]]
+    replace: bool
+
+
+def _sha(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+class FinderLedge:
+    """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
+
+    >>> ledger = FinderLedge("./index")              # doctest: +SKIP
+    >>> ledger.add_document("docs/")                  # doctest: +SKIP
+    >>> ledger.search("how do I reset my password?")  # doctest: +SKIP
+
+    Every argument is optional; unset ones come from ``FINDERLEDGE_*`` environment variables, then a
+    ``.env`` file, then (for a reopened directory) the settings it was built with, then the defaults.
+    """
+
+    def __init__(
+        self,
+        persist_directory: str | os.PathLike[str] | None = None,
+        *,
+        vector_store: str | None = None,
+        embedding: str | Embeddings | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        search_mode: str | None = None,
+        k: int | None = None,
+        candidate_k: int | None = None,
+        fusion: str | None = None,
+        rrf_k: int | None = None,
+        vector_weight: float | None = None,
+        keyword_weight: float | None = None,
+        embedding_batch_size: int | None = None,
+        show_progress: bool | None = None,
+        keyword_tokenizer: Any = None,
+        env_file: str | os.PathLike[str] | None = ".env",
+    ) -> None:
+        args: dict[str, Any] = {
+            "persist_directory": None if persist_directory is None else os.fspath(persist_directory),
+            "vector_store": vector_store,
+            "embedding_model": embedding if isinstance(embedding, str) or embedding is None else None,
+            "chunk_size": chunk_size,
+            "chunk_overlap": chunk_overlap,
+            "search_mode": search_mode,
+            "k": k,
+            "candidate_k": candidate_k,
+            "fusion": fusion,
+            "rrf_k": rrf_k,
+            "vector_weight": vector_weight,
+            "keyword_weight": keyword_weight,
+            "embedding_batch_size": embedding_batch_size,
+            "show_progress": show_progress,
+        }
+        if embedding is not None and not isinstance(embedding, (str, Embeddings)):
+            raise ValueError(
+                f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(embedding).__name__}"
+            )
+        # where does the data live? (needed before the rest: a reopened directory supplies defaults)
+        pre = Settings.resolve({"persist_directory": args["persist_directory"]}, env_file=env_file)
+        directory = Path(pre.persist_directory) if pre.persist_directory else None
+        if directory is not None:
+            if directory.exists() and not directory.is_dir():
+                raise ValueError(f"setting 'persist_directory': {directory} exists and is not a directory")
+            directory.mkdir(parents=True, exist_ok=True)
+        self._ledger = Ledger(directory / LEDGER_FILE if directory else None)
+        recorded = json.loads(self._ledger.get_info("settings") or "{}")
+        self.settings = Settings.resolve(args, env_file=env_file, defaults=recorded)
+        self.persist_directory = directory
+        self._lock = threading.RLock()
+
+        model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
+        self._model_id = embedding_model_id(model)
+        recorded_model = self._ledger.get_info("embedding_model_id")
+        if recorded_model is not None and recorded_model != self._model_id:
+            raise ValueError(
+                f"setting 'embedding': {directory} was built with {recorded_model!r}, not {self._model_id!r}; "
+                "reopen it with the same model or use a new persist_directory"
+            )
+        self.embeddings = EmbeddingModelFactory.create_embeddings(
+            model, batch_size=self.settings.embedding_batch_size
+        )
+        self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap)
+        self.keyword_store = KeywordStore(directory / "bm25" if directory else None, tokenizer=keyword_tokenizer)
+        self._vector_store: VectorStore | None = None
+        self.finder = Finder(
+            lambda: self.vector_store,
+            self.keyword_store,
+            self.embeddings,
+            fusion=self.settings.fusion,
+            rank_constant=self.settings.rrf_k,
+            weights={"vector": self.settings.vector_weight, "keyword": self.settings.keyword_weight},
+            candidate_k=self.settings.candidate_k,
+        )
+        if recorded:
+            changed = {k: (recorded[k], getattr(self.settings, k)) for k in ("chunk_size", "chunk_overlap")
+                       if k in recorded and recorded[k] != getattr(self.settings, k)}
+            if changed:
+                logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
+                               "documents use the new ones", directory, changed)
+        self._record_settings()
+        self._recover()
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def _record_settings(self) -> None:
+        recorded = {k: getattr(self.settings, k) for k in RECORDED_SETTINGS}
+        self._ledger.set_info("settings", json.dumps(recorded))
+        self._ledger.set_info("embedding_model_id", self._model_id)
+
+    @property
+    def vector_store(self) -> VectorStore:
+        """The vector backend, opened on first use (FAISS needs the embedding dimension first)."""
+        if self._vector_store is None:
+            with self._lock:
+                if self._vector_store is None:
+                    dim = self._ledger.get_info("embedding_dimension")
+                    if dim is None:
+                        dim = str(len(self.embeddings.embed_query("dimension probe")))
+                        self._ledger.set_info("embedding_dimension", dim)
+                    self._vector_store = create_vector_store(
+                        self.settings.vector_store, self.persist_directory, int(dim)
+                    )
+        return self._vector_store
+
+    def _recover(self) -> None:
+        """Roll back adds and finish removals a crash left half-done, then make every index match the ledger."""
+        unfinished = self._ledger.ids_in_state(PENDING) + self._ledger.ids_in_state(DELETING)
+        if unfinished:
+            logger.warning("%s: cleaning up %d unfinished document(s) from an interrupted run",
+                           self.persist_directory or "ledger", len(unfinished))
+            self._drop_from_indexes(self._ledger.chunk_ids_of(unfinished))
+            self._ledger.purge(unfinished)
+        if self.persist_directory is not None and self._ledger.counts()["chunks"] + len(self.keyword_store) > 0:
+            self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Re-add chunks an index lacks (from the ledger's texts and vectors) and drop ones it should not have."""
+        truth = self._ledger.complete_chunk_ids()
+        for name, index in (("keyword", self.keyword_store), ("vector", self.vector_store)):
+            have = index.ids()
+            extra, missing = have - truth, truth - have
+            if extra:
+                logger.warning("%s index: removing %d chunk(s) the ledger does not hold", name, len(extra))
+                index.delete(extra)
+            if missing:
+                logger.warning("%s index: restoring %d chunk(s) from the ledger", name, len(missing))
+                for batch in self._ledger.iter_chunks(sorted(missing), with_embedding=(name == "vector")):
+                    if name == "vector":
+                        self.vector_store.add([c.id for c in batch], np.stack([c.embedding for c in batch]),
+                                              [c.metadata for c in batch], [c.content for c in batch])
+                    else:
+                        self.keyword_store.add([c.id for c in batch], [c.content for c in batch],
+                                               [c.metadata for c in batch])
+            if extra or missing:
+                index.flush()
+
+    def _drop_from_indexes(self, chunk_ids: Sequence[str]) -> None:
+        if not chunk_ids:
+            return
+        self.keyword_store.delete(chunk_ids)
+        self.vector_store.delete(chunk_ids)
+        self.keyword_store.flush()
+        self.vector_store.flush()
+
+    # -- ingest -------------------------------------------------------------------------------------
+    def add_document(
+        self,
+        source: Source,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        on_error: str = "skip",
+    ) -> list[str]:
+        """Add a file, a directory (recursive), raw text, a LangChain ``Document`` or a list of those.
+
+        Returns the ids of the parent documents the input is stored as (already-stored identical
+        content included, stored once).  A file whose content changed replaces its older version.
+        ``metadata`` is added to every document; keys FinderLedge manages (``id``, ``parent_id`` …) are refused.
+        """
+        return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error).ids
+
+    def add_documents(self, sources: Iterable[str | os.PathLike[str] | Document],
+                      metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> list[str]:
+        """Batch form of :meth:`add_document`: everything is split first, then embedded in batches."""
+        return self.add_document(list(sources), metadata, **kwargs)
+
+    def ingest(
+        self,
+        source: Source,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        on_error: str = "skip",
+    ) -> IngestReport:
+        """Like :meth:`add_document` but returns the full :class:`IngestReport`."""
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
+        extra = dict(metadata or {})
+        self._check_user_metadata(extra, "metadata argument")
+        report = IngestReport()
+        loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
+                                show_progress=self.settings.show_progress)
+        groups: list[_Group] = []
+        items = list(source) if isinstance(source, (list, tuple)) else [source]
+        for item in items:
+            groups.extend(self._groups_for(item, extra, loader, report))
+        with self._lock:
+            self._write(groups, report)
+        logger.info("ingest: %d added, %d unchanged, %d replaced, %d skipped, %d chunks written",
+                    len(report.added), len(report.unchanged), len(report.replaced), len(report.skipped),
+                    report.chunks_written)
+        return report
+
+    def _check_user_metadata(self, md: Mapping[str, Any], where: str) -> None:
+        bad = [k for k in RESERVED_KEYS if k in md]
+        if bad:
+            raise ValueError(f"{where}: keys {bad} are set by FinderLedge; rename them (e.g. 'user_{bad[0]}')")
+
+    def _groups_for(self, item: Any, extra: dict[str, Any], loader: DocumentLoader,
+                    report: IngestReport) -> list[_Group]:
+        if isinstance(item, Document):
+            md = {**item.metadata, **extra}
+            self._check_user_metadata(item.metadata, "Document metadata")
+            src = md.get("source")
+            md.setdefault("doc_type_detected", detect_doc_type(None, item.page_content))
+            pid = _sha(str(src or ""), item.page_content)
+            return [_Group(str(src) if src else None, [(pid, Document(page_content=item.page_content, metadata=md))],
+                           replace=False)]
+        if isinstance(item, os.PathLike) or (isinstance(item, str) and _looks_like_path(item)):
+            path = Path(item).expanduser()
+            if not path.exists():
+                raise FileNotFoundError(f"add_document: no such file or directory: {str(path)!r}")
+            result = loader.load(path)
+            report.files_seen += result.files_seen
+            report.skipped.extend((s.path, s.reason) for s in result.skipped)
+            groups = []
+            for file_path, docs in result.files.items():
+                parents = []
+                for doc in docs:
+                    md = {**doc.metadata, **extra}
+                    pid = _sha(file_path, str(md.get("locator", "")), doc.page_content)
+                    parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
+                groups.append(_Group(file_path, parents, replace=True))
+            return groups
+        if isinstance(item, str):
+            md = {**extra}
+            md.setdefault("doc_type_detected", detect_doc_type(None, item))
+            src = md.get("source")
+            return [_Group(str(src) if src else None, [(_sha(str(src or ""), item), Document(item, metadata=md))],
+                           replace=False)]
+        raise ValueError(
+            f"add_document: expected a path, a directory, text, a LangChain Document or a list of them, "
+            f"got {type(item).__name__}"
+        )
+
+    def _write(self, groups: Sequence[_Group], report: IngestReport) -> None:
+        """Split, embed and store new parents; replace changed sources — all or nothing."""
+        new: dict[str, tuple[_Group, Document]] = {}
+        to_delete: list[str] = []
+        for group in groups:
+            existing = self._ledger.ids_by_source(group.source) if (group.replace and group.source) else []
+            wanted = []
+            for pid, doc in group.parents:
+                if pid in new or pid in wanted:
+                    continue
+                state = self._ledger.document_state(pid)
+                if state == COMPLETE:
+                    report.unchanged.append(pid)
+                else:
+                    new[pid] = (group, doc)
+                    report.added.append(pid)
+                wanted.append(pid)
+            to_delete.extend(i for i in existing if i not in wanted)
+        report.replaced.extend(to_delete)
+        if not new and not to_delete:
+            return
+        records: list[tuple[DocumentRecord, list[ChunkRecord]]] = []
+        children: list[Document] = []
+        for pid, (group, doc) in new.items():
+            parent, kids = self.splitter.split_document(doc, pid, child_id)
+            records.append((DocumentRecord(pid, group.source, _sha(doc.page_content), PENDING,
+                                           doc.page_content, parent.metadata), []))
+            children.extend(kids)
+            if not kids:
+                logger.warning("document %s (%s) has no text; stored without chunks", pid, group.source or "text")
+        vectors = self._embed([c.page_content for c in children])
+        chunk_records: dict[str, list[ChunkRecord]] = {}
+        for child, vec in zip(children, vectors):
+            md = child.metadata
+            chunk_records.setdefault(md["parent_id"], []).append(
+                ChunkRecord(md["id"], md["parent_id"], md["split_index"], child.page_content, md, vec))
+        records = [(doc, chunk_records.get(doc.id, [])) for doc, _ in records]
+        ids = [c.metadata["id"] for c in children]
+        self._ledger.begin_add(records)
+        try:
+            if children:
+                self.vector_store.add(ids, vectors, [c.metadata for c in children], [c.page_content for c in children])
+                self.keyword_store.add(ids, [c.page_content for c in children], [c.metadata for c in children])
+                self.vector_store.flush()
+                self.keyword_store.flush()
+            self._ledger.commit_changes(completed=list(new), to_delete=to_delete)
+        except BaseException:
+            logger.error("ingest failed; rolling back %d new document(s)", len(new))
+            self._drop_from_indexes(ids)
+            self._ledger.purge(list(new))
+            raise
+        report.chunks_written += len(children)
+        if to_delete:
+            self._drop_from_indexes(self._ledger.chunk_ids_of(to_delete))
+            self._ledger.purge(to_delete)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embed passages in batches of ``embedding_batch_size``, with a progress bar for long runs."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        size = self.settings.embedding_batch_size
+        batches = range(0, len(texts), size)
+        show = self.settings.show_progress
+        if show is None:
+            show = sys.stderr.isatty() and len(batches) > 1
+        if show:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="embedding", unit="batch")  # type: ignore[assignment]
+        out = []
+        for start in batches:
+            out.extend(self.embeddings.embed_documents(texts[start : start + size]))
+        return np.asarray(out, dtype=np.float32)
+
+    # -- removal ------------------------------------------------------------------------------------
+    def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:
+        """Remove a parent document (by id) or every document of a source path, from every store.
+
+        Returns the removed parent ids.  Raises ``KeyError`` naming the id when nothing matches.
+        """
+        key = os.fspath(doc_id)
+        with self._lock:
+            if self._ledger.document_state(key) == COMPLETE:
+                ids = [key]
+            else:
+                ids = self._ledger.ids_by_source(key) or self._ledger.ids_by_source(str(Path(key).expanduser().resolve()))
+            if not ids:
+                raise KeyError(f"remove_document: no document with id or source {key!r}")
+            self._ledger.commit_changes(to_delete=ids)
+            self._drop_from_indexes(self._ledger.chunk_ids_of(ids))
+            self._ledger.purge(ids)
+        return ids
+
+    # -- search -------------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        search_mode: str | None = None,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        return_parents: bool = False,
+        candidate_k: int | None = None,
+    ) -> list[SearchResult]:
+        """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``)."""
+        mode = search_mode or self.settings.search_mode
+        k = self.settings.k if k is None else k
+        depth = candidate_k
+        if return_parents:  # several chunks may share a parent: look deeper, then keep the first of each
+            depth = max(candidate_k or self.settings.candidate_k, 4 * k)
+        hits = self.finder.search(query, mode=mode, k=4 * k if return_parents else k, filter=filter,
+                                  candidate_k=depth)
+        chunks = {c.id: c for c in self._ledger.get_chunks([h.id for h in hits])}
+        results: list[SearchResult] = []
+        seen: set[str] = set()
+        for hit in hits:
+            chunk = chunks.get(hit.id)
+            if chunk is None:  # index and ledger disagree: never return what the ledger does not hold
+                logger.warning("search: chunk %s is in an index but not in the ledger; skipped", hit.id)
+                continue
+            if return_parents:
+                if chunk.parent_id in seen:
+                    continue
+                seen.add(chunk.parent_id)
+                record = self._ledger.get_document(chunk.parent_id)
+                if record is None:
+                    continue
+                doc = Document(page_content=record.content, metadata=dict(record.metadata), id=record.id)
+                doc.metadata["matched_chunk_id"] = chunk.id
+            else:
+                doc = Document(page_content=chunk.content, metadata=dict(chunk.metadata), id=chunk.id)
+            _annotate(doc, hit)
+            results.append(SearchResult(doc, hit.score, len(results) + 1))
+            if len(results) == k:
+                break
+        return results
+
+    def get_context(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        search_mode: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        return_parents: bool = False,
+        max_chars: int | None = None,
+    ) -> str:
+        """A prompt-ready string: ``[1] (source: …)`` and the passage, for each result.
+
+        When nothing matches it returns :data:`~finderledge.context.NO_CONTEXT` (``"[no relevant context found]"``),
+        never an empty string.
+        """
+        results = self.search(query, k=k, search_mode=search_mode, filter=filter, return_parents=return_parents)
+        return format_context(results, max_chars=max_chars)
+
+    def as_retriever(self, **search_defaults: Any) -> FinderLedgeRetriever:
+        """A LangChain ``BaseRetriever``; ``search_defaults`` (``k``, ``search_mode``, ``filter`` …) can be
+        overridden per call: ``retriever.invoke(q, k=3)``."""
+        allowed = {"search_mode", "k", "filter", "return_parents", "candidate_k"}
+        unknown = set(search_defaults) - allowed
+        if unknown:
+            raise ValueError(f"as_retriever: unknown search option(s) {sorted(unknown)}; expected {sorted(allowed)}")
+        return FinderLedgeRetriever(ledger=self, search_kwargs=dict(search_defaults))
+
+    # -- reading back -------------------------------------------------------------------------------
+    def get_document(self, doc_id: str) -> Document | None:
+        """A parent document or a chunk by id (``None`` if unknown)."""
+        record = self._ledger.get_document(doc_id)
+        if record is not None and record.state == COMPLETE:
+            return Document(page_content=record.content, metadata=dict(record.metadata), id=record.id)
+        chunk = self._ledger.get_chunk(doc_id)
+        if chunk is not None and self._ledger.document_state(chunk.parent_id) == COMPLETE:
+            return Document(page_content=chunk.content, metadata=dict(chunk.metadata), id=chunk.id)
+        return None
+
+    def get_parent_document(self, child_id: str) -> Document | None:
+        """The parent of a chunk (``None`` if the chunk is unknown)."""
+        chunk = self._ledger.get_chunk(child_id)
+        return None if chunk is None else self.get_document(chunk.parent_id)
+
+    def get_split_documents(self, parent_id: str) -> list[Document]:
+        """The chunks of a parent, in order."""
+        if self._ledger.document_state(parent_id) != COMPLETE:
+            return []
+        return [Document(page_content=c.content, metadata=dict(c.metadata), id=c.id)
+                for c in self._ledger.chunks_of(parent_id)]
+
+    def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[Document]:
+        """Parent documents in the order they were added (optionally only those of one source)."""
+        return [Document(page_content=r.content, metadata=dict(r.metadata), id=r.id)
+                for r in self._ledger.list_documents(source=source, limit=limit)]
+
+    def list_sources(self) -> list[str]:
+        """Every source (file path or given ``source``) that has documents."""
+        return self._ledger.sources()
+
+    def count(self) -> dict[str, int]:
+        """``{"documents": …, "chunks": …}`` — parents and chunks stored."""
+        counts = self._ledger.counts()
+        return {"documents": counts["documents"], "chunks": counts["chunks"]}
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per store and the settings in force (for ``finderledge stats``)."""
+        return {
+            **self.count(),
+            "keyword_index_chunks": len(self.keyword_store),
+            "vector_index_chunks": len(self.vector_store),
+            "embedding_model": self._model_id,
+            "persist_directory": str(self.persist_directory) if self.persist_directory else None,
+            "settings": self.settings.to_dict(),
+        }
+
+    def __len__(self) -> int:
+        return self.count()["documents"]
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush and close every store; the directory can then be reopened by another process."""
+        with self._lock:
+            self.finder.close()
+            self.keyword_store.flush()
+            self.keyword_store.close()
+            if self._vector_store is not None:
+                self._vector_store.flush()
+                self._vector_store.close()
+            self._ledger.close()
+
+    def __enter__(self) -> FinderLedge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _annotate(doc: Document, hit: FusedHit) -> None:
+    """Put the fused score and each leg's rank and raw score into the result's metadata."""
+    doc.metadata["relevance_score"] = hit.score
+    for leg in ("vector", "keyword"):
+        if leg in hit.ranks:
+            doc.metadata[f"{leg}_rank"] = hit.ranks[leg]
+            doc.metadata[f"{leg}_score"] = hit.raw_scores[leg]
+
+
+_PATH_SUFFIX_LIMIT = 260
+
+
+def _looks_like_path(text: str) -> bool:
+    """A string is taken as a path when it exists, or is one short line ending in a file extension."""
+    if "\n" in text or len(text) > _PATH_SUFFIX_LIMIT or not text.strip():
+        return False
+    if os.path.exists(os.path.expanduser(text)):
+        return True
+    name = os.path.basename(text.rstrip("/\\"))
+    return (os.sep in text or "/" in text or " " not in text) and bool(Path(name).suffix) and \
+        Path(name).suffix[1:].isalnum() and " " not in name

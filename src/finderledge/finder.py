@@ -1,0 +1,145 @@
+"""The Finder: runs the vector and keyword legs (concurrently for ``hybrid``) and fuses their rankings."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langchain_core.embeddings import Embeddings
+
+from .config import FUSIONS, SEARCH_MODES
+from .filters import compile_filter
+from .fusion import FusedHit, fuse
+from .vector_store import VectorStore
+
+__all__ = ["Finder", "KeywordIndex", "LegTimings"]
+
+logger = logging.getLogger(__name__)
+
+
+class KeywordIndex(Protocol):
+    """What the Finder needs from a keyword store."""
+
+    def search(self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]: ...
+
+
+@dataclass
+class LegTimings:
+    """Seconds spent in each stage of the last search (for evaluation and benchmarks)."""
+
+    embed: float = 0.0
+    vector: float = 0.0
+    keyword: float = 0.0
+    fusion: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Finder:
+    """Retrieves chunk ids for a query in ``hybrid``, ``vector`` or ``keyword`` mode.
+
+    Each leg fetches ``candidate_k`` candidates (at least ``k``) with the metadata filter applied inside
+    the leg, so fusion sees enough of both lists and a filtered search still fills ``k``.
+    """
+
+    def __init__(
+        self,
+        vector_store: VectorStore | Callable[[], VectorStore],
+        keyword_store: KeywordIndex,
+        embeddings: Embeddings,
+        *,
+        fusion: str = "rrf",
+        rank_constant: int = 60,
+        weights: Mapping[str, float] | None = None,
+        candidate_k: int = 100,
+    ) -> None:
+        if fusion not in FUSIONS:
+            raise ValueError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
+        self._vector_store = vector_store
+        self.keyword_store = keyword_store
+        self.embeddings = embeddings
+        self.fusion = fusion
+        self.rank_constant = rank_constant
+        self.weights = dict(weights or {"vector": 1.0, "keyword": 1.0})
+        self.candidate_k = candidate_k
+        self.last_timings = LegTimings()
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def vector_store(self) -> VectorStore:
+        if not isinstance(self._vector_store, VectorStore):
+            self._vector_store = self._vector_store()
+        return self._vector_store
+
+    def _vector_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: LegTimings) -> list[tuple[str, float]]:
+        start = time.perf_counter()
+        vector = self.embeddings.embed_query(query)
+        timings.embed = time.perf_counter() - start
+        start = time.perf_counter()
+        hits = self.vector_store.search(vector, depth, flt)
+        timings.vector = time.perf_counter() - start
+        return hits
+
+    def _keyword_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: LegTimings) -> list[tuple[str, float]]:
+        start = time.perf_counter()
+        hits = self.keyword_store.search(query, depth, flt)
+        timings.keyword = time.perf_counter() - start
+        return hits
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "hybrid",
+        k: int = 10,
+        filter: Mapping[str, Any] | None = None,
+        candidate_k: int | None = None,
+    ) -> list[FusedHit]:
+        """Best ``k`` chunk ids for ``query``; scores are fused (hybrid) or the leg's own (single mode)."""
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"search_mode: expected one of {list(SEARCH_MODES)}, got {mode!r}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"k: expected a positive integer, got {k!r}")
+        if not isinstance(query, str):
+            raise ValueError(f"query: expected a string, got {type(query).__name__}")
+        compile_filter(filter)  # validate once, before any leg runs
+        if not query.strip():
+            return []
+        depth = max(k, candidate_k or self.candidate_k)
+        timings = LegTimings()
+        if mode == "vector":
+            rankings = {"vector": self._vector_leg(query, k, filter, timings)}
+        elif mode == "keyword":
+            rankings = {"keyword": self._keyword_leg(query, k, filter, timings)}
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="finderledge-leg")
+            vec = self._pool.submit(self._vector_leg, query, depth, filter, timings)
+            kw = self._keyword_leg(query, depth, filter, timings)
+            rankings = {"vector": vec.result(), "keyword": kw}
+        start = time.perf_counter()
+        if len(rankings) == 1:
+            leg, ranking = next(iter(rankings.items()))
+            hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
+        else:
+            hits = fuse(self.fusion, rankings, self.weights, self.rank_constant)
+        timings.fusion = time.perf_counter() - start
+        self.last_timings = timings
+        return hits[:k]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Finder's settings (the stores and model are configured by their owner)."""
+        return {
+            "fusion": self.fusion,
+            "rank_constant": self.rank_constant,
+            "weights": dict(self.weights),
+            "candidate_k": self.candidate_k,
+        }
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

@@ -1,0 +1,111 @@
+"""Fusion of ranked lists from several search legs into one ranking.
+
+Each leg gives ``[(id, raw_score), ...]`` best first.  Three methods:
+
+* ``rrf`` — Reciprocal Rank Fusion (Cormack et al. 2009): ``sum_leg w_leg / (rank_constant + rank)``;
+  uses ranks only, so it needs no score calibration.
+* ``relative_score`` — min-max normalise each leg's scores to [0, 1], then weighted sum (Weaviate's
+  relativeScoreFusion).
+* ``dbsf`` — distribution-based score fusion: normalise each leg with mean ± 3 standard deviations,
+  then weighted sum (Qdrant/Weaviate's DBSF).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["FusedHit", "fuse", "reciprocal_rank_fusion", "relative_score_fusion", "distribution_based_score_fusion"]
+
+Ranking = Sequence[tuple[str, float]]
+
+
+@dataclass
+class FusedHit:
+    """One id after fusion, with where each leg ranked it (1-based) and the leg's raw score."""
+
+    id: str
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    raw_scores: dict[str, float] = field(default_factory=dict)
+
+
+def _collect(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:
+    hits: dict[str, FusedHit] = {}
+    for leg, ranking in rankings.items():
+        for rank, (doc_id, raw) in enumerate(ranking, start=1):
+            hit = hits.setdefault(doc_id, FusedHit(doc_id, 0.0))
+            if leg not in hit.ranks:  # first occurrence wins if a leg repeats an id
+                hit.ranks[leg] = rank
+                hit.raw_scores[leg] = float(raw)
+    return hits
+
+
+def _sorted(hits: dict[str, FusedHit]) -> list[FusedHit]:
+    # ties: better best-rank first, then id, so results are deterministic
+    return sorted(hits.values(), key=lambda h: (-h.score, min(h.ranks.values()), h.id))
+
+
+def reciprocal_rank_fusion(
+    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None, rank_constant: int = 60
+) -> list[FusedHit]:
+    """Reciprocal Rank Fusion with per-leg weights (default 1) and rank constant (default 60)."""
+    if rank_constant < 0:
+        raise ValueError(f"rrf rank constant: expected >= 0, got {rank_constant}")
+    hits = _collect(rankings)
+    for hit in hits.values():
+        hit.score = sum((weights or {}).get(leg, 1.0) / (rank_constant + r) for leg, r in hit.ranks.items())
+    return _sorted(hits)
+
+
+def _normalised_sum(
+    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None, how: str
+) -> list[FusedHit]:
+    hits = _collect(rankings)
+    for leg, ranking in rankings.items():
+        if not ranking:
+            continue
+        scores = np.array([s for _, s in ranking], dtype=np.float64)
+        if how == "minmax":
+            lo, hi = float(scores.min()), float(scores.max())
+        else:  # dbsf
+            mean, std = float(scores.mean()), float(scores.std())
+            lo, hi = mean - 3 * std, mean + 3 * std
+        span = hi - lo
+        w = (weights or {}).get(leg, 1.0)
+        for doc_id, _ in ranking:
+            hit = hits[doc_id]
+            raw = hit.raw_scores[leg]
+            norm = 1.0 if span <= 0 else min(max((raw - lo) / span, 0.0), 1.0)
+            hit.score += w * norm
+    return _sorted(hits)
+
+
+def relative_score_fusion(rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None) -> list[FusedHit]:
+    """Min-max normalised scores, weighted and summed."""
+    return _normalised_sum(rankings, weights, "minmax")
+
+
+def distribution_based_score_fusion(
+    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None
+) -> list[FusedHit]:
+    """Scores normalised by mean ± 3σ of each leg, weighted and summed."""
+    return _normalised_sum(rankings, weights, "dbsf")
+
+
+def fuse(
+    method: str,
+    rankings: Mapping[str, Ranking],
+    weights: Mapping[str, float] | None = None,
+    rank_constant: int = 60,
+) -> list[FusedHit]:
+    """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf``."""
+    if method == "rrf":
+        return reciprocal_rank_fusion(rankings, weights, rank_constant)
+    if method == "relative_score":
+        return relative_score_fusion(rankings, weights)
+    if method == "dbsf":
+        return distribution_based_score_fusion(rankings, weights)
+    raise ValueError(f"setting 'fusion': expected 'rrf', 'relative_score' or 'dbsf', got {method!r}")
