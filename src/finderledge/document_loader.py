@@ -179,6 +179,7 @@ class EmptyDocumentError(LoadError):
 # --------------------------------------------------------------------------------------------------
 
 _JAPANESE_CODECS = ("shift_jis", "cp932", "euc_jp")
+_PREFERRED_ON_TIE = ("utf-8", "cp1252", "iso8859-1", "iso8859-15")
 
 
 def _japanese_score(text: str) -> float | None:
@@ -278,9 +279,20 @@ def decode_bytes(data: bytes, encoding: str | None = None) -> tuple[str, str]:
         return japanese
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = matches.best()
     if best is None:
         raise UnicodeError("cannot determine the text encoding")
+    # charset-normalizer often ties cp1250/cp1252 on Western text and then picks by list order;
+    # among equally good candidates prefer the far more common Western encodings.
+    tied = {
+        _normalize_codec(m.encoding): m
+        for m in matches
+        if abs(m.chaos - best.chaos) < 1e-6 and m.coherence >= best.coherence - 1e-6
+    }
+    for codec in _PREFERRED_ON_TIE:
+        if codec in tied:
+            return str(tied[codec]), codec
     return str(best), _normalize_codec(best.encoding)
 
 
@@ -461,7 +473,7 @@ class _HTMLTextExtractor(HTMLParser):
             line = re.sub(r"[ \t\r\f\v\u00a0]+", " ", raw).strip()
             line = re.sub(r"^\|\s*", "", line)
             line = line.replace("\x00", "\n")
-            if line or (lines and lines[-1]):
+            if line:
                 lines.append(line)
         return "\n".join(lines).strip()
 
