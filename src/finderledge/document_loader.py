@@ -40,11 +40,11 @@ from langchain_core.documents import Document
 
 __all__ = [
     "CODE_LANGUAGES",
+    "SUPPORTED_EXTENSIONS",
     "DocumentLoader",
     "EmptyDocumentError",
     "LoadError",
     "LoadResult",
-    "SUPPORTED_EXTENSIONS",
     "SkippedFile",
     "UnsupportedFileError",
     "decode_bytes",
@@ -114,10 +114,12 @@ _EXTENSION_TYPES: dict[str, str] = {
 #: Every extension the loader accepts (files without an extension are accepted when they are text).
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_EXTENSION_TYPES)
 
-#: Metadata keys set by the loader; JSON fields with these names are stored as ``json_<name>``.
+#: Metadata keys set by the loader or later by FinderLedge (ids and split bookkeeping); JSON fields
+#: with these names are stored as ``json_<name>`` so they never overwrite or get overwritten.
 _RESERVED_KEYS = frozenset({
     "source", "file_name", "doc_type_detected", "language", "locator", "source_id", "encoding",
     "page", "total_pages", "row", "line", "item", "title",
+    "id", "is_parent", "is_split", "parent_id", "split_index", "split_count",
 })
 
 _BINARY_SNIFF_BYTES = 8192
@@ -255,8 +257,7 @@ def decode_bytes(data: bytes, encoding: str | None = None) -> tuple[str, str]:
     """
     if encoding is not None:
         text = data.decode(encoding)
-        if text.startswith("\ufeff"):
-            text = text[1:]
+        text = text.removeprefix("\ufeff")
         return text, _normalize_codec(encoding)
     for bom, codec in (
         (codecs.BOM_UTF8, "utf-8-sig"),
@@ -307,15 +308,15 @@ def _looks_binary(head: bytes) -> bool:
 # Type and language detection
 # --------------------------------------------------------------------------------------------------
 
-_MD_FENCE = re.compile(r"^\s{0,3}(```|~~~)", re.M)
-_MD_HEADER = re.compile(r"^\s{0,3}#{1,6}\s+\S", re.M)
-_MD_SETEXT = re.compile(r"^\S.*\n(=+|-+)\s*$", re.M)
-_HTML_DOC = re.compile(r"<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>]", re.I)
+_MD_FENCE = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
+_MD_HEADER = re.compile(r"^\s{0,3}#{1,6}\s+\S", re.MULTILINE)
+_MD_SETEXT = re.compile(r"^\S.*\n(=+|-+)\s*$", re.MULTILINE)
+_HTML_DOC = re.compile(r"<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>]", re.IGNORECASE)
 _PY_STRONG = re.compile(
     r"^\s*(?:async\s+)?def\s+\w+\s*\(.*$|^\s*class\s+\w+\s*(?:\(.*\))?\s*:|^if\s+__name__\s*==",
-    re.M,
+    re.MULTILINE,
 )
-_PY_IMPORT = re.compile(r"^(?:import\s+[\w.]+(?:\s+as\s+\w+)?\s*$|from\s+[\w.]+\s+import\s+\S)", re.M)
+_PY_IMPORT = re.compile(r"^(?:import\s+[\w.]+(?:\s+as\s+\w+)?\s*$|from\s+[\w.]+\s+import\s+\S)", re.MULTILINE)
 _SHEBANG = re.compile(r"^#!\s*(\S+)(?:\s+(\S+))?")
 
 
@@ -489,7 +490,7 @@ def _html_to_text(html: str) -> tuple[str, str]:
     return parser.text(), parser.title()
 
 
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -504,8 +505,7 @@ def _glob_to_regex(pattern: str) -> re.Pattern[str]:
     everything below it, ``*`` and ``?`` never cross "/", ``[...]`` classes are kept.
     """
     pat = pattern.replace("\\", "/").lstrip("/")
-    if pat.startswith("./"):
-        pat = pat[2:]
+    pat = pat.removeprefix("./")
     out: list[str] = []
     i, n = 0, len(pat)
     while i < n:
@@ -584,6 +584,11 @@ def _field_text(value: Any) -> str:
     return str(value)
 
 
+def _absolute(path: str | Path) -> Path:
+    """Absolute, normalised path ("a/../b" -> "/cwd/b", "~" expanded) without resolving symlinks."""
+    return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+
 def _normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -639,18 +644,18 @@ class DocumentLoader:
 
     def load(self, path: str | Path) -> LoadResult:
         """Load a file or a directory; a single file is accounted for exactly like one in a folder."""
-        p = Path(path)
+        p = _absolute(path)
         if p.is_dir():
             return self.load_directory(p)
         if not p.exists():
-            raise LoadError(p.absolute(), "no such file or directory")
+            raise LoadError(p, "no such file or directory")
         result = LoadResult()
-        self._load_into(result, p.absolute())
+        self._load_into(result, p)
         return result
 
     def load_directory(self, path: str | Path) -> LoadResult:
         """Recursively load a directory in sorted order, honouring include/exclude and ``on_error``."""
-        root = Path(path).absolute()
+        root = _absolute(path)
         if not root.is_dir():
             raise LoadError(root, "not a directory")
         files = list(self._walk(root))
@@ -665,7 +670,7 @@ class DocumentLoader:
 
     def load_file(self, path: str | Path) -> list[Document]:
         """Load one file; raise ``UnsupportedFileError``, ``EmptyDocumentError`` or ``LoadError``."""
-        p = Path(path).absolute()
+        p = _absolute(path)
         if p.is_dir():
             raise LoadError(p, "is a directory (use load_directory)")
         try:
@@ -837,7 +842,7 @@ class DocumentLoader:
             info = reader.metadata
             if info is not None and isinstance(info.title, str) and info.title.strip():
                 title = info.title.strip()
-        except Exception:  # broken info dictionaries are common and harmless
+        except Exception:  # noqa: BLE001 - broken info dictionaries are common and harmless
             title = None
         docs: list[Document] = []
         for number, page in enumerate(pages, start=1):
