@@ -121,6 +121,21 @@ def test_docx_paragraphs_and_table_in_order(tmp_path: Path) -> None:
     assert doc.metadata["source_id"] == "report.docx"
 
 
+def test_docx_merged_cells_once_and_trailing_empties_dropped(tmp_path: Path) -> None:
+    import docx
+
+    d = docx.Document()
+    t = d.add_table(rows=2, cols=3)
+    t.cell(0, 0).merge(t.cell(0, 1)).text = "merged"
+    t.cell(0, 2).text = "c"
+    t.cell(1, 0).text = "x"
+    t.cell(1, 2).text = "z"
+    d.save(str(tmp_path / "m.docx"))
+    doc = one(DocumentLoader().load_file(tmp_path / "m.docx"))
+    assert doc.page_content == "merged | c\nx |  | z"
+    assert "title" not in doc.metadata
+
+
 # ----------------------------------------------------------------------------- CSV
 
 
@@ -190,6 +205,21 @@ def test_html_visible_text_only(tmp_path: Path) -> None:
     assert doc.page_content == "Heading\nHello bold & world\nLine one\nLine two\na | b"
     assert doc.metadata["title"] == "My Page"
     assert doc.metadata["doc_type_detected"] == "html"
+
+
+def test_html_pre_keeps_whitespace(tmp_path: Path) -> None:
+    path = tmp_path / "code.html"
+    path.write_text(
+        "<html><body><p>Intro</p><pre>def f():\n    return 1\n\nx = 2</pre>"
+        "<ul><li>one</li><li>two</li></ul></body></html>",
+        encoding="utf-8",
+    )
+    doc = one(DocumentLoader().load_file(path))
+    assert doc.page_content == "Intro\ndef f():\n    return 1\n\nx = 2\none\ntwo"
+    assert "title" not in doc.metadata
+    (tmp_path / "blank.html").write_text("<html><script>x()</script></html>", encoding="utf-8")
+    with pytest.raises(EmptyDocumentError, match="no text content"):
+        DocumentLoader().load_file(tmp_path / "blank.html")
 
 
 def test_html_meta_charset_shift_jis(tmp_path: Path) -> None:
@@ -325,6 +355,13 @@ def test_jsonl_with_and_without_field(tmp_path: Path) -> None:
     raw = DocumentLoader().load_file(path)
     assert [d.page_content for d in raw] == ['{"text": "alpha", "k": 1}', '{"text": "ベータ", "k": 2}']
     assert raw[1].metadata["source_id"] == "rows.jsonl:l3"
+
+
+def test_json_empty_text_field_gives_no_document(tmp_path: Path) -> None:
+    path = tmp_path / "e.json"
+    path.write_text('[{"t": "kept"}, {"t": "  "}, {"t": 42}]', encoding="utf-8")
+    docs = DocumentLoader(json_text_field="t").load_file(path)
+    assert [(d.page_content, d.metadata["locator"]) for d in docs] == [("kept", "i1"), ("42", "i3")]
 
 
 def test_jsonl_missing_field_names_line(tmp_path: Path) -> None:

@@ -414,6 +414,10 @@ _HTML_VOID = frozenset({
 })
 
 
+_PRE_PROTECT = str.maketrans({"\n": "\x00", " ": "\x01", "\t": "\x02"})
+_PRE_RESTORE = str.maketrans({"\x00": "\n", "\x01": " ", "\x02": "\t"})
+
+
 class _HTMLTextExtractor(HTMLParser):
     """Collect visible text; block elements become line breaks, cells are separated by " | "."""
 
@@ -463,8 +467,8 @@ class _HTMLTextExtractor(HTMLParser):
         if self._in_title:
             self.title_parts.append(data)
         elif not self._skip_depth:
-            if self._pre_depth:
-                self.parts.append(data.replace("\n", "\x00"))  # protect newlines inside <pre>
+            if self._pre_depth:  # protect whitespace inside <pre> from the line clean-up
+                self.parts.append(data.translate(_PRE_PROTECT))
             else:
                 self.parts.append(data)
 
@@ -473,7 +477,7 @@ class _HTMLTextExtractor(HTMLParser):
         for raw in "".join(self.parts).split("\n"):
             line = re.sub(r"[ \t\r\f\v\u00a0]+", " ", raw).strip()
             line = re.sub(r"^\|\s*", "", line)
-            line = line.replace("\x00", "\n")
+            line = line.translate(_PRE_RESTORE)
             if line:
                 lines.append(line)
         return "\n".join(lines).strip()
@@ -879,7 +883,9 @@ class DocumentLoader:
                             continue
                         seen.add(id(cell._tc))
                         cells.append(" ".join(cell.text.split()))
-                    if any(cells):
+                    while cells and not cells[-1]:
+                        cells.pop()
+                    if cells:
                         lines.append(" | ".join(cells))
             else:
                 text = block.text.strip()
@@ -939,24 +945,32 @@ class DocumentLoader:
             pretty = json.dumps(obj, ensure_ascii=False, indent=2)
             return [self._make(path, pretty, "json", encoding=codec)]
         if isinstance(obj, dict):
-            return [self._json_record(path, obj, "", codec, where="top-level object")]
+            record = self._json_record(path, obj, "", codec, where="top-level object")
+            return [record] if record is not None else []
         if not isinstance(obj, list):
             raise LoadError(path, f"json_text_field '{field_name}' needs an object or a list of objects")
-        docs = []
+        docs: list[Document] = []
         for index, item in enumerate(obj, start=1):
             if not isinstance(item, dict):
                 raise LoadError(path, f"item {index}: expected an object, got {type(item).__name__}")
-            docs.append(self._json_record(path, item, f"i{index}", codec, where=f"item {index}", item=index))
+            record = self._json_record(path, item, f"i{index}", codec, where=f"item {index}", item=index)
+            if record is not None:
+                docs.append(record)
         return docs
 
     def _json_record(self, path: Path, obj: dict[str, Any], locator: str, codec: str, *, where: str,
-                     **extra: Any) -> Document:
+                     **extra: Any) -> Document | None:
+        """One document from ``obj[json_text_field]``; None when that text is empty."""
         field_name = self.json_text_field
         assert field_name is not None
         if obj.get(field_name) is None:
             raise LoadError(path, f"{where}: missing text field '{field_name}'")
+        text = _field_text(obj[field_name])
+        if not text.strip():
+            logger.debug("%s: %s has an empty '%s'; no document", path, where, field_name)
+            return None
         meta = _scalar_metadata(obj, field_name)
-        return self._make(path, _field_text(obj[field_name]), "json", locator, meta, encoding=codec, **extra)
+        return self._make(path, text, "json", locator, meta, encoding=codec, **extra)
 
     def _load_jsonl(self, path: Path, data: bytes) -> list[Document]:
         text, codec = self._decode(path, data)
@@ -975,7 +989,9 @@ class DocumentLoader:
             elif not isinstance(obj, dict):
                 raise LoadError(path, f"line {number}: expected an object, got {type(obj).__name__}")
             else:
-                docs.append(self._json_record(path, obj, locator, codec, where=f"line {number}", line=number))
+                record = self._json_record(path, obj, locator, codec, where=f"line {number}", line=number)
+                if record is not None:
+                    docs.append(record)
         return docs
 
 
