@@ -181,6 +181,7 @@ class EmptyDocumentError(LoadError):
 # --------------------------------------------------------------------------------------------------
 
 _JAPANESE_CODECS = ("shift_jis", "cp932", "euc_jp")
+_SCORE_SAMPLE_CHARS = 65536  # scoring looks at a prefix; the strict decode still covers every byte
 _PREFERRED_ON_TIE = ("utf-8", "cp1252", "iso8859-1", "iso8859-15")
 
 
@@ -228,7 +229,7 @@ def _decode_japanese(data: bytes) -> tuple[str, str] | None:
         except UnicodeDecodeError:
             continue
         decoded[codec] = text
-        score = _japanese_score(text)
+        score = _japanese_score(text[:_SCORE_SAMPLE_CHARS])
         if score is not None and (best is None or score > best[0]):
             best = (score, codec)
     if best is None:
