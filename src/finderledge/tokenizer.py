@@ -320,16 +320,18 @@ class AutoTokenizer:
             for m in tok.tokenize(piece):
                 if drop(m.part_of_speech_id()):
                     continue
-                form = m.normalized_form()
-                if not _HAS_CJK_RE.search(form):
-                    words = _WORD_RE.findall(m.surface().lower())
+                surface = m.surface()
+                # Decide by the surface: Sudachi normalizes some English words to katakana
+                # ("Running" -> "ランニング"), which would not match English-only text.
+                if not _HAS_CJK_RE.search(surface):
+                    words = _WORD_RE.findall(surface.lower())
                     if words:
                         latin.extend(words)
                     continue
                 if latin:
                     out.extend(self._words(latin))
                     latin = []
-                out.append(form)
+                out.append(m.normalized_form())
             if latin:
                 out.extend(self._words(latin))
         return out
