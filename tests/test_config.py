@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finderledge import FinderLedge, Settings
+
+
+def test_defaults() -> None:
+    s = Settings.resolve({}, environ={}, env_file=None)
+    assert (s.vector_store, s.search_mode, s.k, s.fusion, s.rrf_k) == ("chroma", "hybrid", 10, "rrf", 60)
+    assert s.persist_directory is None
+
+
+def test_precedence_arguments_env_dotenv_defaults(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("FINDERLEDGE_K=7\nFINDERLEDGE_CHUNK_SIZE=500\nFINDERLEDGE_SEARCH_MODE=keyword\n")
+    environ = {"FINDERLEDGE_K": "5", "FINDERLEDGE_CHUNK_SIZE": "600"}
+    s = Settings.resolve({"k": 3}, environ=environ, env_file=env_file)
+    assert s.k == 3  # argument beats environment and .env
+    assert s.chunk_size == 600  # environment beats .env
+    assert s.search_mode == "keyword"  # .env beats default
+    assert s.chunk_overlap == 100  # default
+    assert Settings.resolve({}, environ={}, env_file=env_file, defaults={"k": 9, "rrf_k": 20}).rrf_k == 20
+    assert Settings.resolve({}, environ={}, env_file=env_file, defaults={"k": 9}).k == 7  # .env beats recorded
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "setting"),
+    [
+        ("FINDERLEDGE_CHUNK_SIZE", "big", "chunk_size"),
+        ("FINDERLEDGE_VECTOR_STORE", "pinecone", "vector_store"),
+        ("FINDERLEDGE_SEARCH_MODE", "fuzzy", "search_mode"),
+        ("FINDERLEDGE_K", "0", "k"),
+        ("FINDERLEDGE_VECTOR_WEIGHT", "heavy", "vector_weight"),
+        ("FINDERLEDGE_SHOW_PROGRESS", "maybe", "show_progress"),
+    ],
+)
+def test_bad_environment_value_names_the_setting(key: str, value: str, setting: str) -> None:
+    with pytest.raises(ValueError, match=setting):
+        Settings.resolve({}, environ={key: value}, env_file=None)
+
+
+def test_bad_arguments_raise_value_error_naming_setting() -> None:
+    with pytest.raises(ValueError, match="chunk_size"):
+        Settings.resolve({"chunk_size": "ten"}, environ={}, env_file=None)
+    with pytest.raises(ValueError, match="chunk_overlap"):
+        Settings.resolve({"chunk_size": 100, "chunk_overlap": 100}, environ={}, env_file=None)
+    with pytest.raises(ValueError, match="vector_store"):
+        FinderLedge(vector_store="milvus")
+    with pytest.raises(ValueError, match="search_mode"):
+        FinderLedge(search_mode="semantic")
+
+
+def test_facade_reads_environment_and_dotenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm) -> None:
+    (tmp_path / ".env").write_text(f"FINDERLEDGE_PERSIST_DIRECTORY={tmp_path / 'idx'}\nFINDERLEDGE_K=4\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FINDERLEDGE_VECTOR_STORE", "faiss")
+    fl = FinderLedge(embedding=minilm)
+    try:
+        assert fl.settings.vector_store == "faiss"
+        assert fl.settings.k == 4
+        assert fl.persist_directory == tmp_path / "idx"
+        assert (tmp_path / "idx" / "ledger.sqlite3").exists()
+    finally:
+        fl.close()
+    monkeypatch.setenv("FINDERLEDGE_CHUNK_SIZE", "lots")
+    with pytest.raises(ValueError, match="chunk_size.*FINDERLEDGE_CHUNK_SIZE"):
+        FinderLedge(embedding=minilm)

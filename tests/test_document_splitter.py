@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+
+from langchain_core.documents import Document
+
+from finderledge.document_splitter import DocumentSplitter, child_id, weighted_length
+
+JA = (
+    "東京リージョンと大阪リージョンの間では、データを自動的に複製するオプションがあります。"
+    "災害対策が必要な場合は、バケットの設定でリージョン間レプリケーションを有効にしてください。"
+    "追加料金は転送したデータ量に応じて発生します！本当に必要ですか？"
+) * 6
+
+
+def test_japanese_splits_at_sentence_boundaries() -> None:
+    splitter = DocumentSplitter(chunk_size=300, chunk_overlap=0)
+    chunks = splitter.split_text(JA, "text")
+    assert len(chunks) > 2
+    for chunk in chunks:
+        assert weighted_length(chunk) <= 300
+        assert chunk[-1] in "。！？", chunk  # never cut mid-sentence
+    assert "".join(chunks) == JA
+
+
+def test_markdown_and_code_use_their_splitters() -> None:
+    splitter = DocumentSplitter(chunk_size=200, chunk_overlap=0)
+    md = "# Title\n\nintro " + "word " * 30 + "\n\n## Section two\n\n" + "more text " * 20
+    chunks = splitter.split_text(md, "markdown")
+    assert any(c.startswith("## Section two") for c in chunks)
+    code = "import os\n\n" + "\n\n".join(f"def f{i}(x):\n    return x + {i}  # adds {i}\n" for i in range(12))
+    code_chunks = splitter.split_text(code, "code", "python")
+    assert all(c.lstrip().startswith(("def ", "import")) for c in code_chunks)
+
+
+def test_json_is_split_structurally() -> None:
+    data = {f"key{i}": {"name": f"item {i}", "text": "lorem ipsum " * 5} for i in range(20)}
+    chunks = DocumentSplitter(chunk_size=300, chunk_overlap=0).split_text(json.dumps(data), "json")
+    assert len(chunks) > 1
+    for chunk in chunks:
+        json.loads(chunk)  # every chunk is valid JSON
+
+
+def test_chunk_metadata_schema_keeps_user_metadata() -> None:
+    splitter = DocumentSplitter(chunk_size=300, chunk_overlap=0)
+    parent = Document(page_content=JA, metadata={"source": "/x/a.txt", "team": "ops", "doc_type_detected": "text"})
+    p, kids = splitter.split_document(parent, "P1", child_id)
+    assert p.metadata["is_parent"] is True and p.metadata["split_count"] == len(kids)
+    assert p.page_content == JA  # the parent is kept whole
+    for i, kid in enumerate(kids):
+        md = kid.metadata
+        assert md["id"] == kid.id == f"P1-{i:04d}"
+        assert (md["parent_id"], md["split_index"], md["split_count"]) == ("P1", i, len(kids))
+        assert md["is_parent"] is False and md["is_split"] is True
+        assert (md["team"], md["source"], md["doc_type_detected"]) == ("ops", "/x/a.txt", "text")
+
+
+def test_short_document_is_one_unsplit_chunk() -> None:
+    p, kids = DocumentSplitter().split_document(Document(page_content="short"), "P", child_id)
+    assert len(kids) == 1 and kids[0].metadata["is_split"] is False and p.metadata["is_split"] is False

@@ -1,0 +1,145 @@
+"""Reopening in a new process, and consistency after an exception or a kill in the middle of an add."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from finderledge import FinderLedge
+
+QUERIES = ["How long is a password reset link valid?", "返金の申請期限", "upload large files resume", "retry backoff"]
+
+SEARCH_SCRIPT = """
+import json, sys
+from finderledge import FinderLedge
+fl = FinderLedge(sys.argv[1], show_progress=False)
+out = {}
+for q in json.loads(sys.argv[2]):
+    for mode in ("hybrid", "vector", "keyword"):
+        out[q + "|" + mode] = [[r.id, round(r.score, 5)] for r in fl.search(q, search_mode=mode, k=5)]
+out["count"] = fl.count()
+out["store"] = fl.settings.vector_store
+print(json.dumps(out))
+"""
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def _snapshot(fl: FinderLedge) -> dict:
+    out: dict = {}
+    for q in QUERIES:
+        for mode in ("hybrid", "vector", "keyword"):
+            out[q + "|" + mode] = [[r.id, round(r.score, 5)] for r in fl.search(q, search_mode=mode, k=5)]
+    out["count"] = fl.count()
+    out["store"] = fl.settings.vector_store
+    return out
+
+
+@pytest.mark.slow
+def test_reopen_in_new_process_gives_identical_results(tmp_path: Path, store_kind: str, example_dir: Path) -> None:
+    directory = tmp_path / "index"
+    fl = FinderLedge(directory, vector_store=store_kind, show_progress=False)
+    fl.add_document(example_dir)
+    expected = _snapshot(fl)
+    fl.close()
+    assert {p.name for p in directory.iterdir()} >= {"ledger.sqlite3", store_kind, "bm25"}
+    # the new process does not name the store: the directory remembers it
+    proc = _run(SEARCH_SCRIPT, str(directory), json.dumps(QUERIES))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_exception_mid_add_leaves_stores_as_before(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
+                                                   monkeypatch: pytest.MonkeyPatch, example_dir: Path) -> None:
+    fl = FinderLedge(tmp_path / "i", vector_store=store_kind, embedding=minilm)
+    fl.add_document(example_dir / "guides")
+    before = fl.count()
+    snapshot = {q: [r.id for r in fl.search(q)] for q in QUERIES}
+
+    def broken_add(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")  # fault injection: the keyword index fails after the vector store wrote
+
+    monkeypatch.setattr(fl.keyword_store, "add", broken_add)
+    with pytest.raises(OSError, match="disk full"):
+        fl.add_document(["A brand new document about quantum gardening.", example_dir / "regions.json"])
+    monkeypatch.undo()
+    assert fl.count() == before
+    assert fl.vector_store.ids() == fl.keyword_store.ids()
+    assert {q: [r.id for r in fl.search(q)] for q in QUERIES} == snapshot
+    assert fl.search("quantum gardening", search_mode="keyword") == []
+    fl.close()
+    reopened = FinderLedge(tmp_path / "i", embedding=minilm)
+    assert reopened.count() == before
+    reopened.close()
+
+
+KILL_SCRIPT = """
+import os, sys
+from finderledge import FinderLedge
+fl = FinderLedge(sys.argv[1], show_progress=False)
+where = sys.argv[2]
+store = fl.keyword_store if where == "keyword" else fl.vector_store
+real_flush = store.flush
+def crash(*a, **k):
+    os._exit(9)          # like SIGKILL: no cleanup, no finally
+if where == "keyword":
+    store.add = crash    # the vector store has the new chunks, the keyword store never gets them
+else:
+    store.flush = crash  # both indexes got the chunks in memory, the ledger never marks them complete
+fl.add_document(["Kilimanjaro expedition logistics and porters.", sys.argv[3]])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["keyword", "vector-flush"])
+def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: Path, where: str) -> None:
+    directory = tmp_path / "index"
+    fl = FinderLedge(directory, vector_store=store_kind, show_progress=False)
+    fl.add_document(example_dir / "guides")
+    before = fl.count()
+    expected = _snapshot(fl)
+    fl.close()
+    proc = _run(KILL_SCRIPT, str(directory), where, str(example_dir / "regions.json"))
+    assert proc.returncode == 9, proc.stderr
+    fl = FinderLedge(directory, show_progress=False)
+    try:
+        assert fl.count() == before
+        ledger_ids = {c.id for d in fl.list_documents() for c in fl.get_split_documents(d.id)}
+        assert ledger_ids == fl.vector_store.ids() == fl.keyword_store.ids()
+        assert _snapshot(fl) == expected
+        assert fl.search("Kilimanjaro expedition", search_mode="keyword") == []
+        # and the same add now succeeds completely
+        fl.add_document(["Kilimanjaro expedition logistics and porters.", example_dir / "regions.json"])
+        assert fl.count()["documents"] == before["documents"] + 2
+        assert "Kilimanjaro" in fl.search("Kilimanjaro expedition", search_mode="keyword", k=1)[0].content
+    finally:
+        fl.close()
+
+
+def test_reopen_with_another_model_is_refused(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
+    fl = FinderLedge(tmp_path / "i", vector_store="faiss")
+    fl.add_document("hello")
+    fl.close()
+    with pytest.raises(ValueError, match="embedding"):
+        FinderLedge(tmp_path / "i", embedding="sentence-transformers:/some/other-model")
+
+
+def test_switching_vector_store_rebuilds_it_from_the_ledger(tmp_path: Path, minilm, example_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    fl = FinderLedge(tmp_path / "i", vector_store="chroma", embedding=minilm)
+    fl.add_document(example_dir)
+    chroma_top = [r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)]
+    fl.close()
+    fl = FinderLedge(tmp_path / "i", vector_store="faiss", embedding=minilm)
+    assert len(fl.vector_store) == fl.count()["chunks"]
+    assert [r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)] == chroma_top
+    fl.close()
