@@ -99,6 +99,15 @@ class _Segment:
     deletes_info: dict[str, int] = field(default_factory=dict)  # size/crc of ``deletes_file``
     term_index: dict[str, int] = field(default_factory=dict)
     positions: dict[str, int] | None = None  # id -> local doc number, built on first delete
+    norm: np.ndarray | None = None  # k1 * (1 - b + b * dl / avgdl) per doc, for ``norm_key``
+    norm_key: tuple[float, float] | None = None
+
+    def length_norm(self, c0: float, c1: float) -> np.ndarray:
+        """``c0 + c1 * dl`` per doc, cached until avgdl/k1/b change (O(docs) to refresh)."""
+        if self.norm_key != (c0, c1) or self.norm is None:
+            self.norm = c0 + c1 * np.asarray(self.lens, dtype=np.float64)
+            self.norm_key = (c0, c1)
+        return self.norm
 
     def __post_init__(self) -> None:
         if not self.term_index:
@@ -445,7 +454,7 @@ class KeywordStore:
             if len(batch) >= self.buffer_size:
                 # Large batch: build segments directly, skipping the dict buffer.
                 items = list(batch.items())
-                step = max(self.buffer_size, 65_536)
+                step = max(self.buffer_size, 500_000)
                 for start in range(0, len(items), step):
                     part = items[start : start + step]
                     seg = _build_segment(
@@ -682,9 +691,10 @@ class KeywordStore:
                     d, t = d[m], t[m]
                     if not len(d):
                         continue
-                tf = t.astype(np.float64)
+                norm = segs[si].length_norm(c0, c1)
                 seg_docs[si].append(d)
-                seg_contrib[si].append(w * tf / (tf + (c0 + c1 * segs[si].lens[d])))
+                # Same float64 operations, in the same order, as the buffer path below.
+                seg_contrib[si].append((w * t) / (t + norm[d]))
             if bpost:
                 bdocs = self._buffer.docs
                 for cid, tfi in bpost.items():
@@ -701,9 +711,9 @@ class KeywordStore:
                 continue
             docs = np.concatenate(seg_docs[si]) if len(seg_docs[si]) > 1 else seg_docs[si][0]
             contrib = np.concatenate(seg_contrib[si]) if len(seg_contrib[si]) > 1 else seg_contrib[si][0]
-            if len(docs) * 8 >= seg.n_docs:
+            if len(docs) * 16 >= seg.n_docs:  # dense accumulation: O(docs + postings), no sort
                 dense = np.bincount(docs, weights=contrib, minlength=seg.n_docs)
-                local = np.flatnonzero(dense > 0)
+                local = np.flatnonzero(dense > 0)  # contributions are > 0 (bool scan is fastest)
                 scores = dense[local]
             else:
                 local, inverse = np.unique(docs, return_inverse=True)
@@ -947,7 +957,7 @@ class KeywordStore:
                 raise KeywordIndexCorruptError(
                     fpath, f"expected {dtype} of shape ({expected_len[length_key]},), got {arr.dtype} {arr.shape}"
                 )
-            arrays[fname] = arr
+            arrays[fname] = np.asarray(arr)  # plain ndarray view of the map: cheaper slicing
         parsed: dict[str, Any] = {}
         for fname in ("terms.json", "ids.json"):
             fpath = sdir / fname
