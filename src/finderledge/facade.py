@@ -70,11 +70,12 @@ class _Group:
 
 
 def _sha(*parts: str) -> str:
+    """A 128-bit content id (32 hex characters) of the parts."""
     h = hashlib.sha256()
     for part in parts:
         h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\x00")
-    return h.hexdigest()
+    return h.hexdigest()[:32]
 
 
 class FinderLedge:
