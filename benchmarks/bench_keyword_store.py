@@ -177,7 +177,9 @@ def measure_open(path: Path, query: str) -> dict[str, float]:
 
 # --------------------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=100_000, help="number of chunks")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--langchain-queries", type=int, default=5, help="queries timed for LangChain")
@@ -220,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     retriever = build_bm25s(tokens)
     res["bm25s_build_s"] = time.perf_counter() - t
     res["bm25s_query"] = time_queries(lambda q: bm25s_search(retriever, tok, q), queries)
-    print(f"bm25s built in {res['bm25s_build_s']:.1f} s (+{res['tokenize_s']:.1f} s tokenization)", flush=True)
+    print(
+        f"bm25s built in {res['bm25s_build_s']:.1f} s (+{res['tokenize_s']:.1f} s tokenization)", flush=True
+    )
     # Sanity: same top-10 sets on most queries (ties may differ).
     same = 0
     for q in queries:
@@ -241,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     build_bm25s(tokens + [tokens[0]])
     res["bm25s_rebuild_s"] = time.perf_counter() - t
     res["ours_query_after_adds"] = time_queries(lambda q: store.search(q, k=10), queries[:20])
-    del retriever
+    retriever = None  # free it before the next measurements
     gc.collect()
 
     # ---- persistence
@@ -278,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         res["langchain_build_s"] = time.perf_counter() - t
         lc.preprocess_func = tok  # queries are tokenized for real, as for the other systems
         res["langchain_query"] = time_queries(lc.invoke, queries[: args.langchain_queries])
-        del lc
-    del tokens, cache
+        del lc, cache
+    del tokens
     gc.collect()
 
     # ---- memory (separate processes)
@@ -351,7 +355,15 @@ def print_table(res: dict[str, Any]) -> None:
             f"import {op['import_s']:.2f} s",
         )
     )
-    rows.append(("flush all / after 1 add", f"{res['flush_all_s']:.2f} s / {res['flush_one_add_s']:.3f} s", "-", "-", ""))
+    rows.append(
+        (
+            "flush all / after 1 add",
+            f"{res['flush_all_s']:.2f} s / {res['flush_one_add_s']:.3f} s",
+            "-",
+            "-",
+            "",
+        )
+    )
     if "memory" in res:
         mo, mb = res["memory"]["ours"], res["memory"]["bm25s"]
         rows.append(
@@ -373,7 +385,9 @@ def print_table(res: dict[str, Any]) -> None:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    print(f"\nKeywordStore benchmark, N = {n:,} chunks, same-top-10 share vs bm25s {res['same_top10_share']:.2f}")
+    print(
+        f"\nKeywordStore benchmark, N = {n:,} chunks, same-top-10 share vs bm25s {res['same_top10_share']:.2f}"
+    )
     for i, r in enumerate(rows):
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
         if i == 0:

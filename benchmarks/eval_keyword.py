@@ -77,7 +77,9 @@ def evaluate(folder: Path, tokenizer: AutoTokenizer, k1: float, b: float) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="folder holding the datasets")
     parser.add_argument("--datasets", nargs="+", default=["scifact", "jaquad-dev", "msmarco-5k"])
     parser.add_argument("--split-mode", choices=["A", "B", "C"], default=None, help="Sudachi split mode")
@@ -100,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         kwargs["split_mode"] = args.split_mode
     tokenizer = AutoTokenizer(**kwargs)
     results = []
-    print(f"{'dataset':<12} {'docs':>6} {'queries':>7} {'nDCG@10':>8} {'target':>7} {'index s':>8} {'ms/query':>8}")
+    print(
+        f"{'dataset':<12} {'docs':>6} {'queries':>7} {'nDCG@10':>8} {'target':>7} {'index s':>8} {'ms/query':>8}"
+    )
     for name in args.datasets:
         res = evaluate(args.root / name, tokenizer, args.k1, args.b)
         res["target"] = TARGETS.get(name)

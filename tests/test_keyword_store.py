@@ -38,7 +38,13 @@ def make_corpus(n: int, seed: int = 0) -> tuple[list[str], list[str], list[dict[
     return ids, texts, metas
 
 
-QUERIES = ["protein expression in tumor cells", "vaccine dose", "insulin glucose diabetes", "sleep", "cohort genome dna"]
+QUERIES = [
+    "protein expression in tumor cells",
+    "vaccine dose",
+    "insulin glucose diabetes",
+    "sleep",
+    "cohort genome dna",
+]
 
 
 def scores_close(a: dict[str, float], b: dict[str, float], tol: float = 1e-9) -> bool:
@@ -291,7 +297,7 @@ def _corrupt_index(tmp_path: Path) -> Path:
 )
 def test_corruption_raises_and_leaves_files_untouched(tmp_path: Path, damage: str, match: str) -> None:
     path = _corrupt_index(tmp_path)
-    seg = sorted((path / "segments").iterdir())[0]
+    seg = min((path / "segments").iterdir())
     if damage == "truncate_npy":
         data = (seg / "docs.npy").read_bytes()
         (seg / "docs.npy").write_bytes(data[: len(data) // 2])

@@ -177,7 +177,11 @@ class _Buffer:
 
 
 def _build_segment(
-    name: str, ids: list[str], counts: Sequence[Mapping[str, int]], lens: Sequence[int], metas: list[dict[str, Any]]
+    name: str,
+    ids: list[str],
+    counts: Sequence[Mapping[str, int]],
+    lens: Sequence[int],
+    metas: list[dict[str, Any]],
 ) -> _Segment:
     """Build a CSR segment from per-doc term counts (cost linear in the postings, plus one sort)."""
     vocab: dict[str, int] = {}
@@ -611,9 +615,7 @@ class KeywordStore:
         with self._lock:
             return dict(self._score(query, None, filter))
 
-    def _filter_masks(
-        self, flt: Mapping[str, Any] | None
-    ) -> tuple[dict[str, np.ndarray], set[str]] | None:
+    def _filter_masks(self, flt: Mapping[str, Any] | None) -> tuple[dict[str, np.ndarray], set[str]] | None:
         """Allowed-doc masks per segment plus the allowed buffer ids, cached per filter key."""
         key = filter_key(flt)
         entry = self._filter_cache.get(key)
@@ -640,9 +642,7 @@ class KeywordStore:
             self._filter_cache[key] = (pred, masks, buf)
         return masks, buf
 
-    def _score(
-        self, query: str, k: int | None, flt: Mapping[str, Any] | None
-    ) -> list[tuple[str, float]]:
+    def _score(self, query: str, k: int | None, flt: Mapping[str, Any] | None) -> list[tuple[str, float]]:
         allowed = self._filter_masks(flt) if flt else None
         if self._live_count == 0:
             return []
@@ -955,7 +955,8 @@ class KeywordStore:
                 raise KeywordIndexCorruptError(fpath, f"unreadable .npy ({exc})") from None
             if arr.dtype != np.dtype(dtype) or arr.shape != (expected_len[length_key],):
                 raise KeywordIndexCorruptError(
-                    fpath, f"expected {dtype} of shape ({expected_len[length_key]},), got {arr.dtype} {arr.shape}"
+                    fpath,
+                    f"expected {dtype} of shape ({expected_len[length_key]},), got {arr.dtype} {arr.shape}",
                 )
             arrays[fname] = np.asarray(arr)  # plain ndarray view of the map: cheaper slicing
         parsed: dict[str, Any] = {}
@@ -1001,7 +1002,11 @@ class KeywordStore:
                 dead = np.load(io.BytesIO(data), allow_pickle=False)
             except (ValueError, OSError) as exc:
                 raise KeywordIndexCorruptError(dpath, f"unreadable .npy ({exc})") from None
-            if dead.ndim != 1 or len(dead) != deletes["count"] or (len(dead) and (dead.min() < 0 or dead.max() >= n_docs)):
+            if (
+                dead.ndim != 1
+                or len(dead) != deletes["count"]
+                or (len(dead) and (dead.min() < 0 or dead.max() >= n_docs))
+            ):
                 raise KeywordIndexCorruptError(dpath, "tombstones do not match the manifest")
             live[dead] = False
             n_deleted = int(n_docs - live.sum())
