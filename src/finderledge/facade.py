@@ -26,6 +26,7 @@ from .finder import Finder
 from .fusion import FusedHit
 from .keyword_store import KeywordStore
 from .ledger import COMPLETE, DELETING, PENDING, ChunkRecord, DocumentRecord, Ledger
+from .reranker import Reranker, create_reranker
 from .results import SearchResult
 from .retriever import FinderLedgeRetriever
 from .vector_store import VectorStore, create_vector_store
@@ -107,6 +108,9 @@ class FinderLedge:
         embedding_batch_size: int | None = None,
         show_progress: bool | None = None,
         keyword_tokenizer: Any = None,
+        reranker: Any = None,
+        rerank_candidates: int = 20,
+        reranker_on_error: str = "warn",
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
         args: dict[str, Any] = {
@@ -171,6 +175,10 @@ class FinderLedge:
             if changed:
                 logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
                                "documents use the new ones", directory, changed)
+        if not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+            raise ValueError(f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}")
+        self.rerank_candidates = rerank_candidates
+        self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
         self._record_settings()
         self._recover()
 
@@ -434,24 +442,49 @@ class FinderLedge:
         filter: Mapping[str, Any] | None = None,
         return_parents: bool = False,
         candidate_k: int | None = None,
+        rerank: bool = True,
     ) -> list[SearchResult]:
-        """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``)."""
+        """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``).
+
+        With a reranker configured, the fused top ``rerank_candidates`` are rescored and the best ``k``
+        kept (``rerank=False`` skips it for one call); ``relevance_score`` is then the reranker's score and
+        ``fused_score``/``fused_rank`` keep the first stage's.
+        """
         mode = search_mode or self.settings.search_mode
         k = self.settings.k if k is None else k
+        reranking = rerank and self.reranker is not None
+        wanted = max(k, self.rerank_candidates) if reranking else k
         depth = candidate_k
-        if return_parents:  # several chunks may share a parent: look deeper, then keep the first of each
-            depth = max(candidate_k or self.settings.candidate_k, 4 * k)
-        hits = self.finder.search(query, mode=mode, k=depth if return_parents else k, filter=filter,
+        if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
+            depth = max(candidate_k or self.settings.candidate_k, 4 * wanted)
+        hits = self.finder.search(query, mode=mode, k=depth if return_parents else wanted, filter=filter,
                                   candidate_k=depth)
+        found = self._documents_for(hits, return_parents, wanted)
+        if reranking and found:
+            assert self.reranker is not None
+            scores = self.reranker.score(query, [doc for doc, _ in found])
+            order = sorted(range(len(found)), key=lambda i: -scores[i])
+            reranked = []
+            for i in order:
+                doc, hit = found[i]
+                doc.metadata["fused_score"] = hit.score
+                doc.metadata["fused_rank"] = i + 1
+                doc.metadata["relevance_score"] = scores[i]
+                reranked.append((doc, FusedHit(hit.id, scores[i], hit.ranks, hit.raw_scores)))
+            found = reranked
+        return [SearchResult(doc, hit.score, rank) for rank, (doc, hit) in enumerate(found[:k], start=1)]
+
+    def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int) -> list[tuple[Document, FusedHit]]:
+        """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details."""
         chunks = {c.id: c for c in self._ledger.get_chunks([h.id for h in hits])}
-        results: list[SearchResult] = []
+        out: list[tuple[Document, FusedHit]] = []
         seen: set[str] = set()
         for hit in hits:
             chunk = chunks.get(hit.id)
             if chunk is None:  # index and ledger disagree: never return what the ledger does not hold
                 logger.warning("search: chunk %s is in an index but not in the ledger; skipped", hit.id)
                 continue
-            if return_parents:
+            if parents:
                 if chunk.parent_id in seen:
                     continue
                 seen.add(chunk.parent_id)
@@ -463,10 +496,10 @@ class FinderLedge:
             else:
                 doc = Document(page_content=chunk.content, metadata=dict(chunk.metadata), id=chunk.id)
             _annotate(doc, hit)
-            results.append(SearchResult(doc, hit.score, len(results) + 1))
-            if len(results) == k:
+            out.append((doc, hit))
+            if len(out) == limit:
                 break
-        return results
+        return out
 
     def get_context(
         self,
@@ -489,7 +522,7 @@ class FinderLedge:
     def as_retriever(self, **search_defaults: Any) -> FinderLedgeRetriever:
         """A LangChain ``BaseRetriever``; ``search_defaults`` (``k``, ``search_mode``, ``filter`` …) can be
         overridden per call: ``retriever.invoke(q, k=3)``."""
-        allowed = {"search_mode", "k", "filter", "return_parents", "candidate_k"}
+        allowed = {"search_mode", "k", "filter", "return_parents", "candidate_k", "rerank"}
         unknown = set(search_defaults) - allowed
         if unknown:
             raise ValueError(f"as_retriever: unknown search option(s) {sorted(unknown)}; expected {sorted(allowed)}")

@@ -1,0 +1,120 @@
+"""Second-stage reranking: rescore the fused top candidates with a cross-encoder, a LangChain compressor or a callable.
+
+``create_reranker`` accepts
+
+* a sentence-transformers cross-encoder name or local path (``"cross-encoder:<name-or-path>"`` or a
+  bare name/path) — loaded with ``sentence_transformers.CrossEncoder``;
+* a LangChain ``BaseDocumentCompressor`` — its output order is the new ranking;
+* a callable ``(query, documents) -> scores`` (one float per document, higher is better).
+
+If a model cannot be loaded, the default policy logs a warning and returns ``None`` so searches fall
+back to the fused order; ``on_error="raise"`` raises instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, Union, runtime_checkable
+
+from langchain_core.documents import Document
+
+__all__ = ["Reranker", "CrossEncoderReranker", "CompressorReranker", "CallableReranker", "create_reranker"]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores documents for a query; higher is better."""
+
+    def score(self, query: str, documents: Sequence[Document]) -> list[float]: ...
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers ``CrossEncoder`` scoring (query, passage) pairs."""
+
+    def __init__(self, model_name_or_path: str, *, batch_size: int = 32, max_length: int | None = 512,
+                 **kwargs: Any) -> None:
+        from sentence_transformers import CrossEncoder
+
+        self.model_name_or_path = model_name_or_path
+        self.batch_size = batch_size
+        self._model = CrossEncoder(model_name_or_path, device=kwargs.pop("device", "cpu"), max_length=max_length,
+                                   **kwargs)
+
+    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+        if not documents:
+            return []
+        pairs = [(query, d.page_content) for d in documents]
+        scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
+                                     convert_to_numpy=True)
+        return [float(s) for s in scores]
+
+
+class CompressorReranker:
+    """Wraps a LangChain ``BaseDocumentCompressor``: documents it returns first score highest; dropped ones last."""
+
+    def __init__(self, compressor: Any) -> None:
+        self.compressor = compressor
+
+    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+        # our own relevance_score is removed so that only a score the compressor sets (e.g. Cohere's) is read back
+        tagged = [Document(page_content=d.page_content,
+                           metadata={**{k: v for k, v in d.metadata.items() if k != "relevance_score"}, "_fl_pos": i})
+                  for i, d in enumerate(documents)]
+        kept = list(self.compressor.compress_documents(tagged, query))
+        scores = [float("-inf")] * len(documents)
+        for rank, doc in enumerate(kept):
+            pos = doc.metadata.get("_fl_pos")
+            if isinstance(pos, int) and 0 <= pos < len(documents):
+                scores[pos] = float(doc.metadata.get("relevance_score", len(kept) - rank))
+        return scores
+
+
+class CallableReranker:
+    """Wraps ``fn(query, documents) -> list[float]``."""
+
+    def __init__(self, fn: Callable[[str, Sequence[Document]], Sequence[float]]) -> None:
+        self.fn = fn
+
+    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+        scores = [float(s) for s in self.fn(query, documents)]
+        if len(scores) != len(documents):
+            raise ValueError(f"reranker callable returned {len(scores)} scores for {len(documents)} documents")
+        return scores
+
+
+RerankerSpec = Union[str, Reranker, Callable[[str, Sequence[Document]], Sequence[float]], Any, None]
+
+
+def create_reranker(spec: RerankerSpec, *, on_error: str = "warn") -> Reranker | None:
+    """Build a reranker from ``spec`` (see module docstring); ``None`` when ``spec`` is ``None`` or failed to load."""
+    if on_error not in ("warn", "raise"):
+        raise ValueError(f"setting 'reranker_on_error': expected 'warn' or 'raise', got {on_error!r}")
+    if spec is None:
+        return None
+    if isinstance(spec, Reranker):
+        return spec
+    try:
+        from langchain_core.documents.compressor import BaseDocumentCompressor
+    except ImportError:  # pragma: no cover - very old langchain-core
+        BaseDocumentCompressor = ()  # type: ignore[assignment,misc]  # noqa: N806
+    if BaseDocumentCompressor and isinstance(spec, BaseDocumentCompressor):
+        return CompressorReranker(spec)
+    if isinstance(spec, str):
+        name = spec.split(":", 1)[1] if spec.startswith("cross-encoder:") else spec
+        try:
+            return CrossEncoderReranker(name)
+        except Exception as exc:  # noqa: BLE001 - any load failure has the same remedy
+            message = f"setting 'reranker': cross-encoder {name!r} could not be loaded ({exc})"
+            if on_error == "raise":
+                raise ValueError(message) from exc
+            logger.warning("%s; searches keep the fused order", message)
+            return None
+    if callable(spec):
+        return CallableReranker(spec)
+    raise ValueError(
+        "setting 'reranker': expected a cross-encoder name or path, a LangChain BaseDocumentCompressor "
+        f"or a callable, got {type(spec).__name__}"
+    )
