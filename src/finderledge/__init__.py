@@ -6,38 +6,66 @@ Quick use::
     ledger = FinderLedge("./index")
     ledger.add_document("docs/")
     print(ledger.get_context("What does the warranty cover?"))
+
+Names are imported lazily, so ``import finderledge`` (and ``finderledge.keyword_store`` on its own)
+does not pay for LangChain, Chroma or torch until they are used.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
-from .config import Settings
-from .context import NO_CONTEXT
-from .document_splitter import DocumentSplitter
-from .embeddings import EmbeddingModelFactory
-from .facade import FinderLedge, IngestReport
-from .filters import compile_filter
-from .finder import Finder
-from .fusion import distribution_based_score_fusion, reciprocal_rank_fusion, relative_score_fusion
-from .results import SearchResult
-from .retriever import FinderLedgeRetriever
-
-__all__ = [
-    "FinderLedge",
-    "Finder",
-    "FinderLedgeRetriever",
-    "SearchResult",
-    "IngestReport",
-    "Settings",
-    "EmbeddingModelFactory",
-    "DocumentSplitter",
-    "NO_CONTEXT",
-    "compile_filter",
-    "reciprocal_rank_fusion",
-    "relative_score_fusion",
-    "distribution_based_score_fusion",
-]
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "FinderLedge": "facade",
+    "IngestReport": "facade",
+    "Finder": "finder",
+    "FinderLedgeRetriever": "retriever",
+    "SearchResult": "results",
+    "Settings": "config",
+    "EmbeddingModelFactory": "embeddings",
+    "DocumentSplitter": "document_splitter",
+    "DocumentLoader": "document_loader",
+    "KeywordStore": "keyword_store",
+    "NO_CONTEXT": "context",
+    "compile_filter": "filters",
+    "create_reranker": "reranker",
+    "reciprocal_rank_fusion": "fusion",
+    "relative_score_fusion": "fusion",
+    "distribution_based_score_fusion": "fusion",
+}
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .context import NO_CONTEXT
+    from .document_loader import DocumentLoader
+    from .document_splitter import DocumentSplitter
+    from .embeddings import EmbeddingModelFactory
+    from .facade import FinderLedge, IngestReport
+    from .filters import compile_filter
+    from .finder import Finder
+    from .fusion import distribution_based_score_fusion, reciprocal_rank_fusion, relative_score_fusion
+    from .keyword_store import KeywordStore
+    from .reranker import create_reranker
+    from .results import SearchResult
+    from .retriever import FinderLedgeRetriever
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'finderledge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
+
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
