@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
     p.add_argument("--embedding", default=None, help="e.g. sentence-transformers:/path/to/model, openai:<model>")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--prune", action="store_true", help="remove documents whose files no longer exist under the folders")
 
     for name, help_text in (("search", "search the index"), ("context", "print a prompt-ready context")):
         p = sub.add_parser(name, help=help_text)
@@ -68,14 +69,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stats", help="counts and settings")
     _common(p)
 
-    p = sub.add_parser("eval", help="evaluate hybrid, vector and keyword modes on a BEIR folder")
-    p.add_argument("dataset", type=Path, help="folder with corpus.jsonl, queries.jsonl, qrels/test.tsv")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("eval", help="evaluate hybrid, vector and keyword modes side by side",
+                       description="DATASET is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), "
+                       "indexed in memory or into --dir (reused when it already holds documents), or a question "
+                       "file over an existing --dir: a JSON list of {query, expected_source, expected_keywords} "
+                       "or JSONL of {question, gold_sources}.")
+    p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("-d", "--dir", default=None, help="persist directory to build or reuse (default: in memory)")
     p.add_argument("--one-chunk", action="store_true", help="index each corpus document as one chunk")
+    p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
+    p.add_argument("-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
     p.add_argument("--embedding", default=None)
+    p.add_argument("--fusion", choices=["rrf", "relative_score", "dbsf"], default=None)
     p.add_argument("--modes", default="hybrid,vector,keyword")
     p.add_argument("--no-progress", action="store_true")
     return parser
@@ -97,16 +106,11 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 def _cmd_add(args: argparse.Namespace) -> int:
     with _open(args, vector_store=args.vector_store, embedding=args.embedding,
                show_progress=False if args.no_progress else None) as fl:
-        report = fl.ingest(list(args.paths), include=args.include, exclude=args.exclude, on_error=args.on_error)
-        data = {"files_seen": report.files_seen, "added": report.added, "unchanged": report.unchanged,
-                "replaced": report.replaced, "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
-                "chunks_written": report.chunks_written, "totals": fl.count()}
-    lines = [f"files seen: {report.files_seen}", f"documents added: {len(report.added)}",
-             f"unchanged: {len(report.unchanged)}", f"replaced: {len(report.replaced)}",
-             f"chunks written: {report.chunks_written}", f"skipped: {len(report.skipped)}"]
-    lines += [f"  {p}: {r}" for p, r in report.skipped]
-    lines.append(f"index now holds {data['totals']['documents']} documents, {data['totals']['chunks']} chunks")
-    _emit(args, data, "\n".join(lines))
+        report = fl.ingest(list(args.paths), include=args.include, exclude=args.exclude, on_error=args.on_error,
+                           prune=args.prune)
+        totals = fl.count()
+    text = report.summary() + f"\nindex now holds {totals['documents']} documents, {totals['chunks']} chunks"
+    _emit(args, {**report.to_dict(), "totals": totals}, text)
     return 0
 
 
@@ -174,29 +178,19 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_modes, index_beir, load_beir
-    from .facade import FinderLedge
+    from .evaluation import evaluate, format_report, plot_report
 
-    data = load_beir(args.dataset)
-    options: dict[str, Any] = {"vector_store": args.vector_store, "embedding": args.embedding}
-    if args.one_chunk:
-        options.update(chunk_size=1_000_000, chunk_overlap=0)
-    show = False if args.no_progress else None
-    with FinderLedge(args.dir, show_progress=show, **{k: v for k, v in options.items() if v is not None}) as fl:
-        index_s = index_beir(fl, data, show_progress=show) if fl.count()["documents"] == 0 else 0.0
-        reports = evaluate_modes(fl, data, [m.strip() for m in args.modes.split(",")], show_progress=show)
-        counts = fl.count()
-    rows = [{"mode": r.mode, **r.metrics, "latency_ms": r.latency_ms} for r in reports]
-    header = (f"{data.name}: {len(data.corpus)} documents, {counts['chunks']} chunks, {len(data.queries)} queries, "
-              f"index {index_s:.1f} s")
-    lines = [header, f"{'mode':8} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'mean ms':>8} "
-             f"{'p50 ms':>7} {'p95 ms':>7}"]
-    for r in rows:
-        lat = r["latency_ms"]
-        lines.append(f"{r['mode']:8} {r['nDCG@10']:8.4f} {r['Recall@10']:7.4f} {r['Recall@100']:7.4f} "
-                     f"{r['MRR@10']:7.4f} {lat['mean']:8.1f} {lat['p50']:7.1f} {lat['p95']:7.1f}")
-    _emit(args, {"dataset": data.name, "documents": len(data.corpus), "chunks": counts["chunks"],
-                 "queries": len(data.queries), "index_seconds": index_s, "modes": rows}, "\n".join(lines))
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    report = evaluate(args.dataset, persist_directory=args.dir, modes=modes, split=args.split,
+                      one_chunk=args.one_chunk, k=args.k, show_progress=False if args.no_progress else None,
+                      vector_store=args.vector_store, embedding=args.embedding, fusion=args.fusion)
+    data = report.to_dict()
+    if args.plot is not None:
+        try:
+            data["plot"] = str(plot_report(report, args.plot))
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
+    _emit(args, data, format_report(report) + (f"\nplot: {args.plot}" if args.plot is not None else ""))
     return 0
 
 

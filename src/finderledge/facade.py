@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,19 +47,45 @@ LEDGER_FILE = "ledger.sqlite3"
 
 @dataclass
 class IngestReport:
-    """What one ``add_document`` call did."""
+    """What one ``add_document`` call did: documents and files added, unchanged, replaced, pruned, skipped."""
 
     added: list[str] = field(default_factory=list)  # parent ids newly stored
     unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
     replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
+    pruned: list[str] = field(default_factory=list)  # parent ids removed because their file is gone (prune=True)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     files_seen: int = 0
+    files_added: int = 0  # files new to the store
+    files_unchanged: int = 0
+    files_replaced: int = 0  # files whose content changed
     chunks_written: int = 0
+    embeddings_computed: int = 0
+    embeddings_cached: int = 0  # chunk texts whose vector came from the embedding cache
+    seconds_embedding: float = 0.0
+    seconds_total: float = 0.0
 
     @property
     def ids(self) -> list[str]:
         """Ids of every parent document the input is now stored as (new and unchanged)."""
         return self.added + self.unchanged
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (ids as lists, counts, timings)."""
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    def summary(self) -> str:
+        """One human-readable paragraph (printed by ``finderledge add``)."""
+        lines = [
+            f"files seen: {self.files_seen} (added {self.files_added}, unchanged {self.files_unchanged}, "
+            f"replaced {self.files_replaced}, skipped {len(self.skipped)})",
+            f"documents: {len(self.added)} added, {len(self.unchanged)} unchanged, {len(self.replaced)} replaced, "
+            f"{len(self.pruned)} pruned",
+            f"chunks written: {self.chunks_written} (embedded {self.embeddings_computed}, "
+            f"from cache {self.embeddings_cached})",
+            f"time: {self.seconds_total:.1f} s, of which embedding {self.seconds_embedding:.1f} s",
+        ]
+        lines += [f"skipped {path}: {reason}" for path, reason in self.skipped]
+        return "\n".join(lines)
 
 
 @dataclass
@@ -252,14 +279,19 @@ class FinderLedge:
         include: Sequence[str] | None = None,
         exclude: Sequence[str] | None = None,
         on_error: str = "skip",
+        prune: bool = False,
     ) -> list[str]:
         """Add a file, a directory (recursive), raw text, a LangChain ``Document`` or a list of those.
 
         Returns the ids of the parent documents the input is stored as (already-stored identical
         content included, stored once).  A file whose content changed replaces its older version.
         ``metadata`` is added to every document; keys FinderLedge manages (``id``, ``parent_id`` …) are refused.
+        ``prune=True`` also removes documents of files that no longer exist under a directory given.
+        ``on_error="skip"`` (default) reports files that fail to parse and goes on; ``"raise"`` stops.
+        Nothing is stored unless the whole call succeeds; vectors computed before a failure are cached,
+        so running the same call again does not embed them twice.
         """
-        return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error).ids
+        return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error, prune=prune).ids
 
     def add_documents(self, sources: Iterable[str | os.PathLike[str] | Document],
                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> list[str]:
@@ -274,8 +306,10 @@ class FinderLedge:
         include: Sequence[str] | None = None,
         exclude: Sequence[str] | None = None,
         on_error: str = "skip",
+        prune: bool = False,
     ) -> IngestReport:
         """Like :meth:`add_document` but returns the full :class:`IngestReport`."""
+        started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
         extra = dict(metadata or {})
@@ -285,13 +319,22 @@ class FinderLedge:
                                 show_progress=self.settings.show_progress)
         groups: list[_Group] = []
         items = list(source) if isinstance(source, (list, tuple)) else [source]
+        prune_under: list[str] = []
         for item in items:
             groups.extend(self._groups_for(item, extra, loader, report))
+            if prune and not isinstance(item, Document) and isinstance(item, (str, os.PathLike)) \
+                    and Path(item).expanduser().is_dir():
+                prune_under.append(str(Path(item).expanduser().absolute()).rstrip(os.sep) + os.sep)
         with self._lock:
-            self._write(groups, report)
-        logger.info("ingest: %d added, %d unchanged, %d replaced, %d skipped, %d chunks written",
-                    len(report.added), len(report.unchanged), len(report.replaced), len(report.skipped),
-                    report.chunks_written)
+            gone = [src for prefix in prune_under for src in self._ledger.sources_under(prefix)
+                    if not os.path.exists(src)]
+            for src in gone:
+                report.pruned.extend(self._ledger.ids_by_source(src))
+            self._write(groups, report, extra_deletes=report.pruned)
+        report.seconds_total = time.perf_counter() - started
+        logger.info("ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
+                    len(report.added), len(report.unchanged), len(report.replaced), len(report.pruned),
+                    len(report.skipped), report.chunks_written)
         return report
 
     def _check_user_metadata(self, md: Mapping[str, Any], where: str) -> None:
@@ -339,13 +382,14 @@ class FinderLedge:
             f"got {type(item).__name__}"
         )
 
-    def _write(self, groups: Sequence[_Group], report: IngestReport) -> None:
-        """Split, embed and store new parents; replace changed sources — all or nothing."""
+    def _write(self, groups: Sequence[_Group], report: IngestReport, extra_deletes: Sequence[str] = ()) -> None:
+        """Split, embed and store new parents; replace changed sources and prune — all or nothing."""
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
         for group in groups:
             existing = self._ledger.ids_by_source(group.source) if (group.replace and group.source) else []
             wanted = []
+            added_here = 0
             for pid, doc in group.parents:
                 if pid in new or pid in wanted:
                     continue
@@ -355,9 +399,19 @@ class FinderLedge:
                 else:
                     new[pid] = (group, doc)
                     report.added.append(pid)
+                    added_here += 1
                 wanted.append(pid)
-            to_delete.extend(i for i in existing if i not in wanted)
-        report.replaced.extend(to_delete)
+            stale = [i for i in existing if i not in wanted]
+            to_delete.extend(stale)
+            report.replaced.extend(stale)
+            if group.replace:  # a file: count it once
+                if not existing:
+                    report.files_added += 1
+                elif added_here or stale:
+                    report.files_replaced += 1
+                else:
+                    report.files_unchanged += 1
+        to_delete.extend(i for i in extra_deletes if i not in to_delete)
         if not new and not to_delete:
             return
         records: list[tuple[DocumentRecord, list[ChunkRecord]]] = []
@@ -369,7 +423,7 @@ class FinderLedge:
             children.extend(kids)
             if not kids:
                 logger.warning("document %s (%s) has no text; stored without chunks", pid, group.source or "text")
-        vectors = self._embed([c.page_content for c in children])
+        vectors = self._embed([c.page_content for c in children], report)
         chunk_records: dict[str, list[ChunkRecord]] = {}
         for child, vec in zip(children, vectors):
             md = child.metadata
@@ -395,12 +449,21 @@ class FinderLedge:
             self._drop_from_indexes(self._ledger.chunk_ids_of(to_delete))
             self._ledger.purge(to_delete)
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        """Embed passages in batches of ``embedding_batch_size``, with a progress bar for long runs."""
+    def _embed(self, texts: list[str], report: IngestReport) -> np.ndarray:
+        """Vectors for passages: from the embedding cache when this model embedded the same text before,
+        else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        hashes = [_sha(t) for t in texts]
+        cached = self._ledger.cached_embeddings(self._model_id, hashes)
+        todo: dict[str, str] = {}
+        for h, t in zip(hashes, texts):
+            if h not in cached and h not in todo:
+                todo[h] = t
+        report.embeddings_cached += sum(1 for h in hashes if h in cached)
         size = self.settings.embedding_batch_size
-        batches = range(0, len(texts), size)
+        pending = list(todo.items())
+        batches = range(0, len(pending), size)
         show = self.settings.show_progress
         if show is None:
             show = sys.stderr.isatty() and len(batches) > 1
@@ -408,10 +471,16 @@ class FinderLedge:
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc="embedding", unit="batch")  # type: ignore[assignment]
-        out = []
+        start_time = time.perf_counter()
         for start in batches:
-            out.extend(self.embeddings.embed_documents(texts[start : start + size]))
-        return np.asarray(out, dtype=np.float32)
+            batch = pending[start : start + size]
+            vectors = np.asarray(self.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
+            new = [(h, v) for (h, _), v in zip(batch, vectors)]
+            self._ledger.cache_embeddings(self._model_id, new)  # kept even if this call fails later
+            cached.update(new)
+            report.embeddings_computed += len(batch)
+        report.seconds_embedding += time.perf_counter() - start_time
+        return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
 
     # -- removal ------------------------------------------------------------------------------------
     def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:

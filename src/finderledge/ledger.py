@@ -48,6 +48,12 @@ CREATE TABLE IF NOT EXISTS chunks (
     embedding BLOB
 );
 CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    model TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+) WITHOUT ROWID;
 """
 
 
@@ -249,6 +255,37 @@ class Ledger:
         ids = list(chunk_ids)
         for start in range(0, len(ids), batch_size):
             yield self.get_chunks(ids[start : start + batch_size], with_embedding=with_embedding)
+
+    # -- embedding cache ----------------------------------------------------------------------------
+    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already computed by ``model`` for these text hashes (missing ones are left out)."""
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(text_hashes), 500):
+            batch = list(text_hashes[start : start + 500])
+            marks = ",".join("?" * len(batch))
+            rows = self._db.execute(
+                f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
+                [model, *batch],
+            )
+            found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+        return found
+
+    def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        """Remember vectors by (model, text hash); committed at once, independently of any document write,
+        so work done before a crash is not repeated."""
+        rows = [(model, h, np.asarray(v, dtype="<f4").tobytes()) for h, v in items]
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT OR IGNORE INTO embedding_cache(model, text_hash, vector) VALUES (?, ?, ?)", rows
+            )
+
+    def sources_under(self, prefix: str) -> list[str]:
+        """Complete sources that start with ``prefix`` (a directory path ending in a separator)."""
+        rows = self._db.execute(  # substr, not LIKE: LIKE ignores case and treats _ and % specially
+            "SELECT DISTINCT source FROM documents WHERE state=? AND substr(source, 1, ?) = ?",
+            (COMPLETE, len(prefix), prefix),
+        )
+        return [r[0] for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
