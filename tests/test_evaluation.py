@@ -1,0 +1,202 @@
+"""Evaluation: metrics agree with ir_measures on the same run file, BEIR loading, chunk→document mapping,
+question files, and the ``finderledge eval`` command — with the real MiniLM model and real stores."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import ir_measures
+import pytest
+from ir_measures import RR, R, nDCG
+
+from finderledge import FinderLedge
+from finderledge.cli import main
+from finderledge.evaluation import (
+    evaluate,
+    evaluate_modes,
+    evaluate_questions,
+    first_occurrence,
+    format_report,
+    index_beir,
+    load_beir,
+    load_questions,
+    score_run,
+    source_matches,
+)
+from finderledge.keyword_store import KeywordStore
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+MEASURES = {"nDCG@10": nDCG @ 10, "Recall@10": R @ 10, "Recall@100": R @ 100, "MRR@10": RR @ 10}
+
+
+def _write_trec(tmp_path: Path, qrels: dict[str, dict[str, int]], run: dict[str, list[str]]) -> tuple[Path, Path]:
+    """A TREC qrels file and a TREC run file (strictly decreasing scores, so no tie-breaking differs)."""
+    qrels_path, run_path = tmp_path / "qrels.txt", tmp_path / "run.txt"
+    qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
+    run_path.write_text("".join(f"{q} Q0 {d} {r} {1000 - r} test\n"
+                                for q, docs in run.items() for r, d in enumerate(docs, start=1)))
+    return qrels_path, run_path
+
+
+def _assert_same_as_ir_measures(tmp_path: Path, qrels: dict[str, dict[str, int]], run: dict[str, list[str]]) -> None:
+    qrels_path, run_path = _write_trec(tmp_path, qrels, run)
+    # ours, from the files (the same input ir_measures reads)
+    our_qrels: dict[str, dict[str, int]] = {}
+    for q in ir_measures.read_trec_qrels(str(qrels_path)):
+        our_qrels.setdefault(q.query_id, {})[q.doc_id] = q.relevance
+    our_run: dict[str, list[str]] = {}
+    for s in sorted(ir_measures.read_trec_run(str(run_path)), key=lambda s: (s.query_id, -s.score)):
+        our_run.setdefault(s.query_id, []).append(s.doc_id)
+    ours = score_run(our_run, our_qrels)
+    theirs = ir_measures.calc_aggregate(list(MEASURES.values()), ir_measures.read_trec_qrels(str(qrels_path)),
+                                        ir_measures.read_trec_run(str(run_path)))
+    for name, measure in MEASURES.items():
+        assert ours[name] == pytest.approx(theirs[measure], abs=1e-9), name
+
+
+def test_metrics_match_ir_measures_with_graded_qrels(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    docs = [f"d{i}" for i in range(300)]
+    qrels = {f"q{q}": {d: rng.choice([0, 1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 12))}
+             for q in range(60)}
+    for grades in qrels.values():  # BEIR skips queries without a relevant document
+        if not any(grades.values()):
+            grades[next(iter(grades))] = 1
+    run = {}
+    for q, grades in qrels.items():  # some relevant documents near the top, so the metrics are not all ~0
+        ranked = [d for d in rng.sample(docs, 120) if d not in grades]
+        for d in grades:
+            if rng.random() < 0.6:
+                ranked.insert(rng.randint(0, 15), d)
+        run[q] = ranked
+    _assert_same_as_ir_measures(tmp_path, qrels, run)
+    assert score_run(run, qrels)["nDCG@10"] > 0.1
+
+
+@pytest.mark.skipif(not (DATASETS / "msmarco-5k").is_dir(), reason="msmarco-5k dataset not present")
+def test_metrics_match_ir_measures_on_a_real_bm25_run(tmp_path: Path) -> None:
+    data = load_beir(DATASETS / "msmarco-5k")  # graded qrels (0-3)
+    assert any(g >= 2 for grades in data.qrels.values() for g in grades.values())
+    store = KeywordStore()
+    store.add(list(data.corpus), [f"{t}\n\n{x}".strip() for t, x in data.corpus.values()])
+    run = {q: [d for d, _ in store.search(text, k=100)] for q, text in data.queries.items()}
+    _assert_same_as_ir_measures(tmp_path, data.qrels, run)
+
+
+def test_metric_values_by_hand() -> None:
+    qrels = {"q": {"a": 2, "b": 1, "c": 0, "d": 1}}
+    scores = score_run({"q": ["c", "a", "x", "b"]}, qrels)
+    # DCG = 2/log2(3) + 1/log2(5); IDCG = 2 + 1/log2(3) + 1/2
+    assert scores["nDCG@10"] == pytest.approx(0.5405857679, abs=1e-9)
+    assert scores["Recall@10"] == pytest.approx(2 / 3)
+    assert scores["MRR@10"] == pytest.approx(0.5)
+    assert score_run({}, qrels)["nDCG@10"] == 0.0  # a query without results counts as 0
+
+
+def _beir_folder(root: Path) -> Path:
+    root.mkdir()
+    corpus = [
+        {"_id": "pw", "title": "Password reset", "text": "A password reset link is valid for 30 minutes. " * 30},
+        {"_id": "bill", "title": "Billing", "text": "Invoices are sent on the first day of each month."},
+        {"_id": "dc", "title": "データセンター", "text": "東京リージョンのデータセンターは二つの拠点で冗長化されています。"},
+        {"_id": "tea", "title": "Green tea", "text": "Green tea is brewed at 80 degrees for two minutes."},
+    ]
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in corpus) + "\n")
+    queries = [{"_id": "1", "text": "how long is the password reset link valid"},
+               {"_id": "2", "text": "when are invoices sent"},
+               {"_id": "3", "text": "東京のデータセンター"},
+               {"_id": "4", "text": "a query whose only judgement is non-relevant"}]
+    (root / "queries.jsonl").write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in queries) + "\n")
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n1\tpw\t1\n2\tbill\t2\n2\ttea\t0\n3\tdc\t1\n4\ttea\t0\n")
+    return root
+
+
+def test_load_beir_keeps_queries_with_relevant_documents(tmp_path: Path) -> None:
+    data = load_beir(_beir_folder(tmp_path / "mini"))
+    assert set(data.queries) == {"1", "2", "3"}  # query 4 has no relevant document: skipped
+    assert data.qrels["2"] == {"bill": 2, "tea": 0}
+    with pytest.raises(FileNotFoundError, match="qrels/train.tsv"):
+        load_beir(tmp_path / "mini", "train")
+
+
+def test_chunks_map_back_to_their_document_first_occurrence_wins(tmp_path: Path, minilm) -> None:
+    assert first_occurrence(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]
+    data = load_beir(_beir_folder(tmp_path / "mini"))
+    with FinderLedge(embedding=minilm, chunk_size=200, chunk_overlap=0, show_progress=False, env_file=None) as fl:
+        index_beir(fl, data, show_progress=False)
+        assert fl.count()["chunks"] > len(data.corpus)  # the password document was split
+        reports = evaluate_modes(fl, data, ("hybrid", "keyword"), k=20, show_progress=False)
+    for report in reports:
+        for ranked in report.run.values():
+            assert len(ranked) == len(set(ranked))  # one entry per document
+        assert report.run["1"][0] == "pw"
+        assert report.metrics["nDCG@10"] == pytest.approx(1.0)
+        assert report.latency_ms["p50"] > 0 and report.search_ms["p50"] <= report.latency_ms["p50"] + 1e-6
+
+
+def test_question_files_both_formats(tmp_path: Path) -> None:
+    a = tmp_path / "qa.json"
+    a.write_text(json.dumps([{"query": "How long is a reset link valid?", "expected_source": "password-reset.txt",
+                              "expected_keywords": ["30 minutes"]}]))
+    b = tmp_path / "qa.jsonl"
+    b.write_text('{"question": "What does the refund cover?", "gold_sources": ["billing-faq.md", "x.md"]}\n')
+    qa, qb = load_questions(a), load_questions(b)
+    assert (qa[0].query, qa[0].gold_sources, qa[0].expected_keywords) == (
+        "How long is a reset link valid?", ["password-reset.txt"], ["30 minutes"])
+    assert qb[0].gold_sources == ["billing-faq.md", "x.md"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "no gold here"}\n')
+    with pytest.raises(ValueError, match="item 1"):
+        load_questions(bad)
+    assert source_matches("/home/u/data/docs/faq.md", "docs/faq.md")
+    assert source_matches("/home/u/data/docs/faq.md", "faq.md")
+    assert not source_matches("/home/u/data/docs/faq.md", "q.md")
+
+
+def test_question_metrics_on_a_real_index(ledger: FinderLedge) -> None:
+    from finderledge.evaluation import QaItem
+
+    items = [
+        QaItem("1", "How long is a password reset link valid?", ["password-reset.txt"], ["password"]),
+        QaItem("2", "How long is a password reset link valid?", ["no-such-file.md", "password-reset.txt"]),
+        QaItem("3", "How long is a password reset link valid?", ["no-such-file.md"], ["zzqx-not-in-any-text"]),
+    ]
+    (report,) = evaluate_questions(ledger, items, ("keyword",), k=3, show_progress=False)
+    # Retrieval@3: 1, 1, 0; Recall@3: 1, 1/2, 0; KeywordRecall@3: 1, 0
+    assert report.metrics["Retrieval@3"] == pytest.approx(2 / 3)
+    assert report.metrics["Recall@3"] == pytest.approx(0.5)
+    assert report.metrics["KeywordRecall@3"] == pytest.approx(0.5)
+
+
+def test_cli_eval_prints_the_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _beir_folder(tmp_path / "mini")
+    assert main(["eval", str(folder), "--one-chunk", "--no-progress", "--vector-store", "faiss"]) == 0
+    out = capsys.readouterr().out
+    assert "mini: 4 documents, 4 chunks, 3 queries" in out
+    for mode in ("hybrid", "vector", "keyword"):
+        assert any(line.startswith(mode) for line in out.splitlines())
+    assert "nDCG@10" in out and "Recall@100" in out
+    index = tmp_path / "idx"
+    assert main(["eval", str(folder), "--one-chunk", "--no-progress", "--json", "--dir", str(index),
+                 "--modes", "keyword"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["index_seconds"] > 0 and data["embedding_seconds"] > 0
+    assert [m["mode"] for m in data["modes"]] == ["keyword"]
+    assert data["modes"][0]["nDCG@10"] == pytest.approx(1.0)
+    # the persist directory is reused: nothing is indexed again
+    again = evaluate(folder, persist_directory=index, modes=("keyword",), show_progress=False)
+    assert again.index_seconds is None and again.chunks == 4
+    assert "reused index" in format_report(again)
+    assert main(["eval", str(tmp_path / "missing")]) == 2
+
+
+def test_cli_eval_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    folder = _beir_folder(tmp_path / "mini")
+    png = tmp_path / "modes.png"
+    assert main(["eval", str(folder), "--one-chunk", "--no-progress", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
