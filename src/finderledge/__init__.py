@@ -37,7 +37,24 @@ _EXPORTS = {
     "relative_score_fusion": "fusion",
     "distribution_based_score_fusion": "fusion",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "NO_CONTEXT",
+    "DocumentLoader",
+    "DocumentSplitter",
+    "EmbeddingModelFactory",
+    "Finder",
+    "FinderLedge",
+    "FinderLedgeRetriever",
+    "IngestReport",
+    "KeywordStore",
+    "SearchResult",
+    "Settings",
+    "compile_filter",
+    "create_reranker",
+    "distribution_based_score_fusion",
+    "reciprocal_rank_fusion",
+    "relative_score_fusion",
+]
 
 if TYPE_CHECKING:
     from .config import Settings

@@ -69,7 +69,7 @@ class ChromaVectorStore(VectorStore):
         if count == 0 or k < 1:
             return []
         result = self._collection.query(
-            query_embeddings=[np.asarray(embedding, dtype=np.float32)],
+            query_embeddings=[np.asarray(embedding, dtype=np.float32)],  # type: ignore[arg-type]
             n_results=min(k, count),
             where=to_chroma_where(filter),
             include=["distances"],

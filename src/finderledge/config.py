@@ -59,7 +59,7 @@ class Settings:
         arguments: Mapping[str, Any] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
-        env_file: str | Path | None = ".env",
+        env_file: str | os.PathLike[str] | None = ".env",
         defaults: Mapping[str, Any] | None = None,
     ) -> Settings:
         """Merge arguments (non-``None`` ones win), environment variables, a ``.env`` file and defaults.

@@ -254,7 +254,10 @@ class FinderLedge:
                 logger.warning("%s index: restoring %d chunk(s) from the ledger", name, len(missing))
                 for batch in self._ledger.iter_chunks(sorted(missing), with_embedding=(name == "vector")):
                     if name == "vector":
-                        self.vector_store.add([c.id for c in batch], np.stack([c.embedding for c in batch]),
+                        if any(c.embedding is None for c in batch):
+                            raise RuntimeError(f"{self.persist_directory}: the ledger lacks vectors; rebuild the index")
+                        vectors = np.stack([c.embedding for c in batch])  # type: ignore[misc]
+                        self.vector_store.add([c.id for c in batch], vectors,
                                               [c.metadata for c in batch], [c.content for c in batch])
                     else:
                         self.keyword_store.add([c.id for c in batch], [c.content for c in batch],
@@ -523,11 +526,10 @@ class FinderLedge:
         k = self.settings.k if k is None else k
         reranking = rerank and self.reranker is not None
         wanted = max(k, self.rerank_candidates) if reranking else k
-        depth = candidate_k
+        depth, fetch = candidate_k, wanted
         if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
-            depth = max(candidate_k or self.settings.candidate_k, 4 * wanted)
-        hits = self.finder.search(query, mode=mode, k=depth if return_parents else wanted, filter=filter,
-                                  candidate_k=depth)
+            depth = fetch = max(candidate_k or self.settings.candidate_k, 4 * wanted)
+        hits = self.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth)
         found = self._documents_for(hits, return_parents, wanted)
         if reranking and found:
             assert self.reranker is not None

@@ -163,7 +163,7 @@ class FaissVectorStore(VectorStore):
                 allowed = self._allowed(filter)
                 if len(allowed) == 0:
                     return []
-                params = self._faiss.SearchParameters(sel=self._faiss.IDSelectorBatch(allowed))
+                params = self._faiss.SearchParameters(sel=self._faiss.IDSelectorBatch(allowed))  # type: ignore[call-arg]
                 limit = len(allowed)
             scores, found = self._index.search(query, min(k, limit), params=params)
             return [(self._str_of[int(i)], float(s)) for s, i in zip(scores[0], found[0]) if i >= 0]

@@ -114,6 +114,11 @@ def _membership(field: str, op: str, values: list[Any]) -> Predicate:
     return pred
 
 
+def _combine(preds: list[Predicate], how: Callable[[Any], bool]) -> Predicate:
+    """``all`` or ``any`` of several predicates."""
+    return lambda md: how(p(md) for p in preds)
+
+
 def compile_filter(flt: MetadataFilter | None) -> Predicate | None:
     """Validate ``flt`` and turn it into a predicate over a metadata dict (``None`` for no filter)."""
     if flt is None:
@@ -131,10 +136,7 @@ def compile_filter(flt: MetadataFilter | None) -> Predicate | None:
             if any(s is None for s in subs):
                 raise ValueError(f"filter {key}: contains an empty filter")
             checked = [s for s in subs if s is not None]
-            if key == "$and":
-                preds.append(lambda md, ss=checked: all(s(md) for s in ss))
-            else:
-                preds.append(lambda md, ss=checked: any(s(md) for s in ss))
+            preds.append(_combine(checked, all if key == "$and" else any))
         elif key.startswith("$"):
             raise ValueError(f"filter: unknown logical operator {key!r}; expected $and or $or")
         else:
@@ -158,7 +160,7 @@ def to_chroma_where(flt: MetadataFilter | None) -> dict[str, Any] | None:
     clauses: list[dict[str, Any]] = []
     for key, value in flt.items():
         if key in _LOGICAL:
-            subs = [to_chroma_where(v) for v in value]
+            subs = [w for w in (to_chroma_where(v) for v in value) if w is not None]
             clauses.append(subs[0] if len(subs) == 1 else {key: subs})
         else:
             cond = value if isinstance(value, Mapping) else {"$eq": value}

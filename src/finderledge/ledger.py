@@ -185,7 +185,7 @@ class Ledger:
         row = self._db.execute(
             "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?", (doc_id,)
         ).fetchone()
-        return None if row is None else DocumentRecord(*row[:5], json.loads(row[5]))
+        return None if row is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
 
     def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[DocumentRecord]:
         """Complete documents in insertion order, optionally only those of one source."""
@@ -198,7 +198,7 @@ class Ledger:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [DocumentRecord(*r[:5], json.loads(r[5])) for r in self._db.execute(sql, args)]
+        return [DocumentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in self._db.execute(sql, args)]
 
     def get_chunk(self, chunk_id: str, *, with_embedding: bool = False) -> ChunkRecord | None:
         rows = self.get_chunks([chunk_id], with_embedding=with_embedding)

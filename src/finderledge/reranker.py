@@ -96,11 +96,9 @@ def create_reranker(spec: RerankerSpec, *, on_error: str = "warn") -> Reranker |
         return None
     if isinstance(spec, Reranker):
         return spec
-    try:
-        from langchain_core.documents.compressor import BaseDocumentCompressor
-    except ImportError:  # pragma: no cover - very old langchain-core
-        BaseDocumentCompressor = ()  # type: ignore[assignment,misc]  # noqa: N806
-    if BaseDocumentCompressor and isinstance(spec, BaseDocumentCompressor):
+    from langchain_core.documents.compressor import BaseDocumentCompressor
+
+    if isinstance(spec, BaseDocumentCompressor):
         return CompressorReranker(spec)
     if isinstance(spec, str):
         name = spec.split(":", 1)[1] if spec.startswith("cross-encoder:") else spec
