@@ -143,3 +143,25 @@ def test_switching_vector_store_rebuilds_it_from_the_ledger(tmp_path: Path, mini
     assert len(fl.vector_store) == fl.count()["chunks"]
     assert [r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)] == chroma_top
     fl.close()
+
+
+@pytest.mark.parametrize("damage", ["bm25", "faiss"])
+def test_corrupt_index_is_moved_aside_and_rebuilt_from_the_ledger(tmp_path: Path, minilm, example_dir: Path,  # type: ignore[no-untyped-def]
+                                                                  damage: str) -> None:
+    directory = tmp_path / "i"
+    fl = FinderLedge(directory, vector_store="faiss", embedding=minilm)
+    fl.add_document(example_dir)
+    expected = _snapshot(fl)
+    fl.close()
+    target = directory / damage
+    victim = max((p for p in target.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    original = victim.read_bytes()
+    victim.write_bytes(original[: len(original) // 2])  # a torn write
+    fl = FinderLedge(directory, embedding=minilm)
+    try:
+        assert _snapshot(fl) == expected
+        aside = [p for p in directory.iterdir() if p.name.startswith(f"{damage}.corrupt-")]
+        assert len(aside) == 1  # the damaged files are kept for inspection, not overwritten
+        assert (aside[0] / victim.relative_to(target)).read_bytes() == original[: len(original) // 2]
+    finally:
+        fl.close()

@@ -9,10 +9,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 import numpy as np
 from langchain_core.documents import Document
@@ -25,7 +25,8 @@ from .document_splitter import DocumentSplitter, child_id
 from .embeddings import EmbeddingModelFactory, embedding_model_id
 from .finder import Finder
 from .fusion import FusedHit
-from .keyword_store import KeywordStore
+from .faiss_store import VectorIndexCorruptError
+from .keyword_store import KeywordIndexCorruptError, KeywordStore
 from .ledger import COMPLETE, DELETING, PENDING, ChunkRecord, DocumentRecord, Ledger
 from .reranker import Reranker, create_reranker
 from .results import SearchResult
@@ -35,6 +36,7 @@ from .vector_store import VectorStore, create_vector_store
 __all__ = ["FinderLedge", "IngestReport", "Source", "NO_CONTEXT"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 Source = Union[str, os.PathLike, Document, Sequence[Union[str, os.PathLike, Document]]]
 
@@ -185,7 +187,10 @@ class FinderLedge:
             model, batch_size=self.settings.embedding_batch_size
         )
         self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap)
-        self.keyword_store = KeywordStore(directory / "bm25" if directory else None, tokenizer=keyword_tokenizer)
+        self.keyword_store = _open_index(
+            directory / "bm25" if directory else None,
+            lambda path: KeywordStore(path, tokenizer=keyword_tokenizer),
+        )
         self._vector_store: VectorStore | None = None
         self.finder = Finder(
             lambda: self.vector_store,
@@ -225,8 +230,10 @@ class FinderLedge:
                     if dim is None:
                         dim = str(len(self.embeddings.embed_query("dimension probe")))
                         self._ledger.set_info("embedding_dimension", dim)
-                    self._vector_store = create_vector_store(
-                        self.settings.vector_store, self.persist_directory, int(dim)
+                    kind, directory = self.settings.vector_store, self.persist_directory
+                    self._vector_store = _open_index(
+                        directory / kind if directory else None,
+                        lambda _path: create_vector_store(kind, directory, int(dim)),
                     )
         return self._vector_store
 
@@ -667,6 +674,20 @@ class FinderLedge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _open_index(path: Path | None, factory: Callable[[Path | None], T]) -> T:
+    """Open an index; if its files are corrupt, move them aside (never overwrite) and start empty —
+    the ledger then restores every chunk into it (see ``_reconcile``)."""
+    try:
+        return factory(path)
+    except (KeywordIndexCorruptError, VectorIndexCorruptError) as exc:
+        if path is None:
+            raise
+        aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.replace(path, aside)
+        logger.error("%s; moved it to %s and rebuilding the index from the ledger", exc, aside)
+        return factory(path)
 
 
 def _detect_type(md: dict[str, Any], text: str) -> None:
