@@ -58,3 +58,20 @@ def test_chunk_metadata_schema_keeps_user_metadata() -> None:
 def test_short_document_is_one_unsplit_chunk() -> None:
     p, kids = DocumentSplitter().split_document(Document(page_content="short"), "P", child_id)
     assert len(kids) == 1 and kids[0].metadata["is_split"] is False and p.metadata["is_split"] is False
+
+
+def test_markdown_chunks_carry_their_header_path() -> None:
+    text = (
+        "# Guide\n\nIntro text. " + "filler " * 30 + "\n\n## Install\n\n" + "pip install things. " * 12
+        + "\n\n```\n# not a header inside a fence\n```\n\n### On Windows\n\n" + "use the installer. " * 12
+        + "\n\n## Usage\n\n" + "call the function. " * 12
+    )
+    splitter = DocumentSplitter(chunk_size=250, chunk_overlap=0)
+    _, kids = splitter.split_document(Document(page_content=text, metadata={"doc_type_detected": "markdown"}),
+                                      "P", child_id)
+    by_start = {k.page_content.split("\n")[0]: k.metadata.get("headers") for k in kids}
+    assert by_start["# Guide"] == "Guide"
+    assert by_start["## Install"] == "Guide > Install"
+    assert by_start["### On Windows"] == "Guide > Install > On Windows"
+    assert by_start["## Usage"] == "Guide > Usage"
+    assert all("not a header" not in (k.metadata.get("headers") or "") for k in kids)

@@ -33,6 +33,35 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-
 TEXT_SEPARATORS = ["\n\n", "\n", "。", "！", "？", "!", "?", ". ", "；", "; ", "、", "，", ", ", " ", ""]
 
 _LANGUAGES = {lang.value: lang for lang in Language}
+_MD_HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(r"^[ \t]*(```|~~~)")
+
+
+def markdown_headers(text: str) -> list[tuple[int, list[str]]]:
+    """``(offset, [h1, h2, …])`` at each Markdown header outside code fences: the section path from there on."""
+    out: list[tuple[int, list[str]]] = []
+    path: list[tuple[int, str]] = []
+    in_fence = False
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (m := _MD_HEADER.match(line.rstrip("\r\n"))):
+            level = len(m.group(1))
+            path = [(lv, title) for lv, title in path if lv < level] + [(level, m.group(2))]
+            out.append((offset, [title for _, title in path]))
+        offset += len(line)
+    return out
+
+
+def _section_of(headers: list[tuple[int, list[str]]], position: int) -> str | None:
+    """The header path in force at ``position`` (``"Title > Section"``), or ``None`` before any header."""
+    current = None
+    for offset, path in headers:
+        if offset > position:
+            break
+        current = " > ".join(path)
+    return current
 
 
 def weighted_length(text: str) -> int:
@@ -131,8 +160,16 @@ class DocumentSplitter:
             "split_count": count,
             "doc_type_detected": doc_type,
         }
+        headers = markdown_headers(parent.page_content) if doc_type == "markdown" else []
+        cursor = 0
         children = []
         for i, piece in enumerate(pieces):
+            section = None
+            if headers:  # chunks come in order and may overlap: search from just after the last start
+                found = parent.page_content.find(piece, cursor)
+                if found >= 0:
+                    cursor = found + 1
+                    section = _section_of(headers, found)
             child_md = {
                 **md,
                 "id": make_child_id(parent_id, i),
@@ -143,6 +180,8 @@ class DocumentSplitter:
                 "split_count": count,
                 "doc_type_detected": doc_type,
             }
+            if section and "headers" not in md:
+                child_md["headers"] = section
             children.append(Document(page_content=piece, metadata=child_md, id=child_md["id"]))
         return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children
 
