@@ -569,10 +569,10 @@ class FinderLedge:
                 record = self._ledger.get_document(chunk.parent_id)
                 if record is None:
                     continue
-                doc = Document(page_content=record.content, metadata=dict(record.metadata), id=record.id)
+                doc = _as_document(record)
                 doc.metadata["matched_chunk_id"] = chunk.id
             else:
-                doc = Document(page_content=chunk.content, metadata=dict(chunk.metadata), id=chunk.id)
+                doc = _as_document(chunk)
             _annotate(doc, hit)
             out.append((doc, hit))
             if len(out) == limit:
@@ -611,10 +611,10 @@ class FinderLedge:
         """A parent document or a chunk by id (``None`` if unknown)."""
         record = self._ledger.get_document(doc_id)
         if record is not None and record.state == COMPLETE:
-            return Document(page_content=record.content, metadata=dict(record.metadata), id=record.id)
+            return _as_document(record)
         chunk = self._ledger.get_chunk(doc_id)
         if chunk is not None and self._ledger.document_state(chunk.parent_id) == COMPLETE:
-            return Document(page_content=chunk.content, metadata=dict(chunk.metadata), id=chunk.id)
+            return _as_document(chunk)
         return None
 
     def get_parent_document(self, child_id: str) -> Document | None:
@@ -626,13 +626,11 @@ class FinderLedge:
         """The chunks of a parent, in order."""
         if self._ledger.document_state(parent_id) != COMPLETE:
             return []
-        return [Document(page_content=c.content, metadata=dict(c.metadata), id=c.id)
-                for c in self._ledger.chunks_of(parent_id)]
+        return [_as_document(c) for c in self._ledger.chunks_of(parent_id)]
 
     def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[Document]:
         """Parent documents in the order they were added (optionally only those of one source)."""
-        return [Document(page_content=r.content, metadata=dict(r.metadata), id=r.id)
-                for r in self._ledger.list_documents(source=source, limit=limit)]
+        return [_as_document(r) for r in self._ledger.list_documents(source=source, limit=limit)]
 
     def list_sources(self) -> list[str]:
         """Every source (file path or given ``source``) that has documents."""
@@ -674,6 +672,11 @@ class FinderLedge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _as_document(record: DocumentRecord | ChunkRecord) -> Document:
+    """A LangChain ``Document`` for a ledger record (a copy: callers may annotate its metadata)."""
+    return Document(page_content=record.content, metadata=dict(record.metadata), id=record.id)
 
 
 def _open_index(path: Path | None, factory: Callable[[Path | None], T]) -> T:
