@@ -1,0 +1,65 @@
+"""The finderledge command line, driven through its real entry point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from finderledge.cli import main
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> object:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_add_search_context_list_stats_remove(tmp_path: Path, example_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "idx")
+    assert main(["add", str(example_dir), "-d", d, "--vector-store", "faiss", "--no-progress", "--json"]) == 0
+    report = _json(capsys)
+    assert report["files_seen"] == 7 and len(report["added"]) == 7 and report["totals"]["documents"] == 7
+
+    assert main(["search", "How long is a password reset link valid?", "-d", d, "-k", "2", "--json"]) == 0
+    hits = _json(capsys)
+    assert len(hits) == 2 and hits[0]["metadata"]["file_name"] == "password-reset.txt"
+    assert main(["search", "返金の申請", "-d", d, "-m", "keyword", "--filter", '{"file_name": "sla-ja.md"}',
+                 "--json"]) == 0
+    assert {h["metadata"]["file_name"] for h in _json(capsys)} == {"sla-ja.md"}
+    assert main(["search", "qqzzxxyy", "-d", d, "-m", "keyword"]) == 1  # nothing found
+    assert "no results" in capsys.readouterr().out
+
+    assert main(["context", "password reset link", "-d", d, "-k", "1"]) == 0
+    assert capsys.readouterr().out.startswith("[1] (source: ")
+
+    assert main(["list", "-d", d, "--json"]) == 0
+    docs = _json(capsys)
+    assert len(docs) == 7
+    assert main(["stats", "-d", d, "--json"]) == 0
+    stats = _json(capsys)
+    assert stats["documents"] == 7 and stats["keyword_index_chunks"] == stats["vector_index_chunks"] == stats["chunks"]
+
+    assert main(["remove", docs[0]["id"], "nope", "-d", d, "--json"]) == 1  # one removed, one not found
+    assert _json(capsys) == {"removed": [docs[0]["id"]], "not_found": ["nope"]}
+    assert main(["add", str(example_dir), "-d", d, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "added 1, unchanged 6" in out and "embedded 0, from cache 1" in out  # the removed file came back from cache
+
+
+def test_bad_input_exit_code_and_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "idx")
+    assert main(["search", "x", "-d", d, "--filter", "{oops"]) == 2
+    assert "--filter" in capsys.readouterr().err
+    assert main(["add", str(tmp_path / "missing"), "-d", d]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_python_m_help() -> None:
+    for args in (["--help"], ["add", "--help"], ["eval", "--help"]):
+        proc = subprocess.run([sys.executable, "-m", "finderledge", *args], capture_output=True, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+        assert proc.returncode == 0 and "usage: finderledge" in proc.stdout
