@@ -1,7 +1,8 @@
 """nDCG@10 of keyword-only retrieval with FinderLedge's KeywordStore on BEIR-format datasets.
 
-One chunk per corpus document (``title + " " + text``); queries that appear both in
-``queries.jsonl`` and ``qrels/test.tsv``; graded relevance; nDCG@10 computed by ir_measures.
+One chunk per corpus document (``title``, blank line, ``text``, as ``finderledge.evaluation.index_beir``);
+the dataset is read by ``finderledge.evaluation.load_beir`` (queries in both ``queries.jsonl`` and
+``qrels/test.tsv`` with a relevant document); graded relevance; nDCG@10 computed by ir_measures.
 
     python benchmarks/eval_keyword.py                       # scifact, jaquad-dev, msmarco-5k
     python benchmarks/eval_keyword.py --datasets scifact --split-mode C --out results.json
@@ -20,6 +21,7 @@ from typing import Any
 import ir_measures
 from ir_measures import nDCG
 
+from finderledge.evaluation import load_beir
 from finderledge.keyword_store import KeywordStore
 from finderledge.tokenizer import AutoTokenizer
 
@@ -27,32 +29,11 @@ DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 TARGETS = {"scifact": 0.66, "jaquad-dev": 0.90}
 
 
-def load_beir(folder: Path) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
-    """Corpus (id -> title + text), queries (id -> text) and test qrels of a BEIR folder."""
-    corpus: dict[str, str] = {}
-    with open(folder / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            d = json.loads(line)
-            corpus[str(d["_id"])] = (d.get("title") or "") + " " + (d.get("text") or "")
-    queries: dict[str, str] = {}
-    with open(folder / "queries.jsonl", encoding="utf-8") as f:
-        for line in f:
-            d = json.loads(line)
-            queries[str(d["_id"])] = d["text"]
-    qrels: dict[str, dict[str, int]] = {}
-    with open(folder / "qrels" / "test.tsv", encoding="utf-8") as f:
-        next(f)
-        for line in f:
-            qid, did, score = line.rstrip("\n").split("\t")
-            qrels.setdefault(qid, {})[did] = int(score)
-    queries = {q: t for q, t in queries.items() if q in qrels}
-    qrels = {q: r for q, r in qrels.items() if q in queries}
-    return corpus, queries, qrels
-
-
 def evaluate(folder: Path, tokenizer: AutoTokenizer, k1: float, b: float) -> dict[str, Any]:
     """Index the corpus, run every test query, return nDCG@10 and timings."""
-    corpus, queries, qrels = load_beir(folder)
+    data = load_beir(folder)
+    corpus = {d: f"{title}\n\n{text}".strip() for d, (title, text) in data.corpus.items()}
+    queries, qrels = data.queries, data.qrels
     store = KeywordStore(tokenizer=tokenizer, k1=k1, b=b)
     t0 = time.perf_counter()
     store.add(list(corpus), list(corpus.values()))
