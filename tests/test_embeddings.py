@@ -94,3 +94,17 @@ def test_openai_provider_over_http(openai_server: str) -> None:
     assert _OpenAIHandler.requests[0]["auth"] == "Bearer sk-test"
     assert {r["model"] for r in _OpenAIHandler.requests} == {"text-embedding-3-small"}
     fl.close()
+
+
+def test_model_identity_is_the_same_by_name_path_or_instance(minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from finderledge.embeddings import embedding_model_id
+
+    ids = {embedding_model_id(None), embedding_model_id(minilm),
+           embedding_model_id(f"sentence-transformers:{default_model_path()}")}
+    assert ids == {"sentence-transformers:all-MiniLM-L6-v2"}
+    fl = FinderLedge(tmp_path / "i", embedding=minilm)  # built from Python with an instance ...
+    fl.add_document("shared identity")
+    fl.close()
+    reopened = FinderLedge(tmp_path / "i")  # ... reopens with the default, as the command line does
+    assert reopened.count()["documents"] == 1
+    reopened.close()

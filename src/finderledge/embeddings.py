@@ -193,19 +193,40 @@ class EmbeddingModelFactory:
         return provider, name
 
 
+def _canonical_st_name(name: str) -> str:
+    """The bundled MiniLM is ``all-MiniLM-L6-v2`` whether named or given by its path."""
+    if name == "all-MiniLM-L6-v2":
+        return name
+    try:
+        if os.path.exists(name) and os.path.samefile(name, default_model_path()):
+            return "all-MiniLM-L6-v2"
+    except (OSError, ImportError):
+        pass
+    return name
+
+
 def embedding_model_id(model: str | Embeddings | None) -> str:
-    """A stable identifier of an embedding model, recorded in the ledger to detect a model change on reopen."""
+    """A stable identifier of an embedding model, recorded in the ledger to detect a model change on reopen.
+
+    The same sentence-transformers model gets the same id whether it is given by name, by path or as an
+    instance, so a directory built from Python reopens from the command line.
+    """
     if isinstance(model, Embeddings):
         inner = model.base if isinstance(model, PrefixedEmbeddings) else model
-        for attr in ("model_name_or_path", "model", "model_name"):
-            value = getattr(inner, attr, None)
-            if isinstance(value, str):
-                name = f"{type(inner).__name__}:{value}"
-                break
+        if isinstance(inner, SentenceTransformerEmbeddings):
+            name = f"sentence-transformers:{_canonical_st_name(inner.model_name_or_path)}"
         else:
-            name = type(inner).__name__
+            for attr in ("model_name_or_path", "model", "model_name"):
+                value = getattr(inner, attr, None)
+                if isinstance(value, str):
+                    name = f"{type(inner).__name__}:{value}"
+                    break
+            else:
+                name = type(inner).__name__
         if isinstance(model, PrefixedEmbeddings):
             name += f"|q={model.query_prefix!r}|p={model.passage_prefix!r}"
         return name
     provider, name = EmbeddingModelFactory.parse(model)
+    if provider == "sentence-transformers":
+        name = _canonical_st_name(name)
     return f"{provider}:{name}"
