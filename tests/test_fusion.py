@@ -103,12 +103,17 @@ def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_led
     finder = fl.finder
     assert finder.vector_scripts == frozenset({"latin"})  # the default MiniLM model is English-only
     ja = "返金の申請期限"
-    hits = finder.search(ja, mode="hybrid", k=5)
-    assert set(finder.last_weights) == {"keyword"}
-    assert all(set(h.ranks) == {"keyword"} for h in hits)
-    assert finder.last_timings.embed == 0.0  # the query was not even embedded
     keyword = finder.search(ja, mode="keyword", k=5)
-    assert [h.id for h in hits] == [h.id for h in keyword]
+    assert 1 <= len(keyword) < 5  # only the refund document shares words with the query
+    hits = finder.search(ja, mode="hybrid", k=1)
+    assert finder.last_weights == {"keyword": 1.0}
+    assert finder.last_timings.embed == 0.0  # the query was not even embedded
+    assert [h.id for h in hits] == [keyword[0].id] and set(hits[0].ranks) == {"keyword"}
+    # fewer keyword matches than k: the vector leg fills up the list, after every keyword match
+    hits = finder.search(ja, mode="hybrid", k=5)
+    assert len(hits) == 5 and finder.last_weights == {"keyword": 1.0, "vector": 0.0}
+    assert [h.id for h in hits[: len(keyword)]] == [h.id for h in keyword]
+    assert all(set(h.ranks) == {"vector"} and h.score == 0.0 for h in hits[len(keyword):])
     # English queries still use both legs
     finder.search("how long is the reset link valid", mode="hybrid", k=5)
     assert set(finder.last_weights) == {"vector", "keyword"}

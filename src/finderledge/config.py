@@ -30,7 +30,7 @@ class Settings:
     search_mode: str = "hybrid"
     k: int = 10
     candidate_k: int = 100  # candidates each leg fetches before fusion
-    fusion: str = "rrf"
+    fusion: str = "relative_score"  # chosen on scifact train; see docs/evaluation.md
     rrf_k: int = 60
     vector_weight: float = 1.0
     keyword_weight: float = 1.0

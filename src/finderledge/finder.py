@@ -56,7 +56,7 @@ class Finder:
         keyword_store: KeywordIndex,
         embeddings: Embeddings,
         *,
-        fusion: str = "rrf",
+        fusion: str = "relative_score",
         rank_constant: int = 60,
         weights: Mapping[str, float] | None = None,
         candidate_k: int = 100,
@@ -138,15 +138,19 @@ class Finder:
             return []
         depth = max(k, candidate_k or self.candidate_k)
         timings = LegTimings()
+        fill: list[tuple[str, float]] = []
         if mode == "vector":
             rankings = {"vector": self._vector_leg(query, k, filter, timings)}
         elif mode == "keyword":
             rankings = {"keyword": self._keyword_leg(query, k, filter, timings)}
         elif vector_leg_share(query, self.vector_scripts) < self.min_vector_share:
-            # the embedding model cannot read this query: fuse the keyword leg alone (same score scale)
-            logger.debug("hybrid: vector leg skipped for a query outside the model's scripts %s",
+            # the embedding model cannot read this query: rank by the keyword leg alone (fused score scale);
+            # the vector leg only fills up the list when the keyword leg finds fewer than k
+            logger.debug("hybrid: vector leg left out for a query outside the model's scripts %s",
                          sorted(self.vector_scripts))
             rankings = {"keyword": self._keyword_leg(query, depth, filter, timings)}
+            if len(rankings["keyword"]) < k:
+                fill = self._vector_leg(query, k, filter, timings)
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="finderledge-leg")
@@ -159,9 +163,15 @@ class Finder:
             hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
         else:
             hits = fuse(self.fusion, rankings, self.weights, self.rank_constant)
+            if fill:  # after every keyword match, in the vector leg's order, score 0
+                found = {h.id for h in hits}
+                hits += [FusedHit(i, 0.0, {"vector": r}, {"vector": float(s)})
+                         for r, (i, s) in enumerate(fill, start=1) if i not in found]
         timings.fusion = time.perf_counter() - start
         self.last_timings = timings
         self.last_weights = {leg: self.weights.get(leg, 1.0) for leg in rankings}
+        if fill:
+            self.last_weights["vector"] = 0.0
         return hits[:k]
 
     def to_dict(self) -> dict[str, Any]:
