@@ -72,7 +72,9 @@ def test_vector_leg_share() -> None:
     latin = frozenset({"latin"})
     assert vector_leg_share("8世紀に日本の首都はどこでしたか。", latin) == 0.0
     assert vector_leg_share("What is BM25?", latin) == 1.0
-    assert vector_leg_share("NHKの本社", latin) == pytest.approx(3 / 6)
+    assert vector_leg_share("NHKの本社", latin) == pytest.approx(3 / (3 + 3 * 3))  # a CJK character weighs 3
+    assert vector_leg_share("Hainesと誰が、StripTheoryを考案しましたか?", latin) < 0.5
+    assert vector_leg_share("What does 返金 mean in English?", latin) > 0.5
     assert vector_leg_share("2024", latin) == 1.0  # no letters: nothing to judge
     assert vector_leg_share("8世紀に日本の首都", ANY_SCRIPT) == 1.0
 

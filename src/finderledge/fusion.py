@@ -54,8 +54,10 @@ def _collect(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:
     hits: dict[str, FusedHit] = {}
     for leg, ranking in rankings.items():
         for rank, (doc_id, raw) in enumerate(ranking, start=1):
-            hit = hits.setdefault(doc_id, FusedHit(doc_id, 0.0))
-            if leg not in hit.ranks:  # first occurrence wins if a leg repeats an id
+            hit = hits.get(doc_id)
+            if hit is None:
+                hits[doc_id] = FusedHit(doc_id, 0.0, {leg: rank}, {leg: float(raw)})
+            elif leg not in hit.ranks:  # first occurrence wins if a leg repeats an id
                 hit.ranks[leg] = rank
                 hit.raw_scores[leg] = float(raw)
     return hits
@@ -85,15 +87,20 @@ def _normalised_sum(
     for leg, ranking in rankings.items():
         if not ranking:
             continue
-        scores = np.array([s for _, s in ranking], dtype=np.float64)
         if how == "minmax":
-            lo, hi = float(scores.min()), float(scores.max())
+            scores = [float(s) for _, s in ranking]
+            lo, hi = min(scores), max(scores)
         else:  # dbsf
-            mean, std = float(scores.mean()), float(scores.std())
+            arr = np.fromiter((s for _, s in ranking), dtype=np.float64, count=len(ranking))
+            mean, std = float(arr.mean()), float(arr.std())
             lo, hi = mean - 3 * std, mean + 3 * std
         span = hi - lo
         w = (weights or {}).get(leg, 1.0)
+        seen: set[str] = set()
         for doc_id, _ in ranking:
+            if doc_id in seen:  # a repeated id counts once, at its first (best) position
+                continue
+            seen.add(doc_id)
             hit = hits[doc_id]
             raw = hit.raw_scores[leg]
             norm = 1.0 if span <= 0 else min(max((raw - lo) / span, 0.0), 1.0)
@@ -176,13 +183,23 @@ def model_scripts(model_name: str | None) -> frozenset[str]:
 _LETTER = re.compile(r"[^\W\d_]")
 
 
+# a Han/kana/Hangul character carries about as much text as 3 Latin letters (one model token each); the
+# same weight as document_splitter.CJK_CHAR_WEIGHT, which sizes chunks in Latin-letter equivalents
+_CJK_SCRIPTS = {"han": 3.0, "kana": 3.0, "hangul": 3.0}
+
+
 def vector_leg_share(query: str, scripts: frozenset[str]) -> float:
-    """Share (0–1) of the query's letters in ``scripts``; 1.0 when the model reads any script or the
-    query has no letters."""
+    """Share (0–1) of the query's text in ``scripts``, counted in Latin-letter equivalents (a CJK
+    character weighs 3); 1.0 when the model reads any script or the query has no letters."""
     if "*" in scripts:
         return 1.0
-    letters = [script_of(c) for c in _LETTER.findall(query)]
-    letters = [s for s in letters if s is not None]
-    if not letters:
-        return 1.0
-    return sum(s in scripts for s in letters) / len(letters)
+    total = readable = 0.0
+    for c in _LETTER.findall(query):
+        script = script_of(c)
+        if script is None:
+            continue
+        weight = _CJK_SCRIPTS.get(script, 1.0)
+        total += weight
+        if script in scripts:
+            readable += weight
+    return readable / total if total else 1.0
