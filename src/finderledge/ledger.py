@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS documents (
     metadata TEXT NOT NULL,
     added_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS documents_source ON documents(source);
+CREATE INDEX IF NOT EXISTS documents_source_state ON documents(source, state, seq);
 CREATE INDEX IF NOT EXISTS documents_state ON documents(state);
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
