@@ -200,3 +200,19 @@ def test_cli_eval_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     png = tmp_path / "modes.png"
     assert main(["eval", str(folder), "--one-chunk", "--no-progress", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_eval_question_file_over_an_existing_index(tmp_path: Path, example_dir: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    index = tmp_path / "idx"
+    assert main(["add", str(example_dir), "--dir", str(index), "--no-progress", "--json"]) == 0
+    capsys.readouterr()
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n'
+                  '{"question": "How long is a password reset link valid?", "gold_sources": ["regions.json"]}\n')
+    assert main(["eval", str(qa), "--dir", str(index), "-k", "1", "--json", "--modes", "hybrid,keyword"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kind"] == "questions" and data["queries"] == 2 and data["index_seconds"] is None
+    for mode in data["modes"]:
+        assert mode["Retrieval@1"] == pytest.approx(0.5)  # the first question is answered, the second not
+    assert main(["eval", str(qa), "--no-progress"]) == 2  # a question file needs --dir
