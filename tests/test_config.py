@@ -68,3 +68,13 @@ def test_facade_reads_environment_and_dotenv(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("FINDERLEDGE_CHUNK_SIZE", "lots")
     with pytest.raises(ValueError, match="chunk_size.*FINDERLEDGE_CHUNK_SIZE"):
         FinderLedge(embedding=minilm)
+
+
+def test_script_check_settings(minilm) -> None:  # type: ignore[no-untyped-def]
+    fl = FinderLedge(embedding=minilm, vector_scripts="latin,kana", min_vector_share=0.3)
+    assert fl.finder.vector_scripts == frozenset({"latin", "kana"}) and fl.finder.min_vector_share == 0.3
+    assert FinderLedge(embedding=minilm).finder.vector_scripts == frozenset({"latin"})  # MiniLM: English only
+    with pytest.raises(ValueError, match="vector_scripts"):
+        FinderLedge(embedding=minilm, vector_scripts="latn")
+    with pytest.raises(ValueError, match="min_vector_share"):
+        Settings.resolve({"min_vector_share": 2.0}, environ={}, env_file=None)

@@ -35,6 +35,8 @@ class Settings:
     vector_weight: float = 1.0
     keyword_weight: float = 1.0
     embedding_batch_size: int = 64
+    vector_scripts: str = "auto"  # scripts the embedding model reads: auto (from its name), any, latin, ...
+    min_vector_share: float = 0.5  # hybrid skips the vector leg below this share of readable query text
     show_progress: bool | None = None  # None: only when stderr is a terminal
 
     def __post_init__(self) -> None:
@@ -49,6 +51,8 @@ class Settings:
                 f"setting 'chunk_overlap': expected 0 <= chunk_overlap < chunk_size ({self.chunk_size}), "
                 f"got {self.chunk_overlap!r}"
             )
+        if not 0.0 <= self.min_vector_share <= 1.0:
+            raise ValueError(f"setting 'min_vector_share': expected a number in [0, 1], got {self.min_vector_share!r}")
         for name in ("vector_weight", "keyword_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name!r}: expected a non-negative number, got {getattr(self, name)!r}")

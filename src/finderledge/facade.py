@@ -135,6 +135,8 @@ class FinderLedge:
         vector_weight: float | None = None,
         keyword_weight: float | None = None,
         embedding_batch_size: int | None = None,
+        vector_scripts: str | None = None,
+        min_vector_share: float | None = None,
         show_progress: bool | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
@@ -156,6 +158,8 @@ class FinderLedge:
             "vector_weight": vector_weight,
             "keyword_weight": keyword_weight,
             "embedding_batch_size": embedding_batch_size,
+            "vector_scripts": vector_scripts,
+            "min_vector_share": min_vector_share,
             "show_progress": show_progress,
         }
         if embedding is not None and not isinstance(embedding, (str, Embeddings)):
@@ -200,6 +204,8 @@ class FinderLedge:
             rank_constant=self.settings.rrf_k,
             weights={"vector": self.settings.vector_weight, "keyword": self.settings.keyword_weight},
             candidate_k=self.settings.candidate_k,
+            vector_scripts=self.settings.vector_scripts,
+            min_vector_share=self.settings.min_vector_share,
         )
         if recorded:
             changed = {k: (recorded[k], getattr(self.settings, k)) for k in ("chunk_size", "chunk_overlap")

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 
 from .config import FUSIONS, SEARCH_MODES
 from .filters import compile_filter
-from .fusion import ANY_SCRIPT, FusedHit, fuse, model_scripts, vector_leg_share
+from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, fuse, model_scripts, vector_leg_share
 from .vector_store import VectorStore
 
 __all__ = ["Finder", "KeywordIndex", "LegTimings"]
@@ -94,7 +94,12 @@ class Finder:
             return scripts
         if value in ("any", "*", ""):
             return ANY_SCRIPT
-        return frozenset(part.strip().lower() for part in value.split(",") if part.strip())
+        scripts = frozenset(part.strip().lower() for part in value.split(",") if part.strip())
+        unknown = scripts - KNOWN_SCRIPTS
+        if unknown:
+            raise ValueError(f"setting 'vector_scripts': unknown script(s) {sorted(unknown)}; expected 'auto', "
+                             f"'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}")
+        return scripts
 
     @property
     def vector_store(self) -> VectorStore:

@@ -27,6 +27,7 @@ import numpy as np
 
 __all__ = [
     "ANY_SCRIPT",
+    "KNOWN_SCRIPTS",
     "FusedHit",
     "distribution_based_score_fusion",
     "fuse",
@@ -145,6 +146,8 @@ _SCRIPT_PREFIXES = (
     ("HALFWIDTH KATAKANA", "kana"), ("HANGUL", "hangul"), ("CYRILLIC", "cyrillic"), ("GREEK", "greek"),
     ("ARABIC", "arabic"), ("HEBREW", "hebrew"), ("THAI", "thai"), ("DEVANAGARI", "devanagari"),
 )
+
+KNOWN_SCRIPTS = frozenset({script for _, script in _SCRIPT_PREFIXES} | {"other"})
 
 # English-only models: names (lower case) that contain one of these and none of _MULTILINGUAL.
 _ENGLISH_ONLY = (
