@@ -589,7 +589,7 @@ def _field_text(value: Any) -> str:
     return str(value)
 
 
-def _absolute(path: str | Path) -> Path:
+def absolute_path(path: str | os.PathLike[str]) -> Path:
     """Absolute, normalised path ("a/../b" -> "/cwd/b", "~" expanded) without resolving symlinks."""
     return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
 
@@ -649,7 +649,7 @@ class DocumentLoader:
 
     def load(self, path: str | Path) -> LoadResult:
         """Load a file or a directory; a single file is accounted for exactly like one in a folder."""
-        p = _absolute(path)
+        p = absolute_path(path)
         if p.is_dir():
             return self.load_directory(p)
         if not p.exists():
@@ -660,7 +660,7 @@ class DocumentLoader:
 
     def load_directory(self, path: str | Path) -> LoadResult:
         """Recursively load a directory in sorted order, honouring include/exclude and ``on_error``."""
-        root = _absolute(path)
+        root = absolute_path(path)
         if not root.is_dir():
             raise LoadError(root, "not a directory")
         files = list(self._walk(root))
@@ -675,7 +675,7 @@ class DocumentLoader:
 
     def load_file(self, path: str | Path) -> list[Document]:
         """Load one file; raise ``UnsupportedFileError``, ``EmptyDocumentError`` or ``LoadError``."""
-        p = _absolute(path)
+        p = absolute_path(path)
         if p.is_dir():
             raise LoadError(p, "is a directory (use load_directory)")
         try:

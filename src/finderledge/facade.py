@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 
 from .config import Settings
 from .context import NO_CONTEXT, format_context
-from .document_loader import DocumentLoader, detect_doc_type, detect_language
+from .document_loader import DocumentLoader, absolute_path, detect_doc_type, detect_language
 from .document_splitter import DocumentSplitter, child_id
 from .embeddings import EmbeddingModelFactory, embedding_model_id
 from .finder import Finder
@@ -340,7 +340,7 @@ class FinderLedge:
             groups.extend(self._groups_for(item, extra, loader, report))
             if prune and not isinstance(item, Document) and isinstance(item, (str, os.PathLike)) \
                     and Path(item).expanduser().is_dir():
-                prune_under.append(str(Path(item).expanduser().absolute()).rstrip(os.sep) + os.sep)
+                prune_under.append(str(absolute_path(item)).rstrip(os.sep) + os.sep)
         with self._lock:
             gone = [src for prefix in prune_under for src in self._ledger.sources_under(prefix)
                     if not os.path.exists(src)]
@@ -509,7 +509,7 @@ class FinderLedge:
             if self._ledger.document_state(key) == COMPLETE:
                 ids = [key]
             else:
-                ids = self._ledger.ids_by_source(key) or self._ledger.ids_by_source(str(Path(key).expanduser().resolve()))
+                ids = self._ledger.ids_by_source(key) or self._ledger.ids_by_source(str(absolute_path(key)))
             if not ids:
                 raise KeyError(f"remove_document: no document with id or source {key!r}")
             self._ledger.commit_changes(to_delete=ids)
