@@ -228,7 +228,8 @@ def fused_run(vector: LegRun, keyword: LegRun, qids: Sequence[str], method: str,
         fill: list[str] = []
         if texts is not None and vector_leg_share(texts[q], scripts) < 0.5:
             fill = [d for d, _ in rankings.pop("vector")]  # only after every keyword match, as the Finder
-        ranked = [h.id for h in fuse(method, rankings, weights, rank_constant)[:100]]
+        floors = {"keyword": 0.0} if len(rankings["keyword"]) < depth else None  # as the Finder does
+        ranked = [h.id for h in fuse(method, rankings, weights, rank_constant, floors)[:100]]
         out[q] = (ranked + [d for d in fill if d not in set(ranked)])[:100]
     return out
 

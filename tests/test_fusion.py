@@ -129,3 +129,11 @@ def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_led
     open_finder.close()
     with pytest.raises(ValueError, match="min_vector_share"):
         Finder(fl.vector_store, fl.keyword_store, minilm, min_vector_share=2.0)
+
+
+def test_relative_score_floor_for_an_exhaustive_leg() -> None:
+    rankings = {"keyword": [("a", 8.0), ("b", 2.0)]}
+    plain = {h.id: h.score for h in fuse("relative_score", rankings)}
+    assert plain == {"a": 1.0, "b": 0.0}  # min-max alone: the second real match looks like no match
+    floored = {h.id: h.score for h in fuse("relative_score", rankings, floors={"keyword": 0.0})}
+    assert floored == {"a": 1.0, "b": pytest.approx(0.25)}

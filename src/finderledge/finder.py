@@ -167,7 +167,10 @@ class Finder:
             leg, ranking = next(iter(rankings.items()))
             hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
         else:
-            hits = fuse(self.fusion, rankings, self.weights, self.rank_constant)
+            keyword = rankings.get("keyword")
+            # fewer BM25 hits than asked means every match is listed and all other chunks score 0
+            floors = {"keyword": 0.0} if keyword is not None and len(keyword) < depth else None
+            hits = fuse(self.fusion, rankings, self.weights, self.rank_constant, floors)
             if fill:  # after every keyword match, in the vector leg's order, score 0
                 found = {h.id for h in hits}
                 hits += [FusedHit(i, 0.0, {"vector": r}, {"vector": float(s)})

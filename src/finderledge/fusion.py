@@ -82,7 +82,8 @@ def reciprocal_rank_fusion(
 
 
 def _normalised_sum(
-    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None, how: str
+    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None, how: str,
+    floors: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     hits = _collect(rankings)
     for leg, ranking in rankings.items():
@@ -91,6 +92,8 @@ def _normalised_sum(
         if how == "minmax":
             scores = [float(s) for _, s in ranking]
             lo, hi = min(scores), max(scores)
+            if floors and leg in floors:  # the list holds every match: its true minimum is the floor
+                lo = min(lo, floors[leg])
         else:  # dbsf
             arr = np.fromiter((s for _, s in ranking), dtype=np.float64, count=len(ranking))
             mean, std = float(arr.mean()), float(arr.std())
@@ -109,9 +112,15 @@ def _normalised_sum(
     return _sorted(hits)
 
 
-def relative_score_fusion(rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None) -> list[FusedHit]:
-    """Min-max normalised scores, weighted and summed."""
-    return _normalised_sum(rankings, weights, "minmax")
+def relative_score_fusion(rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None,
+                          floors: Mapping[str, float] | None = None) -> list[FusedHit]:
+    """Min-max normalised scores, weighted and summed.
+
+    ``floors`` gives, for a leg whose list is exhaustive (a BM25 leg that returned fewer hits than asked:
+    every other document scores 0), the score the minimum should be taken as — so its last real match
+    does not normalise to 0 as if it had not matched.
+    """
+    return _normalised_sum(rankings, weights, "minmax", floors)
 
 
 def distribution_based_score_fusion(
@@ -126,12 +135,13 @@ def fuse(
     rankings: Mapping[str, Ranking],
     weights: Mapping[str, float] | None = None,
     rank_constant: int = 60,
+    floors: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
-    """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf``."""
+    """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf`` (``floors``: relative_score only)."""
     if method == "rrf":
         return reciprocal_rank_fusion(rankings, weights, rank_constant)
     if method == "relative_score":
-        return relative_score_fusion(rankings, weights)
+        return relative_score_fusion(rankings, weights, floors)
     if method == "dbsf":
         return distribution_based_score_fusion(rankings, weights)
     raise ValueError(f"setting 'fusion': expected 'rrf', 'relative_score' or 'dbsf', got {method!r}")
