@@ -5,7 +5,7 @@ Quick use::
     from finderledge import FinderLedge
     ledger = FinderLedge("./index")
     ledger.add_document("docs/")
-    print(ledger.get_context("What does the warranty cover?"))
+    context = ledger.get_context("What does the warranty cover?")
 
 Names are imported lazily, so ``import finderledge`` (and ``finderledge.keyword_store`` on its own)
 does not pay for LangChain, Chroma or torch until they are used.
