@@ -182,4 +182,8 @@ def test_bad_inputs_are_named(tmp_path: Path, minilm) -> None:  # type: ignore[n
         fl.add_document(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="parent_id"):
         fl.add_document("text", metadata={"parent_id": "x"})
+    with pytest.raises(ValueError, match="empty"):
+        fl.add_document(["fine text", "   "])
+    with pytest.raises(ValueError, match="empty"):
+        fl.add_document(Document(page_content=""))
     assert fl.count() == {"documents": 0, "chunks": 0}

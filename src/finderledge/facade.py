@@ -360,6 +360,8 @@ class FinderLedge:
 
     def _groups_for(self, item: Any, extra: dict[str, Any], loader: DocumentLoader,
                     report: IngestReport) -> list[_Group]:
+        if isinstance(item, Document) and not item.page_content.strip():
+            raise ValueError("add_document: a Document with empty page_content has nothing to index")
         if isinstance(item, Document):
             md = {**item.metadata, **extra}
             self._check_user_metadata(item.metadata, "Document metadata")
@@ -388,6 +390,8 @@ class FinderLedge:
                 groups.append(_Group(file_path, parents, replace=True))
             return groups
         if isinstance(item, str):
+            if not item.strip():
+                raise ValueError("add_document: empty text has nothing to index")
             md = {**extra}
             _detect_type(md, item)
             src = md.get("source")
@@ -404,7 +408,7 @@ class FinderLedge:
         to_delete: list[str] = []
         for group in groups:
             existing = self._ledger.ids_by_source(group.source) if (group.replace and group.source) else []
-            wanted = []
+            wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
             added_here = 0
             for pid, doc in group.parents:
                 if pid in new or pid in wanted:
@@ -416,7 +420,7 @@ class FinderLedge:
                     new[pid] = (group, doc)
                     report.added.append(pid)
                     added_here += 1
-                wanted.append(pid)
+                wanted.add(pid)
             stale = [i for i in existing if i not in wanted]
             to_delete.extend(stale)
             report.replaced.extend(stale)
@@ -437,8 +441,6 @@ class FinderLedge:
             records.append((DocumentRecord(pid, group.source, _sha(doc.page_content), PENDING,
                                            doc.page_content, parent.metadata), []))
             children.extend(kids)
-            if not kids:
-                logger.warning("document %s (%s) has no text; stored without chunks", pid, group.source or "text")
         vectors = self._embed([c.page_content for c in children], report)
         chunk_records: dict[str, list[ChunkRecord]] = {}
         for child, vec in zip(children, vectors):
