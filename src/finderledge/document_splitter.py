@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.documents import Document
@@ -184,10 +184,6 @@ class DocumentSplitter:
                 child_md["headers"] = section
             children.append(Document(page_content=piece, metadata=child_md, id=child_md["id"]))
         return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children
-
-    def split_documents(self, parents: Sequence[tuple[str, Document]]) -> list[tuple[Document, list[Document]]]:
-        """Split many ``(parent_id, parent)`` pairs, using ``{parent_id}-{index}`` child ids."""
-        return [self.split_document(doc, pid, child_id) for pid, doc in parents]
 
 
 def child_id(parent_id: str, index: int) -> str:

@@ -251,13 +251,24 @@ class FinderLedge:
                            self.persist_directory or "ledger", len(unfinished))
             self._drop_from_indexes(self._ledger.chunk_ids_of(unfinished))
             self._ledger.purge(unfinished)
-        if self.persist_directory is not None and self._ledger.counts()["chunks"] + len(self.keyword_store) > 0:
-            self._reconcile()
+        if self.persist_directory is not None:
+            self._reconcile(force=bool(unfinished))
 
-    def _reconcile(self) -> None:
-        """Re-add chunks an index lacks (from the ledger's texts and vectors) and drop ones it should not have."""
-        truth = self._ledger.complete_chunk_ids()
+    def _reconcile(self, *, force: bool = False) -> None:
+        """Re-add chunks an index lacks (from the ledger's texts and vectors) and drop ones it should not have.
+
+        Comparing id sets reads every id of every index, so on a normal open (nothing was unfinished) it is
+        done only for an index whose size differs from the ledger's: a new, switched or moved-aside one.
+        """
+        expected = self._ledger.counts()["chunks"]
+        if not force and expected == 0 and len(self.keyword_store) == 0:
+            return  # a new directory: do not open (and probe the model for) the vector store yet
+        truth: set[str] | None = None
         for name, index in (("keyword", self.keyword_store), ("vector", self.vector_store)):
+            if not force and len(index) == expected:
+                continue
+            if truth is None:
+                truth = self._ledger.complete_chunk_ids()
             have = index.ids()
             extra, missing = have - truth, truth - have
             if extra:

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain_core.embeddings import Embeddings
@@ -35,7 +35,6 @@ class LegTimings:
     vector: float = 0.0
     keyword: float = 0.0
     fusion: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 class Finder:

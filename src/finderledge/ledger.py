@@ -237,21 +237,9 @@ class Ledger:
         )
         return {r[0] for r in rows}
 
-    def iter_chunks(self, chunk_ids: Iterable[str] | None = None, *, with_embedding: bool = True,
+    def iter_chunks(self, chunk_ids: Iterable[str], *, with_embedding: bool = True,
                     batch_size: int = 1000) -> Iterator[list[ChunkRecord]]:
-        """Complete chunks in batches (all of them, or those of ``chunk_ids``): used to rebuild an index."""
-        if chunk_ids is None:
-            cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
-                ", c.embedding" if with_embedding else ""
-            )
-            cur = self._db.execute(
-                f"SELECT {cols} FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=? "
-                "ORDER BY d.seq, c.split_index",
-                (COMPLETE,),
-            )
-            while rows := cur.fetchmany(batch_size):
-                yield [self._chunk(r, with_embedding) for r in rows]
-            return
+        """The chunks of ``chunk_ids`` in batches: used to restore an index from the ledger."""
         ids = list(chunk_ids)
         for start in range(0, len(ids), batch_size):
             yield self.get_chunks(ids[start : start + batch_size], with_embedding=with_embedding)
