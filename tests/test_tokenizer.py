@@ -60,6 +60,24 @@ def test_mixed_japanese_and_english(auto: AutoTokenizer) -> None:
     assert "the" not in auto("Running the testsを実行する")
 
 
+def test_japanese_pronouns_and_question_words_are_dropped(auto: AutoTokenizer) -> None:
+    question = "東京タワーを設計したのは誰ですか?どこにありますか?"
+    toks = auto(question)
+    assert "誰" not in toks and "どこ" not in toks
+    assert {"東京", "タワー", "設計"} <= set(toks)
+    kept = AutoTokenizer(drop_pronouns=False)(question)
+    assert "誰" in kept and set(kept) - set(toks) == {"誰", "どこ"}  # only the pronouns differ
+
+
+def test_index_recorded_before_drop_pronouns_reopens_as_built() -> None:
+    legacy = AutoTokenizer().to_dict()
+    del legacy["drop_pronouns"]  # what an index written before the setting existed records
+    reopened = tokenizer_from_dict(legacy)
+    assert isinstance(reopened, AutoTokenizer) and reopened.drop_pronouns is False
+    assert "誰" in reopened("誰が作ったの?")
+    assert tokenizer_from_dict(AutoTokenizer().to_dict()).drop_pronouns is True
+
+
 def test_kanji_only_text_is_ambiguous_bigrams_by_default() -> None:
     assert AutoTokenizer()("東京都庁") == ["東京", "京都", "都庁"]
     assert AutoTokenizer(japanese="always")("東京都庁") != ["東京", "京都", "都庁"]

@@ -62,6 +62,10 @@ _SENTENCE_END_RE = re.compile(r"(?<=[。．！？!?\n])")
 
 # Sudachi part-of-speech (first level) we drop: particles, auxiliary verbs, symbols, whitespace.
 _JA_DROP_POS = frozenset({"助詞", "助動詞", "補助記号", "記号", "空白"})
+# ... and, with ``drop_pronouns``, pronouns: 彼・これ and the question words 何・誰・どこ・いつ, which
+# every question contains and no answer passage is about.  English question words are kept: dropping
+# them did not help hybrid search on scifact or msmarco (docs/evaluation.md).
+_JA_PRONOUN_POS = "代名詞"
 
 
 @runtime_checkable
@@ -129,14 +133,15 @@ def _sudachi_tokenizer(mode: str) -> Any:
     return tok
 
 
-def _drop_pos_ids() -> Callable[[int], bool]:
+def _drop_pos_ids(pronouns: bool) -> Callable[[int], bool]:
     """A cached ``pos_id -> should drop`` test (POS tuples are looked up once per id)."""
     memo: dict[int, bool] = {}
+    dropped = _JA_DROP_POS | {_JA_PRONOUN_POS} if pronouns else _JA_DROP_POS
 
     def drop(pos_id: int) -> bool:
         hit = memo.get(pos_id)
         if hit is None:
-            hit = _sudachi_dictionary.pos_of(pos_id)[0] in _JA_DROP_POS
+            hit = _sudachi_dictionary.pos_of(pos_id)[0] in dropped
             memo[pos_id] = hit
         return hit
 
@@ -203,6 +208,8 @@ class AutoTokenizer:
             ``"never"`` uses bigrams for every CJK text.
         split_mode: Sudachi split mode: ``"A"`` (short units), ``"B"`` or ``"C"`` (named entities).
         min_length: drop Latin-script tokens shorter than this many characters.
+        drop_pronouns: drop Japanese pronouns, question words included (何・誰・どこ・いつ).  An index
+            recorded before this setting existed reopens with ``False``, as it was built.
     """
 
     name = "auto"
@@ -216,6 +223,7 @@ class AutoTokenizer:
         japanese: Literal["auto", "always", "never"] = "auto",
         split_mode: Literal["A", "B", "C"] = "A",
         min_length: int = 1,
+        drop_pronouns: bool = True,
     ) -> None:
         if japanese not in ("auto", "always", "never"):
             raise ValueError(f"japanese must be 'auto', 'always' or 'never', got {japanese!r}")
@@ -226,6 +234,7 @@ class AutoTokenizer:
         self.japanese = japanese
         self.split_mode = split_mode
         self.min_length = int(min_length)
+        self.drop_pronouns = bool(drop_pronouns)
         if stopwords is True:
             self._stopwords: frozenset[str] = (
                 ENGLISH_STOP_WORDS if language in ("english", "en", "porter") else frozenset()
@@ -273,6 +282,7 @@ class AutoTokenizer:
             "japanese": self.japanese,
             "split_mode": self.split_mode,
             "min_length": self.min_length,
+            "drop_pronouns": self.drop_pronouns,
         }
 
     def __repr__(self) -> str:
@@ -312,7 +322,7 @@ class AutoTokenizer:
         """Sudachi morphemes (normalized form); Latin morphemes go through the Latin pipeline."""
         tok = _sudachi_tokenizer(self.split_mode)
         if self._drop_pos is None:
-            self._drop_pos = _drop_pos_ids()
+            self._drop_pos = _drop_pos_ids(self.drop_pronouns)
         drop = self._drop_pos
         out: list[str] = []
         for piece in _split_for_sudachi(text):
@@ -344,5 +354,11 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-register_tokenizer("auto", AutoTokenizer)
+def _auto_from_dict(**settings: Any) -> AutoTokenizer:
+    """``AutoTokenizer`` from a recorded spec; settings added later default to how older indexes were built."""
+    settings.setdefault("drop_pronouns", False)
+    return AutoTokenizer(**settings)
+
+
+register_tokenizer("auto", _auto_from_dict)
 register_tokenizer("simple", lambda: SimpleTokenizer())
