@@ -78,3 +78,21 @@ def test_script_check_settings(minilm) -> None:  # type: ignore[no-untyped-def]
         FinderLedge(embedding=minilm, vector_scripts="latn")
     with pytest.raises(ValueError, match="min_vector_share"):
         Settings.resolve({"min_vector_share": 2.0}, environ={}, env_file=None)
+
+
+def test_bm25_settings_reach_the_keyword_leg(minilm) -> None:  # type: ignore[no-untyped-def]
+    texts = ["the cat sat on the mat", "a cat and a dog and a bird and a fish in a long sentence"]
+    scores = {}
+    for k1, b in ((0.9, 0.4), (1.5, 0.75)):
+        fl = FinderLedge(embedding=minilm, bm25_k1=k1, bm25_b=b, search_mode="keyword", env_file=None)
+        assert (fl.keyword_store.k1, fl.keyword_store.b) == (k1, b)
+        fl.add_documents(texts)
+        scores[k1] = [r.score for r in fl.search("cat")]
+        fl.close()
+    assert scores[0.9] != scores[1.5]  # the parameters change the keyword scores
+    assert FinderLedge(embedding=minilm, env_file=None).keyword_store.k1 == 0.9  # default: Anserini's
+    assert Settings.resolve({}, environ={"FINDERLEDGE_BM25_B": "0.75"}, env_file=None).bm25_b == 0.75
+    with pytest.raises(ValueError, match="bm25_b"):
+        Settings.resolve({"bm25_b": 1.5}, environ={}, env_file=None)
+    with pytest.raises(ValueError, match="bm25_k1"):
+        Settings.resolve({"bm25_k1": -1}, environ={}, env_file=None)

@@ -34,6 +34,8 @@ class Settings:
     rrf_k: int = 60
     vector_weight: float = 1.0
     keyword_weight: float = 1.0
+    bm25_k1: float = 0.9  # keyword leg's BM25 parameters (Anserini's); query-time, see docs/evaluation.md
+    bm25_b: float = 0.4
     embedding_batch_size: int = 64
     vector_scripts: str = "auto"  # scripts the embedding model reads: auto (from its name), any, latin, ...
     min_vector_share: float = 0.5  # hybrid skips the vector leg below this share of readable query text
@@ -53,7 +55,9 @@ class Settings:
             )
         if not 0.0 <= self.min_vector_share <= 1.0:
             raise ValueError(f"setting 'min_vector_share': expected a number in [0, 1], got {self.min_vector_share!r}")
-        for name in ("vector_weight", "keyword_weight"):
+        if not 0.0 <= self.bm25_b <= 1.0:
+            raise ValueError(f"setting 'bm25_b': expected a number in [0, 1], got {self.bm25_b!r}")
+        for name in ("vector_weight", "keyword_weight", "bm25_k1"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name!r}: expected a non-negative number, got {getattr(self, name)!r}")
 

@@ -134,6 +134,8 @@ class FinderLedge:
         rrf_k: int | None = None,
         vector_weight: float | None = None,
         keyword_weight: float | None = None,
+        bm25_k1: float | None = None,
+        bm25_b: float | None = None,
         embedding_batch_size: int | None = None,
         vector_scripts: str | None = None,
         min_vector_share: float | None = None,
@@ -157,6 +159,8 @@ class FinderLedge:
             "rrf_k": rrf_k,
             "vector_weight": vector_weight,
             "keyword_weight": keyword_weight,
+            "bm25_k1": bm25_k1,
+            "bm25_b": bm25_b,
             "embedding_batch_size": embedding_batch_size,
             "vector_scripts": vector_scripts,
             "min_vector_share": min_vector_share,
@@ -193,7 +197,8 @@ class FinderLedge:
         self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap)
         self.keyword_store = _open_index(
             directory / "bm25" if directory else None,
-            lambda path: KeywordStore(path, tokenizer=keyword_tokenizer),
+            lambda path: KeywordStore(path, tokenizer=keyword_tokenizer, k1=self.settings.bm25_k1,
+                                      b=self.settings.bm25_b),
         )
         self._vector_store: VectorStore | None = None
         self.finder = Finder(

@@ -297,7 +297,8 @@ class KeywordStore:
         tokenizer: defaults to :class:`~finderledge.tokenizer.AutoTokenizer` for a new index and
             to the tokenizer recorded in the manifest for an existing one; passing a tokenizer
             whose ``to_dict()`` differs from the recorded one raises ``ValueError``.
-        k1, b: BM25 parameters, applied at query time (so they may differ between sessions).
+        k1, b: BM25 parameters, applied at query time (so they may differ between sessions).  The
+            defaults are Anserini's BEIR/MS MARCO baseline values, chosen in docs/evaluation.md.
         buffer_size: chunks kept in the mutable buffer before it becomes a segment.
         merge_factor: segments of one size tier that trigger a merge.
         max_deleted_ratio: tombstone share above which a segment is rewritten.
@@ -309,8 +310,8 @@ class KeywordStore:
         path: str | Path | None = None,
         *,
         tokenizer: Tokenizer | None = None,
-        k1: float = 1.5,
-        b: float = 0.75,
+        k1: float = 0.9,
+        b: float = 0.4,
         buffer_size: int = 2048,
         merge_factor: int = 8,
         max_deleted_ratio: float = 0.3,
