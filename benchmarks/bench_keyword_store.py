@@ -40,6 +40,10 @@ import numpy as np
 from finderledge.keyword_store import KeywordStore
 from finderledge.tokenizer import AutoTokenizer
 
+# bm25s runs with the same BM25 parameters as KeywordStore's defaults, so scores can be compared.
+_STORE_DEFAULTS = KeywordStore()
+K1, B = _STORE_DEFAULTS.k1, _STORE_DEFAULTS.b
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 _SENT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
@@ -123,7 +127,7 @@ def bm25s_search(retriever: Any, tokenizer: AutoTokenizer, query: str, k: int = 
 def build_bm25s(tokens: list[list[str]]) -> Any:
     import bm25s
 
-    retriever = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
+    retriever = bm25s.BM25(method="lucene", k1=K1, b=B)
     retriever.index(tokens, show_progress=False)
     return retriever
 
@@ -253,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         theirs = bm25s_search(retriever, tok, q)
         same += {x for x, _ in ours_hits} == {ids[i] for i in theirs}
         ref = retriever.get_scores_from_ids(retriever.get_tokens_ids(tok(q))) if theirs else None
-        ours_s = np.array([s / 2.5 for _, s in ours_hits])  # bm25s leaves out (k1 + 1) = 2.5
+        ours_s = np.array([s / (K1 + 1) for _, s in ours_hits])  # bm25s leaves out (k1 + 1)
         theirs_s = np.array([ref[i] for i in theirs]) if ref is not None else np.zeros(0)
         same_scores += len(ours_s) == len(theirs_s) and bool(np.allclose(ours_s, theirs_s, rtol=1e-5))
     res["same_top10_share"] = same / len(queries)

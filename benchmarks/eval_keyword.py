@@ -68,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-stem", action="store_true")
     parser.add_argument("--no-stopwords", action="store_true")
     parser.add_argument("--min-length", type=int, default=1)
-    parser.add_argument("--k1", type=float, default=1.5)
-    parser.add_argument("--b", type=float, default=0.75)
+    parser.add_argument("--keep-pronouns", action="store_true", help="keep Japanese pronouns/question words")
+    parser.add_argument("--k1", type=float, default=0.9)
+    parser.add_argument("--b", type=float, default=0.4)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "stopwords": not args.no_stopwords,
         "japanese": args.japanese,
         "min_length": args.min_length,
+        "drop_pronouns": not args.keep_pronouns,
     }
     if args.split_mode:
         kwargs["split_mode"] = args.split_mode

