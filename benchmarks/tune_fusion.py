@@ -314,6 +314,14 @@ def bm25_table(datasets: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def print_markdown(head: Sequence[str], body: Sequence[Sequence[str]]) -> None:
+    """Print a markdown table."""
+    print("| " + " | ".join(head) + " |")
+    print("|---" * len(head) + "|")
+    for cells in body:
+        print("| " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prepare", action="store_true", help="compute and cache embeddings and leg runs")
@@ -327,26 +335,18 @@ def main(argv: list[str] | None = None) -> int:
         prepare(args.datasets)
         return 0
     if args.bm25:
-        grid = bm25_table(args.datasets)
-        heads = [k for k in grid[0] if k not in ("k1", "b")]
-        print("| k1 | b | " + " | ".join(heads) + " |")
-        print("|---" * (len(heads) + 2) + "|")
-        for r in grid:
-            print(f"| {r['k1']} | {r['b']} | " + " | ".join(f"{r[h]:.4f}" for h in heads) + " |")
-        if args.json:
-            args.json.write_text(json.dumps(grid, indent=2))
-        return 0
-    rows = table(args.datasets)
-    cols = [r["column"] for r in rows]
-    labels = [k for k in rows[0] if k != "column"]
-    print("| variant | " + " | ".join(cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
-    for label in labels:
-        print(f"| {label} | " + " | ".join(f"{r[label]:.4f}" for r in rows) + " |")
+        result = bm25_table(args.datasets)
+        heads = [k for k in result[0] if k not in ("k1", "b")]
+        print_markdown(["k1", "b", *heads],
+                       [[str(r["k1"]), str(r["b"]), *(f"{r[h]:.4f}" for h in heads)] for r in result])
+    else:
+        result = table(args.datasets)
+        labels = [k for k in result[0] if k != "column"]
+        print_markdown(["variant", *(r["column"] for r in result)],
+                       [[label, *(f"{r[label]:.4f}" for r in result)] for label in labels])
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps(result, indent=2))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
