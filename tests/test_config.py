@@ -90,7 +90,9 @@ def test_bm25_settings_reach_the_keyword_leg(minilm) -> None:  # type: ignore[no
         scores[k1] = [r.score for r in fl.search("cat")]
         fl.close()
     assert scores[0.9] != scores[1.5]  # the parameters change the keyword scores
-    assert FinderLedge(embedding=minilm, env_file=None).keyword_store.k1 == 0.9  # default: Anserini's
+    fl = FinderLedge(embedding=minilm, env_file=None)
+    assert (fl.keyword_store.k1, fl.keyword_store.b) == (0.9, 0.4)  # the defaults: Anserini's
+    fl.close()
     assert Settings.resolve({}, environ={"FINDERLEDGE_BM25_B": "0.75"}, env_file=None).bm25_b == 0.75
     with pytest.raises(ValueError, match="bm25_b"):
         Settings.resolve({"bm25_b": 1.5}, environ={}, env_file=None)
