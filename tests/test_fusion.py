@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from finderledge import FinderLedge
+from finderledge import FinderLedge, SearchTrace
 from finderledge.finder import Finder
 from finderledge.fusion import (
     ANY_SCRIPT,
@@ -107,24 +107,27 @@ def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_led
     ja = "返金の申請期限"
     keyword = finder.search(ja, mode="keyword", k=5)
     assert 1 <= len(keyword) < 5  # only the refund document shares words with the query
-    hits = finder.search(ja, mode="hybrid", k=1)
-    assert finder.last_weights == {"keyword": 1.0}
-    assert finder.last_timings.embed == 0.0  # the query was not even embedded
+    trace = SearchTrace()
+    hits = finder.search(ja, mode="hybrid", k=1, trace=trace)
+    assert trace.weights == {"keyword": 1.0}
+    assert trace.embed == 0.0  # the query was not even embedded
     assert [h.id for h in hits] == [keyword[0].id] and set(hits[0].ranks) == {"keyword"}
     # fewer keyword matches than k: the vector leg fills up the list, after every keyword match
-    hits = finder.search(ja, mode="hybrid", k=5)
-    assert len(hits) == 5 and finder.last_weights == {"keyword": 1.0, "vector": 0.0}
+    trace = SearchTrace()
+    hits = finder.search(ja, mode="hybrid", k=5, trace=trace)
+    assert len(hits) == 5 and trace.weights == {"keyword": 1.0, "vector": 0.0}
     assert [h.id for h in hits[: len(keyword)]] == [h.id for h in keyword]
     assert all(set(h.ranks) == {"vector"} and h.score == 0.0 for h in hits[len(keyword):])
     # English queries still use both legs
-    finder.search("how long is the reset link valid", mode="hybrid", k=5)
-    assert set(finder.last_weights) == {"vector", "keyword"}
+    results = fl.search("how long is the reset link valid", search_mode="hybrid", k=5)
+    assert set(results.trace.weights) == {"vector", "keyword"} and results.trace.embed > 0
     # an explicit vector search is never gated
     assert finder.search(ja, mode="vector", k=2)
     # "any" turns the check off: the vector leg then joins the Japanese query
     open_finder = Finder(fl.vector_store, fl.keyword_store, minilm, vector_scripts="any")
-    mixed = open_finder.search(ja, mode="hybrid", k=5)
-    assert set(open_finder.last_weights) == {"vector", "keyword"}
+    trace = SearchTrace()
+    mixed = open_finder.search(ja, mode="hybrid", k=5, trace=trace)
+    assert set(trace.weights) == {"vector", "keyword"}
     assert any("vector" in h.ranks for h in mixed)
     open_finder.close()
     with pytest.raises(ValueError, match="min_vector_share"):

@@ -59,20 +59,21 @@ def test_reopen_in_new_process_gives_identical_results(tmp_path: Path, store_kin
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected
 
 
-def test_exception_mid_add_leaves_stores_as_before(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
-                                                   monkeypatch: pytest.MonkeyPatch, example_dir: Path) -> None:
+def test_exception_before_the_commit_leaves_stores_as_before(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
+                                                            monkeypatch: pytest.MonkeyPatch, example_dir: Path) -> None:
     fl = FinderLedge(tmp_path / "i", vector_store=store_kind, embedding=minilm)
     fl.add_document(example_dir / "guides")
     before = fl.count()
     snapshot = {q: [r.id for r in fl.search(q)] for q in QUERIES}
+    real_commit = fl._ledger.commit_write
 
-    def broken_add(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise OSError("disk full")  # fault injection: the keyword index fails after the vector store wrote
+    def broken_commit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")  # fault injection: the ledger transaction fails (and rolls back)
 
-    monkeypatch.setattr(fl.keyword_store, "add", broken_add)
+    monkeypatch.setattr(fl._ledger, "commit_write", broken_commit)
     with pytest.raises(OSError, match="disk full"):
         fl.add_document(["A brand new document about quantum gardening.", example_dir / "regions.json"])
-    monkeypatch.undo()
+    monkeypatch.setattr(fl._ledger, "commit_write", real_commit)
     assert fl.count() == before
     assert fl.vector_store.ids() == fl.keyword_store.ids()
     assert {q: [r.id for r in fl.search(q)] for q in QUERIES} == snapshot
@@ -83,25 +84,47 @@ def test_exception_mid_add_leaves_stores_as_before(tmp_path: Path, minilm, store
     reopened.close()
 
 
+def test_failed_checkpoint_after_the_commit_keeps_the_documents(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    fl = FinderLedge(tmp_path / "i", vector_store=store_kind, embedding=minilm)
+    fl.add_document("Glaciers retreat in warm summers.")
+
+    def broken_flush(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")  # the ledger committed; writing the BM25 checkpoint fails
+
+    monkeypatch.setattr(fl.keyword_store, "flush", broken_flush)
+    ids = fl.add_document("Quantum gardening grows entangled tomatoes.")  # committed: not an error to the caller
+    assert "checkpoint" in caplog.text and "disk full" in caplog.text
+    for mode in ("keyword", "vector", "hybrid"):
+        assert fl.search("quantum gardening tomatoes", search_mode=mode, k=1)[0].metadata["parent_id"] == ids[0]
+    monkeypatch.undo()
+    fl.close()
+    reopened = FinderLedge(tmp_path / "i", embedding=minilm)
+    assert reopened.count()["documents"] == 2
+    assert reopened.search("quantum gardening", search_mode="keyword", k=1)[0].metadata["parent_id"] == ids[0]
+    reopened.close()
+
+
 KILL_SCRIPT = """
 import os, sys
 from finderledge import FinderLedge
 fl = FinderLedge(sys.argv[1], show_progress=False)
 where = sys.argv[2]
-store = fl.keyword_store if where == "keyword" else fl.vector_store
-real_flush = store.flush
 def crash(*a, **k):
     os._exit(9)          # like SIGKILL: no cleanup, no finally
-if where == "keyword":
-    store.add = crash    # the vector store has the new chunks, the keyword store never gets them
+if where == "commit":
+    fl._ledger.commit_write = crash           # before the commit point: nothing happened
+elif where == "keyword-flush":
+    fl.keyword_store.flush = crash            # after the commit: the BM25 checkpoint is never written
 else:
-    store.flush = crash  # both indexes got the chunks in memory, the ledger never marks them complete
+    fl.vector_store.flush = crash             # after the commit: the vector checkpoint is never written
 fl.add_document(["Kilimanjaro expedition logistics and porters.", sys.argv[3]])
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["keyword", "vector-flush"])
+@pytest.mark.parametrize("where", ["commit", "keyword-flush", "vector-flush"])
 def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: Path, where: str) -> None:
     directory = tmp_path / "index"
     fl = FinderLedge(directory, vector_store=store_kind, show_progress=False)
@@ -113,17 +136,32 @@ def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: 
     assert proc.returncode == 9, proc.stderr
     fl = FinderLedge(directory, show_progress=False)
     try:
-        assert fl.count() == before
         ledger_ids = {c.id for d in fl.list_documents() for c in fl.get_split_documents(d.id)}
-        assert ledger_ids == fl.vector_store.ids() == fl.keyword_store.ids()
-        assert _snapshot(fl) == expected
-        assert fl.search("Kilimanjaro expedition", search_mode="keyword") == []
-        # and the same add now succeeds completely
+        fl.refresh()
+        vector_ids = (fl.vector_store.ids() | set(fl._replica.overlay.ids)) - (
+            fl._replica.overlay.removed - set(fl._replica.overlay.ids))
+        assert ledger_ids == vector_ids == fl.keyword_store.ids()
+        found = fl.search("Kilimanjaro expedition", search_mode="keyword")
+        if where == "commit":  # killed before the commit point: as if the call never happened
+            assert fl.count() == before
+            assert _snapshot(fl) == expected
+            assert found == []
+        else:  # killed after it: the documents are there, in every leg
+            assert fl.count()["documents"] == before["documents"] + 2
+            assert "Kilimanjaro" in found[0].content
+            assert "Kilimanjaro" in fl.search("Kilimanjaro expedition porters", search_mode="vector", k=1)[0].content
+        # and the same add succeeds (or finds everything stored already)
         fl.add_document(["Kilimanjaro expedition logistics and porters.", example_dir / "regions.json"])
         assert fl.count()["documents"] == before["documents"] + 2
         assert "Kilimanjaro" in fl.search("Kilimanjaro expedition", search_mode="keyword", k=1)[0].content
     finally:
         fl.close()
+    reopened = FinderLedge(directory, show_progress=False)
+    try:
+        assert reopened.count()["documents"] == before["documents"] + 2
+        assert reopened.vector_store.ids() == reopened.keyword_store.ids()  # the close checkpointed both
+    finally:
+        reopened.close()
 
 
 def test_reopen_with_another_model_is_refused(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]

@@ -25,6 +25,15 @@ _EXPORTS = {
     "Finder": "finder",
     "FinderLedgeRetriever": "retriever",
     "SearchResult": "results",
+    "SearchResults": "results",
+    "SearchTrace": "results",
+    "FinderLedgeError": "errors",
+    "ConfigurationError": "errors",
+    "DocumentNotFoundError": "errors",
+    "IncompatibleIndexError": "errors",
+    "IndexCorruptError": "errors",
+    "LockTimeoutError": "errors",
+    "LoadError": "errors",
     "Settings": "config",
     "EmbeddingModelFactory": "embeddings",
     "DocumentSplitter": "document_splitter",
@@ -39,6 +48,15 @@ _EXPORTS = {
 }
 __all__ = [
     "NO_CONTEXT",
+    "ConfigurationError",
+    "DocumentNotFoundError",
+    "FinderLedgeError",
+    "IncompatibleIndexError",
+    "IndexCorruptError",
+    "LoadError",
+    "LockTimeoutError",
+    "SearchResults",
+    "SearchTrace",
     "DocumentLoader",
     "DocumentSplitter",
     "EmbeddingModelFactory",
@@ -62,13 +80,22 @@ if TYPE_CHECKING:
     from .document_loader import DocumentLoader
     from .document_splitter import DocumentSplitter
     from .embeddings import EmbeddingModelFactory
+    from .errors import (
+        ConfigurationError,
+        DocumentNotFoundError,
+        FinderLedgeError,
+        IncompatibleIndexError,
+        IndexCorruptError,
+        LoadError,
+        LockTimeoutError,
+    )
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter
     from .finder import Finder
     from .fusion import distribution_based_score_fusion, reciprocal_rank_fusion, relative_score_fusion
     from .keyword_store import KeywordStore
     from .reranker import create_reranker
-    from .results import SearchResult
+    from .results import SearchResult, SearchResults, SearchTrace
     from .retriever import FinderLedgeRetriever
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from dotenv import dotenv_values
 
+from .errors import ConfigurationError
+
 __all__ = ["Settings", "ENV_PREFIX", "VECTOR_STORES", "SEARCH_MODES", "FUSIONS"]
 
 ENV_PREFIX = "FINDERLEDGE_"
@@ -40,6 +42,7 @@ class Settings:
     vector_scripts: str = "auto"  # scripts the embedding model reads: auto (from its name), any, latin, ...
     min_vector_share: float = 0.5  # hybrid skips the vector leg below this share of readable query text
     show_progress: bool | None = None  # None: only when stderr is a terminal
+    lock_timeout: float = 120.0  # seconds a write waits for another process's write lock; < 0: forever
 
     def __post_init__(self) -> None:
         _choice("vector_store", self.vector_store, VECTOR_STORES)
@@ -47,19 +50,19 @@ class Settings:
         _choice("fusion", self.fusion, FUSIONS)
         for name in ("chunk_size", "k", "candidate_k", "rrf_k", "embedding_batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"setting {name!r}: expected a positive integer, got {getattr(self, name)!r}")
+                raise ConfigurationError(f"setting {name!r}: expected a positive integer, got {getattr(self, name)!r}")
         if self.chunk_overlap < 0 or self.chunk_overlap >= self.chunk_size:
-            raise ValueError(
+            raise ConfigurationError(
                 f"setting 'chunk_overlap': expected 0 <= chunk_overlap < chunk_size ({self.chunk_size}), "
                 f"got {self.chunk_overlap!r}"
             )
         if not 0.0 <= self.min_vector_share <= 1.0:
-            raise ValueError(f"setting 'min_vector_share': expected a number in [0, 1], got {self.min_vector_share!r}")
+            raise ConfigurationError(f"setting 'min_vector_share': expected a number in [0, 1], got {self.min_vector_share!r}")
         if not 0.0 <= self.bm25_b <= 1.0:
-            raise ValueError(f"setting 'bm25_b': expected a number in [0, 1], got {self.bm25_b!r}")
+            raise ConfigurationError(f"setting 'bm25_b': expected a number in [0, 1], got {self.bm25_b!r}")
         for name in ("vector_weight", "keyword_weight", "bm25_k1"):
             if getattr(self, name) < 0:
-                raise ValueError(f"setting {name!r}: expected a non-negative number, got {getattr(self, name)!r}")
+                raise ConfigurationError(f"setting {name!r}: expected a non-negative number, got {getattr(self, name)!r}")
 
     @classmethod
     def resolve(
@@ -106,7 +109,7 @@ class Settings:
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ValueError(f"setting {name!r}: expected one of {list(allowed)}, got {value!r}")
+        raise ConfigurationError(f"setting {name!r}: expected one of {list(allowed)}, got {value!r}")
 
 
 def _coerce(name: str, value: Any, type_name: Any, *, source: str) -> Any:
@@ -123,20 +126,20 @@ def _coerce(name: str, value: Any, type_name: Any, *, source: str) -> Any:
                 return False
             if text in ("auto", "none"):
                 return None
-            raise ValueError(value)
+            raise ConfigurationError(value)
         if t.startswith("int"):
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
+                raise ConfigurationError(value)
             return int(str(value).strip()) if isinstance(value, str) else int(value)
         if t.startswith("float"):
             if isinstance(value, bool):
-                raise ValueError(value)
+                raise ConfigurationError(value)
             return float(value)
         if t.startswith("str"):
             if not isinstance(value, (str, os.PathLike)):
-                raise ValueError(value)
+                raise ConfigurationError(value)
             return str(value).strip() if name != "persist_directory" else os.fspath(value)
     except (TypeError, ValueError):
         expected = {"b": "a boolean", "i": "an integer", "f": "a number", "s": "a string"}[t[0]]
-        raise ValueError(f"setting {name!r} (from {source}): expected {expected}, got {value!r}") from None
+        raise ConfigurationError(f"setting {name!r} (from {source}): expected {expected}, got {value!r}") from None
     return value

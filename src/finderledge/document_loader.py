@@ -52,6 +52,8 @@ __all__ = [
     "detect_language",
 ]
 
+from .errors import LoadError
+
 logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------------
@@ -157,15 +159,6 @@ class LoadResult:
     files_seen: int = 0
     files_loaded: int = 0  # files that produced at least one document
     files: dict[str, list[Document]] = field(default_factory=dict)  # absolute path -> its documents
-
-
-class LoadError(Exception):
-    """A file could not be turned into documents; names the file and what was wrong."""
-
-    def __init__(self, path: str | Path, reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 class UnsupportedFileError(LoadError):

@@ -258,12 +258,11 @@ def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], mode: 
         iterator = tqdm(queries, desc=desc, unit="query")
     results: dict[str, list[Any]] = {}
     wall, search, embed = [], [], []
-    finder = getattr(ledger, "finder", None)
     for qid, text in iterator:
         t0 = time.perf_counter()
         found = ledger.search(text, search_mode=mode, k=k)
         elapsed = time.perf_counter() - t0
-        timings = getattr(finder, "last_timings", None)
+        timings = getattr(found, "trace", None)
         wall.append(elapsed * 1000)
         search.append(_latency_without_embedding(elapsed, timings) * 1000)
         embed.append((timings.embed if timings is not None else 0.0) * 1000)
@@ -471,7 +470,7 @@ def format_report(report: EvalReport) -> str:
         lat, srch, emb = m.latency_ms, m.search_ms, m.embed_ms
         lines.append(f"{m.mode:8} " + " ".join(f"{m.metrics.get(n, float('nan')):10.4f}" for n in names)
                      + f" {lat['mean']:8.1f} {lat['p50']:7.1f} {lat['p95']:7.1f} {srch['p50']:10.2f} {emb['p50']:9.2f}")
-    lines.append("ms: whole search call; 'search' excludes the query embedding (Finder.last_timings)")
+    lines.append("ms: whole search call; 'search' excludes the query embedding (the results' SearchTrace)")
     return "\n".join(lines)
 
 

@@ -19,6 +19,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .errors import ConfigurationError
+
 __all__ = [
     "MetadataFilter",
     "Predicate",
@@ -48,7 +50,7 @@ def _same_kind(a: Any, b: Any) -> bool:
 
 def _check_scalar(value: Any, where: str) -> None:
     if not isinstance(value, _SCALARS):
-        raise ValueError(
+        raise ConfigurationError(
             f"filter {where}: expected a string, number or bool, got {type(value).__name__} {value!r}"
         )
 
@@ -59,7 +61,7 @@ def _compile_condition(field: str, cond: Any) -> Predicate:
         _check_scalar(cond, f"field {field!r}")
         cond = {"$eq": cond}
     if not cond:
-        raise ValueError(f"filter field {field!r}: empty condition")
+        raise ConfigurationError(f"filter field {field!r}: empty condition")
     preds: list[Predicate] = []
     for op, arg in cond.items():
         if op in _COMPARISONS:
@@ -67,12 +69,12 @@ def _compile_condition(field: str, cond: Any) -> Predicate:
             preds.append(_comparison(field, op, arg))
         elif op in _MEMBERSHIP:
             if not isinstance(arg, (list, tuple, set, frozenset)) or not arg:
-                raise ValueError(f"filter field {field!r} {op}: expected a non-empty list, got {arg!r}")
+                raise ConfigurationError(f"filter field {field!r} {op}: expected a non-empty list, got {arg!r}")
             for v in arg:
                 _check_scalar(v, f"field {field!r} {op}")
             preds.append(_membership(field, op, list(arg)))
         else:
-            raise ValueError(
+            raise ConfigurationError(
                 f"filter field {field!r}: unknown operator {op!r}; "
                 f"expected one of {sorted(_COMPARISONS | _MEMBERSHIP)}"
             )
@@ -124,21 +126,21 @@ def compile_filter(flt: MetadataFilter | None) -> Predicate | None:
     if flt is None:
         return None
     if not isinstance(flt, Mapping):
-        raise ValueError(f"filter: expected a dict such as {{'lang': 'ja'}}, got {type(flt).__name__}")
+        raise ConfigurationError(f"filter: expected a dict such as {{'lang': 'ja'}}, got {type(flt).__name__}")
     if not flt:
         return None
     preds: list[Predicate] = []
     for key, value in flt.items():
         if key in _LOGICAL:
             if not isinstance(value, (list, tuple)) or not value:
-                raise ValueError(f"filter {key}: expected a non-empty list of filters, got {value!r}")
+                raise ConfigurationError(f"filter {key}: expected a non-empty list of filters, got {value!r}")
             subs = [compile_filter(v) for v in value]
             if any(s is None for s in subs):
-                raise ValueError(f"filter {key}: contains an empty filter")
+                raise ConfigurationError(f"filter {key}: contains an empty filter")
             checked = [s for s in subs if s is not None]
             preds.append(_combine(checked, all if key == "$and" else any))
         elif key.startswith("$"):
-            raise ValueError(f"filter: unknown logical operator {key!r}; expected $and or $or")
+            raise ConfigurationError(f"filter: unknown logical operator {key!r}; expected $and or $or")
         else:
             preds.append(_compile_condition(key, value))
     if len(preds) == 1:

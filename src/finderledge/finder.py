@@ -6,7 +6,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain_core.embeddings import Embeddings
@@ -14,9 +13,10 @@ from langchain_core.embeddings import Embeddings
 from .config import FUSIONS, SEARCH_MODES
 from .filters import compile_filter
 from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, fuse, model_scripts, vector_leg_share
-from .vector_store import VectorStore
+from .results import SearchTrace
+from .errors import ConfigurationError
 
-__all__ = ["Finder", "KeywordIndex", "LegTimings"]
+__all__ = ["Finder", "KeywordIndex", "VectorIndex"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,14 +27,10 @@ class KeywordIndex(Protocol):
     def search(self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]: ...
 
 
-@dataclass
-class LegTimings:
-    """Seconds spent in each stage of the last search (for evaluation and benchmarks)."""
+class VectorIndex(Protocol):
+    """What the Finder needs from a vector store (:class:`~finderledge.vector_store.VectorStore` or a replica)."""
 
-    embed: float = 0.0
-    vector: float = 0.0
-    keyword: float = 0.0
-    fusion: float = 0.0
+    def search(self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]: ...
 
 
 class Finder:
@@ -51,7 +47,7 @@ class Finder:
 
     def __init__(
         self,
-        vector_store: VectorStore | Callable[[], VectorStore],
+        vector_store: VectorIndex | Callable[[], VectorIndex],
         keyword_store: KeywordIndex,
         embeddings: Embeddings,
         *,
@@ -63,7 +59,7 @@ class Finder:
         min_vector_share: float = 0.5,
     ) -> None:
         if fusion not in FUSIONS:
-            raise ValueError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
+            raise ConfigurationError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
         self._vector_store = vector_store
         self.keyword_store = keyword_store
         self.embeddings = embeddings
@@ -72,11 +68,9 @@ class Finder:
         self.weights = dict(weights or {"vector": 1.0, "keyword": 1.0})
         self.candidate_k = candidate_k
         if not 0.0 <= min_vector_share <= 1.0:
-            raise ValueError(f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}")
+            raise ConfigurationError(f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}")
         self.min_vector_share = float(min_vector_share)
         self.vector_scripts = self._resolve_scripts(vector_scripts, embeddings)
-        self.last_timings = LegTimings()
-        self.last_weights: dict[str, float] = {}
         self._pool: ThreadPoolExecutor | None = None
 
     @staticmethod
@@ -96,17 +90,17 @@ class Finder:
         scripts = frozenset(part.strip().lower() for part in value.split(",") if part.strip())
         unknown = scripts - KNOWN_SCRIPTS
         if unknown:
-            raise ValueError(f"setting 'vector_scripts': unknown script(s) {sorted(unknown)}; expected 'auto', "
+            raise ConfigurationError(f"setting 'vector_scripts': unknown script(s) {sorted(unknown)}; expected 'auto', "
                              f"'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}")
         return scripts
 
     @property
-    def vector_store(self) -> VectorStore:
-        if not isinstance(self._vector_store, VectorStore):
-            self._vector_store = self._vector_store()
-        return self._vector_store
+    def vector_store(self) -> VectorIndex:
+        if not hasattr(self._vector_store, "search"):
+            self._vector_store = self._vector_store()  # type: ignore[operator]
+        return self._vector_store  # type: ignore[return-value]
 
-    def _vector_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: LegTimings) -> list[tuple[str, float]]:
+    def _vector_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace) -> list[tuple[str, float]]:
         start = time.perf_counter()
         vector = self.embeddings.embed_query(query)
         timings.embed = time.perf_counter() - start
@@ -115,7 +109,7 @@ class Finder:
         timings.vector = time.perf_counter() - start
         return hits
 
-    def _keyword_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: LegTimings) -> list[tuple[str, float]]:
+    def _keyword_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace) -> list[tuple[str, float]]:
         start = time.perf_counter()
         hits = self.keyword_store.search(query, depth, flt)
         timings.keyword = time.perf_counter() - start
@@ -129,19 +123,23 @@ class Finder:
         k: int = 10,
         filter: Mapping[str, Any] | None = None,
         candidate_k: int | None = None,
+        trace: SearchTrace | None = None,
     ) -> list[FusedHit]:
-        """Best ``k`` chunk ids for ``query``; scores are fused (hybrid) or the leg's own (single mode)."""
+        """Best ``k`` chunk ids for ``query``; scores are fused (hybrid) or the leg's own (single mode).
+
+        ``trace``, when given, receives this call's timings, leg weights and candidate counts."""
         if mode not in SEARCH_MODES:
-            raise ValueError(f"search_mode: expected one of {list(SEARCH_MODES)}, got {mode!r}")
+            raise ConfigurationError(f"search_mode: expected one of {list(SEARCH_MODES)}, got {mode!r}")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"k: expected a positive integer, got {k!r}")
+            raise ConfigurationError(f"k: expected a positive integer, got {k!r}")
         if not isinstance(query, str):
-            raise ValueError(f"query: expected a string, got {type(query).__name__}")
+            raise ConfigurationError(f"query: expected a string, got {type(query).__name__}")
         compile_filter(filter)  # validate once, before any leg runs
         if not query.strip():
             return []
         depth = max(k, candidate_k or self.candidate_k)
-        timings = LegTimings()
+        timings = trace if trace is not None else SearchTrace()
+        timings.mode = mode
         fill: list[tuple[str, float]] = []
         if mode == "vector":
             rankings = {"vector": self._vector_leg(query, k, filter, timings)}
@@ -175,10 +173,11 @@ class Finder:
                 hits += [FusedHit(i, 0.0, {"vector": r}, {"vector": float(s)})
                          for r, (i, s) in enumerate(fill, start=1) if i not in found]
         timings.fusion = time.perf_counter() - start
-        self.last_timings = timings
-        self.last_weights = {leg: self.weights.get(leg, 1.0) for leg in rankings}
+        timings.weights = {leg: self.weights.get(leg, 1.0) for leg in rankings}
+        timings.candidates = {leg: len(ranking) for leg, ranking in rankings.items()}
         if fill:
-            self.last_weights["vector"] = 0.0
+            timings.weights["vector"] = 0.0
+            timings.candidates["vector"] = len(fill)
         return hits[:k]
 
     def to_dict(self) -> dict[str, Any]:

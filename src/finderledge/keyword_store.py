@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from finderledge.errors import IndexCorruptError
 from finderledge.filters import Predicate, compile_filter, filter_key
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict
 
@@ -65,13 +66,8 @@ _NPY_FILES: dict[str, tuple[str, str]] = {
 _JSON_FILES = ("terms.json", "ids.json", "meta.json")
 
 
-class KeywordIndexCorruptError(Exception):
-    """The index at ``path`` cannot be opened: ``reason`` says what is wrong.  Nothing was changed."""
-
-    def __init__(self, path: str | Path, reason: str) -> None:
-        self.path = Path(path)
-        self.reason = reason
-        super().__init__(f"corrupt keyword index at {self.path}: {reason}")
+class KeywordIndexCorruptError(IndexCorruptError):
+    """The keyword index at ``path`` cannot be opened: ``reason`` says what is wrong.  Nothing was changed."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -96,6 +92,7 @@ class _Segment:
     deletes_dirty: bool = False
     files: dict[str, dict[str, int]] = field(default_factory=dict)  # committed file sizes/crcs
     meta_path: Path | None = None
+    meta_file: Any = None  # open handle on meta.json: another process's merge may delete the file
     deletes_info: dict[str, int] = field(default_factory=dict)  # size/crc of ``deletes_file``
     term_index: dict[str, int] = field(default_factory=dict)
     positions: dict[str, int] | None = None  # id -> local doc number, built on first delete
@@ -125,7 +122,13 @@ class _Segment:
         """Metadata of every doc (deleted ones included), read from disk on first use."""
         if self.metas is None:
             assert self.meta_path is not None
-            raw = self.meta_path.read_bytes()
+            if self.meta_file is not None:
+                self.meta_file.seek(0)
+                raw = self.meta_file.read()
+                self.meta_file.close()
+                self.meta_file = None
+            else:
+                raw = self.meta_path.read_bytes()
             info = self.files.get("meta.json")
             if info is not None and (len(raw) != info["bytes"] or zlib.crc32(raw) != info["crc32"]):
                 raise KeywordIndexCorruptError(self.meta_path, "checksum mismatch")
@@ -264,6 +267,10 @@ def _merge_segments(name: str, segs: Sequence[_Segment]) -> _Segment:
         metas=metas,
         live=np.ones(len(ids), dtype=bool),
     )
+
+
+# chunk id -> (term counts, token count, metadata): tokenized chunks ready to insert
+PreparedBatch = dict[str, tuple[Counter[str], int, dict[str, Any]]]
 
 
 def _tokenizer_spec(tok: Any) -> dict[str, Any]:
@@ -429,6 +436,15 @@ class KeywordStore:
         Cost is proportional to the chunks added (plus amortised O(log n) merging per chunk).
         Within one call a repeated id keeps its last text.
         """
+        self.add_prepared(self.prepare(ids, texts, metadatas))
+
+    def prepare(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+    ) -> PreparedBatch:
+        """Validate and tokenize chunks without touching the index (the slow part of :meth:`add`)."""
         self._check_open()
         if isinstance(ids, str) or isinstance(texts, str):
             raise TypeError("ids and texts must be sequences of strings, not a single string")
@@ -436,7 +452,7 @@ class KeywordStore:
             raise ValueError(f"got {len(ids)} ids but {len(texts)} texts")
         if metadatas is not None and len(metadatas) != len(ids):
             raise ValueError(f"got {len(ids)} ids but {len(metadatas)} metadatas")
-        batch: dict[str, tuple[Counter[str], int, dict[str, Any]]] = {}
+        batch: PreparedBatch = {}
         for i, (cid, text) in enumerate(zip(ids, texts)):
             if not isinstance(cid, str) or not cid:
                 raise TypeError(f"chunk ids must be non-empty strings, got {cid!r}")
@@ -450,6 +466,10 @@ class KeywordStore:
             tokens = self.tokenizer(text)
             batch.pop(cid, None)
             batch[cid] = (Counter(tokens), len(tokens), meta)
+        return batch
+
+    def add_prepared(self, batch: PreparedBatch) -> None:
+        """Insert a batch made by :meth:`prepare` (fast: no tokenizing)."""
         if not batch:
             return
         with self._lock:
@@ -775,12 +795,17 @@ class KeywordStore:
             if old is not None:
                 self._collect_garbage(old, manifest)
 
-    def close(self) -> None:
-        """Flush (when persistent) and release the index; further use raises ``RuntimeError``."""
+    def close(self, *, flush: bool = True) -> None:
+        """Flush (when persistent, unless ``flush=False``) and release the index; further use raises
+        ``RuntimeError``."""
         if self._closed:
             return
-        self.flush()
+        if flush:
+            self.flush()
         with self._lock:
+            for seg in self._segments:
+                if seg.meta_file is not None:
+                    seg.meta_file.close()
             self._segments = []
             self._buffer.clear()
             self._locator = None
@@ -970,6 +995,10 @@ class KeywordStore:
             except ValueError as exc:
                 raise KeywordIndexCorruptError(fpath, f"invalid JSON ({exc})") from None
         check_file(sdir / "meta.json", files["meta.json"], False)
+        try:
+            meta_file = open(sdir / "meta.json", "rb")  # noqa: SIM115 - kept open until the metadata is read
+        except OSError as exc:
+            raise KeywordIndexCorruptError(sdir / "meta.json", f"cannot open ({exc})") from None
         terms, ids = parsed["terms.json"], parsed["ids.json"]
         if not isinstance(terms, list) or len(terms) != n_terms:
             raise KeywordIndexCorruptError(sdir / "terms.json", f"expected {n_terms} terms")
@@ -994,6 +1023,7 @@ class KeywordStore:
             persisted=True,
             files=files,
             meta_path=sdir / "meta.json",
+            meta_file=meta_file,
         )
         if deletes:
             dpath = root / deletes["file"]

@@ -1,10 +1,11 @@
 """The ledger: a SQLite record of every document and chunk, the single source of truth.
 
-The vector and keyword stores are indexes derived from the ledger and can be rebuilt from it (chunk
-texts, metadata and embeddings are all kept here).  Writes go record-first: a document is inserted as
-``pending``, the indexes are updated, and only then is it marked ``complete`` in one transaction.
-Removal marks ``deleting`` first.  On open, :meth:`Ledger.recover` tells the caller what was left
-half-done so it can roll back pending adds and finish pending deletes.
+The vector and keyword indexes are derived from the ledger and can be rebuilt from it (chunk texts,
+metadata and embeddings are all kept here).  A write is one SQLite transaction: documents and chunks
+are inserted (or deleted) together with a row per document in the ``changes`` log, whose ``seq`` numbers
+every change.  Indexes follow that log (see :mod:`finderledge.replica`): an index checkpoint records the
+``seq`` it reflects, and every process applies the changes after it — so committing to the ledger is
+the commit point, and nothing half-written is ever visible.
 """
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Ledger", "ChunkRecord", "DocumentRecord", "PENDING", "COMPLETE", "DELETING"]
+from .errors import IncompatibleIndexError
+
+__all__ = ["Ledger", "ChunkRecord", "DocumentRecord", "Change", "PENDING", "COMPLETE", "DELETING", "ADD", "REMOVE"]
 
 PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+ADD, REMOVE = "add", "remove"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,6 +53,12 @@ CREATE TABLE IF NOT EXISTS chunks (
     embedding BLOB
 );
 CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    chunk_count INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS embedding_cache (
     model TEXT NOT NULL,
     text_hash TEXT NOT NULL,
@@ -81,80 +92,138 @@ class ChunkRecord:
     embedding: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class Change:
+    """One entry of the change log: a document added or removed, with its number of chunks."""
+
+    seq: int
+    op: str  # ADD or REMOVE
+    doc_id: str
+    chunk_count: int
+
+
 def _dumps(md: dict[str, Any]) -> str:
     return json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
 
 
 class Ledger:
-    """SQLite-backed record of documents and chunks (``path=None``: in memory)."""
+    """SQLite-backed record of documents and chunks (``path=None``: in memory).
+
+    Writes go through one connection under a lock; each thread reads through its own connection, so a
+    reader sees committed transactions only (SQLite WAL snapshots) and never waits for a writer.
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        target = str(self.path) if self.path is not None else ":memory:"
+        self._target = str(self.path) if self.path is not None else ":memory:"
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
         try:
-            self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL" if self.path else "PRAGMA journal_mode=MEMORY")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db = self._connect()
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise ValueError(f"ledger {target}: not a FinderLedge ledger or corrupt ({exc})") from exc
-        self._lock = threading.RLock()
+            raise IncompatibleIndexError(f"ledger {self._target}: not a FinderLedge ledger or corrupt ({exc})") from exc
         version = self.get_info("schema_version")
-        if version is None:
+        if version is None or version == "1":  # version 1 had no change log: the table was just created
             self.set_info("schema_version", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
-            raise ValueError(f"ledger {target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}")
+            raise IncompatibleIndexError(
+                f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}")
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._target, check_same_thread=False, isolation_level=None, timeout=60.0)
+        db.execute("PRAGMA journal_mode=WAL" if self.path else "PRAGMA journal_mode=MEMORY")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reads: this thread's own (file ledgers) or the shared one under the lock (memory)."""
+        if self.path is None:
+            with self._lock:
+                yield self._db
+            return
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connect()
+            self._local.db = db
+            with self._lock:
+                self._readers.append(db)
+        yield db
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block (in this thread) see one consistent state of the ledger."""
+        with self._read() as db:
+            if db.in_transaction:  # nested: the outer snapshot holds
+                yield
+                return
+            db.execute("BEGIN")
+            try:
+                yield
+            finally:
+                db.execute("COMMIT")
 
     # -- info ---------------------------------------------------------------------------------------
     def get_info(self, key: str) -> str | None:
-        """A value from the ledger's key/value table (settings recorded at creation)."""
-        row = self._db.execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
+        """A value from the ledger's key/value table (recorded settings, index checkpoints)."""
+        with self._read() as db:
+            row = db.execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_info(self, key: str, value: str) -> None:
+    def set_info(self, key: str, value: str | None) -> None:
+        """Set (or with ``None`` delete) a key of the info table."""
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)", (key, value))
+            if value is None:
+                self._db.execute("DELETE FROM info WHERE key=?", (key,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)", (key, value))
 
     # -- writes -------------------------------------------------------------------------------------
-    def begin_add(
+    def commit_write(
         self,
-        documents: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]],
-    ) -> None:
-        """Insert documents and their chunks as ``pending`` in one transaction."""
+        add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
+        remove: Sequence[str] = (),
+    ) -> int:
+        """In one transaction: remove documents (and their chunks), add documents with their chunks as
+        ``complete``, and log each in ``changes``.  Returns the last change's ``seq``."""
         now = time.time()
         with self._lock, self._transaction():
-            for doc, chunks in documents:
+            for start in range(0, len(remove), 500):
+                batch = list(remove[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                counts = dict(self._db.execute(
+                    f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id", batch))
+                self._db.executemany("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
+                                     [(REMOVE, i, int(counts.get(i, 0))) for i in batch])
+                self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
+                self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+            for doc, chunks in add:
                 self._db.execute(
                     "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (doc.id, doc.source, doc.content_hash, PENDING, doc.content, _dumps(doc.metadata), now),
+                    (doc.id, doc.source, doc.content_hash, COMPLETE, doc.content, _dumps(doc.metadata), now),
                 )
                 self._db.executemany(
                     "INSERT INTO chunks(id, parent_id, split_index, content, metadata, embedding)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     [
-                        (
-                            c.id,
-                            c.parent_id,
-                            c.split_index,
-                            c.content,
-                            _dumps(c.metadata),
-                            None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
-                        )
+                        (c.id, c.parent_id, c.split_index, c.content, _dumps(c.metadata),
+                         None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes())
                         for c in chunks
                     ],
                 )
-
-    def commit_changes(self, completed: Iterable[str] = (), to_delete: Iterable[str] = ()) -> None:
-        """In one transaction: mark ``completed`` documents complete and ``to_delete`` ones deleting."""
-        with self._lock, self._transaction():
-            self._db.executemany("UPDATE documents SET state=? WHERE id=?", [(COMPLETE, i) for i in completed])
-            self._db.executemany("UPDATE documents SET state=? WHERE id=?", [(DELETING, i) for i in to_delete])
+                self._db.execute("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
+                                 (ADD, doc.id, len(chunks)))
+            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def purge(self, doc_ids: Iterable[str]) -> None:
-        """Delete documents and their chunks from the record (after the indexes dropped them)."""
+        """Delete documents left ``pending``/``deleting`` by a version-1 ledger (no change log entry)."""
         ids = list(doc_ids)
         with self._lock, self._transaction():
             for start in range(0, len(ids), 500):
@@ -166,25 +235,44 @@ class Ledger:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
 
+    # -- the change log -----------------------------------------------------------------------------
+    def last_seq(self) -> int:
+        """The ``seq`` of the newest change (0 when nothing was ever written)."""
+        with self._read() as db:
+            row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
+        """Changes with ``seq < change.seq <= upto``, oldest first."""
+        sql = "SELECT seq, op, doc_id, chunk_count FROM changes WHERE seq > ?"
+        args: list[Any] = [seq]
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args.append(upto)
+        with self._read() as db:
+            return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
+
     # -- reads --------------------------------------------------------------------------------------
     def document_state(self, doc_id: str) -> str | None:
-        row = self._db.execute("SELECT state FROM documents WHERE id=?", (doc_id,)).fetchone()
+        with self._read() as db:
+            row = db.execute("SELECT state FROM documents WHERE id=?", (doc_id,)).fetchone()
         return None if row is None else str(row[0])
 
     def ids_in_state(self, state: str) -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT id FROM documents WHERE state=? ORDER BY seq", (state,))]
+        with self._read() as db:
+            return [r[0] for r in db.execute("SELECT id FROM documents WHERE state=? ORDER BY seq", (state,))]
 
     def ids_by_source(self, source: str) -> list[str]:
         """Complete documents recorded for ``source``, in insertion order."""
-        rows = self._db.execute(
-            "SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE)
-        )
-        return [r[0] for r in rows]
+        with self._read() as db:
+            rows = db.execute("SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE))
+            return [r[0] for r in rows]
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
-        row = self._db.execute(
-            "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?", (doc_id,)
-        ).fetchone()
+        with self._read() as db:
+            row = db.execute(
+                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?", (doc_id,)
+            ).fetchone()
         return None if row is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
 
     def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[DocumentRecord]:
@@ -198,44 +286,50 @@ class Ledger:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [DocumentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in self._db.execute(sql, args)]
+        with self._read() as db:
+            return [DocumentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in db.execute(sql, args)]
 
     def get_chunk(self, chunk_id: str, *, with_embedding: bool = False) -> ChunkRecord | None:
         rows = self.get_chunks([chunk_id], with_embedding=with_embedding)
         return rows[0] if rows else None
 
-    def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False) -> list[ChunkRecord]:
-        """Chunks by id, in the order asked (unknown ids are left out)."""
+    def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False,
+                   complete_only: bool = False) -> list[ChunkRecord]:
+        """Chunks by id, in the order asked (unknown ids, and with ``complete_only`` chunks of documents
+        that are not complete, are left out)."""
         found: dict[str, ChunkRecord] = {}
-        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
-        for start in range(0, len(chunk_ids), 500):
-            batch = list(chunk_ids[start : start + 500])
-            marks = ",".join("?" * len(batch))
-            for row in self._db.execute(f"SELECT {cols} FROM chunks WHERE id IN ({marks})", batch):
-                found[row[0]] = self._chunk(row, with_embedding)
+        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (", c.embedding" if with_embedding else "")
+        join = " JOIN documents d ON d.id = c.parent_id AND d.state = 'complete'" if complete_only else ""
+        with self._read() as db:
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                for row in db.execute(f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", batch):
+                    found[row[0]] = self._chunk(row, with_embedding)
         return [found[i] for i in chunk_ids if i in found]
 
     def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
         cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
-        rows = self._db.execute(
-            f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
-        )
-        return [self._chunk(r, with_embedding) for r in rows]
+        with self._read() as db:
+            rows = db.execute(f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,))
+            return [self._chunk(r, with_embedding) for r in rows]
 
     def chunk_ids_of(self, doc_ids: Iterable[str]) -> list[str]:
         out: list[str] = []
         ids = list(doc_ids)
-        for start in range(0, len(ids), 500):
-            batch = ids[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            out.extend(r[0] for r in self._db.execute(f"SELECT id FROM chunks WHERE parent_id IN ({marks})", batch))
+        with self._read() as db:
+            for start in range(0, len(ids), 500):
+                batch = ids[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                out.extend(r[0] for r in db.execute(f"SELECT id FROM chunks WHERE parent_id IN ({marks})", batch))
         return out
 
     def complete_chunk_ids(self) -> set[str]:
-        rows = self._db.execute(
-            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
-        )
-        return {r[0] for r in rows}
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
+            )
+            return {r[0] for r in rows}
 
     def iter_chunks(self, chunk_ids: Iterable[str], *, with_embedding: bool = True,
                     batch_size: int = 1000) -> Iterator[list[ChunkRecord]]:
@@ -248,14 +342,15 @@ class Ledger:
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already computed by ``model`` for these text hashes (missing ones are left out)."""
         found: dict[str, np.ndarray] = {}
-        for start in range(0, len(text_hashes), 500):
-            batch = list(text_hashes[start : start + 500])
-            marks = ",".join("?" * len(batch))
-            rows = self._db.execute(
-                f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
-                [model, *batch],
-            )
-            found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+        with self._read() as db:
+            for start in range(0, len(text_hashes), 500):
+                batch = list(text_hashes[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                rows = db.execute(
+                    f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
+                    [model, *batch],
+                )
+                found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
         return found
 
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
@@ -269,26 +364,30 @@ class Ledger:
 
     def sources_under(self, prefix: str) -> list[str]:
         """Complete sources that start with ``prefix`` (a directory path ending in a separator)."""
-        rows = self._db.execute(  # substr, not LIKE: LIKE ignores case and treats _ and % specially
-            "SELECT DISTINCT source FROM documents WHERE state=? AND substr(source, 1, ?) = ?",
-            (COMPLETE, len(prefix), prefix),
-        )
-        return [r[0] for r in rows]
+        with self._read() as db:
+            rows = db.execute(  # substr, not LIKE: LIKE ignores case and treats _ and % specially
+                "SELECT DISTINCT source FROM documents WHERE state=? AND substr(source, 1, ?) = ?",
+                (COMPLETE, len(prefix), prefix),
+            )
+            return [r[0] for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
-        docs = self._db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
-        chunks = self._db.execute(
-            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
-        ).fetchone()[0]
-        unfinished = self._db.execute("SELECT COUNT(*) FROM documents WHERE state!=?", (COMPLETE,)).fetchone()[0]
+        with self._read() as db:
+            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
+            chunks = db.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
+            ).fetchone()[0]
+            unfinished = db.execute("SELECT COUNT(*) FROM documents WHERE state!=?", (COMPLETE,)).fetchone()[0]
         return {"documents": int(docs), "chunks": int(chunks), "unfinished": int(unfinished)}
 
     def sources(self) -> list[str]:
-        rows = self._db.execute(
-            "SELECT DISTINCT source FROM documents WHERE state=? AND source IS NOT NULL ORDER BY source", (COMPLETE,)
-        )
-        return [r[0] for r in rows]
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT DISTINCT source FROM documents WHERE state=? AND source IS NOT NULL ORDER BY source",
+                (COMPLETE,),
+            )
+            return [r[0] for r in rows]
 
     @staticmethod
     def _chunk(row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
@@ -299,6 +398,12 @@ class Ledger:
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for db in self._readers:
+                db.close()
+            self._readers.clear()
             self._db.close()
 
 

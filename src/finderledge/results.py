@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langchain_core.documents import Document
 
-__all__ = ["SearchResult"]
+__all__ = ["SearchResult", "SearchResults", "SearchTrace"]
 
 
 @dataclass(frozen=True)
@@ -35,3 +36,33 @@ class SearchResult:
         """JSON-friendly form (used by the command line's ``--json``)."""
         return {"id": self.id, "rank": self.rank, "score": self.score, "content": self.content,
                 "metadata": dict(self.metadata)}
+
+
+@dataclass
+class SearchTrace:
+    """How one search ran: seconds per stage, the weight each leg had in fusion, and what the indexes reflected.
+
+    Returned with the results (``results.trace``) instead of being kept on shared objects, so concurrent
+    searches never see each other's figures.
+    """
+
+    mode: str = "hybrid"
+    embed: float = 0.0  # seconds embedding the query
+    vector: float = 0.0  # seconds in the vector index
+    keyword: float = 0.0  # seconds in the BM25 index
+    fusion: float = 0.0
+    total: float = 0.0
+    weights: dict[str, float] = field(default_factory=dict)  # leg -> weight used (0: only filled up the list)
+    candidates: dict[str, int] = field(default_factory=dict)  # leg -> candidates it returned
+    ledger_seq: int = 0  # the ledger change the indexes reflected when the search ran
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SearchResults(list[SearchResult]):
+    """The results of one search (a plain list of :class:`SearchResult`) with its :class:`SearchTrace`."""
+
+    def __init__(self, results: Iterable[SearchResult] = (), trace: SearchTrace | None = None) -> None:
+        super().__init__(results)
+        self.trace = trace if trace is not None else SearchTrace()

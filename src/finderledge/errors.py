@@ -1,0 +1,64 @@
+"""One error hierarchy, so callers, the CLI and a server can tell bad input from a damaged directory.
+
+Every error FinderLedge raises on purpose is a :class:`FinderLedgeError`; each also subclasses the
+built-in exception callers already catch (``ValueError``, ``KeyError``, ``TimeoutError``), so code
+written against the built-ins keeps working.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "FinderLedgeError",
+    "ConfigurationError",
+    "DocumentNotFoundError",
+    "IncompatibleIndexError",
+    "IndexCorruptError",
+    "LockTimeoutError",
+    "LoadError",
+]
+
+
+class FinderLedgeError(Exception):
+    """Base class of every error FinderLedge raises on purpose."""
+
+
+class ConfigurationError(FinderLedgeError, ValueError):
+    """A setting, argument or filter is invalid; the message names it and what was expected."""
+
+
+class DocumentNotFoundError(FinderLedgeError, KeyError):
+    """No document or chunk has the given id or source."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; show the message as written
+        return str(self.args[0]) if self.args else ""
+
+
+class IncompatibleIndexError(FinderLedgeError, ValueError):
+    """The persist directory was built differently (another embedding model, schema or dimension)."""
+
+
+class IndexCorruptError(FinderLedgeError):
+    """An index's files (BM25, FAISS) cannot be read consistently; nothing was changed.
+
+    FinderLedge moves such an index aside and rebuilds it from the ledger, which holds every text and vector.
+    """
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"corrupt index at {self.path}: {reason}")
+
+
+class LockTimeoutError(FinderLedgeError, TimeoutError):
+    """The directory's write lock was not free within the timeout; the message names the holder."""
+
+
+class LoadError(FinderLedgeError):
+    """A file could not be loaded; ``path`` names it and ``reason`` says why."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")

@@ -1,0 +1,344 @@
+"""The write path: turn inputs into parents, split and embed them, then commit them in one ledger transaction.
+
+Slow work (loading, splitting, embedding) runs before the directory's write lock is taken, so other
+writers and every reader go on meanwhile.  Under the lock the plan is checked again against the ledger
+(another process may have added or replaced the same sources meanwhile), the change is committed in one
+transaction — the commit point — and the indexes are brought up to date and checkpointed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from .document_loader import DocumentLoader, absolute_path, detect_doc_type, detect_language
+from .document_splitter import child_id
+from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from .ledger import ChunkRecord, DocumentRecord
+
+if TYPE_CHECKING:
+    from .facade import FinderLedge
+
+__all__ = ["IngestReport", "Writer", "RESERVED_KEYS", "content_id"]
+
+logger = logging.getLogger(__name__)
+
+# metadata keys FinderLedge sets on every chunk; a user's metadata may not use them
+RESERVED_KEYS = ("id", "is_parent", "is_split", "parent_id", "split_index", "split_count")
+_PATH_LENGTH_LIMIT = 4096
+
+
+@dataclass
+class IngestReport:
+    """What one ``add_document`` call did: documents and files added, unchanged, replaced, pruned, skipped."""
+
+    added: list[str] = field(default_factory=list)  # parent ids newly stored
+    unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
+    replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
+    pruned: list[str] = field(default_factory=list)  # parent ids removed because their file is gone (prune=True)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    files_seen: int = 0
+    files_added: int = 0  # files new to the store
+    files_unchanged: int = 0
+    files_replaced: int = 0  # files whose content changed
+    chunks_written: int = 0
+    embeddings_computed: int = 0
+    embeddings_cached: int = 0  # chunk texts whose vector came from the embedding cache
+    seconds_embedding: float = 0.0
+    seconds_total: float = 0.0
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids of every parent document the input is now stored as (new and unchanged)."""
+        return self.added + self.unchanged
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (ids as lists, counts, timings)."""
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    def summary(self) -> str:
+        """One human-readable paragraph (printed by ``finderledge add``)."""
+        lines = [
+            f"files seen: {self.files_seen} (added {self.files_added}, unchanged {self.files_unchanged}, "
+            f"replaced {self.files_replaced}, skipped {len(self.skipped)})",
+            f"documents: {len(self.added)} added, {len(self.unchanged)} unchanged, {len(self.replaced)} replaced, "
+            f"{len(self.pruned)} pruned",
+            f"chunks written: {self.chunks_written} (embedded {self.embeddings_computed}, "
+            f"from cache {self.embeddings_cached})",
+            f"time: {self.seconds_total:.1f} s, of which embedding {self.seconds_embedding:.1f} s",
+        ]
+        lines += [f"skipped {path}: {reason}" for path, reason in self.skipped]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Group:
+    """Parents that come from one source; ``replace`` means older versions of that source are replaced."""
+
+    source: str | None
+    parents: list[tuple[str, Document]]
+    replace: bool
+
+
+@dataclass
+class _Prepared:
+    """A parent split into chunks, with a vector per chunk, ready to commit."""
+
+    record: DocumentRecord
+    chunks: list[ChunkRecord]
+
+
+def content_id(*parts: str) -> str:
+    """A 128-bit content id (32 hex characters) of the parts."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()[:32]
+
+
+class Writer:
+    """Adds and removes documents of one :class:`~finderledge.facade.FinderLedge` (its ledger, model, lock)."""
+
+    def __init__(self, owner: FinderLedge) -> None:
+        self._fl = owner
+
+    # -- add ----------------------------------------------------------------------------------------
+    def ingest(self, source: Any, metadata: Mapping[str, Any] | None, *, include: Sequence[str] | None,
+               exclude: Sequence[str] | None, on_error: str, prune: bool) -> IngestReport:
+        started = time.perf_counter()
+        if on_error not in ("raise", "skip"):
+            raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
+        extra = dict(metadata or {})
+        check_user_metadata(extra, "metadata argument")
+        report = IngestReport()
+        loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
+                                show_progress=self._fl.settings.show_progress)
+        groups: list[_Group] = []
+        items = list(source) if isinstance(source, (list, tuple)) else [source]
+        prune_under: list[str] = []
+        for item in items:
+            groups.extend(self._groups_for(item, extra, loader, report))
+            if prune and not isinstance(item, Document) and isinstance(item, (str, os.PathLike)) \
+                    and Path(item).expanduser().is_dir():
+                prune_under.append(str(absolute_path(item)).rstrip(os.sep) + os.sep)
+        ledger = self._fl._ledger
+        # split and embed everything not stored yet, before taking the lock (the slow part)
+        prepared: dict[str, _Prepared] = {}
+        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if ledger.document_state(pid) is None}
+        self._prepare(candidates, prepared, report)
+        with self._fl._write_lock.hold("adding documents"):
+            gone = [src for prefix in prune_under for src in ledger.sources_under(prefix) if not os.path.exists(src)]
+            extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
+            new, to_delete = self._plan(groups, report, extra_deletes)
+            self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
+            if new or to_delete:
+                ledger.commit_write(add=[(prepared[pid].record, prepared[pid].chunks) for pid in new],
+                                    remove=to_delete)
+                report.chunks_written += sum(len(prepared[pid].chunks) for pid in new)
+                report.pruned.extend(extra_deletes)
+                self._checkpoint()
+        report.seconds_total = time.perf_counter() - started
+        logger.info("ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
+                    len(report.added), len(report.unchanged), len(report.replaced), len(report.pruned),
+                    len(report.skipped), report.chunks_written)
+        return report
+
+    def _groups_for(self, item: Any, extra: dict[str, Any], loader: DocumentLoader,
+                    report: IngestReport) -> list[_Group]:
+        """The parents one input item stands for, grouped by source."""
+        if isinstance(item, Document):
+            if not item.page_content.strip():
+                raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
+            md = {**item.metadata, **extra}
+            check_user_metadata(item.metadata, "Document metadata")
+            src = md.get("source")
+            _detect_type(md, item.page_content)
+            pid = content_id(str(src or ""), item.page_content)
+            return [_Group(str(src) if src else None, [(pid, Document(page_content=item.page_content, metadata=md))],
+                           replace=False)]
+        if isinstance(item, os.PathLike) or (isinstance(item, str) and looks_like_path(item)):
+            path = Path(item).expanduser()
+            if not path.exists():
+                raise FileNotFoundError(
+                    f"add_document: no such file or directory: {str(path)!r} "
+                    "(to add this string as text, pass Document(page_content=...))"
+                )
+            result = loader.load(path)
+            report.files_seen += result.files_seen
+            report.skipped.extend((s.path, s.reason) for s in result.skipped)
+            groups = []
+            for file_path, docs in result.files.items():
+                parents = []
+                for doc in docs:
+                    md = {**doc.metadata, **extra}
+                    pid = content_id(file_path, str(md.get("locator", "")), doc.page_content)
+                    parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
+                groups.append(_Group(file_path, parents, replace=True))
+            return groups
+        if isinstance(item, str):
+            if not item.strip():
+                raise ConfigurationError("add_document: empty text has nothing to index")
+            md = {**extra}
+            _detect_type(md, item)
+            src = md.get("source")
+            return [_Group(str(src) if src else None,
+                           [(content_id(str(src or ""), item), Document(item, metadata=md))], replace=False)]
+        raise ConfigurationError(
+            f"add_document: expected a path, a directory, text, a LangChain Document or a list of them, "
+            f"got {type(item).__name__}"
+        )
+
+    def _plan(self, groups: Sequence[_Group], report: IngestReport,
+              extra_deletes: Sequence[str]) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
+        """Which parents are new and which stored ones they replace, decided under the write lock."""
+        ledger = self._fl._ledger
+        new: dict[str, tuple[_Group, Document]] = {}
+        to_delete: list[str] = []
+        for group in groups:
+            existing = ledger.ids_by_source(group.source) if (group.replace and group.source) else []
+            wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
+            added_here = 0
+            for pid, doc in group.parents:
+                if pid in new or pid in wanted:
+                    continue
+                if ledger.document_state(pid) is not None:
+                    report.unchanged.append(pid)
+                else:
+                    new[pid] = (group, doc)
+                    report.added.append(pid)
+                    added_here += 1
+                wanted.add(pid)
+            stale = [i for i in existing if i not in wanted]
+            to_delete.extend(stale)
+            report.replaced.extend(stale)
+            if group.replace:  # a file: count it once
+                if not existing:
+                    report.files_added += 1
+                elif added_here or stale:
+                    report.files_replaced += 1
+                else:
+                    report.files_unchanged += 1
+        seen = set(to_delete)
+        to_delete.extend(i for i in extra_deletes if i not in seen)
+        return new, to_delete
+
+    def _prepare(self, parents: Mapping[str, tuple[_Group, Document]], out: dict[str, _Prepared],
+                 report: IngestReport) -> None:
+        """Split ``parents`` and embed their chunks into ``out``."""
+        if not parents:
+            return
+        splitter = self._fl.splitter
+        children: list[Document] = []
+        records: dict[str, DocumentRecord] = {}
+        for pid, (group, doc) in parents.items():
+            parent, kids = splitter.split_document(doc, pid, child_id)
+            records[pid] = DocumentRecord(pid, group.source, content_id(doc.page_content), "complete",
+                                          doc.page_content, parent.metadata)
+            children.extend(kids)
+        vectors = self._embed([c.page_content for c in children], report)
+        chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
+        for child, vec in zip(children, vectors):
+            md = child.metadata
+            chunks[md["parent_id"]].append(
+                ChunkRecord(md["id"], md["parent_id"], md["split_index"], child.page_content, md, vec))
+        out.update((pid, _Prepared(record, chunks[pid])) for pid, record in records.items())
+
+    def _embed(self, texts: list[str], report: IngestReport) -> np.ndarray:
+        """Vectors for passages: from the embedding cache when this model embedded the same text before,
+        else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        fl = self._fl
+        hashes = [content_id(t) for t in texts]
+        cached = fl._ledger.cached_embeddings(fl._model_id, hashes)
+        todo: dict[str, str] = {}
+        for h, t in zip(hashes, texts):
+            if h not in cached and h not in todo:
+                todo[h] = t
+        report.embeddings_cached += sum(1 for h in hashes if h in cached)
+        size = fl.settings.embedding_batch_size
+        pending = list(todo.items())
+        batches = range(0, len(pending), size)
+        show = fl.settings.show_progress
+        if show is None:
+            show = sys.stderr.isatty() and len(batches) > 1
+        if show:
+            from tqdm.auto import tqdm
+
+            batches = tqdm(batches, desc="embedding", unit="batch")  # type: ignore[assignment]
+        start_time = time.perf_counter()
+        for start in batches:
+            batch = pending[start : start + size]
+            vectors = np.asarray(fl.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
+            new = [(h, v) for (h, _), v in zip(batch, vectors)]
+            fl._ledger.cache_embeddings(fl._model_id, new)  # kept even if this call fails later
+            cached.update(new)
+            report.embeddings_computed += len(batch)
+        report.seconds_embedding += time.perf_counter() - start_time
+        return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+
+    # -- remove -------------------------------------------------------------------------------------
+    def remove(self, key: str) -> list[str]:
+        """Remove a parent by id, or every parent of a source path; ``DocumentNotFoundError`` if none."""
+        ledger = self._fl._ledger
+        with self._fl._write_lock.hold("removing documents"):
+            if ledger.document_state(key) is not None:
+                ids = [key]
+            else:
+                ids = ledger.ids_by_source(key) or ledger.ids_by_source(str(absolute_path(key)))
+            if not ids:
+                raise DocumentNotFoundError(f"remove_document: no document with id or source {key!r}")
+            ledger.commit_write(remove=ids)
+            self._checkpoint()
+        return ids
+
+    def _checkpoint(self) -> None:
+        """After a commit: bring the indexes up to date and persist them.  The change is already safe in
+        the ledger, so a failure here is logged, not raised: the next write or open replays it."""
+        try:
+            self._fl._replica.checkpoint()
+        except (OSError, IndexCorruptError) as exc:
+            logger.error("the change is committed to the ledger, but writing the index checkpoint failed (%s); "
+                         "it is replayed from the ledger at the next write or open", exc)
+
+
+def check_user_metadata(md: Mapping[str, Any], where: str) -> None:
+    """Refuse metadata keys FinderLedge sets itself."""
+    bad = [k for k in RESERVED_KEYS if k in md]
+    if bad:
+        raise ConfigurationError(f"{where}: keys {bad} are set by FinderLedge; rename them (e.g. 'user_{bad[0]}')")
+
+
+def _detect_type(md: dict[str, Any], text: str) -> None:
+    """Fill ``doc_type_detected`` (and ``language`` for code) of raw text unless the user set them."""
+    if "doc_type_detected" not in md:
+        md["doc_type_detected"] = detect_doc_type(None, text)
+        if md["doc_type_detected"] == "code" and "language" not in md:
+            language = detect_language(text)
+            if language:
+                md["language"] = language
+
+
+def looks_like_path(text: str) -> bool:
+    """A string is a path when it exists, or is one line with a separator, or names a supported file type.
+
+    Anything else is raw text; to add text that looks like a file name, wrap it in a ``Document``.
+    """
+    if "\n" in text or len(text) > _PATH_LENGTH_LIMIT or not text.strip():
+        return False
+    if os.path.exists(os.path.expanduser(text)):
+        return True
+    if any(ch.isspace() for ch in text):  # prose with a slash ("and/or") is text, "my docs/a.md" is a path
+        return DocumentLoader.is_supported(text.strip())
+    return "/" in text or os.sep in text or DocumentLoader.is_supported(text)

@@ -1,0 +1,346 @@
+"""How a process's indexes follow the ledger: open from checkpoints, apply the change log, checkpoint.
+
+The concurrency rules of a persist directory, in one place:
+
+* **Writers** commit to the ledger in one SQLite transaction under the directory's write lock (documents,
+  chunks and a ``changes`` row each).  That commit is the commit point; nothing else must succeed.
+* **Indexes are replicas.**  Each process holds the BM25 index and the vector index in memory, each
+  loaded from its last checkpoint on disk, whose ledger ``seq`` and writer token are recorded in the
+  ledger's info table (``index:<leg>``).  Before every search the process applies the changes logged
+  since the ``seq`` it has seen (``follow``): BM25 in memory, vectors into a :class:`VectorOverlay`.
+  A search therefore reflects every commit made before it started, in every leg, and nothing uncommitted.
+* **Checkpoints** are written only under the write lock, and only from a replica that is based on the
+  checkpoint on disk (its token matches the recorded one).  A replica based on an older checkpoint leaves
+  persisting to others unless its backlog is large, in which case it reloads from disk first.  Replaying
+  a change is idempotent (upsert / delete), so a checkpoint's recorded ``seq`` may lag its files, never
+  lead them: a crash anywhere costs at most a replay on the next open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .document_splitter import child_id
+from .errors import IndexCorruptError, LockTimeoutError
+from .keyword_store import KeywordStore, PreparedBatch
+from .ledger import ADD, Ledger
+from .locking import ReadWriteLock, WriteLock
+from .overlay import VectorOverlay
+from .vector_store import VectorStore
+
+__all__ = ["Replica", "Checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+# a stale replica persists anyway (reloading from disk first) once this many changes wait in memory
+BACKLOG_LIMIT = 5000
+_OPEN_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What an index's files on disk reflect: the ledger ``seq`` and the token of the replica that wrote them."""
+
+    seq: int
+    token: str | None
+
+    @staticmethod
+    def read(ledger: Ledger, key: str) -> Checkpoint | None:
+        raw = ledger.get_info(key)
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        return Checkpoint(int(data["seq"]), data.get("token"))
+
+    def write(self, ledger: Ledger, key: str) -> None:
+        ledger.set_info(key, json.dumps({"seq": self.seq, "token": self.token}))
+
+
+class _Leg:
+    """One index replica: its handle, the checkpoint it was loaded from, and the ``seq`` it reflects."""
+
+    def __init__(self, name: str, key: str, opener: Callable[[], Any], ledger: Ledger, lock: WriteLock) -> None:
+        self.name, self.key, self._opener, self._ledger, self._lock = name, key, opener, ledger, lock
+        self.handle: Any = None
+        self.token: str | None = None
+        self.seq = -1  # -1: unknown, compare id sets with the ledger (a new, moved-aside or version-1 index)
+        self.pending = 0  # changes applied in memory and not yet checkpointed
+        self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
+
+    @property
+    def needs_checkpoint(self) -> bool:
+        return self.handle is not None and (self.rebuilt or self.pending > BACKLOG_LIMIT)
+
+    def load(self) -> None:
+        """Open the handle from disk; the checkpoint is read first, so ``seq`` never overstates the files."""
+        for attempt in range(_OPEN_RETRIES):
+            record = Checkpoint.read(self._ledger, self.key)
+            try:
+                handle = self._opener()
+            except IndexCorruptError as exc:
+                if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self._ledger, self.key) != record:
+                    time.sleep(0.05)  # another process checkpointed while we read: read the new files
+                    continue
+                handle = self._move_aside(exc)
+                record = None
+            self.handle = handle
+            self.token = None if record is None else record.token
+            self.seq = -1 if record is None else record.seq
+            self.pending = 0
+            self.rebuilt = record is None
+            return
+
+    def _move_aside(self, exc: IndexCorruptError) -> Any:
+        """Move a corrupt index's files aside (never delete them) under the write lock and open it empty."""
+        with self._lock.hold(f"moving the corrupt {self.name} index aside"):
+            try:
+                return self._opener()  # no writer runs now: a second failure is real damage
+            except IndexCorruptError:
+                pass
+            path = getattr(exc, "path", None)
+            directory = _index_root(path)
+            if directory is None or not directory.exists():
+                raise exc
+            aside = directory.with_name(f"{directory.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            directory.rename(aside)
+            self._ledger.set_info(self.key, None)
+            logger.error("%s; moved it to %s and rebuilding the index from the ledger", exc, aside)
+            return self._opener()
+
+
+def _index_root(path: Path | None) -> Path | None:
+    """The index directory (``…/bm25`` or ``…/faiss``) that holds a damaged file."""
+    while path is not None and path.name not in ("bm25", "faiss", "chroma"):
+        if path.parent == path:
+            return None
+        path = path.parent
+    return path
+
+
+class Replica:
+    """This process's copies of the BM25 and vector indexes, kept in step with the ledger's change log."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        lock: WriteLock,
+        open_keyword: Callable[[], KeywordStore],
+        open_vector: Callable[[], VectorStore],
+        vector_key: str,
+        *,
+        persistent: bool,
+    ) -> None:
+        self.ledger = ledger
+        self.lock = lock
+        self.persistent = persistent
+        self.rw = ReadWriteLock()  # searches read; applying changes writes
+        self._sync = threading.Lock()  # one thread applies changes or checkpoints at a time
+        self.keyword = _Leg("keyword", "index:keyword", open_keyword, ledger, lock)
+        self.vector = _Leg("vector", vector_key, open_vector, ledger, lock)
+        self.overlay = VectorOverlay()
+        self.keyword.load()
+
+    @property
+    def vector_loaded(self) -> bool:
+        return self.vector.handle is not None
+
+    def legs(self) -> list[_Leg]:
+        return [leg for leg in (self.keyword, self.vector) if leg.handle is not None]
+
+    def load_vector(self) -> None:
+        """Open the vector index (deferred: it needs the embedding dimension) and bring it up to date."""
+        with self._sync:
+            if self.vector.handle is None:
+                self.vector.load()
+                self._catch_up([self.vector])
+        self.maybe_checkpoint()
+
+    # -- following the log ----------------------------------------------------------------------------
+    def follow(self, *, wait: bool = True) -> int:
+        """Apply every change committed since this replica last looked; returns the ``seq`` now reflected.
+
+        With ``wait=False`` a thread that finds another one applying changes goes on without waiting.
+        """
+        target = self.ledger.last_seq()
+        if all(leg.seq == target for leg in self.legs()):
+            return target
+        if not self._sync.acquire(blocking=wait):
+            return min(leg.seq for leg in self.legs())
+        try:
+            self._catch_up(self.legs())
+            seq = min(leg.seq for leg in self.legs())
+        finally:
+            self._sync.release()
+        self.maybe_checkpoint()
+        return seq
+
+    def maybe_checkpoint(self) -> None:
+        """Persist a rebuilt index or a long backlog now if the write lock is free (never waits for it)."""
+        if not any(leg.needs_checkpoint for leg in self.legs()):
+            return
+        try:
+            with self.lock.hold("checkpointing the indexes", timeout=0):
+                self.checkpoint(force=True)
+        except LockTimeoutError:
+            logger.debug("checkpoint deferred: another process is writing")
+
+    def _catch_up(self, legs: list[_Leg]) -> None:
+        """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``).
+
+        The slow part (reading rows, tokenizing) runs first; then every leg changes under one write lock,
+        so a search sees all legs before a commit or all after it — never two versions of a source."""
+        with self.ledger.snapshot():  # changes and chunk rows from one consistent state
+            target = self.ledger.last_seq()
+            plans = [(leg, self._plan(leg, target)) for leg in legs if leg.seq != target]
+        if not plans:
+            return
+        steps: list[Callable[[], None]] = []
+        for leg, (adds, removes, rows) in plans:
+            if leg is self.keyword:
+                steps.append(self._keyword_step(rows, removes))
+            else:
+                steps.append(self._vector_step(rows, removes))
+            leg.pending += len(adds) + len(removes)
+        with self.rw.write():
+            for step in steps:
+                step()
+            for leg, _ in plans:
+                leg.seq = target
+
+    def _keyword_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
+        store = self.keyword.handle
+        prepared = store.prepare([c.id for c in rows], [c.content for c in rows], [c.metadata for c in rows])
+
+        def step() -> None:
+            store.delete(removes)
+            store.add_prepared(prepared)
+        return step
+
+    def _vector_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
+        if any(c.embedding is None for c in rows):
+            raise IndexCorruptError(self.ledger.path or "ledger", "the ledger lacks vectors; rebuild the index")
+        vectors = np.stack([c.embedding for c in rows]) if rows else None
+
+        def step() -> None:
+            self.overlay.remove(removes)
+            if vectors is not None:
+                self.overlay.add([c.id for c in rows], vectors, [c.metadata for c in rows], [c.content for c in rows])
+        return step
+
+    def _plan(self, leg: _Leg, target: int) -> tuple[list[str], list[str], list[Any]]:
+        """Chunk ids to add and remove so that ``leg`` reflects ``target``, and the rows to add."""
+        if leg.seq < 0:  # no checkpoint to replay from: compare id sets once
+            have = leg.handle.ids()
+            truth = self.ledger.complete_chunk_ids()
+            adds, removes = sorted(truth - have), sorted(have - truth)
+            if adds or removes:
+                logger.warning("%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
+                               leg.name, len(adds), len(removes))
+        else:
+            final: dict[str, bool] = {}
+            for change in self.ledger.changes_since(leg.seq, target):
+                for i in range(change.chunk_count):
+                    final[child_id(change.doc_id, i)] = change.op == ADD
+            adds = [cid for cid, added in final.items() if added]
+            removes = [cid for cid, added in final.items() if not added]
+        rows = self.ledger.get_chunks(adds, with_embedding=leg is self.vector)
+        return adds, removes, rows
+
+    # -- searching ----------------------------------------------------------------------------------
+    def vector_search(self, embedding: Any, k: int, flt: Any) -> list[tuple[str, float]]:
+        """The vector leg: the base index and the overlay of changes not yet checkpointed."""
+        if self.overlay.empty:
+            return self.vector.handle.search(embedding, k, flt)  # type: ignore[no-any-return]
+        return self.overlay.search(self.vector.handle, embedding, k, flt)
+
+    def keyword_search(self, query: str, k: int, flt: Any) -> list[tuple[str, float]]:
+        return self.keyword.handle.search(query, k, flt)  # type: ignore[no-any-return]
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def checkpoint(self, *, force: bool = False) -> None:
+        """Persist what this replica applied in memory (caller holds the write lock).
+
+        A replica based on an older checkpoint than the one on disk persists only when ``force`` is set or
+        its backlog exceeds :data:`BACKLOG_LIMIT`; it then reloads that leg from disk and replays first.
+        """
+        assert self.lock.held or not self.persistent, "checkpoint needs the write lock"
+        with self._sync:
+            self._catch_up(self.legs())
+            for leg in self.legs():
+                self._checkpoint_leg(leg, force)
+
+    def _checkpoint_leg(self, leg: _Leg, force: bool) -> None:
+        record = Checkpoint.read(self.ledger, leg.key)
+        current = (record.token if record else None) == leg.token
+        if current and record is not None and record.seq == leg.seq and leg.pending == 0 and self.overlay_empty(leg):
+            return
+        if not current:
+            if not (force or leg.pending > BACKLOG_LIMIT):
+                return
+            logger.info("%s index: another process checkpointed it; reloading before persisting", leg.name)
+            self._reload(leg)
+        if not self.persistent:
+            if leg is self.vector:
+                self._move_overlay()
+            leg.pending = 0
+            leg.rebuilt = False
+            return
+        token = uuid.uuid4().hex
+        # mark first: if this process dies while writing, every replica sees a foreign token and reloads
+        Checkpoint(record.seq if record else -1, token).write(self.ledger, leg.key)
+        leg.token = token
+        if leg is self.vector:
+            self._move_overlay()
+        leg.handle.flush()
+        Checkpoint(leg.seq, token).write(self.ledger, leg.key)
+        leg.pending = 0
+        leg.rebuilt = False
+
+    def overlay_empty(self, leg: _Leg) -> bool:
+        return leg is not self.vector or self.overlay.empty
+
+    def _move_overlay(self) -> None:
+        """Write the overlay into the base index; searches stay correct while it moves (see VectorOverlay)."""
+        if self.overlay.empty:
+            return
+        self.overlay.apply_to(self.vector.handle)
+        with self.rw.write():
+            self.overlay = VectorOverlay()
+
+    def _reload(self, leg: _Leg) -> None:
+        """Drop this leg's in-memory state and load the checkpoint on disk, then replay the log after it."""
+        old = leg.handle
+        if leg is self.vector:
+            with self.rw.write():
+                old.close()
+                leg.load()
+                self.overlay = VectorOverlay()
+        else:
+            new_leg = _Leg(leg.name, leg.key, leg._opener, self.ledger, self.lock)
+            new_leg.load()
+            with self.rw.write():
+                leg.handle, leg.token, leg.seq, leg.pending = new_leg.handle, new_leg.token, new_leg.seq, 0
+            old.close(flush=False)
+        self._catch_up([leg])
+
+    def close(self) -> None:
+        """Checkpoint if this replica may (the lock is free now and its checkpoint is current), then close."""
+        try:
+            with self.lock.hold("closing", timeout=0):
+                self.checkpoint()
+        except LockTimeoutError:
+            logger.info("closing: another process is writing; it (or the next open) checkpoints the indexes")
+        if self.keyword.handle is not None:
+            self.keyword.handle.close(flush=False)
+        if self.vector.handle is not None:
+            self.vector.handle.close()
