@@ -305,10 +305,11 @@ class FinderLedge:
             depth = fetch = max(candidate_k or self.settings.candidate_k, 4 * wanted)
         if mode != "keyword":
             self.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
-        trace.ledger_seq = self._replica.follow(wait=False)
-        with self._replica.rw.read():
+        self._replica.follow(wait=False)
+        with self._replica.rw.read():  # both legs reflect one ledger seq
+            trace.ledger_seq = self._replica.seq
             hits = self.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace)
-        found = self._documents_for(hits, return_parents, wanted)
+        found = self._documents_for(hits, return_parents, wanted, trace.ledger_seq)
         if reranking and found:
             assert self.reranker is not None
             scores = self.reranker.score(query, [doc for doc, _ in found])
@@ -325,15 +326,19 @@ class FinderLedge:
         return SearchResults((SearchResult(doc, hit.score, rank) for rank, (doc, hit) in enumerate(found[:k], start=1)),
                              trace)
 
-    def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int) -> list[tuple[Document, FusedHit]]:
-        """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details."""
-        chunks = {c.id: c for c in self._ledger.get_chunks([h.id for h in hits], complete_only=True)}
+    def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int,
+                       seq: int) -> list[tuple[Document, FusedHit]]:
+        """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details.
+
+        Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
+        since is still returned by this search (it was current when the search ran), never a half-state."""
+        chunks = {c.id: c for c in self._ledger.get_chunks([h.id for h in hits], visible_at=seq)}
         out: list[tuple[Document, FusedHit]] = []
         seen: set[str] = set()
         for hit in hits:
             chunk = chunks.get(hit.id)
-            if chunk is None:  # removed by a commit after the legs ran: never return what the ledger does not hold
-                logger.debug("search: chunk %s was removed meanwhile; skipped", hit.id)
+            if chunk is None:  # removed longer ago than the grace period: never return what the ledger lacks
+                logger.debug("search: chunk %s is no longer in the ledger; skipped", hit.id)
                 continue
             if parents:
                 if chunk.parent_id in seen:

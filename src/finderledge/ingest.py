@@ -24,7 +24,7 @@ from langchain_core.documents import Document
 from .document_loader import DocumentLoader, absolute_path, detect_doc_type, detect_language
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
-from .ledger import ChunkRecord, DocumentRecord
+from .ledger import COMPLETE, ChunkRecord, DocumentRecord
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
@@ -135,7 +135,8 @@ class Writer:
         ledger = self._fl._ledger
         # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
-        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if ledger.document_state(pid) is None}
+        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents
+                      if ledger.document_state(pid) != COMPLETE}
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
             gone = [src for prefix in prune_under for src in ledger.sources_under(prefix) if not os.path.exists(src)]
@@ -212,7 +213,7 @@ class Writer:
             for pid, doc in group.parents:
                 if pid in new or pid in wanted:
                     continue
-                if ledger.document_state(pid) is not None:
+                if ledger.document_state(pid) == COMPLETE:
                     report.unchanged.append(pid)
                 else:
                     new[pid] = (group, doc)
@@ -243,7 +244,7 @@ class Writer:
         records: dict[str, DocumentRecord] = {}
         for pid, (group, doc) in parents.items():
             parent, kids = splitter.split_document(doc, pid, child_id)
-            records[pid] = DocumentRecord(pid, group.source, content_id(doc.page_content), "complete",
+            records[pid] = DocumentRecord(pid, group.source, content_id(doc.page_content), COMPLETE,
                                           doc.page_content, parent.metadata)
             children.extend(kids)
         vectors = self._embed([c.page_content for c in children], report)
@@ -293,7 +294,7 @@ class Writer:
         """Remove a parent by id, or every parent of a source path; ``DocumentNotFoundError`` if none."""
         ledger = self._fl._ledger
         with self._fl._write_lock.hold("removing documents"):
-            if ledger.document_state(key) is not None:
+            if ledger.document_state(key) == COMPLETE:
                 ids = [key]
             else:
                 ids = ledger.ids_by_source(key) or ledger.ids_by_source(str(absolute_path(key)))

@@ -24,9 +24,11 @@ import numpy as np
 
 from .errors import IncompatibleIndexError
 
-__all__ = ["Ledger", "ChunkRecord", "DocumentRecord", "Change", "PENDING", "COMPLETE", "DELETING", "ADD", "REMOVE"]
+__all__ = ["ADD", "COMPLETE", "DELETING", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord", "DocumentRecord", "Ledger"]
 
-PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"
+PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
+REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
+REMOVED_GRACE_SECONDS = 600.0
 SCHEMA_VERSION = "2"
 ADD, REMOVE = "add", "remove"
 
@@ -40,7 +42,9 @@ CREATE TABLE IF NOT EXISTS documents (
     state TEXT NOT NULL,
     content TEXT NOT NULL,
     metadata TEXT NOT NULL,
-    added_at REAL NOT NULL
+    added_at REAL NOT NULL,
+    removed_seq INTEGER,
+    removed_at REAL
 );
 CREATE INDEX IF NOT EXISTS documents_source_state ON documents(source, state, seq);
 CREATE INDEX IF NOT EXISTS documents_state ON documents(state);
@@ -128,7 +132,11 @@ class Ledger:
         except sqlite3.DatabaseError as exc:
             raise IncompatibleIndexError(f"ledger {self._target}: not a FinderLedge ledger or corrupt ({exc})") from exc
         version = self.get_info("schema_version")
-        if version is None or version == "1":  # version 1 had no change log: the table was just created
+        if version == "1":  # version 1 had no change log (the table was just created) nor removal columns
+            with self._lock, self._transaction():
+                self._db.execute("ALTER TABLE documents ADD COLUMN removed_seq INTEGER")
+                self._db.execute("ALTER TABLE documents ADD COLUMN removed_at REAL")
+        if version in (None, "1"):
             self.set_info("schema_version", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
             raise IncompatibleIndexError(
@@ -189,8 +197,11 @@ class Ledger:
         add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
         remove: Sequence[str] = (),
     ) -> int:
-        """In one transaction: remove documents (and their chunks), add documents with their chunks as
-        ``complete``, and log each in ``changes``.  Returns the last change's ``seq``."""
+        """In one transaction: mark documents removed, add documents with their chunks as ``complete``, and
+        log each in ``changes``.  Returns the last change's ``seq``.
+
+        Removed rows stay readable for :data:`REMOVED_GRACE_SECONDS` so that a search whose indexes reflect
+        an earlier ``seq`` still finds the texts of what it matched (see :meth:`get_chunks`)."""
         now = time.time()
         with self._lock, self._transaction():
             for start in range(0, len(remove), 500):
@@ -198,11 +209,13 @@ class Ledger:
                 marks = ",".join("?" * len(batch))
                 counts = dict(self._db.execute(
                     f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id", batch))
-                self._db.executemany("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                                     [(REMOVE, i, int(counts.get(i, 0))) for i in batch])
-                self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
-                self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+                for doc_id in batch:
+                    cur = self._db.execute("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
+                                           (REMOVE, doc_id, int(counts.get(doc_id, 0))))
+                    self._db.execute("UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
+                                     (REMOVED, cur.lastrowid, now, doc_id))
             for doc, chunks in add:
+                self._delete_rows([doc.id])  # a removed earlier copy of the same content
                 self._db.execute(
                     "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -222,15 +235,27 @@ class Ledger:
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
 
+    def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
+        """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
+        with self._lock:
+            ids = [r[0] for r in self._db.execute(
+                "SELECT id FROM documents WHERE state=? AND removed_at < ?", (REMOVED, time.time() - older_than))]
+            if ids:
+                with self._transaction():
+                    self._delete_rows(ids)
+        return len(ids)
+
+    def _delete_rows(self, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), 500):
+            batch = list(ids[start : start + 500])
+            marks = ",".join("?" * len(batch))
+            self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
+            self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+
     def purge(self, doc_ids: Iterable[str]) -> None:
         """Delete documents left ``pending``/``deleting`` by a version-1 ledger (no change log entry)."""
-        ids = list(doc_ids)
         with self._lock, self._transaction():
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
-                self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+            self._delete_rows(list(doc_ids))
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
@@ -294,17 +319,22 @@ class Ledger:
         return rows[0] if rows else None
 
     def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False,
-                   complete_only: bool = False) -> list[ChunkRecord]:
-        """Chunks by id, in the order asked (unknown ids, and with ``complete_only`` chunks of documents
-        that are not complete, are left out)."""
+                   visible_at: int | None = None) -> list[ChunkRecord]:
+        """Chunks by id, in the order asked; unknown ids are left out.
+
+        With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
+        complete ones, and ones removed by a later change (a search whose indexes reflect ``seq``)."""
         found: dict[str, ChunkRecord] = {}
         cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (", c.embedding" if with_embedding else "")
-        join = " JOIN documents d ON d.id = c.parent_id AND d.state = 'complete'" if complete_only else ""
+        join, extra = "", []
+        if visible_at is not None:
+            join = " JOIN documents d ON d.id = c.parent_id AND (d.state = 'complete' OR d.removed_seq > ?)"
+            extra = [visible_at]
         with self._read() as db:
             for start in range(0, len(chunk_ids), 500):
                 batch = list(chunk_ids[start : start + 500])
                 marks = ",".join("?" * len(batch))
-                for row in db.execute(f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", batch):
+                for row in db.execute(f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch):
                     found[row[0]] = self._chunk(row, with_embedding)
         return [found[i] for i in chunk_ids if i in found]
 
@@ -378,7 +408,8 @@ class Ledger:
             chunks = db.execute(
                 "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
             ).fetchone()[0]
-            unfinished = db.execute("SELECT COUNT(*) FROM documents WHERE state!=?", (COMPLETE,)).fetchone()[0]
+            unfinished = db.execute("SELECT COUNT(*) FROM documents WHERE state IN (?, ?)",
+                                    (PENDING, DELETING)).fetchone()[0]
         return {"documents": int(docs), "chunks": int(chunks), "unfinished": int(unfinished)}
 
     def sources(self) -> list[str]:

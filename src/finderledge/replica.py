@@ -151,6 +151,11 @@ class Replica:
         self.keyword.load()
 
     @property
+    def seq(self) -> int:
+        """The ledger change every loaded leg reflects (call under ``rw.read()`` for a stable answer)."""
+        return min(leg.seq for leg in self.legs())
+
+    @property
     def vector_loaded(self) -> bool:
         return self.vector.handle is not None
 
@@ -278,6 +283,7 @@ class Replica:
             self._catch_up(self.legs())
             for leg in self.legs():
                 self._checkpoint_leg(leg, force)
+        self.ledger.collect_removed()
 
     def _checkpoint_leg(self, leg: _Leg, force: bool) -> None:
         record = Checkpoint.read(self.ledger, leg.key)
