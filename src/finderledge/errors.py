@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
-    "FinderLedgeError",
     "ConfigurationError",
     "DocumentNotFoundError",
+    "FinderLedgeError",
     "IncompatibleIndexError",
     "IndexCorruptError",
-    "LockTimeoutError",
     "LoadError",
+    "LockTimeoutError",
 ]
 
 

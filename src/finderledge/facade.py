@@ -34,11 +34,11 @@ from .results import SearchResult, SearchResults, SearchTrace
 from .retriever import FinderLedgeRetriever
 from .vector_store import VectorStore, create_vector_store
 
-__all__ = ["FinderLedge", "IngestReport", "Source", "NO_CONTEXT", "RESERVED_KEYS"]
+__all__ = ["NO_CONTEXT", "RESERVED_KEYS", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
-Source = Union[str, os.PathLike, Document, Sequence[Union[str, os.PathLike, Document]]]
+Source = Union[str, os.PathLike, Document, Sequence[str | os.PathLike | Document]]
 
 # settings fixed when a persist directory is created, reused when it is reopened
 RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap")

@@ -11,10 +11,10 @@ from typing import Any, Protocol
 from langchain_core.embeddings import Embeddings
 
 from .config import FUSIONS, SEARCH_MODES
+from .errors import ConfigurationError
 from .filters import compile_filter
 from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, fuse, model_scripts, vector_leg_share
 from .results import SearchTrace
-from .errors import ConfigurationError
 
 __all__ = ["Finder", "KeywordIndex", "VectorIndex"]
 

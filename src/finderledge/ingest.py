@@ -29,7 +29,7 @@ from .ledger import COMPLETE, ChunkRecord, DocumentRecord
 if TYPE_CHECKING:
     from .facade import FinderLedge
 
-__all__ = ["IngestReport", "Writer", "RESERVED_KEYS", "content_id"]
+__all__ = ["RESERVED_KEYS", "IngestReport", "Writer", "content_id"]
 
 logger = logging.getLogger(__name__)
 

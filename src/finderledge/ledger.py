@@ -326,7 +326,7 @@ class Ledger:
         complete ones, and ones removed by a later change (a search whose indexes reflect ``seq``)."""
         found: dict[str, ChunkRecord] = {}
         cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (", c.embedding" if with_embedding else "")
-        join, extra = "", []
+        join, extra = "", list[Any]()
         if visible_at is not None:
             join = " JOIN documents d ON d.id = c.parent_id AND (d.state = 'complete' OR d.removed_seq > ?)"
             extra = [visible_at]

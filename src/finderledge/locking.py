@@ -20,7 +20,7 @@ from filelock import FileLock, Timeout
 
 from .errors import LockTimeoutError
 
-__all__ = ["WriteLock", "ReadWriteLock", "LOCK_FILE"]
+__all__ = ["LOCK_FILE", "ReadWriteLock", "WriteLock"]
 
 LOCK_FILE = "write.lock"
 _OWNER_SUFFIX = ".owner"

@@ -32,13 +32,13 @@ import numpy as np
 
 from .document_splitter import child_id
 from .errors import IndexCorruptError, LockTimeoutError
-from .keyword_store import KeywordStore, PreparedBatch
+from .keyword_store import KeywordStore
 from .ledger import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
 from .overlay import VectorOverlay
 from .vector_store import VectorStore
 
-__all__ = ["Replica", "Checkpoint"]
+__all__ = ["Checkpoint", "Replica"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class Replica:
         with self._sync:
             if self.vector.handle is None:
                 self.vector.load()
-                self._catch_up([self.vector])
+                self._catch_up(self.legs())  # both legs end at the same seq
         self.maybe_checkpoint()
 
     # -- following the log ----------------------------------------------------------------------------
