@@ -190,7 +190,7 @@ class FinderLedge:
     def _finish_version_1_writes(self) -> None:
         """Drop documents a version-1 FinderLedge left ``pending``/``deleting`` when it crashed (its indexes
         have no checkpoint record, so they are compared with the ledger and cleaned on first use)."""
-        if not self._ledger.counts()["unfinished"]:
+        if not self._ledger.has_unfinished():
             return
         with self._write_lock.hold("finishing an interrupted version-1 write"):
             unfinished = self._ledger.ids_in_state(PENDING) + self._ledger.ids_in_state(DELETING)

@@ -401,6 +401,12 @@ class Ledger:
             )
             return [r[0] for r in rows]
 
+    def has_unfinished(self) -> bool:
+        """Whether a version-1 write left documents ``pending``/``deleting`` (an index lookup, not a count)."""
+        with self._read() as db:
+            return db.execute("SELECT 1 FROM documents WHERE state IN (?, ?) LIMIT 1",
+                              (PENDING, DELETING)).fetchone() is not None
+
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
         with self._read() as db:
