@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -15,6 +17,27 @@ from .vector_store import VectorStore, clean_metadata
 __all__ = ["ChromaVectorStore"]
 
 COLLECTION = "finderledge"
+
+_aliases_lock = threading.Lock()
+_aliases_in_use: dict[str, set[int]] = {}
+
+
+def _take_alias(path: Path) -> tuple[str, int]:
+    """A spelling of ``path`` no other open store of this process uses (``path``, ``path/.``, ``path/./.`` …).
+
+    Chroma keeps one in-memory index per path string per process; another process's writes never reach
+    it.  Each FinderLedge replica needs its own, loaded from the files when it opens (see replica.py)."""
+    key = str(path.resolve())
+    with _aliases_lock:
+        used = _aliases_in_use.setdefault(key, set())
+        n = next(i for i in range(len(used) + 1) if i not in used)
+        used.add(n)
+    return os.path.join(key, *(["."] * n)), n
+
+
+def _release_alias(path: Path, n: int) -> None:
+    with _aliases_lock:
+        _aliases_in_use.get(str(path.resolve()), set()).discard(n)
 
 
 class ChromaVectorStore(VectorStore):
@@ -31,10 +54,12 @@ class ChromaVectorStore(VectorStore):
             self._client = chromadb.EphemeralClient(settings=settings)
             # in-memory clients of one process share a database: keep each instance apart
             collection_name = f"{collection_name}-{uuid.uuid4().hex}"
-        else:
-            Path(path).mkdir(parents=True, exist_ok=True)
-            self._client = chromadb.PersistentClient(path=str(path), settings=settings)
         self.path = None if path is None else Path(path)
+        self._alias: int | None = None
+        if self.path is not None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            alias, self._alias = _take_alias(self.path)
+            self._client = chromadb.PersistentClient(path=alias, settings=settings)
         self._collection = self._client.get_or_create_collection(
             collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
         )
@@ -65,12 +90,13 @@ class ChromaVectorStore(VectorStore):
     def search(
         self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
-        count = self._collection.count()
-        if count == 0 or k < 1:
+        if k < 1:
             return []
+        # n_results is not capped by count(): count() reads the shared files, which another process may
+        # have changed, while the query runs on this process's in-memory index (see replica.py)
         result = self._collection.query(
             query_embeddings=[np.asarray(embedding, dtype=np.float32)],  # type: ignore[arg-type]
-            n_results=min(k, count),
+            n_results=k,
             where=to_chroma_where(filter),
             include=["distances"],
         )
@@ -95,3 +121,6 @@ class ChromaVectorStore(VectorStore):
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+        if self.path is not None and self._alias is not None:
+            _release_alias(self.path, self._alias)
+            self._alias = None

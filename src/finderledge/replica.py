@@ -91,8 +91,7 @@ class _Leg:
                 if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self._ledger, self.key) != record:
                     time.sleep(0.05)  # another process checkpointed while we read: read the new files
                     continue
-                handle = self._move_aside(exc)
-                record = None
+                handle, record = self._open_under_lock(exc)
             self.handle = handle
             self.token = None if record is None else record.token
             self.seq = -1 if record is None else record.seq
@@ -100,22 +99,23 @@ class _Leg:
             self.rebuilt = record is None
             return
 
-    def _move_aside(self, exc: IndexCorruptError) -> Any:
-        """Move a corrupt index's files aside (never delete them) under the write lock and open it empty."""
-        with self._lock.hold(f"moving the corrupt {self.name} index aside"):
+    def _open_under_lock(self, exc: IndexCorruptError) -> tuple[Any, Checkpoint | None]:
+        """Open again under the write lock (no checkpoint is being written then); if the files are still
+        unreadable, move them aside (never delete them) and open an empty index, which the ledger refills."""
+        with self._lock.hold(f"opening the {self.name} index"):
+            record = Checkpoint.read(self._ledger, self.key)
             try:
-                return self._opener()  # no writer runs now: a second failure is real damage
-            except IndexCorruptError:
-                pass
-            path = getattr(exc, "path", None)
-            directory = _index_root(path)
+                return self._opener(), record  # the first failure was a checkpoint racing our read
+            except IndexCorruptError as again:
+                exc = again
+            directory = _index_root(getattr(exc, "path", None))
             if directory is None or not directory.exists():
                 raise exc
             aside = directory.with_name(f"{directory.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
             directory.rename(aside)
             self._ledger.set_info(self.key, None)
             logger.error("%s; moved it to %s and rebuilding the index from the ledger", exc, aside)
-            return self._opener()
+            return self._opener(), None
 
 
 def _index_root(path: Path | None) -> Path | None:
@@ -301,14 +301,15 @@ class Replica:
             leg.pending = 0
             leg.rebuilt = False
             return
-        token = uuid.uuid4().hex
-        # mark first: if this process dies while writing, every replica sees a foreign token and reloads
-        Checkpoint(record.seq if record else -1, token).write(self.ledger, leg.key)
-        leg.token = token
+        # mark first with a token no replica keeps: whoever loads the files while they are being written
+        # (or after this process dies half-way) holds that token, finds it replaced, and reloads
+        Checkpoint(record.seq if record else -1, "writing-" + uuid.uuid4().hex).write(self.ledger, leg.key)
         if leg is self.vector:
             self._move_overlay()
         leg.handle.flush()
+        token = uuid.uuid4().hex
         Checkpoint(leg.seq, token).write(self.ledger, leg.key)
+        leg.token = token
         leg.pending = 0
         leg.rebuilt = False
 
