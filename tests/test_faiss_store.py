@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import finderledge.faiss_store as fs
+from finderledge.durable import manifest_checksum
 from finderledge.errors import IncompatibleIndexError, IndexCorruptError
 from finderledge.faiss_store import FaissVectorStore, VectorIndexCorruptError
 from finderledge.vector_store import clean_metadata
@@ -59,7 +60,7 @@ def _manifest(root: Path) -> dict[str, Any]:
 def _write_manifest(root: Path, manifest: dict[str, Any], *, fix_checksum: bool = True) -> None:
     body = {k: v for k, v in manifest.items() if k != "checksum"}
     if fix_checksum:
-        manifest = {**body, "checksum": fs._manifest_checksum(body)}
+        manifest = {**body, "checksum": manifest_checksum(body)}
     (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
 
 

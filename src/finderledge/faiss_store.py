@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .durable import fsync_dir, manifest_checksum, npy_bytes, write_file
 from .errors import IncompatibleIndexError, IndexCorruptError
 from .filters import compile_filter, filter_key
 from .vector_store import VectorStore, clean_metadata
@@ -219,7 +220,7 @@ class FaissVectorStore(VectorStore):
             for folder in (root / SEGMENTS_DIR, root / DELETES_DIR):
                 folder.mkdir(parents=True, exist_ok=True)
             if created:
-                _fsync_dir(root)
+                fsync_dir(root)
             generation, next_segment = self._generation + 1, self._next_segment
             segments = [s for s in self._segments if s.n_live]
             if self._pending:
@@ -240,7 +241,7 @@ class FaissVectorStore(VectorStore):
                 final.append(seg)
                 entries.append({"name": seg.name, "rows": seg.rows, "files": seg.files, "deletes": deletes})
             if tombstones:
-                _fsync_dir(root / DELETES_DIR)
+                fsync_dir(root / DELETES_DIR)
             body = {
                 "format": FORMAT_NAME,
                 "version": FORMAT_VERSION,
@@ -251,9 +252,9 @@ class FaissVectorStore(VectorStore):
                 "live_count": len(self._seq_of),
                 "segments": entries,
             }
-            manifest = {**body, "checksum": _manifest_checksum(body)}
+            manifest = {**body, "checksum": manifest_checksum(body)}
             tmp = root / (MANIFEST + ".tmp")
-            _write_file(tmp, json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8"))
+            write_file(tmp, json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8"))
             os.replace(tmp, root / MANIFEST)
             # committed: from here on the in-memory state must describe the new manifest
             for seg, deletes in tombstones:
@@ -262,7 +263,7 @@ class FaissVectorStore(VectorStore):
             self._committed = manifest
             self._pending.clear()
             self._dirty, self._gc_pending = False, True
-            _fsync_dir(root)
+            fsync_dir(root)
             _collect_garbage(root, manifest)
             self._gc_pending = False
 
@@ -299,13 +300,13 @@ class FaissVectorStore(VectorStore):
         blocks = (block for block, _, _ in _iter_blocks(vectors, part_idx, row_idx, self.dimension))
         files = {
             VECTORS_FILE: _write_vectors(tmp / VECTORS_FILE, (len(seqs), self.dimension), blocks),
-            SEQ_FILE: _write_file(tmp / SEQ_FILE, _npy_bytes(seqs.astype("<i8"))),
-            IDS_FILE: _write_file(tmp / IDS_FILE, _json_bytes(ids)),
-            META_FILE: _write_file(tmp / META_FILE, _json_bytes(metas)),
+            SEQ_FILE: write_file(tmp / SEQ_FILE, npy_bytes(seqs.astype("<i8"))),
+            IDS_FILE: write_file(tmp / IDS_FILE, _json_bytes(ids)),
+            META_FILE: write_file(tmp / META_FILE, _json_bytes(metas)),
         }
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         logger.debug("%s: wrote segment %s (%d rows from %d source(s))", self.path, name, len(seqs), len(sources))
         return _Segment(name=name, seq=seqs, live=np.ones(len(seqs), dtype=bool), directory=final,
                         files=files, metas=metas)
@@ -314,7 +315,7 @@ class FaissVectorStore(VectorStore):
         """Write the deleted row numbers of ``seg`` to a new file (never one a committed manifest names)."""
         assert self.path is not None
         dead = np.flatnonzero(~seg.live).astype("<i8")
-        info = _write_file(self.path / DELETES_DIR / _deletes_name(seg.name, generation), _npy_bytes(dead))
+        info = write_file(self.path / DELETES_DIR / _deletes_name(seg.name, generation), npy_bytes(dead))
         return {"gen": generation, "count": len(dead), **info}
 
     # -- writes -------------------------------------------------------------------------------------
@@ -451,7 +452,7 @@ def _load_manifest(root: Path, dimension: int, verify: bool) -> tuple[dict[str, 
     if manifest.get("version") != FORMAT_VERSION:
         raise VectorIndexCorruptError(mpath, f"unsupported format version {manifest.get('version')!r}")
     body = {k: v for k, v in manifest.items() if k != "checksum"}
-    if manifest.get("checksum") != _manifest_checksum(body):
+    if manifest.get("checksum") != manifest_checksum(body):
         raise VectorIndexCorruptError(mpath, "manifest checksum mismatch")
     for key in ("dimension", "generation", "next_segment", "next_seq", "live_count"):
         _non_negative(manifest.get(key), key, mpath)
@@ -800,37 +801,7 @@ def _write_vectors(path: Path, shape: tuple[int, int], blocks: Iterable[np.ndarr
     return {"bytes": out.size, "crc32": out.crc}
 
 
-def _write_file(path: Path, data: bytes) -> dict[str, int]:
-    """Write ``data`` durably; returns the size and CRC32 recorded in the manifest."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return {"bytes": len(data), "crc32": zlib.crc32(data)}
-
-
-def _npy_bytes(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, arr, allow_pickle=False)
-    return buf.getvalue()
 
 
 def _json_bytes(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _manifest_checksum(body: Mapping[str, Any]) -> int:
-    return zlib.crc32(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8"))

@@ -43,11 +43,12 @@ from typing import Any
 
 import numpy as np
 
+from finderledge.durable import fsync_dir, manifest_checksum, npy_bytes, write_file
 from finderledge.errors import IndexCorruptError
 from finderledge.filters import Predicate, compile_filter, filter_key
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict
 
-__all__ = ["KeywordStore", "KeywordIndexCorruptError"]
+__all__ = ["KeywordIndexCorruptError", "KeywordStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -783,12 +784,12 @@ class KeywordStore:
                 if seg.deletes_dirty or (seg.n_deleted and seg.deletes_file is None):
                     self._write_deletes(seg)
             manifest = self._manifest_body()
-            manifest["checksum"] = _manifest_checksum(manifest)
+            manifest["checksum"] = manifest_checksum(manifest)
             data = json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8")
             tmp = root / (MANIFEST + ".tmp")
-            _write_file(tmp, data)
+            write_file(tmp, data)
             os.replace(tmp, root / MANIFEST)
-            _fsync_dir(root)
+            fsync_dir(root)
             old = self._committed
             self._committed = manifest
             self._dirty = False
@@ -859,14 +860,14 @@ class KeywordStore:
         arrays = {"indptr.npy": seg.indptr, "docs.npy": seg.docs, "tfs.npy": seg.tfs, "lens.npy": seg.lens}
         for fname, arr in arrays.items():
             dtype = _NPY_FILES[fname][0]
-            files[fname] = _write_file(tmp / fname, _npy_bytes(np.ascontiguousarray(arr, dtype=dtype)))
+            files[fname] = write_file(tmp / fname, npy_bytes(np.ascontiguousarray(arr, dtype=dtype)))
         payloads = {"terms.json": seg.terms, "ids.json": seg.ids, "meta.json": seg.load_metas()}
         for fname, obj in payloads.items():
             data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            files[fname] = _write_file(tmp / fname, data)
-        _fsync_dir(tmp)
+            files[fname] = write_file(tmp / fname, data)
+        fsync_dir(tmp)
         os.rename(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         seg.files = files
         seg.meta_path = final / "meta.json"
         seg.persisted = True
@@ -876,7 +877,7 @@ class KeywordStore:
         assert self.path is not None
         rel = f"{_DELETES_DIR}/{seg.name}.{self._generation:08d}.npy"
         dead = np.flatnonzero(~seg.live).astype("<i4")
-        info = _write_file(self.path / rel, _npy_bytes(dead))
+        info = write_file(self.path / rel, npy_bytes(dead))
         seg.deletes_file = rel
         seg.deletes_info = info
         seg.deletes_dirty = False
@@ -915,7 +916,7 @@ class KeywordStore:
         if manifest.get("version") != FORMAT_VERSION:
             raise corrupt(f"unsupported format version {manifest.get('version')!r}")
         body = {k: v for k, v in manifest.items() if k != "checksum"}
-        if manifest.get("checksum") != _manifest_checksum(body):
+        if manifest.get("checksum") != manifest_checksum(body):
             raise corrupt("manifest checksum mismatch")
         try:
             segments: list[_Segment] = []
@@ -1045,38 +1046,3 @@ class KeywordStore:
             seg.deletes_file = str(deletes["file"])
             seg.deletes_info = {"bytes": int(deletes["bytes"]), "crc32": int(deletes["crc32"])}
         return seg
-
-
-# --------------------------------------------------------------------------------------------------
-# File helpers
-# --------------------------------------------------------------------------------------------------
-def _npy_bytes(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, arr, allow_pickle=False)
-    return buf.getvalue()
-
-
-def _write_file(path: Path, data: bytes) -> dict[str, int]:
-    """Write ``data`` durably; returns the size and CRC32 recorded in the manifest."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return {"bytes": len(data), "crc32": zlib.crc32(data)}
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _manifest_checksum(body: Mapping[str, Any]) -> int:
-    return zlib.crc32(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8"))
