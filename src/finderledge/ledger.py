@@ -344,29 +344,12 @@ class Ledger:
             rows = db.execute(f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,))
             return [self._chunk(r, with_embedding) for r in rows]
 
-    def chunk_ids_of(self, doc_ids: Iterable[str]) -> list[str]:
-        out: list[str] = []
-        ids = list(doc_ids)
-        with self._read() as db:
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                out.extend(r[0] for r in db.execute(f"SELECT id FROM chunks WHERE parent_id IN ({marks})", batch))
-        return out
-
     def complete_chunk_ids(self) -> set[str]:
         with self._read() as db:
             rows = db.execute(
                 "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
             )
             return {r[0] for r in rows}
-
-    def iter_chunks(self, chunk_ids: Iterable[str], *, with_embedding: bool = True,
-                    batch_size: int = 1000) -> Iterator[list[ChunkRecord]]:
-        """The chunks of ``chunk_ids`` in batches: used to restore an index from the ledger."""
-        ids = list(chunk_ids)
-        for start in range(0, len(ids), batch_size):
-            yield self.get_chunks(ids[start : start + batch_size], with_embedding=with_embedding)
 
     # -- embedding cache ----------------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:

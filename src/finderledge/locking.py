@@ -60,14 +60,6 @@ class WriteLock:
         finally:
             self._thread_lock.release()
 
-    def try_hold(self) -> bool:
-        """Whether the lock is free right now (takes and releases it; used to skip optional work)."""
-        try:
-            with self.hold("probe", timeout=0):
-                return True
-        except LockTimeoutError:
-            return False
-
     @property
     def held(self) -> bool:
         """Whether this object (in this thread's process) holds the lock."""

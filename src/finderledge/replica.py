@@ -288,7 +288,7 @@ class Replica:
     def _checkpoint_leg(self, leg: _Leg, force: bool) -> None:
         record = Checkpoint.read(self.ledger, leg.key)
         current = (record.token if record else None) == leg.token
-        if current and record is not None and record.seq == leg.seq and leg.pending == 0 and self.overlay_empty(leg):
+        if current and record is not None and record.seq == leg.seq and leg.pending == 0 and (leg is not self.vector or self.overlay.empty):
             return
         if not current:
             if not (force or leg.pending > BACKLOG_LIMIT):
@@ -312,9 +312,6 @@ class Replica:
         leg.token = token
         leg.pending = 0
         leg.rebuilt = False
-
-    def overlay_empty(self, leg: _Leg) -> bool:
-        return leg is not self.vector or self.overlay.empty
 
     def _move_overlay(self) -> None:
         """Write the overlay into the base index; searches stay correct while it moves (see VectorOverlay)."""
