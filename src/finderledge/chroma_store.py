@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .durable import write_file
 from .filters import to_chroma_where
+from .locking import WriteLock
 from .vector_store import VectorStore, clean_metadata
 
 __all__ = ["ChromaVectorStore"]
 
 COLLECTION = "finderledge"
+GENERATION_FILE = "generation"
+logger = logging.getLogger(__name__)
 
 _aliases_lock = threading.Lock()
 _aliases_in_use: dict[str, set[int]] = {}
@@ -41,29 +47,84 @@ def _release_alias(path: Path, n: int) -> None:
 
 
 class ChromaVectorStore(VectorStore):
-    """One Chroma collection (persistent under ``path``, or in memory) holding FinderLedge chunks."""
+    """One Chroma collection (persistent under ``path``, or in memory) holding FinderLedge chunks.
+
+    Chroma's local mode keeps an in-memory index per process and updates its files even while reading
+    (it applies its log on ``get``/``query``), so two processes must never call it at the same time, nor
+    with a stale copy.  Every call on a persistent store therefore holds an OS lock on ``path/write.lock``
+    and first reopens the client if another process changed the collection since this one last saw it
+    (a counter in ``path/generation``, bumped before every write).
+    """
 
     name = "chroma"
 
-    def __init__(self, path: str | Path | None = None, *, collection_name: str = COLLECTION) -> None:
-        import chromadb
+    def __init__(self, path: str | Path | None = None, *, collection_name: str = COLLECTION,
+                 lock_timeout: float = 300.0) -> None:
         from chromadb.config import Settings as ChromaSettings
 
-        settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        if path is None:
-            self._client = chromadb.EphemeralClient(settings=settings)
-            # in-memory clients of one process share a database: keep each instance apart
-            collection_name = f"{collection_name}-{uuid.uuid4().hex}"
+        self._settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
         self.path = None if path is None else Path(path)
         self._alias: int | None = None
-        if self.path is not None:
+        self._generation = -1
+        self._collection_name = collection_name
+        if self.path is None:
+            # in-memory clients of one process share a database: keep each instance apart
+            self._collection_name = f"{collection_name}-{uuid.uuid4().hex}"
+            self._lock = WriteLock(None, lock_timeout)
+        else:
             self.path.mkdir(parents=True, exist_ok=True)
+            self._lock = WriteLock(self.path, lock_timeout)
+        with self._access():
+            pass
+
+    def _connect(self) -> None:
+        import chromadb
+
+        if self.path is None:
+            self._client = chromadb.EphemeralClient(settings=self._settings)
+        else:
             alias, self._alias = _take_alias(self.path)
-            self._client = chromadb.PersistentClient(path=alias, settings=settings)
+            self._client = chromadb.PersistentClient(path=alias, settings=self._settings)
         self._collection = self._client.get_or_create_collection(
-            collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            self._collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
         )
         self._max_batch = max(1, int(self._client.get_max_batch_size()))
+
+    def _disconnect(self) -> None:
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+        if self.path is not None and self._alias is not None:
+            _release_alias(self.path, self._alias)
+            self._alias = None
+
+    def _read_generation(self) -> int:
+        try:
+            return int((self.path / GENERATION_FILE).read_text(encoding="ascii"))  # type: ignore[operator]
+        except (OSError, ValueError):
+            return 0
+
+    @contextmanager
+    def _access(self, *, writing: bool = False) -> Iterator[None]:
+        """Hold the collection's lock, with an in-memory index as new as the files."""
+        with self._lock.hold("writing the Chroma index" if writing else "reading the Chroma index"):
+            if self.path is None:
+                if self._generation < 0:
+                    self._connect()
+                    self._generation = 0
+                yield
+                return
+            current = self._read_generation()
+            if current != self._generation:
+                if self._generation >= 0:
+                    logger.debug("Chroma at %s changed in another process; reloading it", self.path)
+                    self._disconnect()
+                self._connect()
+                self._generation = current
+            if writing:  # bumped first: if this process dies mid-write, the others still reload
+                self._generation += 1
+                write_file(self.path / GENERATION_FILE, str(self._generation).encode("ascii"))
+            yield
 
     def add(
         self,
@@ -72,34 +133,39 @@ class ChromaVectorStore(VectorStore):
         metadatas: Sequence[Mapping[str, Any]],
         texts: Sequence[str] | None = None,
     ) -> None:
+        if len(ids) == 0:
+            return
         vectors = np.asarray(embeddings, dtype=np.float32)
-        for start in range(0, len(ids), self._max_batch):
-            end = start + self._max_batch
-            self._collection.upsert(
-                ids=list(ids[start:end]),
-                embeddings=vectors[start:end],
-                metadatas=[clean_metadata(m) or {"_": 0} for m in metadatas[start:end]],
-                documents=None if texts is None else list(texts[start:end]),
-            )
+        with self._access(writing=True):
+            for start in range(0, len(ids), self._max_batch):
+                end = start + self._max_batch
+                self._collection.upsert(
+                    ids=list(ids[start:end]),
+                    embeddings=vectors[start:end],
+                    metadatas=[clean_metadata(m) or {"_": 0} for m in metadatas[start:end]],
+                    documents=None if texts is None else list(texts[start:end]),
+                )
 
     def delete(self, ids: Iterable[str]) -> None:
         id_list = list(ids)
-        for start in range(0, len(id_list), self._max_batch):
-            self._collection.delete(ids=id_list[start : start + self._max_batch])
+        if not id_list:
+            return
+        with self._access(writing=True):
+            for start in range(0, len(id_list), self._max_batch):
+                self._collection.delete(ids=id_list[start : start + self._max_batch])
 
     def search(
         self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
         if k < 1:
             return []
-        # n_results is not capped by count(): count() reads the shared files, which another process may
-        # have changed, while the query runs on this process's in-memory index (see replica.py)
-        result = self._collection.query(
-            query_embeddings=[np.asarray(embedding, dtype=np.float32)],  # type: ignore[arg-type]
-            n_results=k,
-            where=to_chroma_where(filter),
-            include=["distances"],
-        )
+        with self._access():
+            result = self._collection.query(
+                query_embeddings=[np.asarray(embedding, dtype=np.float32)],  # type: ignore[arg-type]
+                n_results=k,
+                where=to_chroma_where(filter),
+                include=["distances"],
+            )
         ids = result["ids"][0]
         distances = (result.get("distances") or [[]])[0]
         return [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
@@ -107,20 +173,20 @@ class ChromaVectorStore(VectorStore):
     def ids(self) -> set[str]:
         out: set[str] = set()
         offset, page = 0, 10000
-        while True:
-            got = self._collection.get(include=[], limit=page, offset=offset)["ids"]
-            out.update(got)
-            if len(got) < page:
-                return out
-            offset += page
+        with self._access():
+            while True:
+                got = self._collection.get(include=[], limit=page, offset=offset)["ids"]
+                out.update(got)
+                if len(got) < page:
+                    return out
+                offset += page
 
     def __len__(self) -> int:
-        return int(self._collection.count())
+        with self._access():
+            return int(self._collection.count())
 
     def close(self) -> None:
-        close = getattr(self._client, "close", None)
-        if callable(close):
-            close()
-        if self.path is not None and self._alias is not None:
-            _release_alias(self.path, self._alias)
-            self._alias = None
+        if self._generation >= 0:
+            with self._lock.hold("closing the Chroma index"):
+                self._disconnect()
+            self._generation = -1

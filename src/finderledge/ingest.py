@@ -135,8 +135,8 @@ class Writer:
         ledger = self._fl._ledger
         # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
-        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents
-                      if ledger.document_state(pid) != COMPLETE}
+        stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents)
+        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if pid not in stored}
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
             gone = [src for prefix in prune_under for src in ledger.sources_under(prefix) if not os.path.exists(src)]
@@ -206,6 +206,7 @@ class Writer:
         ledger = self._fl._ledger
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
+        stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents)
         for group in groups:
             existing = ledger.ids_by_source(group.source) if (group.replace and group.source) else []
             wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
@@ -213,7 +214,7 @@ class Writer:
             for pid, doc in group.parents:
                 if pid in new or pid in wanted:
                     continue
-                if ledger.document_state(pid) == COMPLETE:
+                if pid in stored:
                     report.unchanged.append(pid)
                 else:
                     new[pid] = (group, doc)

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS documents (
     content TEXT NOT NULL,
     metadata TEXT NOT NULL,
     added_at REAL NOT NULL,
+    added_seq INTEGER,
     removed_seq INTEGER,
     removed_at REAL
 );
@@ -134,6 +135,7 @@ class Ledger:
         version = self.get_info("schema_version")
         if version == "1":  # version 1 had no change log (the table was just created) nor removal columns
             with self._lock, self._transaction():
+                self._db.execute("ALTER TABLE documents ADD COLUMN added_seq INTEGER")
                 self._db.execute("ALTER TABLE documents ADD COLUMN removed_seq INTEGER")
                 self._db.execute("ALTER TABLE documents ADD COLUMN removed_at REAL")
         if version in (None, "1"):
@@ -216,10 +218,13 @@ class Ledger:
                                      (REMOVED, cur.lastrowid, now, doc_id))
             for doc, chunks in add:
                 self._delete_rows([doc.id])  # a removed earlier copy of the same content
+                cur = self._db.execute("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
+                                       (ADD, doc.id, len(chunks)))
                 self._db.execute(
-                    "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (doc.id, doc.source, doc.content_hash, COMPLETE, doc.content, _dumps(doc.metadata), now),
+                    "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (doc.id, doc.source, doc.content_hash, COMPLETE, doc.content, _dumps(doc.metadata), now,
+                     cur.lastrowid),
                 )
                 self._db.executemany(
                     "INSERT INTO chunks(id, parent_id, split_index, content, metadata, embedding)"
@@ -230,8 +235,6 @@ class Ledger:
                         for c in chunks
                     ],
                 )
-                self._db.execute("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                                 (ADD, doc.id, len(chunks)))
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
 
@@ -283,6 +286,18 @@ class Ledger:
             row = db.execute("SELECT state FROM documents WHERE id=?", (doc_id,)).fetchone()
         return None if row is None else str(row[0])
 
+    def complete_ids(self, doc_ids: Iterable[str]) -> set[str]:
+        """Which of ``doc_ids`` are stored as complete documents (one query per 500 ids)."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: set[str] = set()
+        with self._read() as db:
+            for start in range(0, len(ids), 500):
+                batch = ids[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                found.update(r[0] for r in db.execute(
+                    f"SELECT id FROM documents WHERE state=? AND id IN ({marks})", [COMPLETE, *batch]))
+        return found
+
     def ids_in_state(self, state: str) -> list[str]:
         with self._read() as db:
             return [r[0] for r in db.execute("SELECT id FROM documents WHERE state=? ORDER BY seq", (state,))]
@@ -323,13 +338,15 @@ class Ledger:
         """Chunks by id, in the order asked; unknown ids are left out.
 
         With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
-        complete ones, and ones removed by a later change (a search whose indexes reflect ``seq``)."""
+        added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
+        another process checkpointed may already hold later chunks)."""
         found: dict[str, ChunkRecord] = {}
         cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (", c.embedding" if with_embedding else "")
         join, extra = "", list[Any]()
         if visible_at is not None:
-            join = " JOIN documents d ON d.id = c.parent_id AND (d.state = 'complete' OR d.removed_seq > ?)"
-            extra = [visible_at]
+            join = (" JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
+                    " AND (d.state = 'complete' OR d.removed_seq > ?)")
+            extra = [visible_at, visible_at]
         with self._read() as db:
             for start in range(0, len(chunk_ids), 500):
                 batch = list(chunk_ids[start : start + 500])
