@@ -21,7 +21,6 @@ import finderledge.faiss_store as fs
 from finderledge.durable import manifest_checksum
 from finderledge.errors import IncompatibleIndexError, IndexCorruptError
 from finderledge.faiss_store import FaissVectorStore, VectorIndexCorruptError
-from finderledge.vector_store import clean_metadata
 
 D = 8
 
@@ -116,7 +115,7 @@ class Reference:
         normalised = _normalised(vectors)
         for sid, vec, md in zip(ids, normalised, metas):
             self.rows.pop(sid, None)  # an upsert moves the row to the end, like a delete + add
-            self.rows[sid] = (vec, clean_metadata(md))
+            self.rows[sid] = (vec, dict(md))
 
     def delete(self, ids: list[str]) -> None:
         for sid in ids:
@@ -681,7 +680,7 @@ def _write_format_1(path: Path, d: int, adds: list[tuple[str, np.ndarray, dict[s
             index.remove_ids(faiss.IDSelectorBatch(np.array([int_of.pop(sid)], dtype=np.int64)))
         v = _normalised(vec.reshape(1, -1))
         index.add_with_ids(v, np.array([nxt], dtype=np.int64))
-        int_of[sid], meta[sid] = nxt, clean_metadata(md)
+        int_of[sid], meta[sid] = nxt, dict(md)
         nxt += 1
     for sid in deletes:
         index.remove_ids(faiss.IDSelectorBatch(np.array([int_of.pop(sid)], dtype=np.int64)))

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from finderledge.filters import compile_filter, matches, to_chroma_where
+from finderledge.chroma_filter import prefilter_where
+from finderledge.filters import compile_filter, matches
 
 MD = {"lang": "ja", "year": 2021, "draft": False, "source": "a.md"}
 
@@ -38,12 +39,17 @@ def test_malformed_filters_raise(flt: object) -> None:
         compile_filter(flt)  # type: ignore[arg-type]
 
 
-def test_chroma_translation_wraps_multiple_keys() -> None:
-    assert to_chroma_where({"lang": "ja"}) == {"lang": {"$eq": "ja"}}
-    assert to_chroma_where({"lang": "ja", "year": {"$gte": 2020}}) == {
+def test_chroma_prefilter_only_narrows_where_chroma_agrees() -> None:
+    assert prefilter_where({"lang": "ja"}) == {"lang": {"$eq": "ja"}}
+    assert prefilter_where({"lang": "ja", "year": {"$gte": 2020}}) == {
         "$and": [{"lang": {"$eq": "ja"}}, {"year": {"$gte": 2020}}]
     }
-    assert to_chroma_where({"$or": [{"a": 1}, {"b": {"$in": [1, 2]}}]}) == {
-        "$or": [{"a": {"$eq": 1}}, {"b": {"$in": [1, 2]}}]
+    # a float bound is widened to a whole number (Chroma truncates it against int fields)
+    assert prefilter_where({"year": {"$lt": 2020.5}}) == {"year": {"$lte": 2021}}
+    # mixed-type $in is split; $ne cannot narrow (Chroma's $ne matches missing fields)
+    assert prefilter_where({"b": {"$in": [1, "1"]}, "c": {"$ne": 1}}) == {
+        "$or": [{"b": {"$in": [1]}}, {"b": {"$in": ["1"]}}]
     }
-    assert to_chroma_where(None) is None
+    # an $or with one branch Chroma cannot narrow lets everything through
+    assert prefilter_where({"$or": [{"a": 1}, {"b": {"$ne": 2}}]}) is None
+    assert prefilter_where(None) is None

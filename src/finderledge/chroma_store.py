@@ -1,4 +1,5 @@
-"""Chroma as a FinderLedge vector store: precomputed vectors, cosine space, native ``where`` filters."""
+"""Chroma as a FinderLedge vector store: precomputed vectors, cosine space, filters narrowed by ``where``
+and decided by :mod:`finderledge.filters` (see :mod:`finderledge.chroma_filter`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from .durable import write_file
-from .filters import to_chroma_where
+from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
+from .filters import compile_filter
 from .locking import WriteLock
-from .vector_store import VectorStore, clean_metadata
+from .vector_store import VectorStore
 
 __all__ = ["ChromaVectorStore"]
 
@@ -142,7 +144,7 @@ class ChromaVectorStore(VectorStore):
                 self._collection.upsert(
                     ids=list(ids[start:end]),
                     embeddings=vectors[start:end],
-                    metadatas=[clean_metadata(m) or {"_": 0} for m in metadatas[start:end]],
+                    metadatas=[chroma_metadata(m) for m in metadatas[start:end]],
                     documents=None if texts is None else list(texts[start:end]),
                 )
 
@@ -159,16 +161,26 @@ class ChromaVectorStore(VectorStore):
     ) -> list[tuple[str, float]]:
         if k < 1:
             return []
-        with self._access():
-            result = self._collection.query(
-                query_embeddings=[np.asarray(embedding, dtype=np.float32)],  # type: ignore[arg-type]
-                n_results=k,
-                where=to_chroma_where(filter),
-                include=["distances"],
-            )
-        ids = result["ids"][0]
-        distances = (result.get("distances") or [[]])[0]
-        return [(i, 1.0 - float(d)) for i, d in zip(ids, distances)]
+        pred = compile_filter(filter)
+        where = prefilter_where(filter)
+        query = np.asarray(embedding, dtype=np.float32)
+        n = k
+        while True:  # Chroma narrows (never too far), compile_filter decides; widen until k pass
+            with self._access():
+                result = self._collection.query(
+                    query_embeddings=[query],  # type: ignore[arg-type]
+                    n_results=n,
+                    where=where,
+                    include=["distances", "metadatas"] if pred is not None else ["distances"],
+                )
+            ids = result["ids"][0]
+            distances = (result.get("distances") or [[]])[0]
+            metadatas = (result.get("metadatas") or [[None] * len(ids)])[0]
+            hits = [(i, 1.0 - float(d)) for i, d, md in zip(ids, distances, metadatas)
+                    if pred is None or pred(stored_metadata(md))]
+            if len(hits) >= k or len(ids) < n:
+                return hits[:k]
+            n *= 4
 
     def ids(self) -> set[str]:
         out: set[str] = set()

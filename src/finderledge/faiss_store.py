@@ -8,7 +8,7 @@ On disk (``faiss/``), so that a flush writes only what changed (layout as in the
 * ``manifest.json``: format, dimension, counters, the committed segments with each file's size and CRC32,
   and a checksum of itself.  Each flush replaces it with ``os.replace``.
 * ``segments/seg-NNNNNNNN/``: ``vectors.npy`` (float32, normalised), ``seq.npy`` (int64 sequence number per
-  row, ascending), ``ids.json`` and ``meta.json`` (cleaned metadata, parsed when a filter or merge needs it).
+  row, ascending), ``ids.json`` and ``meta.json`` (the chunks' metadata as JSON, parsed when a filter or merge needs it).
 * ``deletes/seg-NNNNNNNN.GGGGGGGG.npy``: a segment's deleted row numbers as of flush generation G.
 
 A flush writes the new rows as one segment and new tombstone files, replaces the manifest, then deletes
@@ -41,7 +41,7 @@ import numpy as np
 from .durable import fsync_dir, manifest_checksum, npy_bytes, write_file
 from .errors import IncompatibleIndexError, IndexCorruptError
 from .filters import compile_filter, filter_key
-from .vector_store import VectorStore, clean_metadata
+from .vector_store import VectorStore
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError"]
 
@@ -338,7 +338,7 @@ class FaissVectorStore(VectorStore):
         if len(last) != len(ids):
             keep = sorted(last.values())
             ids, vectors, metadatas = [ids[i] for i in keep], vectors[keep], [metadatas[i] for i in keep]
-        cleaned = [clean_metadata(md) for md in metadatas]
+        cleaned = [dict(md) for md in metadatas]
         with self._lock:
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)

@@ -1,151 +1,151 @@
-"""Metadata filters: one filter language, evaluated the same way by every search leg.
+"""Metadata filters: one filter language with one meaning, evaluated the same way by every search leg.
 
 A filter is a dict in the Mongo/Chroma style::
 
-    {"lang": "ja"}                                   # equality
-    {"year": {"$gte": 2020}}                         # comparison: $eq $ne $gt $gte $lt $lte
-    {"source": {"$in": ["a.md", "b.md"]}}            # membership: $in $nin
+    {"lang": "ja"}                                   # equality, short for {"lang": {"$eq": "ja"}}
+    {"year": {"$gte": 2020, "$lt": 2024}}            # several operators on one field: all must hold
+    {"source": {"$in": ["a.md", "b.md"]}}            # membership
+    {"tags": {"$contains": "hr"}}                    # list fields
     {"$and": [{"lang": "ja"}, {"year": {"$lt": 2024}}]}
     {"$or": [{"lang": "ja"}, {"lang": "en"}]}
 
-Several keys in one dict mean all of them must hold.  A chunk that lacks a field never matches a
-condition on that field (not even ``$ne``/``$nin``), which is also how Chroma behaves, so every leg
-returns the same set.  Values are compared by type: ``True`` does not equal ``1``.
+Several keys in one dict must all hold.  The specification (docs/filters.md has it with examples):
+
+* A value has a *kind*: string, number (int or float), bool, list or object (see
+  :func:`finderledge.metadata.kind_of`).  A field that is absent or ``None`` is *missing*.
+* ``$eq x``: the field has ``x``'s kind and equals it.  Numbers compare by value (``2 == 2.0``); a bool is
+  never a number (``True`` does not equal ``1``); a list or object never equals a scalar.
+* ``$ne x``: the field is present and does not ``$eq x``.  A missing field never matches, not even
+  ``$ne``/``$nin``/``$not_contains``.
+* ``$gt $gte $lt $lte x`` (``x`` a number or a string): the field has ``x``'s kind and compares so; strings
+  compare by Unicode code point.
+* ``$in [x, …]`` / ``$nin [x, …]``: the field is present and does / does not ``$eq`` one of them (kinds may
+  be mixed).
+* ``$contains x`` / ``$not_contains x``: the field is a list and has / has no element that ``$eq x``.
+* Operands are strings, finite numbers and bools; anything else (``None``, NaN, lists where a scalar is
+  expected, unknown operators, non-string field names) is refused with a ``ConfigurationError`` before any
+  leg runs.  Objects (dict values) are stored and returned but no operator looks inside them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import ConfigurationError
+from .metadata import MAX_DEPTH, kind_of
 
-__all__ = [
-    "MetadataFilter",
-    "Predicate",
-    "compile_filter",
-    "matches",
-    "to_chroma_where",
-    "filter_key",
-]
+__all__ = ["MetadataFilter", "Predicate", "compile_filter", "matches", "filter_key", "OPERATORS"]
 
 MetadataFilter = Mapping[str, Any]
 Predicate = Callable[[Mapping[str, Any]], bool]
 
-_COMPARISONS = {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"}
+_ORDER = {"$gt", "$gte", "$lt", "$lte"}
+_SCALAR_OPS = {"$eq", "$ne", "$contains", "$not_contains"}
 _MEMBERSHIP = {"$in", "$nin"}
 _LOGICAL = {"$and", "$or"}
-_SCALARS = (str, int, float, bool)
+OPERATORS = tuple(sorted(_ORDER | _SCALAR_OPS | _MEMBERSHIP))
 
 
-def _same_kind(a: Any, b: Any) -> bool:
-    """True when ``a`` and ``b`` can be compared: bools only with bools, numbers with numbers."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool)
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return True
-    return type(a) is type(b)
+def _operand(value: Any, where: str, *, ordered: bool = False) -> Any:
+    """A checked operand: a string, finite number or bool (numbers or strings only for ordering)."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:  # numpy scalar
+        value = item()
+    if isinstance(value, bool):
+        if ordered:
+            raise ConfigurationError(f"filter {where}: expected a number or a string to compare with, got {value!r}")
+        return value
+    if isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError(f"filter {where}: expected a finite number, got {value!r}")
+        return value
+    expected = "a number or a string" if ordered else "a string, number or bool"
+    raise ConfigurationError(f"filter {where}: expected {expected}, got {type(value).__name__} {value!r}")
 
 
-def _check_scalar(value: Any, where: str) -> None:
-    if not isinstance(value, _SCALARS):
-        raise ConfigurationError(
-            f"filter {where}: expected a string, number or bool, got {type(value).__name__} {value!r}"
-        )
+def _equal(value: Any, operand: Any) -> bool:
+    """``$eq``: same kind and equal (numbers by value)."""
+    return kind_of(value) == kind_of(operand) and bool(value == operand)
 
 
-def _compile_condition(field: str, cond: Any) -> Predicate:
+def _condition(field: str, op: str, arg: Any) -> Predicate:
+    """The predicate of one operator on one field (``arg`` already checked)."""
+    if op == "$eq":
+        return lambda md: _equal(md.get(field), arg)
+    if op == "$ne":
+        return lambda md: md.get(field) is not None and not _equal(md[field], arg)
+    if op == "$in":
+        return lambda md: md.get(field) is not None and any(_equal(md[field], x) for x in arg)
+    if op == "$nin":
+        return lambda md: md.get(field) is not None and not any(_equal(md[field], x) for x in arg)
+    if op == "$contains":
+        return lambda md: isinstance(md.get(field), list) and any(_equal(v, arg) for v in md[field])
+    if op == "$not_contains":
+        return lambda md: isinstance(md.get(field), list) and not any(_equal(v, arg) for v in md[field])
+    compare: Callable[[Any, Any], bool] = {
+        "$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b,
+        "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b,
+    }[op]
+    kind = kind_of(arg)
+    return lambda md: kind_of(md.get(field)) == kind and bool(compare(md[field], arg))
+
+
+def _compile_field(field: str, cond: Any) -> Predicate:
     """Compile the condition on one metadata field."""
     if not isinstance(cond, Mapping):
-        _check_scalar(cond, f"field {field!r}")
         cond = {"$eq": cond}
     if not cond:
         raise ConfigurationError(f"filter field {field!r}: empty condition")
     preds: list[Predicate] = []
     for op, arg in cond.items():
-        if op in _COMPARISONS:
-            _check_scalar(arg, f"field {field!r} {op}")
-            preds.append(_comparison(field, op, arg))
+        where = f"field {field!r} {op}"
+        if op in _SCALAR_OPS or op in _ORDER:
+            preds.append(_condition(field, op, _operand(arg, where, ordered=op in _ORDER)))
         elif op in _MEMBERSHIP:
             if not isinstance(arg, (list, tuple, set, frozenset)) or not arg:
-                raise ConfigurationError(f"filter field {field!r} {op}: expected a non-empty list, got {arg!r}")
-            for v in arg:
-                _check_scalar(v, f"field {field!r} {op}")
-            preds.append(_membership(field, op, list(arg)))
+                raise ConfigurationError(f"filter {where}: expected a non-empty list, got {arg!r}")
+            preds.append(_condition(field, op, [_operand(v, where) for v in arg]))
         else:
-            raise ConfigurationError(
-                f"filter field {field!r}: unknown operator {op!r}; "
-                f"expected one of {sorted(_COMPARISONS | _MEMBERSHIP)}"
-            )
-    if len(preds) == 1:
-        return preds[0]
-    return lambda md: all(p(md) for p in preds)
+            raise ConfigurationError(f"filter field {field!r}: unknown operator {op!r}; expected one of {list(OPERATORS)}")
+    return _all(preds)
 
 
-def _comparison(field: str, op: str, arg: Any) -> Predicate:
-    def pred(md: Mapping[str, Any]) -> bool:
-        if field not in md:
-            return False
-        v = md[field]
-        if not _same_kind(v, arg):
-            return op == "$ne"
-        if op == "$eq":
-            return bool(v == arg)
-        if op == "$ne":
-            return bool(v != arg)
-        if op == "$gt":
-            return bool(v > arg)
-        if op == "$gte":
-            return bool(v >= arg)
-        if op == "$lt":
-            return bool(v < arg)
-        return bool(v <= arg)
-
-    return pred
+def _all(preds: list[Predicate]) -> Predicate:
+    return preds[0] if len(preds) == 1 else (lambda md: all(p(md) for p in preds))
 
 
-def _membership(field: str, op: str, values: list[Any]) -> Predicate:
-    def pred(md: Mapping[str, Any]) -> bool:
-        if field not in md:
-            return False
-        v = md[field]
-        found = any(_same_kind(v, x) and v == x for x in values)
-        return found if op == "$in" else not found
-
-    return pred
-
-
-def _combine(preds: list[Predicate], how: Callable[[Any], bool]) -> Predicate:
-    """``all`` or ``any`` of several predicates."""
-    return lambda md: how(p(md) for p in preds)
+def _compile(flt: Any, depth: int) -> Predicate | None:
+    if depth > MAX_DEPTH:
+        raise ConfigurationError(f"filter: nested more than {MAX_DEPTH} levels deep")
+    if not isinstance(flt, Mapping):
+        raise ConfigurationError(f"filter: expected a dict such as {{'lang': 'ja'}}, got {type(flt).__name__}")
+    preds: list[Predicate] = []
+    for key, value in flt.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"filter: field names must be non-empty strings, got {key!r}")
+        if key in _LOGICAL:
+            if not isinstance(value, (list, tuple)) or not value:
+                raise ConfigurationError(f"filter {key}: expected a non-empty list of filters, got {value!r}")
+            subs = [_compile(v, depth + 1) for v in value]
+            if any(s is None for s in subs):
+                raise ConfigurationError(f"filter {key}: contains an empty filter")
+            checked = [s for s in subs if s is not None]
+            preds.append(_all(checked) if key == "$and" else (lambda md, c=checked: any(p(md) for p in c)))
+        elif key.startswith("$"):
+            raise ConfigurationError(f"filter: unknown logical operator {key!r}; expected $and or $or")
+        else:
+            preds.append(_compile_field(key, value))
+    return _all(preds) if preds else None
 
 
 def compile_filter(flt: MetadataFilter | None) -> Predicate | None:
     """Validate ``flt`` and turn it into a predicate over a metadata dict (``None`` for no filter)."""
-    if flt is None:
-        return None
-    if not isinstance(flt, Mapping):
-        raise ConfigurationError(f"filter: expected a dict such as {{'lang': 'ja'}}, got {type(flt).__name__}")
-    if not flt:
-        return None
-    preds: list[Predicate] = []
-    for key, value in flt.items():
-        if key in _LOGICAL:
-            if not isinstance(value, (list, tuple)) or not value:
-                raise ConfigurationError(f"filter {key}: expected a non-empty list of filters, got {value!r}")
-            subs = [compile_filter(v) for v in value]
-            if any(s is None for s in subs):
-                raise ConfigurationError(f"filter {key}: contains an empty filter")
-            checked = [s for s in subs if s is not None]
-            preds.append(_combine(checked, all if key == "$and" else any))
-        elif key.startswith("$"):
-            raise ConfigurationError(f"filter: unknown logical operator {key!r}; expected $and or $or")
-        else:
-            preds.append(_compile_condition(key, value))
-    if len(preds) == 1:
-        return preds[0]
-    return lambda md: all(p(md) for p in preds)
+    return None if flt is None else _compile(flt, 1)
 
 
 def matches(metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:
@@ -154,23 +154,6 @@ def matches(metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:
     return True if pred is None else pred(metadata)
 
 
-def to_chroma_where(flt: MetadataFilter | None) -> dict[str, Any] | None:
-    """Translate a validated filter to Chroma's ``where`` syntax (which needs explicit ``$and``)."""
-    if not flt:
-        return None
-    compile_filter(flt)  # validate first, so Chroma never sees a malformed filter
-    clauses: list[dict[str, Any]] = []
-    for key, value in flt.items():
-        if key in _LOGICAL:
-            subs = [w for w in (to_chroma_where(v) for v in value) if w is not None]
-            clauses.append(subs[0] if len(subs) == 1 else {key: subs})
-        else:
-            cond = value if isinstance(value, Mapping) else {"$eq": value}
-            ops = [{key: {op: list(arg) if op in _MEMBERSHIP else arg}} for op, arg in cond.items()]
-            clauses.extend(ops)
-    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-
 def filter_key(flt: MetadataFilter | None) -> str:
-    """A stable string for a filter, usable as a cache key."""
-    return json.dumps(flt or {}, sort_keys=True, default=str, ensure_ascii=False)
+    """A stable string for a (validated) filter, usable as a cache key; ``1`` and ``1.0`` stay apart."""
+    return json.dumps(flt or {}, sort_keys=True, default=repr, ensure_ascii=False)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .filters import compile_filter
-from .vector_store import VectorStore, clean_metadata
+from .vector_store import VectorStore
 
 __all__ = ["VectorOverlay"]
 
@@ -47,7 +47,7 @@ class VectorOverlay:
             self._position[cid] = len(self.ids)
             self.ids.append(cid)
             self._rows.append(vec)
-            self.metadatas.append(clean_metadata(md))
+            self.metadatas.append(dict(md))
             self.texts.append(text)
             self.removed.add(cid)  # the base's copy (if any) is replaced by this one
         self._matrix = None

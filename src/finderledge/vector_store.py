@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["VectorStore", "create_vector_store", "clean_metadata"]
+__all__ = ["VectorStore", "create_vector_store"]
 
 
 class VectorStore(ABC):
@@ -49,23 +49,6 @@ class VectorStore(ABC):
 
     def close(self) -> None:
         """Release files and handles."""
-
-
-def clean_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata a vector backend can store: scalars and lists of scalars; ``None`` dropped, the rest as JSON."""
-    import json
-
-    out: dict[str, Any] = {}
-    for key, value in md.items():
-        if value is None:
-            continue
-        if isinstance(value, (str, int, float, bool)):
-            out[key] = value
-        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, int, float, bool)) for v in value):
-            out[key] = list(value)
-        else:
-            out[key] = json.dumps(value, ensure_ascii=False, default=str)
-    return out
 
 
 def create_vector_store(kind: str, directory: str | Path | None, dimension: int) -> VectorStore:

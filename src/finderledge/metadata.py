@@ -1,0 +1,91 @@
+"""Metadata values FinderLedge stores: JSON values, checked before any work, and the kinds filters compare.
+
+Every leg stores and filters the same values, so what a chunk may carry is decided once, here, when a
+document is added (before it is split or embedded):
+
+* keys are non-empty strings;
+* values are strings, booleans, integers, finite floats, ``None``, lists of values and dicts of values
+  (nested at most :data:`MAX_DEPTH` levels);
+* numpy scalars become the Python number they hold; anything else (dates, sets, bytes, NaN, infinity,
+  objects) is refused with an error naming the key and saying what to store instead.
+
+For filters a value has one of the kinds ``string``, ``number`` (int or float; ``1 == 1.0``), ``bool``,
+``list`` or ``object``; ``None`` counts as a missing field (see :mod:`finderledge.filters`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["MAX_DEPTH", "normalize_metadata", "kind_of", "clean_text"]
+
+MAX_DEPTH = 32
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (which no encoder accepts) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def kind_of(value: Any) -> str | None:
+    """The filter kind of a stored value (``None`` for a missing one)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    return "object"
+
+
+def _value(value: Any, where: str, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise ConfigurationError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError(f"{where}: expected a finite number, got {value!r} (store None or leave it out)")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigurationError(f"{where}: keys must be strings, got {type(key).__name__} {key!r}")
+            out[clean_text(key)] = _value(item, f"{where}.{key}", depth + 1)
+        return out
+    item = getattr(value, "item", None)  # numpy scalars and 0-d arrays
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        return _value(item(), where, depth)
+    hint = {"datetime": "an ISO 8601 string (value.isoformat())", "date": "an ISO 8601 string (value.isoformat())",
+            "set": "a list", "frozenset": "a list", "bytes": "a string", "ndarray": "a list (value.tolist())"}
+    expected = hint.get(type(value).__name__, "a string, number, bool, None, list or dict")
+    raise ConfigurationError(f"{where}: cannot store {type(value).__name__} {value!r}; store {expected}")
+
+
+def normalize_metadata(md: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A JSON-ready copy of ``md``, or :class:`ConfigurationError` naming ``where`` and the bad key."""
+    if not isinstance(md, Mapping):
+        raise ConfigurationError(f"{where}: expected a dict, got {type(md).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in md.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"{where}: keys must be non-empty strings, got {key!r}")
+        out[clean_text(key)] = _value(value, f"{where} key {key!r}", 1)
+    return out
