@@ -118,18 +118,19 @@ class FinderLedge:
             directory.mkdir(parents=True, exist_ok=True)
         self._ledger = Ledger(directory / LEDGER_FILE if directory else None)
         recorded = json.loads(self._ledger.get_info("settings") or "{}")
-        self.settings = Settings.resolve(args, env_file=env_file, defaults=recorded)
+        # the recorded model is never a default: opening must not load a model or call a service the
+        # caller did not name (a crafted directory could name any path or API); it is checked below
+        self.settings = Settings.resolve(args, env_file=env_file,
+                                         defaults={k: v for k, v in recorded.items() if k != "embedding_model"})
         self.persist_directory = directory
         self._write_lock = WriteLock(directory, self.settings.lock_timeout)
+        self._closed = False
 
         model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
         self._model_id = embedding_model_id(model)
         recorded_model = self._ledger.get_info("embedding_model_id")
         if recorded_model is not None and recorded_model != self._model_id:
-            raise IncompatibleIndexError(
-                f"setting 'embedding': {directory} was built with {recorded_model!r}, not {self._model_id!r}; "
-                "reopen it with the same model or use a new persist_directory"
-            )
+            raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
         self.embeddings = EmbeddingModelFactory.create_embeddings(
             model, batch_size=self.settings.embedding_batch_size
         )
@@ -466,6 +467,18 @@ class _VectorLeg:
 
     def search(self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
         return self._replica.vector_search(embedding, k, filter)
+
+
+def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
+    """The error for a directory built with another embedding model: what it was built with and what to pass."""
+    provider, _, name = recorded.partition(":")
+    if provider in EmbeddingModelFactory.PROVIDERS and name:
+        hint = (f"pass embedding={recorded!r} (or set FINDERLEDGE_EMBEDDING_MODEL) if you trust that model, "
+                "or use a new persist_directory")
+    else:
+        hint = "pass the same Embeddings object it was built with, or use a new persist_directory"
+    return (f"setting 'embedding': {directory} was built with embedding model {recorded!r}, but this call uses "
+            f"{given!r}; FinderLedge never loads the recorded model by itself: {hint}")
 
 
 def _as_document(record: DocumentRecord | ChunkRecord) -> Document:
