@@ -53,3 +53,19 @@ def test_chroma_prefilter_only_narrows_where_chroma_agrees() -> None:
     # an $or with one branch Chroma cannot narrow lets everything through
     assert prefilter_where({"$or": [{"a": 1}, {"b": {"$ne": 2}}]}) is None
     assert prefilter_where(None) is None
+
+
+def test_the_filters_page_runs_as_written(minilm: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Python block of docs/filters.md runs (with the shared model, to save loading it again)."""
+    import re
+    from pathlib import Path
+
+    import finderledge
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "filters.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert blocks
+    real = finderledge.FinderLedge
+    monkeypatch.setattr(finderledge, "FinderLedge", lambda *a, **kw: real(*a, embedding=minilm, **kw))
+    for block in blocks:
+        exec(compile(block, "docs/filters.md", "exec"), {})
