@@ -594,8 +594,11 @@ def test_symlink_loop_followed_once(tmp_path: Path) -> None:
         os.symlink(outside, root / "link2")  # the same real directory again
     except OSError:
         pytest.skip("symlinks not permitted")
-    result = DocumentLoader().load_directory(root)
+    result = DocumentLoader(follow_symlinks=True).load_directory(root)
     assert _rel(result, root) == ["a/x.txt", "link1/y.txt"]
+    default = DocumentLoader().load_directory(root)  # symlinks are not followed unless asked
+    assert _rel(default, root) == ["a/x.txt"]
+    assert sorted(Path(s.path).name for s in default.skipped if s.kind == "symlink") == ["link1", "link2", "loop"]
 
 
 def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

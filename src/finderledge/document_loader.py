@@ -3,7 +3,8 @@
 Every document carries the same core metadata so that the rest of FinderLedge (splitting, indexing,
 citing) can treat all formats alike:
 
-``source``             absolute path of the file (as walked, symlinks not resolved)
+``source``             absolute path of the file (as walked, symlinks not resolved); bytes of a name that
+                       are not UTF-8 appear as ``\\xNN`` escapes (see :func:`safe_path`)
 ``file_name``          base name of the file
 ``doc_type_detected``  "markdown", "text", "html", "json", "pdf", "csv", "docx" or "code"
 ``language``           only for ``doc_type_detected == "code"``: a ``langchain_text_splitters.Language``
@@ -30,7 +31,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -47,9 +48,12 @@ __all__ = [
     "LoadResult",
     "SkippedFile",
     "UnsupportedFileError",
+    "clean_text",
     "decode_bytes",
     "detect_doc_type",
     "detect_language",
+    "known_gone",
+    "safe_path",
 ]
 
 from .errors import LoadError
@@ -141,8 +145,8 @@ _SHEBANG_LANGUAGES = {
 class SkippedFile:
     """A file that produced no documents, and why.
 
-    ``kind`` is one of "unsupported", "binary", "empty" (nothing to index: empty file, header-only CSV)
-    or "error" (corrupt or unreadable file of a supported type).
+    ``kind`` is one of "unsupported", "binary", "empty" (nothing to index: empty file, header-only CSV),
+    "symlink" (not followed) or "error" (corrupt or unreadable file of a supported type, unlistable directory).
     """
 
     path: str
@@ -289,6 +293,20 @@ def decode_bytes(data: bytes, encoding: str | None = None) -> tuple[str, str]:
         if codec in tied:
             return str(tied[codec]), codec
     return str(best), _normalize_codec(best.encoding)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str, what: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (logged as a warning); surrogate pairs are joined."""
+    if _SURROGATE.search(text) is None:
+        return text
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    replaced = fixed.count("\ufffd") - text.count("\ufffd")
+    if replaced:
+        logger.warning("%s: replaced %d lone surrogate(s) with U+FFFD (text must be valid Unicode)", what, replaced)
+    return fixed
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -587,6 +605,45 @@ def absolute_path(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
 
 
+def safe_path(path: str | os.PathLike[str]) -> str:
+    r"""A path as a storable string: name bytes that are not UTF-8 become ``\xNN`` escapes.
+
+    A name read from disk that is not UTF-8 holds lone surrogates (``surrogateescape``), which SQLite,
+    JSON and log files refuse; the escaped form is valid Unicode and :func:`known_gone` maps it back."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # lone surrogates that stand for no bytes: not a name read from disk
+        return clean_text(text, "path")
+
+
+def _disk_paths(source: str) -> list[str]:
+    r"""The paths a stored source may stand for: itself and, when it has ``\xNN`` escapes, the raw bytes."""
+    paths = [source]
+    if "\\x" in source:
+        raw = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), source.encode("utf-8"))
+        paths.append(os.fsdecode(raw))
+    return paths
+
+
+def known_gone(source: str) -> bool:
+    """True only when the file of a stored source surely no longer exists (not merely unreadable now)."""
+    for path in _disk_paths(source):
+        try:
+            os.stat(path)
+            return False
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError):  # permission denied, I/O error ...: unknown, so not gone
+            return False
+    return True
+
+
 def _normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
@@ -598,8 +655,10 @@ class DocumentLoader:
     the loaded directory; a pattern without "/" also matches a bare file name at any depth.  Hidden
     files and directories are skipped unless ``include_hidden`` is True.  ``on_error`` decides what a
     corrupt file of a supported type does inside a directory load: "raise" raises ``LoadError``, "skip"
-    records it in ``LoadResult.skipped``.  Unsupported, binary and empty files are always recorded as
-    skipped in directory loads.
+    records it in ``LoadResult.skipped`` (so does a directory that cannot be listed).  Unsupported, binary
+    and empty files are always recorded as skipped in directory loads.  Symlinks inside a directory are
+    followed only with ``follow_symlinks=True`` (each real file and directory once); otherwise they are
+    recorded as skipped.
     """
 
     def __init__(
@@ -612,6 +671,7 @@ class DocumentLoader:
         encoding: str | None = None,
         show_progress: bool | None = None,
         include_hidden: bool = False,
+        follow_symlinks: bool = False,
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
@@ -624,6 +684,7 @@ class DocumentLoader:
         self.encoding = encoding
         self.show_progress = show_progress
         self.include_hidden = include_hidden
+        self.follow_symlinks = follow_symlinks
 
     # ------------------------------------------------------------------ public API
 
@@ -637,7 +698,7 @@ class DocumentLoader:
         try:
             with open(p, "rb") as fh:
                 return not _looks_binary(fh.read(_BINARY_SNIFF_BYTES))
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL byte or an unencodable character in the name
             return False
 
     def load(self, path: str | Path) -> LoadResult:
@@ -656,8 +717,8 @@ class DocumentLoader:
         root = absolute_path(path)
         if not root.is_dir():
             raise LoadError(root, "not a directory")
-        files = list(self._walk(root))
         result = LoadResult()
+        files = _Walker(self, root, result.skipped).files()
         for file_path in self._progress(files):
             self._load_into(result, file_path)
         logger.info(
@@ -706,46 +767,9 @@ class DocumentLoader:
 
         return tqdm(files, desc="Loading files", unit="file")
 
-    def _walk(self, root: Path) -> Iterator[Path]:
-        """Files under ``root`` in sorted order; symlinked directories followed once (no loops)."""
-        visited: set[str] = {os.path.realpath(root)}
-
-        def walk(directory: Path, rel: str) -> Iterator[Path]:
-            try:
-                entries = sorted(os.scandir(directory), key=lambda e: e.name)
-            except OSError as exc:
-                logger.warning("cannot list directory %s: %s", directory, exc)
-                return
-            for entry in entries:
-                if entry.name.startswith(".") and not self.include_hidden:
-                    continue
-                rel_path = f"{rel}{entry.name}"
-                try:
-                    is_dir = entry.is_dir(follow_symlinks=True)
-                    is_file = not is_dir and entry.is_file(follow_symlinks=True)
-                except OSError:
-                    continue
-                if is_dir:
-                    if self.exclude and self.exclude.matches(rel_path):
-                        continue
-                    real = os.path.realpath(entry.path)
-                    if real in visited:
-                        logger.debug("not following %s: %s already visited", entry.path, real)
-                        continue
-                    visited.add(real)
-                    yield from walk(Path(entry.path), rel_path + "/")
-                elif is_file:
-                    if self.exclude and self.exclude.matches(rel_path):
-                        continue
-                    if self.include and not self.include.matches(rel_path):
-                        continue
-                    yield Path(entry.path)
-
-        yield from walk(root, "")
-
     def _load_into(self, result: LoadResult, path: Path) -> None:
         """Load one file into ``result``, applying the skip/raise policy."""
-        key = str(path)
+        key = safe_path(path)
         result.files_seen += 1
         try:
             docs = self.load_file(path)
@@ -760,6 +784,8 @@ class DocumentLoader:
             return
         except LoadError as exc:
             if self.on_error == "raise":
+                if key != str(path):
+                    raise LoadError(key, exc.reason) from exc
                 raise
             logger.warning("skipping %s: %s", key, exc.reason)
             result.skipped.append(SkippedFile(key, exc.reason, "error"))
@@ -782,10 +808,14 @@ class DocumentLoader:
     @staticmethod
     def _make(path: Path, text: str, doc_type: str, locator: str = "",
               fields: dict[str, Any] | None = None, **extra: Any) -> Document:
-        """Build a Document with the core metadata plus ``fields``/``extra`` (None values dropped)."""
-        name = path.name
+        """Build a Document with the core metadata plus ``fields``/``extra`` (None values dropped).
+
+        Lone surrogates (JSON can escape them) are replaced with U+FFFD in the text and string values."""
+        name = safe_path(path.name)
+        where = safe_path(path)
+        text = clean_text(text, where)
         metadata: dict[str, Any] = {
-            "source": str(path),
+            "source": safe_path(path),
             "file_name": name,
             "doc_type_detected": doc_type,
             "locator": locator,
@@ -793,7 +823,7 @@ class DocumentLoader:
         }
         for key, value in {**(fields or {}), **extra}.items():
             if value is not None:
-                metadata[key] = value
+                metadata[key] = clean_text(value, where) if isinstance(value, str) else value
         return Document(page_content=text, metadata=metadata)
 
     def _dispatch(self, path: Path, suffix: str, data: bytes) -> list[Document]:
@@ -987,6 +1017,83 @@ class DocumentLoader:
                 if record is not None:
                     docs.append(record)
         return docs
+
+
+class _Walker:
+    """One directory walk of a :class:`DocumentLoader`: files in sorted order, each real file once.
+
+    Symlinks are followed only with ``follow_symlinks`` (each real directory once, so loops are harmless);
+    otherwise they, and directories that cannot be listed, are recorded in ``skipped``."""
+
+    def __init__(self, loader: DocumentLoader, root: Path, skipped: list[SkippedFile]) -> None:
+        self.loader, self.skipped = loader, skipped
+        self.root, self.real_root = root, os.path.realpath(root)
+        self.visited: set[str] = {self.real_root}  # real directories walked
+        self.found: dict[str, tuple[bool, Path]] = {}  # real file -> (reached through a symlink, path)
+        self.walked: list[tuple[str, Path]] = []  # (real file, path) in walk order
+
+    def files(self) -> list[Path]:
+        """The files to load; a file reached twice is kept under a path without symlinks when it has one."""
+        self._walk(self.root, "", False)
+        return [path for real, path in self.walked if self.found[real][1] is path]
+
+    def _walk(self, directory: Path, rel: str, via_link: bool) -> None:
+        loader = self.loader
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            self._skip(directory, f"cannot list directory: {exc.strerror or exc}", "error", exc)
+            return
+        for entry in entries:
+            if entry.name.startswith(".") and not loader.include_hidden:
+                continue
+            rel_path = f"{rel}{entry.name}"
+            try:
+                link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=True)
+                is_file = not is_dir and entry.is_file(follow_symlinks=True)
+            except OSError as exc:
+                self._skip(entry.path, f"cannot read its status: {exc.strerror or exc}", "error", exc)
+                continue
+            if (loader.exclude and loader.exclude.matches(rel_path)) or \
+                    (not is_dir and loader.include and not loader.include.matches(rel_path)):
+                continue
+            if link and not (loader.follow_symlinks and (is_dir or is_file)):
+                self._skip(entry.path, _symlink_reason(entry.path, self.real_root, is_dir or is_file), "symlink")
+                continue
+            real = os.path.realpath(entry.path)
+            if is_dir:
+                if real in self.visited:
+                    logger.debug("not following %s: %s already visited", entry.path, real)
+                    continue
+                self.visited.add(real)
+                self._walk(Path(entry.path), rel_path + "/", via_link or link)
+            elif is_file:
+                indirect, path = via_link or link, Path(entry.path)
+                self.walked.append((real, path))
+                if real not in self.found or (self.found[real][0] and not indirect):
+                    self.found[real] = (indirect, path)
+
+    def _skip(self, path: str | os.PathLike[str], reason: str, kind: str, cause: OSError | None = None) -> None:
+        """Record a path the walk leaves out; an unreadable one raises ``LoadError`` under ``on_error="raise"``."""
+        key = safe_path(path)
+        if cause is not None and self.loader.on_error == "raise":
+            raise LoadError(key, reason) from cause
+        (logger.warning if cause is not None else logger.info)("skipping %s: %s", key, reason)
+        self.skipped.append(SkippedFile(key, reason, kind))
+
+
+def _symlink_reason(path: str, real_root: str, resolves: bool) -> str:
+    """Why a symlink is not followed: it is broken, or points outside or within the folder."""
+    if not resolves:
+        return "broken symlink (its target does not exist)"
+    target = os.path.realpath(path)
+    try:
+        inside = os.path.commonpath([target, real_root]) == real_root
+    except ValueError:  # another drive (Windows)
+        inside = False
+    where = "within the folder" if inside else "outside the folder"
+    return f"symlink to {safe_path(target)} ({where}) not followed; follow_symlinks=True follows it"
 
 
 def _detect_delimiter(text: str, *, prefer_tab: bool = False) -> str:
