@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedding", default=None, help="e.g. sentence-transformers:/path/to/model, openai:<model>")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--prune", action="store_true", help="remove documents whose files no longer exist under the folders")
+    p.add_argument("--follow-symlinks", action="store_true", help="follow symlinks found inside the folders")
 
     for name, help_text in (("search", "search the index"), ("context", "print a prompt-ready context")):
         p = sub.add_parser(name, help=help_text)
@@ -107,7 +108,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     with _open(args, vector_store=args.vector_store, embedding=args.embedding,
                show_progress=False if args.no_progress else None) as fl:
         report = fl.ingest(list(args.paths), include=args.include, exclude=args.exclude, on_error=args.on_error,
-                           prune=args.prune)
+                           prune=args.prune, follow_symlinks=args.follow_symlinks)
         totals = fl.count()
     text = report.summary() + f"\nindex now holds {totals['documents']} documents, {totals['chunks']} chunks"
     _emit(args, {**report.to_dict(), "totals": totals}, text)

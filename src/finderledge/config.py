@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -45,6 +46,11 @@ class Settings:
     lock_timeout: float = 120.0  # seconds a write waits for another process's write lock; < 0: forever
 
     def __post_init__(self) -> None:
+        for name in ("vector_weight", "keyword_weight", "bm25_k1", "bm25_b", "min_vector_share", "lock_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                hint = " (a negative number waits forever)" if name == "lock_timeout" else ""
+                raise ConfigurationError(f"setting {name!r}: expected a finite number{hint}, got {value!r}")
         _choice("vector_store", self.vector_store, VECTOR_STORES)
         _choice("search_mode", self.search_mode, SEARCH_MODES)
         _choice("fusion", self.fusion, FUSIONS)
@@ -139,7 +145,7 @@ def _coerce(name: str, value: Any, type_name: Any, *, source: str) -> Any:
             if not isinstance(value, (str, os.PathLike)):
                 raise ConfigurationError(value)
             return str(value).strip() if name != "persist_directory" else os.fspath(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         expected = {"b": "a boolean", "i": "an integer", "f": "a number", "s": "a string"}[t[0]]
         raise ConfigurationError(f"setting {name!r} (from {source}): expected {expected}, got {value!r}") from None
     return value

@@ -19,6 +19,7 @@ from langchain_core.embeddings import Embeddings
 
 from .config import Settings
 from .context import NO_CONTEXT, format_context
+from .document_loader import safe_path
 from .document_splitter import DocumentSplitter
 from .embeddings import EmbeddingModelFactory, embedding_model_id
 from .errors import ConfigurationError, IncompatibleIndexError
@@ -32,6 +33,16 @@ from .replica import Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResult, SearchResults, SearchTrace
 from .retriever import FinderLedgeRetriever
+from .validation import (
+    SEARCH_OPTIONS,
+    check_flag,
+    check_mapping,
+    check_patterns,
+    check_positive_int,
+    check_search_options,
+    document_key,
+    query_text,
+)
 from .vector_store import VectorStore, create_vector_store
 
 __all__ = ["NO_CONTEXT", "RESERVED_KEYS", "FinderLedge", "IngestReport", "Source"]
@@ -230,6 +241,7 @@ class FinderLedge:
         exclude: Sequence[str] | None = None,
         on_error: str = "skip",
         prune: bool = False,
+        follow_symlinks: bool = False,
     ) -> list[str]:
         """Add a file, a directory (recursive), raw text, a LangChain ``Document`` or a list of those.
 
@@ -238,14 +250,19 @@ class FinderLedge:
         ``metadata`` is added to every document; keys FinderLedge manages (``id``, ``parent_id`` …) are refused.
         ``prune=True`` also removes documents of files that no longer exist under a directory given.
         ``on_error="skip"`` (default) reports files that fail to parse and goes on; ``"raise"`` stops.
+        Symlinks met inside a directory are not followed (reported as skipped) unless ``follow_symlinks=True``.
         Nothing is stored unless the whole call succeeds; vectors computed before a failure are cached,
         so running the same call again does not embed them twice.
         """
-        return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error, prune=prune).ids
+        return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error, prune=prune,
+                           follow_symlinks=follow_symlinks).ids
 
     def add_documents(self, sources: Iterable[str | os.PathLike[str] | Document],
                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> list[str]:
         """Batch form of :meth:`add_document`: everything is split first, then embedded in batches."""
+        if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(sources, Iterable):
+            raise ConfigurationError(f"add_documents: sources: expected a list of paths, texts or Documents, got "
+                                     f"{type(sources).__name__} (use add_document for one source)")
         return self.add_document(list(sources), metadata, **kwargs)
 
     def ingest(
@@ -257,11 +274,17 @@ class FinderLedge:
         exclude: Sequence[str] | None = None,
         on_error: str = "skip",
         prune: bool = False,
+        follow_symlinks: bool = False,
     ) -> IngestReport:
         """Like :meth:`add_document` but returns the full :class:`IngestReport`."""
+        check_mapping("metadata", metadata)
+        check_patterns("include", include)
+        check_patterns("exclude", exclude)
+        check_flag("prune", prune)
+        check_flag("follow_symlinks", follow_symlinks)
         self.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
         return self._writer.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error,
-                                   prune=prune)
+                                   prune=prune, follow_symlinks=follow_symlinks)
 
     # -- removal ------------------------------------------------------------------------------------
     def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:
@@ -270,8 +293,9 @@ class FinderLedge:
         Returns the removed parent ids.  Raises :class:`~finderledge.errors.DocumentNotFoundError` (a
         ``KeyError``) naming the id when nothing matches; nothing is changed then.
         """
+        key = document_key(doc_id)
         self.vector_store  # noqa: B018
-        return self._writer.remove(os.fspath(doc_id))
+        return self._writer.remove(key)
 
     # -- search -------------------------------------------------------------------------------------
     def search(
@@ -296,6 +320,9 @@ class FinderLedge:
         sees one committed state in both legs.
         """
         started = time.perf_counter()
+        query = query_text(query)
+        check_search_options({"search_mode": search_mode, "k": k, "filter": filter, "return_parents": return_parents,
+                              "candidate_k": candidate_k, "rerank": rerank})
         trace = SearchTrace()
         mode = search_mode or self.settings.search_mode
         k = self.settings.k if k is None else k
@@ -373,16 +400,18 @@ class FinderLedge:
         When nothing matches it returns :data:`~finderledge.context.NO_CONTEXT` (``"[no relevant context found]"``),
         never an empty string.
         """
+        check_positive_int("max_chars", max_chars)
         results = self.search(query, k=k, search_mode=search_mode, filter=filter, return_parents=return_parents)
         return format_context(results, max_chars=max_chars)
 
     def as_retriever(self, **search_defaults: Any) -> FinderLedgeRetriever:
         """A LangChain ``BaseRetriever``; ``search_defaults`` (``k``, ``search_mode``, ``filter`` …) can be
         overridden per call: ``retriever.invoke(q, k=3)``."""
-        allowed = {"search_mode", "k", "filter", "return_parents", "candidate_k", "rerank"}
-        unknown = set(search_defaults) - allowed
+        unknown = set(search_defaults) - set(SEARCH_OPTIONS)
         if unknown:
-            raise ConfigurationError(f"as_retriever: unknown search option(s) {sorted(unknown)}; expected {sorted(allowed)}")
+            raise ConfigurationError(f"as_retriever: unknown search option(s) {sorted(unknown)}; "
+                                     f"expected {sorted(SEARCH_OPTIONS)}")
+        check_search_options(search_defaults)
         return FinderLedgeRetriever(ledger=self, search_kwargs=dict(search_defaults))
 
     # -- reading back -------------------------------------------------------------------------------
@@ -409,6 +438,7 @@ class FinderLedge:
 
     def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[Document]:
         """Parent documents in the order they were added (optionally only those of one source)."""
+        source = None if source is None else safe_path(source)
         return [_as_document(r) for r in self._ledger.list_documents(source=source, limit=limit)]
 
     def list_sources(self) -> list[str]:
@@ -436,7 +466,10 @@ class FinderLedge:
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Checkpoint the indexes (when no other process is writing) and close every store."""
+        """Checkpoint the indexes (when no other process is writing) and close every store; again: no-op."""
+        if self._closed:
+            return
+        self._closed = True
         self._replica.close()
         self.finder.close()
         self._ledger.close()

@@ -21,10 +21,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.documents import Document
 
-from .document_loader import DocumentLoader, absolute_path, detect_doc_type, detect_language
+from .document_loader import (
+    DocumentLoader,
+    absolute_path,
+    detect_doc_type,
+    detect_language,
+    known_gone,
+    safe_path,
+)
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
 from .ledger import COMPLETE, ChunkRecord, DocumentRecord
+from .validation import clean_text
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
@@ -115,7 +123,8 @@ class Writer:
 
     # -- add ----------------------------------------------------------------------------------------
     def ingest(self, source: Any, metadata: Mapping[str, Any] | None, *, include: Sequence[str] | None,
-               exclude: Sequence[str] | None, on_error: str, prune: bool) -> IngestReport:
+               exclude: Sequence[str] | None, on_error: str, prune: bool,
+               follow_symlinks: bool = False) -> IngestReport:
         started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
@@ -123,7 +132,7 @@ class Writer:
         check_user_metadata(extra, "metadata argument")
         report = IngestReport()
         loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
-                                show_progress=self._fl.settings.show_progress)
+                                show_progress=self._fl.settings.show_progress, follow_symlinks=follow_symlinks)
         groups: list[_Group] = []
         items = list(source) if isinstance(source, (list, tuple)) else [source]
         prune_under: list[str] = []
@@ -131,7 +140,7 @@ class Writer:
             groups.extend(self._groups_for(item, extra, loader, report))
             if prune and not isinstance(item, Document) and isinstance(item, (str, os.PathLike)) \
                     and Path(item).expanduser().is_dir():
-                prune_under.append(str(absolute_path(item)).rstrip(os.sep) + os.sep)
+                prune_under.append(safe_path(absolute_path(item)).rstrip(os.sep) + os.sep)
         ledger = self._fl._ledger
         # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
@@ -139,7 +148,9 @@ class Writer:
         candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if pid not in stored}
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
-            gone = [src for prefix in prune_under for src in ledger.sources_under(prefix) if not os.path.exists(src)]
+            unread = [path.rstrip(os.sep) + os.sep for path, _ in report.skipped]  # e.g. unlistable directories
+            gone = [src for prefix in prune_under for src in ledger.sources_under(prefix)
+                    if not any(src.startswith(u) for u in unread) and known_gone(src)]
             extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
             new, to_delete = self._plan(groups, report, extra_deletes)
             self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
@@ -159,8 +170,10 @@ class Writer:
                     report: IngestReport) -> list[_Group]:
         """The parents one input item stands for, grouped by source."""
         if isinstance(item, Document):
-            if not item.page_content.strip():
+            if not isinstance(item.page_content, str) or not item.page_content.strip():
                 raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
+            item = Document(page_content=clean_text(item.page_content, "add_document: Document page_content"),
+                            metadata=item.metadata)
             md = {**item.metadata, **extra}
             check_user_metadata(item.metadata, "Document metadata")
             src = md.get("source")
@@ -190,6 +203,7 @@ class Writer:
         if isinstance(item, str):
             if not item.strip():
                 raise ConfigurationError("add_document: empty text has nothing to index")
+            item = clean_text(item, "add_document: text")
             md = {**extra}
             _detect_type(md, item)
             src = md.get("source")
@@ -295,10 +309,10 @@ class Writer:
         """Remove a parent by id, or every parent of a source path; ``DocumentNotFoundError`` if none."""
         ledger = self._fl._ledger
         with self._fl._write_lock.hold("removing documents"):
-            if ledger.document_state(key) == COMPLETE:
+            if ledger.document_state(safe_path(key)) == COMPLETE:
                 ids = [key]
             else:
-                ids = ledger.ids_by_source(key) or ledger.ids_by_source(str(absolute_path(key)))
+                ids = ledger.ids_by_source(safe_path(key)) or ledger.ids_by_source(safe_path(absolute_path(key)))
             if not ids:
                 raise DocumentNotFoundError(f"remove_document: no document with id or source {key!r}")
             ledger.commit_write(remove=ids)
@@ -335,9 +349,10 @@ def _detect_type(md: dict[str, Any], text: str) -> None:
 def looks_like_path(text: str) -> bool:
     """A string is a path when it exists, or is one line with a separator, or names a supported file type.
 
-    Anything else is raw text; to add text that looks like a file name, wrap it in a ``Document``.
+    Anything else is raw text (so is every string with a NUL byte); to add text that looks like a file
+    name, wrap it in a ``Document``.
     """
-    if "\n" in text or len(text) > _PATH_LENGTH_LIMIT or not text.strip():
+    if "\n" in text or "\x00" in text or len(text) > _PATH_LENGTH_LIMIT or not text.strip():
         return False
     if os.path.exists(os.path.expanduser(text)):
         return True
