@@ -32,6 +32,7 @@ from .document_loader import (
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
 from .ledger import COMPLETE, ChunkRecord, DocumentRecord
+from .metadata import normalize_metadata
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -128,8 +129,7 @@ class Writer:
         started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
-        extra = dict(metadata or {})
-        check_user_metadata(extra, "metadata argument")
+        extra = check_user_metadata(metadata or {}, "metadata argument")
         report = IngestReport()
         loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
                                 show_progress=self._fl.settings.show_progress, follow_symlinks=follow_symlinks)
@@ -174,8 +174,7 @@ class Writer:
                 raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
             item = Document(page_content=clean_text(item.page_content, "add_document: Document page_content"),
                             metadata=item.metadata)
-            md = {**item.metadata, **extra}
-            check_user_metadata(item.metadata, "Document metadata")
+            md = {**check_user_metadata(item.metadata, "Document metadata"), **extra}
             src = md.get("source")
             _detect_type(md, item.page_content)
             pid = content_id(str(src or ""), item.page_content)
@@ -195,7 +194,7 @@ class Writer:
             for file_path, docs in result.files.items():
                 parents = []
                 for doc in docs:
-                    md = {**doc.metadata, **extra}
+                    md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **extra}
                     pid = content_id(file_path, str(md.get("locator", "")), doc.page_content)
                     parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
                 groups.append(_Group(file_path, parents, replace=True))
@@ -329,11 +328,14 @@ class Writer:
                          "it is replayed from the ledger at the next write or open", exc)
 
 
-def check_user_metadata(md: Mapping[str, Any], where: str) -> None:
-    """Refuse metadata keys FinderLedge sets itself."""
-    bad = [k for k in RESERVED_KEYS if k in md]
+def check_user_metadata(md: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A storable copy of a caller's metadata (see :mod:`finderledge.metadata`), checked before any work;
+    keys FinderLedge sets itself are refused."""
+    out = normalize_metadata(md, where)
+    bad = [k for k in RESERVED_KEYS if k in out]
     if bad:
         raise ConfigurationError(f"{where}: keys {bad} are set by FinderLedge; rename them (e.g. 'user_{bad[0]}')")
+    return out
 
 
 def _detect_type(md: dict[str, Any], text: str) -> None:

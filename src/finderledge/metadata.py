@@ -19,20 +19,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .document_loader import clean_text
 from .errors import ConfigurationError
 
-__all__ = ["MAX_DEPTH", "normalize_metadata", "kind_of", "clean_text"]
+__all__ = ["MAX_DEPTH", "normalize_metadata", "kind_of"]
 
 MAX_DEPTH = 32
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (which no encoder accepts) replaced by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def kind_of(value: Any) -> str | None:
@@ -56,7 +48,7 @@ def _value(value: Any, where: str, depth: int) -> Any:
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, str):
-        return clean_text(value)
+        return clean_text(value, where)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ConfigurationError(f"{where}: expected a finite number, got {value!r} (store None or leave it out)")
@@ -68,7 +60,7 @@ def _value(value: Any, where: str, depth: int) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ConfigurationError(f"{where}: keys must be strings, got {type(key).__name__} {key!r}")
-            out[clean_text(key)] = _value(item, f"{where}.{key}", depth + 1)
+            out[clean_text(key, where)] = _value(item, f"{where}.{key}", depth + 1)
         return out
     item = getattr(value, "item", None)  # numpy scalars and 0-d arrays
     if callable(item) and getattr(value, "ndim", None) == 0:
@@ -87,5 +79,5 @@ def normalize_metadata(md: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key, value in md.items():
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"{where}: keys must be non-empty strings, got {key!r}")
-        out[clean_text(key)] = _value(value, f"{where} key {key!r}", 1)
+        out[clean_text(key, where)] = _value(value, f"{where} key {key!r}", 1)
     return out
