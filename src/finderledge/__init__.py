@@ -24,6 +24,7 @@ _EXPORTS = {
     "IngestReport": "facade",
     "Finder": "finder",
     "FinderLedgeRetriever": "retriever",
+    "Scope": "scope",
     "SearchResult": "results",
     "SearchResults": "results",
     "SearchTrace": "results",
@@ -67,6 +68,7 @@ __all__ = [
     "KeywordStore",
     "SearchResult",
     "Settings",
+    "Scope",
     "compile_filter",
     "create_reranker",
     "distribution_based_score_fusion",
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    from .scope import Scope
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'finderledge' has no attribute {name!r}")

@@ -33,8 +33,8 @@ from .replica import Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResult, SearchResults, SearchTrace
 from .retriever import FinderLedgeRetriever
+from .scope import Scope
 from .validation import (
-    SEARCH_OPTIONS,
     check_flag,
     check_mapping,
     check_patterns,
@@ -404,15 +404,23 @@ class FinderLedge:
         results = self.search(query, k=k, search_mode=search_mode, filter=filter, return_parents=return_parents)
         return format_context(results, max_chars=max_chars)
 
-    def as_retriever(self, **search_defaults: Any) -> FinderLedgeRetriever:
-        """A LangChain ``BaseRetriever``; ``search_defaults`` (``k``, ``search_mode``, ``filter`` …) can be
-        overridden per call: ``retriever.invoke(q, k=3)``."""
-        unknown = set(search_defaults) - set(SEARCH_OPTIONS)
-        if unknown:
-            raise ConfigurationError(f"as_retriever: unknown search option(s) {sorted(unknown)}; "
-                                     f"expected {sorted(SEARCH_OPTIONS)}")
-        check_search_options(search_defaults)
-        return FinderLedgeRetriever(ledger=self, search_kwargs=dict(search_defaults))
+    def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
+        """A LangChain ``BaseRetriever``: FinderLedge's search options (``k``, ``search_mode``, ``filter`` …) and/or
+        LangChain's ``search_type``/``search_kwargs``; ``filter`` is a base filter every call is narrowed by."""
+        import pydantic
+
+        try:
+            return FinderLedgeRetriever(ledger=self, **options)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors())
+            raise ConfigurationError(f"as_retriever: {problems}") from None
+
+    def scoped(self, base_filter: Mapping[str, Any]) -> Scope:
+        """A read-only view whose searches, contexts and retrievers always apply ``base_filter`` (e.g. a tenant):
+        callers' filters narrow it and can never remove it (see :class:`~finderledge.scope.Scope`)."""
+        return Scope(self, base_filter)
 
     # -- reading back -------------------------------------------------------------------------------
     def get_document(self, doc_id: str) -> Document | None:

@@ -1,34 +1,131 @@
-"""A LangChain ``BaseRetriever`` over a FinderLedge, for LCEL chains (``invoke``, ``ainvoke``, ``batch``)."""
+"""A LangChain ``BaseRetriever`` over a FinderLedge, for LCEL chains (``invoke``, ``ainvoke``, ``batch``).
+
+It takes FinderLedge's search options as fields (``k``, ``search_mode``, ``filter`` …) and LangChain's
+``search_type``/``search_kwargs`` convention.  Its ``filter`` is a *base filter*: a per-call filter is
+AND-ed with it and can never widen or remove it, so a retriever built for one tenant stays with that
+tenant whatever its callers pass.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
-if TYPE_CHECKING:
-    from .facade import FinderLedge
+from .errors import ConfigurationError
+from .validation import SEARCH_OPTIONS, check_search_options
 
-__all__ = ["FinderLedgeRetriever"]
+__all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_filters"]
+
+#: LangChain's ``search_type`` names (and FinderLedge's modes) this retriever accepts
+SEARCH_TYPES = ("similarity", "similarity_score_threshold", "hybrid", "vector", "keyword")
+_LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options
+
+
+def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Every given filter must hold (``None`` and empty ones are skipped)."""
+    present = [f for f in filters if f]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else {"$and": present}
+
+
+class RetrievedDocument(Document):
+    """A retrieved chunk: equal to another exactly when it is the same chunk (same id and text).
+
+    Per-query scores live in its metadata; without this, LangChain wrappers that de-duplicate with ``==``
+    (``MultiQueryRetriever``) would keep the same chunk once per query."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Document) and self.id is not None and other.id is not None:
+            return self.id == other.id and self.page_content == other.page_content
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.page_content))
 
 
 class FinderLedgeRetriever(BaseRetriever):
-    """Returns FinderLedge search results as Documents; ``search_kwargs`` are defaults that a call can override.
+    """FinderLedge search results as Documents.
 
-    ``retriever.invoke("質問", k=3, filter={"lang": "ja"})`` overrides ``k`` and ``filter`` for that call.
+    ``FinderLedgeRetriever(ledger=fl, k=3, filter={"user_id": "alice"})`` or ``fl.as_retriever(...)``;
+    ``retriever.invoke("質問", k=5, filter={"lang": "ja"})`` overrides the options for one call, except the
+    base ``filter``, which every call keeps.  ``search_type="similarity"`` searches in the ledger's default
+    mode; ``"similarity_score_threshold"`` requires ``score_threshold`` (0–1).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     ledger: Any = Field(exclude=True)
+    k: int | None = None
+    search_mode: str | None = None
+    filter: dict[str, Any] | None = None
+    return_parents: bool = False
+    candidate_k: int | None = None
+    rerank: bool = True
+    score_threshold: float | None = None
+    search_type: str = "similarity"
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _settle(self) -> FinderLedgeRetriever:
+        """Fold LangChain's ``search_type``/``search_kwargs`` into the fields and validate them once."""
+        if self.search_type not in SEARCH_TYPES:
+            hint = " (MMR is not supported)" if self.search_type == "mmr" else ""
+            raise ConfigurationError(f"search_type: expected one of {list(SEARCH_TYPES)}, got {self.search_type!r}{hint}")
+        extra = dict(self.search_kwargs)
+        for theirs, ours in _LANGCHAIN_ONLY.items():
+            if theirs in extra:
+                extra[ours] = extra.pop(theirs)
+        unknown = set(extra) - set(SEARCH_OPTIONS) - {"score_threshold"}
+        if unknown:
+            raise ConfigurationError(f"search_kwargs: unknown search option(s) {sorted(unknown)}; expected "
+                                     f"{sorted(set(SEARCH_OPTIONS) | {'score_threshold'} | set(_LANGCHAIN_ONLY))}")
+        self.filter = and_filters(self.filter, extra.pop("filter", None))
+        for name, value in extra.items():
+            if getattr(self, name) not in (None, False, True) and getattr(self, name) != value:
+                raise ConfigurationError(f"{name} given twice: {getattr(self, name)!r} and search_kwargs {value!r}")
+            setattr(self, name, value)
+        self.search_kwargs = {}
+        if self.search_type in ("hybrid", "vector", "keyword"):
+            self.search_mode = self.search_mode or self.search_type
+        if self.search_type == "similarity_score_threshold" and self.score_threshold is None:
+            raise ConfigurationError("search_type 'similarity_score_threshold': expected search_kwargs={'score_threshold': "
+                                     "a number in [0, 1]}")
+        check_search_options(self._options({}))
+        return self
+
+    def _options(self, call: dict[str, Any]) -> dict[str, Any]:
+        """This call's search options: the retriever's, overridden by ``call``; filters AND-ed."""
+        unknown = set(call) - set(SEARCH_OPTIONS) - {"score_threshold"}
+        if unknown:
+            raise ConfigurationError(f"unknown search option(s) {sorted(unknown)}; expected "
+                                     f"{sorted(set(SEARCH_OPTIONS) | {'score_threshold'})}")
+        options = {name: getattr(self, name) for name in SEARCH_OPTIONS}
+        options.update({k: v for k, v in call.items() if k != "filter"})
+        options["filter"] = and_filters(self.filter, call.get("filter"))
+        threshold = options.pop("score_threshold", self.score_threshold)
+        if threshold is not None:
+            options["score_threshold"] = threshold
+        return options
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
-        options = {**self.search_kwargs, **kwargs}
-        finder: FinderLedge = self.ledger
-        return [r.document for r in finder.search(query, **options)]
+        return _documents(self.ledger.search(query, **self._options(kwargs)))
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        options = self._options(kwargs)  # validated here, so a bad option raises in the caller's task
+        loop = asyncio.get_running_loop()
+        return _documents(await loop.run_in_executor(None, lambda: self.ledger.search(query, **options)))
+
+
+def _documents(results: Any) -> list[Document]:
+    return [RetrievedDocument(page_content=r.document.page_content, metadata=r.document.metadata, id=r.document.id)
+            for r in results]

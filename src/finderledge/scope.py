@@ -1,0 +1,49 @@
+"""A read-only view of a FinderLedge narrowed by a base filter, e.g. one tenant's documents.
+
+``alice = fl.scoped({"user_id": "alice"})`` gives ``search``, ``get_context`` and ``as_retriever`` that
+AND every filter a caller passes with the base filter: a caller can narrow the view, never widen or
+remove it (``filter=None`` keeps it).  Writes go through the FinderLedge itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .filters import compile_filter
+from .retriever import FinderLedgeRetriever, and_filters
+
+if TYPE_CHECKING:
+    from .facade import FinderLedge
+    from .results import SearchResults
+
+__all__ = ["Scope"]
+
+
+class Scope:
+    """``search``/``get_context``/``as_retriever`` of ``ledger`` with ``base_filter`` always applied."""
+
+    def __init__(self, ledger: FinderLedge, base_filter: Mapping[str, Any]) -> None:
+        if compile_filter(base_filter) is None:
+            from .errors import ConfigurationError
+
+            raise ConfigurationError("scoped: expected a non-empty base filter such as {'user_id': 'alice'}")
+        self.ledger = ledger
+        self.base_filter = dict(base_filter)
+
+    def _narrow(self, flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        return and_filters(self.base_filter, dict(flt) if flt else None)
+
+    def search(self, query: str, *, filter: Mapping[str, Any] | None = None, **options: Any) -> SearchResults:
+        """:meth:`FinderLedge.search` within the scope."""
+        return self.ledger.search(query, filter=self._narrow(filter), **options)
+
+    def get_context(self, query: str, *, filter: Mapping[str, Any] | None = None, **options: Any) -> str:
+        """:meth:`FinderLedge.get_context` within the scope."""
+        return self.ledger.get_context(query, filter=self._narrow(filter), **options)
+
+    def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
+        """A retriever whose base filter is this scope's (AND-ed with any ``filter`` given here)."""
+        search_kwargs = dict(options.pop("search_kwargs", None) or {})
+        flt = and_filters(options.pop("filter", None), search_kwargs.pop("filter", None))
+        return self.ledger.as_retriever(filter=self._narrow(flt), search_kwargs=search_kwargs, **options)
