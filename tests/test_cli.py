@@ -63,3 +63,22 @@ def test_python_m_help() -> None:
         proc = subprocess.run([sys.executable, "-m", "finderledge", *args], capture_output=True, text=True,
                               env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
         assert proc.returncode == 0 and "usage: finderledge" in proc.stdout
+
+
+def test_eval_reads_the_default_directory_like_the_other_commands(
+        tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n')
+    # no index yet: an error naming the directory, and nothing is created
+    assert main(["eval", str(qa), "--no-progress"]) == 2
+    assert ".finderledge" in capsys.readouterr().err and not Path(".finderledge").exists()
+    assert main(["add", str(example_dir), "--no-progress"]) == 0  # into ./.finderledge
+    capsys.readouterr()
+    assert main(["eval", str(qa), "--no-progress", "--json", "--modes", "keyword", "-k", "3"]) == 0
+    data = _json(capsys)
+    assert data["documents"] == 7 and data["modes"][0]["Retrieval@3"] == 1.0
+    # $FINDERLEDGE_PERSIST_DIRECTORY wins over the default, as for search
+    monkeypatch.setenv("FINDERLEDGE_PERSIST_DIRECTORY", str(tmp_path / "elsewhere"))
+    assert main(["eval", str(qa), "--no-progress"]) == 2
+    assert "elsewhere" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from pathlib import Path
 import ir_measures
 import pytest
 from ir_measures import RR, R, nDCG
+from langchain_core.documents import Document
 
 from finderledge import FinderLedge
 from finderledge.cli import main
@@ -180,6 +181,7 @@ def test_cli_eval_prints_the_table_and_json(tmp_path: Path, capsys: pytest.Captu
     for mode in ("hybrid", "vector", "keyword"):
         assert any(line.startswith(mode) for line in out.splitlines())
     assert "nDCG@10" in out and "Recall@100" in out
+    assert not Path(".finderledge").exists()  # without --dir a BEIR corpus never goes into the default index
     index = tmp_path / "idx"
     assert main(["eval", str(folder), "--one-chunk", "--no-progress", "--json", "--dir", str(index),
                  "--modes", "keyword"]) == 0
@@ -216,3 +218,159 @@ def test_cli_eval_question_file_over_an_existing_index(tmp_path: Path, example_d
     for mode in data["modes"]:
         assert mode["Retrieval@1"] == pytest.approx(0.5)  # the first question is answered, the second not
     assert main(["eval", str(qa), "--no-progress"]) == 2  # a question file needs --dir
+
+
+# -- issue 11: gold at file, page/row and chunk level; custom models; --reranker; warm-up ------------------
+TODAIJI = [
+    "東大寺は奈良県奈良市にある華厳宗の大本山の寺院である。",
+    "盧舎那仏像は聖武天皇の発願で造立された大仏である。",
+    "正倉院には聖武天皇の遺品を中心とする宝物が収められている。",
+    "二月堂では毎年三月にお水取りの行事が行われる。",
+]
+
+
+def _make_pdf(path: Path, pages: list[str]) -> Path:
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=A4)
+    for text in pages:
+        c.drawString(72, 720, text)
+        c.showPage()
+    c.save()
+    return path
+
+
+def _mixed_corpus(root: Path) -> Path:
+    """manual.pdf (3 pages), data.csv (2 rows) and, added separately, a Japanese text split into 4 chunks."""
+    root.mkdir()
+    _make_pdf(root / "manual.pdf", ["Installation requires a grounded power outlet.",
+                                    "Cleaning: wipe the filter with a damp cloth.",
+                                    "Refunds are accepted within fourteen days of purchase."])
+    (root / "data.csv").write_text("name,notes\nkettle,boils water in ninety seconds\n"
+                                   "toaster,browns bread on both sides\n")
+    return root
+
+
+def _todaiji() -> Document:
+    return Document(page_content="\n\n".join(TODAIJI), metadata={"source": "jawiki:東大寺の仏像"})
+
+
+def test_gold_level_is_chosen_from_the_gold_id() -> None:
+    from finderledge.evaluation import gold_level, gold_matches
+
+    assert [gold_level(g) for g in ("docs/faq.md", "manual.pdf:p3", "data.csv:r1", "jawiki:東大寺の仏像#2",
+                                    "manual.pdf:p3#0", "jawiki:東大寺の仏像")] == [
+        "file", "page", "page", "chunk", "chunk", "file"]
+    page3 = {"source": "/x/docs/manual.pdf", "source_id": "manual.pdf:p3", "locator": "p3", "split_index": 0}
+    assert gold_matches("manual.pdf", page3) and gold_matches("docs/manual.pdf", page3)
+    assert gold_matches("manual.pdf:p3", page3) and gold_matches("docs/manual.pdf:p3", page3)
+    assert not gold_matches("manual.pdf:p2", page3) and not gold_matches("other.pdf:p3", page3)
+    assert gold_matches("manual.pdf:p3#0", page3) and not gold_matches("manual.pdf:p3#1", page3)
+    chunk2 = {"source": "jawiki:東大寺の仏像", "split_index": 2, "split_count": 4}
+    assert gold_matches("jawiki:東大寺の仏像#2", chunk2) and gold_matches("jawiki:東大寺の仏像", chunk2)
+    assert not gold_matches("jawiki:東大寺の仏像#1", chunk2) and not gold_matches("jawiki:東大寺#2", chunk2)
+    row1 = {"source": "/x/data.csv", "source_id": "data.csv:r1", "locator": "r1", "split_index": 0}
+    assert gold_matches("data.csv:r1", row1) and not gold_matches("data.csv:r2", row1)
+
+
+def test_cli_eval_matches_gold_at_page_row_and_chunk_level(tmp_path: Path, minilm,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    index = tmp_path / "idx"
+    with FinderLedge(index, embedding=minilm, chunk_size=100, chunk_overlap=0, show_progress=False) as fl:
+        fl.add_document(_mixed_corpus(tmp_path / "docs"))
+        fl.add_document(_todaiji())
+        assert len(fl.get_split_documents(fl.list_documents(source="jawiki:東大寺の仏像")[0].id)) == 4
+    qa = tmp_path / "qa.json"
+    qa.write_text(json.dumps([
+        {"query": "refunds within fourteen days", "expected_source": "manual.pdf:p3"},
+        {"query": "kettle boils water", "expected_source": "data.csv:r1"},
+        {"query": "正倉院の宝物", "expected_source": "jawiki:東大寺の仏像#2"},
+        {"query": "refunds within fourteen days", "expected_source": "manual.pdf"},
+    ], ensure_ascii=False))
+    assert main(["eval", str(qa), "--dir", str(index), "-k", "5", "--json", "--modes", "keyword",
+                 "--no-progress"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["modes"][0]["Recall@5"] == pytest.approx(1.0)
+    assert data["settings"]["gold_levels"] == {"file": 1, "page": 2, "chunk": 1}
+    # the level matters: at k=1 the wrong page, row or chunk is not counted
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps([
+        {"query": "refunds within fourteen days", "expected_source": "manual.pdf:p2"},
+        {"query": "kettle boils water", "expected_source": "data.csv:r2"},
+        {"query": "正倉院の宝物", "expected_source": "jawiki:東大寺の仏像#1"},
+    ], ensure_ascii=False))
+    assert main(["eval", str(wrong), "--dir", str(index), "-k", "1", "--json", "--modes", "keyword",
+                 "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["modes"][0]["Recall@1"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def custom_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A sentence-transformers model saved to a path of its own (so its id is not the default's) and a cross-encoder."""
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+
+    from finderledge.embeddings import default_model_path
+
+    root = tmp_path_factory.mktemp("models")
+    SentenceTransformer(default_model_path(), device="cpu").save(str(root / "my-embedder"))
+    CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(root / "my-cross-encoder"))
+    return str(root / "my-embedder"), str(root / "my-cross-encoder")
+
+
+def test_cli_eval_reopens_an_index_built_with_a_custom_model_and_reranks(
+        tmp_path: Path, example_dir: Path, custom_models: tuple[str, str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    embedder, cross_encoder = custom_models
+    index = str(tmp_path / "idx")
+    assert main(["add", str(example_dir), "--dir", index, "--embedding", f"sentence-transformers:{embedder}",
+                 "--no-progress"]) == 0
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n')
+    capsys.readouterr()
+    # without the model: refused, and the message says which option to pass
+    assert main(["eval", str(qa), "--dir", index, "--no-progress"]) == 2
+    assert "--embedding" in capsys.readouterr().err
+    assert main(["eval", str(qa), "--dir", index, "--embedding", f"sentence-transformers:{embedder}",
+                 "--reranker", f"cross-encoder:{cross_encoder}", "--json", "--no-progress", "-k", "5"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["settings"]["reranker"] == f"cross-encoder:{cross_encoder}"
+    assert data["settings"]["rerank_candidates"] == 20
+    assert {m["mode"] for m in data["modes"]} == {"hybrid", "vector", "keyword"}
+    assert all(0.0 <= m["Retrieval@5"] <= 1.0 for m in data["modes"])  # an untrained head: order, not quality
+    # a reranker that cannot be loaded is an error, not a silent first-stage evaluation
+    assert main(["eval", str(qa), "--dir", index, "--embedding", f"sentence-transformers:{embedder}",
+                 "--reranker", str(tmp_path / "no-such-model"), "--no-progress"]) == 2
+    assert "reranker" in capsys.readouterr().err
+
+
+def test_each_mode_is_warmed_up_before_latency_is_timed(minilm) -> None:
+    import time
+
+    from finderledge.evaluation import QaItem
+
+    calls = []
+
+    def slow_first_reranker(query: str, documents: list) -> list[float]:  # a model that loads on first use
+        calls.append(query)
+        if len(calls) == 1:
+            time.sleep(0.5)
+        return [0.0] * len(documents)
+
+    with FinderLedge(embedding=minilm, reranker=slow_first_reranker, show_progress=False, env_file=None) as fl:
+        fl.add_document("A password reset link is valid for 30 minutes.", metadata={"source": "reset.txt"})
+        items = [QaItem("1", "password reset link", ["reset.txt"])]
+        reports = evaluate_questions(fl, items, ("hybrid", "keyword"), k=3, show_progress=False)
+    assert len(calls) == 4  # one untimed warm-up search per mode, then the timed one
+    for report in reports:
+        assert report.latency_ms["p95"] < 400, report.latency_ms
+
+
+def test_one_chunk_does_not_change_a_reused_index(tmp_path: Path, minilm) -> None:
+    folder = _beir_folder(tmp_path / "mini")
+    index = tmp_path / "idx"
+    evaluate(folder, persist_directory=index, modes=("keyword",), show_progress=False, embedding=minilm)
+    evaluate(folder, persist_directory=index, modes=("keyword",), show_progress=False, embedding=minilm,
+             one_chunk=True)
+    with FinderLedge(index, embedding=minilm, show_progress=False, env_file=None) as fl:
+        assert (fl.settings.chunk_size, fl.settings.chunk_overlap) == (1000, 100)

@@ -73,18 +73,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate hybrid, vector and keyword modes side by side",
                        description="DATASET is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), "
                        "indexed in memory or into --dir (reused when it already holds documents), or a question "
-                       "file over an existing --dir: a JSON list of {query, expected_source, expected_keywords} "
-                       "or JSONL of {question, gold_sources}.")
+                       "file over an existing index (--dir, default $FINDERLEDGE_PERSIST_DIRECTORY or "
+                       f"{DEFAULT_DIR}): a JSON list of {{query, expected_source, expected_keywords}} "
+                       "or JSONL of {question, gold_sources}. A gold source names a file (docs/faq.md), a page "
+                       "or row (manual.pdf:p3, data.csv:r1) or a chunk (<source>#<split_index>).")
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
     p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("-d", "--dir", default=None, help="persist directory to build or reuse (default: in memory)")
+    p.add_argument("-d", "--dir", default=None,
+                   help="persist directory to build or reuse (default for a question file: "
+                   f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}; a BEIR folder is indexed in memory)")
     p.add_argument("--one-chunk", action="store_true", help="index each corpus document as one chunk")
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
     p.add_argument("-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
-    p.add_argument("--embedding", default=None)
+    p.add_argument("--embedding", default=None,
+                   help="the model the index was built with, e.g. sentence-transformers:/path/to/model")
+    p.add_argument("--reranker", default=None,
+                   help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates")
+    p.add_argument("--rerank-candidates", type=int, default=None, help="candidates the reranker rescores (default 20)")
     p.add_argument("--fusion", choices=["rrf", "relative_score", "dbsf"], default=None)
     p.add_argument("--modes", default="hybrid,vector,keyword")
     p.add_argument("--no-progress", action="store_true")
@@ -179,12 +187,20 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from .errors import IncompatibleIndexError
     from .evaluation import evaluate, format_report, plot_report
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    report = evaluate(args.dataset, persist_directory=args.dir, modes=modes, split=args.split,
-                      one_chunk=args.one_chunk, k=args.k, show_progress=False if args.no_progress else None,
-                      vector_store=args.vector_store, embedding=args.embedding, fusion=args.fusion)
+    directory = args.dir
+    if directory is None and not args.dataset.is_dir():  # a question file reads the index the other commands use
+        directory = os.environ.get("FINDERLEDGE_PERSIST_DIRECTORY") or DEFAULT_DIR
+    try:
+        report = evaluate(args.dataset, persist_directory=directory, modes=modes, split=args.split,
+                          one_chunk=args.one_chunk, k=args.k, show_progress=False if args.no_progress else None,
+                          vector_store=args.vector_store, embedding=args.embedding, fusion=args.fusion,
+                          reranker=args.reranker, rerank_candidates=args.rerank_candidates)
+    except IncompatibleIndexError as exc:
+        raise ValueError(f"{exc} (on the command line: --embedding MODEL)") from None
     data = report.to_dict()
     if args.plot is not None:
         try:

@@ -10,11 +10,13 @@ Two kinds of dataset:
 * a question file over an index you built (``finderledge add``): a JSON list of
   ``{"query", "expected_source", "expected_keywords"}`` or JSONL of ``{"question", "gold_sources"}``,
   scored with Retrieval@k (a gold source among the top k), Recall@k (share of gold sources in the top k)
-  and KeywordRecall@k (share of expected keywords found in the top-k texts).
+  and KeywordRecall@k (share of expected keywords found in the top-k texts).  A gold id names a file
+  (``docs/faq.md``), a page or row (``manual.pdf:p3``, ``data.csv:r1``: the loader's ``source_id``) or a
+  chunk (``jawiki:<title>#2``: ``split_index`` 2 of that source); :func:`gold_level` tells which.
 
-Relevance is judged per *source document*: when a document was split into several chunks, each result
-chunk is mapped to its parent document (``beir_id`` metadata, or the ``source`` path) and only the first
-occurrence of each document keeps its rank; later chunks of the same document are dropped.
+BEIR relevance is judged per *corpus document*: when a document was split into several chunks, each
+result chunk is mapped to its ``beir_id`` and only the first occurrence of each document keeps its rank;
+later chunks of the same document are dropped.  Each mode runs one untimed warm-up query first.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,6 +48,8 @@ __all__ = [
     "evaluate_modes",
     "evaluate_questions",
     "format_report",
+    "gold_level",
+    "gold_matches",
     "index_beir",
     "load_beir",
     "load_questions",
@@ -250,7 +255,7 @@ def index_beir(ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 5
 
 def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], mode: str, k: int, desc: str,
                  show_progress: bool | None) -> tuple[dict[str, list[Any]], dict[str, dict[str, float]]]:
-    """Search every query in ``mode``; results per query id and latency summaries."""
+    """Search every query in ``mode`` after one untimed warm-up search; results per query id and latency summaries."""
     iterator: Any = queries
     if show_progress if show_progress is not None else sys.stderr.isatty():
         from tqdm.auto import tqdm
@@ -258,6 +263,9 @@ def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], mode: 
         iterator = tqdm(queries, desc=desc, unit="query")
     results: dict[str, list[Any]] = {}
     wall, search, embed = [], [], []
+    if queries:  # untimed: model loading, index opening and first-call caches are not query latency
+        logger.debug("warming up %s with %r", mode, queries[0][1])
+        ledger.search(queries[0][1], search_mode=mode, k=k)
     for qid, text in iterator:
         t0 = time.perf_counter()
         found = ledger.search(text, search_mode=mode, k=k)
@@ -345,9 +353,57 @@ def source_matches(result_source: str | None, gold: str) -> bool:
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
 
+# A gold id's level is read from its form: "<doc>#<n>" (or "#chunk=<n>") names chunk n (``split_index``,
+# from 0) of a document; "<path>:<locator>" (a loader locator such as p3, r12, l5, i2) a PDF page, CSV
+# row, JSONL line or JSON item; anything else a file or source.
+GOLD_LEVELS = ("file", "page", "chunk")
+_CHUNK_GOLD = re.compile(r"^(?P<doc>.+)#(?:chunk=)?(?P<n>\d+)$")
+_PAGE_GOLD = re.compile(r"^(?P<path>.+):(?P<locator>[a-z]\d+)$")
+
+
+def gold_level(gold: str) -> str:
+    """``"chunk"`` for ``<doc>#<n>``, ``"page"`` for ``<file>:<locator>`` (``p3``, ``r1`` …), else ``"file"``."""
+    if _CHUNK_GOLD.match(gold):
+        return "chunk"
+    return "page" if _PAGE_GOLD.match(gold) else "file"
+
+
+def _finest(golds: Sequence[str]) -> str:
+    levels = {gold_level(g) for g in golds}
+    return next((lv for lv in reversed(GOLD_LEVELS) if lv in levels), "file")
+
+
+def _document_matches(doc: str, md: Mapping[str, Any]) -> bool:
+    """Whether a chunk belongs to ``doc``: a source path, a ``source_id``, ``<path>:<locator>`` or a stored id."""
+    source = str(md["source"]) if md.get("source") else None
+    if doc in (md.get("source_id"), md.get("parent_id"), md.get("id")) or source_matches(source, doc):
+        return True
+    page = _PAGE_GOLD.match(doc)
+    return bool(page and md.get("locator") == page["locator"] and source_matches(source, page["path"]))
+
+
+def gold_matches(gold: str, metadata: Mapping[str, Any]) -> bool:
+    """Whether a result chunk (its metadata) is ``gold``, at the gold id's level (see :func:`gold_level`)."""
+    chunk = _CHUNK_GOLD.match(gold)
+    if chunk and metadata.get("split_index", 0) == int(chunk["n"]) and _document_matches(chunk["doc"], metadata):
+        return True
+    return _document_matches(gold, metadata)  # a file whose name merely looks like a page or chunk id
+
+
+def result_label(metadata: Mapping[str, Any], level: str = "file") -> str:
+    """How a result is written in a run at ``level``: ``/path/file``, ``/path/file:p3``, ``/path/file:p3#2``."""
+    label = str(metadata.get("source") or metadata.get("source_id") or metadata.get("parent_id")
+                or metadata.get("id"))
+    if level != "file" and metadata.get("locator"):
+        label += f":{metadata['locator']}"
+    if level == "chunk":
+        label += f"#{metadata.get('split_index', 0)}"
+    return label
+
+
 def evaluate_questions(ledger: FinderLedge, items: Sequence[QaItem], modes: Sequence[str] = ("hybrid", "vector", "keyword"),
                        *, k: int = 10, show_progress: bool | None = None) -> list[ModeReport]:
-    """Retrieval@k, Recall@k (gold sources) and KeywordRecall@k (expected keywords) of each mode."""
+    """Retrieval@k, Recall@k (gold ids, each at its own level) and KeywordRecall@k (expected keywords) of each mode."""
     reports = []
     queries = [(it.id, it.query) for it in items]
     by_id = {it.id: it for it in items}
@@ -357,11 +413,10 @@ def evaluate_questions(ledger: FinderLedge, items: Sequence[QaItem], modes: Sequ
         run: dict[str, list[str]] = {}
         for qid, found in results.items():
             item = by_id[qid]
-            sources = first_occurrence(str(r.metadata.get("source") or r.metadata.get("parent_id") or r.id)
-                                       for r in found)
-            run[qid] = sources
+            top = [r.metadata for r in found[:k]]
+            run[qid] = first_occurrence(result_label(md, _finest(item.gold_sources)) for md in top)
             if item.gold_sources:
-                matched = [g for g in item.gold_sources if any(source_matches(s, g) for s in sources[:k])]
+                matched = [g for g in item.gold_sources if any(gold_matches(g, md) for md in top)]
                 hit.append(1.0 if matched else 0.0)
                 recall.append(len(matched) / len(item.gold_sources))
             if item.expected_keywords:
@@ -398,6 +453,29 @@ class EvalReport:
         return data
 
 
+ONE_CHUNK = {"chunk_size": 1_000_000, "chunk_overlap": 0}
+
+
+def _open_index(persist_directory: str | Path | None, one_chunk: bool, show_progress: bool | None,
+                settings: dict[str, Any]) -> FinderLedge:
+    """Open (or create) the index; ``one_chunk`` applies only to an index this call fills, never to a reused one."""
+    from .facade import LEDGER_FILE, FinderLedge
+
+    given = {n: v for n, v in settings.items() if v is not None}
+    if given.get("reranker") is not None:  # a reranker that fails to load must not yield first-stage figures
+        given.setdefault("reranker_on_error", "raise")
+    existing = persist_directory is not None and (Path(persist_directory) / LEDGER_FILE).is_file()
+    if one_chunk and not existing:
+        given.update(ONE_CHUNK)
+    fl = FinderLedge(persist_directory, show_progress=show_progress, **given)
+    if one_chunk and existing and fl.count()["documents"] == 0:  # an empty index is filled here: one chunk each
+        fl.close()
+        fl = FinderLedge(persist_directory, show_progress=show_progress, **{**given, **ONE_CHUNK})
+    elif one_chunk and existing:
+        logger.info("%s already holds documents: reused as built, --one-chunk does not apply", persist_directory)
+    return fl
+
+
 def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None,
              modes: Sequence[str] = ("hybrid", "vector", "keyword"), split: str = "test", one_chunk: bool = False,
              k: int | None = None, show_progress: bool | None = None, ledger: FinderLedge | None = None,
@@ -405,12 +483,10 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
     """Evaluate hybrid, vector and keyword search on ``dataset`` (a BEIR folder or a question file).
 
     A BEIR corpus is indexed into ``persist_directory`` (in memory when ``None``) unless that directory
-    already holds documents, which are then reused.  A question file needs an existing index
+    already holds documents, which are then reused as built.  A question file needs an existing index
     (``persist_directory`` or ``ledger``).  ``one_chunk`` indexes each corpus document as a single chunk;
-    ``settings`` go to :class:`~finderledge.FinderLedge` (``embedding``, ``fusion``, ``vector_store`` …).
+    ``settings`` go to :class:`~finderledge.FinderLedge` (``embedding``, ``reranker``, ``fusion`` …).
     """
-    from .facade import FinderLedge
-
     path = Path(dataset)
     if not path.exists():
         raise FileNotFoundError(f"dataset {path} does not exist")
@@ -422,11 +498,11 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
         if ledger is None and persist_directory is None:
             raise ValueError("a question file is evaluated against an existing index: pass persist_directory "
                              "(finderledge eval FILE --dir INDEX)")
-    if one_chunk:
-        settings.update(chunk_size=1_000_000, chunk_overlap=0)
+        if ledger is None and not Path(persist_directory).is_dir():  # type: ignore[arg-type]
+            raise FileNotFoundError(f"no index at {persist_directory}: build it first "
+                                    f"(finderledge add PATH --dir {persist_directory})")
     own = ledger is None
-    fl = ledger if ledger is not None else FinderLedge(
-        persist_directory, show_progress=show_progress, **{n: v for n, v in settings.items() if v is not None})
+    fl = ledger if ledger is not None else _open_index(persist_directory, one_chunk, show_progress, settings)
     try:
         index_s: float | None = None
         embed_s: float | None = None
@@ -447,12 +523,25 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
             reports = evaluate_questions(fl, items, modes, k=k or 10, show_progress=show_progress)
             name, n_queries, kind = path.name, len(items), "questions"
         counts = fl.count()
-        finder_settings = fl.finder.to_dict() if hasattr(fl, "finder") else {}
+        report_settings = _report_settings(fl, settings.get("reranker"))
+        if not beir:
+            levels = [gold_level(g) for it in items for g in it.gold_sources]
+            report_settings["gold_levels"] = {lv: levels.count(lv) for lv in GOLD_LEVELS}
     finally:
         if own:
             fl.close()
     return EvalReport(name, kind, counts["documents"], counts["chunks"], n_queries, index_s, embed_s, reports,
-                      finder_settings)
+                      report_settings)
+
+
+def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
+    """The search settings a report records: the Finder's, and the reranker with its candidate count."""
+    out: dict[str, Any] = fl.finder.to_dict() if hasattr(fl, "finder") else {}
+    active = getattr(fl, "reranker", None)
+    if active is not None:
+        out["reranker"] = reranker if isinstance(reranker, str) else type(active).__name__
+        out["rerank_candidates"] = getattr(fl, "rerank_candidates", None)
+    return out
 
 
 def format_report(report: EvalReport) -> str:
@@ -470,7 +559,13 @@ def format_report(report: EvalReport) -> str:
         lat, srch, emb = m.latency_ms, m.search_ms, m.embed_ms
         lines.append(f"{m.mode:8} " + " ".join(f"{m.metrics.get(n, float('nan')):10.4f}" for n in names)
                      + f" {lat['mean']:8.1f} {lat['p50']:7.1f} {lat['p95']:7.1f} {srch['p50']:10.2f} {emb['p50']:9.2f}")
-    lines.append("ms: whole search call; 'search' excludes the query embedding (the results' SearchTrace)")
+    lines.append("ms: whole search call after one warm-up query per mode; 'search' excludes the query embedding "
+                 "(the results' SearchTrace)")
+    levels = report.settings.get("gold_levels")
+    if levels:
+        lines.append("gold ids: " + ", ".join(f"{n} at {lv} level" for lv, n in levels.items() if n))
+    if report.settings.get("reranker"):
+        lines.append(f"reranked by {report.settings['reranker']} (top {report.settings.get('rerank_candidates')})")
     return "\n".join(lines)
 
 
