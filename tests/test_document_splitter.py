@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from langchain_core.documents import Document
 
 from finderledge.document_splitter import DocumentSplitter, child_id, weighted_length
@@ -75,3 +77,66 @@ def test_markdown_chunks_carry_their_header_path() -> None:
     assert by_start["### On Windows"] == "Guide > Install > On Windows"
     assert by_start["## Usage"] == "Guide > Usage"
     assert all("not a header" not in (k.metadata.get("headers") or "") for k in kids)
+
+
+# -- issue 11: chunk_unit="chars" ------------------------------------------------------------------------
+JA_LONG = (
+    "東京リージョンと大阪リージョンの間では、データを自動的に複製するオプションがあります。"
+    "災害対策が必要な場合は、バケットの設定でリージョン間レプリケーションを有効にしてください。"
+    "追加料金は転送したデータ量に応じて発生します。"
+    "複製の遅延は通常数秒ですが、大きなオブジェクトでは数分かかることがあります。"
+    "設定を変更した後は、管理画面で複製の状態を確認できます。"
+) * 12
+
+
+def test_default_unit_counts_a_cjk_character_three_times() -> None:
+    chunks = DocumentSplitter(chunk_size=450, chunk_overlap=0).split_text(JA_LONG, "text")
+    assert all(weighted_length(c) <= 450 for c in chunks)
+    # 450 Latin-character equivalents hold about 150 Japanese characters (punctuation such as 、。 counts 1)
+    assert 130 <= max(len(c) for c in chunks) <= 160
+
+
+def test_chars_unit_sizes_japanese_chunks_in_characters() -> None:
+    splitter = DocumentSplitter(chunk_size=450, chunk_overlap=0, chunk_unit="chars")
+    chunks = splitter.split_text(JA_LONG, "text")
+    assert "".join(chunks) == JA_LONG and len(chunks) > 3
+    longest_sentence = max(len(s) + 1 for s in JA_LONG.split("。") if s)
+    for chunk in chunks:
+        assert len(chunk) <= 450
+        assert chunk[-1] == "。"  # still cut at sentence ends
+    for chunk in chunks[:-1]:  # near the size: a chunk stops only when the next sentence would not fit
+        assert len(chunk) > 450 - longest_sentence
+    overlapping = DocumentSplitter(chunk_size=450, chunk_overlap=60, chunk_unit="chars").split_text(JA_LONG, "text")
+    assert all(len(c) <= 450 for c in overlapping)
+
+
+def test_chunk_unit_setting_argument_environment_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    from finderledge import FinderLedge
+    from finderledge.config import Settings
+    from finderledge.errors import ConfigurationError
+
+    assert Settings.resolve({}, environ={}, env_file=None).chunk_unit == "weighted"
+    assert Settings.resolve({}, environ={"FINDERLEDGE_CHUNK_UNIT": "chars"}, env_file=None).chunk_unit == "chars"
+    with pytest.raises(ConfigurationError, match="chunk_unit.*FINDERLEDGE_CHUNK_UNIT"):
+        Settings.resolve({}, environ={"FINDERLEDGE_CHUNK_UNIT": 3}, env_file=None)
+    with pytest.raises(ConfigurationError, match="'chunk_unit'.*'weighted', 'chars'"):
+        Settings.resolve({"chunk_unit": "tokens"}, environ={}, env_file=None)
+    with pytest.raises(ValueError, match="chunk_unit"):
+        DocumentSplitter(chunk_unit="bytes")
+    monkeypatch.setenv("FINDERLEDGE_CHUNK_UNIT", "chars")
+    with FinderLedge(chunk_size=450, chunk_overlap=0, show_progress=False, env_file=None) as fl:
+        (pid,) = fl.add_document(JA_LONG)
+        sizes = [len(c.page_content) for c in fl.get_split_documents(pid)]
+    assert max(sizes) <= 450 and min(sizes[:-1]) > 400
+
+
+def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path) -> None:
+    from finderledge import FinderLedge
+
+    with FinderLedge(tmp_path / "idx", chunk_unit="chars", chunk_size=450, chunk_overlap=0,
+                     show_progress=False, env_file=None) as fl:
+        assert fl.splitter.chunk_unit == "chars"
+    with FinderLedge(tmp_path / "idx", show_progress=False, env_file=None) as fl:  # reopens as built
+        assert (fl.settings.chunk_unit, fl.settings.chunk_size) == ("chars", 450)
+        (pid,) = fl.add_document(JA_LONG)
+        assert max(len(c.page_content) for c in fl.get_split_documents(pid)) > 150

@@ -13,12 +13,13 @@ from dotenv import dotenv_values
 
 from .errors import ConfigurationError
 
-__all__ = ["Settings", "ENV_PREFIX", "VECTOR_STORES", "SEARCH_MODES", "FUSIONS"]
+__all__ = ["Settings", "ENV_PREFIX", "VECTOR_STORES", "SEARCH_MODES", "FUSIONS", "CHUNK_UNITS"]
 
 ENV_PREFIX = "FINDERLEDGE_"
 VECTOR_STORES = ("chroma", "faiss")
 SEARCH_MODES = ("hybrid", "vector", "keyword")
 FUSIONS = ("rrf", "relative_score", "dbsf")
+CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Settings:
     embedding_model: str | None = None  # None: the offline MiniLM model
     chunk_size: int = 1000
     chunk_overlap: int = 100
+    chunk_unit: str = "weighted"  # what chunk_size/chunk_overlap count: "weighted" (CJK x3) or "chars"
     search_mode: str = "hybrid"
     k: int = 10
     candidate_k: int = 100  # candidates each leg fetches before fusion
@@ -54,6 +56,7 @@ class Settings:
         _choice("vector_store", self.vector_store, VECTOR_STORES)
         _choice("search_mode", self.search_mode, SEARCH_MODES)
         _choice("fusion", self.fusion, FUSIONS)
+        _choice("chunk_unit", self.chunk_unit, CHUNK_UNITS)
         for name in ("chunk_size", "k", "candidate_k", "rrf_k", "embedding_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"setting {name!r}: expected a positive integer, got {getattr(self, name)!r}")

@@ -1,9 +1,10 @@
 """Splits parent documents into child chunks with a LangChain splitter chosen by document type.
 
-Chunk sizes are measured in "Latin-character equivalents": a CJK character counts as
-:data:`CJK_CHAR_WEIGHT` characters, because embedding tokenizers spend about one token per CJK
-character but one per three to four Latin characters.  So ``chunk_size=1000`` gives chunks of
-about the same token count in Japanese and English.
+By default (``chunk_unit="weighted"``) chunk sizes are measured in "Latin-character equivalents": a CJK
+character counts as :data:`CJK_CHAR_WEIGHT` characters, because embedding tokenizers spend about one
+token per CJK character but one per three to four Latin characters.  So ``chunk_size=1000`` gives
+chunks of about the same token count in Japanese and English.  ``chunk_unit="chars"`` counts every
+character once, for sizes given in characters (``chunk_size=450`` gives Japanese chunks of up to 450).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from langchain_text_splitters import (
     RecursiveJsonSplitter,
     TextSplitter,
 )
+
+from .config import CHUNK_UNITS
 
 __all__ = ["DocumentSplitter", "TEXT_SEPARATORS", "CJK_CHAR_WEIGHT", "weighted_length"]
 
@@ -72,14 +75,18 @@ def weighted_length(text: str) -> int:
 class DocumentSplitter:
     """Splits each parent ``Document`` into children whose metadata follows FinderLedge's chunk schema."""
 
-    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 100) -> None:
+    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 100, chunk_unit: str = "weighted") -> None:
         if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
             raise ValueError(
                 f"chunk_size/chunk_overlap: expected chunk_size >= 1 and 0 <= chunk_overlap < chunk_size, "
                 f"got {chunk_size}/{chunk_overlap}"
             )
+        if chunk_unit not in CHUNK_UNITS:
+            raise ValueError(f"chunk_unit: expected one of {list(CHUNK_UNITS)}, got {chunk_unit!r}")
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
+        self.chunk_unit = chunk_unit
+        self.length_function: Callable[[str], int] = weighted_length if chunk_unit == "weighted" else len
         self._cache: dict[str, TextSplitter] = {}
 
     def splitter_for(self, doc_type: str, language: str | None = None) -> TextSplitter:
@@ -93,7 +100,7 @@ class DocumentSplitter:
         common: dict[str, Any] = {
             "chunk_size": self.chunk_size,
             "chunk_overlap": self.chunk_overlap,
-            "length_function": weighted_length,
+            "length_function": self.length_function,
         }
         lang: Language | None = None
         if doc_type == "markdown":
@@ -108,7 +115,7 @@ class DocumentSplitter:
 
     def split_text(self, text: str, doc_type: str = "text", language: str | None = None) -> list[str]:
         """Split one text; JSON is split along its structure, everything else by the type's separators."""
-        if weighted_length(text) <= self.chunk_size:
+        if self.length_function(text) <= self.chunk_size:
             return [text] if text.strip() else []
         if doc_type == "json":
             chunks = self._split_json(text)
@@ -138,7 +145,7 @@ class DocumentSplitter:
         text_splitter = self.splitter_for("text")
         out: list[str] = []
         for chunk in chunks:  # a single huge string value can still exceed the size
-            out.extend(text_splitter.split_text(chunk) if weighted_length(chunk) > self.chunk_size else [chunk])
+            out.extend(text_splitter.split_text(chunk) if self.length_function(chunk) > self.chunk_size else [chunk])
         return [c for c in out if c.strip()]
 
     def split_document(

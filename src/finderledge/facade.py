@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 Source = Union[str, os.PathLike, Document, Sequence[str | os.PathLike | Document]]
 
 # settings fixed when a persist directory is created, reused when it is reopened
-RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap")
+RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap", "chunk_unit")
 LEDGER_FILE = "ledger.sqlite3"
 
 
@@ -75,6 +75,7 @@ class FinderLedge:
         embedding: str | Embeddings | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
+        chunk_unit: str | None = None,
         search_mode: str | None = None,
         k: int | None = None,
         candidate_k: int | None = None,
@@ -101,6 +102,7 @@ class FinderLedge:
             "embedding_model": embedding if isinstance(embedding, str) or embedding is None else None,
             "chunk_size": chunk_size,
             "chunk_overlap": chunk_overlap,
+            "chunk_unit": chunk_unit,
             "search_mode": search_mode,
             "k": k,
             "candidate_k": candidate_k,
@@ -145,7 +147,8 @@ class FinderLedge:
         self.embeddings = EmbeddingModelFactory.create_embeddings(
             model, batch_size=self.settings.embedding_batch_size
         )
-        self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap)
+        self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap,
+                                         self.settings.chunk_unit)
         kind = self.settings.vector_store
         self._replica = Replica(
             self._ledger,
@@ -169,7 +172,8 @@ class FinderLedge:
             min_vector_share=self.settings.min_vector_share,
         )
         if recorded:
-            changed = {k: (recorded[k], getattr(self.settings, k)) for k in ("chunk_size", "chunk_overlap")
+            changed = {k: (recorded[k], getattr(self.settings, k))
+                       for k in ("chunk_size", "chunk_overlap", "chunk_unit")
                        if k in recorded and recorded[k] != getattr(self.settings, k)}
             if changed:
                 logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
