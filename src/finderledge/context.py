@@ -1,17 +1,37 @@
-"""Formats search results as a prompt-ready context: numbered passages, each with its citation."""
+"""Formats search results as a prompt-ready context: numbered passages, each with its citation.
+
+The layout is configurable: ``start`` (number of the first passage, e.g. 0 or 1), ``citation`` (a format
+string over :data:`CITATION_FIELDS` or a callable on the metadata) and ``template`` (one passage, over
+``{n}``, ``{citation}`` and ``{content}``).  The defaults give ``[1] (source: …, chunk 2/5)`` and the text.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from langchain_core.documents import Document
+
+from .errors import ConfigurationError
 from .results import SearchResult
 
-__all__ = ["NO_CONTEXT", "format_context", "citation"]
+__all__ = ["CITATION_FIELDS", "DEFAULT_TEMPLATE", "NO_CONTEXT", "citation", "citation_fields", "format_context"]
 
 NO_CONTEXT = "[no relevant context found]"
 """Returned by ``get_context`` when nothing matched, so a prompt never silently receives an empty string."""
+
+DEFAULT_TEMPLATE = "[{n}] ({citation})\n{content}"
+"""One passage of a context: its number, its citation and its text."""
+
+CITATION_FIELDS = ("source", "file_name", "source_id", "locator", "page", "row", "chunk", "chunk_number",
+                   "chunks", "id", "parent_id")
+"""Fields a citation format string may use; a field the chunk lacks is empty (see :func:`citation_fields`)."""
+
+_TEMPLATE_FIELDS = ("n", "citation", "content")
+
+Citation = str | Callable[[Mapping[str, Any]], Any] | None
 
 
 def _display_source(source: str) -> str:
@@ -36,16 +56,93 @@ def citation(metadata: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def format_context(results: Sequence[SearchResult], *, max_chars: int | None = None) -> str:
+def citation_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The values a citation format string sees: ``chunk`` is ``split_index`` (from 0), ``chunk_number`` from 1."""
+    source = metadata.get("source")
+    is_chunk = metadata.get("split_index") is not None and not metadata.get("is_parent", False)
+    index = int(metadata["split_index"]) if is_chunk else None
+    values = {
+        "source": _display_source(str(source)) if source else "(text)",
+        "file_name": metadata.get("file_name"),
+        "source_id": metadata.get("source_id"),
+        "locator": metadata.get("locator"),
+        "page": metadata.get("page"),
+        "row": metadata.get("row"),
+        "chunk": index,
+        "chunk_number": None if index is None else index + 1,
+        "chunks": metadata.get("split_count") if is_chunk else None,
+        "id": metadata.get("id"),
+        "parent_id": metadata.get("parent_id"),
+    }
+    return {k: "" if v is None else v for k, v in values.items()}
+
+
+def _fields_of(name: str, fmt: str, allowed: Sequence[str]) -> set[str]:
+    """The field names a format string uses; a syntax error or an unknown field is a ConfigurationError."""
+    try:
+        used = {field.split(".")[0].split("[")[0] for _, field, _, _ in string.Formatter().parse(fmt) if field is not None}
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}: not a valid format string {fmt!r} ({exc})") from None
+    unknown = sorted(used - set(allowed))
+    if unknown or "" in used:
+        bad = unknown or ["{} (positional)"]
+        raise ConfigurationError(f"{name}: unknown field(s) {bad} in {fmt!r}; expected fields among {list(allowed)}")
+    return used
+
+
+def check_format(*, start: Any = 1, citation: Any = None, template: Any = DEFAULT_TEMPLATE) -> None:
+    """Validate ``format_context``'s layout options (ConfigurationError naming the argument)."""
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise ConfigurationError(f"start: expected the number of the first passage (0 or 1, an int >= 0), got {start!r}")
+    if isinstance(citation, str):
+        _fields_of("citation", citation, CITATION_FIELDS)
+    elif citation is not None and not callable(citation):
+        raise ConfigurationError(f"citation: expected None, a format string such as '{{source}}#chunk={{chunk}}' or "
+                                 f"a callable taking the metadata, got {type(citation).__name__}")
+    if not isinstance(template, str):
+        raise ConfigurationError(f"template: expected a format string, got {type(template).__name__}")
+    if "content" not in _fields_of("template", template, _TEMPLATE_FIELDS):
+        raise ConfigurationError(f"template: {template!r} has no {{content}}: the passages would be left out")
+
+
+def _cite(metadata: Mapping[str, Any], spec: Citation) -> str:
+    if spec is None:
+        return citation(metadata)
+    if isinstance(spec, str):
+        return spec.format_map(citation_fields(metadata))
+    return str(spec(dict(metadata)))
+
+
+def _passages(results: Iterable[Any]) -> list[tuple[Mapping[str, Any], str]]:
+    """(metadata, text) of each result: a :class:`SearchResult` or a LangChain ``Document`` (e.g. from a retriever)."""
+    if isinstance(results, (str, bytes, Mapping)) or not isinstance(results, Iterable):
+        raise ConfigurationError(f"results: expected a list of search results or Documents, got {type(results).__name__}")
+    out: list[tuple[Mapping[str, Any], str]] = []
+    for item in results:
+        if isinstance(item, SearchResult):
+            out.append((item.metadata, item.content))
+        elif isinstance(item, Document):
+            out.append((item.metadata, item.page_content))
+        else:
+            raise ConfigurationError(f"results: expected SearchResult or Document items, got {type(item).__name__}")
+    return out
+
+
+def format_context(results: Iterable[SearchResult | Document], *, max_chars: int | None = None, start: int = 1,
+                   citation: Citation = None, template: str = DEFAULT_TEMPLATE) -> str:
     """``[1] (source: …)`` then the passage, blank line between passages; :data:`NO_CONTEXT` when empty.
 
-    ``max_chars`` caps the total length: passages that would overflow are left out (the first one is
-    truncated rather than dropped, so the context is never empty when something matched).
+    ``start`` numbers the first passage; ``citation`` is a format string over :data:`CITATION_FIELDS`
+    (``"{source}#chunk={chunk}"``) or a callable ``metadata -> str`` (``None``: the default citation);
+    ``template`` lays out one passage from ``{n}``, ``{citation}`` and ``{content}``.  ``max_chars`` caps
+    the total length: passages that would overflow are left out (the first one is truncated rather
+    than dropped, so the context is never empty when something matched).
     """
+    check_format(start=start, citation=citation, template=template)
     blocks: list[str] = []
     used = 0
-    for n, result in enumerate(results, start=1):
-        block = f"[{n}] ({citation(result.metadata)})\n{result.content.strip()}"
+    for n, (metadata, content) in enumerate(_passages(results), start=start):
+        block = template.format(n=n, citation=_cite(metadata, citation), content=content.strip())
         if max_chars is not None and used + len(block) > max_chars:
             if not blocks:
                 blocks.append(block[:max_chars])

@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from .config import Settings
-from .context import NO_CONTEXT, format_context
+from .context import DEFAULT_TEMPLATE, NO_CONTEXT, Citation, check_format, format_context
 from .document_loader import safe_path
 from .document_splitter import DocumentSplitter
 from .embeddings import EmbeddingModelFactory, embedding_model_id
@@ -391,22 +391,39 @@ class FinderLedge:
 
     def get_context(
         self,
-        query: str,
+        query: str | None = None,
         *,
         k: int | None = None,
         search_mode: str | None = None,
         filter: Mapping[str, Any] | None = None,
         return_parents: bool = False,
         max_chars: int | None = None,
+        results: Sequence[SearchResult | Document] | None = None,
+        start: int = 1,
+        citation: Citation = None,
+        template: str = DEFAULT_TEMPLATE,
     ) -> str:
-        """A prompt-ready string: ``[1] (source: …)`` and the passage, for each result.
+        """A prompt-ready string: ``[1] (source: …)`` and the passage, for each result of ``query``.
 
-        When nothing matches it returns :data:`~finderledge.context.NO_CONTEXT` (``"[no relevant context found]"``),
-        never an empty string.
+        ``results=`` formats results you already have (``search`` output or retriever Documents) without
+        searching again; ``start``, ``citation`` and ``template`` set the layout (see
+        :func:`~finderledge.context.format_context`).  When nothing matches it returns
+        :data:`~finderledge.context.NO_CONTEXT` (``"[no relevant context found]"``), never an empty string.
         """
         check_positive_int("max_chars", max_chars)
-        results = self.search(query, k=k, search_mode=search_mode, filter=filter, return_parents=return_parents)
-        return format_context(results, max_chars=max_chars)
+        check_format(start=start, citation=citation, template=template)
+        if (query is None) == (results is None):
+            raise ConfigurationError("get_context: pass a query or results (results you already have), not both")
+        if results is None:
+            results = self.search(query, k=k, search_mode=search_mode, filter=filter,  # type: ignore[arg-type]
+                                  return_parents=return_parents)
+        else:
+            options = {"k": k, "search_mode": search_mode, "filter": filter, "return_parents": return_parents or None}
+            for name, value in options.items():
+                if value is not None:
+                    raise ConfigurationError(f"get_context: {name!r} applies to a search and cannot be combined with "
+                                             "results (they are formatted as given)")
+        return format_context(results, max_chars=max_chars, start=start, citation=citation, template=template)
 
     def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
         """A LangChain ``BaseRetriever``: FinderLedge's search options (``k``, ``search_mode``, ``filter`` …) and/or
