@@ -33,6 +33,7 @@ _EXPORTS = {
     "DocumentNotFoundError": "errors",
     "IncompatibleIndexError": "errors",
     "IndexCorruptError": "errors",
+    "LedgerCorruptError": "errors",
     "LockTimeoutError": "errors",
     "LoadError": "errors",
     "Settings": "config",
@@ -54,6 +55,7 @@ __all__ = [
     "FinderLedgeError",
     "IncompatibleIndexError",
     "IndexCorruptError",
+    "LedgerCorruptError",
     "LoadError",
     "LockTimeoutError",
     "SearchResults",
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
         FinderLedgeError,
         IncompatibleIndexError,
         IndexCorruptError,
+        LedgerCorruptError,
         LoadError,
         LockTimeoutError,
     )

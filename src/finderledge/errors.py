@@ -15,6 +15,7 @@ __all__ = [
     "FinderLedgeError",
     "IncompatibleIndexError",
     "IndexCorruptError",
+    "LedgerCorruptError",
     "LoadError",
     "LockTimeoutError",
 ]
@@ -49,6 +50,19 @@ class IndexCorruptError(FinderLedgeError):
         self.path = Path(path)
         self.reason = reason
         super().__init__(f"corrupt index at {self.path}: {reason}")
+
+
+class LedgerCorruptError(IndexCorruptError):
+    """The ledger (``ledger.sqlite3``) is missing, empty or damaged; nothing was changed.
+
+    Unlike an index it is never moved aside or rebuilt: it is the source of truth. Restore it from a backup.
+    """
+
+    def __init__(self, path: str | Path, reason: str,
+                 advice: str = "restore it from a backup; the indexes next to it were left as they are") -> None:
+        self.path = Path(path)
+        self.reason = reason
+        FinderLedgeError.__init__(self, f"ledger {self.path}: {reason}; {advice}")
 
 
 class LockTimeoutError(FinderLedgeError, TimeoutError):

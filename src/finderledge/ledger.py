@@ -11,6 +11,8 @@ the commit point, and nothing half-written is ever visible.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import threading
 import time
@@ -22,15 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IncompatibleIndexError
+from .errors import IncompatibleIndexError, LedgerCorruptError
+from .integrity import is_sqlite_corruption
 
-__all__ = ["ADD", "COMPLETE", "DELETING", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord", "DocumentRecord", "Ledger"]
+__all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord",
+           "DocumentRecord", "Ledger"]
+
+logger = logging.getLogger(__name__)
 
 PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
 REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
 REMOVED_GRACE_SECONDS = 600.0
 SCHEMA_VERSION = "2"
 ADD, REMOVE = "add", "remove"
+INDEX_FOLDERS = ("bm25", "chroma", "faiss")  # indexes built from the ledger, next to it in a persist directory
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -127,11 +134,13 @@ class Ledger:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
+        if self.path is not None and _check_file(self.path):
+            _check_database(self.path)
         try:
             self._db = self._connect()
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise IncompatibleIndexError(f"ledger {self._target}: not a FinderLedge ledger or corrupt ({exc})") from exc
+            raise _unreadable(self._target, exc) from exc
         version = self.get_info("schema_version")
         if version == "1":  # version 1 had no change log (the table was just created) nor removal columns
             with self._lock, self._transaction():
@@ -153,17 +162,22 @@ class Ledger:
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A connection for reads: this thread's own (file ledgers) or the shared one under the lock (memory)."""
-        if self.path is None:
-            with self._lock:
-                yield self._db
-            return
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = self._connect()
-            self._local.db = db
-            with self._lock:
-                self._readers.append(db)
-        yield db
+        try:
+            if self.path is None:
+                with self._lock:
+                    yield self._db
+                return
+            db = getattr(self._local, "db", None)
+            if db is None:
+                db = self._connect()
+                self._local.db = db
+                with self._lock:
+                    self._readers.append(db)
+            yield db
+        except sqlite3.DatabaseError as exc:
+            if is_sqlite_corruption(exc):  # damaged after it was checked at open
+                raise LedgerCorruptError(self._target, f"the database is damaged ({exc})") from exc
+            raise
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -442,6 +456,80 @@ class Ledger:
                 db.close()
             self._readers.clear()
             self._db.close()
+
+
+# -- checks at open: a lost or damaged ledger next to indexes is refused, never replaced -----------------
+def _indexes_beside(path: Path) -> list[str]:
+    """Index folders next to the ledger ``path`` that hold anything (built from a ledger)."""
+    found = []
+    for name in INDEX_FOLDERS:
+        try:
+            with os.scandir(path.parent / name) as entries:
+                if next(entries, None) is not None:
+                    found.append(name)
+        except (NotADirectoryError, FileNotFoundError):
+            continue
+        except OSError:
+            found.append(name)
+    return found
+
+
+def _lost(path: Path, state: str, indexes: list[str]) -> LedgerCorruptError:
+    folders = ", ".join(f"{i}/" for i in indexes)
+    return LedgerCorruptError(
+        path, f"{state}, but {path.parent} holds indexes ({folders}) built from it",
+        "restore it from a backup (the indexes cannot rebuild it and were left as they are), or move "
+        f"{folders} away to start an empty index")
+
+
+def _check_file(path: Path) -> bool:
+    """Refuse to create a ledger where indexes exist (an empty one would empty them); nothing is written.
+
+    Returns whether there is a non-empty file to check."""
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    if size:
+        return True
+    indexes = _indexes_beside(path)
+    if indexes:
+        raise _lost(path, "is missing" if size is None else "is empty (0 bytes)", indexes)
+    return False
+
+
+def _check_database(path: Path) -> None:
+    """Check every page of an existing ledger (``PRAGMA quick_check``) and that it is FinderLedge's, on a
+    connection of its own that writes nothing (the journal mode is set only once it passed)."""
+    started = time.perf_counter()
+    try:
+        db = sqlite3.connect(path, timeout=60.0)
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(str(path), exc) from exc
+    try:
+        rows = db.execute("PRAGMA quick_check").fetchall()
+        has_info = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='info'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(str(path), exc) from exc
+    except UnicodeDecodeError as exc:
+        raise LedgerCorruptError(path, f"the database is damaged ({exc})") from exc
+    finally:
+        db.close()
+    if rows != [("ok",)]:
+        problems = "; ".join(str(r[0]) for r in rows[:3]).replace("\n", " ")
+        raise LedgerCorruptError(path, f"the database is damaged ({problems[:500]})")
+    logger.debug("ledger %s: quick_check took %.3f s", path, time.perf_counter() - started)
+    if has_info is None:
+        indexes = _indexes_beside(path)
+        if indexes:
+            raise _lost(path, "holds no FinderLedge tables", indexes)
+
+
+def _unreadable(target: str, exc: sqlite3.DatabaseError) -> Exception:
+    """The error for a database that SQLite cannot read."""
+    if is_sqlite_corruption(exc):
+        return LedgerCorruptError(target, f"not an SQLite database or damaged ({exc})")
+    return IncompatibleIndexError(f"ledger {target}: not a FinderLedge ledger or corrupt ({exc})")
 
 
 class _Transaction:
