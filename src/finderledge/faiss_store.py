@@ -22,12 +22,12 @@ format 1 layout (``index.faiss`` + ``entries.json``) is still read and is conver
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
 import os
 import re
 import shutil
+import struct
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,6 +41,17 @@ import numpy as np
 from .durable import fsync_dir, manifest_checksum, npy_bytes, write_file
 from .errors import IncompatibleIndexError, IndexCorruptError
 from .filters import compile_filter, filter_key
+from .integrity import (
+    PARSE_ERRORS,
+    SEGMENT_NAME,
+    checked_path,
+    corrupt_on_error,
+    is_inside,
+    parse_json,
+    parse_npy,
+    read_file,
+    real_folder,
+)
 from .vector_store import VectorStore
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError"]
@@ -59,7 +70,7 @@ LEGACY_ENTRIES_FILE = "entries.json"
 LEGACY_FORMAT_VERSION = 1
 MERGE_FACTOR = 8
 MAX_DELETED_RATIO = 0.3
-_SEGMENT_NAME = re.compile(r"seg-[0-9]{8,}")
+_SEGMENT_NAME = SEGMENT_NAME
 _DELETES_NAME = re.compile(r"seg-[0-9]{8,}\.[0-9]{8,}\.npy")
 _CHUNK_BYTES = 8 << 20  # vectors are copied and written in blocks of about this size
 
@@ -104,10 +115,7 @@ class _Segment:
             path = self.directory / META_FILE
             raw = self.meta_raw if self.meta_raw is not None else _check_file(path, self.files[META_FILE], read=True)
             assert raw is not None
-            try:
-                metas = json.loads(raw)
-            except ValueError as exc:
-                raise VectorIndexCorruptError(path, f"invalid JSON ({exc})") from None
+            metas = parse_json(raw, path, VectorIndexCorruptError)
             if not isinstance(metas, list) or len(metas) != self.rows or not all(isinstance(m, dict) for m in metas):
                 raise VectorIndexCorruptError(path, f"expected a list of {self.rows} metadata objects")
             self.metas, self.meta_raw = metas, None
@@ -161,6 +169,8 @@ class FaissVectorStore(VectorStore):
         self._mask_cache: dict[str, np.ndarray] = {}
         self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
         if self.path is not None:
+            for folder in (SEGMENTS_DIR, DELETES_DIR):  # a flush writes into these: never through a link out
+                real_folder(self.path, folder, VectorIndexCorruptError)
             if (self.path / MANIFEST).exists():
                 self._open(verify)
             elif (self.path / LEGACY_ENTRIES_FILE).exists():
@@ -169,32 +179,33 @@ class FaissVectorStore(VectorStore):
     # -- opening ------------------------------------------------------------------------------------
     def _open(self, verify: bool) -> None:
         assert self.path is not None
-        manifest, segments, id_lists = _load_manifest(self.path, self.dimension, verify)
-        mpath = self.path / MANIFEST
-        for seg, ids in zip(segments, id_lists):
-            live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
-            live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
-            self._seq_of.update(zip(live_ids, live_seq))
-            self._str_of.update(zip(live_seq, live_ids))
-        live = sum(s.n_live for s in segments)
-        if len(self._seq_of) != live or len(self._str_of) != live:
-            raise VectorIndexCorruptError(mpath, "a chunk id or sequence number occurs twice")
-        if live != manifest["live_count"]:
-            raise VectorIndexCorruptError(mpath, f"segments hold {live} rows, the manifest says {manifest['live_count']}")
-        parts = [(s.load_vectors(self.dimension), np.flatnonzero(s.live)) for s in segments]
-        seqs, part_idx, row_idx = _sorted_layout([s.seq[rows] for s, (_, rows) in zip(segments, parts)],
-                                                 [rows for _, rows in parts])
-        if len(seqs):
-            self._index.add_with_ids(_gather([v for v, _ in parts], part_idx, row_idx, self.dimension), seqs)
-        self._segments, self._committed = segments, manifest
-        self._next_seq = manifest["next_seq"]
-        self._next_segment = manifest["next_segment"]
-        self._generation = manifest["generation"]
+        with corrupt_on_error(self.path / MANIFEST, VectorIndexCorruptError):  # whatever a crafted file raises
+            manifest, segments, id_lists = _load_manifest(self.path, self.dimension, verify)
+            mpath = self.path / MANIFEST
+            for seg, ids in zip(segments, id_lists):
+                live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
+                live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
+                self._seq_of.update(zip(live_ids, live_seq))
+                self._str_of.update(zip(live_seq, live_ids))
+            live = sum(s.n_live for s in segments)
+            if len(self._seq_of) != live or len(self._str_of) != live:
+                raise VectorIndexCorruptError(mpath, "a chunk id or sequence number occurs twice")
+            if live != manifest["live_count"]:
+                raise VectorIndexCorruptError(mpath, f"segments hold {live} rows, the manifest says {manifest['live_count']}")
+            parts = [(s.load_vectors(self.dimension), np.flatnonzero(s.live)) for s in segments]
+            seqs, part_idx, row_idx = _sorted_layout([s.seq[rows] for s, (_, rows) in zip(segments, parts)],
+                                                     [rows for _, rows in parts])
+            if len(seqs):
+                self._index.add_with_ids(_gather([v for v, _ in parts], part_idx, row_idx, self.dimension), seqs)
+            self._segments, self._committed = segments, manifest
+            self._next_seq = manifest["next_seq"]
+            self._next_segment = manifest["next_segment"]
+            self._generation = manifest["generation"]
 
     def _open_legacy(self) -> None:
         """Read the format 1 layout; every row is kept as unflushed, so the next flush converts it."""
         assert self.path is not None
-        ids, seqs, vectors, metas, next_seq = _load_legacy(self.path, self.dimension, self._faiss)
+        ids, seqs, vectors, metas, next_seq = _load_legacy(self.path, self.dimension)
         self._index.add_with_ids(vectors, seqs)
         for sid, seq, vec, md in zip(ids, seqs.tolist(), vectors, metas):
             self._seq_of[sid] = seq
@@ -439,12 +450,7 @@ class FaissVectorStore(VectorStore):
 def _load_manifest(root: Path, dimension: int, verify: bool) -> tuple[dict[str, Any], list[_Segment], list[list[str]]]:
     """Read and check the manifest and every segment it names; returns it, the segments and their ids."""
     mpath = root / MANIFEST
-    try:
-        manifest = json.loads(mpath.read_bytes())
-    except OSError as exc:
-        raise VectorIndexCorruptError(mpath, f"cannot read ({exc})") from None
-    except ValueError as exc:
-        raise VectorIndexCorruptError(mpath, f"manifest is not valid JSON ({exc})") from None
+    manifest = parse_json(read_file(mpath, VectorIndexCorruptError), mpath, VectorIndexCorruptError)
     if not isinstance(manifest, dict):
         raise VectorIndexCorruptError(mpath, "manifest is not a JSON object")
     if manifest.get("format") != FORMAT_NAME:
@@ -494,9 +500,11 @@ def _load_segment(
     if rows == 0 or not isinstance(files, dict) or set(files) != set(SEGMENT_FILES):
         raise VectorIndexCorruptError(mpath, f"segment {name}: bad row count or file list")
     infos = {fname: _file_info(files[fname], f"{name}/{fname}", mpath) for fname in SEGMENT_FILES}
-    sdir = root / SEGMENTS_DIR / name
+    sdir = checked_path(root / SEGMENTS_DIR, name, _SEGMENT_NAME, VectorIndexCorruptError, mpath)
     if not sdir.is_dir():
         raise VectorIndexCorruptError(sdir, "segment directory is missing")
+    for fname in SEGMENT_FILES:
+        checked_path(sdir, fname, re.compile(re.escape(fname)), VectorIndexCorruptError, mpath)
     ids = _parse_json(sdir / IDS_FILE, infos[IDS_FILE])
     if not isinstance(ids, list) or len(ids) != rows or not set(map(type, ids)) <= {str}:
         raise VectorIndexCorruptError(sdir / IDS_FILE, f"expected a list of {rows} string ids")
@@ -517,7 +525,7 @@ def _load_segment(
             raise VectorIndexCorruptError(mpath, f"segment {name}: 'deletes' is not an object")
         gen = _non_negative(deletes.get("gen"), f"{name} deletes gen", mpath)
         count = _non_negative(deletes.get("count"), f"{name} deletes count", mpath)
-        dpath = root / DELETES_DIR / _deletes_name(name, gen)
+        dpath = checked_path(root / DELETES_DIR, _deletes_name(name, gen), _DELETES_NAME, VectorIndexCorruptError, mpath)
         dead = _parse_npy(dpath, _file_info(deletes, f"{name} deletes", mpath))
         if (
             dead.dtype.kind != "i"
@@ -532,16 +540,11 @@ def _load_segment(
     return seg, ids
 
 
-def _load_legacy(
-    root: Path, dimension: int, faiss: Any
-) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]], int]:
+def _load_legacy(root: Path, dimension: int) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]], int]:
     """Read format 1 (``index.faiss`` + ``entries.json``): ids, sequence numbers, vectors, metadata, next seq."""
     entries_path, index_path = root / LEGACY_ENTRIES_FILE, root / LEGACY_INDEX_FILE
-    try:
-        entries = json.loads(entries_path.read_text(encoding="utf-8"))
-        raw = index_path.read_bytes()
-    except (OSError, ValueError) as exc:
-        raise VectorIndexCorruptError(root, f"cannot read the format 1 index ({exc})") from None
+    entries = parse_json(read_file(entries_path, VectorIndexCorruptError), entries_path, VectorIndexCorruptError)
+    raw = read_file(index_path, VectorIndexCorruptError)
     if (
         not isinstance(entries, dict)
         or entries.get("format") != LEGACY_FORMAT_VERSION
@@ -550,41 +553,66 @@ def _load_legacy(
         raise VectorIndexCorruptError(
             root, f"{LEGACY_INDEX_FILE} does not match {LEGACY_ENTRIES_FILE} (torn write or corruption)"
         )
-    try:
-        index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
-    except RuntimeError as exc:
-        raise VectorIndexCorruptError(index_path, str(exc)) from None
-    if not isinstance(index, faiss.IndexIDMap2):
-        raise VectorIndexCorruptError(index_path, f"unexpected index type {type(index).__name__}")
-    if index.d != dimension:
-        raise IncompatibleIndexError(
-            f"FAISS index at {root} has dimension {index.d}, the embedding model gives {dimension}"
-        )
+    d, id_map, vectors = _parse_legacy_index(raw, index_path)
+    if d != dimension:
+        raise IncompatibleIndexError(f"FAISS index at {root} has dimension {d}, the embedding model gives {dimension}")
+    n = len(id_map)
     try:
         ids, int_ids, metas = list(entries["ids"]), list(entries["int_ids"]), list(entries["metadatas"])
         next_seq = int(entries["next"])
-        n = int(index.ntotal)
-        id_map = faiss.vector_to_array(index.id_map).astype(np.int64)
-        vectors = index.index.reconstruct_n(0, n) if n else np.empty((0, dimension), dtype=np.float32)
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise VectorIndexCorruptError(entries_path, f"{type(exc).__name__}: {exc}") from None
-    row_of = {int(v): i for i, v in enumerate(id_map.tolist())}
-    if not all(isinstance(md, dict) for md in metas) or not all(isinstance(i, str) for i in ids):
-        raise VectorIndexCorruptError(entries_path, "ids must be strings and metadata objects")
-    if not (len(ids) == len(int_ids) == len(metas) == n == len(row_of) == len(set(ids))) or set(row_of) != set(
-        int_ids
-    ):
-        raise VectorIndexCorruptError(entries_path, f"{len(ids)} ids for {n} vectors")
-    order = np.argsort(np.asarray(int_ids, dtype=np.int64), kind="stable")
-    seqs = np.asarray(int_ids, dtype=np.int64)[order]
+        row_of = {int(v): i for i, v in enumerate(id_map.tolist())}
+        if not all(isinstance(md, dict) for md in metas) or not all(isinstance(i, str) for i in ids):
+            raise VectorIndexCorruptError(entries_path, "ids must be strings and metadata objects")
+        if not (len(ids) == len(int_ids) == len(metas) == n == len(row_of) == len(set(ids))) or set(row_of) != set(
+            int_ids
+        ):
+            raise VectorIndexCorruptError(entries_path, f"{len(ids)} ids for {n} vectors")
+        order = np.argsort(np.asarray(int_ids, dtype=np.int64), kind="stable")
+        seqs = np.asarray(int_ids, dtype=np.int64)[order]
+    except PARSE_ERRORS as exc:
+        raise VectorIndexCorruptError(entries_path, f"{type(exc).__name__}: {str(exc)[:300]}") from None
     rows = np.array([row_of[q] for q in seqs.tolist()], dtype=np.int64)
-    vectors = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(n, dimension)[rows])
+    vectors = np.ascontiguousarray(vectors[rows])
     next_seq = max(next_seq, int(seqs[-1]) + 1 if n else 0)
     return [ids[i] for i in order.tolist()], seqs, vectors, [metas[i] for i in order.tolist()], next_seq
 
 
+_LEGACY_HEADER = struct.Struct("<4siqqq?i")  # fourcc, d, ntotal, two dummies, is_trained, metric type
+
+
+def _parse_legacy_index(raw: bytes, path: Path) -> tuple[int, np.ndarray, np.ndarray]:
+    """Dimension, ids and vectors of a serialised ``IndexIDMap2(IndexFlatIP)``, parsed without FAISS.
+
+    Every count in the headers is checked against the file's length before anything is allocated (FAISS
+    itself allocates what a header claims first: 4.6 GB for a crafted 4.7 kB file)."""
+    head = _LEGACY_HEADER.size
+    if len(raw) < 2 * head + 16:
+        raise VectorIndexCorruptError(path, f"{len(raw)} bytes: too short for a FAISS index")
+    outer, inner = _LEGACY_HEADER.unpack_from(raw, 0), _LEGACY_HEADER.unpack_from(raw, head)
+    if outer[0] != b"IxM2" or inner[0] != b"IxFI" or outer[6] != 0 or inner[6] != 0:
+        raise VectorIndexCorruptError(path, "not an IndexIDMap2 over an inner-product IndexFlat")
+    d, ntotal = outer[1], outer[2]
+    (floats,) = struct.unpack_from("<Q", raw, 2 * head)
+    data = 2 * head + 8
+    if d <= 0 or ntotal < 0 or (inner[1], inner[2]) != (d, ntotal) or floats != ntotal * d:
+        raise VectorIndexCorruptError(path, f"inconsistent header (d={d}, ntotal={ntotal}, {floats} floats)")
+    if len(raw) != data + 4 * floats + 8 + 8 * ntotal:
+        raise VectorIndexCorruptError(path, f"{len(raw)} bytes, the header describes {data + 4 * floats + 8 + 8 * ntotal}")
+    (n_ids,) = struct.unpack_from("<Q", raw, data + 4 * floats)
+    if n_ids != ntotal:
+        raise VectorIndexCorruptError(path, f"{n_ids} ids for {ntotal} vectors")
+    vectors = np.frombuffer(raw, dtype="<f4", count=floats, offset=data).reshape(ntotal, d)
+    ids = np.frombuffer(raw, dtype="<i8", count=ntotal, offset=data + 4 * floats + 8)
+    return d, ids, vectors
+
+
 def _check_file(path: Path, info: Mapping[str, int], *, read: bool) -> bytes | None:
     """Check a file's size against the manifest; with ``read``, also its CRC32, returning the bytes."""
+    if read:
+        data = read_file(path, VectorIndexCorruptError, size=info["bytes"])
+        if zlib.crc32(data) != info["crc32"]:
+            raise VectorIndexCorruptError(path, "checksum mismatch")
+        return data
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -593,15 +621,7 @@ def _check_file(path: Path, info: Mapping[str, int], *, read: bool) -> bytes | N
         raise VectorIndexCorruptError(path, f"cannot read ({exc})") from None
     if size != info["bytes"]:
         raise VectorIndexCorruptError(path, f"file has {size} bytes, the manifest says {info['bytes']} (truncated?)")
-    if not read:
-        return None
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise VectorIndexCorruptError(path, f"cannot read ({exc})") from None
-    if len(data) != info["bytes"] or zlib.crc32(data) != info["crc32"]:
-        raise VectorIndexCorruptError(path, "checksum mismatch")
-    return data
+    return None
 
 
 def _file_crc(path: Path) -> int:
@@ -619,22 +639,13 @@ def _file_crc(path: Path) -> int:
 def _parse_json(path: Path, info: Mapping[str, int]) -> Any:
     raw = _check_file(path, info, read=True)
     assert raw is not None
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise VectorIndexCorruptError(path, f"invalid JSON ({exc})") from None
+    return parse_json(raw, path, VectorIndexCorruptError)
 
 
 def _parse_npy(path: Path, info: Mapping[str, int]) -> np.ndarray:
     raw = _check_file(path, info, read=True)
     assert raw is not None
-    try:
-        arr = np.load(io.BytesIO(raw), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise VectorIndexCorruptError(path, f"unreadable .npy ({exc})") from None
-    if not isinstance(arr, np.ndarray):
-        raise VectorIndexCorruptError(path, "not a single array")
-    return arr
+    return parse_npy(raw, path, VectorIndexCorruptError)  # the shape is checked against the size first
 
 
 def _non_negative(value: Any, what: str, where: Path) -> int:
@@ -752,13 +763,16 @@ def _collect_garbage(root: Path, manifest: Mapping[str, Any]) -> None:
     unused = [root / name for name in (LEGACY_INDEX_FILE, LEGACY_ENTRIES_FILE,
                                        LEGACY_INDEX_FILE + ".tmp", LEGACY_ENTRIES_FILE + ".tmp")]
     try:
-        unused += [Path(e.path) for e in os.scandir(root / SEGMENTS_DIR)
-                   if _SEGMENT_NAME.fullmatch(e.name.removesuffix(".tmp")) and e.name not in keep_segments]
-        unused += [Path(e.path) for e in os.scandir(root / DELETES_DIR)
-                   if _DELETES_NAME.fullmatch(e.name) and e.name not in keep_deletes]
-    except OSError as exc:
+        for folder, pattern, keep in ((SEGMENTS_DIR, _SEGMENT_NAME, keep_segments), (DELETES_DIR, _DELETES_NAME, keep_deletes)):
+            path = real_folder(root, folder, VectorIndexCorruptError)  # never list (and delete) through a link out
+            unused += [Path(e.path) for e in os.scandir(path)
+                       if pattern.fullmatch(e.name.removesuffix(".tmp")) and e.name not in keep]
+    except (OSError, VectorIndexCorruptError) as exc:
         logger.warning("%s: could not list FAISS files (%s)", root, exc)
     for path in unused:
+        if not is_inside(root, path.parent):
+            logger.warning("%s: not removing %s, which is outside the index", root, path)
+            continue
         try:
             _remove_path(path)
         except OSError as exc:  # the flush is committed; a later one removes what is left

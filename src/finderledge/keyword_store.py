@@ -27,11 +27,11 @@ The on-disk format is documented in ``docs/keyword_store.md``.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
 import os
+import re
 import shutil
 import threading
 import zlib
@@ -46,7 +46,17 @@ import numpy as np
 from finderledge.durable import fsync_dir, manifest_checksum, npy_bytes, write_file
 from finderledge.errors import IndexCorruptError
 from finderledge.filters import Predicate, compile_filter, filter_key
-from finderledge.tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict
+from finderledge.integrity import (
+    SEGMENT_NAME,
+    checked_path,
+    corrupt_on_error,
+    is_inside,
+    parse_json,
+    parse_npy,
+    read_file,
+    real_folder,
+)
+from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 
 __all__ = ["KeywordIndexCorruptError", "KeywordStore"]
 
@@ -65,6 +75,8 @@ _NPY_FILES: dict[str, tuple[str, str]] = {
     "lens.npy": ("<i4", "n_docs"),
 }
 _JSON_FILES = ("terms.json", "ids.json", "meta.json")
+_SEGMENT_REL = re.compile(r"segments/seg-[0-9]{8,}")
+_DELETES_NAME = re.compile(r"deletes/seg-[0-9]{8,}\.[0-9]{8,}\.npy")
 
 
 class KeywordIndexCorruptError(IndexCorruptError):
@@ -133,9 +145,9 @@ class _Segment:
             info = self.files.get("meta.json")
             if info is not None and (len(raw) != info["bytes"] or zlib.crc32(raw) != info["crc32"]):
                 raise KeywordIndexCorruptError(self.meta_path, "checksum mismatch")
-            metas = json.loads(raw)
-            if not isinstance(metas, list) or len(metas) != self.n_docs:
-                raise KeywordIndexCorruptError(self.meta_path, "metadata list has the wrong length")
+            metas = parse_json(raw, self.meta_path, KeywordIndexCorruptError)
+            if not isinstance(metas, list) or len(metas) != self.n_docs or not all(isinstance(m, dict) for m in metas):
+                raise KeywordIndexCorruptError(self.meta_path, f"expected a list of {self.n_docs} metadata objects")
             self.metas = metas
         return self.metas
 
@@ -284,6 +296,19 @@ def _tokenizer_spec(tok: Any) -> dict[str, Any]:
     return {"name": "custom:" + getattr(tok, "__qualname__", type(tok).__qualname__)}
 
 
+def _stored_tokenizer(path: Path | None, spec: dict[str, Any]) -> Tokenizer:
+    """The tokenizer a manifest records; an unregistered name is the caller's to fix (``ValueError``),
+    arguments that do not build one mean a damaged manifest (:class:`KeywordIndexCorruptError`)."""
+    try:
+        return tokenizer_from_dict(spec)
+    except UnknownTokenizerError as exc:
+        raise ValueError(f"index at {path}: {exc}") from exc
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - whatever a factory raises on crafted arguments
+        raise KeywordIndexCorruptError(
+            Path(path or ".") / MANIFEST,
+            f"its tokenizer {str(spec)[:200]} cannot be rebuilt ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
 def _top_candidates(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` best scores plus any ties with the k-th (so ties break by id later)."""
     if len(scores) <= k:
@@ -350,16 +375,16 @@ class KeywordStore:
         )
         self._closed = False
         stored_spec: dict[str, Any] | None = None
+        if self.path is not None and self.path.exists() and not self.path.is_dir():
+            raise NotADirectoryError(f"keyword index path {self.path} is a file, not a directory")
+        if self.path is not None and self.path.is_dir():
+            for folder in (_SEGMENTS_DIR, _DELETES_DIR):
+                real_folder(self.path, folder, KeywordIndexCorruptError)
         if self.path is not None and (self.path / MANIFEST).exists():
             stored_spec = self._open(verify)
-        elif self.path is not None and self.path.exists() and not self.path.is_dir():
-            raise NotADirectoryError(f"keyword index path {self.path} is a file, not a directory")
         if stored_spec is not None:
             if tokenizer is None:
-                try:
-                    tokenizer = tokenizer_from_dict(stored_spec)
-                except ValueError as exc:
-                    raise ValueError(f"index at {self.path}: {exc}") from exc
+                tokenizer = _stored_tokenizer(self.path, stored_spec)
             elif _tokenizer_spec(tokenizer) != stored_spec:
                 raise ValueError(
                     f"index at {self.path} was built with tokenizer {stored_spec}, "
@@ -774,8 +799,8 @@ class KeywordStore:
             self._freeze_buffer()
             self._maybe_merge()
             root = self.path
-            (root / _SEGMENTS_DIR).mkdir(parents=True, exist_ok=True)
-            (root / _DELETES_DIR).mkdir(parents=True, exist_ok=True)
+            for folder in (_SEGMENTS_DIR, _DELETES_DIR):
+                real_folder(root, folder, KeywordIndexCorruptError).mkdir(parents=True, exist_ok=True)
             self._generation += 1
             for seg in self._segments:
                 if not seg.persisted:
@@ -853,7 +878,9 @@ class KeywordStore:
         final = self.path / _SEGMENTS_DIR / seg.name
         tmp = self.path / _SEGMENTS_DIR / (seg.name + ".tmp")
         for stale in (tmp, final):  # leftovers of a crashed flush; never part of a committed manifest
-            if stale.exists():
+            if stale.is_symlink():
+                stale.unlink()
+            elif stale.exists():
                 shutil.rmtree(stale)
         tmp.mkdir()
         files: dict[str, dict[str, int]] = {}
@@ -887,17 +914,30 @@ class KeywordStore:
         assert self.path is not None
         new_segs = {s["name"] for s in new["segments"]}
         new_dels = {s["deletes"]["file"] for s in new["segments"] if s["deletes"]}
+        unused: list[str] = []
         for s in old["segments"]:
             if s["name"] not in new_segs:
-                shutil.rmtree(self.path / _SEGMENTS_DIR / s["name"], ignore_errors=True)
+                unused.append(f"{_SEGMENTS_DIR}/{s['name']}")
             if s["deletes"] and s["deletes"]["file"] not in new_dels:
-                try:
-                    (self.path / s["deletes"]["file"]).unlink()
-                except FileNotFoundError:
-                    pass
+                unused.append(s["deletes"]["file"])
+        for rel in unused:  # checked on open; checked again: nothing outside the index is ever deleted
+            path = self.path / rel
+            if not (_SEGMENT_REL.fullmatch(rel) or _DELETES_NAME.fullmatch(rel)) or not is_inside(self.path, path.parent):
+                logger.warning("%s: not deleting %r, which is not a file of this index", self.path, rel)
+            elif path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     def _open(self, verify: bool) -> dict[str, Any]:
-        """Load the manifest and segments (arrays memory-mapped); returns the tokenizer spec."""
+        """Load the manifest and segments (arrays memory-mapped); returns the tokenizer spec.
+
+        Every parse or validation failure, of any kind, raises :class:`KeywordIndexCorruptError`."""
+        assert self.path is not None
+        with corrupt_on_error(self.path / MANIFEST, KeywordIndexCorruptError):
+            return self._load(verify)
+
+    def _load(self, verify: bool) -> dict[str, Any]:
         assert self.path is not None
         root = self.path
         mpath = root / MANIFEST
@@ -905,40 +945,38 @@ class KeywordStore:
         def corrupt(reason: str, where: Path = mpath) -> KeywordIndexCorruptError:
             return KeywordIndexCorruptError(where, reason)
 
-        try:
-            manifest = json.loads(mpath.read_bytes())
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise corrupt(f"manifest is not valid JSON ({exc})") from None
+        manifest = parse_json(read_file(mpath, KeywordIndexCorruptError), mpath, KeywordIndexCorruptError)
         if not isinstance(manifest, dict):
             raise corrupt("manifest is not a JSON object")
         if manifest.get("format") != FORMAT_NAME:
-            raise corrupt(f"not a FinderLedge keyword index (format {manifest.get('format')!r})")
+            raise corrupt(f"not a FinderLedge keyword index (format {str(manifest.get('format'))[:100]!r})")
         if manifest.get("version") != FORMAT_VERSION:
-            raise corrupt(f"unsupported format version {manifest.get('version')!r}")
+            raise corrupt(f"unsupported format version {str(manifest.get('version'))[:100]!r}")
         body = {k: v for k, v in manifest.items() if k != "checksum"}
         if manifest.get("checksum") != manifest_checksum(body):
             raise corrupt("manifest checksum mismatch")
-        try:
-            segments: list[_Segment] = []
-            total_len = 0
-            live_count = 0
-            for entry in manifest["segments"]:
-                seg = self._open_segment(root, entry, verify)
-                segments.append(seg)
-                live_count += seg.n_live
-                total_len += int(np.asarray(seg.lens, dtype=np.int64)[seg.live].sum())
-            if live_count != manifest["live_count"] or total_len != manifest["total_length"]:
-                raise corrupt(
-                    f"segments hold {live_count} chunks / {total_len} tokens but the manifest says "
-                    f"{manifest['live_count']} / {manifest['total_length']}"
-                )
-            next_segment = int(manifest["next_segment"])
-            generation = int(manifest["generation"])
-            spec = dict(manifest["tokenizer"])
-        except KeywordIndexCorruptError:
-            raise
-        except (KeyError, TypeError, ValueError, OSError) as exc:
-            raise corrupt(f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(manifest["segments"], list) or not isinstance(manifest["tokenizer"], dict):
+            raise corrupt("'segments' must be a list and 'tokenizer' an object")
+        segments: list[_Segment] = []
+        total_len = 0
+        live_count = 0
+        for entry in manifest["segments"]:
+            seg = _open_segment(root, entry, verify)
+            if any(seg.name == other.name for other in segments):
+                raise corrupt(f"segment {seg.name} is listed twice")
+            segments.append(seg)
+            live_count += seg.n_live
+            total_len += int(np.asarray(seg.lens, dtype=np.int64)[seg.live].sum())
+        if live_count != manifest["live_count"] or total_len != manifest["total_length"]:
+            raise corrupt(
+                f"segments hold {live_count} chunks / {total_len} tokens but the manifest says "
+                f"{manifest['live_count']} / {manifest['total_length']}"
+            )
+        next_segment = int(manifest["next_segment"])
+        generation = int(manifest["generation"])
+        if any(int(seg.name[4:]) >= next_segment for seg in segments):
+            raise corrupt("a segment is newer than the manifest's next_segment")  # a flush would overwrite it
+        spec = dict(manifest["tokenizer"])
         self._segments = segments
         self._live_count = live_count
         self._total_len = total_len
@@ -947,16 +985,22 @@ class KeywordStore:
         self._committed = manifest
         return spec
 
-    @staticmethod
-    def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segment:
-        """Open one segment listed in the manifest, checking sizes, shapes and (optionally) CRCs."""
-        name = str(entry["name"])
-        sdir = root / _SEGMENTS_DIR / name
-        n_docs, n_terms, n_postings = int(entry["n_docs"]), int(entry["n_terms"]), int(entry["n_postings"])
-        files: dict[str, dict[str, int]] = entry["files"]
-        expected_len = {"n_terms+1": n_terms + 1, "n_postings": n_postings, "n_docs": n_docs}
 
-        def check_file(path: Path, info: Mapping[str, int], full: bool) -> bytes | None:
+def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segment:
+    """Open one segment listed in the manifest, checking its name, sizes, shapes and (optionally) CRCs."""
+    mpath = root / MANIFEST
+    name = entry["name"]
+    sdir = checked_path(root / _SEGMENTS_DIR, name, SEGMENT_NAME, KeywordIndexCorruptError, mpath)
+    n_docs, n_terms, n_postings = int(entry["n_docs"]), int(entry["n_terms"]), int(entry["n_postings"])
+    files: dict[str, dict[str, int]] = entry["files"]
+    if not isinstance(files, dict) or not all(isinstance(files.get(f), dict) for f in (*_NPY_FILES, *_JSON_FILES)):
+        raise KeywordIndexCorruptError(mpath, f"segment {name}: bad file list")
+    expected_len = {"n_terms+1": n_terms + 1, "n_postings": n_postings, "n_docs": n_docs}
+
+    def check_file(path: Path, info: Mapping[str, int], full: bool) -> bytes | None:
+        if not is_inside(root, path):
+            raise KeywordIndexCorruptError(path, f"leads outside {root} (a symbolic link?)")
+        if not (verify or full):
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
@@ -965,84 +1009,81 @@ class KeywordStore:
                 raise KeywordIndexCorruptError(
                     path, f"file has {size} bytes, manifest says {info['bytes']} (truncated?)"
                 )
-            if not (verify or full):
-                return None
-            data = path.read_bytes()
-            if zlib.crc32(data) != info["crc32"]:
-                raise KeywordIndexCorruptError(path, "checksum mismatch")
-            return data
+            return None
+        data = read_file(path, KeywordIndexCorruptError, size=int(info["bytes"]))
+        if zlib.crc32(data) != info["crc32"]:
+            raise KeywordIndexCorruptError(path, "checksum mismatch")
+        return data
 
-        arrays: dict[str, np.ndarray] = {}
-        for fname, (dtype, length_key) in _NPY_FILES.items():
-            fpath = sdir / fname
-            check_file(fpath, files[fname], False)
-            try:
-                arr = np.load(fpath, mmap_mode="r", allow_pickle=False)
-            except (ValueError, OSError) as exc:
-                raise KeywordIndexCorruptError(fpath, f"unreadable .npy ({exc})") from None
-            if arr.dtype != np.dtype(dtype) or arr.shape != (expected_len[length_key],):
-                raise KeywordIndexCorruptError(
-                    fpath,
-                    f"expected {dtype} of shape ({expected_len[length_key]},), got {arr.dtype} {arr.shape}",
-                )
-            arrays[fname] = np.asarray(arr)  # plain ndarray view of the map: cheaper slicing
-        parsed: dict[str, Any] = {}
-        for fname in ("terms.json", "ids.json"):
-            fpath = sdir / fname
-            data = check_file(fpath, files[fname], True)
-            assert data is not None
-            try:
-                parsed[fname] = json.loads(data)
-            except ValueError as exc:
-                raise KeywordIndexCorruptError(fpath, f"invalid JSON ({exc})") from None
-        check_file(sdir / "meta.json", files["meta.json"], False)
+    arrays: dict[str, np.ndarray] = {}
+    for fname, (dtype, length_key) in _NPY_FILES.items():
+        fpath = sdir / fname
+        check_file(fpath, files[fname], False)
         try:
-            meta_file = open(sdir / "meta.json", "rb")  # noqa: SIM115 - kept open until the metadata is read
-        except OSError as exc:
-            raise KeywordIndexCorruptError(sdir / "meta.json", f"cannot open ({exc})") from None
-        terms, ids = parsed["terms.json"], parsed["ids.json"]
-        if not isinstance(terms, list) or len(terms) != n_terms:
-            raise KeywordIndexCorruptError(sdir / "terms.json", f"expected {n_terms} terms")
-        if not isinstance(ids, list) or len(ids) != n_docs:
-            raise KeywordIndexCorruptError(sdir / "ids.json", f"expected {n_docs} ids")
-        indptr = arrays["indptr.npy"]
-        if n_terms + 1 and (indptr[0] != 0 or indptr[-1] != n_postings):
-            raise KeywordIndexCorruptError(sdir / "indptr.npy", "offsets do not span the postings")
-        live = np.ones(n_docs, dtype=bool)
-        n_deleted = 0
-        deletes = entry.get("deletes")
-        seg = _Segment(
-            name=name,
-            terms=terms,
-            indptr=indptr,
-            docs=arrays["docs.npy"],
-            tfs=arrays["tfs.npy"],
-            lens=arrays["lens.npy"],
-            ids=ids,
-            metas=None,
-            live=live,
-            persisted=True,
-            files=files,
-            meta_path=sdir / "meta.json",
-            meta_file=meta_file,
-        )
-        if deletes:
-            dpath = root / deletes["file"]
-            data = check_file(dpath, deletes, True)
-            assert data is not None
-            try:
-                dead = np.load(io.BytesIO(data), allow_pickle=False)
-            except (ValueError, OSError) as exc:
-                raise KeywordIndexCorruptError(dpath, f"unreadable .npy ({exc})") from None
-            if (
-                dead.ndim != 1
-                or len(dead) != deletes["count"]
-                or (len(dead) and (dead.min() < 0 or dead.max() >= n_docs))
-            ):
-                raise KeywordIndexCorruptError(dpath, "tombstones do not match the manifest")
-            live[dead] = False
-            n_deleted = int(n_docs - live.sum())
-            seg.n_deleted = n_deleted
-            seg.deletes_file = str(deletes["file"])
-            seg.deletes_info = {"bytes": int(deletes["bytes"]), "crc32": int(deletes["crc32"])}
-        return seg
+            arr = np.load(fpath, mmap_mode="r", allow_pickle=False)  # a map: never larger than the file
+        except (ValueError, OSError, EOFError) as exc:
+            raise KeywordIndexCorruptError(fpath, f"unreadable .npy ({exc})") from None
+        if arr.dtype != np.dtype(dtype) or arr.shape != (expected_len[length_key],):
+            raise KeywordIndexCorruptError(
+                fpath,
+                f"expected {dtype} of shape ({expected_len[length_key]},), got {arr.dtype} {arr.shape}",
+            )
+        arrays[fname] = np.asarray(arr)  # plain ndarray view of the map: cheaper slicing
+    parsed: dict[str, Any] = {}
+    for fname in ("terms.json", "ids.json"):
+        fpath = sdir / fname
+        data = check_file(fpath, files[fname], True)
+        assert data is not None
+        parsed[fname] = parse_json(data, fpath, KeywordIndexCorruptError)
+    check_file(sdir / "meta.json", files["meta.json"], False)
+    terms, ids = parsed["terms.json"], parsed["ids.json"]
+    if not isinstance(terms, list) or len(terms) != n_terms or not all(isinstance(t, str) for t in terms):
+        raise KeywordIndexCorruptError(sdir / "terms.json", f"expected {n_terms} terms")
+    if not isinstance(ids, list) or len(ids) != n_docs or not all(isinstance(i, str) for i in ids):
+        raise KeywordIndexCorruptError(sdir / "ids.json", f"expected {n_docs} ids")
+    indptr = arrays["indptr.npy"]
+    if n_terms + 1 and (indptr[0] != 0 or indptr[-1] != n_postings):
+        raise KeywordIndexCorruptError(sdir / "indptr.npy", "offsets do not span the postings")
+    live = np.ones(n_docs, dtype=bool)
+    deletes = entry.get("deletes")
+    dead: np.ndarray | None = None
+    if deletes:
+        rel = deletes["file"]
+        dpath = checked_path(root, rel, _DELETES_NAME, KeywordIndexCorruptError, mpath)
+        if not rel.startswith(f"{_DELETES_DIR}/{name}."):
+            raise KeywordIndexCorruptError(mpath, f"segment {name}: tombstones {rel!r} belong to another segment")
+        data = check_file(dpath, deletes, True)
+        assert data is not None
+        dead = parse_npy(data, dpath, KeywordIndexCorruptError)
+        if (
+            dead.ndim != 1
+            or dead.dtype.kind != "i"
+            or len(dead) != deletes["count"]
+            or (len(dead) and (dead.min() < 0 or dead.max() >= n_docs))
+        ):
+            raise KeywordIndexCorruptError(dpath, "tombstones do not match the manifest")
+    try:
+        meta_file = open(sdir / "meta.json", "rb")  # noqa: SIM115 - kept open until the metadata is read
+    except OSError as exc:
+        raise KeywordIndexCorruptError(sdir / "meta.json", f"cannot open ({exc})") from None
+    seg = _Segment(
+        name=name,
+        terms=terms,
+        indptr=indptr,
+        docs=arrays["docs.npy"],
+        tfs=arrays["tfs.npy"],
+        lens=arrays["lens.npy"],
+        ids=ids,
+        metas=None,
+        live=live,
+        persisted=True,
+        files=files,
+        meta_path=sdir / "meta.json",
+        meta_file=meta_file,
+    )
+    if dead is not None and deletes:
+        live[dead] = False
+        seg.n_deleted = int(n_docs - live.sum())
+        seg.deletes_file = str(deletes["file"])
+        seg.deletes_info = {"bytes": int(deletes["bytes"]), "crc32": int(deletes["crc32"])}
+    return seg

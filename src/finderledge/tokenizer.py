@@ -33,6 +33,7 @@ __all__ = [
     "ENGLISH_STOP_WORDS",
     "register_tokenizer",
     "tokenizer_from_dict",
+    "UnknownTokenizerError",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,13 +92,17 @@ def register_tokenizer(name: str, factory: Callable[..., Tokenizer]) -> None:
     _REGISTRY[name] = factory
 
 
+class UnknownTokenizerError(ValueError):
+    """No tokenizer is registered under the name a spec gives."""
+
+
 def tokenizer_from_dict(spec: Mapping[str, Any]) -> Tokenizer:
-    """Rebuild a tokenizer from its ``to_dict()``; raises ``ValueError`` for unknown names."""
+    """Rebuild a tokenizer from its ``to_dict()``; raises :class:`UnknownTokenizerError` for unknown names."""
     settings = dict(spec)
     name = settings.pop("name", None)
     factory = _REGISTRY.get(str(name))
     if factory is None:
-        raise ValueError(
+        raise UnknownTokenizerError(
             f"unknown tokenizer {name!r} (registered: {sorted(_REGISTRY)}); pass the tokenizer "
             "explicitly or register it with finderledge.tokenizer.register_tokenizer"
         )
