@@ -82,14 +82,20 @@ class ChromaVectorStore(VectorStore):
     def _connect(self) -> None:
         import chromadb
 
-        if self.path is None:
-            self._client = chromadb.EphemeralClient(settings=self._settings)
-        else:
+        from .integrity import chroma_open_guard
+
+        alias = None
+        if self.path is not None:
             alias, self._alias = _take_alias(self.path)
-            self._client = chromadb.PersistentClient(path=alias, settings=self._settings)
-        self._collection = self._client.get_or_create_collection(
-            self._collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
-        )
+        with chroma_open_guard(self.path, alias):  # damage (even a Rust panic) -> IndexCorruptError: rebuilt
+            if alias is None:
+                self._client = chromadb.EphemeralClient(settings=self._settings)
+            else:
+                self._client = chromadb.PersistentClient(path=alias, settings=self._settings)
+            self._collection = self._client.get_or_create_collection(
+                self._collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            )
+            self._collection.count()  # applies Chroma's log now: a damaged one fails here, not in a search
         self._max_batch = max(1, int(self._client.get_max_batch_size()))
 
     def _disconnect(self) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .document_splitter import child_id
-from .errors import IndexCorruptError, LockTimeoutError
+from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError
 from .keyword_store import KeywordStore
 from .ledger import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
@@ -76,6 +77,9 @@ class _Leg:
         self.seq = -1  # -1: unknown, compare id sets with the ledger (a new, moved-aside or version-1 index)
         self.pending = 0  # changes applied in memory and not yet checkpointed
         self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
+        self.damage: IndexCorruptError | None = None  # found after loading (a lazily read file): rebuild soon
+        # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)
+        self.folder = "bm25" if key == "index:keyword" else key.rsplit(":", 1)[-1]
 
     @property
     def needs_checkpoint(self) -> bool:
@@ -87,6 +91,8 @@ class _Leg:
             record = Checkpoint.read(self._ledger, self.key)
             try:
                 handle = self._opener()
+            except LedgerCorruptError:
+                raise  # the ledger is damaged, not this index: nothing is moved
             except IndexCorruptError as exc:
                 if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self._ledger, self.key) != record:
                     time.sleep(0.05)  # another process checkpointed while we read: read the new files
@@ -97,6 +103,9 @@ class _Leg:
             self.seq = -1 if record is None else record.seq
             self.pending = 0
             self.rebuilt = record is None
+            self.damage = None
+            if record is not None and len(handle) == 0:  # its files are gone (a deleted folder or manifest):
+                self.seq, self.rebuilt = -1, True  # compare with the ledger rather than trust the record
             return
 
     def _open_under_lock(self, exc: IndexCorruptError) -> tuple[Any, Checkpoint | None]:
@@ -106,25 +115,28 @@ class _Leg:
             record = Checkpoint.read(self._ledger, self.key)
             try:
                 return self._opener(), record  # the first failure was a checkpoint racing our read
+            except LedgerCorruptError:
+                raise
             except IndexCorruptError as again:
                 exc = again
-            directory = _index_root(getattr(exc, "path", None))
-            if directory is None or not directory.exists():
+            if self.move_aside(exc) is None:
                 raise exc
-            aside = directory.with_name(f"{directory.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-            directory.rename(aside)
-            self._ledger.set_info(self.key, None)
-            logger.error("%s; moved it to %s and rebuilding the index from the ledger", exc, aside)
             return self._opener(), None
 
-
-def _index_root(path: Path | None) -> Path | None:
-    """The index directory (``…/bm25`` or ``…/faiss``) that holds a damaged file."""
-    while path is not None and path.name not in ("bm25", "faiss", "chroma"):
-        if path.parent == path:
+    def move_aside(self, exc: IndexCorruptError) -> Path | None:
+        """Rename this index's folder to a new ``<folder>.corrupt-<time>-<pid>-<random>`` (caller holds the
+        write lock) and forget its checkpoint; returns the new name, or None when there is no folder."""
+        if self._ledger.path is None:
             return None
-        path = path.parent
-    return path
+        directory = self._ledger.path.parent / self.folder
+        if not directory.is_dir() and not directory.is_symlink():
+            return None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = directory.with_name(f"{directory.name}.corrupt-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        directory.rename(aside)
+        self._ledger.set_info(self.key, None)
+        logger.error("%s; moved %s to %s and rebuilding the index from the ledger", exc, directory, aside)
+        return aside
 
 
 class Replica:
@@ -176,6 +188,8 @@ class Replica:
 
         With ``wait=False`` a thread that finds another one applying changes goes on without waiting.
         """
+        if any(leg.damage is not None for leg in self.legs()):
+            self._rebuild_damaged(wait)
         target = self.ledger.last_seq()
         if all(leg.seq == target for leg in self.legs()):
             return target
@@ -222,6 +236,39 @@ class Replica:
             for leg, _ in plans:
                 leg.seq = target
 
+    def _rebuild_damaged(self, wait: bool) -> None:
+        """Move aside and rebuild each leg whose files turned out damaged after it was loaded."""
+        if not self._sync.acquire(blocking=wait):
+            return
+        try:
+            for leg in self.legs():
+                if leg.damage is not None:
+                    self._rebuild(leg, leg.damage)
+        finally:
+            self._sync.release()
+
+    def _rebuild(self, leg: _Leg, exc: IndexCorruptError) -> None:
+        """Move ``leg``'s files aside unless another process has replaced them since it loaded them, then
+        reload it from disk (empty after the move) and refill it from the ledger (caller holds ``_sync``)."""
+        with self.lock.hold(f"moving the damaged {leg.name} index aside"):
+            record = Checkpoint.read(self.ledger, leg.key)
+            token = record.token if record else None
+            if token == leg.token or (token or "").startswith("writing-"):
+                leg.move_aside(exc)
+            self._reload(leg)
+        leg.damage = None
+
+    def _guarded(self, leg: _Leg, search: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
+        """Run a search on ``leg``; a damaged file it reads (lazily) is reported and rebuilt at the next call."""
+        try:
+            return search()
+        except LedgerCorruptError:
+            raise
+        except IndexCorruptError as exc:
+            leg.damage = exc
+            logger.error("%s; the %s index is moved aside and rebuilt at the next call", exc, leg.name)
+            raise
+
     def _keyword_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
         store = self.keyword.handle
         prepared = store.prepare([c.id for c in rows], [c.content for c in rows], [c.metadata for c in rows])
@@ -247,6 +294,12 @@ class Replica:
         if leg.seq < 0:  # no checkpoint to replay from: compare id sets once
             have = leg.handle.ids()
             truth = self.ledger.complete_chunk_ids()
+            if have and not truth and self.ledger.last_seq() == 0:  # never reconcile an index to empty
+                raise LedgerCorruptError(
+                    self.ledger.path or ":memory:",
+                    f"it has never recorded a document, but the {leg.name} index next to it holds {len(have)} chunks",
+                    "restore the ledger these indexes were built from (a backup), or move the index folders away "
+                    "to start an empty index; nothing was changed")
             adds, removes = sorted(truth - have), sorted(have - truth)
             if adds or removes:
                 logger.warning("%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
@@ -264,12 +317,14 @@ class Replica:
     # -- searching ----------------------------------------------------------------------------------
     def vector_search(self, embedding: Any, k: int, flt: Any) -> list[tuple[str, float]]:
         """The vector leg: the base index and the overlay of changes not yet checkpointed."""
-        if self.overlay.empty:
-            return self.vector.handle.search(embedding, k, flt)  # type: ignore[no-any-return]
-        return self.overlay.search(self.vector.handle, embedding, k, flt)
+        overlay, handle = self.overlay, self.vector.handle
+        if overlay.empty:
+            return self._guarded(self.vector, lambda: handle.search(embedding, k, flt))
+        return self._guarded(self.vector, lambda: overlay.search(handle, embedding, k, flt))
 
     def keyword_search(self, query: str, k: int, flt: Any) -> list[tuple[str, float]]:
-        return self.keyword.handle.search(query, k, flt)  # type: ignore[no-any-return]
+        handle = self.keyword.handle
+        return self._guarded(self.keyword, lambda: handle.search(query, k, flt))
 
     # -- checkpoints --------------------------------------------------------------------------------
     def checkpoint(self, *, force: bool = False) -> None:
@@ -306,7 +361,13 @@ class Replica:
         Checkpoint(record.seq if record else -1, "writing-" + uuid.uuid4().hex).write(self.ledger, leg.key)
         if leg is self.vector:
             self._move_overlay()
-        leg.handle.flush()
+        try:
+            leg.handle.flush()
+        except LedgerCorruptError:
+            raise
+        except IndexCorruptError as exc:  # a file read lazily (to merge) is damaged: it is ours, we hold the lock
+            self._rebuild(leg, exc)
+            return
         token = uuid.uuid4().hex
         Checkpoint(leg.seq, token).write(self.ledger, leg.key)
         leg.token = token
@@ -334,6 +395,7 @@ class Replica:
             new_leg.load()
             with self.rw.write():
                 leg.handle, leg.token, leg.seq, leg.pending = new_leg.handle, new_leg.token, new_leg.seq, 0
+                leg.rebuilt = new_leg.rebuilt
             old.close(flush=False)
         self._catch_up([leg])
 
@@ -344,6 +406,8 @@ class Replica:
                 self.checkpoint()
         except LockTimeoutError:
             logger.info("closing: another process is writing; it (or the next open) checkpoints the indexes")
+        except LedgerCorruptError as exc:  # reported when it was found; close the files anyway
+            logger.error("closing without a checkpoint: %s", exc)
         if self.keyword.handle is not None:
             self.keyword.handle.close(flush=False)
         if self.vector.handle is not None:
