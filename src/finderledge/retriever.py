@@ -60,20 +60,23 @@ class FinderLedgeRetriever(BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
+    # typed Any so pydantic does not coerce (k=True, k="3"): _settle validates them like search() does
     ledger: Any = Field(exclude=True)
-    k: int | None = None
-    search_mode: str | None = None
-    filter: dict[str, Any] | None = None
-    return_parents: bool = False
-    candidate_k: int | None = None
-    rerank: bool = True
-    score_threshold: float | None = None
-    search_type: str = "similarity"
-    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    k: Any = None
+    search_mode: Any = None
+    filter: Any = None
+    return_parents: Any = False
+    candidate_k: Any = None
+    rerank: Any = True
+    score_threshold: Any = None
+    search_type: Any = "similarity"
+    search_kwargs: Any = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _settle(self) -> FinderLedgeRetriever:
         """Fold LangChain's ``search_type``/``search_kwargs`` into the fields and validate them once."""
+        if not isinstance(self.search_kwargs, dict):
+            raise ConfigurationError(f"search_kwargs: expected a dict, got {type(self.search_kwargs).__name__}")
         if self.search_type not in SEARCH_TYPES:
             hint = " (MMR is not supported)" if self.search_type == "mmr" else ""
             raise ConfigurationError(f"search_type: expected one of {list(SEARCH_TYPES)}, got {self.search_type!r}{hint}")
@@ -96,7 +99,8 @@ class FinderLedgeRetriever(BaseRetriever):
         if self.search_type == "similarity_score_threshold" and self.score_threshold is None:
             raise ConfigurationError("search_type 'similarity_score_threshold': expected search_kwargs={'score_threshold': "
                                      "a number in [0, 1]}")
-        check_search_options(self._options({}))
+        check_search_options({name: getattr(self, name) for name in SEARCH_OPTIONS})
+        _check_threshold(self.score_threshold)
         return self
 
     def _options(self, call: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +113,7 @@ class FinderLedgeRetriever(BaseRetriever):
         options.update({k: v for k, v in call.items() if k != "filter"})
         options["filter"] = and_filters(self.filter, call.get("filter"))
         threshold = options.pop("score_threshold", self.score_threshold)
+        _check_threshold(threshold)
         if threshold is not None:
             options["score_threshold"] = threshold
         return options
@@ -124,6 +129,12 @@ class FinderLedgeRetriever(BaseRetriever):
         options = self._options(kwargs)  # validated here, so a bad option raises in the caller's task
         loop = asyncio.get_running_loop()
         return _documents(await loop.run_in_executor(None, lambda: self.ledger.search(query, **options)))
+
+
+def _check_threshold(value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not 0.0 <= value <= 1.0):
+        raise ConfigurationError(f"score_threshold: expected a number in [0, 1] or None, got {value!r}")
 
 
 def _documents(results: Any) -> list[Document]:
