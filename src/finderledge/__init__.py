@@ -68,9 +68,9 @@ __all__ = [
     "FinderLedgeRetriever",
     "IngestReport",
     "KeywordStore",
+    "Scope",
     "SearchResult",
     "Settings",
-    "Scope",
     "compile_filter",
     "create_reranker",
     "distribution_based_score_fusion",
@@ -102,10 +102,10 @@ if TYPE_CHECKING:
     from .reranker import create_reranker
     from .results import SearchResult, SearchResults, SearchTrace
     from .retriever import FinderLedgeRetriever
+    from .scope import Scope
 
 
 def __getattr__(name: str) -> Any:
-    from .scope import Scope
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'finderledge' has no attribute {name!r}")
