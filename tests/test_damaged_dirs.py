@@ -435,7 +435,9 @@ try:
     print("opened")
 except VectorIndexCorruptError as exc:
     print("corrupt:", exc.reason)
-print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork+exec into ru_maxrss
+hwm = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print("maxrss_kb", hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
