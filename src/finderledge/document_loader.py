@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 from .errors import LoadError
+from .metadata import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -293,20 +294,6 @@ def decode_bytes(data: bytes, encoding: str | None = None) -> tuple[str, str]:
         if codec in tied:
             return str(tied[codec]), codec
     return str(best), _normalize_codec(best.encoding)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text: str, what: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (logged as a warning); surrogate pairs are joined."""
-    if _SURROGATE.search(text) is None:
-        return text
-    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    replaced = fixed.count("\ufffd") - text.count("\ufffd")
-    if replaced:
-        logger.warning("%s: replaced %d lone surrogate(s) with U+FFFD (text must be valid Unicode)", what, replaced)
-    return fixed
 
 
 def _looks_binary(head: bytes) -> bool:

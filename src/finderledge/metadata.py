@@ -15,16 +15,33 @@ For filters a value has one of the kinds ``string``, ``number`` (int or float; `
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from .document_loader import clean_text
 from .errors import ConfigurationError
 
-__all__ = ["MAX_DEPTH", "normalize_metadata", "kind_of"]
+__all__ = ["MAX_DEPTH", "clean_text", "kind_of", "normalize_metadata"]
+
+logger = logging.getLogger(__name__)
 
 MAX_DEPTH = 32
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str, what: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (logged as a warning); surrogate pairs are joined."""
+    if _SURROGATE.search(text) is None:
+        return text
+    fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    replaced = fixed.count("\ufffd") - text.count("\ufffd")
+    if replaced:
+        logger.warning("%s: replaced %d lone surrogate(s) with U+FFFD (text must be valid Unicode)", what, replaced)
+    return fixed
 
 
 def kind_of(value: Any) -> str | None:

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .config import SEARCH_MODES
-from .document_loader import clean_text
 from .errors import ConfigurationError
 from .filters import compile_filter
+from .metadata import clean_text
 
 __all__ = [
     "SEARCH_OPTIONS",
