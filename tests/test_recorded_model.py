@@ -76,3 +76,28 @@ def test_a_custom_embeddings_object_must_be_passed_again(tmp_path: Path, minilm:
         FinderLedge(directory, show_progress=False)
     with FinderLedge(directory, embedding=Wrapped(), show_progress=False) as fl:
         assert len(fl.search("custom")) == 1
+
+
+def test_a_refused_open_leaves_no_ledger_handle_open(tmp_path: Path) -> None:
+    import gc
+    import os
+
+    directory = tmp_path / "index"
+    with FinderLedge(directory, show_progress=False) as fl:
+        fl.add_document("A document, so that the directory records its model.")
+    _craft(directory, "openai:text-embedding-3-large")
+
+    def ledger_fds() -> int:
+        fds = Path("/proc/self/fd")
+        return sum(1 for fd in os.listdir(fds) if "ledger.sqlite3" in os.path.realpath(fds / fd))
+
+    gc.collect()
+    before = ledger_fds()
+    for _ in range(3):
+        with pytest.raises(IncompatibleIndexError):
+            FinderLedge(directory, show_progress=False)
+    gc.disable()  # the handles must be closed by the failed open itself, not by the garbage collector
+    try:
+        assert ledger_fds() == before
+    finally:
+        gc.enable()

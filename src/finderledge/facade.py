@@ -130,62 +130,72 @@ class FinderLedge:
                 raise ConfigurationError(f"setting 'persist_directory': {directory} exists and is not a directory")
             directory.mkdir(parents=True, exist_ok=True)
         self._ledger = Ledger(directory / LEDGER_FILE if directory else None)
-        recorded = json.loads(self._ledger.get_info("settings") or "{}")
-        # the recorded model is never a default: opening must not load a model or call a service the
-        # caller did not name (a crafted directory could name any path or API); it is checked below
-        self.settings = Settings.resolve(args, env_file=env_file,
-                                         defaults={k: v for k, v in recorded.items() if k != "embedding_model"})
-        self.persist_directory = directory
-        self._write_lock = WriteLock(directory, self.settings.lock_timeout)
-        self._closed = False
+        try:
+            recorded = json.loads(self._ledger.get_info("settings") or "{}")
+            # the recorded model is never a default: opening must not load a model or call a service the
+            # caller did not name (a crafted directory could name any path or API); it is checked below
+            self.settings = Settings.resolve(args, env_file=env_file,
+                                             defaults={k: v for k, v in recorded.items() if k != "embedding_model"})
+            self.persist_directory = directory
+            self._write_lock = WriteLock(directory, self.settings.lock_timeout)
+            self._closed = False
 
-        model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
-        self._model_id = embedding_model_id(model)
-        recorded_model = self._ledger.get_info("embedding_model_id")
-        if recorded_model is not None and recorded_model != self._model_id:
-            raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
-        self.embeddings = EmbeddingModelFactory.create_embeddings(
-            model, batch_size=self.settings.embedding_batch_size
-        )
-        self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap,
-                                         self.settings.chunk_unit)
-        kind = self.settings.vector_store
-        self._replica = Replica(
-            self._ledger,
-            self._write_lock,
-            lambda: KeywordStore(directory / "bm25" if directory else None, tokenizer=keyword_tokenizer,
-                                 k1=self.settings.bm25_k1, b=self.settings.bm25_b),
-            lambda: create_vector_store(kind, directory, self._dimension()),
-            f"index:vector:{kind}",
-            persistent=directory is not None,
-        )
-        self._writer = Writer(self)
-        self.finder = Finder(
-            lambda: _VectorLeg(self),
-            _KeywordLeg(self._replica),
-            self.embeddings,
-            fusion=self.settings.fusion,
-            rank_constant=self.settings.rrf_k,
-            weights={"vector": self.settings.vector_weight, "keyword": self.settings.keyword_weight},
-            candidate_k=self.settings.candidate_k,
-            vector_scripts=self.settings.vector_scripts,
-            min_vector_share=self.settings.min_vector_share,
-        )
-        if recorded:
-            changed = {k: (recorded[k], getattr(self.settings, k))
-                       for k in ("chunk_size", "chunk_overlap", "chunk_unit")
-                       if k in recorded and recorded[k] != getattr(self.settings, k)}
-            if changed:
-                logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
-                               "documents use the new ones", directory, changed)
-        if not isinstance(rerank_candidates, int) or rerank_candidates < 1:
-            raise ConfigurationError(
-                f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}")
-        self.rerank_candidates = rerank_candidates
-        self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
-        self._record_settings(recorded)
-        self._finish_version_1_writes()
-        self._replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
+            model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
+            self._model_id = embedding_model_id(model)
+            recorded_model = self._ledger.get_info("embedding_model_id")
+            if recorded_model is not None and recorded_model != self._model_id:
+                raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
+            self.embeddings = EmbeddingModelFactory.create_embeddings(
+                model, batch_size=self.settings.embedding_batch_size
+            )
+            self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap,
+                                             self.settings.chunk_unit)
+            kind = self.settings.vector_store
+            self._replica = Replica(
+                self._ledger,
+                self._write_lock,
+                lambda: KeywordStore(directory / "bm25" if directory else None, tokenizer=keyword_tokenizer,
+                                     k1=self.settings.bm25_k1, b=self.settings.bm25_b),
+                lambda: create_vector_store(kind, directory, self._dimension()),
+                f"index:vector:{kind}",
+                persistent=directory is not None,
+            )
+            self._writer = Writer(self)
+            self.finder = Finder(
+                lambda: _VectorLeg(self),
+                _KeywordLeg(self._replica),
+                self.embeddings,
+                fusion=self.settings.fusion,
+                rank_constant=self.settings.rrf_k,
+                weights={"vector": self.settings.vector_weight, "keyword": self.settings.keyword_weight},
+                candidate_k=self.settings.candidate_k,
+                vector_scripts=self.settings.vector_scripts,
+                min_vector_share=self.settings.min_vector_share,
+            )
+            if recorded:
+                changed = {k: (recorded[k], getattr(self.settings, k))
+                           for k in ("chunk_size", "chunk_overlap", "chunk_unit")
+                           if k in recorded and recorded[k] != getattr(self.settings, k)}
+                if changed:
+                    logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
+                                   "documents use the new ones", directory, changed)
+            if not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+                raise ConfigurationError(
+                    f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}")
+            self.rerank_candidates = rerank_candidates
+            self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
+            self._record_settings(recorded)
+            self._finish_version_1_writes()
+            self._replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
+        except BaseException:  # a refused open must not leave the ledger (and its locks) open
+            closers = [getattr(self, "_replica", None), getattr(self, "finder", None), self._ledger]
+            for part in closers:
+                if part is not None:
+                    try:
+                        part.close()
+                    except Exception:  # the original error is the one to raise
+                        logger.debug("closing after a failed open", exc_info=True)
+            raise
 
     # -- set-up -------------------------------------------------------------------------------------
     def _record_settings(self, recorded: Mapping[str, Any]) -> None:
