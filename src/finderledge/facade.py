@@ -29,6 +29,7 @@ from .ingest import RESERVED_KEYS, IngestReport, Writer
 from .keyword_store import KeywordStore
 from .ledger import COMPLETE, DELETING, PENDING, ChunkRecord, DocumentRecord, Ledger
 from .locking import WriteLock
+from .relevance import LedgerBackground, check_score_threshold
 from .replica import Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResult, SearchResults, SearchTrace
@@ -322,13 +323,16 @@ class FinderLedge:
         return_parents: bool = False,
         candidate_k: int | None = None,
         rerank: bool = True,
+        score_threshold: float | None = None,
     ) -> SearchResults:
         """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``).
 
-        With a reranker configured, the fused top ``rerank_candidates`` are rescored and the best ``k``
-        kept (``rerank=False`` skips it for one call); ``relevance_score`` is then the reranker's score and
-        ``fused_score``/``fused_rank`` keep the first stage's.  The returned list's ``trace`` says how the
-        search ran (:class:`~finderledge.results.SearchTrace`).
+        A result's ``score`` (= ``relevance_score``) is its absolute relevance in [0, 1], comparable between
+        queries and falling with rank (docs/scores.md); ``fusion_score`` keeps the fusion's value, which orders
+        them.  ``score_threshold`` drops results scoring below it.  With a reranker configured, the fused top
+        ``rerank_candidates`` are rescored and the best ``k`` kept (``rerank=False`` skips it for one call); the
+        score is then the reranker's and ``fused_score``/``fused_rank`` keep the first stage's.  The returned
+        list's ``trace`` says how the search ran (:class:`~finderledge.results.SearchTrace`).
 
         The indexes first apply every change committed before the call (by any process); the search then
         sees one committed state in both legs.
@@ -337,6 +341,7 @@ class FinderLedge:
         query = query_text(query)
         check_search_options({"search_mode": search_mode, "k": k, "filter": filter, "return_parents": return_parents,
                               "candidate_k": candidate_k, "rerank": rerank})
+        threshold = check_score_threshold(score_threshold)
         trace = SearchTrace()
         mode = search_mode or self.settings.search_mode
         k = self.settings.k if k is None else k
@@ -350,22 +355,26 @@ class FinderLedge:
         self._replica.follow(wait=False)
         with self._replica.rw.read():  # both legs reflect one ledger seq
             trace.ledger_seq = self._replica.seq
-            hits = self.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace)
-        found = self._documents_for(hits, return_parents, wanted, trace.ledger_seq)
+            hits = self.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace,
+                                      background=LedgerBackground(self._ledger, self.keyword_store))
+        found = [(doc, doc.metadata["relevance_score"])
+                 for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)]
         if reranking and found:
             assert self.reranker is not None
             scores = self.reranker.score(query, [doc for doc, _ in found])
             order = sorted(range(len(found)), key=lambda i: -scores[i])
             reranked = []
             for i in order:
-                doc, hit = found[i]
-                doc.metadata["fused_score"] = hit.score
+                doc, first = found[i]
+                doc.metadata["fused_score"] = first
                 doc.metadata["fused_rank"] = i + 1
                 doc.metadata["relevance_score"] = scores[i]
-                reranked.append((doc, FusedHit(hit.id, scores[i], hit.ranks, hit.raw_scores)))
+                reranked.append((doc, scores[i]))
             found = reranked
+        if threshold is not None:
+            found = [(doc, score) for doc, score in found if score >= threshold]
         trace.total = time.perf_counter() - started
-        return SearchResults((SearchResult(doc, hit.score, rank) for rank, (doc, hit) in enumerate(found[:k], start=1)),
+        return SearchResults((SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)),
                              trace)
 
     def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int,
@@ -412,6 +421,7 @@ class FinderLedge:
         start: int = 1,
         citation: Citation = None,
         template: str = DEFAULT_TEMPLATE,
+        score_threshold: float | None = None,
     ) -> str:
         """A prompt-ready string: ``[1] (source: …)`` and the passage, for each result of ``query``.
 
@@ -426,9 +436,10 @@ class FinderLedge:
             raise ConfigurationError("get_context: pass a query or results (results you already have), not both")
         if results is None:
             results = self.search(query, k=k, search_mode=search_mode, filter=filter,  # type: ignore[arg-type]
-                                  return_parents=return_parents)
+                                  return_parents=return_parents, score_threshold=score_threshold)
         else:
-            options = {"k": k, "search_mode": search_mode, "filter": filter, "return_parents": return_parents or None}
+            options = {"k": k, "search_mode": search_mode, "filter": filter, "return_parents": return_parents or None,
+                       "score_threshold": score_threshold}
             for name, value in options.items():
                 if value is not None:
                     raise ConfigurationError(f"get_context: {name!r} applies to a search and cannot be combined with "
@@ -559,8 +570,9 @@ def _as_document(record: DocumentRecord | ChunkRecord) -> Document:
 
 
 def _annotate(doc: Document, hit: FusedHit) -> None:
-    """Put the fused score and each leg's rank and raw score into the result's metadata."""
-    doc.metadata["relevance_score"] = hit.score
+    """Put the relevance, the fusion's score and each leg's rank and raw score into the result's metadata."""
+    doc.metadata["relevance_score"] = hit.score if hit.relevance is None else hit.relevance
+    doc.metadata["fusion_score"] = hit.score
     for leg in ("vector", "keyword"):
         if leg in hit.ranks:
             doc.metadata[f"{leg}_rank"] = hit.ranks[leg]

@@ -14,6 +14,7 @@ from .config import FUSIONS, SEARCH_MODES
 from .errors import ConfigurationError
 from .filters import compile_filter
 from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, fuse, model_scripts, vector_leg_share
+from .relevance import BackgroundCache, BackgroundSource, score_hits
 from .results import SearchTrace
 
 __all__ = ["Finder", "KeywordIndex", "VectorIndex"]
@@ -71,6 +72,7 @@ class Finder:
             raise ConfigurationError(f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}")
         self.min_vector_share = float(min_vector_share)
         self.vector_scripts = self._resolve_scripts(vector_scripts, embeddings)
+        self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
         self._pool: ThreadPoolExecutor | None = None
 
     @staticmethod
@@ -100,10 +102,13 @@ class Finder:
             self._vector_store = self._vector_store()  # type: ignore[operator]
         return self._vector_store  # type: ignore[return-value]
 
-    def _vector_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace) -> list[tuple[str, float]]:
+    def _vector_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace,
+                    seen: list[Any] | None = None) -> list[tuple[str, float]]:
         start = time.perf_counter()
         vector = self.embeddings.embed_query(query)
         timings.embed = time.perf_counter() - start
+        if seen is not None:  # the caller keeps the query vector (for relevance)
+            seen.append(vector)
         start = time.perf_counter()
         hits = self.vector_store.search(vector, depth, flt)
         timings.vector = time.perf_counter() - start
@@ -124,10 +129,12 @@ class Finder:
         filter: Mapping[str, Any] | None = None,
         candidate_k: int | None = None,
         trace: SearchTrace | None = None,
+        background: BackgroundSource | None = None,
     ) -> list[FusedHit]:
         """Best ``k`` chunk ids for ``query``; scores are fused (hybrid) or the leg's own (single mode).
 
-        ``trace``, when given, receives this call's timings, leg weights and candidate counts."""
+        With a ``background`` (the corpus's, see :mod:`finderledge.relevance`) each hit also gets its
+        absolute ``relevance``.  ``trace``, when given, receives this call's timings, leg weights and candidate counts."""
         if mode not in SEARCH_MODES:
             raise ConfigurationError(f"search_mode: expected one of {list(SEARCH_MODES)}, got {mode!r}")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -141,8 +148,9 @@ class Finder:
         timings = trace if trace is not None else SearchTrace()
         timings.mode = mode
         fill: list[tuple[str, float]] = []
+        vectors: list[Any] = []
         if mode == "vector":
-            rankings = {"vector": self._vector_leg(query, k, filter, timings)}
+            rankings = {"vector": self._vector_leg(query, k, filter, timings, vectors)}
         elif mode == "keyword":
             rankings = {"keyword": self._keyword_leg(query, k, filter, timings)}
         elif vector_leg_share(query, self.vector_scripts) < self.min_vector_share:
@@ -156,7 +164,7 @@ class Finder:
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="finderledge-leg")
-            vec = self._pool.submit(self._vector_leg, query, depth, filter, timings)
+            vec = self._pool.submit(self._vector_leg, query, depth, filter, timings, vectors)
             kw = self._keyword_leg(query, depth, filter, timings)
             rankings = {"vector": vec.result(), "keyword": kw}
         start = time.perf_counter()
@@ -178,7 +186,21 @@ class Finder:
         if fill:
             timings.weights["vector"] = 0.0
             timings.candidates["vector"] = len(fill)
+        if background is not None:
+            self._score(query, hits, vectors, mode, background, timings)
         return hits[:k]
+
+    def _score(self, query: str, hits: list[FusedHit], vectors: list[Any], mode: str, source: BackgroundSource,
+               timings: SearchTrace) -> None:
+        """Set every hit's absolute relevance (before the list is cut to ``k``, so it does not depend on ``k``)."""
+        start = time.perf_counter()
+        background, timings.background = self.backgrounds.get(source)
+        weights = {leg: 1.0 for leg in timings.weights} if mode != "hybrid" else timings.weights
+        timings.vector_baseline = background.vector_baseline(vectors[0]) if vectors else None
+        timings.keyword_ceiling = background.keyword_ceiling(query) if "keyword" in weights else None
+        score_hits(hits, weights, vector_baseline=timings.vector_baseline or 0.0,
+                   keyword_ceiling=timings.keyword_ceiling or 0.0)
+        timings.relevance = time.perf_counter() - start
 
     def to_dict(self) -> dict[str, Any]:
         """The Finder's settings (the stores and model are configured by their owner)."""

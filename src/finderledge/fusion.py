@@ -43,12 +43,16 @@ Ranking = Sequence[tuple[str, float]]
 
 @dataclass
 class FusedHit:
-    """One id after fusion, with where each leg ranked it (1-based) and the leg's raw score."""
+    """One id after fusion, with where each leg ranked it (1-based) and the leg's raw score.
+
+    ``score`` orders the hits (the fusion's value); ``relevance`` is the absolute score in [0, 1] that
+    :func:`finderledge.relevance.score_hits` sets (``None`` until then)."""
 
     id: str
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     raw_scores: dict[str, float] = field(default_factory=dict)
+    relevance: float | None = None
 
 
 def _collect(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:

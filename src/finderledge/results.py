@@ -1,4 +1,4 @@
-"""Search results: a LangChain ``Document`` with its fused score and each leg's rank and raw score."""
+"""Search results: a LangChain ``Document`` with its relevance, fused score and each leg's rank and raw score."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ __all__ = ["SearchResult", "SearchResults", "SearchTrace"]
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One hit.  ``document.metadata`` also carries ``relevance_score``, ``vector_rank``, ``vector_score``,
-    ``keyword_rank`` and ``keyword_score`` (a leg's keys are absent when that leg did not find it)."""
+    """One hit.  ``score`` is its absolute relevance in [0, 1], comparable between queries (the reranker's score
+    when one is configured; see docs/scores.md).  ``document.metadata`` also carries ``relevance_score`` (the
+    same), ``fusion_score`` (the value the results are ordered by), ``vector_rank``, ``vector_score`` (cosine),
+    ``keyword_rank`` and ``keyword_score`` (BM25; a leg's keys are absent when that leg did not find it)."""
 
     document: Document
     score: float
@@ -51,10 +53,14 @@ class SearchTrace:
     vector: float = 0.0  # seconds in the vector index
     keyword: float = 0.0  # seconds in the BM25 index
     fusion: float = 0.0
+    relevance: float = 0.0  # seconds computing the absolute relevance (background sampling included)
+    background: float = 0.0  # seconds sampling the corpus background (0 when it was cached)
     total: float = 0.0
     weights: dict[str, float] = field(default_factory=dict)  # leg -> weight used (0: only filled up the list)
     candidates: dict[str, int] = field(default_factory=dict)  # leg -> candidates it returned
     ledger_seq: int = 0  # the ledger change the indexes reflected when the search ran
+    vector_baseline: float | None = None  # the query's mean cosine to the corpus (None: no vector leg)
+    keyword_ceiling: float | None = None  # the highest BM25 score a chunk could reach (None: no keyword leg)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
