@@ -84,3 +84,11 @@ def test_equal_chunks_compare_equal_so_multi_query_does_not_repeat_them(ledger: 
     docs = mq.invoke("How long is a password reset link valid?")
     ids = [d.id for d in docs]
     assert len(ids) == len(set(ids)) and len(ids) >= 4
+
+
+def test_similarity_score_threshold_drops_noise(ledger: FinderLedge) -> None:
+    r = ledger.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.3, "k": 5})
+    good = r.invoke("How long is a password reset link valid?")
+    assert good and all(d.metadata["relevance_score"] >= 0.3 for d in good)
+    assert r.invoke("zebra quantum violin nebula") == []
+    assert len(r.invoke("zebra quantum violin nebula", score_threshold=0.0)) == 5  # per call, like the others
