@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -246,4 +247,23 @@ def test_real_queries_outscore_foreign_and_nonsense_ones_on_scifact(minilm) -> N
     pairs = [(x > y) + 0.5 * (x == y) for x in real for y in foreign]
     assert sum(pairs) / len(pairs) > 0.85  # AUC of the top-1 score, real vs foreign queries
     assert max(nonsense) < np.median(real) - 0.2
+    ledger.close()
+
+
+def test_the_scores_page_sample_runs(minilm: Any) -> None:
+    """docs/scores.md's sample, with the ``ledger`` and ``question`` it refers to."""
+    import re
+
+    import finderledge
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "scores.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert blocks
+    ledger = FinderLedge(embedding=minilm, show_progress=False)
+    ledger.add_document(["To reset your password, open Settings and choose Reset password.",
+                         "Refunds are processed within five business days."])
+    namespace = {"ledger": ledger, "question": "zebra quantum violin nebula", "finderledge": finderledge}
+    for block in blocks:
+        exec(compile(block, "docs/scores.md", "exec"), namespace)
+    assert namespace["results"] and namespace["answer"] == "I found nothing about that in the documents."
     ledger.close()
