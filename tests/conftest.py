@@ -55,3 +55,25 @@ def ledger(tmp_path: Path, minilm, store_kind: str, example_dir: Path) -> Iterat
     fl.add_document(example_dir)
     yield fl
     fl.close()
+
+
+def run_doc_samples(page: str, namespace: dict | None = None) -> dict:
+    """Execute every ```python block of ``docs/<page>`` in order, in one namespace (returned)."""
+    import re
+
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert blocks, f"docs/{page} has no Python sample"
+    namespace = {} if namespace is None else namespace
+    for block in blocks:
+        exec(compile(block, f"docs/{page}", "exec"), namespace)  # noqa: S102 - the page's own example
+    return namespace
+
+
+@pytest.fixture
+def shared_model_in_samples(minilm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``finderledge.FinderLedge(...)`` in doc samples uses the already-loaded model."""
+    import finderledge
+
+    real = finderledge.FinderLedge
+    monkeypatch.setattr(finderledge, "FinderLedge", lambda *a, **kw: real(*a, embedding=minilm, **kw))

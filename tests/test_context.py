@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_doc_samples
 from langchain_core.documents import Document
 
 from finderledge import NO_CONTEXT, FinderLedge
@@ -122,14 +123,6 @@ def test_query_or_results_not_both(fl: FinderLedge) -> None:
         format_context([{"text": "not a result"}])  # type: ignore[list-item]
 
 
-def test_the_context_page_runs_as_written(minilm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_context_page_runs_as_written(shared_model_in_samples: None) -> None:
     """Every Python block of docs/context.md runs (with the shared model, to save loading it again)."""
-    import finderledge
-
-    page = (ROOT / "docs" / "context.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
-    assert blocks
-    real = finderledge.FinderLedge
-    monkeypatch.setattr(finderledge, "FinderLedge", lambda *a, **kw: real(*a, embedding=minilm, **kw))
-    for block in blocks:
-        exec(compile(block, "docs/context.md", "exec"), {})  # noqa: S102 - the page's own example
+    run_doc_samples("context.md")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import run_doc_samples
 
 from finderledge.chroma_filter import prefilter_where
 from finderledge.filters import compile_filter, matches
@@ -55,17 +56,6 @@ def test_chroma_prefilter_only_narrows_where_chroma_agrees() -> None:
     assert prefilter_where(None) is None
 
 
-def test_the_filters_page_runs_as_written(minilm: object, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_filters_page_runs_as_written(shared_model_in_samples: None) -> None:
     """Every Python block of docs/filters.md runs (with the shared model, to save loading it again)."""
-    import re
-    from pathlib import Path
-
-    import finderledge
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "filters.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
-    assert blocks
-    real = finderledge.FinderLedge
-    monkeypatch.setattr(finderledge, "FinderLedge", lambda *a, **kw: real(*a, embedding=minilm, **kw))
-    for block in blocks:
-        exec(compile(block, "docs/filters.md", "exec"), {})
+    run_doc_samples("filters.md")

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import run_doc_samples
 
 from finderledge import NO_CONTEXT, FinderLedge
 from finderledge.errors import ConfigurationError
@@ -252,18 +253,12 @@ def test_real_queries_outscore_foreign_and_nonsense_ones_on_scifact(minilm) -> N
 
 def test_the_scores_page_sample_runs(minilm: Any) -> None:
     """docs/scores.md's sample, with the ``ledger`` and ``question`` it refers to."""
-    import re
-
     import finderledge
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "scores.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
-    assert blocks
     ledger = FinderLedge(embedding=minilm, show_progress=False)
     ledger.add_document(["To reset your password, open Settings and choose Reset password.",
                          "Refunds are processed within five business days."])
-    namespace = {"ledger": ledger, "question": "zebra quantum violin nebula", "finderledge": finderledge}
-    for block in blocks:
-        exec(compile(block, "docs/scores.md", "exec"), namespace)
+    namespace = run_doc_samples("scores.md", {"ledger": ledger, "question": "zebra quantum violin nebula",
+                                              "finderledge": finderledge})
     assert namespace["results"] and namespace["answer"] == "I found nothing about that in the documents."
     ledger.close()
