@@ -17,6 +17,12 @@ def _json(capsys: pytest.CaptureFixture[str]) -> object:
     return json.loads(capsys.readouterr().out)
 
 
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m finderledge ARGS`` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "finderledge", *args], check=False, capture_output=True,
+                          text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", **env}, timeout=120)
+
+
 def test_add_search_context_list_stats_remove(tmp_path: Path, example_dir: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     d = str(tmp_path / "idx")
@@ -60,8 +66,7 @@ def test_bad_input_exit_code_and_message(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_python_m_help() -> None:
     for args in (["--help"], ["add", "--help"], ["eval", "--help"]):
-        proc = subprocess.run([sys.executable, "-m", "finderledge", *args], capture_output=True, text=True,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+        proc = _cli(*args)
         assert proc.returncode == 0 and "usage: finderledge" in proc.stdout
 
 
@@ -82,3 +87,56 @@ def test_eval_reads_the_default_directory_like_the_other_commands(
     monkeypatch.setenv("FINDERLEDGE_PERSIST_DIRECTORY", str(tmp_path / "elsewhere"))
     assert main(["eval", str(qa), "--no-progress"]) == 2
     assert "elsewhere" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"finderledge {version('finderledge')}\n"
+    proc = _cli("--version")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"finderledge {version('finderledge')}\n", "")
+
+
+def test_add_text(tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "idx")
+    assert main(["add", "--text", "The warranty covers the battery for two years.", "--text", "docs/faq.md",
+                 str(example_dir / "guides" / "billing-faq.md"), "-d", d, "--vector-store", "faiss",
+                 "--no-progress", "--json"]) == 0
+    assert len(_json(capsys)["added"]) == 3
+    assert main(["search", "warranty battery", "-d", d, "-m", "keyword", "-k", "1", "--json"]) == 0
+    assert _json(capsys)[0]["content"] == "The warranty covers the battery for two years."
+    # a --text that looks like a path is text
+    assert main(["search", "faq", "-d", d, "-m", "keyword", "--json"]) == 0
+    assert any(h["content"] == "docs/faq.md" for h in _json(capsys))
+
+
+def _help(*args: str) -> str:
+    proc = _cli(*args, "--help", COLUMNS="200")
+    assert proc.returncode == 0
+    return proc.stdout
+
+
+def test_top_level_help_and_add_help_agree() -> None:
+    top = _help()
+    summary = next(line.split(None, 1)[1] for line in top.splitlines() if line.strip().startswith("add "))
+    add = _help("add")
+    assert summary.strip().lower() in add.lower()  # the one-line summary is add's description
+    assert "--text" in summary and "--text TEXT" in add
+    paths_help = next(line for line in add.splitlines() if line.strip().startswith("PATH "))
+    assert "text" not in paths_help.split(None, 1)[1]  # the positional takes paths only
+    for option in ("--debug", "--verbose", "--quiet", "--version"):
+        assert option in top
+    for option in ("--debug", "--verbose", "--quiet"):
+        assert option in add
+
+
+def test_list_shows_each_documents_chunk_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "idx")
+    assert main(["add", "--text", "one short text", "--text", "another short text", "-d", d,
+                 "--vector-store", "faiss", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["list", "-d", d, "--json"]) == 0
+    assert [doc["chunks"] for doc in _json(capsys)] == [1, 1]
+    assert main(["list", "-d", d]) == 0
+    assert capsys.readouterr().out.count("chunks=1") == 2

@@ -1,86 +1,144 @@
 """The ``finderledge`` command line: add, search, context, remove, list, stats and eval.
 
-Exit codes: 0 success, 1 nothing found (search/context) or a document not found (remove), 2 bad usage
-or input.  ``--json`` prints machine-readable output on stdout; logs go to stderr.
+Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id);
+2 bad usage or input (a missing index, path or option value), or any other failure; 130 interrupted.
+A failure is one line on stderr (``--debug`` shows the traceback instead); warnings are one line each
+(``-v`` adds FinderLedge's progress details, ``-q`` leaves errors only).  ``--json`` prints
+machine-readable output on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
+import shutil
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["main", "build_parser"]
+from .cli_logging import PROG, stderr_logging
+from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
+
+__all__ = ["build_parser", "main"]
 
 DEFAULT_DIR = ".finderledge"
+EXIT_NOT_FOUND = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+ADD_SUMMARY = "add files or folders (or literal text with --text)"
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-d", "--dir", default=os.environ.get("FINDERLEDGE_PERSIST_DIRECTORY", DEFAULT_DIR),
+class UsageError(Exception):
+    """Bad input the command itself detects (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: message (see 'PROG --help')`` and exit 2."""
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _version() -> str:
+    """The installed distribution's version (else the package's ``__version__``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("finderledge")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _default_dir() -> str:
+    """$FINDERLEDGE_PERSIST_DIRECTORY, else ``.finderledge``."""
+    return os.environ.get("FINDERLEDGE_PERSIST_DIRECTORY") or DEFAULT_DIR
+
+
+# -- the parser -----------------------------------------------------------------------------------
+def _output_options(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """-v/-q/--debug, accepted before the subcommand and after it."""
+    keep: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}  # a subcommand's default must not undo the top's
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
+                       help="also show FinderLedge's progress details on stderr", **keep)
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                       help="show errors only", **keep)
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of a failure (and debug logs)", **keep)
+
+
+def _index_options(parser: argparse.ArgumentParser) -> None:
+    """--dir, --embedding, --json and the output options of a command that opens an index."""
+    parser.add_argument("-d", "--dir", default=_default_dir(),
                         help=f"persist directory (default: $FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR})")
+    parser.add_argument("--embedding", default=None, metavar="MODEL",
+                        help="the model the index is built with, e.g. sentence-transformers:/path/to/model")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    _output_options(parser)
 
 
-def _search_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("query")
-    parser.add_argument("-k", type=int, default=None, help="number of results")
-    parser.add_argument("-m", "--mode", choices=["hybrid", "vector", "keyword"], default=None)
-    parser.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"lang": "ja"}\'')
-    parser.add_argument("--parents", action="store_true", help="return parent documents instead of chunks")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="finderledge", description="Hybrid (BM25 + vector) retrieval for RAG.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("add", help="add files, folders or text")
-    _common(p)
-    p.add_argument("paths", nargs="+", help="files or directories")
+def _add_add(sub: Any) -> None:
+    """The ``add`` subcommand."""
+    p = sub.add_parser("add", help=ADD_SUMMARY, description=ADD_SUMMARY[0].upper() + ADD_SUMMARY[1:] + ".")
+    _index_options(p)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (a folder is read recursively)")
+    p.add_argument("--text", action="append", metavar="TEXT", help="add TEXT itself as a document (repeatable)")
     p.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     p.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
     p.add_argument("--on-error", choices=["skip", "raise"], default="skip")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
-    p.add_argument("--embedding", default=None, help="e.g. sentence-transformers:/path/to/model, openai:<model>")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--prune", action="store_true", help="remove documents whose files no longer exist under the folders")
     p.add_argument("--follow-symlinks", action="store_true", help="follow symlinks found inside the folders")
 
-    for name, help_text in (("search", "search the index"), ("context", "print a prompt-ready context")):
-        p = sub.add_parser(name, help=help_text)
-        _common(p)
-        _search_options(p)
-        if name == "context":
-            p.add_argument("--max-chars", type=int, default=None)
 
+def _add_search(sub: Any, name: str, summary: str) -> None:
+    """The ``search`` or ``context`` subcommand."""
+    p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
+    _index_options(p)
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=None, help="number of results")
+    p.add_argument("-m", "--mode", choices=["hybrid", "vector", "keyword"], default=None)
+    p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"lang": "ja"}\'')
+    p.add_argument("--parents", action="store_true", help="return parent documents instead of chunks")
+    if name == "context":
+        p.add_argument("--max-chars", type=int, default=None)
+
+
+def _add_small_commands(sub: Any) -> None:
+    """The ``remove``, ``list`` and ``stats`` subcommands."""
     p = sub.add_parser("remove", help="remove documents by parent id or source path")
-    _common(p)
+    _index_options(p)
     p.add_argument("ids", nargs="+")
-
     p = sub.add_parser("list", help="list stored documents")
-    _common(p)
+    _index_options(p)
     p.add_argument("--source", default=None)
     p.add_argument("--limit", type=int, default=None)
+    _index_options(sub.add_parser("stats", help="counts and settings"))
 
-    p = sub.add_parser("stats", help="counts and settings")
-    _common(p)
 
+EVAL_DESCRIPTION = (
+    "DATASET is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), indexed in memory or into "
+    "--dir (reused when it already holds documents), or a question file over an existing index (--dir, default "
+    f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}): a JSON list of {{query, expected_source, "
+    "expected_keywords}} or JSONL of {question, gold_sources}. A gold source names a file (docs/faq.md), a page "
+    "or row (manual.pdf:p3, data.csv:r1) or a chunk (<source>#<split_index>).")
+
+
+def _add_eval(sub: Any) -> None:
+    """The ``eval`` subcommand."""
     p = sub.add_parser("eval", help="evaluate hybrid, vector and keyword modes side by side",
-                       description="DATASET is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), "
-                       "indexed in memory or into --dir (reused when it already holds documents), or a question "
-                       "file over an existing index (--dir, default $FINDERLEDGE_PERSIST_DIRECTORY or "
-                       f"{DEFAULT_DIR}): a JSON list of {{query, expected_source, expected_keywords}} "
-                       "or JSONL of {question, gold_sources}. A gold source names a file (docs/faq.md), a page "
-                       "or row (manual.pdf:p3, data.csv:r1) or a chunk (<source>#<split_index>).")
+                       description=EVAL_DESCRIPTION)
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
-    p.add_argument("-v", "--verbose", action="store_true")
+    _output_options(p)
     p.add_argument("-d", "--dir", default=None,
                    help="persist directory to build or reuse (default for a question file: "
                    f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}; a BEIR folder is indexed in memory)")
@@ -88,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
     p.add_argument("-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
-    p.add_argument("--embedding", default=None,
+    p.add_argument("--embedding", default=None, metavar="MODEL",
                    help="the model the index was built with, e.g. sentence-transformers:/path/to/model")
     p.add_argument("--reranker", default=None,
                    help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates")
@@ -96,89 +154,185 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusion", choices=["rrf", "relative_score", "dbsf"], default=None)
     p.add_argument("--modes", default="hybrid,vector,keyword")
     p.add_argument("--no-progress", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``finderledge`` argument parser."""
+    parser = _Parser(prog=PROG, description="Hybrid (BM25 + vector) retrieval for RAG.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    _output_options(parser, top=True)
+    parser.set_defaults(verbosity=0, debug=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_add(sub)
+    _add_search(sub, "search", "search the index")
+    _add_search(sub, "context", "print a prompt-ready context")
+    _add_small_commands(sub)
+    _add_eval(sub)
     return parser
 
 
-def _open(args: argparse.Namespace, **extra: Any) -> Any:
+# -- helpers --------------------------------------------------------------------------------------
+def _require_index(directory: str | os.PathLike[str]) -> None:
+    """Refuse a directory without a ledger, before FinderLedge would create one there."""
+    from .facade import LEDGER_FILE
+
+    if not (Path(directory).expanduser() / LEDGER_FILE).is_file():
+        raise UsageError(f"no FinderLedge index at {os.fspath(directory)} "
+                         f"(build one with: finderledge add PATH --dir {os.fspath(directory)})")
+
+
+def _open(args: argparse.Namespace, *, existing: bool = True, **extra: Any) -> Any:
+    """FinderLedge over ``args.dir`` (which must already hold an index unless ``existing`` is false)."""
+    if existing:
+        _require_index(args.dir)
     from .facade import FinderLedge
 
-    return FinderLedge(args.dir, **{k: v for k, v in extra.items() if v is not None})
+    settings = {"embedding": args.embedding, **extra}
+    return FinderLedge(args.dir, **{k: v for k, v in settings.items() if v is not None})
+
+
+@contextmanager
+def _removed_on_failure(directory: str | os.PathLike[str]) -> Iterator[None]:
+    """Remove the directories made for ``directory`` when the block fails (nothing is left behind)."""
+    created, path = None, Path(directory).expanduser().absolute()
+    while not os.path.lexists(path) and path != path.parent:
+        created, path = path, path.parent
+    try:
+        yield
+    except BaseException:
+        if created is not None and created.is_dir() and not created.is_symlink():
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    """Print ``data`` as JSON with --json, else ``text``."""
     if args.json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
         sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
 
 
+def _query(args: argparse.Namespace) -> str:
+    """The query, refused when empty."""
+    if not args.query.strip():
+        raise UsageError("the query is empty")
+    return str(args.query)
+
+
+def _filter(args: argparse.Namespace) -> Any:
+    """The --filter JSON, parsed."""
+    if args.filter is None:
+        return None
+    try:
+        return json.loads(args.filter)
+    except ValueError as exc:
+        raise UsageError(f"--filter: expected JSON such as '{{\"lang\": \"ja\"}}' ({exc})") from None
+
+
+# -- commands -------------------------------------------------------------------------------------
+def _add_sources(args: argparse.Namespace) -> list[Any]:
+    """The paths (each must exist: a typo is never indexed as text) and the --text documents."""
+    if not args.paths and not args.text:
+        raise UsageError("nothing to add: give files or folders, or --text TEXT to add literal text")
+    sources: list[Any] = []
+    for given in args.paths:
+        path = Path(given).expanduser()
+        if not os.path.lexists(path):
+            raise UsageError(f"no such file or directory: {given} (to add literal text, use --text TEXT)")
+        sources.append(path)
+    if args.text:
+        from langchain_core.documents import Document
+
+        for text in args.text:
+            if not text.strip():
+                raise UsageError("--text: the text is empty")
+            sources.append(Document(page_content=text))
+    return sources
+
+
+def _check_added(report: Any) -> None:
+    """Fail when every file given was skipped (nothing stored, nothing pruned)."""
+    if report.skipped and not report.ids and not report.pruned:
+        reasons = [f"skipped {path}: {reason}" for path, reason in report.skipped[:3]]
+        more = len(report.skipped) - len(reasons)
+        raise UsageError("nothing added: " + "; ".join(reasons) + (f"; and {more} more" if more else ""))
+
+
 def _cmd_add(args: argparse.Namespace) -> int:
-    with _open(args, vector_store=args.vector_store, embedding=args.embedding,
-               show_progress=False if args.no_progress else None) as fl:
-        report = fl.ingest(list(args.paths), include=args.include, exclude=args.exclude, on_error=args.on_error,
+    """finderledge add."""
+    sources = _add_sources(args)
+    progress = False if args.no_progress else None
+    with _removed_on_failure(args.dir), \
+            _open(args, existing=False, vector_store=args.vector_store, show_progress=progress) as fl:
+        report = fl.ingest(sources, include=args.include, exclude=args.exclude, on_error=args.on_error,
                            prune=args.prune, follow_symlinks=args.follow_symlinks)
+        _check_added(report)
         totals = fl.count()
     text = report.summary() + f"\nindex now holds {totals['documents']} documents, {totals['chunks']} chunks"
     _emit(args, {**report.to_dict(), "totals": totals}, text)
     return 0
 
 
-def _filter(args: argparse.Namespace) -> Any:
-    if args.filter is None:
-        return None
-    try:
-        return json.loads(args.filter)
-    except ValueError as exc:
-        raise ValueError(f"--filter: expected JSON such as '{{\"lang\": \"ja\"}}' ({exc})") from exc
-
-
 def _cmd_search(args: argparse.Namespace) -> int:
+    """finderledge search."""
+    query, filter_ = _query(args), _filter(args)
     with _open(args) as fl:
-        results = fl.search(args.query, k=args.k, search_mode=args.mode, filter=_filter(args),
-                            return_parents=args.parents)
+        results = fl.search(query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents)
     from .context import citation
 
     text = "\n".join(f"{r.rank}. [{r.score:.4f}] ({citation(r.metadata)}) id={r.id}\n   "
                      + r.content[:200].replace("\n", " ") for r in results)
     _emit(args, [r.to_dict() for r in results], text or "no results")
-    return 0 if results else 1
+    return 0 if results else EXIT_NOT_FOUND
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
+    """finderledge context."""
     from .context import NO_CONTEXT
 
+    query, filter_ = _query(args), _filter(args)
     with _open(args) as fl:
-        ctx = fl.get_context(args.query, k=args.k, search_mode=args.mode, filter=_filter(args),
+        ctx = fl.get_context(query, k=args.k, search_mode=args.mode, filter=filter_,
                              return_parents=args.parents, max_chars=args.max_chars)
-    _emit(args, {"query": args.query, "context": ctx, "found": ctx != NO_CONTEXT}, ctx)
-    return 0 if ctx != NO_CONTEXT else 1
+    _emit(args, {"query": query, "context": ctx, "found": ctx != NO_CONTEXT}, ctx)
+    return 0 if ctx != NO_CONTEXT else EXIT_NOT_FOUND
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
+    """finderledge remove."""
     removed: list[str] = []
     missing: list[str] = []
     with _open(args) as fl:
         for key in args.ids:
             try:
                 removed.extend(fl.remove_document(key))
-            except KeyError:
+            except DocumentNotFoundError:
                 missing.append(key)
     text = "\n".join([f"removed {i}" for i in removed] + [f"not found: {m}" for m in missing])
     _emit(args, {"removed": removed, "not_found": missing}, text)
-    return 1 if missing else 0
+    return EXIT_NOT_FOUND if missing else 0
+
+
+def _own_field(metadata: dict[str, Any], key: str) -> Any:
+    """One of FinderLedge's fields of a document (in its ``_finderledge`` dict, else at the top level)."""
+    info = metadata.get("_finderledge")
+    return (info if isinstance(info, dict) else metadata).get(key)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    """finderledge list."""
     with _open(args) as fl:
         docs = fl.list_documents(source=args.source, limit=args.limit)
     data = [{"id": d.id, "source": d.metadata.get("source"), "locator": d.metadata.get("locator"),
-             "chunks": d.metadata.get("split_count"), "chars": len(d.page_content)} for d in docs]
+             "chunks": _own_field(d.metadata, "split_count"), "chars": len(d.page_content)} for d in docs]
     text = "\n".join(f"{d['id']}  {d['source'] or '(text)'} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
     _emit(args, data, text or "no documents")
     return 0
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
+    """finderledge stats."""
     with _open(args) as fl:
         stats = fl.stats()
     text = "\n".join(f"{k}: {v}" for k, v in stats.items() if k != "settings")
@@ -186,27 +340,36 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_directory(args: argparse.Namespace) -> str | None:
+    """Where eval reads or builds the index: a question file needs an existing one (default dir as elsewhere)."""
+    if not args.dataset.exists():
+        raise UsageError(f"no such file or directory: {args.dataset}")
+    if args.dataset.is_dir():  # a BEIR folder: indexed in memory, or into --dir
+        return str(args.dir) if args.dir is not None else None
+    directory = str(args.dir) if args.dir is not None else _default_dir()
+    _require_index(directory)
+    return directory
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .errors import IncompatibleIndexError
+    """finderledge eval."""
     from .evaluation import evaluate, format_report, plot_report
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    directory = args.dir
-    if directory is None and not args.dataset.is_dir():  # a question file reads the index the other commands use
-        directory = os.environ.get("FINDERLEDGE_PERSIST_DIRECTORY") or DEFAULT_DIR
-    try:
+    if not modes:
+        raise UsageError("--modes: give at least one of hybrid, vector, keyword")
+    directory = _eval_directory(args)
+    with _removed_on_failure(directory) if directory is not None else nullcontext():
         report = evaluate(args.dataset, persist_directory=directory, modes=modes, split=args.split,
                           one_chunk=args.one_chunk, k=args.k, show_progress=False if args.no_progress else None,
                           vector_store=args.vector_store, embedding=args.embedding, fusion=args.fusion,
                           reranker=args.reranker, rerank_candidates=args.rerank_candidates)
-    except IncompatibleIndexError as exc:
-        raise ValueError(f"{exc} (on the command line: --embedding MODEL)") from None
     data = report.to_dict()
     if args.plot is not None:
         try:
             data["plot"] = str(plot_report(report, args.plot))
         except ImportError as exc:
-            raise ValueError(str(exc)) from None
+            raise UsageError(str(exc)) from None
     _emit(args, data, format_report(report) + (f"\nplot: {args.plot}" if args.plot is not None else ""))
     return 0
 
@@ -215,16 +378,44 @@ COMMANDS = {"add": _cmd_add, "search": _cmd_search, "context": _cmd_context, "re
             "list": _cmd_list, "stats": _cmd_stats, "eval": _cmd_eval}
 
 
+# -- failures -------------------------------------------------------------------------------------
+def _describe(exc: BaseException) -> str:
+    """One line saying what failed."""
+    if isinstance(exc, OSError) and not isinstance(exc, FinderLedgeError) and exc.filename is not None:
+        reason = exc.strerror or str(exc)
+        text = f"{reason[:1].lower()}{reason[1:]}: {exc.filename}"
+    elif isinstance(exc, (UsageError, FinderLedgeError, ValueError, OSError)):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc} (unexpected; --debug shows the traceback)"
+    if isinstance(exc, IncompatibleIndexError):
+        text += " (on the command line: --embedding MODEL)"
+    return " ".join(part.strip() for part in text.splitlines() if part.strip()) or type(exc).__name__
+
+
+def _failure(args: argparse.Namespace, exc: Exception) -> int:
+    """Report a failed command (one line, or the traceback with --debug); return its exit code."""
+    if args.debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    else:
+        sys.stderr.write(f"{PROG} {args.command}: error: {_describe(exc)}\n")
+    return EXIT_NOT_FOUND if isinstance(exc, DocumentNotFoundError) else EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``finderledge`` console script."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    """Entry point of the ``finderledge`` console script; returns the exit code."""
     try:
-        return COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
-        sys.stderr.write(f"finderledge {args.command}: error: {exc}\n")
-        return 2
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse has printed
+        return exc.code if isinstance(exc.code, int) else 0
+    with stderr_logging(args.verbosity, args.debug):
+        try:
+            return int(COMMANDS[args.command](args))
+        except KeyboardInterrupt:
+            sys.stderr.write(f"{PROG} {args.command}: interrupted\n")
+            return EXIT_INTERRUPTED
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one line and an exit code
+            return _failure(args, exc)
 
 
 if __name__ == "__main__":
