@@ -131,6 +131,62 @@ def test_top_level_help_and_add_help_agree() -> None:
         assert option in add
 
 
+def _synthetic_report() -> object:
+    from finderledge.evaluation import EvalReport, ModeReport
+
+    ms = {"mean": 12345.6, "p50": 1.2, "p95": 99999.9}
+    metrics = {"nDCG@10": 0.5, "Recall@100": 0.91234, "Retrieval@100": 1.0, "KeywordRecall@100": 0.25}
+    modes = [ModeReport(name, dict(metrics), dict(ms), {"p50": 1.0}, {"p50": 12345.67})
+             for name in ("hybrid", "keyword", "vector+rerank-long-name")]
+    return EvalReport("scifact", "beir", 10, 20, 5, None, None, modes)
+
+
+@pytest.mark.xfail(strict=True, reason="the table is format_report in evaluation.py, not the CLI's file: "
+                   "its fixed widths (mode 8, metric 10) overflow; fix it there, then drop this mark")
+def test_eval_table_columns_align() -> None:
+    import re
+
+    from finderledge.evaluation import format_report
+
+    lines = format_report(_synthetic_report()).splitlines()  # type: ignore[arg-type]
+    header = next(i for i, line in enumerate(lines) if line.startswith("mode"))
+    table = lines[header:header + 4]
+
+    def right_edges(line: str) -> list[int]:  # where each value ends (a mode name has no spaces)
+        return [m.end() for m in re.finditer(r"\S+", line)][1:]
+
+    edges = [right_edges(line) for line in table[1:]]
+    assert all(e == edges[0] for e in edges), "\n".join(table)
+    assert len({len(line) for line in table}) == 1, "\n".join(table)
+    head = table[0]  # each header name ends where its column's values end
+    assert all(head[e - 1] != " " and (e == len(head) or head[e] == " ") for e in edges[0]), "\n".join(table)
+
+
+@pytest.mark.xfail(strict=True, reason="the plot is plot_report in evaluation.py, not the CLI's file: "
+                   "ax1.legend() sits on the bars; place it outside the axes there, then drop this mark")
+def test_eval_plot_legend_does_not_cover_the_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from finderledge.evaluation import plot_report
+
+    figures: list[object] = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    plot_report(_synthetic_report(), tmp_path / "plot.png")  # type: ignore[arg-type]
+    fig = figures[0]
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for ax in fig.axes:  # type: ignore[attr-defined]
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        covered = [p for p in ax.patches if box.overlaps(p.get_window_extent(renderer))]
+        assert not covered, f"the legend of {ax.get_title()!r} covers {len(covered)} bar(s)"
+
+
 def test_list_shows_each_documents_chunk_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = str(tmp_path / "idx")
     assert main(["add", "--text", "one short text", "--text", "another short text", "-d", d,
