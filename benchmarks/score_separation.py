@@ -10,7 +10,7 @@ For each dataset, on FinderLedge's default settings (one chunk per corpus docume
   ("zebra quantum violin nebula"; Japanese words on jaquad-dev, plus English ones).
 
 It reports the AUC of the top-1 score, ``with`` against each ``without`` set, for the new score (absolute
-relevance, ``SearchResult.score``) and the old one (the fusion's value, now ``metadata["fusion_score"]``; in
+relevance, ``SearchResult.score``) and the old one (the fusion's value, now ``metadata["_finderledge"]["fusion_score"]``; in
 a single-leg mode the leg's raw score), with a bootstrap 95 % interval; how nonsense scores overlap real
 ones; the AUC of the top-1 score for "the top result is judged relevant" among ``with`` queries; a pooled
 per-result AUC (top-10 results, judged relevant or not); what thresholds keep and drop; nDCG@10 of the
@@ -153,7 +153,7 @@ def run_set(fl: FinderLedge, queries: Sequence[tuple[str, str, dict[str, Any] | 
     out = []
     for qid, text, flt in queries:
         results = fl.search(text, search_mode=mode, k=k, filter=flt)
-        old = [r.metadata.get("fusion_score", r.score) for r in results]
+        old = [r.info.get("fusion_score", r.score) for r in results]
         out.append({"qid": qid, "beir": [str(r.metadata.get("beir_id")) for r in results],
                     "new": [r.score for r in results], "old": old,
                     "relevance_ms": results.trace.relevance * 1000, "background_s": results.trace.background})

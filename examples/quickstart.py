@@ -26,9 +26,10 @@ def main() -> None:
         for question in ("How long is a password reset link valid?", "返金はいつまでに申請する必要がありますか？"):
             print(f"\n=== hybrid search: {question}")
             for r in ledger.search(question, k=3):
-                md = r.metadata
-                print(f"{r.rank}. {r.score:.4f}  {Path(md['source']).name} chunk {md['split_index'] + 1}/"
-                      f"{md['split_count']}  vector_rank={md.get('vector_rank')} keyword_rank={md.get('keyword_rank')}")
+                info = r.info  # FinderLedge's own fields: ids, position, leg ranks and scores
+                print(f"{r.rank}. {r.score:.4f}  {Path(r.metadata['source']).name} chunk {info['split_index'] + 1}/"
+                      f"{info['split_count']}  vector_rank={info.get('vector_rank')} "
+                      f"keyword_rank={info.get('keyword_rank')}")
                 print("   ", r.content[:100].replace("\n", " "), "...")
 
         question = "What does a refund cover and how do I ask for one?"

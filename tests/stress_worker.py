@@ -314,7 +314,7 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
         tokens_by_source: dict[str, set[str]] = {}
         seen: set[str] = set()
         for r in results:
-            md = r.metadata
+            md = r.info
             cid, pid = md.get("id"), md.get("parent_id")
             if cid in seen:
                 violation("duplicate result", query=query, mode=mode, id=cid)
@@ -356,7 +356,7 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
         report["keyword_probes"] += 1
         check_results(results, token, "keyword-probe")
         seq = results.trace.ledger_seq
-        got = {r.metadata["id"] for r in results}
+        got = {r.metadata["_finderledge"]["id"] for r in results}
         want = {child_id(pid, i) for i in range(cmap.chunks[pid])} if cmap.live_at(pid, seq) else set()
         # a search sees every commit made before it started: the document was committed before this one
         if got != want:
@@ -377,7 +377,7 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
         report["vector_probes"] += 1
         check_results(results, chunk.content[:40], "vector-probe")
         seq = results.trace.ledger_seq
-        got = [r.metadata["id"] for r in results]
+        got = [r.metadata["_finderledge"]["id"] for r in results]
         if cmap.live_at(pid, seq) and chunk.id not in got:
             # exact in FAISS and in the overlay; Chroma's HNSW is approximate, so the test judges misses
             report["vector_probe_misses"].append({"id": chunk.id, "seq": seq, "added_at": cmap.added.get(pid),

@@ -141,8 +141,6 @@ def _synthetic_report() -> object:
     return EvalReport("scifact", "beir", 10, 20, 5, None, None, modes)
 
 
-@pytest.mark.xfail(strict=True, reason="the table is format_report in evaluation.py, not the CLI's file: "
-                   "its fixed widths (mode 8, metric 10) overflow; fix it there, then drop this mark")
 def test_eval_table_columns_align() -> None:
     import re
 
@@ -162,8 +160,6 @@ def test_eval_table_columns_align() -> None:
     assert all(head[e - 1] != " " and (e == len(head) or head[e] == " ") for e in edges[0]), "\n".join(table)
 
 
-@pytest.mark.xfail(strict=True, reason="the plot is plot_report in evaluation.py, not the CLI's file: "
-                   "ax1.legend() sits on the bars; place it outside the axes there, then drop this mark")
 def test_eval_plot_legend_does_not_cover_the_bars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
     import matplotlib

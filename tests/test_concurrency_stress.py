@@ -402,7 +402,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
                 want_ids = {child_id(pid, i) for pid, doc in docs.items() if doc["source"] == source
                             for i in range(live[pid])}
                 for mode in ("keyword", "hybrid"):
-                    got_ids = {r.metadata["id"] for r in fl.search(token, search_mode=mode, k=50)}
+                    got_ids = {r.metadata["_finderledge"]["id"] for r in fl.search(token, search_mode=mode, k=50)}
                     if got_ids != want_ids if mode == "keyword" else not want_ids <= got_ids:
                         problems.append(f"{Path(source).name}: {mode} search for its token {token} found "
                                         f"{sorted(got_ids)}, expected {sorted(want_ids)}")

@@ -56,12 +56,12 @@ def test_langchain_documents_from_a_retriever_are_formatted_too(fl: FinderLedge)
 
 def test_numbering_from_zero_and_citation_formats(fl: FinderLedge) -> None:
     results = fl.search("正倉院の宝物", k=1, search_mode="keyword")
-    assert results[0].metadata["split_index"] == 2
+    assert results[0].metadata["_finderledge"]["split_index"] == 2
     assert fl.get_context(results=results, start=0).startswith("[0] (source: jawiki:東大寺, chunk 3/3)\n正倉院")
     assert fl.get_context(results=results, citation="{source}#chunk={chunk}").startswith("[1] (jawiki:東大寺#chunk=2)\n")
     assert format_context(results, citation="{source_id}{page}{row} {chunk_number}/{chunks}").startswith(
         "[1] ( 3/3)")  # fields a chunk lacks are empty
-    assert format_context(results, citation=lambda md: f"{md['source']} ¶{md['split_index']}",
+    assert format_context(results, citation=lambda md: f"{md['source']} ¶{md['_finderledge']['split_index']}",
                           template="<doc n={n} cite='{citation}'>{content}</doc>") == (
         "<doc n=1 cite='jawiki:東大寺 ¶2'>正倉院には聖武天皇の遺品を中心とする宝物が収められている。</doc>")
     two = fl.search(Q, k=2)
@@ -74,8 +74,8 @@ def test_numbering_from_zero_and_citation_formats(fl: FinderLedge) -> None:
 
 def test_citation_fields_of_a_pdf_page_chunk() -> None:
     md = {"source": "/nowhere/manual.pdf", "file_name": "manual.pdf", "source_id": "manual.pdf:p3",
-          "locator": "p3", "page": 3, "split_index": 1, "split_count": 4, "is_parent": False, "id": "P-0001",
-          "parent_id": "P"}
+          "locator": "p3", "page": 3, "_finderledge": {"split_index": 1, "split_count": 4, "is_parent": False,
+                                                       "id": "P-0001", "parent_id": "P"}}
     fields = citation_fields(md)
     assert (fields["source"], fields["source_id"], fields["page"], fields["row"]) == (
         "/nowhere/manual.pdf", "manual.pdf:p3", 3, "")

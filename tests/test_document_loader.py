@@ -326,8 +326,7 @@ def test_json_text_field_list(tmp_path: Path) -> None:
     docs = DocumentLoader(json_text_field="body").load_file(path)
     assert [d.page_content for d in docs] == ["First answer", "二つ目の回答"]
     m0, m1 = docs[0].metadata, docs[1].metadata
-    assert (m0["json_id"], m0["lang"], m0["json_source"], m0["item"], m0["locator"]) == (7, "en", "wiki", 1, "i1")
-    assert "id" not in m0  # FinderLedge assigns "id" itself
+    assert (m0["id"], m0["lang"], m0["json_source"], m0["item"], m0["locator"]) == (7, "en", "wiki", 1, "i1")
     assert m0["source"] == str(path.absolute())  # the clashing JSON key did not overwrite it
     assert "tags" not in m0 and "body" not in m0
     assert (m1["score"], m1["ok"], m1["source_id"]) == (0.5, True, "faq.json:i2")

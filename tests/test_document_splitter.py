@@ -7,6 +7,7 @@ import pytest
 from langchain_core.documents import Document
 
 from finderledge.document_splitter import DocumentSplitter, child_id, weighted_length
+from finderledge.metadata import FL_KEY
 
 JA = (
     "東京リージョンと大阪リージョンの間では、データを自動的に複製するオプションがあります。"
@@ -47,19 +48,20 @@ def test_chunk_metadata_schema_keeps_user_metadata() -> None:
     splitter = DocumentSplitter(chunk_size=300, chunk_overlap=0)
     parent = Document(page_content=JA, metadata={"source": "/x/a.txt", "team": "ops", "doc_type_detected": "text"})
     p, kids = splitter.split_document(parent, "P1", child_id)
-    assert p.metadata["is_parent"] is True and p.metadata["split_count"] == len(kids)
+    assert p.metadata[FL_KEY]["is_parent"] is True and p.metadata[FL_KEY]["split_count"] == len(kids)
     assert p.page_content == JA  # the parent is kept whole
     for i, kid in enumerate(kids):
-        md = kid.metadata
-        assert md["id"] == kid.id == f"P1-{i:04d}"
-        assert (md["parent_id"], md["split_index"], md["split_count"]) == ("P1", i, len(kids))
-        assert md["is_parent"] is False and md["is_split"] is True
-        assert (md["team"], md["source"], md["doc_type_detected"]) == ("ops", "/x/a.txt", "text")
+        info = kid.metadata[FL_KEY]
+        assert info["id"] == kid.id == f"P1-{i:04d}"
+        assert (info["parent_id"], info["split_index"], info["split_count"]) == ("P1", i, len(kids))
+        assert info["is_parent"] is False and info["doc_type"] == "text"
+        # the caller's and the loader's keys are kept as they were, and nothing else is added beside them
+        assert {k: v for k, v in kid.metadata.items() if k != FL_KEY} == parent.metadata
 
 
 def test_short_document_is_one_unsplit_chunk() -> None:
     p, kids = DocumentSplitter().split_document(Document(page_content="short"), "P", child_id)
-    assert len(kids) == 1 and kids[0].metadata["is_split"] is False and p.metadata["is_split"] is False
+    assert len(kids) == 1 and kids[0].metadata[FL_KEY]["split_count"] == p.metadata[FL_KEY]["split_count"] == 1
 
 
 def test_markdown_chunks_carry_their_header_path() -> None:
@@ -71,12 +73,12 @@ def test_markdown_chunks_carry_their_header_path() -> None:
     splitter = DocumentSplitter(chunk_size=250, chunk_overlap=0)
     _, kids = splitter.split_document(Document(page_content=text, metadata={"doc_type_detected": "markdown"}),
                                       "P", child_id)
-    by_start = {k.page_content.split("\n")[0]: k.metadata.get("headers") for k in kids}
+    by_start = {k.page_content.split("\n")[0]: k.metadata[FL_KEY].get("headers") for k in kids}
     assert by_start["# Guide"] == "Guide"
     assert by_start["## Install"] == "Guide > Install"
     assert by_start["### On Windows"] == "Guide > Install > On Windows"
     assert by_start["## Usage"] == "Guide > Usage"
-    assert all("not a header" not in (k.metadata.get("headers") or "") for k in kids)
+    assert all("not a header" not in (k.metadata[FL_KEY].get("headers") or "") for k in kids)
 
 
 # -- issue 11: chunk_unit="chars" ------------------------------------------------------------------------

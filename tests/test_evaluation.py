@@ -267,7 +267,7 @@ def test_gold_level_is_chosen_from_the_gold_id() -> None:
     assert gold_matches("manual.pdf:p3", page3) and gold_matches("docs/manual.pdf:p3", page3)
     assert not gold_matches("manual.pdf:p2", page3) and not gold_matches("other.pdf:p3", page3)
     assert gold_matches("manual.pdf:p3#0", page3) and not gold_matches("manual.pdf:p3#1", page3)
-    chunk2 = {"source": "jawiki:東大寺の仏像", "split_index": 2, "split_count": 4}
+    chunk2 = {"source": "jawiki:東大寺の仏像", "_finderledge": {"split_index": 2, "split_count": 4}}
     assert gold_matches("jawiki:東大寺の仏像#2", chunk2) and gold_matches("jawiki:東大寺の仏像", chunk2)
     assert not gold_matches("jawiki:東大寺の仏像#1", chunk2) and not gold_matches("jawiki:東大寺#2", chunk2)
     row1 = {"source": "/x/data.csv", "source_id": "data.csv:r1", "locator": "r1", "split_index": 0}

@@ -39,17 +39,17 @@ def test_every_mode_finds_the_answer(ledger: FinderLedge, mode: str) -> None:
     assert [r.rank for r in results] == list(range(1, len(results) + 1))
     scores = [r.score for r in results]
     assert scores == sorted(scores, reverse=True)
-    top = results[0].metadata
+    top = results[0].info
     assert top["relevance_score"] == results[0].score
     assert ("vector_rank" in top) == (mode in ("hybrid", "vector"))
     assert ("keyword_rank" in top) == (mode in ("hybrid", "keyword"))
     if mode == "hybrid":
         assert top["vector_rank"] >= 1 and top["keyword_rank"] >= 1
         assert 0 < top["vector_score"] <= 1 and top["keyword_score"] > 0
-    for r in results:  # the chunk schema is in every result
-        for key in ("id", "source", "is_parent", "is_split", "parent_id", "split_index", "split_count",
-                    "doc_type_detected"):
-            assert key in r.metadata
+    for r in results:  # the chunk schema is in every result: the loader's keys, then FinderLedge's own
+        assert "source" in r.metadata and "doc_type_detected" in r.metadata
+        for key in ("id", "is_parent", "parent_id", "split_index", "split_count", "doc_type"):
+            assert key in r.info
 
 
 def test_japanese_query_in_every_keyword_path(ledger: FinderLedge) -> None:
@@ -90,11 +90,11 @@ def test_return_parents_deduplicates(tmp_path: Path, minilm) -> None:  # type: i
     ids = fl.add_document([long_text, "Wind turbines generate power from wind."])
     assert len(fl.get_split_documents(ids[0])) > 3
     chunks = fl.search("solar panels batteries", k=4)
-    assert len({r.metadata["parent_id"] for r in chunks}) == 1
+    assert len({r.metadata["_finderledge"]["parent_id"] for r in chunks}) == 1
     parents = fl.search("solar panels batteries", k=2, return_parents=True)
     assert [p.id for p in parents] == ids
-    assert parents[0].content == long_text and parents[0].metadata["is_parent"] is True
-    assert parents[0].metadata["matched_chunk_id"].startswith(ids[0])
+    assert parents[0].content == long_text and parents[0].metadata["_finderledge"]["is_parent"] is True
+    assert parents[0].metadata["_finderledge"]["matched_chunk_id"].startswith(ids[0])
 
 
 def test_context_has_numbered_cited_passages(ledger: FinderLedge) -> None:
@@ -166,9 +166,9 @@ def test_get_document_parent_and_splits(ledger: FinderLedge) -> None:
     chunk = ledger.get_document(hit.id)
     assert chunk is not None and chunk.page_content == hit.content
     parent = ledger.get_parent_document(hit.id)
-    assert parent is not None and parent.id == hit.metadata["parent_id"] and parent.metadata["is_parent"]
+    assert parent is not None and parent.id == hit.parent_id and parent.metadata["_finderledge"]["is_parent"]
     splits = ledger.get_split_documents(parent.id)
-    assert [s.metadata["split_index"] for s in splits] == list(range(len(splits)))
+    assert [s.metadata["_finderledge"]["split_index"] for s in splits] == list(range(len(splits)))
     assert ledger.get_document("unknown") is None and ledger.get_split_documents("unknown") == []
 
 
@@ -180,8 +180,8 @@ def test_bad_inputs_are_named(tmp_path: Path, minilm) -> None:  # type: ignore[n
         fl.add_document("docs/report.md")
     with pytest.raises(ValueError, match="expected a path"):
         fl.add_document(42)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="parent_id"):
-        fl.add_document("text", metadata={"parent_id": "x"})
+    with pytest.raises(ValueError, match="_finderledge"):
+        fl.add_document("text", metadata={"_finderledge": "x"})
     with pytest.raises(ValueError, match="empty"):
         fl.add_document(["fine text", "   "])
     with pytest.raises(ValueError, match="empty"):

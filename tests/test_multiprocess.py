@@ -114,12 +114,12 @@ def test_a_reader_process_follows_another_process_in_every_leg(tmp_path: Path, s
     with caplog.at_level(logging.WARNING, logger="finderledge"):
         for mode in ("keyword", "vector", "hybrid"):  # the very next search sees it, in every leg
             top = fl.search("Zanzibar clove plantations", search_mode=mode, k=1)
-            assert top[0].metadata["parent_id"] == new_id, mode
+            assert top[0].metadata["_finderledge"]["parent_id"] == new_id, mode
             assert top.trace.ledger_seq == fl._ledger.last_seq()
         editor = _start(EDITOR, str(directory), "remove", new_id)
         assert editor.wait(timeout=180) == 0, editor.communicate()[1]
         for mode in ("keyword", "vector", "hybrid"):
-            assert all(r.metadata["parent_id"] != new_id for r in fl.search("Zanzibar clove", search_mode=mode))
+            assert all(r.metadata["_finderledge"]["parent_id"] != new_id for r in fl.search("Zanzibar clove", search_mode=mode))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     ledger, keyword, vector = _index_ids(fl)
     assert ledger == keyword == vector

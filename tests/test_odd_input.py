@@ -36,7 +36,7 @@ def _write_bytes_name(folder: Path, name: bytes, content: bytes) -> str:
 
 
 def _parents(results: Any) -> set[str]:
-    return {r.metadata["parent_id"] for r in results}
+    return {r.metadata["_finderledge"]["parent_id"] for r in results}
 
 
 def _consistent(fl: FinderLedge) -> set[str]:

@@ -97,12 +97,12 @@ def test_failed_checkpoint_after_the_commit_keeps_the_documents(tmp_path: Path, 
     ids = fl.add_document("Quantum gardening grows entangled tomatoes.")  # committed: not an error to the caller
     assert "checkpoint" in caplog.text and "disk full" in caplog.text
     for mode in ("keyword", "vector", "hybrid"):
-        assert fl.search("quantum gardening tomatoes", search_mode=mode, k=1)[0].metadata["parent_id"] == ids[0]
+        assert fl.search("quantum gardening tomatoes", search_mode=mode, k=1)[0].parent_id == ids[0]
     monkeypatch.undo()
     fl.close()
     reopened = FinderLedge(tmp_path / "i", embedding=minilm)
     assert reopened.count()["documents"] == 2
-    assert reopened.search("quantum gardening", search_mode="keyword", k=1)[0].metadata["parent_id"] == ids[0]
+    assert reopened.search("quantum gardening", search_mode="keyword", k=1)[0].parent_id == ids[0]
     reopened.close()
 
 

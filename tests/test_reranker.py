@@ -53,8 +53,8 @@ def test_cross_encoder_by_path_orders_by_its_scores(minilm, example_dir: Path, c
     assert [r.id for r in results] == [fused[i].id for i in order]
     for r, i in zip(results, order):
         assert r.score == pytest.approx(float(expected[i]), abs=1e-4)
-        assert r.metadata["relevance_score"] == r.score
-        assert r.metadata["fused_rank"] == i + 1 and r.metadata["fused_score"] == fused[i].score
+        assert r.metadata["_finderledge"]["relevance_score"] == r.score
+        assert r.metadata["_finderledge"]["fused_rank"] == i + 1 and r.metadata["_finderledge"]["fused_score"] == fused[i].score
     fl.close()
 
 

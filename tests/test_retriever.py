@@ -25,7 +25,7 @@ def test_retriever_in_an_lcel_chain(ledger: FinderLedge) -> None:
     assert "valid for 30 minutes" in text and "Question: How long" in text
 
     docs = retriever.invoke("How long is a password reset link valid?")
-    assert len(docs) == 2 and docs[0].metadata["relevance_score"] > 0
+    assert len(docs) == 2 and docs[0].metadata["_finderledge"]["relevance_score"] > 0
     assert len(retriever.invoke("password", k=1)) == 1  # per-call override
     only_md = retriever.invoke("refund bucket", filter={"doc_type_detected": "markdown"}, search_mode="keyword")
     assert only_md and all(d.metadata["doc_type_detected"] == "markdown" for d in only_md)
@@ -89,6 +89,6 @@ def test_equal_chunks_compare_equal_so_multi_query_does_not_repeat_them(ledger: 
 def test_similarity_score_threshold_drops_noise(ledger: FinderLedge) -> None:
     r = ledger.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.3, "k": 5})
     good = r.invoke("How long is a password reset link valid?")
-    assert good and all(d.metadata["relevance_score"] >= 0.3 for d in good)
+    assert good and all(d.metadata["_finderledge"]["relevance_score"] >= 0.3 for d in good)
     assert r.invoke("zebra quantum violin nebula") == []
     assert len(r.invoke("zebra quantum violin nebula", score_threshold=0.0)) == 5  # per call, like the others

@@ -50,10 +50,10 @@ def test_scores_are_in_unit_interval_fall_with_rank_and_keep_leg_scores(fl: Find
         assert all(0.0 <= s <= 1.0 for s in scores), (query, scores)
         assert scores == sorted(scores, reverse=True), (query, scores)  # monotone with rank
         for r in results:
-            assert r.metadata["relevance_score"] == r.score
-            assert "fusion_score" in r.metadata
+            assert r.metadata["_finderledge"]["relevance_score"] == r.score
+            assert "fusion_score" in r.info
             legs = {"hybrid": ("vector", "keyword"), "vector": ("vector",), "keyword": ("keyword",)}[mode]
-            assert any(f"{leg}_score" in r.metadata for leg in legs)  # the raw leg scores are still there
+            assert any(f"{leg}_score" in r.info for leg in legs)  # the raw leg scores are still there
 
 
 def test_nonsense_scores_clearly_below_a_good_match(fl: FinderLedge) -> None:
@@ -80,7 +80,7 @@ def test_ordering_is_the_fusions(fl: FinderLedge, mode: str) -> None:
         results = fl.search(query, search_mode=mode, k=10, score_threshold=None)
         reference = fl.finder.search(query, mode=mode, k=10)  # the fused ranking, without relevance
         assert [r.id for r in results] == [h.id for h in reference]
-        assert [r.metadata["fusion_score"] for r in results] == pytest.approx([h.score for h in reference])
+        assert [r.metadata["_finderledge"]["fusion_score"] for r in results] == pytest.approx([h.score for h in reference])
 
 
 def test_score_threshold_keeps_the_prefix_that_passes(fl: FinderLedge) -> None:
@@ -122,8 +122,8 @@ def test_reranker_score_is_the_rerankers(minilm, example_dir: Path) -> None:  # 
     results = ledger.search("password reset", k=3)
     assert [r.score for r in results] == sorted((float(len(r.content)) for r in results), reverse=True)
     for r in results:
-        assert r.metadata["relevance_score"] == r.score
-        assert r.metadata["fused_score"] == first[r.id] and 0.0 <= r.metadata["fused_score"] <= 1.0
+        assert r.metadata["_finderledge"]["relevance_score"] == r.score
+        assert r.metadata["_finderledge"]["fused_score"] == first[r.id] and 0.0 <= r.metadata["_finderledge"]["fused_score"] <= 1.0
     biggest = results[0].score
     assert [r.score for r in ledger.search("password reset", k=3, score_threshold=biggest)] == [biggest]
     ledger.close()

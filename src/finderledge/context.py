@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from .errors import ConfigurationError
+from .metadata import info_of
 from .results import SearchResult
 
 __all__ = ["CITATION_FIELDS", "DEFAULT_TEMPLATE", "NO_CONTEXT", "citation", "citation_fields", "format_context"]
@@ -51,16 +52,17 @@ def citation(metadata: Mapping[str, Any]) -> str:
     for key, label in (("page", "page"), ("row", "row")):
         if metadata.get(key) is not None:
             parts.append(f"{label} {metadata[key]}")
-    if metadata.get("split_count") and not metadata.get("is_parent", False):
-        parts.append(f"chunk {int(metadata.get('split_index', 0)) + 1}/{metadata['split_count']}")
+    info = info_of(metadata)
+    if info.get("split_count") and info.get("split_index") is not None:
+        parts.append(f"chunk {int(info['split_index']) + 1}/{info['split_count']}")
     return ", ".join(parts)
 
 
 def citation_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The values a citation format string sees: ``chunk`` is ``split_index`` (from 0), ``chunk_number`` from 1."""
     source = metadata.get("source")
-    is_chunk = metadata.get("split_index") is not None and not metadata.get("is_parent", False)
-    index = int(metadata["split_index"]) if is_chunk else None
+    info = info_of(metadata)
+    index = int(info["split_index"]) if info.get("split_index") is not None else None
     values = {
         "source": _display_source(str(source)) if source else "(text)",
         "file_name": metadata.get("file_name"),
@@ -70,9 +72,9 @@ def citation_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
         "row": metadata.get("row"),
         "chunk": index,
         "chunk_number": None if index is None else index + 1,
-        "chunks": metadata.get("split_count") if is_chunk else None,
-        "id": metadata.get("id"),
-        "parent_id": metadata.get("parent_id"),
+        "chunks": info.get("split_count") if index is not None else None,
+        "id": info.get("id"),
+        "parent_id": info.get("parent_id", info.get("id")),
     }
     return {k: "" if v is None else v for k, v in values.items()}
 

@@ -121,12 +121,11 @@ _EXTENSION_TYPES: dict[str, str] = {
 #: Every extension the loader accepts (files without an extension are accepted when they are text).
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_EXTENSION_TYPES)
 
-#: Metadata keys set by the loader or later by FinderLedge (ids and split bookkeeping); JSON fields
-#: with these names are stored as ``json_<name>`` so they never overwrite or get overwritten.
+#: Metadata keys set by the loader; JSON fields with these names are stored as ``json_<name>`` so they
+#: never overwrite or get overwritten.
 _RESERVED_KEYS = frozenset({
     "source", "file_name", "doc_type_detected", "language", "locator", "source_id", "encoding",
-    "page", "total_pages", "row", "line", "item", "title",
-    "id", "is_parent", "is_split", "parent_id", "split_index", "split_count",
+    "page", "total_pages", "row", "line", "item", "title", "_finderledge",
 })
 
 _BINARY_SNIFF_BYTES = 8192

@@ -24,6 +24,7 @@ from langchain_text_splitters import (
 )
 
 from .config import CHUNK_UNITS
+from .metadata import FL_KEY
 
 __all__ = ["DocumentSplitter", "TEXT_SEPARATORS", "CJK_CHAR_WEIGHT", "weighted_length"]
 
@@ -149,47 +150,34 @@ class DocumentSplitter:
         return [c for c in out if c.strip()]
 
     def split_document(
-        self, parent: Document, parent_id: str, make_child_id: Callable[[str, int], str]
+        self, parent: Document, parent_id: str, make_child_id: Callable[[str, int], str], *,
+        doc_type: str | None = None, language: str | None = None,
     ) -> tuple[Document, list[Document]]:
-        """Return the parent (with schema metadata) and its children, ids assigned by ``make_child_id``."""
+        """Return the parent and its children, ids assigned by ``make_child_id``, FinderLedge's fields under
+        :data:`~finderledge.metadata.FL_KEY`.  ``doc_type``/``language`` default to the loader's metadata."""
         md = dict(parent.metadata)
-        doc_type = str(md.get("doc_type_detected") or "text")
-        language = md.get("language")
-        pieces = self.split_text(parent.page_content, doc_type, language if isinstance(language, str) else None)
+        doc_type = str(doc_type or md.get("doc_type_detected") or "text")
+        if language is None and isinstance(md.get("language"), str):
+            language = md["language"]
+        pieces = self.split_text(parent.page_content, doc_type, language)
         if not pieces and parent.page_content.strip():
             pieces = [parent.page_content]
         count = len(pieces)
-        parent_md = {
-            **md,
-            "id": parent_id,
-            "is_parent": True,
-            "is_split": count > 1,
-            "split_count": count,
-            "doc_type_detected": doc_type,
-        }
+        parent_md = {**md, FL_KEY: {"id": parent_id, "is_parent": True, "split_count": count, "doc_type": doc_type}}
         headers = markdown_headers(parent.page_content) if doc_type == "markdown" else []
         cursor = 0
         children = []
         for i, piece in enumerate(pieces):
-            section = None
+            info: dict[str, Any] = {"id": make_child_id(parent_id, i), "is_parent": False, "parent_id": parent_id,
+                                    "split_index": i, "split_count": count, "doc_type": doc_type}
             if headers:  # chunks come in order and may overlap: search from just after the last start
                 found = parent.page_content.find(piece, cursor)
                 if found >= 0:
                     cursor = found + 1
                     section = _section_of(headers, found)
-            child_md = {
-                **md,
-                "id": make_child_id(parent_id, i),
-                "is_parent": False,
-                "is_split": count > 1,
-                "parent_id": parent_id,
-                "split_index": i,
-                "split_count": count,
-                "doc_type_detected": doc_type,
-            }
-            if section and "headers" not in md:
-                child_md["headers"] = section
-            children.append(Document(page_content=piece, metadata=child_md, id=child_md["id"]))
+                    if section:
+                        info["headers"] = section
+            children.append(Document(page_content=piece, metadata={**md, FL_KEY: info}, id=info["id"]))
         return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children
 
 

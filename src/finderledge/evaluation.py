@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.documents import Document
 
+from .metadata import info_of
+
 if TYPE_CHECKING:
     from .facade import FinderLedge
 
@@ -376,7 +378,8 @@ def _finest(golds: Sequence[str]) -> str:
 def _document_matches(doc: str, md: Mapping[str, Any]) -> bool:
     """Whether a chunk belongs to ``doc``: a source path, a ``source_id``, ``<path>:<locator>`` or a stored id."""
     source = str(md["source"]) if md.get("source") else None
-    if doc in (md.get("source_id"), md.get("parent_id"), md.get("id")) or source_matches(source, doc):
+    info = info_of(md)
+    if doc in (md.get("source_id"), info.get("parent_id"), info.get("id")) or source_matches(source, doc):
         return True
     page = _PAGE_GOLD.match(doc)
     return bool(page and md.get("locator") == page["locator"] and source_matches(source, page["path"]))
@@ -385,19 +388,20 @@ def _document_matches(doc: str, md: Mapping[str, Any]) -> bool:
 def gold_matches(gold: str, metadata: Mapping[str, Any]) -> bool:
     """Whether a result chunk (its metadata) is ``gold``, at the gold id's level (see :func:`gold_level`)."""
     chunk = _CHUNK_GOLD.match(gold)
-    if chunk and metadata.get("split_index", 0) == int(chunk["n"]) and _document_matches(chunk["doc"], metadata):
+    if chunk and info_of(metadata).get("split_index", 0) == int(chunk["n"]) \
+            and _document_matches(chunk["doc"], metadata):
         return True
     return _document_matches(gold, metadata)  # a file whose name merely looks like a page or chunk id
 
 
 def result_label(metadata: Mapping[str, Any], level: str = "file") -> str:
     """How a result is written in a run at ``level``: ``/path/file``, ``/path/file:p3``, ``/path/file:p3#2``."""
-    label = str(metadata.get("source") or metadata.get("source_id") or metadata.get("parent_id")
-                or metadata.get("id"))
+    info = info_of(metadata)
+    label = str(metadata.get("source") or metadata.get("source_id") or info.get("parent_id") or info.get("id"))
     if level != "file" and metadata.get("locator"):
         label += f":{metadata['locator']}"
     if level == "chunk":
-        label += f"#{metadata.get('split_index', 0)}"
+        label += f"#{info.get('split_index', 0)}"
     return label
 
 
@@ -552,13 +556,13 @@ def format_report(report: EvalReport) -> str:
     lines = [(f"{report.dataset}: {report.documents} documents, {report.chunks} chunks, "
               f"{report.queries} queries, {index}")]
     names = list(report.modes[0].metrics) if report.modes else []
-    header = f"{'mode':8} " + " ".join(f"{n:>10}" for n in names)
-    header += f" {'mean ms':>8} {'p50 ms':>7} {'p95 ms':>7} {'search p50':>10} {'embed p50':>9}"
-    lines.append(header)
-    for m in report.modes:
-        lat, srch, emb = m.latency_ms, m.search_ms, m.embed_ms
-        lines.append(f"{m.mode:8} " + " ".join(f"{m.metrics.get(n, float('nan')):10.4f}" for n in names)
-                     + f" {lat['mean']:8.1f} {lat['p50']:7.1f} {lat['p95']:7.1f} {srch['p50']:10.2f} {emb['p50']:9.2f}")
+    header = ["mode", *names, "mean ms", "p50 ms", "p95 ms", "search p50", "embed p50"]
+    rows = [[m.mode, *(f"{m.metrics.get(n, float('nan')):.4f}" for n in names),
+             *(f"{m.latency_ms[q]:.1f}" for q in ("mean", "p50", "p95")),
+             f"{m.search_ms['p50']:.2f}", f"{m.embed_ms['p50']:.2f}"] for m in report.modes]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:  # the mode left-aligned, numbers right-aligned, two spaces between columns
+        lines.append("  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]))
     lines.append("ms: whole search call after one warm-up query per mode; 'search' excludes the query embedding "
                  "(the results' SearchTrace)")
     levels = report.settings.get("gold_levels")
@@ -589,12 +593,12 @@ def plot_report(report: EvalReport, path: str | Path) -> Path:
     ax1.set_xticks(xs + width * (len(report.modes) - 1) / 2, names)
     ax1.set_ylim(0, 1.05)
     ax1.set_title(f"{report.dataset}: quality")
-    ax1.legend()
+    ax1.legend(loc="upper left", bbox_to_anchor=(0, -0.12), ncols=len(report.modes), frameon=False)
     ax2.bar([m.mode for m in report.modes], [m.search_ms["p50"] for m in report.modes], label="search")
     ax2.bar([m.mode for m in report.modes], [m.embed_ms["p50"] for m in report.modes],
             bottom=[m.search_ms["p50"] for m in report.modes], label="query embedding")
     ax2.set_title("p50 latency (ms)")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=120)

@@ -25,10 +25,11 @@ from .embeddings import EmbeddingModelFactory, embedding_model_id
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .fusion import FusedHit
-from .ingest import RESERVED_KEYS, IngestReport, Writer
+from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
 from .ledger import COMPLETE, DELETING, PENDING, ChunkRecord, DocumentRecord, Ledger
 from .locking import WriteLock
+from .metadata import FL_KEY, info_of
 from .relevance import LedgerBackground, check_score_threshold
 from .replica import Replica
 from .reranker import Reranker, create_reranker
@@ -38,15 +39,17 @@ from .scope import Scope
 from .validation import (
     check_flag,
     check_mapping,
+    check_parallel,
     check_patterns,
     check_positive_int,
     check_search_options,
+    check_texts,
     document_key,
     query_text,
 )
 from .vector_store import VectorStore, create_vector_store
 
-__all__ = ["NO_CONTEXT", "RESERVED_KEYS", "FinderLedge", "IngestReport", "Source"]
+__all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
@@ -262,7 +265,9 @@ class FinderLedge:
 
         Returns the ids of the parent documents the input is stored as (already-stored identical
         content included, stored once).  A file whose content changed replaces its older version.
-        ``metadata`` is added to every document; keys FinderLedge manages (``id``, ``parent_id`` …) are refused.
+        ``metadata`` is added to every document (any key but ``_finderledge``, which holds FinderLedge's own
+        fields).  A ``Document`` with an ``id`` is stored under that id: the same id with other content or
+        metadata replaces the stored version.
         ``prune=True`` also removes documents of files that no longer exist under a directory given.
         ``on_error="skip"`` (default) reports files that fail to parse and goes on; ``"raise"`` stops.
         Symlinks met inside a directory are not followed (reported as skipped) unless ``follow_symlinks=True``.
@@ -279,6 +284,19 @@ class FinderLedge:
             raise ConfigurationError(f"add_documents: sources: expected a list of paths, texts or Documents, got "
                                      f"{type(sources).__name__} (use add_document for one source)")
         return self.add_document(list(sources), metadata, **kwargs)
+
+    def add_texts(self, texts: Iterable[str], metadatas: Sequence[Mapping[str, Any]] | None = None, *,
+                  ids: Sequence[str | None] | None = None, **kwargs: Any) -> list[str]:
+        """Add raw texts (LangChain's name and arguments): one document per text, with its metadata and id.
+
+        Returns the stored ids in the order of ``texts``; a text without an id gets a content id (adding the
+        same text again stores nothing).  The same id with other content or metadata replaces that document."""
+        texts = check_texts(texts)
+        metadatas = check_parallel("metadatas", metadatas, len(texts))
+        ids = check_parallel("ids", ids, len(texts))
+        docs = [Document(page_content=t, metadata=dict(metadatas[i] or {}) if metadatas else {},
+                         id=ids[i] if ids else None) for i, t in enumerate(texts)]
+        return self.ingest(docs, **kwargs).ids if docs else []
 
     def ingest(
         self,
@@ -311,6 +329,14 @@ class FinderLedge:
         key = document_key(doc_id)
         self.vector_store  # noqa: B018
         return self._writer.remove(key)
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Remove documents by id (LangChain's ``delete``): unknown ids are ignored; returns the ids removed."""
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise ConfigurationError(f"delete: ids: expected a list of document ids, got {type(ids).__name__}")
+        keys = [document_key(i) for i in ids]
+        self.vector_store  # noqa: B018
+        return self._writer.delete(keys)
 
     # -- search -------------------------------------------------------------------------------------
     def search(
@@ -357,7 +383,7 @@ class FinderLedge:
             trace.ledger_seq = self._replica.seq
             hits = self.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace,
                                       background=LedgerBackground(self._ledger, self.keyword_store))
-        found = [(doc, doc.metadata["relevance_score"])
+        found = [(doc, info_of(doc.metadata)["relevance_score"])
                  for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)]
         if reranking and found:
             assert self.reranker is not None
@@ -366,9 +392,7 @@ class FinderLedge:
             reranked = []
             for i in order:
                 doc, first = found[i]
-                doc.metadata["fused_score"] = first
-                doc.metadata["fused_rank"] = i + 1
-                doc.metadata["relevance_score"] = scores[i]
+                info_of(doc.metadata).update(fused_score=first, fused_rank=i + 1, relevance_score=scores[i])
                 reranked.append((doc, scores[i]))
             found = reranked
         if threshold is not None:
@@ -399,7 +423,7 @@ class FinderLedge:
                 if record is None:
                     continue
                 doc = _as_document(record)
-                doc.metadata["matched_chunk_id"] = chunk.id
+                info_of(doc.metadata)["matched_chunk_id"] = chunk.id
             else:
                 doc = _as_document(chunk)
             _annotate(doc, hit)
@@ -565,15 +589,19 @@ def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
 
 
 def _as_document(record: DocumentRecord | ChunkRecord) -> Document:
-    """A LangChain ``Document`` for a ledger record (a copy: callers may annotate its metadata)."""
-    return Document(page_content=record.content, metadata=dict(record.metadata), id=record.id)
+    """A LangChain ``Document`` for a ledger record (a copy, FinderLedge's fields included: callers may
+    annotate them)."""
+    md = dict(record.metadata)
+    md[FL_KEY] = dict(info_of(md))
+    return Document(page_content=record.content, metadata=md, id=record.id)
 
 
 def _annotate(doc: Document, hit: FusedHit) -> None:
-    """Put the relevance, the fusion's score and each leg's rank and raw score into the result's metadata."""
-    doc.metadata["relevance_score"] = hit.score if hit.relevance is None else hit.relevance
-    doc.metadata["fusion_score"] = hit.score
+    """Put the relevance, the fusion's score and each leg's rank and raw score among the result's own fields."""
+    info = info_of(doc.metadata)
+    info["relevance_score"] = hit.score if hit.relevance is None else hit.relevance
+    info["fusion_score"] = hit.score
     for leg in ("vector", "keyword"):
         if leg in hit.ranks:
-            doc.metadata[f"{leg}_rank"] = hit.ranks[leg]
-            doc.metadata[f"{leg}_score"] = hit.raw_scores[leg]
+            info[f"{leg}_rank"] = hit.ranks[leg]
+            info[f"{leg}_score"] = hit.raw_scores[leg]

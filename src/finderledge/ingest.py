@@ -9,6 +9,7 @@ transaction — the commit point — and the indexes are brought up to date and 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import sys
@@ -32,25 +33,25 @@ from .document_loader import (
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
 from .ledger import COMPLETE, ChunkRecord, DocumentRecord
-from .metadata import normalize_metadata
+from .metadata import info_of, normalize_metadata
 from .validation import clean_text
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
 
-__all__ = ["RESERVED_KEYS", "IngestReport", "Writer", "content_id"]
+__all__ = ["IngestReport", "Writer", "content_id"]
 
 logger = logging.getLogger(__name__)
 
-# metadata keys FinderLedge sets on every chunk; a user's metadata may not use them
-RESERVED_KEYS = ("id", "is_parent", "is_split", "parent_id", "split_index", "split_count")
 _PATH_LENGTH_LIMIT = 4096
+_ID_LENGTH_LIMIT = 1024
 
 
 @dataclass
 class IngestReport:
     """What one ``add_document`` call did: documents and files added, unchanged, replaced, pruned, skipped."""
 
+    ids: list[str] = field(default_factory=list)  # every parent id the input is now stored as, in input order
     added: list[str] = field(default_factory=list)  # parent ids newly stored
     unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
     replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
@@ -65,11 +66,6 @@ class IngestReport:
     embeddings_cached: int = 0  # chunk texts whose vector came from the embedding cache
     seconds_embedding: float = 0.0
     seconds_total: float = 0.0
-
-    @property
-    def ids(self) -> list[str]:
-        """Ids of every parent document the input is now stored as (new and unchanged)."""
-        return self.added + self.unchanged
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (ids as lists, counts, timings)."""
@@ -97,6 +93,7 @@ class _Group:
     source: str | None
     parents: list[tuple[str, Document]]
     replace: bool
+    caller_ids: bool = False  # ids the caller chose: same id, other content or metadata = a new version
 
 
 @dataclass
@@ -129,7 +126,7 @@ class Writer:
         started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
-        extra = check_user_metadata(metadata or {}, "metadata argument")
+        extra = normalize_metadata(metadata or {}, "metadata argument")
         report = IngestReport()
         loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
                                 show_progress=self._fl.settings.show_progress, follow_symlinks=follow_symlinks)
@@ -141,10 +138,11 @@ class Writer:
             if prune and not isinstance(item, Document) and isinstance(item, (str, os.PathLike)) \
                     and Path(item).expanduser().is_dir():
                 prune_under.append(safe_path(absolute_path(item)).rstrip(os.sep) + os.sep)
+        _check_caller_ids(groups)
         ledger = self._fl._ledger
         # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
-        stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents)
+        stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents if not g.caller_ids)
         candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if pid not in stored}
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
@@ -172,13 +170,15 @@ class Writer:
         if isinstance(item, Document):
             if not isinstance(item.page_content, str) or not item.page_content.strip():
                 raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
-            item = Document(page_content=clean_text(item.page_content, "add_document: Document page_content"),
-                            metadata=item.metadata)
-            md = {**check_user_metadata(item.metadata, "Document metadata"), **extra}
+            text = clean_text(item.page_content, "add_document: Document page_content")
+            md = {**normalize_metadata(item.metadata, "Document metadata"), **extra}
             src = md.get("source")
-            _detect_type(md, item.page_content)
-            pid = content_id(str(src or ""), item.page_content)
-            return [_Group(str(src) if src else None, [(pid, Document(page_content=item.page_content, metadata=md))],
+            if item.id is not None:
+                pid = check_document_id(item.id)
+                return [_Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
+                               replace=False, caller_ids=True)]
+            pid = content_id(str(src or ""), text)
+            return [_Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
                            replace=False)]
         if isinstance(item, os.PathLike) or (isinstance(item, str) and looks_like_path(item)):
             path = Path(item).expanduser()
@@ -204,7 +204,6 @@ class Writer:
                 raise ConfigurationError("add_document: empty text has nothing to index")
             item = clean_text(item, "add_document: text")
             md = {**extra}
-            _detect_type(md, item)
             src = md.get("source")
             return [_Group(str(src) if src else None,
                            [(content_id(str(src or ""), item), Document(item, metadata=md))], replace=False)]
@@ -220,20 +219,31 @@ class Writer:
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
         stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents)
+        versions = ledger.content_hashes([pid for g in groups if g.caller_ids for pid, _ in g.parents])
+        listed: set[str] = set()
         for group in groups:
             existing = ledger.ids_by_source(group.source) if (group.replace and group.source) else []
             wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
             added_here = 0
             for pid, doc in group.parents:
-                if pid in new or pid in wanted:
+                if pid in wanted:
                     continue
-                if pid in stored:
+                wanted.add(pid)
+                if pid in listed:  # the same parent from an earlier group of this call
+                    continue
+                listed.add(pid)
+                report.ids.append(pid)
+                if pid in stored and group.caller_ids and versions.get(pid) != version_hash(doc):
+                    new[pid] = (group, doc)  # the caller's id with other content: replace it
+                    report.added.append(pid)
+                    report.replaced.append(pid)
+                    to_delete.append(pid)
+                elif pid in stored:
                     report.unchanged.append(pid)
                 else:
                     new[pid] = (group, doc)
                     report.added.append(pid)
                     added_here += 1
-                wanted.add(pid)
             stale = [i for i in existing if i not in wanted]
             to_delete.extend(stale)
             report.replaced.extend(stale)
@@ -257,16 +267,18 @@ class Writer:
         children: list[Document] = []
         records: dict[str, DocumentRecord] = {}
         for pid, (group, doc) in parents.items():
-            parent, kids = splitter.split_document(doc, pid, child_id)
-            records[pid] = DocumentRecord(pid, group.source, content_id(doc.page_content), COMPLETE,
-                                          doc.page_content, parent.metadata)
+            doc_type, language = _detected_type(doc)
+            parent, kids = splitter.split_document(doc, pid, child_id, doc_type=doc_type, language=language)
+            records[pid] = DocumentRecord(pid, group.source, version_hash(doc), COMPLETE, doc.page_content,
+                                          parent.metadata)
             children.extend(kids)
         vectors = self._embed([c.page_content for c in children], report)
         chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
         for child, vec in zip(children, vectors):
-            md = child.metadata
-            chunks[md["parent_id"]].append(
-                ChunkRecord(md["id"], md["parent_id"], md["split_index"], child.page_content, md, vec))
+            info = info_of(child.metadata)
+            chunks[info["parent_id"]].append(
+                ChunkRecord(info["id"], info["parent_id"], info["split_index"], child.page_content, child.metadata,
+                            vec))
         out.update((pid, _Prepared(record, chunks[pid])) for pid, record in records.items())
 
     def _embed(self, texts: list[str], report: IngestReport) -> np.ndarray:
@@ -318,6 +330,17 @@ class Writer:
             self._checkpoint()
         return ids
 
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Remove the parents among ``ids`` that are stored (unknown ids are ignored); returns those removed."""
+        ledger = self._fl._ledger
+        with self._fl._write_lock.hold("deleting documents"):
+            found = ledger.complete_ids(ids)
+            removed = list(dict.fromkeys(i for i in ids if i in found))
+            if removed:
+                ledger.commit_write(remove=removed)
+                self._checkpoint()
+        return removed
+
     def _checkpoint(self) -> None:
         """After a commit: bring the indexes up to date and persist them.  The change is already safe in
         the ledger, so a failure here is logged, not raised: the next write or open replays it."""
@@ -328,24 +351,40 @@ class Writer:
                          "it is replayed from the ledger at the next write or open", exc)
 
 
-def check_user_metadata(md: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A storable copy of a caller's metadata (see :mod:`finderledge.metadata`), checked before any work;
-    keys FinderLedge sets itself are refused."""
-    out = normalize_metadata(md, where)
-    bad = [k for k in RESERVED_KEYS if k in out]
-    if bad:
-        raise ConfigurationError(f"{where}: keys {bad} are set by FinderLedge; rename them (e.g. 'user_{bad[0]}')")
-    return out
+def version_hash(doc: Document) -> str:
+    """What makes two versions of a document the same: its text and its metadata."""
+    return content_id(doc.page_content, json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False))
 
 
-def _detect_type(md: dict[str, Any], text: str) -> None:
-    """Fill ``doc_type_detected`` (and ``language`` for code) of raw text unless the user set them."""
-    if "doc_type_detected" not in md:
-        md["doc_type_detected"] = detect_doc_type(None, text)
-        if md["doc_type_detected"] == "code" and "language" not in md:
-            language = detect_language(text)
-            if language:
-                md["language"] = language
+def check_document_id(value: Any) -> str:
+    """A caller's document id: a non-empty string of at most 1024 characters without NUL."""
+    if not isinstance(value, str) or not value or len(value) > _ID_LENGTH_LIMIT or "\x00" in value:
+        raise ConfigurationError(f"document id: expected a non-empty string of at most {_ID_LENGTH_LIMIT} characters "
+                                 f"without NUL, got {value!r:.80}")
+    return value
+
+
+def _check_caller_ids(groups: Sequence[_Group]) -> None:
+    """Refuse one caller id given to two different documents in one call."""
+    seen: dict[str, str] = {}
+    for group in groups:
+        if group.caller_ids:
+            for pid, doc in group.parents:
+                if seen.setdefault(pid, version_hash(doc)) != version_hash(doc):
+                    raise ConfigurationError(f"add_document: document id {pid!r} given twice with different content")
+
+
+def _detected_type(doc: Document) -> tuple[str, str | None]:
+    """The type to split ``doc`` as: the loader's (or caller's) ``doc_type_detected``, else detected from the text."""
+    md = doc.metadata
+    given = md.get("doc_type_detected")
+    language = md.get("language") if isinstance(md.get("language"), str) else None
+    if isinstance(given, str) and given:
+        return given, language
+    detected = detect_doc_type(None, doc.page_content)
+    if detected == "code" and language is None:
+        language = detect_language(doc.page_content)
+    return detected, language
 
 
 def looks_like_path(text: str) -> bool:

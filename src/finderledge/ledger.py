@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import IncompatibleIndexError, LedgerCorruptError
 from .integrity import is_sqlite_corruption
+from .metadata import upgrade_schema_2
 
 __all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord",
            "DocumentRecord", "Ledger"]
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
 REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
 REMOVED_GRACE_SECONDS = 600.0
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"  # 3: FinderLedge's fields under metadata["_finderledge"] (2: at the top level)
 ADD, REMOVE = "add", "remove"
 INDEX_FOLDERS = ("bm25", "chroma", "faiss")  # indexes built from the ledger, next to it in a persist directory
 
@@ -147,9 +148,13 @@ class Ledger:
                 self._db.execute("ALTER TABLE documents ADD COLUMN added_seq INTEGER")
                 self._db.execute("ALTER TABLE documents ADD COLUMN removed_seq INTEGER")
                 self._db.execute("ALTER TABLE documents ADD COLUMN removed_at REAL")
-        if version in (None, "1"):
+            self.set_info("schema_version", "2")
+            version = "2"
+        # a schema-2 ledger is read as if upgraded and rewritten by its first write (opening never writes)
+        self._schema_2 = version == "2"
+        if version is None:
             self.set_info("schema_version", SCHEMA_VERSION)
-        elif version != SCHEMA_VERSION:
+        elif version not in ("2", SCHEMA_VERSION):
             raise IncompatibleIndexError(
                 f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}")
 
@@ -220,6 +225,8 @@ class Ledger:
         an earlier ``seq`` still finds the texts of what it matched (see :meth:`get_chunks`)."""
         now = time.time()
         with self._lock, self._transaction():
+            if self._schema_2:
+                self._upgrade_to_3()
             for start in range(0, len(remove), 500):
                 batch = list(remove[start : start + 500])
                 marks = ",".join("?" * len(batch))
@@ -251,6 +258,21 @@ class Ledger:
                 )
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
+
+    def _upgrade_to_3(self) -> None:
+        """Inside a write transaction: move FinderLedge's fields of every row under ``_finderledge``."""
+        if self._db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "2":
+            for table, is_chunk in (("documents", False), ("chunks", True)):
+                rows = self._db.execute(f"SELECT id, metadata FROM {table}").fetchall()
+                self._db.executemany(f"UPDATE {table} SET metadata=? WHERE id=?",
+                                     [(_dumps(upgrade_schema_2(json.loads(md), is_chunk)), i) for i, md in rows])
+            self._db.execute("UPDATE info SET value=? WHERE key='schema_version'", (SCHEMA_VERSION,))
+            logger.info("ledger %s: metadata moved to schema %s", self._target, SCHEMA_VERSION)
+        self._schema_2 = False
+
+    def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
+        md = json.loads(text)
+        return upgrade_schema_2(md, is_chunk) if self._schema_2 else md
 
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
@@ -322,12 +344,24 @@ class Ledger:
             rows = db.execute("SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE))
             return [r[0] for r in rows]
 
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """The stored version hash of each complete document among ``doc_ids``."""
+        found: dict[str, str] = {}
+        with self._read() as db:
+            for start in range(0, len(doc_ids), 500):
+                batch = list(doc_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                found.update(db.execute(f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
+                                        [COMPLETE, *batch]).fetchall())
+        return found
+
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         with self._read() as db:
             row = db.execute(
                 "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?", (doc_id,)
             ).fetchone()
-        return None if row is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
+        return None if row is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4],
+                                                       self._metadata(row[5], False))
 
     def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[DocumentRecord]:
         """Complete documents in insertion order, optionally only those of one source."""
@@ -341,7 +375,8 @@ class Ledger:
             sql += " LIMIT ?"
             args.append(limit)
         with self._read() as db:
-            return [DocumentRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in db.execute(sql, args)]
+            return [DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
+                    for r in db.execute(sql, args)]
 
     def get_chunk(self, chunk_id: str, *, with_embedding: bool = False) -> ChunkRecord | None:
         rows = self.get_chunks([chunk_id], with_embedding=with_embedding)
@@ -440,12 +475,11 @@ class Ledger:
             )
             return [r[0] for r in rows]
 
-    @staticmethod
-    def _chunk(row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
+    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
         emb = None
         if with_embedding and row[5] is not None:
             emb = np.frombuffer(row[5], dtype="<f4")
-        return ChunkRecord(row[0], row[1], int(row[2]), row[3], json.loads(row[4]), emb)
+        return ChunkRecord(row[0], row[1], int(row[2]), row[3], self._metadata(row[4], True), emb)
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,10 @@ document is added (before it is split or embedded):
 * numpy scalars become the Python number they hold; anything else (dates, sets, bytes, NaN, infinity,
   objects) is refused with an error naming the key and saying what to store instead.
 
+What FinderLedge itself records about a document or chunk (its id, parent, position, detected type,
+and on search results the scores) lives in one dict under :data:`FL_KEY` (``"_finderledge"``), so a
+caller's metadata may use every other key, ``id`` included.
+
 For filters a value has one of the kinds ``string``, ``number`` (int or float; ``1 == 1.0``), ``bool``,
 ``list`` or ``object``; ``None`` counts as a missing field (see :mod:`finderledge.filters`).
 """
@@ -23,11 +27,18 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["MAX_DEPTH", "clean_text", "kind_of", "normalize_metadata"]
+__all__ = ["FL_KEY", "MAX_DEPTH", "clean_text", "info_of", "kind_of", "normalize_metadata", "upgrade_schema_2",
+           "user_metadata"]
 
 logger = logging.getLogger(__name__)
 
 MAX_DEPTH = 32
+
+FL_KEY = "_finderledge"
+"""The one metadata key FinderLedge owns: a dict of its own fields (``id``, ``parent_id``, ``split_index``,
+``split_count``, ``is_parent``, ``doc_type``, ``headers``; on search results also the scores)."""
+
+_SCHEMA_2_KEYS = ("id", "is_parent", "is_split", "parent_id", "split_index", "split_count")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -89,12 +100,40 @@ def _value(value: Any, where: str, depth: int) -> Any:
 
 
 def normalize_metadata(md: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A JSON-ready copy of ``md``, or :class:`ConfigurationError` naming ``where`` and the bad key."""
+    """A JSON-ready copy of a caller's ``md``, or :class:`ConfigurationError` naming ``where`` and the bad key
+    (:data:`FL_KEY` included: it is FinderLedge's)."""
     if not isinstance(md, Mapping):
         raise ConfigurationError(f"{where}: expected a dict, got {type(md).__name__}")
     out: dict[str, Any] = {}
     for key, value in md.items():
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"{where}: keys must be non-empty strings, got {key!r}")
+        if key == FL_KEY:
+            raise ConfigurationError(f"{where}: key {FL_KEY!r} holds FinderLedge's own fields; rename yours")
         out[clean_text(key, where)] = _value(value, f"{where} key {key!r}", 1)
+    return out
+
+
+def info_of(md: Mapping[str, Any]) -> dict[str, Any]:
+    """FinderLedge's fields of a document's or result's metadata (empty when it has none)."""
+    info = md.get(FL_KEY)
+    return info if isinstance(info, dict) else {}
+
+
+def user_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
+    """``md`` without FinderLedge's fields: what the caller and the loader stored."""
+    return {k: v for k, v in md.items() if k != FL_KEY}
+
+
+def upgrade_schema_2(md: Mapping[str, Any], is_chunk: bool) -> dict[str, Any]:
+    """Metadata as a schema-2 ledger stored it (our fields at the top level) in today's layout."""
+    out = dict(md)
+    if FL_KEY in out:  # already upgraded
+        return out
+    old = {k: out.pop(k) for k in _SCHEMA_2_KEYS if k in out}
+    info: dict[str, Any] = {"id": old.get("id"), "is_parent": not is_chunk, "split_count": old.get("split_count"),
+                            "doc_type": out.get("doc_type_detected", "text")}
+    if is_chunk:
+        info.update(parent_id=old.get("parent_id"), split_index=old.get("split_index"))
+    out[FL_KEY] = info
     return out

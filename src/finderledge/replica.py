@@ -36,6 +36,7 @@ from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError
 from .keyword_store import KeywordStore
 from .ledger import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
+from .metadata import user_metadata
 from .overlay import VectorOverlay
 from .vector_store import VectorStore
 
@@ -271,7 +272,8 @@ class Replica:
 
     def _keyword_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
         store = self.keyword.handle
-        prepared = store.prepare([c.id for c in rows], [c.content for c in rows], [c.metadata for c in rows])
+        prepared = store.prepare([c.id for c in rows], [c.content for c in rows],
+                                 [user_metadata(c.metadata) for c in rows])
 
         def step() -> None:
             store.delete(removes)
@@ -286,7 +288,8 @@ class Replica:
         def step() -> None:
             self.overlay.remove(removes)
             if vectors is not None:
-                self.overlay.add([c.id for c in rows], vectors, [c.metadata for c in rows], [c.content for c in rows])
+                self.overlay.add([c.id for c in rows], vectors, [user_metadata(c.metadata) for c in rows],
+                                 [c.content for c in rows])
         return step
 
     def _plan(self, leg: _Leg, target: int) -> tuple[list[str], list[str], list[Any]]:
@@ -306,11 +309,14 @@ class Replica:
                                leg.name, len(adds), len(removes))
         else:
             final: dict[str, bool] = {}
+            removed: set[str] = set()  # a caller's id re-added with new content: remove the old chunk first
             for change in self.ledger.changes_since(leg.seq, target):
                 for i in range(change.chunk_count):
                     final[child_id(change.doc_id, i)] = change.op == ADD
+                    if change.op != ADD:
+                        removed.add(child_id(change.doc_id, i))
             adds = [cid for cid, added in final.items() if added]
-            removes = [cid for cid, added in final.items() if not added]
+            removes = [cid for cid, added in final.items() if not added or cid in removed]
         rows = self.ledger.get_chunks(adds, with_embedding=leg is self.vector)
         return adds, removes, rows
 

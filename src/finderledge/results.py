@@ -8,15 +8,19 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from .metadata import info_of
+
 __all__ = ["SearchResult", "SearchResults", "SearchTrace"]
 
 
 @dataclass(frozen=True)
 class SearchResult:
     """One hit.  ``score`` is its absolute relevance in [0, 1], comparable between queries (the reranker's score
-    when one is configured; see docs/scores.md).  ``document.metadata`` also carries ``relevance_score`` (the
-    same), ``fusion_score`` (the value the results are ordered by), ``vector_rank``, ``vector_score`` (cosine),
-    ``keyword_rank`` and ``keyword_score`` (BM25; a leg's keys are absent when that leg did not find it)."""
+    when one is configured; see docs/scores.md).  ``document.metadata`` is the stored metadata plus
+    FinderLedge's fields under ``"_finderledge"`` (:attr:`info`): ``id``, ``parent_id``, ``split_index``,
+    ``split_count``, ``relevance_score`` (= ``score``), ``fusion_score`` (the value results are ordered by),
+    ``vector_rank``, ``vector_score`` (cosine), ``keyword_rank`` and ``keyword_score`` (BM25; a leg's keys are
+    absent when that leg did not find it)."""
 
     document: Document
     score: float
@@ -24,7 +28,19 @@ class SearchResult:
 
     @property
     def id(self) -> str:
-        return str(self.document.metadata["id"])
+        """The chunk's id (the parent's with ``return_parents=True``)."""
+        return str(self.document.id)
+
+    @property
+    def parent_id(self) -> str:
+        """The id of the document the chunk was split from (its own id for a parent)."""
+        info = self.info
+        return str(info.get("parent_id") or info.get("id") or self.document.id)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """FinderLedge's fields of this result (ids, position, scores): ``metadata["_finderledge"]``."""
+        return info_of(self.document.metadata)
 
     @property
     def content(self) -> str:

@@ -15,9 +15,11 @@ __all__ = [
     "SEARCH_OPTIONS",
     "check_flag",
     "check_mapping",
+    "check_parallel",
     "check_patterns",
     "check_positive_int",
     "check_search_options",
+    "check_texts",
     "clean_text",
     "document_key",
     "query_text",
@@ -58,6 +60,31 @@ def check_patterns(name: str, value: Any) -> Sequence[str] | None:
     if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
         raise ConfigurationError(f"{name}: expected a glob pattern string or a list of them, got {value!r}")
     return value
+
+
+def check_texts(texts: Any) -> list[str]:
+    """``add_texts``' texts: an iterable of non-empty strings (not one string)."""
+    if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
+        raise ConfigurationError(f"texts: expected a list of strings, got {type(texts).__name__} "
+                                 "(for one text, pass [text])")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise ConfigurationError(f"texts[{i}]: expected a string, got {type(text).__name__}")
+        if not text.strip():
+            raise ConfigurationError(f"texts[{i}]: empty text has nothing to index")
+    return out
+
+
+def check_parallel(name: str, values: Any, length: int) -> list[Any] | None:
+    """A list given alongside ``texts`` (``metadatas``, ``ids``): ``None`` or exactly one item per text."""
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+        raise ConfigurationError(f"{name}: expected a list with one item per text, got {type(values).__name__}")
+    if len(values) != length:
+        raise ConfigurationError(f"{name}: expected {length} item(s), one per text, got {len(values)}")
+    return list(values)
 
 
 def query_text(query: Any) -> str:

@@ -1,0 +1,121 @@
+"""User metadata may use any key (``id`` included); FinderLedge's own fields live under ``_finderledge``;
+caller ids are honoured; directories written before this schema keep reading right and are migrated on
+their first write."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+
+from finderledge import FinderLedge
+from finderledge.errors import ConfigurationError
+from finderledge.metadata import FL_KEY
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, minilm, store_kind: str) -> Iterator[FinderLedge]:
+    """An empty persistent FinderLedge on each vector store."""
+    with FinderLedge(tmp_path / "idx", vector_store=store_kind, embedding=minilm, show_progress=False) as fl:
+        yield fl
+
+
+USER_MD = {"id": 7, "parent_id": "mine", "split_index": "x", "is_parent": "no", "split_count": [1],
+           "relevance_score": "user's", "source": "handbook"}
+
+
+def test_any_user_key_round_trips(ledger: FinderLedge) -> None:
+    [pid] = ledger.add_document(Document(page_content="Refunds are processed within five business days.",
+                                         metadata=USER_MD))
+    stored = ledger.get_document(pid)
+    assert stored is not None and stored.id == pid
+    assert {k: v for k, v in stored.metadata.items() if k != FL_KEY} == USER_MD
+    assert stored.metadata[FL_KEY]["id"] == pid and stored.metadata[FL_KEY]["is_parent"] is True
+    for mode in ("hybrid", "vector", "keyword"):
+        [hit] = ledger.search("refunds processed business days", search_mode=mode, k=1)
+        assert {k: v for k, v in hit.metadata.items() if k != FL_KEY} == USER_MD, mode
+        assert hit.parent_id == pid and hit.id == hit.document.id == f"{pid}-0000"
+        assert hit.metadata[FL_KEY]["relevance_score"] == hit.score
+    assert ledger.search("refunds", filter={"id": 7}, k=1)
+    assert ledger.search("refunds", filter={"parent_id": "mine"}, k=1)
+    assert not ledger.search("refunds", filter={"id": pid}, k=1)  # our ids are not user metadata
+    assert ledger.list_documents()[0].metadata["id"] == 7
+
+
+def test_only_the_namespace_key_is_reserved(ledger: FinderLedge) -> None:
+    with pytest.raises(ConfigurationError, match="_finderledge"):
+        ledger.add_document(Document(page_content="text", metadata={FL_KEY: 1}))
+    with pytest.raises(ConfigurationError, match="_finderledge"):
+        ledger.add_document(Document(page_content="text"), metadata={FL_KEY: {"id": "x"}})
+
+
+def test_caller_ids_are_honoured_and_replace(ledger: FinderLedge) -> None:
+    ids = ledger.add_document([Document(page_content="Alpha beta gamma.", id="doc-a"),
+                               Document(page_content="Delta epsilon.", id="doc-b")])
+    assert ids == ["doc-a", "doc-b"]
+    assert ledger.get_document("doc-a").page_content == "Alpha beta gamma."  # type: ignore[union-attr]
+    assert [r.parent_id for r in ledger.search("alpha beta gamma", search_mode="keyword", k=1)] == ["doc-a"]
+    # same id again: unchanged when identical, replaced when the content or metadata differs
+    assert ledger.ingest(Document(page_content="Alpha beta gamma.", id="doc-a")).unchanged == ["doc-a"]
+    report = ledger.ingest(Document(page_content="Zeta eta theta.", id="doc-a", metadata={"v": 2}))
+    assert report.added == ["doc-a"] and report.replaced == ["doc-a"]
+    assert ledger.count() == {"documents": 2, "chunks": 2}
+    assert not ledger.search("alpha beta gamma", search_mode="keyword", k=3, filter={"v": {"$ne": 2}}) or all(
+        r.parent_id != "doc-a" for r in ledger.search("alpha beta gamma", search_mode="keyword", k=3))
+    [hit] = ledger.search("zeta eta theta", search_mode="keyword", k=1)
+    assert hit.parent_id == "doc-a" and hit.metadata["v"] == 2
+    report = ledger.ingest(Document(page_content="Zeta eta theta.", id="doc-a", metadata={"v": 3}))
+    assert report.replaced == ["doc-a"] and ledger.get_document("doc-a").metadata["v"] == 3  # type: ignore[union-attr]
+
+
+def test_caller_ids_are_checked(ledger: FinderLedge) -> None:
+    for bad in ("", "a" * 1025, "x\x00y"):
+        with pytest.raises(ConfigurationError, match="id"):
+            ledger.add_document(Document(page_content="text", id=bad))
+    with pytest.raises(ConfigurationError, match="twice"):
+        ledger.add_document([Document(page_content="one", id="same"), Document(page_content="two", id="same")])
+
+
+def _downgrade_to_schema_2(directory: Path) -> None:
+    """Rewrite a directory's ledger as a schema-2 FinderLedge wrote it: our fields at the top level."""
+    db = sqlite3.connect(directory / "ledger.sqlite3")
+    with db:
+        for table, is_chunk in (("documents", False), ("chunks", True)):
+            for row_id, md_json in db.execute(f"SELECT id, metadata FROM {table}").fetchall():
+                md = json.loads(md_json)
+                info = md.pop(FL_KEY)
+                old = {"id": info["id"], "is_parent": not is_chunk, "is_split": info["split_count"] > 1,
+                       "split_count": info["split_count"], "doc_type_detected": info["doc_type"]}
+                if is_chunk:
+                    old.update(parent_id=info["parent_id"], split_index=info["split_index"])
+                db.execute(f"UPDATE {table} SET metadata=? WHERE id=?", (json.dumps({**md, **old}), row_id))
+        db.execute("UPDATE info SET value='2' WHERE key='schema_version'")
+    db.close()
+
+
+def test_schema_2_directory_reads_right_and_migrates_on_first_write(tmp_path: Path, minilm) -> None:
+    directory = tmp_path / "old"
+    with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
+        [old_id] = fl.add_document(Document(page_content="Refunds take five business days.",
+                                            metadata={"source": "faq", "lang": "en"}))
+    _downgrade_to_schema_2(directory)
+    before = (directory / "ledger.sqlite3").stat().st_mtime_ns
+    with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
+        [hit] = fl.search("refunds business days", k=1)
+        assert hit.parent_id == old_id and hit.metadata[FL_KEY]["split_index"] == 0
+        assert {k: v for k, v in hit.metadata.items() if k != FL_KEY} == {
+            "source": "faq", "lang": "en", "doc_type_detected": "text"}
+        fl.add_document(Document(page_content="Passwords reset links last 30 minutes.", metadata={"id": 1}))
+    db = sqlite3.connect(directory / "ledger.sqlite3")
+    assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "3"
+    stored = [json.loads(r[0]) for r in db.execute("SELECT metadata FROM chunks")]
+    db.close()
+    assert all(FL_KEY in md and "split_index" not in md for md in stored)
+    with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
+        assert fl.get_document(old_id).metadata[FL_KEY]["id"] == old_id  # type: ignore[union-attr]
+        assert [r.metadata["id"] for r in fl.search("password reset", k=1)] == [1]
+    assert before  # the read-only open above is checked in test_persistence (opening never writes)
