@@ -1,13 +1,18 @@
-"""LangChain's own standard test suite (``langchain-tests``) run against FinderLedge's retriever."""
+"""LangChain's own standard test suites (``langchain-tests``) run against FinderLedge's retriever and VectorStore."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from langchain_tests.integration_tests import RetrieversIntegrationTests
+import pytest
+from langchain_core.vectorstores import VectorStore
+from langchain_tests.integration_tests import RetrieversIntegrationTests, VectorStoreIntegrationTests
 
 from finderledge import EmbeddingModelFactory, FinderLedge
+from finderledge.langchain_vectorstore import FinderLedgeVectorStore
 from finderledge.retriever import FinderLedgeRetriever
 
 TEXTS = [
@@ -53,3 +58,28 @@ class TestRetrieverWithLangChainKwargs(TestRetrieverByConstructor):
             return ledger.as_retriever(search_type="similarity", search_kwargs=options)
 
         return build
+
+
+class TestVectorStoreStandard(VectorStoreIntegrationTests):
+    """LangChain's VectorStore suite (sync and async) over an in-memory FinderLedge, hybrid search."""
+
+    @pytest.fixture
+    def vectorstore(self) -> Iterator[FinderLedgeVectorStore]:
+        fl = FinderLedge(embedding=self.get_embeddings(), show_progress=False)
+        try:
+            yield fl.as_vectorstore()
+        finally:
+            fl.close()
+
+
+class TestVectorStoreStandardPersistentFaiss(VectorStoreIntegrationTests):
+    """The same suite over a persistent FAISS directory, searching in vector mode only."""
+
+    @pytest.fixture
+    def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:
+        fl = FinderLedge(tmp_path / "vs", vector_store="faiss", search_mode="vector", embedding=self.get_embeddings(),
+                         show_progress=False)
+        try:
+            yield fl.as_vectorstore()
+        finally:
+            fl.close()

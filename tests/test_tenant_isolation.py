@@ -2,7 +2,8 @@
 
 For random tenants, per-call filters (including ones naming another tenant, ``$or`` tricks, ``$ne``,
 ``None`` and ``{}``), modes and entry points (a scope's search and get_context, retrievers sync and async,
-parents, reranking, LangChain's MultiQueryRetriever and ContextualCompressionRetriever), no result ever
+parents, reranking, LangChain's MultiQueryRetriever and ContextualCompressionRetriever, the LangChain
+VectorStore with a base filter), no result ever
 belongs to another tenant.
 """
 
@@ -55,7 +56,8 @@ def _other_tenant_filters(tenant: str) -> st.SearchStrategy[Any]:
     )
 
 
-PATHS = ["search", "get_context", "retriever", "retriever_async", "parents", "rerank", "multi_query", "compression"]
+PATHS = ["search", "get_context", "retriever", "retriever_async", "parents", "rerank", "multi_query", "compression",
+         "vectorstore"]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -81,6 +83,9 @@ def test_no_result_ever_belongs_to_another_tenant(ledgers: tuple[FinderLedge, Fi
         docs = retriever.invoke(query, filter=call_filter)
     elif path == "retriever_async":
         docs = asyncio.run(retriever.ainvoke(query, filter=call_filter))
+    elif path == "vectorstore":
+        store = plain.as_vectorstore(base_filter={"tenant": tenant})
+        docs = store.similarity_search(query, k=8, filter=call_filter, search_mode=mode)
     elif path == "multi_query":
         from langchain_classic.retrievers.multi_query import MultiQueryRetriever
         from langchain_core.language_models.fake_chat_models import FakeListChatModel

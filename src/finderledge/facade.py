@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -48,6 +48,9 @@ from .validation import (
     query_text,
 )
 from .vector_store import VectorStore, create_vector_store
+
+if TYPE_CHECKING:
+    from .langchain_vectorstore import FinderLedgeVectorStore
 
 __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
@@ -482,6 +485,13 @@ class FinderLedge:
                 f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg'].removeprefix('Value error, ')}"
                 for e in exc.errors())
             raise ConfigurationError(f"as_retriever: {problems}") from None
+
+    def as_vectorstore(self, *, base_filter: Mapping[str, Any] | None = None) -> FinderLedgeVectorStore:
+        """This ledger as a LangChain ``VectorStore`` (for ``ParentDocumentRetriever``, ``SelfQueryRetriever`` …);
+        ``base_filter`` is AND-ed with every search's filter."""
+        from .langchain_vectorstore import FinderLedgeVectorStore
+
+        return FinderLedgeVectorStore(self, base_filter=dict(base_filter) if base_filter else None)
 
     def scoped(self, base_filter: Mapping[str, Any]) -> Scope:
         """A read-only view whose searches, contexts and retrievers always apply ``base_filter`` (e.g. a tenant):
