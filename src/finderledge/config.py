@@ -1,77 +1,107 @@
-"""Settings for FinderLedge, resolved as: arguments > ``FINDERLEDGE_*`` environment > ``.env`` > defaults."""
+"""Settings for FinderLedge, resolved as: arguments > ``FINDERLEDGE_*`` environment > ``.env`` > defaults.
+
+Each setting is declared once below with its default and its rule; every value, whatever its origin
+(argument, environment, ``.env`` file, a reopened directory's recorded settings), passes that rule, and
+a bad one raises :class:`~finderledge.errors.ConfigurationError` (a ``ValueError``) naming the setting,
+what was expected and where the value came from.
+"""
 
 from __future__ import annotations
 
 import math
+import numbers
 import os
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
 
 from .errors import ConfigurationError
+from .fusion import KNOWN_SCRIPTS
 
-__all__ = ["Settings", "ENV_PREFIX", "VECTOR_STORES", "SEARCH_MODES", "FUSIONS", "CHUNK_UNITS"]
+__all__ = ["CHUNK_UNITS", "ENV_PREFIX", "FUSIONS", "SEARCH_MODES", "VECTOR_STORES", "Settings"]
 
 ENV_PREFIX = "FINDERLEDGE_"
 VECTOR_STORES = ("chroma", "faiss")
 SEARCH_MODES = ("hybrid", "vector", "keyword")
 FUSIONS = ("rrf", "relative_score", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
+ANY_SCRIPTS = ("any", "*", "")  # vector_scripts values meaning "the model reads every script"
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+NONE_WORDS = ("auto", "none")  # show_progress: decide from the terminal
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a setting accepts: a type (``bool``, ``int``, ``float``, ``str``), a test and its description."""
+
+    kind: type
+    expected: str
+    test: Callable[[Any], bool] = lambda value: True
+    optional: bool = False  # None is a valid value
+
+
+def _setting(default: Any, rule: Rule) -> Any:
+    """A dataclass field carrying its rule."""
+    return field(default=default, metadata={"rule": rule})
+
+
+def _one_of(allowed: tuple[str, ...]) -> Rule:
+    """Rule of a setting that takes one of a few names."""
+    return Rule(str, f"one of {list(allowed)}", lambda value: value in allowed)
+
+
+def _scripts_ok(value: str) -> bool:
+    """Whether ``value`` is ``auto``, ``any`` or a comma-separated list of known scripts (as Finder reads it)."""
+    if value == "auto" or value in ANY_SCRIPTS:
+        return True
+    scripts = {part.strip().lower() for part in value.split(",") if part.strip()}
+    return bool(scripts) and scripts <= KNOWN_SCRIPTS
+
+
+POSITIVE_INT = Rule(int, "an integer >= 1", lambda value: value >= 1)
+NON_NEGATIVE_INT = Rule(int, "an integer >= 0", lambda value: value >= 0)
+NON_NEGATIVE = Rule(float, "a finite number >= 0", lambda value: math.isfinite(value) and value >= 0)
+FRACTION = Rule(float, "a number in [0, 1]", lambda value: 0.0 <= value <= 1.0)  # NaN fails both comparisons
+NAME = Rule(str, "a non-empty string", lambda value: value != "", optional=True)
+SCRIPTS = Rule(str, f"'auto', 'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}", _scripts_ok)
+SECONDS = Rule(float, "a finite number of seconds (a negative one waits forever)", math.isfinite)
+FLAG = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)}) or auto", optional=True)
 
 
 @dataclass(frozen=True)
 class Settings:
     """Every tunable of a FinderLedge instance, validated.  Build it with :meth:`resolve`."""
 
-    persist_directory: str | None = None
-    vector_store: str = "chroma"
-    embedding_model: str | None = None  # None: the offline MiniLM model
-    chunk_size: int = 1000
-    chunk_overlap: int = 100
-    chunk_unit: str = "weighted"  # what chunk_size/chunk_overlap count: "weighted" (CJK x3) or "chars"
-    search_mode: str = "hybrid"
-    k: int = 10
-    candidate_k: int = 100  # candidates each leg fetches before fusion
-    fusion: str = "relative_score"  # chosen on scifact train; see docs/evaluation.md
-    rrf_k: int = 60
-    vector_weight: float = 1.0
-    keyword_weight: float = 1.0
-    bm25_k1: float = 0.9  # keyword leg's BM25 parameters (Anserini's); query-time, see docs/evaluation.md
-    bm25_b: float = 0.4
-    embedding_batch_size: int = 64
-    vector_scripts: str = "auto"  # scripts the embedding model reads: auto (from its name), any, latin, ...
-    min_vector_share: float = 0.5  # hybrid skips the vector leg below this share of readable query text
-    show_progress: bool | None = None  # None: only when stderr is a terminal
-    lock_timeout: float = 120.0  # seconds a write waits for another process's write lock; < 0: forever
+    persist_directory: str | None = _setting(None, NAME)  # None: in memory
+    vector_store: str = _setting("chroma", _one_of(VECTOR_STORES))
+    embedding_model: str | None = _setting(None, NAME)  # None: the offline MiniLM model
+    chunk_size: int = _setting(1000, POSITIVE_INT)
+    chunk_overlap: int = _setting(100, NON_NEGATIVE_INT)  # and below chunk_size
+    chunk_unit: str = _setting("weighted", _one_of(CHUNK_UNITS))  # what chunk_size/chunk_overlap count
+    search_mode: str = _setting("hybrid", _one_of(SEARCH_MODES))
+    k: int = _setting(10, POSITIVE_INT)
+    candidate_k: int = _setting(100, POSITIVE_INT)  # candidates each leg fetches before fusion
+    fusion: str = _setting("relative_score", _one_of(FUSIONS))  # chosen on scifact train; see docs/evaluation.md
+    rrf_k: int = _setting(60, POSITIVE_INT)
+    vector_weight: float = _setting(1.0, NON_NEGATIVE)  # vector_weight and keyword_weight: not both 0
+    keyword_weight: float = _setting(1.0, NON_NEGATIVE)
+    bm25_k1: float = _setting(0.9, NON_NEGATIVE)  # keyword leg's BM25 parameters (Anserini's); query-time
+    bm25_b: float = _setting(0.4, FRACTION)
+    embedding_batch_size: int = _setting(64, POSITIVE_INT)
+    vector_scripts: str = _setting("auto", SCRIPTS)  # scripts the embedding model reads: auto (from its name), ...
+    min_vector_share: float = _setting(0.5, FRACTION)  # hybrid skips the vector leg below this share of the query
+    show_progress: bool | None = _setting(None, FLAG)  # None: only when stderr is a terminal
+    lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
 
     def __post_init__(self) -> None:
-        for name in ("vector_weight", "keyword_weight", "bm25_k1", "bm25_b", "min_vector_share", "lock_timeout"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                hint = " (a negative number waits forever)" if name == "lock_timeout" else ""
-                raise ConfigurationError(f"setting {name!r}: expected a finite number{hint}, got {value!r}")
-        _choice("vector_store", self.vector_store, VECTOR_STORES)
-        _choice("search_mode", self.search_mode, SEARCH_MODES)
-        _choice("fusion", self.fusion, FUSIONS)
-        _choice("chunk_unit", self.chunk_unit, CHUNK_UNITS)
-        for name in ("chunk_size", "k", "candidate_k", "rrf_k", "embedding_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigurationError(f"setting {name!r}: expected a positive integer, got {getattr(self, name)!r}")
-        if self.chunk_overlap < 0 or self.chunk_overlap >= self.chunk_size:
-            raise ConfigurationError(
-                f"setting 'chunk_overlap': expected 0 <= chunk_overlap < chunk_size ({self.chunk_size}), "
-                f"got {self.chunk_overlap!r}"
-            )
-        if not 0.0 <= self.min_vector_share <= 1.0:
-            raise ConfigurationError(f"setting 'min_vector_share': expected a number in [0, 1], got {self.min_vector_share!r}")
-        if not 0.0 <= self.bm25_b <= 1.0:
-            raise ConfigurationError(f"setting 'bm25_b': expected a number in [0, 1], got {self.bm25_b!r}")
-        for name in ("vector_weight", "keyword_weight", "bm25_k1"):
-            if getattr(self, name) < 0:
-                raise ConfigurationError(f"setting {name!r}: expected a non-negative number, got {getattr(self, name)!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            object.__setattr__(self, f.name, _check(f.name, _strict(f.name, value), None))
+        _check_together(self.__dict__, {})
 
     @classmethod
     def resolve(
@@ -96,19 +126,24 @@ class Settings:
         if env_file is not None and Path(env_file).is_file():
             file_values = dotenv_values(env_file)
         values: dict[str, Any] = {}
+        sources = {f.name: "default" for f in fields(cls)}  # where each value came from
         for f in fields(cls):
-            if f.name in arguments:
-                values[f.name] = _coerce(f.name, arguments[f.name], f.type, source="argument")
-                continue
             key = ENV_PREFIX + f.name.upper()
-            for origin, source in ((environ, "environment variable"), (file_values, ".env file")):
-                raw = origin.get(key)
-                if raw not in (None, ""):
-                    values[f.name] = _coerce(f.name, raw, f.type, source=f"{source} {key}")
-                    break
+            env_raw, file_raw = environ.get(key), file_values.get(key)
+            if f.name in arguments:
+                raw, source = arguments[f.name], "argument"
+            elif _given(env_raw):
+                raw, source = env_raw, f"environment variable {key}"
+            elif _given(file_raw):
+                raw, source = file_raw, f"{key} in {env_file}"
+            elif defaults and defaults.get(f.name) is not None:
+                where = values.get("persist_directory")
+                raw, source = defaults[f.name], f"the settings recorded in {where}" if where else "defaults"
             else:
-                if defaults and defaults.get(f.name) is not None:
-                    values[f.name] = _coerce(f.name, defaults[f.name], f.type, source="persist directory")
+                continue
+            values[f.name] = _check(f.name, _coerce(f.name, raw, source), source)
+            sources[f.name] = source
+        _check_together({**{f.name: f.default for f in fields(cls)}, **values}, sources)
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,39 +151,119 @@ class Settings:
         return asdict(self)
 
 
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigurationError(f"setting {name!r}: expected one of {list(allowed)}, got {value!r}")
+def _given(raw: Any) -> bool:
+    """Whether an environment or ``.env`` value sets its setting (an empty or blank one does not)."""
+    return raw is not None and not (isinstance(raw, str) and not raw.strip())
 
 
-def _coerce(name: str, value: Any, type_name: Any, *, source: str) -> Any:
-    """Convert a raw value (often a string from the environment) to the setting's type."""
-    t = str(type_name)
-    try:
-        if t.startswith("bool"):
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            if text in ("auto", "none"):
-                return None
-            raise ConfigurationError(value)
-        if t.startswith("int"):
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ConfigurationError(value)
-            return int(str(value).strip()) if isinstance(value, str) else int(value)
-        if t.startswith("float"):
-            if isinstance(value, bool):
-                raise ConfigurationError(value)
-            return float(value)
-        if t.startswith("str"):
-            if not isinstance(value, (str, os.PathLike)):
-                raise ConfigurationError(value)
-            return str(value).strip() if name != "persist_directory" else os.fspath(value)
-    except (TypeError, ValueError, OverflowError):
-        expected = {"b": "a boolean", "i": "an integer", "f": "a number", "s": "a string"}[t[0]]
-        raise ConfigurationError(f"setting {name!r} (from {source}): expected {expected}, got {value!r}") from None
+def _rule(name: str) -> Rule:
+    """The rule of the setting called ``name``."""
+    return Settings.__dataclass_fields__[name].metadata["rule"]
+
+
+def _refuse(name: str, value: Any, source: str | None, expected: str | None = None) -> ConfigurationError:
+    """The error for a bad value: names the setting, where the value came from and what was expected."""
+    origin = f" (from {source})" if source else ""
+    return ConfigurationError(f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}")
+
+
+def _check(name: str, value: Any, source: str | None) -> Any:
+    """Return ``value`` (already of the setting's type) if its rule accepts it, else raise."""
+    rule = _rule(name)
+    if value is None and rule.optional:
+        return None
+    if value is None or not rule.test(value):
+        raise _refuse(name, value, source)
     return value
+
+
+def _strict(name: str, value: Any) -> Any:
+    """Normalise a value given to ``Settings(...)`` directly: only the setting's own type (ints for floats)."""
+    rule = _rule(name)
+    if value is None and rule.optional:
+        return None
+    kind = rule.kind
+    if kind is bool and isinstance(value, bool):
+        return value
+    if kind is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if kind is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            pass
+    if kind is str and isinstance(value, str):
+        return value
+    raise _refuse(name, value, None)
+
+
+def _to_bool(value: Any) -> bool | None:
+    """A flag from a bool, 0/1 or a word (true/false, yes/no, on/off; auto/none: None)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    if word in NONE_WORDS:
+        return None
+    raise ValueError(value)
+
+
+def _to_int(value: Any) -> int:
+    """An integer from an int (not a bool), a whole float or a decimal string."""
+    if isinstance(value, str):
+        return int(value.strip())
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError(value)
+
+
+def _to_float(value: Any) -> float:
+    """A float from a real number (not a bool) or a string."""
+    if isinstance(value, str):
+        return float(value.strip())
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    raise ValueError(value)
+
+
+def _to_str(value: Any) -> str:
+    """A string, stripped."""
+    if isinstance(value, str):
+        return value.strip()
+    raise ValueError(value)
+
+
+CONVERTERS: dict[type, Callable[[Any], Any]] = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Convert a raw value (a string from the environment, a JSON value, an argument) to the setting's type."""
+    if name == "persist_directory" and isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)  # a path is kept as given (no stripping)
+    try:
+        return CONVERTERS[_rule(name).kind](value)
+    except (ValueError, OverflowError):
+        raise _refuse(name, value, source) from None
+
+
+def _check_together(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """Checks that involve two settings: chunk_overlap < chunk_size; the two weights not both 0."""
+
+    def said(name: str) -> str:
+        return f"{values[name]!r} (from {sources[name]})" if name in sources else repr(values[name])
+
+    if values["chunk_overlap"] >= values["chunk_size"]:
+        raise _refuse("chunk_overlap", values["chunk_overlap"], sources.get("chunk_overlap"),
+                      f"an integer below chunk_size = {said('chunk_size')}")
+    if values["vector_weight"] == 0 and values["keyword_weight"] == 0:
+        raise ConfigurationError(
+            f"settings 'vector_weight' and 'keyword_weight': expected at least one above 0 (hybrid search would "
+            f"score every result 0), got {said('vector_weight')} and {said('keyword_weight')}"
+        )
