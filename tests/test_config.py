@@ -86,7 +86,7 @@ def test_bm25_settings_reach_the_keyword_leg(minilm) -> None:  # type: ignore[no
     for k1, b in ((0.9, 0.4), (1.5, 0.75)):
         fl = FinderLedge(embedding=minilm, bm25_k1=k1, bm25_b=b, search_mode="keyword", env_file=None)
         assert (fl.keyword_store.k1, fl.keyword_store.b) == (k1, b)
-        fl.add_documents(texts)
+        fl.add_texts(texts)
         scores[k1] = [r.score for r in fl.search("cat")]
         fl.close()
     assert scores[0.9] != scores[1.5]  # the parameters change the keyword scores

@@ -284,7 +284,7 @@ def test_a_new_or_empty_directory_still_opens(tmp_path: Path, minilm: Any, store
             (root / name).mkdir()
     fl = _open(root, minilm, vector_store=store_kind)
     try:
-        fl.add_document("Glaciers retreat in warm summers.")
+        fl.add_texts(["Glaciers retreat in warm summers."])
         assert fl.search("glaciers", k=1)[0].content.startswith("Glaciers")
     finally:
         fl.close()
@@ -375,7 +375,7 @@ def test_crafted_bm25_paths_never_reach_outside(built: tuple[str, Path, dict[str
         assert _answers(fl) == expected
         for doc in fl.list_documents()[:3]:  # tombstones, a segment rewrite and garbage collection
             fl.remove_document(str(doc.id))
-        fl.add_document("Glaciers retreat in warm summers.")
+        fl.add_texts(["Glaciers retreat in warm summers."])
     finally:
         fl.close()
     assert (_tree(other), precious.read_bytes()) == outside  # nothing outside was written, moved or deleted
@@ -401,7 +401,7 @@ def test_a_symlinked_segments_folder_is_not_followed(built: tuple[str, Path, dic
         assert _answers(fl) == expected
         for doc in fl.list_documents()[:3]:
             fl.remove_document(str(doc.id))
-        fl.add_document("Glaciers retreat in warm summers.")
+        fl.add_texts(["Glaciers retreat in warm summers."])
     finally:
         fl.close()
     assert _tree(other) == outside
@@ -650,7 +650,7 @@ def test_a_vector_index_error_never_moves_folders_above_the_directory(tmp_path: 
     """A persist directory inside a folder named like an index (``…/faiss/index``): only its own index moves."""
     root = tmp_path / "faiss" / "index"
     fl = _open(root, minilm, vector_store="faiss")
-    fl.add_document("Glaciers retreat in warm summers.")
+    fl.add_texts(["Glaciers retreat in warm summers."])
     fl.close()
     (root / "faiss" / "manifest.json").write_bytes(b"torn")
     fl = _open(root, minilm)

@@ -127,7 +127,7 @@ def test_chunk_unit_setting_argument_environment_and_validation(monkeypatch: pyt
         DocumentSplitter(chunk_unit="bytes")
     monkeypatch.setenv("FINDERLEDGE_CHUNK_UNIT", "chars")
     with FinderLedge(chunk_size=450, chunk_overlap=0, show_progress=False, env_file=None) as fl:
-        (pid,) = fl.add_document(JA_LONG)
+        (pid,) = fl.add_texts([JA_LONG])
         sizes = [len(c.page_content) for c in fl.get_split_documents(pid)]
     assert max(sizes) <= 450 and min(sizes[:-1]) > 400
 
@@ -140,5 +140,5 @@ def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path) -> None:
         assert fl.splitter.chunk_unit == "chars"
     with FinderLedge(tmp_path / "idx", show_progress=False, env_file=None) as fl:  # reopens as built
         assert (fl.settings.chunk_unit, fl.settings.chunk_size) == ("chars", 450)
-        (pid,) = fl.add_document(JA_LONG)
+        (pid,) = fl.add_texts([JA_LONG])
         assert max(len(c.page_content) for c in fl.get_split_documents(pid)) > 150

@@ -86,7 +86,7 @@ def test_openai_provider_over_http(openai_server: str) -> None:
         "openai:text-embedding-3-small", base_url=openai_server, api_key="sk-test", check_embedding_ctx_length=False
     )
     fl = FinderLedge(embedding=model, vector_store="faiss")
-    fl.add_document(["alpha document", "beta document"])
+    fl.add_texts(["alpha document", "beta document"])
     assert fl.count()["chunks"] == 2
     results = fl.search("alpha document", search_mode="vector", k=1)
     assert results[0].content == "alpha document" and results[0].score == pytest.approx(1.0, abs=1e-5)
@@ -103,7 +103,7 @@ def test_model_identity_is_the_same_by_name_path_or_instance(minilm, tmp_path) -
            embedding_model_id(f"sentence-transformers:{default_model_path()}")}
     assert ids == {"sentence-transformers:all-MiniLM-L6-v2"}
     fl = FinderLedge(tmp_path / "i", embedding=minilm)  # built from Python with an instance ...
-    fl.add_document("shared identity")
+    fl.add_texts(["shared identity"])
     fl.close()
     reopened = FinderLedge(tmp_path / "i")  # ... reopens with the default, as the command line does
     assert reopened.count()["documents"] == 1

@@ -358,7 +358,7 @@ def test_each_mode_is_warmed_up_before_latency_is_timed(minilm) -> None:
         return [0.0] * len(documents)
 
     with FinderLedge(embedding=minilm, reranker=slow_first_reranker, show_progress=False, env_file=None) as fl:
-        fl.add_document("A password reset link is valid for 30 minutes.", metadata={"source": "reset.txt"})
+        fl.add_texts(["A password reset link is valid for 30 minutes."], metadata={"source": "reset.txt"})
         items = [QaItem("1", "password reset link", ["reset.txt"])]
         reports = evaluate_questions(fl, items, ("hybrid", "keyword"), k=3, show_progress=False)
     assert len(calls) == 4  # one untimed warm-up search per mode, then the timed one

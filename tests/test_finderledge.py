@@ -87,7 +87,7 @@ def test_bad_search_arguments(ledger: FinderLedge) -> None:
 def test_return_parents_deduplicates(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(embedding=minilm, chunk_size=120, chunk_overlap=0, vector_store="faiss")
     long_text = " ".join(f"Sentence {i} talks about solar panels and batteries." for i in range(20))
-    ids = fl.add_document([long_text, "Wind turbines generate power from wind."])
+    ids = fl.add_texts([long_text, "Wind turbines generate power from wind."])
     assert len(fl.get_split_documents(ids[0])) > 3
     chunks = fl.search("solar panels batteries", k=4)
     assert len({r.metadata["_finderledge"]["parent_id"] for r in chunks}) == 1
@@ -110,8 +110,8 @@ def test_context_has_numbered_cited_passages(ledger: FinderLedge) -> None:
 
 def test_identical_content_is_stored_once(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(tmp_path / "i", embedding=minilm, vector_store="faiss")
-    first = fl.add_document("FinderLedge keeps one id per chunk.")
-    again = fl.add_document("FinderLedge keeps one id per chunk.")
+    first = fl.add_texts(["FinderLedge keeps one id per chunk."])
+    again = fl.add_texts(["FinderLedge keeps one id per chunk."])
     doc = Document(page_content="Another note.", metadata={"source": "notes://1", "team": "ops"})
     assert fl.add_documents([doc, doc]) == fl.add_document(doc)
     assert first == again
@@ -178,12 +178,12 @@ def test_bad_inputs_are_named(tmp_path: Path, minilm) -> None:  # type: ignore[n
         fl.add_document(tmp_path / "missing.pdf")
     with pytest.raises(FileNotFoundError, match="report.md"):
         fl.add_document("docs/report.md")
-    with pytest.raises(ValueError, match="expected a path"):
+    with pytest.raises(ValueError, match="expected a file or directory path"):
         fl.add_document(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="_finderledge"):
         fl.add_document("text", metadata={"_finderledge": "x"})
     with pytest.raises(ValueError, match="empty"):
-        fl.add_document(["fine text", "   "])
+        fl.add_texts(["fine text", "   "])
     with pytest.raises(ValueError, match="empty"):
         fl.add_document(Document(page_content=""))
     assert fl.count() == {"documents": 0, "chunks": 0}

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from langchain_core.documents import Document
 
 from finderledge import FinderLedge
 from finderledge.document_loader import LoadError
@@ -58,12 +59,12 @@ def test_reingest_changed_and_pruned(tmp_path: Path, minilm) -> None:  # type: i
 def test_embedding_cache_survives_remove_and_reopen(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(tmp_path / "idx", embedding=minilm)
     text = "Solar inverters convert direct current into alternating current."
-    report = fl.ingest([text])
+    report = fl.ingest([Document(page_content=text)])
     assert report.embeddings_computed == 1
     fl.remove_document(report.added[0])
     fl.close()
     fl = FinderLedge(tmp_path / "idx", embedding=minilm)
-    again = fl.ingest(text)
+    again = fl.ingest(Document(page_content=text))
     assert (again.embeddings_computed, again.embeddings_cached) == (0, 1)
     assert fl.search("solar inverter current", search_mode="vector", k=1)[0].content == text
     fl.close()

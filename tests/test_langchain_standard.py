@@ -27,7 +27,7 @@ TEXTS = [
 @lru_cache(maxsize=1)
 def _ledger() -> FinderLedge:
     fl = FinderLedge(embedding=EmbeddingModelFactory.create_embeddings(), show_progress=False)
-    fl.add_document(TEXTS)
+    fl.add_texts(TEXTS)
     return fl
 
 

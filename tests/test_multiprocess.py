@@ -43,7 +43,7 @@ import sys
 from finderledge import FinderLedge
 fl = FinderLedge(sys.argv[1], show_progress=False)
 if sys.argv[2] == "add":
-    print(fl.add_document(sys.argv[3], metadata={"source": "zanzibar.txt"})[0])
+    print(fl.add_texts([sys.argv[3]], metadata={"source": "zanzibar.txt"})[0])
 else:
     fl.remove_document(sys.argv[3])
 fl.close()
@@ -72,7 +72,7 @@ def test_opening_during_another_process_write_loses_nothing(tmp_path: Path, stor
     """The reported failure: B opened while A was mid-write and rolled A's documents back (1 left of 51)."""
     directory, signal = tmp_path / "index", tmp_path / "inside-write"
     with FinderLedge(directory, vector_store=store_kind, show_progress=False) as fl:
-        fl.add_document("A seed document about tides.")
+        fl.add_texts(["A seed document about tides."])
     writer = _start(WRITER, str(directory), pause_at, str(signal))
     try:
         deadline = time.monotonic() + 120
@@ -104,7 +104,7 @@ def test_a_reader_process_follows_another_process_in_every_leg(tmp_path: Path, s
                                                               caplog: pytest.LogCaptureFixture) -> None:
     directory = tmp_path / "index"
     fl = FinderLedge(directory, vector_store=store_kind, show_progress=False)
-    fl.add_document("Tea plantations in Assam grow under shade trees.")
+    fl.add_texts(["Tea plantations in Assam grow under shade trees."])
     assert len(fl.search("clove plantations", k=5)) == 1  # both legs are open and loaded now
     text = "Zanzibar clove plantations export dried buds every monsoon."
     editor = _start(EDITOR, str(directory), "add", text)
@@ -174,9 +174,9 @@ def test_a_held_write_lock_times_out_naming_the_holder(tmp_path: Path, minilm) -
     blocked = FinderLedge(tmp_path / "index", embedding=minilm, lock_timeout=0.5)
     with holder._write_lock.hold("a long ingest"):
         with pytest.raises(LockTimeoutError, match=r"held by pid \d+ on .* \(a long ingest\)") as info:
-            blocked.add_document("Another document.")
+            blocked.add_texts(["Another document."])
         assert isinstance(info.value, TimeoutError) and str(tmp_path / "index") in str(info.value)
         assert blocked.search("document") == []  # reads never wait for the lock
-    assert blocked.add_document("Another document.")
+    assert blocked.add_texts(["Another document."])
     blocked.close()
     holder.close()

@@ -17,8 +17,7 @@ from langchain_core.documents import Document
 
 from finderledge import FinderLedge
 from finderledge.document_loader import DocumentLoader
-from finderledge.errors import ConfigurationError, DocumentNotFoundError, LoadError
-from finderledge.ingest import looks_like_path
+from finderledge.errors import ConfigurationError, DocumentNotFoundError, LoadError, SourceNotFoundError
 from finderledge.keyword_store import KeywordStore
 
 LATIN1_NAME = b"latin1_\xe9t\xe9.txt"
@@ -91,7 +90,7 @@ def test_loader_names_undecodable_files_with_safe_strings(tmp_path: Path) -> Non
 def texts(minilm) -> Iterator[FinderLedge]:  # type: ignore[no-untyped-def]
     """An in-memory ledger with a few raw texts (searches only)."""
     fl = FinderLedge(embedding=minilm, show_progress=False)
-    fl.add_documents([
+    fl.add_texts([
         "Bicycles are stored in the north warehouse next to the helmets.",
         "Refunds are processed within ten business days of the request.",
         "Password reset links expire after thirty minutes.",
@@ -102,14 +101,14 @@ def texts(minilm) -> Iterator[FinderLedge]:  # type: ignore[no-untyped-def]
 
 
 def test_text_with_a_nul_byte_is_text_never_a_path(tmp_path: Path, minilm, store_kind: str) -> None:  # type: ignore[no-untyped-def]
-    assert not looks_like_path("notes.txt\x00")
-    assert not looks_like_path("a\x00b")
-    assert not looks_like_path("dir/file\x00.md")
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, vector_store=store_kind, show_progress=False)
+    for not_a_path in ("notes.txt\x00", "a\x00b", "dir/file\x00.md"):
+        with pytest.raises(SourceNotFoundError, match="add_texts"):
+            fl.add_document(not_a_path)
     text = "Kangaroo\x00 statistics for the southern reserve."
-    (pid,) = fl.add_document(text)
+    (pid,) = fl.add_texts([text])
     assert fl.get_document(pid).page_content == text
-    assert fl.add_document(text) == [pid]  # stored once
+    assert fl.add_texts([text]) == [pid]  # stored once
     for mode in ("keyword", "vector", "hybrid"):
         assert pid in _parents(fl.search("kangaroo statistics reserve", search_mode=mode, k=1))
     _consistent(fl)
@@ -121,16 +120,15 @@ def test_text_with_a_nul_byte_is_text_never_a_path(tmp_path: Path, minilm, store
 
 
 def test_lone_surrogates_in_text_are_replaced_with_a_warning(minilm, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
-    assert not looks_like_path("a\ud800b")
     fl = FinderLedge(embedding=minilm, show_progress=False)
     with caplog.at_level(logging.WARNING, logger="finderledge"):
-        (pid,) = fl.add_document("a\ud800b lemurs climb trees")
+        (pid,) = fl.add_texts(["a\ud800b lemurs climb trees"])
     assert fl.get_document(pid).page_content == "a\ufffdb lemurs climb trees"
     assert any("surrogate" in r.getMessage() for r in caplog.records)
-    assert fl.add_document("a\udfffb lemurs climb trees") == [pid]  # the same text once cleaned
+    assert fl.add_texts(["a\udfffb lemurs climb trees"]) == [pid]  # the same text once cleaned
     (doc_pid,) = fl.add_document(Document(page_content="pandas \udc80 eat bamboo", metadata={"zoo": "x"}))
     assert fl.get_document(doc_pid).page_content == "pandas \ufffd eat bamboo"
-    (pair,) = fl.add_document("smile \ud83d\ude00 please")  # a surrogate pair is one character
+    (pair,) = fl.add_texts(["smile \ud83d\ude00 please"])  # a surrogate pair is one character
     assert fl.get_document(pair).page_content == "smile \U0001f600 please"
     assert pid in _parents(fl.search("lemurs climb", search_mode="keyword", k=1))
     fl.close()
@@ -227,7 +225,7 @@ def test_add_documents_refuses_a_single_source(texts: FinderLedge, sources: Any)
         texts.add_documents(sources)
 
 
-@pytest.mark.parametrize("source", [None, 3, b"bytes text", ["ok text", 3]])
+@pytest.mark.parametrize("source", [None, 3, b"bytes text", [Document(page_content="ok text"), 3]])
 def test_add_document_refuses_a_source_of_another_type(texts: FinderLedge, source: Any) -> None:
     with pytest.raises(ConfigurationError, match="add_document"):
         texts.add_document(source)
@@ -247,7 +245,7 @@ def test_remove_of_an_unknown_odd_id_says_not_found(texts: FinderLedge) -> None:
 
 def test_close_is_idempotent(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, show_progress=False)
-    fl.add_document("Close me twice.")
+    fl.add_texts(["Close me twice."])
     fl.close()
     fl.close()
     with FinderLedge(tmp_path / "idx", embedding=minilm, show_progress=False) as again:
@@ -313,7 +311,7 @@ def test_a_failed_remove_is_all_or_nothing(tmp_path: Path, minilm, store_kind: s
         with pytest.raises(DocumentNotFoundError):
             fl.remove_document(target)
     assert legs(fl) == (False, False, False)
-    (sloth,) = fl.add_document("Sloths descend from trees once a week.")  # a later write still works
+    (sloth,) = fl.add_texts(["Sloths descend from trees once a week."])  # a later write still works
     for mode in ("keyword", "vector"):
         assert sloth in _parents(fl.search("sloths descend trees", search_mode=mode, k=1))
     fl.close()
@@ -329,7 +327,7 @@ def test_a_failed_remove_is_all_or_nothing(tmp_path: Path, minilm, store_kind: s
 def test_a_failed_remove_then_reopen_before_any_retry(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, vector_store=store_kind, show_progress=False)
-    (pid,) = fl.add_document("Axolotls regrow lost limbs within weeks.", metadata={"source": "axolotl"})
+    (pid,) = fl.add_texts(["Axolotls regrow lost limbs within weeks."], metadata={"source": "axolotl"})
     with monkeypatch.context() as patch:
         patch.setattr(type(fl.vector_store), "delete", _enospc)
         patch.setattr(KeywordStore, "flush", _enospc)

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from langchain_core.documents import Document
 
 from finderledge import FinderLedge
 
@@ -72,7 +73,8 @@ def test_exception_before_the_commit_leaves_stores_as_before(tmp_path: Path, min
 
     monkeypatch.setattr(fl._ledger, "commit_write", broken_commit)
     with pytest.raises(OSError, match="disk full"):
-        fl.add_document(["A brand new document about quantum gardening.", example_dir / "regions.json"])
+        fl.add_document([Document(page_content="A brand new document about quantum gardening."),
+                         example_dir / "regions.json"])
     monkeypatch.setattr(fl._ledger, "commit_write", real_commit)
     assert fl.count() == before
     assert fl.vector_store.ids() == fl.keyword_store.ids()
@@ -88,13 +90,13 @@ def test_failed_checkpoint_after_the_commit_keeps_the_documents(tmp_path: Path, 
                                                                monkeypatch: pytest.MonkeyPatch,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     fl = FinderLedge(tmp_path / "i", vector_store=store_kind, embedding=minilm)
-    fl.add_document("Glaciers retreat in warm summers.")
+    fl.add_texts(["Glaciers retreat in warm summers."])
 
     def broken_flush(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise OSError("disk full")  # the ledger committed; writing the BM25 checkpoint fails
 
     monkeypatch.setattr(fl.keyword_store, "flush", broken_flush)
-    ids = fl.add_document("Quantum gardening grows entangled tomatoes.")  # committed: not an error to the caller
+    ids = fl.add_texts(["Quantum gardening grows entangled tomatoes."])  # committed: not an error to the caller
     assert "checkpoint" in caplog.text and "disk full" in caplog.text
     for mode in ("keyword", "vector", "hybrid"):
         assert fl.search("quantum gardening tomatoes", search_mode=mode, k=1)[0].parent_id == ids[0]
@@ -108,6 +110,7 @@ def test_failed_checkpoint_after_the_commit_keeps_the_documents(tmp_path: Path, 
 
 KILL_SCRIPT = """
 import os, sys
+from langchain_core.documents import Document
 from finderledge import FinderLedge
 fl = FinderLedge(sys.argv[1], show_progress=False)
 where = sys.argv[2]
@@ -119,7 +122,7 @@ elif where == "keyword-flush":
     fl.keyword_store.flush = crash            # after the commit: the BM25 checkpoint is never written
 else:
     fl.vector_store.flush = crash             # after the commit: the vector checkpoint is never written
-fl.add_document(["Kilimanjaro expedition logistics and porters.", sys.argv[3]])
+fl.add_document([Document(page_content="Kilimanjaro expedition logistics and porters."), sys.argv[3]])
 """
 
 
@@ -151,7 +154,8 @@ def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: 
             assert "Kilimanjaro" in found[0].content
             assert "Kilimanjaro" in fl.search("Kilimanjaro expedition porters", search_mode="vector", k=1)[0].content
         # and the same add succeeds (or finds everything stored already)
-        fl.add_document(["Kilimanjaro expedition logistics and porters.", example_dir / "regions.json"])
+        fl.add_document([Document(page_content="Kilimanjaro expedition logistics and porters."),
+                         example_dir / "regions.json"])
         assert fl.count()["documents"] == before["documents"] + 2
         assert "Kilimanjaro" in fl.search("Kilimanjaro expedition", search_mode="keyword", k=1)[0].content
     finally:
@@ -166,7 +170,7 @@ def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: 
 
 def test_reopen_with_another_model_is_refused(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(tmp_path / "i", vector_store="faiss")
-    fl.add_document("hello")
+    fl.add_texts(["hello"])
     fl.close()
     with pytest.raises(ValueError, match="embedding"):
         FinderLedge(tmp_path / "i", embedding="sentence-transformers:/some/other-model")

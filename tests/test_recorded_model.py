@@ -34,7 +34,7 @@ def test_a_crafted_model_record_is_refused_before_anything_loads(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     directory = tmp_path / "index"
     with FinderLedge(directory, show_progress=False) as fl:
-        fl.add_document("FinderLedge keeps one chunk id across every store.")
+        fl.add_texts(["FinderLedge keeps one chunk id across every store."])
     _craft(directory, model)
     loaded: list[Any] = []
     real = EmbeddingModelFactory.create_embeddings
@@ -54,7 +54,7 @@ def test_a_crafted_model_record_is_refused_before_anything_loads(tmp_path: Path,
 def test_the_default_model_reopens_without_naming_it(tmp_path: Path) -> None:
     directory = tmp_path / "index"
     with FinderLedge(directory, show_progress=False) as fl:
-        fl.add_document("The default model is recorded and reopened.")
+        fl.add_texts(["The default model is recorded and reopened."])
     with FinderLedge(directory, show_progress=False) as fl:
         assert fl.search("recorded")[0].document.page_content.startswith("The default model")
 
@@ -71,7 +71,7 @@ def test_a_custom_embeddings_object_must_be_passed_again(tmp_path: Path, minilm:
 
     directory = tmp_path / "index"
     with FinderLedge(directory, embedding=Wrapped(), show_progress=False) as fl:
-        fl.add_document("Built with a custom Embeddings object.")
+        fl.add_texts(["Built with a custom Embeddings object."])
     with pytest.raises(IncompatibleIndexError, match="same Embeddings object"):
         FinderLedge(directory, show_progress=False)
     with FinderLedge(directory, embedding=Wrapped(), show_progress=False) as fl:
@@ -84,7 +84,7 @@ def test_a_refused_open_leaves_no_ledger_handle_open(tmp_path: Path) -> None:
 
     directory = tmp_path / "index"
     with FinderLedge(directory, show_progress=False) as fl:
-        fl.add_document("A document, so that the directory records its model.")
+        fl.add_texts(["A document, so that the directory records its model."])
     _craft(directory, "openai:text-embedding-3-large")
 
     def ledger_fds() -> int:

@@ -63,7 +63,7 @@ def test_unloadable_model_falls_back_or_raises(minilm, caplog: pytest.LogCapture
         fl = FinderLedge(embedding=minilm, reranker=str(tmp_path / "no-such-model"))
     assert fl.reranker is None
     assert "could not be loaded" in caplog.text and "fused order" in caplog.text
-    fl.add_document(["alpha", "beta"])
+    fl.add_texts(["alpha", "beta"])
     assert len(fl.search("alpha", k=2)) == 2
     fl.close()
     with pytest.raises(ValueError, match="reranker"):

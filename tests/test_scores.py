@@ -134,7 +134,7 @@ def test_empty_corpus_and_blank_queries(minilm) -> None:  # type: ignore[no-unty
     for mode in MODES:
         assert ledger.search("anything", search_mode=mode) == []
     assert ledger.get_context("anything", score_threshold=0.5) == NO_CONTEXT
-    ledger.add_document("one lonely document about glaciers")
+    ledger.add_texts(["one lonely document about glaciers"])
     assert 0.0 <= ledger.search("glaciers", k=1)[0].score <= 1.0
     ledger.close()
 
@@ -143,16 +143,16 @@ def test_background_is_deterministic_and_resampled_when_the_corpus_grows(minilm,
     texts = [f"Note {i}: the {w} report covers {w} figures for quarter {i % 4}." for i, w in
              enumerate(["sales", "travel", "hiring", "energy", "rent", "support", "cloud", "legal"] * 3)]
     a = FinderLedge(tmp_path / "i", embedding=minilm, vector_store="faiss", env_file=None)
-    a.add_documents(texts[:20])
+    a.add_texts(texts[:20])
     first = a.search("energy figures", k=5)
     assert first.trace.background > 0.0 and first.trace.vector_baseline is not None
     assert a.search("energy figures", k=5).trace.background == 0.0  # cached
     b = FinderLedge(tmp_path / "i", embedding=minilm, env_file=None)  # another instance draws the same sample
     assert [(r.id, r.score) for r in b.search("energy figures", k=5)] == [(r.id, r.score) for r in first]
     b.close()
-    a.add_document(texts[20])  # +5 %: the background is kept
+    a.add_texts([texts[20]])  # +5 %: the background is kept
     assert a.search("energy figures", k=5).trace.background == 0.0
-    a.add_documents(texts[21:])  # +20 % since it was sampled: sampled again
+    a.add_texts(texts[21:])  # +20 % since it was sampled: sampled again
     assert a.search("energy figures", k=5).trace.background > 0.0
     a.close()
 
@@ -256,7 +256,7 @@ def test_the_scores_page_sample_runs(minilm: Any) -> None:
     import finderledge
 
     ledger = FinderLedge(embedding=minilm, show_progress=False)
-    ledger.add_document(["To reset your password, open Settings and choose Reset password.",
+    ledger.add_texts(["To reset your password, open Settings and choose Reset password.",
                          "Refunds are processed within five business days."])
     namespace = run_doc_samples("scores.md", {"ledger": ledger, "question": "zebra quantum violin nebula",
                                               "finderledge": finderledge})

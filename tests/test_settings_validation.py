@@ -173,7 +173,7 @@ def test_recorded_settings_of_a_reopened_directory_are_checked(tmp_path: Path, s
 def test_nan_weight_never_reaches_the_scores() -> None:
     fl = _open(vector_weight=0.5)
     try:
-        fl.add_documents(["the cat sat on the mat", "a dog in the fog"])
+        fl.add_texts(["the cat sat on the mat", "a dog in the fog"])
         assert all(math.isfinite(r.score) for r in fl.search("cat"))
     finally:
         fl.close()

@@ -36,6 +36,9 @@ _EXPORTS = {
     "LedgerCorruptError": "errors",
     "LockTimeoutError": "errors",
     "LoadError": "errors",
+    "SourceNotFoundError": "errors",
+    "FinderLedgeVectorStore": "langchain_vectorstore",
+    "FinderLedgeTranslator": "self_query",
     "Settings": "config",
     "EmbeddingModelFactory": "embeddings",
     "DocumentSplitter": "document_splitter",
@@ -58,6 +61,9 @@ __all__ = [
     "LedgerCorruptError",
     "LoadError",
     "LockTimeoutError",
+    "SourceNotFoundError",
+    "FinderLedgeVectorStore",
+    "FinderLedgeTranslator",
     "SearchResults",
     "SearchTrace",
     "DocumentLoader",
@@ -93,7 +99,10 @@ if TYPE_CHECKING:
         LedgerCorruptError,
         LoadError,
         LockTimeoutError,
+        SourceNotFoundError,
     )
+    from .langchain_vectorstore import FinderLedgeVectorStore
+    from .self_query import FinderLedgeTranslator
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter
     from .finder import Finder

@@ -36,6 +36,10 @@ class DocumentNotFoundError(FinderLedgeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class SourceNotFoundError(FinderLedgeError, FileNotFoundError):
+    """A path given to ``add_document`` does not exist (text goes to ``add_texts``, never guessed)."""
+
+
 class IncompatibleIndexError(FinderLedgeError, ValueError):
     """The persist directory was built differently (another embedding model, schema or dimension)."""
 

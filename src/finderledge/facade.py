@@ -264,7 +264,9 @@ class FinderLedge:
         prune: bool = False,
         follow_symlinks: bool = False,
     ) -> list[str]:
-        """Add a file, a directory (recursive), raw text, a LangChain ``Document`` or a list of those.
+        """Add a file, a directory (recursive), a LangChain ``Document`` or a list of those (raw text:
+        :meth:`add_texts`; a string is always a path, and one that does not exist raises
+        :class:`~finderledge.errors.SourceNotFoundError`).
 
         Returns the ids of the parent documents the input is stored as (already-stored identical
         content included, stored once).  A file whose content changed replaces its older version.
@@ -284,7 +286,7 @@ class FinderLedge:
                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> list[str]:
         """Batch form of :meth:`add_document`: everything is split first, then embedded in batches."""
         if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(sources, Iterable):
-            raise ConfigurationError(f"add_documents: sources: expected a list of paths, texts or Documents, got "
+            raise ConfigurationError(f"add_documents: sources: expected a list of paths or Documents, got "
                                      f"{type(sources).__name__} (use add_document for one source)")
         return self.add_document(list(sources), metadata, **kwargs)
 

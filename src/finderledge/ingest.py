@@ -31,7 +31,7 @@ from .document_loader import (
     safe_path,
 )
 from .document_splitter import child_id
-from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledger import COMPLETE, ChunkRecord, DocumentRecord
 from .metadata import info_of, normalize_metadata
 from .validation import clean_text
@@ -180,13 +180,8 @@ class Writer:
             pid = content_id(str(src or ""), text)
             return [_Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
                            replace=False)]
-        if isinstance(item, os.PathLike) or (isinstance(item, str) and looks_like_path(item)):
-            path = Path(item).expanduser()
-            if not path.exists():
-                raise FileNotFoundError(
-                    f"add_document: no such file or directory: {str(path)!r} "
-                    "(to add this string as text, pass Document(page_content=...))"
-                )
+        if isinstance(item, (str, os.PathLike)):
+            path = _existing_path(item)
             result = loader.load(path)
             report.files_seen += result.files_seen
             report.skipped.extend((s.path, s.reason) for s in result.skipped)
@@ -199,17 +194,9 @@ class Writer:
                     parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
                 groups.append(_Group(file_path, parents, replace=True))
             return groups
-        if isinstance(item, str):
-            if not item.strip():
-                raise ConfigurationError("add_document: empty text has nothing to index")
-            item = clean_text(item, "add_document: text")
-            md = {**extra}
-            src = md.get("source")
-            return [_Group(str(src) if src else None,
-                           [(content_id(str(src or ""), item), Document(item, metadata=md))], replace=False)]
         raise ConfigurationError(
-            f"add_document: expected a path, a directory, text, a LangChain Document or a list of them, "
-            f"got {type(item).__name__}"
+            f"add_document: expected a file or directory path, a LangChain Document or a list of them, "
+            f"got {type(item).__name__} (for raw text use add_texts([...]))"
         )
 
     def _plan(self, groups: Sequence[_Group], report: IngestReport,
@@ -387,16 +374,18 @@ def _detected_type(doc: Document) -> tuple[str, str | None]:
     return detected, language
 
 
-def looks_like_path(text: str) -> bool:
-    """A string is a path when it exists, or is one line with a separator, or names a supported file type.
-
-    Anything else is raw text (so is every string with a NUL byte); to add text that looks like a file
-    name, wrap it in a ``Document``.
-    """
-    if "\n" in text or "\x00" in text or len(text) > _PATH_LENGTH_LIMIT or not text.strip():
-        return False
-    if os.path.exists(os.path.expanduser(text)):
-        return True
-    if any(ch.isspace() for ch in text):  # prose with a slash ("and/or") is text, "my docs/a.md" is a path
-        return DocumentLoader.is_supported(text.strip())
-    return "/" in text or os.sep in text or DocumentLoader.is_supported(text)
+def _existing_path(item: str | os.PathLike[str]) -> Path:
+    """``item`` as an existing path, or :class:`SourceNotFoundError` naming it and pointing to ``add_texts``."""
+    text = os.fspath(item)
+    if not isinstance(text, str):
+        raise ConfigurationError(f"add_document: expected a str path, got {type(text).__name__}")
+    try:
+        path = Path(text).expanduser()
+        exists = "\x00" not in text and len(text) <= _PATH_LENGTH_LIMIT and path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise SourceNotFoundError(f"add_document: no such file or directory: {shown!r}; add_document takes paths "
+                                  "and Documents, to add text use add_texts([text])")
+    return path

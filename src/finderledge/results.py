@@ -38,6 +38,13 @@ class SearchResult:
         return str(info.get("parent_id") or info.get("id") or self.document.id)
 
     @property
+    def source(self) -> str:
+        """Where the text came from: its ``source`` metadata (a file path, or what the caller set), else
+        ``text:<document id>`` for raw text added without one."""
+        source = self.document.metadata.get("source")
+        return str(source) if source not in (None, "") else f"text:{self.parent_id}"
+
+    @property
     def info(self) -> dict[str, Any]:
         """FinderLedge's fields of this result (ids, position, scores): ``metadata["_finderledge"]``."""
         return info_of(self.document.metadata)
@@ -52,8 +59,8 @@ class SearchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (used by the command line's ``--json``)."""
-        return {"id": self.id, "rank": self.rank, "score": self.score, "content": self.content,
-                "metadata": dict(self.metadata)}
+        return {"id": self.id, "rank": self.rank, "score": self.score, "source": self.source,
+                "content": self.content, "metadata": dict(self.metadata)}
 
 
 @dataclass
