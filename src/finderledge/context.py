@@ -137,17 +137,21 @@ def format_context(results: Iterable[SearchResult | Document], *, max_chars: int
     ``start`` numbers the first passage; ``citation`` is a format string over :data:`CITATION_FIELDS`
     (``"{source}#chunk={chunk}"``) or a callable ``metadata -> str`` (``None``: the default citation);
     ``template`` lays out one passage from ``{n}``, ``{citation}`` and ``{content}``.  ``max_chars`` caps
-    the total length: passages that would overflow are left out (the first one is truncated rather
-    than dropped, so the context is never empty when something matched).
+    the total length: passages that would overflow are left out (the first one's text is truncated rather
+    than dropped, so the context is never empty when something matched; a cap shorter than its citation
+    leaves the text alone).
     """
     check_format(start=start, citation=citation, template=template)
     blocks: list[str] = []
     used = 0
     for n, (metadata, content) in enumerate(_passages(results), start=start):
-        block = template.format(n=n, citation=_cite(metadata, citation), content=content.strip())
+        cite = _cite(metadata, citation)
+        block = template.format(n=n, citation=cite, content=content.strip())
         if max_chars is not None and used + len(block) > max_chars:
-            if not blocks:
-                blocks.append(block[:max_chars])
+            if not blocks:  # the first passage is cut in its text, never in its citation
+                room = max_chars - len(template.format(n=n, citation=cite, content=""))
+                blocks.append(template.format(n=n, citation=cite, content=content.strip()[:room]) if room > 0
+                              else content.strip()[:max_chars])
             break
         blocks.append(block)
         used += len(block) + 2

@@ -60,26 +60,38 @@ class SentenceTransformerEmbeddings(Embeddings):
         normalize: bool = True,
         **model_kwargs: Any,
     ) -> None:
-        from sentence_transformers import SentenceTransformer
-
         self.model_name_or_path = model_name_or_path
         self.batch_size = batch_size
         self.normalize = normalize
-        try:
-            with _quiet_transformers():
-                self._model = SentenceTransformer(model_name_or_path, device=device or "cpu", **model_kwargs)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the setting named
-            raise ValueError(
-                f"embedding model {model_name_or_path!r} could not be loaded "
-                f"(a local path, or a name already in the Hugging Face cache, is expected offline): {exc}"
-            ) from exc
+        self._device = device or "cpu"
+        self._model_kwargs = model_kwargs
+        self._model: Any = None  # loaded on first use: opening an index to list or count never loads torch
         self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
+        looks_local = model_name_or_path.startswith((".", "~", os.sep)) or model_name_or_path.count(os.sep) > 1
+        if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
+            raise ValueError(f"embedding model {model_name_or_path!r} could not be loaded: no such directory")
+
+    def _loaded(self) -> Any:
+        """The sentence-transformers model, loaded the first time it is needed (call with the lock held)."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            try:
+                with _quiet_transformers():
+                    self._model = SentenceTransformer(self.model_name_or_path, device=self._device,
+                                                      **self._model_kwargs)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the setting named
+                raise ValueError(
+                    f"embedding model {self.model_name_or_path!r} could not be loaded "
+                    f"(a local path, or a name already in the Hugging Face cache, is expected offline): {exc}"
+                ) from exc
+        return self._model
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
         with self._lock:
-            vectors = self._model.encode(
+            vectors = self._loaded().encode(
                 list(texts),
                 batch_size=self.batch_size,
                 normalize_embeddings=self.normalize,

@@ -6,6 +6,7 @@ processes) in :mod:`finderledge.replica`; this class wires them together and ann
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -141,8 +142,10 @@ class FinderLedge:
             recorded = json.loads(self._ledger.get_info("settings") or "{}")
             # the recorded model is never a default: opening must not load a model or call a service the
             # caller did not name (a crafted directory could name any path or API); it is checked below
-            self.settings = Settings.resolve(args, env_file=env_file,
-                                             defaults={k: v for k, v in recorded.items() if k != "embedding_model"})
+            self.settings = _pin_recorded(
+                Settings.resolve(args, env_file=env_file,
+                                 defaults={k: v for k, v in recorded.items() if k != "embedding_model"}),
+                recorded, args, directory)
             self.persist_directory = directory
             self._write_lock = WriteLock(directory, self.settings.lock_timeout)
             self._closed = False
@@ -206,10 +209,16 @@ class FinderLedge:
 
     # -- set-up -------------------------------------------------------------------------------------
     def _record_settings(self, recorded: Mapping[str, Any]) -> None:
+        """Record the settings of a new directory, or a vector store an argument switched to; opening a
+        directory otherwise never writes to it."""
         wanted = {k: getattr(self.settings, k) for k in RECORDED_SETTINGS}
-        if dict(recorded) != wanted:
+        if not recorded:
             self._ledger.set_info("settings", json.dumps(wanted))
-        if self._ledger.get_info("embedding_model_id") != self._model_id:
+        elif recorded.get("vector_store") != wanted["vector_store"]:
+            logger.warning("%s: switching the vector store from %r to %r (rebuilt from the ledger's vectors)",
+                           self.persist_directory, recorded.get("vector_store"), wanted["vector_store"])
+            self._ledger.set_info("settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]}))
+        if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
 
     def _dimension(self) -> int:
@@ -586,6 +595,20 @@ class _VectorLeg:
 
     def search(self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
         return self._replica.vector_search(embedding, k, filter)
+
+
+def _pin_recorded(settings: Settings, recorded: Mapping[str, Any], args: Mapping[str, Any],
+                  directory: Path | None) -> Settings:
+    """A reopened directory keeps the vector store and chunking it was built with: environment variables and
+    ``.env`` (defaults for new directories) never change them.  Arguments do: the chunking of the documents
+    this instance adds, or the vector store (rebuilt from the ledger's vectors and recorded)."""
+    pinned = {k: recorded[k] for k in ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit")
+              if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]}
+    if pinned:
+        logger.info("%s keeps the settings it was built with %s (the environment's apply to new directories)",
+                    directory, pinned)
+        settings = dataclasses.replace(settings, **pinned)
+    return settings
 
 
 def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
