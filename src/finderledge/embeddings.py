@@ -67,9 +67,23 @@ class SentenceTransformerEmbeddings(Embeddings):
         self._model_kwargs = model_kwargs
         self._model: Any = None  # loaded on first use: opening an index to list or count never loads torch
         self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
+        self._prefetcher: threading.Thread | None = None
         looks_local = model_name_or_path.startswith((".", "~", os.sep)) or model_name_or_path.count(os.sep) > 1
         if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
             raise ValueError(f"embedding model {model_name_or_path!r} could not be loaded: no such directory")
+
+    def prefetch(self) -> None:
+        """Start loading the model in the background (a search opens its indexes meanwhile); no-op once loaded."""
+        if self._model is None and self._prefetcher is None:
+            def load() -> None:
+                try:
+                    with self._lock:
+                        self._loaded()
+                except ValueError:  # raised again, with its message, by the embed that needs the model
+                    logger.debug("prefetching the embedding model failed", exc_info=True)
+
+            self._prefetcher = threading.Thread(target=load, name="finderledge-model-load", daemon=True)
+            self._prefetcher.start()
 
     def _loaded(self) -> Any:
         """The sentence-transformers model, loaded the first time it is needed (call with the lock held)."""
@@ -117,6 +131,10 @@ class PrefixedEmbeddings(Embeddings):
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
 
+    def prefetch(self) -> None:
+        """Start loading the wrapped model in the background, when it can."""
+        prefetch(self.base)
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.base.embed_documents([self.passage_prefix + t for t in texts])
 
@@ -128,6 +146,13 @@ class PrefixedEmbeddings(Embeddings):
 
     async def aembed_query(self, text: str) -> list[float]:
         return await self.base.aembed_query(self.query_prefix + text)
+
+
+def prefetch(embeddings: Embeddings) -> None:
+    """Ask a model to start loading in the background (FinderLedge's local models can; others: nothing)."""
+    start = getattr(embeddings, "prefetch", None)
+    if callable(start):
+        start()
 
 
 def _looks_like_e5(name: str) -> bool:

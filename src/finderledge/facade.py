@@ -22,7 +22,7 @@ from .config import Settings
 from .context import DEFAULT_TEMPLATE, NO_CONTEXT, Citation, check_format, format_context
 from .document_loader import safe_path
 from .document_splitter import DocumentSplitter
-from .embeddings import EmbeddingModelFactory, embedding_model_id
+from .embeddings import EmbeddingModelFactory, embedding_model_id, prefetch
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .fusion import FusedHit
@@ -391,6 +391,7 @@ class FinderLedge:
         if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
             depth = fetch = max(candidate_k or self.settings.candidate_k, 4 * wanted)
         if mode != "keyword":
+            prefetch(self.embeddings)  # the model loads while the indexes open
             self.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
         self._replica.follow(wait=False)
         with self._replica.rw.read():  # both legs reflect one ledger seq
