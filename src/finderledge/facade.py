@@ -10,48 +10,38 @@ import dataclasses
 import json
 import logging
 import os
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from .catalog import Catalog
 from .config import Settings
-from .context import DEFAULT_TEMPLATE, NO_CONTEXT, Citation, check_format, format_context
-from .document_loader import safe_path
+from .context import NO_CONTEXT
 from .document_splitter import DocumentSplitter
-from .embeddings import EmbeddingModelFactory, embedding_model_id, prefetch
+from .embeddings import EmbeddingModelFactory, embedding_model_id
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
-from .fusion import FusedHit
 from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
-from .ledger import COMPLETE, DELETING, PENDING, ChunkRecord, DocumentRecord, Ledger
+from .ledger import DELETING, PENDING, Ledger
 from .locking import WriteLock
-from .metadata import FL_KEY, info_of
-from .relevance import LedgerBackground, check_score_threshold
 from .replica import Replica
 from .reranker import Reranker, create_reranker
-from .results import SearchResult, SearchResults, SearchTrace
-from .retriever import FinderLedgeRetriever
-from .scope import Scope
+from .results import SearchResults
+from .searching import Searcher
 from .validation import (
     check_flag,
     check_mapping,
     check_parallel,
     check_patterns,
-    check_positive_int,
-    check_search_options,
     check_texts,
     document_key,
-    query_text,
 )
 from .vector_store import VectorStore, create_vector_store
-
-if TYPE_CHECKING:
-    from .langchain_vectorstore import FinderLedgeVectorStore
+from .views import Views
 
 __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
@@ -64,7 +54,7 @@ RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_ove
 LEDGER_FILE = "ledger.sqlite3"
 
 
-class FinderLedge:
+class FinderLedge(Catalog, Views):
     """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
 
     >>> ledger = FinderLedge("./index")              # doctest: +SKIP
@@ -171,6 +161,7 @@ class FinderLedge:
                 persistent=directory is not None,
             )
             self._writer = Writer(self)
+            self._searcher = Searcher(self)
             self.finder = Finder(
                 lambda: _VectorLeg(self),
                 _KeywordLeg(self._replica),
@@ -377,188 +368,9 @@ class FinderLedge:
         The indexes first apply every change committed before the call (by any process); the search then
         sees one committed state in both legs.
         """
-        started = time.perf_counter()
-        query = query_text(query)
-        check_search_options({"search_mode": search_mode, "k": k, "filter": filter, "return_parents": return_parents,
-                              "candidate_k": candidate_k, "rerank": rerank})
-        threshold = check_score_threshold(score_threshold)
-        trace = SearchTrace()
-        mode = search_mode or self.settings.search_mode
-        k = self.settings.k if k is None else k
-        reranking = rerank and self.reranker is not None
-        wanted = max(k, self.rerank_candidates) if reranking else k
-        depth, fetch = candidate_k, wanted
-        if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
-            depth = fetch = max(candidate_k or self.settings.candidate_k, 4 * wanted)
-        if mode != "keyword":
-            prefetch(self.embeddings)  # the model loads while the indexes open
-            self.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
-        self._replica.follow(wait=False)
-        with self._replica.rw.read():  # both legs reflect one ledger seq
-            trace.ledger_seq = self._replica.seq
-            hits = self.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace,
-                                      background=LedgerBackground(self._ledger, self.keyword_store))
-        found = [(doc, info_of(doc.metadata)["relevance_score"])
-                 for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)]
-        if reranking and found:
-            assert self.reranker is not None
-            scores = self.reranker.score(query, [doc for doc, _ in found])
-            order = sorted(range(len(found)), key=lambda i: -scores[i])
-            reranked = []
-            for i in order:
-                doc, first = found[i]
-                info_of(doc.metadata).update(fused_score=first, fused_rank=i + 1, relevance_score=scores[i])
-                reranked.append((doc, scores[i]))
-            found = reranked
-        if threshold is not None:
-            found = [(doc, score) for doc, score in found if score >= threshold]
-        trace.total = time.perf_counter() - started
-        return SearchResults((SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)),
-                             trace)
-
-    def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int,
-                       seq: int) -> list[tuple[Document, FusedHit]]:
-        """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details.
-
-        Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
-        since is still returned by this search (it was current when the search ran), never a half-state."""
-        chunks = {c.id: c for c in self._ledger.get_chunks([h.id for h in hits], visible_at=seq)}
-        out: list[tuple[Document, FusedHit]] = []
-        seen: set[str] = set()
-        for hit in hits:
-            chunk = chunks.get(hit.id)
-            if chunk is None:  # removed longer ago than the grace period: never return what the ledger lacks
-                logger.debug("search: chunk %s is no longer in the ledger; skipped", hit.id)
-                continue
-            if parents:
-                if chunk.parent_id in seen:
-                    continue
-                seen.add(chunk.parent_id)
-                record = self._ledger.get_document(chunk.parent_id)
-                if record is None:
-                    continue
-                doc = _as_document(record)
-                info_of(doc.metadata)["matched_chunk_id"] = chunk.id
-            else:
-                doc = _as_document(chunk)
-            _annotate(doc, hit)
-            out.append((doc, hit))
-            if len(out) == limit:
-                break
-        return out
-
-    def get_context(
-        self,
-        query: str | None = None,
-        *,
-        k: int | None = None,
-        search_mode: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        return_parents: bool = False,
-        max_chars: int | None = None,
-        results: Sequence[SearchResult | Document] | None = None,
-        start: int = 1,
-        citation: Citation = None,
-        template: str = DEFAULT_TEMPLATE,
-        score_threshold: float | None = None,
-    ) -> str:
-        """A prompt-ready string: ``[1] (source: …)`` and the passage, for each result of ``query``.
-
-        ``results=`` formats results you already have (``search`` output or retriever Documents) without
-        searching again; ``start``, ``citation`` and ``template`` set the layout (see
-        :func:`~finderledge.context.format_context`).  When nothing matches it returns
-        :data:`~finderledge.context.NO_CONTEXT` (``"[no relevant context found]"``), never an empty string.
-        """
-        check_positive_int("max_chars", max_chars)
-        check_format(start=start, citation=citation, template=template)
-        if (query is None) == (results is None):
-            raise ConfigurationError("get_context: pass a query or results (results you already have), not both")
-        if results is None:
-            results = self.search(query, k=k, search_mode=search_mode, filter=filter,  # type: ignore[arg-type]
-                                  return_parents=return_parents, score_threshold=score_threshold)
-        else:
-            options = {"k": k, "search_mode": search_mode, "filter": filter, "return_parents": return_parents or None,
-                       "score_threshold": score_threshold}
-            for name, value in options.items():
-                if value is not None:
-                    raise ConfigurationError(f"get_context: {name!r} applies to a search and cannot be combined with "
-                                             "results (they are formatted as given)")
-        return format_context(results, max_chars=max_chars, start=start, citation=citation, template=template)
-
-    def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
-        """A LangChain ``BaseRetriever``: FinderLedge's search options (``k``, ``search_mode``, ``filter`` …) and/or
-        LangChain's ``search_type``/``search_kwargs``; ``filter`` is a base filter every call is narrowed by."""
-        import pydantic
-
-        try:
-            return FinderLedgeRetriever(ledger=self, **options)
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg'].removeprefix('Value error, ')}"
-                for e in exc.errors())
-            raise ConfigurationError(f"as_retriever: {problems}") from None
-
-    def as_vectorstore(self, *, base_filter: Mapping[str, Any] | None = None) -> FinderLedgeVectorStore:
-        """This ledger as a LangChain ``VectorStore`` (for ``ParentDocumentRetriever``, ``SelfQueryRetriever`` …);
-        ``base_filter`` is AND-ed with every search's filter."""
-        from .langchain_vectorstore import FinderLedgeVectorStore
-
-        return FinderLedgeVectorStore(self, base_filter=dict(base_filter) if base_filter else None)
-
-    def scoped(self, base_filter: Mapping[str, Any]) -> Scope:
-        """A read-only view whose searches, contexts and retrievers always apply ``base_filter`` (e.g. a tenant):
-        callers' filters narrow it and can never remove it (see :class:`~finderledge.scope.Scope`)."""
-        return Scope(self, base_filter)
-
-    # -- reading back -------------------------------------------------------------------------------
-    def get_document(self, doc_id: str) -> Document | None:
-        """A parent document or a chunk by id (``None`` if unknown)."""
-        record = self._ledger.get_document(doc_id)
-        if record is not None and record.state == COMPLETE:
-            return _as_document(record)
-        chunk = self._ledger.get_chunk(doc_id)
-        if chunk is not None and self._ledger.document_state(chunk.parent_id) == COMPLETE:
-            return _as_document(chunk)
-        return None
-
-    def get_parent_document(self, child_id: str) -> Document | None:
-        """The parent of a chunk (``None`` if the chunk is unknown)."""
-        chunk = self._ledger.get_chunk(child_id)
-        return None if chunk is None else self.get_document(chunk.parent_id)
-
-    def get_split_documents(self, parent_id: str) -> list[Document]:
-        """The chunks of a parent, in order."""
-        if self._ledger.document_state(parent_id) != COMPLETE:
-            return []
-        return [_as_document(c) for c in self._ledger.chunks_of(parent_id)]
-
-    def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[Document]:
-        """Parent documents in the order they were added (optionally only those of one source)."""
-        source = None if source is None else safe_path(source)
-        return [_as_document(r) for r in self._ledger.list_documents(source=source, limit=limit)]
-
-    def list_sources(self) -> list[str]:
-        """Every source (file path or given ``source``) that has documents."""
-        return self._ledger.sources()
-
-    def count(self) -> dict[str, int]:
-        """``{"documents": …, "chunks": …}`` — parents and chunks stored."""
-        counts = self._ledger.counts()
-        return {"documents": counts["documents"], "chunks": counts["chunks"]}
-
-    def stats(self) -> dict[str, Any]:
-        """Counts per store and the settings in force (for ``finderledge stats``)."""
-        return {
-            **self.count(),
-            "keyword_index_chunks": len(self.keyword_store),
-            "vector_index_chunks": len(self.vector_store),
-            "embedding_model": self._model_id,
-            "persist_directory": str(self.persist_directory) if self.persist_directory else None,
-            "settings": self.settings.to_dict(),
-        }
-
-    def __len__(self) -> int:
-        return self.count()["documents"]
+        return self._searcher.search(query, search_mode=search_mode, k=k, filter=filter,
+                                     return_parents=return_parents, candidate_k=candidate_k, rerank=rerank,
+                                     score_threshold=score_threshold)
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -622,22 +434,3 @@ def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
         hint = "pass the same Embeddings object it was built with, or use a new persist_directory"
     return (f"setting 'embedding': {directory} was built with embedding model {recorded!r}, but this call uses "
             f"{given!r}; FinderLedge never loads the recorded model by itself: {hint}")
-
-
-def _as_document(record: DocumentRecord | ChunkRecord) -> Document:
-    """A LangChain ``Document`` for a ledger record (a copy, FinderLedge's fields included: callers may
-    annotate them)."""
-    md = dict(record.metadata)
-    md[FL_KEY] = dict(info_of(md))
-    return Document(page_content=record.content, metadata=md, id=record.id)
-
-
-def _annotate(doc: Document, hit: FusedHit) -> None:
-    """Put the relevance, the fusion's score and each leg's rank and raw score among the result's own fields."""
-    info = info_of(doc.metadata)
-    info["relevance_score"] = hit.score if hit.relevance is None else hit.relevance
-    info["fusion_score"] = hit.score
-    for leg in ("vector", "keyword"):
-        if leg in hit.ranks:
-            info[f"{leg}_rank"] = hit.ranks[leg]
-            info[f"{leg}_score"] = hit.raw_scores[leg]

@@ -1,0 +1,130 @@
+"""The read path: run the legs, fuse, read the hits' texts as of the searched change, rerank, threshold.
+
+:class:`Searcher` does one :meth:`~finderledge.facade.FinderLedge.search`; the facade only checks nothing
+and forwards, as it does to :class:`~finderledge.ingest.Writer` for writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+
+from .embeddings import prefetch
+from .fusion import FusedHit
+from .ledger import ChunkRecord, DocumentRecord
+from .metadata import FL_KEY, info_of
+from .relevance import LedgerBackground, check_score_threshold
+from .results import SearchResult, SearchResults, SearchTrace
+from .validation import check_search_options, query_text
+
+if TYPE_CHECKING:
+    from .facade import FinderLedge
+
+__all__ = ["Searcher", "annotate", "as_document"]
+
+logger = logging.getLogger(__name__)
+
+
+class Searcher:
+    """Searches of one :class:`~finderledge.facade.FinderLedge` (its finder, replica, ledger and reranker)."""
+
+    def __init__(self, owner: FinderLedge) -> None:
+        self._fl = owner
+
+    def search(self, query: str, *, search_mode: str | None, k: int | None, filter: Mapping[str, Any] | None,
+               return_parents: bool, candidate_k: int | None, rerank: bool,
+               score_threshold: float | None) -> SearchResults:
+        """See :meth:`FinderLedge.search <finderledge.facade.FinderLedge.search>`."""
+        fl = self._fl
+        started = time.perf_counter()
+        query = query_text(query)
+        check_search_options({"search_mode": search_mode, "k": k, "filter": filter, "return_parents": return_parents,
+                              "candidate_k": candidate_k, "rerank": rerank})
+        threshold = check_score_threshold(score_threshold)
+        trace = SearchTrace()
+        mode = search_mode or fl.settings.search_mode
+        k = fl.settings.k if k is None else k
+        reranking = rerank and fl.reranker is not None
+        wanted = max(k, fl.rerank_candidates) if reranking else k
+        depth, fetch = candidate_k, wanted
+        if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
+            depth = fetch = max(candidate_k or fl.settings.candidate_k, 4 * wanted)
+        if mode != "keyword":
+            prefetch(fl.embeddings)  # the model loads while the indexes open
+            fl.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
+        fl._replica.follow(wait=False)
+        with fl._replica.rw.read():  # both legs reflect one ledger seq
+            trace.ledger_seq = fl._replica.seq
+            hits = fl.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace,
+                                      background=LedgerBackground(fl._ledger, fl.keyword_store))
+        found = [(doc, info_of(doc.metadata)["relevance_score"])
+                 for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)]
+        if reranking and found:
+            assert fl.reranker is not None
+            scores = fl.reranker.score(query, [doc for doc, _ in found])
+            order = sorted(range(len(found)), key=lambda i: -scores[i])
+            reranked = []
+            for i in order:
+                doc, first = found[i]
+                info_of(doc.metadata).update(fused_score=first, fused_rank=i + 1, relevance_score=scores[i])
+                reranked.append((doc, scores[i]))
+            found = reranked
+        if threshold is not None:
+            found = [(doc, score) for doc, score in found if score >= threshold]
+        trace.total = time.perf_counter() - started
+        return SearchResults((SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)),
+                             trace)
+
+    def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int,
+                       seq: int) -> list[tuple[Document, FusedHit]]:
+        """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details.
+
+        Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
+        since is still returned by this search (it was current when the search ran), never a half-state."""
+        chunks = {c.id: c for c in self._fl._ledger.get_chunks([h.id for h in hits], visible_at=seq)}
+        out: list[tuple[Document, FusedHit]] = []
+        seen: set[str] = set()
+        for hit in hits:
+            chunk = chunks.get(hit.id)
+            if chunk is None:  # removed longer ago than the grace period: never return what the ledger lacks
+                logger.debug("search: chunk %s is no longer in the ledger; skipped", hit.id)
+                continue
+            if parents:
+                if chunk.parent_id in seen:
+                    continue
+                seen.add(chunk.parent_id)
+                record = self._fl._ledger.get_document(chunk.parent_id)
+                if record is None:
+                    continue
+                doc = as_document(record)
+                info_of(doc.metadata)["matched_chunk_id"] = chunk.id
+            else:
+                doc = as_document(chunk)
+            annotate(doc, hit)
+            out.append((doc, hit))
+            if len(out) == limit:
+                break
+        return out
+
+
+def as_document(record: DocumentRecord | ChunkRecord) -> Document:
+    """A LangChain ``Document`` for a ledger record (a copy, FinderLedge's fields included: callers may
+    annotate them)."""
+    md = dict(record.metadata)
+    md[FL_KEY] = dict(info_of(md))
+    return Document(page_content=record.content, metadata=md, id=record.id)
+
+
+def annotate(doc: Document, hit: FusedHit) -> None:
+    """Put the relevance, the fusion's score and each leg's rank and raw score among the result's own fields."""
+    info = info_of(doc.metadata)
+    info["relevance_score"] = hit.score if hit.relevance is None else hit.relevance
+    info["fusion_score"] = hit.score
+    for leg in ("vector", "keyword"):
+        if leg in hit.ranks:
+            info[f"{leg}_rank"] = hit.ranks[leg]
+            info[f"{leg}_score"] = hit.raw_scores[leg]
