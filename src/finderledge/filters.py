@@ -37,7 +37,7 @@ from typing import Any
 from .errors import ConfigurationError
 from .metadata import MAX_DEPTH, kind_of
 
-__all__ = ["MetadataFilter", "Predicate", "compile_filter", "matches", "filter_key", "OPERATORS"]
+__all__ = ["MetadataFilter", "Predicate", "and_filters", "compile_filter", "matches", "filter_key", "OPERATORS"]
 
 MetadataFilter = Mapping[str, Any]
 Predicate = Callable[[Mapping[str, Any]], bool]
@@ -157,3 +157,11 @@ def matches(metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:
 def filter_key(flt: MetadataFilter | None) -> str:
     """A stable string for a (validated) filter, usable as a cache key; ``1`` and ``1.0`` stay apart."""
     return json.dumps(flt or {}, sort_keys=True, default=repr, ensure_ascii=False)
+
+
+def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Every given filter must hold (``None`` and empty ones are skipped): how base filters are narrowed."""
+    present = [f for f in filters if f]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else {"$and": present}

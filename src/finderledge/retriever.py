@@ -17,6 +17,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
 
 from .errors import ConfigurationError
+from .filters import and_filters
 from .validation import SEARCH_OPTIONS, check_search_options
 
 __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_filters"]
@@ -24,14 +25,6 @@ __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_fil
 #: LangChain's ``search_type`` names (and FinderLedge's modes) this retriever accepts
 SEARCH_TYPES = ("similarity", "similarity_score_threshold", "hybrid", "vector", "keyword")
 _LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options
-
-
-def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Every given filter must hold (``None`` and empty ones are skipped)."""
-    present = [f for f in filters if f]
-    if not present:
-        return None
-    return present[0] if len(present) == 1 else {"$and": present}
 
 
 class RetrievedDocument(Document):

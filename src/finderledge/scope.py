@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .filters import compile_filter
-from .retriever import FinderLedgeRetriever, and_filters
+from .filters import and_filters, compile_filter
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the retriever imports langchain_core.retrievers (and langsmith): only when one is built
     from .facade import FinderLedge
     from .results import SearchResults
+    from .retriever import FinderLedgeRetriever
 
 __all__ = ["Scope"]
 

@@ -14,13 +14,13 @@ from langchain_core.documents import Document
 from .context import DEFAULT_TEMPLATE, Citation, check_format, format_context
 from .errors import ConfigurationError
 from .results import SearchResult
-from .retriever import FinderLedgeRetriever
 from .scope import Scope
 from .validation import check_positive_int
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the retriever imports langchain_core.retrievers (and langsmith): only when one is built
     from .facade import FinderLedge
     from .langchain_vectorstore import FinderLedgeVectorStore
+    from .retriever import FinderLedgeRetriever
 
 __all__ = ["Views"]
 
@@ -75,6 +75,8 @@ class Views:
         import pydantic
 
         try:
+            from .retriever import FinderLedgeRetriever
+
             return FinderLedgeRetriever(ledger=self._owner(), **options)
         except pydantic.ValidationError as exc:
             problems = "; ".join(
