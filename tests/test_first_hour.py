@@ -54,13 +54,12 @@ def test_every_result_has_a_source(minilm, tmp_path: Path) -> None:
 
 def _fingerprint(directory: Path) -> dict[str, str]:
     """Every file FinderLedge writes under ``directory`` with a hash of its bytes: the ledger, BM25 and FAISS
-    (left out: SQLite's -shm index, the lock's owner note, and Chroma's own files, which Chroma itself
+    and the lock's owner note (left out: SQLite's -shm index, and Chroma's own files, which Chroma itself
     rewrites when a client opens them)."""
     out = {}
     for path in sorted(directory.rglob("*")):
         rel = path.relative_to(directory)
-        if path.is_file() and not path.name.endswith("-shm") and not path.name.startswith("write.lock") \
-                and rel.parts[0] != "chroma":
+        if path.is_file() and not path.name.endswith("-shm") and rel.parts[0] != "chroma":
             out[str(path.relative_to(directory))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 

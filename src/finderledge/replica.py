@@ -406,10 +406,14 @@ class Replica:
         self._catch_up([leg])
 
     def close(self) -> None:
-        """Checkpoint if this replica may (the lock is free now and its checkpoint is current), then close."""
+        """Checkpoint if this replica applied anything (and the lock is free now), then close.  A replica that
+        only read takes no lock and writes nothing."""
+        applied = any(leg.handle is not None and (leg.pending or leg.rebuilt) for leg in self.legs()) \
+            or not self.overlay.empty
         try:
-            with self.lock.hold("closing", timeout=0):
-                self.checkpoint()
+            if applied:
+                with self.lock.hold("closing", timeout=0):
+                    self.checkpoint()
         except LockTimeoutError:
             logger.info("closing: another process is writing; it (or the next open) checkpoints the indexes")
         except LedgerCorruptError as exc:  # reported when it was found; close the files anyway
