@@ -60,7 +60,8 @@ def test_caller_ids_are_honoured_and_replace(ledger: FinderLedge) -> None:
     assert ledger.get_document("doc-a").page_content == "Alpha beta gamma."  # type: ignore[union-attr]
     assert [r.parent_id for r in ledger.search("alpha beta gamma", search_mode="keyword", k=1)] == ["doc-a"]
     # same id again: unchanged when identical, replaced when the content or metadata differs
-    assert ledger.ingest(Document(page_content="Alpha beta gamma.", id="doc-a")).unchanged == ["doc-a"]
+    same = ledger.ingest(Document(page_content="Alpha beta gamma.", id="doc-a"))
+    assert same.unchanged == ["doc-a"] and same.embeddings_cached == same.embeddings_computed == 0  # not re-split
     report = ledger.ingest(Document(page_content="Zeta eta theta.", id="doc-a", metadata={"v": 2}))
     assert report.added == ["doc-a"] and report.replaced == ["doc-a"]
     assert ledger.count() == {"documents": 2, "chunks": 2}

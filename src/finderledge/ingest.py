@@ -143,7 +143,9 @@ class Writer:
         # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
         stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents if not g.caller_ids)
-        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if pid not in stored}
+        versions = ledger.content_hashes([pid for g in groups if g.caller_ids for pid, _ in g.parents])
+        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents
+                      if (versions.get(pid) != version_hash(doc) if g.caller_ids else pid not in stored)}
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
             unread = [path.rstrip(os.sep) + os.sep for path, _ in report.skipped]  # e.g. unlistable directories
@@ -173,13 +175,10 @@ class Writer:
             text = clean_text(item.page_content, "add_document: Document page_content")
             md = {**normalize_metadata(item.metadata, "Document metadata"), **extra}
             src = md.get("source")
-            if item.id is not None:
-                pid = check_document_id(item.id)
-                return [_Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
-                               replace=False, caller_ids=True)]
-            pid = content_id(str(src or ""), text)
+            caller = item.id is not None
+            pid = check_document_id(item.id) if caller else content_id(str(src or ""), text)
             return [_Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
-                           replace=False)]
+                           replace=False, caller_ids=caller)]
         if isinstance(item, (str, os.PathLike)):
             path = _existing_path(item)
             result = loader.load(path)
