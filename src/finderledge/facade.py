@@ -180,7 +180,7 @@ class FinderLedge(Catalog, Views):
                 if changed:
                     logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
                                    "documents use the new ones", directory, changed)
-            if not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+            if not isinstance(rerank_candidates, int) or isinstance(rerank_candidates, bool) or rerank_candidates < 1:
                 raise ConfigurationError(
                     f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}")
             self.rerank_candidates = rerank_candidates
