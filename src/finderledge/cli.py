@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from .cli_logging import PROG, stderr_logging
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
+from .metadata import info_of
 
 __all__ = ["build_parser", "main"]
 
@@ -314,18 +315,12 @@ def _cmd_remove(args: argparse.Namespace) -> int:
     return EXIT_NOT_FOUND if missing else 0
 
 
-def _own_field(metadata: dict[str, Any], key: str) -> Any:
-    """One of FinderLedge's fields of a document (in its ``_finderledge`` dict, else at the top level)."""
-    info = metadata.get("_finderledge")
-    return (info if isinstance(info, dict) else metadata).get(key)
-
-
 def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
     with _open(args) as fl:
         docs = fl.list_documents(source=args.source, limit=args.limit)
     data = [{"id": d.id, "source": d.metadata.get("source"), "locator": d.metadata.get("locator"),
-             "chunks": _own_field(d.metadata, "split_count"), "chars": len(d.page_content)} for d in docs]
+             "chunks": info_of(d.metadata).get("split_count"), "chars": len(d.page_content)} for d in docs]
     text = "\n".join(f"{d['id']}  {d['source'] or '(text)'} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
     _emit(args, data, text or "no documents")
     return 0

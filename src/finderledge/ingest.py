@@ -356,7 +356,8 @@ def _check_caller_ids(groups: Sequence[_Group]) -> None:
     for group in groups:
         if group.caller_ids:
             for pid, doc in group.parents:
-                if seen.setdefault(pid, version_hash(doc)) != version_hash(doc):
+                version = version_hash(doc)
+                if seen.setdefault(pid, version) != version:
                     raise ConfigurationError(f"add_document: document id {pid!r} given twice with different content")
 
 

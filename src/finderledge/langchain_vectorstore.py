@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from .errors import ConfigurationError
+from .filters import and_filters
 from .metadata import info_of, user_metadata
 from .results import SearchResult
 
@@ -80,8 +81,6 @@ class FinderLedgeVectorStore(VectorStore):
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         """FinderLedge's best ``k`` chunks with their relevance in [0, 1] (higher is better)."""
         if self.base_filter:
-            from .filters import and_filters
-
             kwargs["filter"] = and_filters(self.base_filter, kwargs.get("filter"))
         return [(_plain(r), r.score) for r in self.ledger.search(query, k=k, **kwargs)]
 

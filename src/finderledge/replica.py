@@ -408,8 +408,7 @@ class Replica:
     def close(self) -> None:
         """Checkpoint if this replica applied anything (and the lock is free now), then close.  A replica that
         only read takes no lock and writes nothing."""
-        applied = any(leg.handle is not None and (leg.pending or leg.rebuilt) for leg in self.legs()) \
-            or not self.overlay.empty
+        applied = any(leg.pending or leg.rebuilt for leg in self.legs()) or not self.overlay.empty
         try:
             if applied:
                 with self.lock.hold("closing", timeout=0):
