@@ -122,13 +122,15 @@ class FileLock:
         return self
 
     def next_counter(self) -> int:
-        """Increment the file's operation counter (only called under the lock)."""
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        raw = os.read(self.fd, 64).decode().strip()
+        """Increment the file's operation counter (only called under the lock).
+
+        One fixed-width ``pwrite`` over the old value, never truncate-then-write: a writer SIGKILLed between
+        those two calls left an empty file, the counter restarted at 1, and the checker (which orders a file's
+        operations by counter) blamed the library for a version that was in fact the newest.
+        """
+        raw = os.pread(self.fd, 64, 0).decode().strip("\x00 \n")
         counter = int(raw or "0") + 1
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(counter).encode())
+        os.pwrite(self.fd, f"{counter:020d}".encode(), 0)
         os.fsync(self.fd)
         return counter
 

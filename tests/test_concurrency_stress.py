@@ -366,6 +366,15 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
                 entry = file_ops[e["path"]].setdefault(e["ctr"], {"op": e["op"], "token": e.get("token"),
                                                                   "done": False})
                 entry["done"] = entry["done"] or e["e"] == "done"
+    begins = defaultdict(list)
+    for entries in journals.values():
+        for e in entries:
+            if e.get("op") in ("replace", "remove_source") and e["e"] == "begin":
+                begins[e["path"]].append((e["t"], e["ctr"]))
+    for path_name, seen in begins.items():  # the harness's own counter must only grow, or step 4 means nothing
+        counters = [c for _, c in sorted(seen)]
+        if counters != sorted(counters):
+            problems.append(f"test harness: the operation counter of {Path(path_name).name} went backwards")
     current_tokens: dict[str, str] = {}
     for path in sw.shared_paths(stress.shared):
         ops = file_ops[str(path)]
