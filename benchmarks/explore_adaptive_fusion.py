@@ -142,7 +142,7 @@ def open_index(name: str, model: str) -> Any:
 
 def prepare(name: str, model: str) -> Path:
     """Record both legs' top-100 for every query set of ``name`` on its ``model`` index (see the module doc)."""
-    from finderledge.relevance import LedgerBackground, _sample_key
+    from finderledge.relevance import LedgerBackground, sample_key
 
     path = CACHE / f"{name}-{model}.pkl"
     if path.is_file():
@@ -161,7 +161,7 @@ def prepare(name: str, model: str) -> Path:
         t0 = time.perf_counter()
         background = bg_source.sample(512)
         bg_seconds = time.perf_counter() - t0
-        bg_ids = sorted(ids, key=_sample_key)[:512]  # the chunks LedgerBackground samples
+        bg_ids = sorted(ids, key=sample_key)[:512]  # the chunks LedgerBackground samples
         emb_of = {c.id: c.embedding for c in chunks}
         bg_vectors = np.stack([np.asarray(emb_of[i], dtype=np.float32) for i in bg_ids])
         bg_vectors /= np.linalg.norm(bg_vectors, axis=1, keepdims=True)

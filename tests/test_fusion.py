@@ -109,7 +109,7 @@ def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_led
     assert 1 <= len(keyword) < 5  # only the refund document shares words with the query
     trace = SearchTrace()
     hits = finder.search(ja, mode="hybrid", k=1, trace=trace)
-    assert trace.weights == {"keyword": 1.0}
+    assert trace.weights == {"keyword": 1.0, "vector": 0.0} and "script" in trace.weights_reason
     assert trace.embed == 0.0  # the query was not even embedded
     assert [h.id for h in hits] == [keyword[0].id] and set(hits[0].ranks) == {"keyword"}
     # fewer keyword matches than k: the vector leg fills up the list, after every keyword match

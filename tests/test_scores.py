@@ -17,6 +17,7 @@ from finderledge.fusion import FusedHit
 from finderledge.relevance import (
     BackgroundCache,
     CorpusBackground,
+    LedgerBackground,
     keyword_evidence,
     sample_background,
     score_hits,
@@ -78,7 +79,8 @@ def test_japanese_query_is_scored_by_the_leg_that_reads_it(fl: FinderLedge) -> N
 def test_ordering_is_the_fusions(fl: FinderLedge, mode: str) -> None:
     for query in GOOD + NONSENSE:
         results = fl.search(query, search_mode=mode, k=10, score_threshold=None)
-        reference = fl.finder.search(query, mode=mode, k=10)  # the fused ranking, without relevance
+        background = LedgerBackground(fl._ledger, fl.keyword_store)  # adaptive fusion reads the corpus background
+        reference = fl.finder.search(query, mode=mode, k=10, background=background)
         assert [r.id for r in results] == [h.id for h in reference]
         assert [r.metadata["_finderledge"]["fusion_score"] for r in results] == pytest.approx([h.score for h in reference])
 

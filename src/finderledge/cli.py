@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .cli_logging import PROG, stderr_logging
+from .config import FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from .metadata import info_of
 
@@ -152,7 +153,7 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--reranker", default=None,
                    help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates")
     p.add_argument("--rerank-candidates", type=int, default=None, help="candidates the reranker rescores (default 20)")
-    p.add_argument("--fusion", choices=["rrf", "relative_score", "dbsf"], default=None)
+    p.add_argument("--fusion", choices=list(FUSIONS), default=None)
     p.add_argument("--modes", default="hybrid,vector,keyword")
     p.add_argument("--no-progress", action="store_true")
 

@@ -26,7 +26,7 @@ __all__ = ["CHUNK_UNITS", "ENV_PREFIX", "FUSIONS", "SEARCH_MODES", "VECTOR_STORE
 ENV_PREFIX = "FINDERLEDGE_"
 VECTOR_STORES = ("chroma", "faiss")
 SEARCH_MODES = ("hybrid", "vector", "keyword")
-FUSIONS = ("rrf", "relative_score", "dbsf")
+FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
 ANY_SCRIPTS = ("any", "*", "")  # vector_scripts values meaning "the model reads every script"
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -65,6 +65,7 @@ def _scripts_ok(value: str) -> bool:
 POSITIVE_INT = Rule(int, "an integer >= 1", lambda value: value >= 1)
 NON_NEGATIVE_INT = Rule(int, "an integer >= 0", lambda value: value >= 0)
 NON_NEGATIVE = Rule(float, "a finite number >= 0", lambda value: math.isfinite(value) and value >= 0)
+OPTIONAL_WEIGHT = Rule(float, "a finite number >= 0 (or unset: adaptive)", NON_NEGATIVE.test, optional=True)
 FRACTION = Rule(float, "a number in [0, 1]", lambda value: 0.0 <= value <= 1.0)  # NaN fails both comparisons
 NAME = Rule(str, "a non-empty string", lambda value: value != "", optional=True)
 SCRIPTS = Rule(str, f"'auto', 'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}", _scripts_ok)
@@ -85,10 +86,11 @@ class Settings:
     search_mode: str = _setting("hybrid", _one_of(SEARCH_MODES))
     k: int = _setting(10, POSITIVE_INT)
     candidate_k: int = _setting(100, POSITIVE_INT)  # candidates each leg fetches before fusion
-    fusion: str = _setting("relative_score", _one_of(FUSIONS))  # chosen on scifact train; see docs/evaluation.md
+    fusion: str = _setting("adaptive", _one_of(FUSIONS))  # adaptive: leg weights from evidence; docs/evaluation.md
     rrf_k: int = _setting(60, POSITIVE_INT)
-    vector_weight: float = _setting(1.0, NON_NEGATIVE)  # vector_weight and keyword_weight: not both 0
-    keyword_weight: float = _setting(1.0, NON_NEGATIVE)
+    # fixed leg weights (not both 0); None: adaptive fusion sets them per query, the other fusions use 1.0
+    vector_weight: float | None = _setting(None, OPTIONAL_WEIGHT)
+    keyword_weight: float | None = _setting(None, OPTIONAL_WEIGHT)
     bm25_k1: float = _setting(0.9, NON_NEGATIVE)  # keyword leg's BM25 parameters (Anserini's); query-time
     bm25_b: float = _setting(0.4, FRACTION)
     embedding_batch_size: int = _setting(64, POSITIVE_INT)

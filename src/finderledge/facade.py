@@ -17,6 +17,7 @@ from typing import Any, Union
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
 from .config import Settings
 from .context import NO_CONTEXT
@@ -162,13 +163,18 @@ class FinderLedge(Catalog, Views):
             )
             self._writer = Writer(self)
             self._searcher = Searcher(self)
+            self._calibrator = LedgerCalibrator(self)
+            weights = self.settings.vector_weight, self.settings.keyword_weight
             self.finder = Finder(
                 lambda: _VectorLeg(self),
                 _KeywordLeg(self._replica),
                 self.embeddings,
                 fusion=self.settings.fusion,
                 rank_constant=self.settings.rrf_k,
-                weights={"vector": self.settings.vector_weight, "keyword": self.settings.keyword_weight},
+                weights=None if weights == (None, None) else {
+                    "vector": 1.0 if weights[0] is None else weights[0],
+                    "keyword": 1.0 if weights[1] is None else weights[1]},
+                calibration=self._calibrator.current,
                 candidate_k=self.settings.candidate_k,
                 vector_scripts=self.settings.vector_scripts,
                 min_vector_share=self.settings.min_vector_share,
@@ -321,8 +327,10 @@ class FinderLedge(Catalog, Views):
         check_flag("prune", prune)
         check_flag("follow_symlinks", follow_symlinks)
         self.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
-        return self._writer.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error,
-                                   prune=prune, follow_symlinks=follow_symlinks)
+        report = self._writer.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error,
+                                     prune=prune, follow_symlinks=follow_symlinks)
+        self._recalibrate()
+        return report
 
     # -- removal ------------------------------------------------------------------------------------
     def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:
@@ -333,7 +341,9 @@ class FinderLedge(Catalog, Views):
         """
         key = document_key(doc_id)
         self.vector_store  # noqa: B018
-        return self._writer.remove(key)
+        removed = self._writer.remove(key)
+        self._recalibrate()
+        return removed
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Remove documents by id (LangChain's ``delete``): unknown ids are ignored; returns the ids removed."""
@@ -341,7 +351,29 @@ class FinderLedge(Catalog, Views):
             raise ConfigurationError(f"delete: ids: expected a list of document ids, got {type(ids).__name__}")
         keys = [document_key(i) for i in ids]
         self.vector_store  # noqa: B018
-        return self._writer.delete(keys)
+        removed = self._writer.delete(keys)
+        self._recalibrate()
+        return removed
+
+    # -- calibration --------------------------------------------------------------------------------
+    def calibrate(self) -> Calibration | None:
+        """Measure now how well each search leg finds this corpus's chunks from their own sentences, and store
+        the gates adaptive fusion uses (done on its own after a write that changed the corpus by over 25 %).
+
+        Returns the calibration (see :mod:`finderledge.calibration`), or None for a corpus too small to measure.
+        """
+        self.vector_store  # noqa: B018
+        return self._calibrator.refresh(force=True)
+
+    def _recalibrate(self) -> None:
+        """After a write: measure the gates again if the corpus moved enough; a failure never fails the write."""
+        if not self._calibrator.wanted:
+            return
+        try:
+            self._calibrator.refresh()
+        except Exception as exc:  # the write is committed; searches keep the previous gates
+            logger.warning("calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
+                           exc, exc_info=logger.isEnabledFor(logging.DEBUG))
 
     # -- search -------------------------------------------------------------------------------------
     def search(

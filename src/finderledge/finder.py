@@ -10,11 +10,13 @@ from typing import Any, Protocol
 
 from langchain_core.embeddings import Embeddings
 
+from .adaptive import LegWeights, evidence_fusion, leg_weights, top_evidence
+from .calibration import Calibration
 from .config import FUSIONS, SEARCH_MODES
 from .errors import ConfigurationError
 from .filters import compile_filter
-from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, fuse, model_scripts, vector_leg_share
-from .relevance import BackgroundCache, BackgroundSource, score_hits
+from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, Ranking, fuse, model_scripts, vector_leg_share
+from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, score_hits
 from .results import SearchTrace
 
 __all__ = ["Finder", "KeywordIndex", "VectorIndex"]
@@ -40,6 +42,10 @@ class Finder:
     Each leg fetches ``candidate_k`` candidates (at least ``k``) with the metadata filter applied inside
     the leg, so fusion sees enough of both lists and a filtered search still fills ``k``.
 
+    ``fusion="adaptive"`` with no ``weights`` sets each leg's weight per query from the corpus's calibrated
+    leg competence (``calibration``: a function returning the stored :class:`~finderledge.calibration.Calibration`
+    or None) and the legs' evidence (see :mod:`finderledge.adaptive`); given ``weights`` are used as they are.
+
     ``vector_scripts`` names the scripts the embedding model reads (``"auto"``: from the model's name,
     see :func:`~finderledge.fusion.model_scripts`; ``"any"``: never skip; or e.g. ``"latin"``).  In hybrid
     mode the vector leg is skipped for a query with less than ``min_vector_share`` of its letters in
@@ -52,9 +58,10 @@ class Finder:
         keyword_store: KeywordIndex,
         embeddings: Embeddings,
         *,
-        fusion: str = "relative_score",
+        fusion: str = "adaptive",
         rank_constant: int = 60,
         weights: Mapping[str, float] | None = None,
+        calibration: Callable[[], Calibration | None] | None = None,
         candidate_k: int = 100,
         vector_scripts: str | frozenset[str] = "auto",
         min_vector_share: float = 0.5,
@@ -66,7 +73,8 @@ class Finder:
         self.embeddings = embeddings
         self.fusion = fusion
         self.rank_constant = rank_constant
-        self.weights = dict(weights or {"vector": 1.0, "keyword": 1.0})
+        self.weights = None if weights is None else {"vector": 1.0, "keyword": 1.0, **weights}  # None: adaptive
+        self.calibration = calibration or (lambda: None)
         self.candidate_k = candidate_k
         if not 0.0 <= min_vector_share <= 1.0:
             raise ConfigurationError(f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}")
@@ -168,34 +176,75 @@ class Finder:
             kw = self._keyword_leg(query, depth, filter, timings)
             rankings = {"vector": vec.result(), "keyword": kw}
         start = time.perf_counter()
+        bg: CorpusBackground | None = None
         if mode != "hybrid":
             leg, ranking = next(iter(rankings.items()))
             hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
+            timings.weights = {leg: 1.0}
         else:
             keyword = rankings.get("keyword")
             # fewer BM25 hits than asked means every match is listed and all other chunks score 0
-            floors = {"keyword": 0.0} if keyword is not None and len(keyword) < depth else None
-            hits = fuse(self.fusion, rankings, self.weights, self.rank_constant, floors)
+            exhaustive = keyword is not None and len(keyword) < depth
+            if self.fusion == "adaptive" and background is not None:
+                bg, timings.background = self.backgrounds.get(background)
+                hits = self._adaptive(query, rankings, vectors, bg, exhaustive, timings)
+            else:
+                weights = self.weights or {"vector": 1.0, "keyword": 1.0}
+                method = self.fusion
+                if method == "adaptive":  # a Finder used on its own, without a corpus to measure evidence against
+                    method, reason = "relative_score", "adaptive fusion needs the corpus background: equal weights"
+                else:
+                    reason = "set by the caller" if self.weights is not None else "equal (default for this fusion)"
+                hits = fuse(method, rankings, weights, self.rank_constant, {"keyword": 0.0} if exhaustive else None)
+                timings.weights, timings.weights_reason = {leg: weights.get(leg, 1.0) for leg in rankings}, reason
+            if "vector" not in rankings:
+                timings.weights["vector"] = 0.0
+                timings.weights_reason = "the embedding model does not read this query's script (vector leg left out)"
             if fill:  # after every keyword match, in the vector leg's order, score 0
                 found = {h.id for h in hits}
                 hits += [FusedHit(i, 0.0, {"vector": r}, {"vector": float(s)})
                          for r, (i, s) in enumerate(fill, start=1) if i not in found]
         timings.fusion = time.perf_counter() - start
-        timings.weights = {leg: self.weights.get(leg, 1.0) for leg in rankings}
+        timings.fusion_method = self.fusion if mode == "hybrid" else mode
         timings.candidates = {leg: len(ranking) for leg, ranking in rankings.items()}
         if fill:
-            timings.weights["vector"] = 0.0
             timings.candidates["vector"] = len(fill)
         if background is not None:
-            self._score(query, hits, vectors, mode, background, timings)
+            if bg is None:
+                bg, timings.background = self.backgrounds.get(background)
+            self._score(query, hits, vectors, bg, timings)
         return hits[:k]
 
-    def _score(self, query: str, hits: list[FusedHit], vectors: list[Any], mode: str, source: BackgroundSource,
+    def _adaptive(self, query: str, rankings: Mapping[str, Ranking], vectors: list[Any], bg: CorpusBackground,
+                  exhaustive: bool, timings: SearchTrace) -> list[FusedHit]:
+        """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights."""
+        baseline = bg.vector_baseline(vectors[0]) if vectors else 0.0
+        ceiling = bg.keyword_ceiling(query)
+        if self.weights is not None:
+            chosen = LegWeights({leg: self.weights.get(leg, 1.0) for leg in rankings}, reason="set by the caller")
+        elif len(rankings) < 2:
+            chosen = LegWeights({leg: 1.0 for leg in rankings}, reason="one leg")
+        else:
+            calibration = self.calibration()
+            group, competence = calibration.competence_for(query) if calibration else ("", None)
+            if competence is None:
+                gates, source = {}, "not calibrated (too small a corpus, or not written since an upgrade)"
+            else:
+                gates = competence.gates
+                script = "" if group == "all" else f" {group}-script"
+                source = (f"calibrated on {competence.queries}{script} pseudo-queries, MRR@10 "
+                          + ", ".join(f"{leg} {m:.2f}" for leg, m in competence.mrr.items()))
+            chosen = leg_weights(top_evidence(rankings, baseline, ceiling), gates, source)
+        timings.weights, timings.weights_reason = dict(chosen.weights), chosen.reason
+        timings.gates, timings.evidence = chosen.gates, chosen.evidence
+        return evidence_fusion(rankings, chosen.weights, vector_baseline=baseline, keyword_ceiling=ceiling,
+                               exhaustive=("keyword",) if exhaustive else ())
+
+    def _score(self, query: str, hits: list[FusedHit], vectors: list[Any], background: CorpusBackground,
                timings: SearchTrace) -> None:
         """Set every hit's absolute relevance (before the list is cut to ``k``, so it does not depend on ``k``)."""
         start = time.perf_counter()
-        background, timings.background = self.backgrounds.get(source)
-        weights = {leg: 1.0 for leg in timings.weights} if mode != "hybrid" else timings.weights
+        weights = timings.weights
         timings.vector_baseline = background.vector_baseline(vectors[0]) if vectors else None
         timings.keyword_ceiling = background.keyword_ceiling(query) if "keyword" in weights else None
         score_hits(hits, weights, vector_baseline=timings.vector_baseline or 0.0,
@@ -207,7 +256,7 @@ class Finder:
         return {
             "fusion": self.fusion,
             "rank_constant": self.rank_constant,
-            "weights": dict(self.weights),
+            "weights": None if self.weights is None else dict(self.weights),
             "candidate_k": self.candidate_k,
             "vector_scripts": "any" if self.vector_scripts == ANY_SCRIPT else ",".join(sorted(self.vector_scripts)),
             "min_vector_share": self.min_vector_share,

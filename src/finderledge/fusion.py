@@ -1,6 +1,7 @@
 """Fusion of ranked lists from several search legs into one ranking.
 
-Each leg gives ``[(id, raw_score), ...]`` best first.  Three methods:
+Each leg gives ``[(id, raw_score), ...]`` best first.  Three fixed methods here (the default,
+``adaptive``, which sets each leg's weight from evidence, is :mod:`finderledge.adaptive`):
 
 * ``rrf`` — Reciprocal Rank Fusion (Cormack et al. 2009): ``sum_leg w_leg / (rank_constant + rank)``;
   uses ranks only, so it needs no score calibration.
@@ -29,12 +30,15 @@ __all__ = [
     "ANY_SCRIPT",
     "KNOWN_SCRIPTS",
     "FusedHit",
+    "Ranking",
+    "collect_hits",
     "distribution_based_score_fusion",
     "fuse",
     "model_scripts",
     "reciprocal_rank_fusion",
     "relative_score_fusion",
     "script_of",
+    "sorted_hits",
     "vector_leg_share",
 ]
 
@@ -55,7 +59,8 @@ class FusedHit:
     relevance: float | None = None
 
 
-def _collect(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:
+def collect_hits(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:
+    """One :class:`FusedHit` per id (score 0) with each leg's rank and raw score; a repeated id counts once."""
     hits: dict[str, FusedHit] = {}
     for leg, ranking in rankings.items():
         for rank, (doc_id, raw) in enumerate(ranking, start=1):
@@ -68,8 +73,8 @@ def _collect(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:
     return hits
 
 
-def _sorted(hits: dict[str, FusedHit]) -> list[FusedHit]:
-    # ties: better best-rank first, then id, so results are deterministic
+def sorted_hits(hits: dict[str, FusedHit]) -> list[FusedHit]:
+    """The hits best first; ties go to the better best rank, then the id, so results are deterministic."""
     return sorted(hits.values(), key=lambda h: (-h.score, min(h.ranks.values()), h.id))
 
 
@@ -79,17 +84,17 @@ def reciprocal_rank_fusion(
     """Reciprocal Rank Fusion with per-leg weights (default 1) and rank constant (default 60)."""
     if rank_constant < 0:
         raise ValueError(f"rrf rank constant: expected >= 0, got {rank_constant}")
-    hits = _collect(rankings)
+    hits = collect_hits(rankings)
     for hit in hits.values():
         hit.score = sum((weights or {}).get(leg, 1.0) / (rank_constant + r) for leg, r in hit.ranks.items())
-    return _sorted(hits)
+    return sorted_hits(hits)
 
 
 def _normalised_sum(
     rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None, how: str,
     floors: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
-    hits = _collect(rankings)
+    hits = collect_hits(rankings)
     for leg, ranking in rankings.items():
         if not ranking:
             continue
@@ -113,7 +118,7 @@ def _normalised_sum(
             raw = hit.raw_scores[leg]
             norm = 1.0 if span <= 0 else min(max((raw - lo) / span, 0.0), 1.0)
             hit.score += w * norm
-    return _sorted(hits)
+    return sorted_hits(hits)
 
 
 def relative_score_fusion(rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None,

@@ -44,6 +44,7 @@ __all__ = [
     "check_score_threshold",
     "keyword_evidence",
     "sample_background",
+    "sample_key",
     "score_hits",
     "vector_evidence",
 ]
@@ -134,14 +135,15 @@ class LedgerBackground:
         return len(self._keyword_store)
 
     def sample(self, size: int) -> CorpusBackground:
-        ids = sorted(self._ledger.complete_chunk_ids(), key=_sample_key)[:size]
+        ids = sorted(self._ledger.complete_chunk_ids(), key=sample_key)[:size]
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
         return sample_background((c.content for c in chunks), (c.embedding for c in chunks), self.size(),
                                  tokenizer=getattr(self._keyword_store, "tokenizer", None),
                                  k1=float(getattr(self._keyword_store, "k1", 0.9)))
 
 
-def _sample_key(chunk_id: str) -> tuple[bytes, str]:
+def sample_key(chunk_id: str) -> tuple[bytes, str]:
+    """The order chunk samples are drawn in (a hash of the id): the same sample in every process."""
     return hashlib.blake2b(chunk_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), chunk_id
 
 

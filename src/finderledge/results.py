@@ -79,7 +79,11 @@ class SearchTrace:
     relevance: float = 0.0  # seconds computing the absolute relevance (background sampling included)
     background: float = 0.0  # seconds sampling the corpus background (0 when it was cached)
     total: float = 0.0
+    fusion_method: str = ""  # the fusion that ranked the hits (the mode's name in single-leg modes)
     weights: dict[str, float] = field(default_factory=dict)  # leg -> weight used (0: only filled up the list)
+    weights_reason: str = ""  # why the legs got these weights
+    gates: dict[str, float] = field(default_factory=dict)  # adaptive: each leg's calibrated competence gate
+    evidence: dict[str, float] = field(default_factory=dict)  # adaptive: each leg's top-hit evidence, 0-1
     candidates: dict[str, int] = field(default_factory=dict)  # leg -> candidates it returned
     ledger_seq: int = 0  # the ledger change the indexes reflected when the search ran
     vector_baseline: float | None = None  # the query's mean cosine to the corpus (None: no vector leg)

@@ -1,0 +1,277 @@
+"""Competence calibration: how well each search leg finds a corpus's chunks from one of their own sentences.
+
+Adaptive fusion (:mod:`finderledge.adaptive`) needs to know, without labelled queries, whether a leg carries
+any signal on *this* corpus with *this* embedding model.  After a write, FinderLedge takes a deterministic
+sample of stored chunks, cuts one sentence out of each (a *pseudo-query*), searches it with each leg alone
+and records each leg's MRR@10 at finding the sentence's own document.  A leg whose MRR is at most a quarter
+of the other's is switched off for fusion (gate 0), one with at least half keeps full weight (gate 1), and
+the gate rises linearly in between.  An English-only model on Japanese text finds almost nothing from a
+Japanese sentence, so its gate closes whatever the model is called; on corpora where both legs work, both
+gates stay open (see docs/evaluation.md for the measured values and what the method assumes).
+
+Gates are kept per script group of the pseudo-queries (``latin``, ``cjk`` …) when a group has enough of
+them, so a mixed English/Japanese corpus can close the vector leg for Japanese queries only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .fusion import script_of
+from .relevance import sample_key
+
+__all__ = [
+    "GATE_FULL",
+    "GATE_OFF",
+    "INFO_KEY",
+    "Calibration",
+    "GroupCompetence",
+    "LedgerCalibrator",
+    "calibrate",
+    "gate",
+    "pseudo_queries",
+    "query_count",
+    "script_group",
+]
+
+logger = logging.getLogger(__name__)
+
+#: a leg's gate is 0 when its pseudo-query MRR is at most this share of the other leg's ...
+GATE_OFF = 0.25
+#: ... and 1 from this share up (both set a priori, far from every value measured on corpora where both legs work)
+GATE_FULL = 0.5
+#: pseudo-queries per calibration at most, and the share of the corpus's chunks drawn below that
+MAX_QUERIES = 200
+QUERY_SHARE = 0.2
+#: fewer pseudo-queries than this (in the corpus or in a script group) decide nothing: gates stay open
+MIN_QUERIES = 20
+#: calibrate again once the corpus has grown or shrunk by more than this share since the last calibration
+RECALIBRATE_SHARE = 0.25
+#: the ledger info key that holds the calibration (JSON)
+INFO_KEY = "calibration"
+#: a pseudo-query is a sentence from the first this-many characters of its chunk (inside any model's window)
+HEAD_CHARS = 600
+VERSION = 1
+
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*|\n+")
+_CJK_GROUP = {"han": "cjk", "kana": "cjk"}
+
+
+def script_group(text: str) -> str:
+    """The script group most of ``text``'s letters are in (``latin``, ``cjk``, ``hangul``, …; ``none`` without
+    letters); Han and kana count together, as Japanese mixes them."""
+    counts: Counter[str] = Counter()
+    for char in text:
+        script = script_of(char)
+        if script is not None:
+            counts[_CJK_GROUP.get(script, script)] += 1
+    return counts.most_common(1)[0][0] if counts else "none"
+
+
+def gate(ratio: float) -> float:
+    """A leg's gate from its MRR as a share of the other leg's: 0 up to :data:`GATE_OFF`, 1 from :data:`GATE_FULL`."""
+    return min(max((ratio - GATE_OFF) / (GATE_FULL - GATE_OFF), 0.0), 1.0)
+
+
+def query_count(chunks: int) -> int:
+    """How many pseudo-queries a corpus of ``chunks`` chunks is calibrated with (0: too small to decide)."""
+    n = min(MAX_QUERIES, int(chunks * QUERY_SHARE))
+    return n if n >= MIN_QUERIES else 0
+
+
+def _seed(chunk_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(chunk_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def _sentence(chunk_id: str, text: str) -> str | None:
+    """One sentence of the chunk's head (the same one in every process), or None when it has none that fits:
+    6–40 words, or 12–120 characters in a script written without spaces."""
+    fits = []
+    for part in _SENTENCE_END.split(text[:HEAD_CHARS]):
+        s = part.strip()
+        if script_group(s) == "cjk":
+            if 12 <= len(s) <= 120:
+                fits.append(s)
+        elif 6 <= len(s.split()) <= 40:
+            fits.append(s)
+    return random.Random(_seed(chunk_id)).choice(fits) if fits else None
+
+
+def pseudo_queries(chunks: Iterable[tuple[str, str, str]], n: int) -> list[tuple[str, str]]:
+    """Up to ``n`` ``(sentence, parent id)`` pairs from ``(chunk id, parent id, text)`` triples, in their order;
+    at most one per parent, so one long document does not decide for the corpus."""
+    out: list[tuple[str, str]] = []
+    parents: set[str] = set()
+    for chunk_id, parent_id, text in chunks:
+        if len(out) >= n:
+            break
+        if parent_id in parents:
+            continue
+        sentence = _sentence(chunk_id, text)
+        if sentence is not None:
+            parents.add(parent_id)
+            out.append((sentence, parent_id))
+    return out
+
+
+@dataclass(frozen=True)
+class GroupCompetence:
+    """Each leg's MRR@10 on one group's pseudo-queries and the gates that follow."""
+
+    queries: int
+    mrr: dict[str, float]
+    gates: dict[str, float]
+
+    @classmethod
+    def of(cls, reciprocal_ranks: Mapping[str, Sequence[float]]) -> GroupCompetence:
+        n = len(next(iter(reciprocal_ranks.values()), []))
+        mrr = {leg: (sum(rr) / n if n else 0.0) for leg, rr in reciprocal_ranks.items()}
+        v, k = mrr.get("vector", 0.0), mrr.get("keyword", 0.0)
+        if n < MIN_QUERIES or (v == 0.0 and k == 0.0):
+            gates = {"vector": 1.0, "keyword": 1.0}
+        else:
+            gates = {"vector": gate(v / k) if k > 0 else 1.0, "keyword": gate(k / v) if v > 0 else 1.0}
+        return cls(n, {leg: round(m, 4) for leg, m in mrr.items()}, gates)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A corpus's leg gates, per script group (``all`` always), for one embedding model and corpus size."""
+
+    model_id: str
+    corpus_size: int
+    seconds: float
+    groups: dict[str, GroupCompetence] = field(default_factory=dict)
+    version: int = VERSION
+
+    def competence_for(self, query: str) -> tuple[str, GroupCompetence | None]:
+        """The group whose gates apply to ``query`` (its script's group if calibrated, else ``all``) and them."""
+        group = script_group(query)
+        chosen = group if group in self.groups and self.groups[group].queries >= MIN_QUERIES else "all"
+        return chosen, self.groups.get(chosen)
+
+    def is_stale(self, corpus_size: int, model_id: str) -> bool:
+        """Whether the corpus moved enough (or the model changed) that the gates should be measured again."""
+        if self.model_id != model_id or self.version != VERSION:
+            return True
+        return abs(corpus_size - self.corpus_size) > RECALIBRATE_SHARE * max(self.corpus_size, 1)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str | None) -> Calibration | None:
+        """The stored calibration, or None when absent or unreadable (a damaged value is measured again)."""
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            groups = {name: GroupCompetence(int(g["queries"]), dict(g["mrr"]), dict(g["gates"]))
+                      for name, g in data["groups"].items()}
+            return cls(str(data["model_id"]), int(data["corpus_size"]), float(data["seconds"]), groups,
+                       int(data.get("version", 0)))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            logger.warning("the stored calibration is unreadable; it will be measured again")
+            return None
+
+
+def _reciprocal_rank(parents: Sequence[str], wanted: str, depth: int = 10) -> float:
+    for rank, parent in enumerate(parents[:depth], start=1):
+        if parent == wanted:
+            return 1.0 / rank
+    return 0.0
+
+
+def calibrate(queries: Sequence[tuple[str, str]], legs: Mapping[str, Callable[[str], Sequence[str]]], *,
+              model_id: str, corpus_size: int) -> Calibration:
+    """Search each pseudo-query ``(text, parent id)`` with each leg (a function: query -> parent ids, best
+    first) and turn the legs' MRR@10 into gates, for the corpus and for each script group."""
+    start = time.perf_counter()
+    by_group: dict[str, dict[str, list[float]]] = {"all": {leg: [] for leg in legs}}
+    for text, parent in queries:
+        ranks = {leg: _reciprocal_rank(search(text), parent) for leg, search in legs.items()}
+        for group in ("all", script_group(text)):
+            per_leg = by_group.setdefault(group, {leg: [] for leg in legs})
+            for leg, rr in ranks.items():
+                per_leg[leg].append(rr)
+    groups = {name: GroupCompetence.of(rr) for name, rr in by_group.items()
+              if name == "all" or len(next(iter(rr.values()), [])) >= MIN_QUERIES}
+    if len(by_group) == 2:  # one script only: its group is the corpus
+        groups = {"all": groups["all"]}
+    seconds = time.perf_counter() - start
+    calibration = Calibration(model_id, corpus_size, round(seconds, 3), groups)
+    logger.info("calibrated the search legs on %d pseudo-queries in %.1f s: %s", len(queries), seconds,
+                "; ".join(f"{g}: MRR {c.mrr}, gates {c.gates}" for g, c in groups.items()))
+    return calibration
+
+
+class LedgerCalibrator:
+    """Calibrates a :class:`~finderledge.facade.FinderLedge` corpus and keeps the result in its ledger.
+
+    :meth:`current` is what searches use (read from the ledger, so every process sees the latest);
+    :meth:`refresh` runs after writes and measures again only when the corpus moved by more than a quarter."""
+
+    def __init__(self, owner: Any) -> None:
+        self._fl = owner
+        self._raw: str | None = None
+        self._parsed: Calibration | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Only adaptive fusion without fixed weights uses the gates."""
+        settings = self._fl.settings
+        return settings.fusion == "adaptive" and settings.vector_weight is None and settings.keyword_weight is None
+
+    def current(self) -> Calibration | None:
+        raw = self._fl._ledger.get_info(INFO_KEY)
+        if raw != self._raw:
+            self._raw, self._parsed = raw, Calibration.from_json(raw)
+        return self._parsed
+
+    def refresh(self, *, force: bool = False) -> Calibration | None:
+        """Measure the gates again if the corpus moved enough since the last time (always with ``force``) and
+        store them; returns the calibration in force (None: too small a corpus to measure)."""
+        fl = self._fl
+        ids = fl._ledger.complete_chunk_ids()
+        stored = self.current()
+        if not force and stored is not None and not stored.is_stale(len(ids), fl._model_id):
+            return stored
+        n = query_count(len(ids))
+        if n == 0:
+            if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
+                fl._ledger.set_info(INFO_KEY, None)
+            return None
+        queries = pseudo_queries(self._chunks(sorted(ids, key=sample_key)), n)
+        if len(queries) < MIN_QUERIES:
+            logger.info("calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
+                        len(queries), n)
+            return None
+        calibration = calibrate(queries, {"vector": self._leg("vector"), "keyword": self._leg("keyword")},
+                                model_id=fl._model_id, corpus_size=len(ids))
+        fl._ledger.set_info(INFO_KEY, calibration.to_json())
+        return calibration
+
+    def _chunks(self, ordered: Sequence[str], batch: int = 256) -> Iterable[tuple[str, str, str]]:
+        for start in range(0, len(ordered), batch):
+            for chunk in self._fl._ledger.get_chunks(list(ordered[start:start + batch])):
+                yield chunk.id, chunk.parent_id, chunk.content
+
+    def _leg(self, mode: str) -> Callable[[str], Sequence[str]]:
+        fl = self._fl
+
+        def search(text: str) -> list[str]:
+            with fl._replica.rw.read():
+                hits = fl.finder.search(text, mode=mode, k=10)
+            parents = {c.id: c.parent_id for c in fl._ledger.get_chunks([h.id for h in hits])}
+            return [parents[h.id] for h in hits if h.id in parents]
+
+        return search
