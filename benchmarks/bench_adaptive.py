@@ -52,8 +52,9 @@ LABELS = {"hybrid": "FinderLedge hybrid (adaptive, default)", "vector": "FinderL
           "ensemble": "LangChain EnsembleRetriever(BM25Retriever, FAISS)"}
 
 
-def open_index(name: str, model: str, identity: str, **settings: Any) -> FinderLedge:
-    """A prebuilt index, with the script check on (``named``) or off (``anon``)."""
+def open_index(name: str, model: str, identity: str, cache_queries: bool = True, **settings: Any) -> FinderLedge:
+    """A prebuilt index, with the script check on (``named``) or off (``anon``); ``cache_queries``: each query
+    text is embedded once across the modes (not for timing the calibration, which batches its queries)."""
     embedding: Any = None
     if model != "minilm":
         from tune_fusion import make_embeddings
@@ -65,6 +66,8 @@ def open_index(name: str, model: str, identity: str, **settings: Any) -> FinderL
     fl = FinderLedge(directory, vector_store="faiss", embedding=embedding, chunk_size=1_000_000, chunk_overlap=0,
                      env_file=None, show_progress=False,
                      vector_scripts="any" if identity == "anon" else None, **settings)
+    if not cache_queries:
+        return fl
     embed_query = lru_cache(maxsize=None)(fl.finder.embeddings.embed_query)  # one embedding per query text
     fl.finder.embeddings = type("CachedQueries", (), {"embed_query": staticmethod(embed_query)})()  # type: ignore[assignment]
     return fl
@@ -106,7 +109,7 @@ def ensemble(fl: FinderLedge, data: BeirDataset, depth: int = 100) -> dict[str, 
 def run_config(name: str, model: str) -> dict[str, Any]:
     data = test_split(name)
     row: dict[str, Any] = {"dataset": name, "model": model, "queries": len(data.queries)}
-    fl = open_index(name, model, "named")
+    fl = open_index(name, model, "named", cache_queries=False)
     try:
         start = time.perf_counter()
         calibration = fl.calibrate()

@@ -23,9 +23,10 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .embeddings import embed_queries
 from .fusion import script_of
 from .relevance import sample_key
 
@@ -60,6 +61,8 @@ RECALIBRATE_SHARE = 0.25
 INFO_KEY = "calibration"
 #: a pseudo-query is a sentence from the first this-many characters of its chunk (inside any model's window)
 HEAD_CHARS = 600
+#: ... and at most this share of the chunk's text
+MAX_PART = 0.6
 VERSION = 1
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*|\n+")
@@ -94,10 +97,14 @@ def _seed(chunk_id: str) -> int:
 
 def _sentence(chunk_id: str, text: str) -> str | None:
     """One sentence of the chunk's head (the same one in every process), or None when it has none that fits:
-    6–40 words, or 12–120 characters in a script written without spaces."""
+    6–40 words, or 12–120 characters in a script written without spaces, and at most :data:`MAX_PART` of the
+    chunk (a chunk that is one sentence, a CSV row, finds itself in any leg: it would cost and tell nothing)."""
     fits = []
+    longest = MAX_PART * len(text.strip())
     for part in _SENTENCE_END.split(text[:HEAD_CHARS]):
         s = part.strip()
+        if len(s) > longest:
+            continue
         if script_group(s) == "cjk":
             if 12 <= len(s) <= 120:
                 fits.append(s)
@@ -207,11 +214,7 @@ def calibrate(queries: Sequence[tuple[str, str]], legs: Mapping[str, Callable[[s
               if name == "all" or len(next(iter(rr.values()), [])) >= MIN_QUERIES}
     if len(by_group) == 2:  # one script only: its group is the corpus
         groups = {"all": groups["all"]}
-    seconds = time.perf_counter() - start
-    calibration = Calibration(model_id, corpus_size, round(seconds, 3), groups)
-    logger.info("calibrated the search legs on %d pseudo-queries in %.1f s: %s", len(queries), seconds,
-                "; ".join(f"{g}: MRR {c.mrr}, gates {c.gates}" for g, c in groups.items()))
-    return calibration
+    return Calibration(model_id, corpus_size, round(time.perf_counter() - start, 3), groups)
 
 
 class LedgerCalibrator:
@@ -255,8 +258,25 @@ class LedgerCalibrator:
             logger.info("calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
                         len(queries), n)
             return None
-        calibration = calibrate(queries, {"vector": self._leg("vector"), "keyword": self._leg("keyword")},
-                                model_id=fl._model_id, corpus_size=len(ids))
+        start = time.perf_counter()
+        texts = [text for text, _ in queries]
+        vectors = dict(zip(texts, embed_queries(fl.finder.embeddings, texts)))  # batched where the model allows
+        replica, vector_store = fl._replica, fl.finder.vector_store
+
+        def vector_leg(text: str) -> list[str]:
+            with replica.rw.read():
+                return self._parents(vector_store.search(vectors[text], 10))
+
+        def keyword_leg(text: str) -> list[str]:
+            with replica.rw.read():
+                return self._parents(fl.finder.keyword_store.search(text, 10))
+
+        calibration = calibrate(queries, {"vector": vector_leg, "keyword": keyword_leg}, model_id=fl._model_id,
+                                corpus_size=len(ids))
+        calibration = replace(calibration, seconds=round(time.perf_counter() - start, 3))  # embedding included
+        logger.info("calibrated the search legs on %d pseudo-queries in %.1f s: %s", len(queries),
+                    calibration.seconds, "; ".join(f"{g}: MRR@10 {c.mrr}, gates {c.gates}"
+                                                   for g, c in calibration.groups.items()))
         fl._ledger.set_info(INFO_KEY, calibration.to_json())
         return calibration
 
@@ -265,13 +285,6 @@ class LedgerCalibrator:
             for chunk in self._fl._ledger.get_chunks(list(ordered[start:start + batch])):
                 yield chunk.id, chunk.parent_id, chunk.content
 
-    def _leg(self, mode: str) -> Callable[[str], Sequence[str]]:
-        fl = self._fl
-
-        def search(text: str) -> list[str]:
-            with fl._replica.rw.read():
-                hits = fl.finder.search(text, mode=mode, k=10)
-            parents = {c.id: c.parent_id for c in fl._ledger.get_chunks([h.id for h in hits])}
-            return [parents[h.id] for h in hits if h.id in parents]
-
-        return search
+    def _parents(self, hits: Sequence[tuple[str, float]]) -> list[str]:
+        parents = {c.id: c.parent_id for c in self._fl._ledger.get_chunks([chunk_id for chunk_id, _ in hits])}
+        return [parents[chunk_id] for chunk_id, _ in hits if chunk_id in parents]

@@ -160,6 +160,19 @@ def _looks_like_e5(name: str) -> bool:
     return "e5" in lowered.replace("-", "").split("/")[-1] or "/e5-" in lowered or "multilingual-e5" in lowered
 
 
+def embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
+    """Embed many queries as ``embed_query`` would, in batches where the model allows it (LangChain's
+    interface has no batch call for queries: a model with an ``embed_queries`` method, ours, or one call each)."""
+    if isinstance(embeddings, PrefixedEmbeddings):
+        return embed_queries(embeddings.base, [embeddings.query_prefix + t for t in texts])
+    if isinstance(embeddings, SentenceTransformerEmbeddings):
+        return embeddings.embed_documents(texts)  # no prefix: a query embeds like a passage
+    batch = getattr(embeddings, "embed_queries", None)
+    if callable(batch):
+        return [list(v) for v in batch(texts)]
+    return [embeddings.embed_query(t) for t in texts]
+
+
 class EmbeddingModelFactory:
     """Creates LangChain ``Embeddings`` from a provider-prefixed name or passes an instance through."""
 

