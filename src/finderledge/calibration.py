@@ -244,16 +244,16 @@ class LedgerCalibrator:
         """Measure the gates again if the corpus moved enough since the last time (always with ``force``) and
         store them; returns the calibration in force (None: too small a corpus to measure)."""
         fl = self._fl
-        ids = fl._ledger.complete_chunk_ids()
+        size = fl._ledger.counts()["chunks"]  # a count: a write that leaves the gates standing stays cheap
         stored = self.current()
-        if not force and stored is not None and not stored.is_stale(len(ids), fl._model_id):
+        if not force and stored is not None and not stored.is_stale(size, fl._model_id):
             return stored
-        n = query_count(len(ids))
+        n = query_count(size)
         if n == 0:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
                 fl._ledger.set_info(INFO_KEY, None)
             return None
-        queries = pseudo_queries(self._chunks(sorted(ids, key=sample_key)), n)
+        queries = pseudo_queries(self._chunks(sorted(fl._ledger.complete_chunk_ids(), key=sample_key)), n)
         if len(queries) < MIN_QUERIES:
             logger.info("calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
                         len(queries), n)
@@ -272,7 +272,7 @@ class LedgerCalibrator:
                 return self._parents(fl.finder.keyword_store.search(text, 10))
 
         calibration = calibrate(queries, {"vector": vector_leg, "keyword": keyword_leg}, model_id=fl._model_id,
-                                corpus_size=len(ids))
+                                corpus_size=size)
         calibration = replace(calibration, seconds=round(time.perf_counter() - start, 3))  # embedding included
         logger.info("calibrated the search legs on %d pseudo-queries in %.1f s: %s", len(queries),
                     calibration.seconds, "; ".join(f"{g}: MRR@10 {c.mrr}, gates {c.gates}"
