@@ -18,6 +18,7 @@ same texts and the same vectors, read from the index.  jaquad-dev: a seeded samp
 
     python benchmarks/score_separation.py --prepare       # once: builds the indexes (hours, embedding)
     python benchmarks/bench_adaptive.py                   # table + benchmarks/results/adaptive.json
+    python benchmarks/bench_adaptive.py --latency --configs scifact/minilm msmarco-5k/minilm
 """
 
 from __future__ import annotations
@@ -139,6 +140,31 @@ def run_config(name: str, model: str) -> dict[str, Any]:
     return row
 
 
+def latency(name: str, model: str, n: int = 200) -> dict[str, float]:
+    """p50 ms of each mode at the same depth (every leg fetches 100), interleaved per query so machine noise
+    hits all alike, and of the fusion step alone for adaptive vs the previous default (query vectors cached)."""
+    queries = list(test_split(name).queries.values())[:n]
+    runs = {f: open_index(name, model, "named", fusion=f) for f in ("adaptive", "relative_score")}
+    ms: dict[str, list[float]] = {}
+    try:
+        for fl in runs.values():
+            for q in queries[:20]:
+                fl.search(q)  # warm: model, indexes, background
+        for q in queries:
+            for fusion, fl in runs.items():
+                for mode in ("hybrid", "vector", "keyword") if fusion == "adaptive" else ("hybrid",):
+                    start = time.perf_counter()
+                    trace = fl.search(q, search_mode=mode, k=100).trace
+                    ms.setdefault(f"{mode} ({fusion})" if mode == "hybrid" else mode, []).append(
+                        (time.perf_counter() - start) * 1000)
+                    if mode == "hybrid":
+                        ms.setdefault(f"fusion step ({fusion})", []).append(trace.fusion * 1000)
+    finally:
+        for fl in runs.values():
+            fl.close()
+    return {key: round(float(sorted(v)[len(v) // 2]), 3) for key, v in ms.items()}
+
+
 def check_targets(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Issue 13's targets that the rows miss (empty: all met)."""
     fails = []
@@ -175,8 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="*", default=[f"{d}/{m}" for d, m in CONFIGS])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--latency", action="store_true", help="only the latency comparison (k=100 in every mode)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    if args.latency:
+        for config in args.configs:
+            print(config, latency(*config.split("/")))
+        return 0
     rows = [run_config(*c.split("/")) for c in args.configs]
     fails = check_targets(rows)
     args.out.write_text(json.dumps({"rows": rows, "targets_missed": fails}, indent=1))

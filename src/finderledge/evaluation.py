@@ -539,8 +539,13 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
 
 
 def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
-    """The search settings a report records: the Finder's, and the reranker with its candidate count."""
+    """The search settings a report records: the Finder's, the calibrated gates, and the reranker with its
+    candidate count."""
     out: dict[str, Any] = fl.finder.to_dict() if hasattr(fl, "finder") else {}
+    calibrator = getattr(fl, "_calibrator", None)
+    calibration = calibrator.current() if calibrator is not None else None
+    if calibration is not None:  # the gates adaptive fusion used, per script group
+        out["calibration"] = {g: {"mrr": c.mrr, "gates": c.gates} for g, c in calibration.groups.items()}
     active = getattr(fl, "reranker", None)
     if active is not None:
         out["reranker"] = reranker if isinstance(reranker, str) else type(active).__name__
