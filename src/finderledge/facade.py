@@ -164,16 +164,15 @@ class FinderLedge(Catalog, Views):
             self._writer = Writer(self)
             self._searcher = Searcher(self)
             self._calibrator = LedgerCalibrator(self)
-            weights = self.settings.vector_weight, self.settings.keyword_weight
+            fixed = {leg: w for leg, w in (("vector", self.settings.vector_weight),
+                                           ("keyword", self.settings.keyword_weight)) if w is not None}
             self.finder = Finder(
                 lambda: _VectorLeg(self),
                 _KeywordLeg(self._replica),
                 self.embeddings,
                 fusion=self.settings.fusion,
                 rank_constant=self.settings.rrf_k,
-                weights=None if weights == (None, None) else {
-                    "vector": 1.0 if weights[0] is None else weights[0],
-                    "keyword": 1.0 if weights[1] is None else weights[1]},
+                weights=fixed or None,  # the Finder gives a leg left unset 1.0; none set: adaptive
                 calibration=self._calibrator.current,
                 candidate_k=self.settings.candidate_k,
                 vector_scripts=self.settings.vector_scripts,

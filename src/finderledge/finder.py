@@ -176,7 +176,7 @@ class Finder:
             kw = self._keyword_leg(query, depth, filter, timings)
             rankings = {"vector": vec.result(), "keyword": kw}
         start = time.perf_counter()
-        bg: CorpusBackground | None = None
+        bg: CorpusBackground | None = None  # measured before fusion when adaptive fusion needs it
         if mode != "hybrid":
             leg, ranking = next(iter(rankings.items()))
             hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
@@ -186,8 +186,8 @@ class Finder:
             # fewer BM25 hits than asked means every match is listed and all other chunks score 0
             exhaustive = keyword is not None and len(keyword) < depth
             if self.fusion == "adaptive" and background is not None:
-                bg, timings.background = self.backgrounds.get(background)
-                hits = self._adaptive(query, rankings, vectors, bg, exhaustive, timings)
+                bg = self._measure(query, vectors, background, timings)
+                hits = self._adaptive(query, rankings, exhaustive, timings)
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
                 method = self.fusion
@@ -211,15 +211,23 @@ class Finder:
             timings.candidates["vector"] = len(fill)
         if background is not None:
             if bg is None:
-                bg, timings.background = self.backgrounds.get(background)
-            self._score(query, hits, vectors, bg, timings)
+                self._measure(query, vectors, background, timings)
+            self._score(hits, timings)
         return hits[:k]
 
-    def _adaptive(self, query: str, rankings: Mapping[str, Ranking], vectors: list[Any], bg: CorpusBackground,
-                  exhaustive: bool, timings: SearchTrace) -> list[FusedHit]:
+    def _measure(self, query: str, vectors: list[Any], source: BackgroundSource,
+                 timings: SearchTrace) -> CorpusBackground:
+        """Put the query's background cosine and attainable BM25 score in ``timings`` (once per search: fusion
+        and relevance both read them there)."""
+        background, timings.background = self.backgrounds.get(source)
+        timings.vector_baseline = background.vector_baseline(vectors[0]) if vectors else None
+        timings.keyword_ceiling = background.keyword_ceiling(query) if timings.mode != "vector" else None
+        return background
+
+    def _adaptive(self, query: str, rankings: Mapping[str, Ranking], exhaustive: bool,
+                  timings: SearchTrace) -> list[FusedHit]:
         """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights."""
-        baseline = bg.vector_baseline(vectors[0]) if vectors else 0.0
-        ceiling = bg.keyword_ceiling(query)
+        baseline, ceiling = timings.vector_baseline or 0.0, timings.keyword_ceiling or 0.0
         if self.weights is not None:
             chosen = LegWeights({leg: self.weights.get(leg, 1.0) for leg in rankings}, reason="set by the caller")
         elif len(rankings) < 2:
@@ -240,14 +248,10 @@ class Finder:
         return evidence_fusion(rankings, chosen.weights, vector_baseline=baseline, keyword_ceiling=ceiling,
                                exhaustive=("keyword",) if exhaustive else ())
 
-    def _score(self, query: str, hits: list[FusedHit], vectors: list[Any], background: CorpusBackground,
-               timings: SearchTrace) -> None:
+    def _score(self, hits: list[FusedHit], timings: SearchTrace) -> None:
         """Set every hit's absolute relevance (before the list is cut to ``k``, so it does not depend on ``k``)."""
         start = time.perf_counter()
-        weights = timings.weights
-        timings.vector_baseline = background.vector_baseline(vectors[0]) if vectors else None
-        timings.keyword_ceiling = background.keyword_ceiling(query) if "keyword" in weights else None
-        score_hits(hits, weights, vector_baseline=timings.vector_baseline or 0.0,
+        score_hits(hits, timings.weights, vector_baseline=timings.vector_baseline or 0.0,
                    keyword_ceiling=timings.keyword_ceiling or 0.0)
         timings.relevance = time.perf_counter() - start
 
