@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 
 from .document_loader import safe_path
+from .errors import ConfigurationError
+from .filters import MetadataFilter, compile_filter
 from .ledger import COMPLETE
+from .metadata import DOCUMENT_ID
 from .searching import as_document
 
 if TYPE_CHECKING:
@@ -61,19 +64,38 @@ class Catalog:
             return []
         return [as_document(c) for c in self._ledger.chunks_of(parent_id)]
 
-    def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[Document]:
-        """Parent documents in the order they were added (optionally only those of one source)."""
+    def list_documents(self, *, source: str | None = None, filter: MetadataFilter | None = None,  # noqa: A002
+                       offset: int = 0, limit: int | None = None) -> list[Document]:
+        """Parent documents in the order they were added: of one ``source``, matching ``filter`` (the search
+        filter language, on the parent's metadata), the first ``offset`` skipped, at most ``limit``."""
         source = None if source is None else safe_path(source)
-        return [as_document(r) for r in self._ledger.list_documents(source=source, limit=limit)]
+        offset = _count_argument("offset", offset, 0)
+        limit = None if limit is None else _count_argument("limit", limit, 0)
+        records = self._ledger.list_documents(source=source, where=compile_filter(filter), offset=offset, limit=limit)
+        return [as_document(r) for r in records]
+
+    def list_document_ids(self, *, filter: MetadataFilter | None = None,  # noqa: A002
+                          offset: int = 0, limit: int | None = None) -> list[str]:
+        """The application document ids (``document_id=`` of :meth:`add_document`) of the parents matching
+        ``filter``, each once, in the order first added; ``offset``/``limit`` page through them."""
+        offset = _count_argument("offset", offset, 0)
+        limit = None if limit is None else _count_argument("limit", limit, 0)
+        pred = compile_filter(filter)
+        ids = list(dict.fromkeys(md[DOCUMENT_ID] for _, md in self._ledger.document_metadata()
+                                 if isinstance(md.get(DOCUMENT_ID), str) and (pred is None or pred(md))))
+        return ids[offset:] if limit is None else ids[offset : offset + limit]
 
     def list_sources(self) -> list[str]:
         """Every source (file path or given ``source``) that has documents."""
         return self._ledger.sources()
 
-    def count(self) -> dict[str, int]:
-        """``{"documents": …, "chunks": …}`` — parents and chunks stored."""
-        counts = self._ledger.counts()
-        return {"documents": counts["documents"], "chunks": counts["chunks"]}
+    def count(self, filter: MetadataFilter | None = None) -> dict[str, int]:  # noqa: A002
+        """``{"documents": …, "chunks": …}`` — parents and chunks stored (those of parents matching ``filter``)."""
+        if filter is None:
+            counts = self._ledger.counts()
+            return {"documents": counts["documents"], "chunks": counts["chunks"]}
+        ids = self._ledger.document_ids(where=compile_filter(filter))
+        return {"documents": len(ids), "chunks": self._ledger.chunk_count(ids)}
 
     def stats(self) -> dict[str, Any]:
         """Counts per store and the settings in force (for ``finderledge stats``)."""
@@ -88,3 +110,10 @@ class Catalog:
 
     def __len__(self) -> int:
         return self.count()["documents"]
+
+
+def _count_argument(name: str, value: object, minimum: int) -> int:
+    """``value`` as a whole number of at least ``minimum``, or :class:`ConfigurationError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name}: expected a whole number >= {minimum}, got {value!r}")
+    return value

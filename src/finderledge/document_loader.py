@@ -125,7 +125,7 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_EXTENSION_TYPES)
 #: never overwrite or get overwritten.
 _RESERVED_KEYS = frozenset({
     "source", "file_name", "doc_type_detected", "language", "locator", "source_id", "encoding",
-    "page", "total_pages", "row", "line", "item", "title", "_finderledge",
+    "page", "total_pages", "row", "line", "item", "title", "_finderledge", "document_id",
 })
 
 _BINARY_SNIFF_BYTES = 8192

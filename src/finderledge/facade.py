@@ -268,6 +268,7 @@ class FinderLedge(Catalog, Views):
         on_error: str = "skip",
         prune: bool = False,
         follow_symlinks: bool = False,
+        document_id: str | None = None,
     ) -> list[str]:
         """Add a file, a directory (recursive), a LangChain ``Document`` or a list of those (raw text:
         :meth:`add_texts`; a string is always a path, and one that does not exist raises
@@ -281,11 +282,14 @@ class FinderLedge(Catalog, Views):
         ``prune=True`` also removes documents of files that no longer exist under a directory given.
         ``on_error="skip"`` (default) reports files that fail to parse and goes on; ``"raise"`` stops.
         Symlinks met inside a directory are not followed (reported as skipped) unless ``follow_symlinks=True``.
+        ``document_id`` (yours, e.g. one per uploaded file) is stored as the metadata key ``document_id`` of
+        every parent and chunk of this call, so its pages/rows are filtered, listed and removed together;
+        adding under the same ``document_id`` again replaces the parents it no longer has.
         Nothing is stored unless the whole call succeeds; vectors computed before a failure are cached,
         so running the same call again does not embed them twice.
         """
         return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error, prune=prune,
-                           follow_symlinks=follow_symlinks).ids
+                           follow_symlinks=follow_symlinks, document_id=document_id).ids
 
     def add_documents(self, sources: Iterable[str | os.PathLike[str] | Document],
                       metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> list[str]:
@@ -318,6 +322,7 @@ class FinderLedge(Catalog, Views):
         on_error: str = "skip",
         prune: bool = False,
         follow_symlinks: bool = False,
+        document_id: str | None = None,
     ) -> IngestReport:
         """Like :meth:`add_document` but returns the full :class:`IngestReport`."""
         check_mapping("metadata", metadata)
@@ -327,13 +332,14 @@ class FinderLedge(Catalog, Views):
         check_flag("follow_symlinks", follow_symlinks)
         self.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
         report = self._writer.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error,
-                                     prune=prune, follow_symlinks=follow_symlinks)
+                                     prune=prune, follow_symlinks=follow_symlinks, document_id=document_id)
         self._recalibrate()
         return report
 
     # -- removal ------------------------------------------------------------------------------------
     def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:
-        """Remove a parent document (by id) or every document of a source path, from every store.
+        """Remove a parent document (by id), every document of a source path, or every parent of a
+        ``document_id``, from every store.
 
         Returns the removed parent ids.  Raises :class:`~finderledge.errors.DocumentNotFoundError` (a
         ``KeyError``) naming the id when nothing matches; nothing is changed then.

@@ -33,7 +33,7 @@ from .document_loader import (
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledger import COMPLETE, ChunkRecord, DocumentRecord
-from .metadata import info_of, normalize_metadata
+from .metadata import DOCUMENT_ID, info_of, normalize_metadata
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -122,11 +122,17 @@ class Writer:
     # -- add ----------------------------------------------------------------------------------------
     def ingest(self, source: Any, metadata: Mapping[str, Any] | None, *, include: Sequence[str] | None,
                exclude: Sequence[str] | None, on_error: str, prune: bool,
-               follow_symlinks: bool = False) -> IngestReport:
+               follow_symlinks: bool = False, document_id: str | None = None) -> IngestReport:
         started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
         extra = normalize_metadata(metadata or {}, "metadata argument")
+        if document_id is not None:
+            document_id = check_document_id(document_id, "document_id")
+            if extra.get(DOCUMENT_ID, document_id) != document_id:
+                raise ConfigurationError(f"add_document: document_id {document_id!r} differs from metadata "
+                                         f"{DOCUMENT_ID!r} {extra[DOCUMENT_ID]!r}; give one")
+            extra[DOCUMENT_ID] = document_id
         report = IngestReport()
         loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
                                 show_progress=self._fl.settings.show_progress, follow_symlinks=follow_symlinks)
@@ -142,17 +148,15 @@ class Writer:
         ledger = self._fl._ledger
         # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
-        stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents if not g.caller_ids)
-        versions = ledger.content_hashes([pid for g in groups if g.caller_ids for pid, _ in g.parents])
-        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents
-                      if (versions.get(pid) != version_hash(doc) if g.caller_ids else pid not in stored)}
+        versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
+        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)}
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
             unread = [path.rstrip(os.sep) + os.sep for path, _ in report.skipped]  # e.g. unlistable directories
             gone = [src for prefix in prune_under for src in ledger.sources_under(prefix)
                     if not any(src.startswith(u) for u in unread) and known_gone(src)]
             extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
-            new, to_delete = self._plan(groups, report, extra_deletes)
+            new, to_delete = self._plan(groups, report, extra_deletes, document_id)
             self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
             if new or to_delete:
                 ledger.commit_write(add=[(prepared[pid].record, prepared[pid].chunks) for pid in new],
@@ -173,7 +177,11 @@ class Writer:
             if not isinstance(item.page_content, str) or not item.page_content.strip():
                 raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
             text = clean_text(item.page_content, "add_document: Document page_content")
-            md = {**normalize_metadata(item.metadata, "Document metadata"), **extra}
+            own = normalize_metadata(item.metadata, "Document metadata")
+            if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
+                raise ConfigurationError(f"add_document: a Document's metadata {DOCUMENT_ID!r} "
+                                         f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}")
+            md = {**own, **extra}
             src = md.get("source")
             caller = item.id is not None
             pid = check_document_id(item.id) if caller else content_id(str(src or ""), text)
@@ -198,14 +206,16 @@ class Writer:
             f"got {type(item).__name__} (for raw text use add_texts([...]))"
         )
 
-    def _plan(self, groups: Sequence[_Group], report: IngestReport,
-              extra_deletes: Sequence[str]) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
-        """Which parents are new and which stored ones they replace, decided under the write lock."""
+    def _plan(self, groups: Sequence[_Group], report: IngestReport, extra_deletes: Sequence[str],
+              document_id: str | None) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
+        """Which parents are new and which stored ones they replace, decided under the write lock.
+
+        A stored parent with the same id but other content or metadata is replaced; so are the other parents
+        of a file given again and, with ``document_id``, the parents of that document id not given again."""
         ledger = self._fl._ledger
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
-        stored = ledger.complete_ids(pid for g in groups for pid, _ in g.parents)
-        versions = ledger.content_hashes([pid for g in groups if g.caller_ids for pid, _ in g.parents])
+        versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
         listed: set[str] = set()
         for group in groups:
             existing = ledger.ids_by_source(group.source) if (group.replace and group.source) else []
@@ -219,12 +229,13 @@ class Writer:
                     continue
                 listed.add(pid)
                 report.ids.append(pid)
-                if pid in stored and group.caller_ids and versions.get(pid) != version_hash(doc):
-                    new[pid] = (group, doc)  # the caller's id with other content: replace it
+                if pid in versions and versions[pid] != version_hash(doc):
+                    new[pid] = (group, doc)  # the same id with other content or metadata: replace it
                     report.added.append(pid)
                     report.replaced.append(pid)
                     to_delete.append(pid)
-                elif pid in stored:
+                    added_here += 1
+                elif pid in versions:
                     report.unchanged.append(pid)
                 else:
                     new[pid] = (group, doc)
@@ -240,6 +251,10 @@ class Writer:
                     report.files_replaced += 1
                 else:
                     report.files_unchanged += 1
+        if document_id is not None:
+            stale = [i for i in ledger.ids_with_document_id(document_id) if i not in listed]
+            to_delete.extend(stale)
+            report.replaced.extend(stale)
         seen = set(to_delete)
         to_delete.extend(i for i in extra_deletes if i not in seen)
         return new, to_delete
@@ -309,9 +324,10 @@ class Writer:
             if ledger.document_state(safe_path(key)) == COMPLETE:
                 ids = [key]
             else:
-                ids = ledger.ids_by_source(safe_path(key)) or ledger.ids_by_source(safe_path(absolute_path(key)))
+                ids = (ledger.ids_by_source(safe_path(key)) or ledger.ids_by_source(safe_path(absolute_path(key)))
+                       or ledger.ids_with_document_id(key))
             if not ids:
-                raise DocumentNotFoundError(f"remove_document: no document with id or source {key!r}")
+                raise DocumentNotFoundError(f"remove_document: no document with id, source or document_id {key!r}")
             ledger.commit_write(remove=ids)
             self._checkpoint()
         return ids
@@ -342,10 +358,10 @@ def version_hash(doc: Document) -> str:
     return content_id(doc.page_content, json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False))
 
 
-def check_document_id(value: Any) -> str:
+def check_document_id(value: Any, what: str = "document id") -> str:
     """A caller's document id: a non-empty string of at most 1024 characters without NUL."""
     if not isinstance(value, str) or not value or len(value) > _ID_LENGTH_LIMIT or "\x00" in value:
-        raise ConfigurationError(f"document id: expected a non-empty string of at most {_ID_LENGTH_LIMIT} characters "
+        raise ConfigurationError(f"{what}: expected a non-empty string of at most {_ID_LENGTH_LIMIT} characters "
                                  f"without NUL, got {value!r:.80}")
     return value
 

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -363,20 +363,54 @@ class Ledger:
         return None if row is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4],
                                                        self._metadata(row[5], False))
 
-    def list_documents(self, *, source: str | None = None, limit: int | None = None) -> list[DocumentRecord]:
-        """Complete documents in insertion order, optionally only those of one source."""
-        sql = "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE state=?"
+    def list_documents(self, *, source: str | None = None, where: Callable[[dict[str, Any]], bool] | None = None,
+                       offset: int = 0, limit: int | None = None) -> list[DocumentRecord]:
+        """Complete documents in insertion order, optionally only those of one source and those whose metadata
+        ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
+        ids = self.document_ids(source=source, where=where)
+        chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
+        records: list[DocumentRecord] = []
+        with self._read() as db:
+            for start in range(0, len(chosen), 500):
+                batch = chosen[start : start + 500]
+                rows = {r[0]: r for r in db.execute(
+                    "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
+                    f"({','.join('?' * len(batch))})", batch)}
+                records.extend(DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
+                               for r in (rows.get(i) for i in batch) if r is not None)
+        return records
+
+    def document_ids(self, *, source: str | None = None,
+                     where: Callable[[dict[str, Any]], bool] | None = None) -> list[str]:
+        """Ids of complete documents in insertion order (of ``source``; whose metadata ``where`` accepts)."""
+        return [i for i, md in self.document_metadata(source=source) if where is None or where(md)]
+
+    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """``(id, metadata)`` of every complete document (of ``source``) in insertion order, without texts."""
+        sql = "SELECT id, metadata FROM documents WHERE state=?"
         args: list[Any] = [COMPLETE]
         if source is not None:
             sql += " AND source=?"
             args.append(source)
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
         with self._read() as db:
-            return [DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
-                    for r in db.execute(sql, args)]
+            return [(r[0], self._metadata(r[1], False)) for r in db.execute(sql + " ORDER BY seq", args)]
+
+    def ids_with_document_id(self, document_id: str) -> list[str]:
+        """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
+        with self._read() as db:
+            rows = db.execute("SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
+                              "ORDER BY seq", (COMPLETE, document_id))
+            return [r[0] for r in rows]
+
+    def chunk_count(self, doc_ids: Sequence[str]) -> int:
+        """How many chunks the documents ``doc_ids`` have."""
+        total = 0
+        with self._read() as db:
+            for start in range(0, len(doc_ids), 500):
+                batch = list(doc_ids[start : start + 500])
+                total += db.execute(f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})",
+                                    batch).fetchone()[0]
+        return int(total)
 
     def get_chunk(self, chunk_id: str, *, with_embedding: bool = False) -> ChunkRecord | None:
         rows = self.get_chunks([chunk_id], with_embedding=with_embedding)

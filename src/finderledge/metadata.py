@@ -27,7 +27,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["FL_KEY", "MAX_DEPTH", "clean_text", "info_of", "kind_of", "normalize_metadata", "upgrade_schema_2",
+__all__ = ["DOCUMENT_ID", "FL_KEY", "MAX_DEPTH", "clean_text", "info_of", "kind_of", "normalize_metadata", "upgrade_schema_2",
            "user_metadata"]
 
 logger = logging.getLogger(__name__)
@@ -37,6 +37,10 @@ MAX_DEPTH = 32
 FL_KEY = "_finderledge"
 """The one metadata key FinderLedge owns: a dict of its own fields (``id``, ``parent_id``, ``split_index``,
 ``split_count``, ``is_parent``, ``doc_type``, ``headers``; on search results also the scores)."""
+
+DOCUMENT_ID = "document_id"
+"""The metadata key of an application's document id (``add_document(..., document_id=...)``): it groups the
+parents one input produced (a PDF's pages, a CSV's rows) so they are listed, filtered and removed together."""
 
 _SCHEMA_2_KEYS = ("id", "is_parent", "is_split", "parent_id", "split_index", "split_count")
 
