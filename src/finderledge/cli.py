@@ -1,4 +1,4 @@
-"""The ``finderledge`` command line: add, search, context, remove, list, stats and eval.
+"""The ``finderledge`` command line: add, search, context, remove, list, stats, eval, serve and keys.
 
 Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id);
 2 bad usage or input (a missing index, path or option value), or any other failure; 130 interrupted.
@@ -24,8 +24,10 @@ from .cli_logging import PROG, stderr_logging
 from .config import FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from .metadata import info_of
+from .server.commands import COMMANDS as SERVER_COMMANDS
+from .server.commands import add_commands
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "package_version"]
 
 DEFAULT_DIR = ".finderledge"
 EXIT_NOT_FOUND = 1
@@ -46,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _version() -> str:
+def package_version() -> str:
     """The installed distribution's version (else the package's ``__version__``)."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -161,7 +163,7 @@ def _add_eval(sub: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``finderledge`` argument parser."""
     parser = _Parser(prog=PROG, description="Hybrid (BM25 + vector) retrieval for RAG.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {package_version()}")
     _output_options(parser, top=True)
     parser.set_defaults(verbosity=0, debug=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -170,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search(sub, "context", "print a prompt-ready context")
     _add_small_commands(sub)
     _add_eval(sub)
+    add_commands(sub, _default_dir(), _output_options)
     return parser
 
 
@@ -371,7 +374,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"add": _cmd_add, "search": _cmd_search, "context": _cmd_context, "remove": _cmd_remove,
-            "list": _cmd_list, "stats": _cmd_stats, "eval": _cmd_eval}
+            "list": _cmd_list, "stats": _cmd_stats, "eval": _cmd_eval, **SERVER_COMMANDS}
 
 
 # -- failures -------------------------------------------------------------------------------------

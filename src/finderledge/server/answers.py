@@ -1,0 +1,107 @@
+"""Chat answers: a language model (any LangChain chat model or LLM) answering from cited passages, or,
+with none configured, an extractive answer that quotes the best passages and says it is one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from ..errors import ConfigurationError
+
+__all__ = ["Answerer", "ExtractiveAnswerer", "ModelAnswerer", "make_answerer", "NO_ANSWER", "EXTRACTIVE_NOTE"]
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = (
+    "You answer questions about the user's documents. Use only the numbered sources below and cite each "
+    "fact with its number, e.g. [1]. If the sources do not contain the answer, say that you do not know. "
+    "Answer in the language of the question.\n\nSources:\n{context}"
+)
+NO_ANSWER = "No relevant passage was found in the documents, so there is nothing to answer from."
+EXTRACTIVE_NOTE = "[Extractive answer: no language model is configured; these are the most relevant passages.]"
+
+
+class Answerer(Protocol):
+    """Writes an answer to ``question`` from ``context`` (numbered passages) and the chat ``history``."""
+
+    name: str | None
+    extractive: bool
+
+    def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
+               passages: Sequence[str]) -> Iterator[str]: ...
+
+
+class ExtractiveAnswerer:
+    """No model: the answer is the best passages, numbered like the sources, under a note saying so."""
+
+    name = None
+    extractive = True
+
+    def __init__(self, max_chars: int = 400) -> None:
+        self.max_chars = max_chars
+
+    def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
+               passages: Sequence[str]) -> Iterator[str]:
+        yield EXTRACTIVE_NOTE
+        for n, text in enumerate(passages[:3], start=1):
+            snippet = " ".join(text.split())
+            if len(snippet) > self.max_chars:
+                snippet = snippet[: self.max_chars].rstrip() + "…"
+            yield f"\n\n[{n}] {snippet}"
+
+
+class ModelAnswerer:
+    """A LangChain chat model or LLM answering from the sources (streamed piece by piece)."""
+
+    extractive = False
+
+    def __init__(self, model: Any, name: str, system_prompt: str = SYSTEM_PROMPT) -> None:
+        self.model = model
+        self.name = name
+        self.system_prompt = system_prompt
+
+    def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
+               passages: Sequence[str]) -> Iterator[str]:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+        messages: list[Any] = [SystemMessage(self.system_prompt.format(context=context))]
+        for role, content in history:
+            messages.append(HumanMessage(content) if role == "user" else AIMessage(content))
+        messages.append(HumanMessage(question))
+        for piece in self.model.stream(messages):
+            text = piece if isinstance(piece, str) else getattr(piece, "content", "")
+            if isinstance(text, str) and text:
+                yield text
+
+
+def make_answerer(spec: str | None, *, base_url: str | None = None, timeout: float = 120.0) -> Answerer:
+    """The answerer a ``llm`` setting names: ``openai:<model>``, ``ollama:<model>``, ``llamacpp:<path.gguf>``
+    or ``None`` (extractive).  A missing client package is a :class:`ConfigurationError` naming the extra."""
+    if not spec:
+        return ExtractiveAnswerer()
+    provider, _, model = spec.partition(":")
+    try:
+        if provider == "openai":
+            import os
+
+            from langchain_openai import ChatOpenAI
+
+            key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
+            return ModelAnswerer(ChatOpenAI(model=model, base_url=base_url, api_key=key, timeout=timeout,  # type: ignore[arg-type]
+                                            max_retries=1), spec)
+        if provider == "ollama":
+            from langchain_ollama import ChatOllama
+
+            return ModelAnswerer(ChatOllama(model=model, base_url=base_url, client_kwargs={"timeout": timeout}), spec)
+        if provider == "llamacpp":
+            from langchain_community.llms import LlamaCpp
+
+            return ModelAnswerer(LlamaCpp(model_path=model), spec)
+    except ImportError as exc:
+        extra = {"openai": "finderledge[openai]", "ollama": "finderledge[ollama]",
+                 "llamacpp": "langchain-community llama-cpp-python"}[provider]
+        raise ConfigurationError(f"llm {spec!r}: its client is not installed ({exc.name}); pip install \"{extra}\"") \
+            from None
+    raise ConfigurationError(f"llm: unknown provider {provider!r} in {spec!r}; expected openai:<model>, "
+                             "ollama:<model> or llamacpp:<path.gguf>")

@@ -1,0 +1,138 @@
+"""The FastAPI application: one FinderLedge over one directory, the routes of :mod:`.routes`, JSON errors."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from ..errors import (
+    ConfigurationError,
+    DocumentNotFoundError,
+    FinderLedgeError,
+    LoadError,
+    LockTimeoutError,
+)
+from .answers import make_answerer
+from .config import ServerConfig
+from .deps import ServerState
+from .keys import KeyStore
+from .routes import API_PREFIX, routers
+from .routes.page import STATIC_DIR
+from .uploads import UploadArea
+
+__all__ = ["create_app", "app_from_environment"]
+
+logger = logging.getLogger(__name__)
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+_MULTIPART_SLACK = 256 * 1024  # form fields and part headers around the file
+
+
+class BodyLimit:
+    """Refuse an upload over the limit with 413 before it is read (by Content-Length) or while it is (chunked)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit + _MULTIPART_SLACK
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            response = JSONResponse({"detail": f"request body larger than the limit of {self.limit} bytes"}, 413)
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, f"request body larger than the limit of {self.limit} bytes")
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _error(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """FinderLedge's errors as 4xx with their message; anything else a 500 naming a log id, never a trace."""
+
+    @app.exception_handler(FinderLedgeError)
+    async def _library_error(request: Request, exc: FinderLedgeError) -> JSONResponse:
+        if isinstance(exc, ConfigurationError):
+            return _error(422, str(exc))
+        if isinstance(exc, DocumentNotFoundError):
+            return _error(404, str(exc))
+        if isinstance(exc, LoadError):
+            return _error(400, str(exc))
+        if isinstance(exc, LockTimeoutError):
+            return _error(503, "the index is busy with another write; try again")
+        return await _unexpected(request, exc)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        ref = uuid.uuid4().hex[:12]
+        logger.error("request %s %s failed (ref %s)", request.method, request.url.path, ref,
+                     exc_info=(type(exc), exc, exc.__traceback__))
+        return _error(500, f"internal server error (ref {ref}; the server log has the details)")
+
+
+def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answerer: Any = None) -> FastAPI:
+    """The service over ``config.directory`` (or over an open ``ledger``; ``answerer`` overrides ``config.llm``)."""
+    config = config or ServerConfig.from_env()
+    if ledger is None:
+        from ..facade import FinderLedge
+
+        settings = {"vector_store": config.vector_store, "embedding": config.embedding, **config.extra}
+        ledger = FinderLedge(config.directory, show_progress=False,
+                             **{k: v for k, v in settings.items() if v is not None})
+        owned = True
+    else:
+        owned = False
+    state = ServerState(
+        config=config, ledger=ledger, keys=KeyStore(config.server_dir),
+        uploads=UploadArea(config.server_dir / "uploads", config.max_upload_bytes, config.max_unpacked_bytes),
+        answerer=answerer or make_answerer(config.llm, base_url=config.llm_base_url, timeout=config.llm_timeout),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned:
+            ledger.close()
+
+    from ..cli import package_version
+
+    app = FastAPI(title="FinderLedge", version=package_version(), lifespan=lifespan,
+                  description="Hybrid (BM25 + vector) document search with tenants: upload, search, cited chat.")
+    app.state.finderledge = state
+    _install_error_handlers(app)
+    for router in routers():
+        app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(BodyLimit, limit=config.max_upload_bytes)
+    logger.info("serving %s (api %s; keys %s; llm %s)", config.directory, API_PREFIX,
+                "required" if state.keys.required else "not configured", config.llm or "none (extractive)")
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app a ``finderledge serve`` worker builds (settings from ``FINDERLEDGE_SERVER_CONFIG``)."""
+    return create_app(ServerConfig.from_env())

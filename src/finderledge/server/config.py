@@ -1,0 +1,69 @@
+"""The service's settings: each one's name, default and check in one place (``FINDERLEDGE_SERVER_<NAME>``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+
+__all__ = ["ServerConfig", "SERVER_DIR", "ENV_PREFIX"]
+
+SERVER_DIR = "server"  # under the index directory: keys.json and uploads/
+ENV_PREFIX = "FINDERLEDGE_SERVER_"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How ``finderledge serve`` runs: where the index is, what uploads may be, which LLM answers chat."""
+
+    directory: Path
+    max_upload_mb: float = 50.0  # a larger upload is refused with 413
+    max_unpacked_mb: float = 200.0  # what a DOCX (a zip) may unpack to: more is refused as a zip bomb
+    llm: str | None = None  # openai:<model>, ollama:<model>, llamacpp:<path.gguf>; None: extractive answers
+    llm_base_url: str | None = None  # an OpenAI-compatible or Ollama server (default: the client's own)
+    llm_timeout: float = 120.0
+    vector_store: str | None = None  # for a new directory (an existing one keeps its own)
+    embedding: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # other FinderLedge settings
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "directory", Path(self.directory).expanduser().absolute())
+        for name in ("max_upload_mb", "max_unpacked_mb", "llm_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ConfigurationError(f"server setting {name}: expected a positive number, got {value!r}")
+        if self.llm is not None and (not isinstance(self.llm, str) or ":" not in self.llm):
+            raise ConfigurationError(f"server setting llm: expected openai:<model>, ollama:<model> or "
+                                     f"llamacpp:<path>, got {self.llm!r}")
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def max_unpacked_bytes(self) -> int:
+        return int(self.max_unpacked_mb * 1024 * 1024)
+
+    @property
+    def server_dir(self) -> Path:
+        return self.directory / SERVER_DIR
+
+    def to_env(self) -> dict[str, str]:
+        """The settings as environment variables, so every worker process builds the same app."""
+        return {ENV_PREFIX + "CONFIG": json.dumps({k: str(v) if isinstance(v, Path) else v
+                                                  for k, v in asdict(self).items()})}
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ServerConfig:
+        """The settings a worker was started with (:meth:`to_env`)."""
+        env = os.environ if environ is None else environ
+        raw = env.get(ENV_PREFIX + "CONFIG")
+        if not raw:
+            raise ConfigurationError(f"{ENV_PREFIX}CONFIG is not set: start the server with 'finderledge serve DIR'")
+        data = json.loads(raw)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

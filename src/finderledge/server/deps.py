@@ -1,0 +1,83 @@
+"""What every route depends on: the server's state, and who is calling (their tenant's base filter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from ..filters import and_filters
+
+if TYPE_CHECKING:
+    from ..facade import FinderLedge
+    from .answers import Answerer
+    from .config import ServerConfig
+    from .keys import KeyStore
+    from .uploads import UploadArea
+
+__all__ = ["Caller", "CallerDep", "ServerState", "StateDep", "TENANT_FIELD"]
+
+TENANT_FIELD = "tenant"  # the metadata key every write of a keyed caller is tagged with
+
+_bearer = HTTPBearer(auto_error=False, description="an API key made with 'finderledge keys create'")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the same key, as a header")
+
+
+@dataclass
+class ServerState:
+    """One app's parts: settings, the index, the keys, the upload area, the answerer."""
+
+    config: ServerConfig
+    ledger: FinderLedge
+    keys: KeyStore
+    uploads: UploadArea
+    answerer: Answerer
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: a tenant (with keys) or everyone (no keys configured)."""
+
+    tenant: str | None
+
+    @property
+    def base_filter(self) -> dict[str, Any] | None:
+        """The filter every read of this caller is narrowed by (never widened by theirs)."""
+        return None if self.tenant is None else {TENANT_FIELD: self.tenant}
+
+    def narrow(self, *filters: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The caller's base filter AND-ed with ``filters``."""
+        return and_filters(self.base_filter, *filters)
+
+    def stamp(self) -> dict[str, Any]:
+        """The metadata every write of this caller carries."""
+        return {} if self.tenant is None else {TENANT_FIELD: self.tenant}
+
+
+def get_state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.finderledge
+    return state
+
+
+StateDep = Annotated[ServerState, Depends(get_state)]
+
+
+def get_caller(
+    state: StateDep,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+) -> Caller:
+    """The caller's tenant from their key; 401 when keys are configured and none (or a revoked one) is given."""
+    if not state.keys.required:
+        return Caller(None)
+    secret = bearer.credentials if bearer is not None else header
+    key = state.keys.authenticate(secret) if secret else None
+    if key is None:
+        raise HTTPException(401, "a valid API key is required (Authorization: Bearer <key> or X-API-Key)",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return Caller(key.tenant)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,0 +1,136 @@
+"""API keys: each maps to a tenant; only a SHA-256 of each key is stored (``<index>/server/keys.json``).
+
+Keys are 256-bit random secrets, so a plain SHA-256 is enough to make the file useless to a reader (no
+password-style stretching needed).  Once the file holds any key (revoked ones included) every API call
+needs a valid key: revoking the last key never opens the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from ..errors import ConfigurationError, DocumentNotFoundError
+
+__all__ = ["ApiKey", "KeyStore", "TENANT_PATTERN"]
+
+KEYS_FILE = "keys.json"
+KEY_PREFIX = "flk_"
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """What is stored about a key: never the key itself."""
+
+    id: str
+    tenant: str
+    sha256: str
+    created_at: str
+    revoked_at: str | None = None
+    name: str | None = None
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class KeyStore:
+    """The keys of one server directory; re-read when the file changes (a key revoked by the CLI stops working
+    at the next request of every worker)."""
+
+    def __init__(self, server_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(server_dir) / KEYS_FILE
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._keys: list[ApiKey] = []
+
+    def _load(self) -> list[ApiKey]:
+        with self._lock:
+            try:
+                st = self.path.stat()
+            except FileNotFoundError:
+                self._stamp, self._keys = None, []
+                return []
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                self._keys = [ApiKey(**item) for item in data.get("keys", [])]
+                self._stamp = stamp
+            return list(self._keys)
+
+    @property
+    def required(self) -> bool:
+        """Whether API calls need a key: the key file exists (even when every key in it is revoked)."""
+        return self.path.exists()
+
+    def keys(self) -> list[ApiKey]:
+        return self._load()
+
+    def authenticate(self, secret: str) -> ApiKey | None:
+        """The live key ``secret`` is, or ``None``."""
+        digest = _digest(secret)
+        found = None
+        for key in self._load():  # compare with every key: the time taken says nothing about which matched
+            if hmac.compare_digest(key.sha256, digest) and key.revoked_at is None:
+                found = key
+        return found
+
+    def create(self, tenant: str, name: str | None = None) -> tuple[ApiKey, str]:
+        """A new key for ``tenant``; returns it with the secret (shown once, never stored)."""
+        if not isinstance(tenant, str) or not TENANT_PATTERN.match(tenant):
+            raise ConfigurationError(f"tenant: expected 1-128 letters, digits or _.@- (starting with a letter or "
+                                     f"digit), got {tenant!r}")
+        secret = KEY_PREFIX + secrets.token_urlsafe(32)
+        key = ApiKey(id=secrets.token_hex(6), tenant=tenant, sha256=_digest(secret), created_at=_now(), name=name)
+        with self._file_lock():
+            self._write([*self._load(), key])
+        return key, secret
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key by id (it stays listed, marked revoked)."""
+        with self._file_lock():
+            keys = self._load()
+            for i, key in enumerate(keys):
+                if key.id == key_id:
+                    if key.revoked_at is None:
+                        keys[i] = ApiKey(**{**key.__dict__, "revoked_at": _now()})
+                        self._write(keys)
+                    return keys[i]
+        raise DocumentNotFoundError(f"no API key with id {key_id!r} in {self.path}")
+
+    def _file_lock(self) -> FileLock:
+        """Two CLI calls changing the keys at once: one waits (no key is lost)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(self.path) + ".lock", timeout=30)
+
+    def _write(self, keys: list[ApiKey]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data: dict[str, Any] = {"keys": [k.__dict__ for k in keys]}
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".keys-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

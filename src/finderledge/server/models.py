@@ -1,0 +1,143 @@
+"""The HTTP API's request and response bodies (``/api/v1``): typed, validated, and documented in OpenAPI."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ChatRequest", "ChatResponse", "ChatTurn", "ChunkOut", "DocumentDetail", "DocumentList", "DocumentOut",
+    "ErrorOut", "HealthOut", "SearchHit", "SearchRequest", "SearchResponse", "SourceOut", "VersionOut",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorOut(BaseModel):
+    """Every error: a one-line ``detail`` saying what was wrong (never a stack trace)."""
+
+    detail: str | list[dict[str, Any]]
+
+
+class DocumentOut(BaseModel):
+    """One uploaded file: its id groups the pages/rows it was stored as."""
+
+    id: str
+    filename: str
+    title: str
+    mime_type: str
+    size: int = Field(description="bytes uploaded")
+    tags: list[str]
+    status: Literal["indexed"]
+    parts: int = Field(description="parent documents the file was stored as (PDF pages, CSV rows; 1 otherwise)")
+    chunk_count: int
+    created_at: str
+    updated_at: str
+
+
+class ChunkOut(BaseModel):
+    """One chunk of a document, in reading order."""
+
+    chunk_id: str
+    chunk_index: int = Field(description="position in the whole document, from 0")
+    split_index: int = Field(description="position within its page/row")
+    page: int | None = None
+    row: int | None = None
+    content: str
+
+
+class DocumentDetail(DocumentOut):
+    chunks: list[ChunkOut]
+
+
+class DocumentList(BaseModel):
+    items: list[DocumentOut]
+    total: int
+    page: int
+    per_page: int
+
+
+class SearchRequest(_Strict):
+    """A search: ``tags`` (any of them), ``document_ids`` and ``filter`` (the full filter language) all apply."""
+
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int = Field(10, ge=1, le=100)
+    score_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    search_mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    tags: list[str] | None = Field(None, max_length=100)
+    document_ids: list[str] | None = Field(None, max_length=1000)
+    filter: dict[str, Any] | None = None
+
+
+class SearchHit(BaseModel):
+    """One result, with each leg's rank and raw score (absent when that leg did not find it): why it ranked."""
+
+    rank: int
+    document_id: str | None
+    chunk_id: str
+    parent_id: str | None
+    filename: str | None
+    title: str | None
+    page: int | None
+    content: str
+    score: float
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+    metadata: dict[str, Any]
+
+
+class SearchResponse(BaseModel):
+    query: str
+    results: list[SearchHit]
+    context: str = Field(description="the results as a prompt-ready, cited context (get_context)")
+
+
+class ChatTurn(_Strict):
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=20000)
+
+
+class ChatRequest(_Strict):
+    question: str = Field(min_length=1, max_length=4000)
+    history: list[ChatTurn] = Field(default_factory=list, max_length=50)
+    top_k: int = Field(5, ge=1, le=20)
+    score_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    search_mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    tags: list[str] | None = Field(None, max_length=100)
+    document_ids: list[str] | None = Field(None, max_length=1000)
+    filter: dict[str, Any] | None = None
+
+
+class SourceOut(BaseModel):
+    """A cited passage: ``n`` is the number the answer cites as ``[n]``."""
+
+    n: int
+    document_id: str | None
+    chunk_id: str
+    filename: str | None
+    title: str | None
+    page: int | None
+    score: float
+    content: str
+
+
+class ChatResponse(BaseModel):
+    answer: str
+    sources: list[SourceOut]
+    extractive: bool = Field(description="true: no language model answered; the answer quotes the best passages")
+    model: str | None
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "failing"]
+    components: dict[str, dict[str, Any]]
+
+
+class VersionOut(BaseModel):
+    finderledge: str
+    api: str

@@ -1,0 +1,83 @@
+"""``/api/v1/chat`` and ``/api/v1/chat/stream``: an answer with cited sources (streamed as Server-Sent Events)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
+
+from ...results import SearchResult
+from ..answers import NO_ANSWER
+from ..deps import Caller, CallerDep, ServerState, StateDep
+from ..models import ChatRequest, ChatResponse, ErrorOut
+from .search import hit, run_search
+
+__all__ = ["router"]
+
+logger = logging.getLogger(__name__)
+router = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+
+
+def _sources(results: list[SearchResult]) -> list[dict[str, Any]]:
+    keys = ("document_id", "chunk_id", "filename", "title", "page", "score", "content")
+    return [{"n": n, **{k: v for k, v in hit(r).items() if k in keys}} for n, r in enumerate(results, start=1)]
+
+
+def _pieces(state: ServerState, caller: Caller, body: ChatRequest) -> tuple[Iterator[str], list[SearchResult]]:
+    """The answer's pieces (lazily: a model streams them) and the sources it is written from."""
+    results = run_search(state, caller, body)
+    if not results:
+        return iter([NO_ANSWER]), results
+    context = state.ledger.get_context(results=results)
+    history = [(t.role, t.content) for t in body.history]
+    passages = [r.document.page_content for r in results]
+    return state.answerer.stream(body.question, history, context, passages), results
+
+
+def _model_failed(exc: Exception) -> HTTPException:
+    logger.warning("the language model failed: %s", exc, exc_info=True)
+    return HTTPException(502, f"the language model failed: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+@router.post("", response_model=ChatResponse, summary="Answer a question from the documents",
+             responses={502: {"model": ErrorOut}})
+def chat(state: StateDep, caller: CallerDep, body: ChatRequest) -> dict[str, Any]:
+    """An answer citing its sources as [n]; without a language model, the best passages, marked extractive."""
+    pieces, results = _pieces(state, caller, body)
+    try:
+        answer = "".join(pieces)
+    except Exception as exc:  # noqa: BLE001 - the model's client raises its own kinds
+        raise _model_failed(exc) from None
+    return {"answer": answer, "sources": _sources(results), "extractive": state.answerer.extractive,
+            "model": state.answerer.name}
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+@router.post("/stream", summary="Answer a question, streamed as Server-Sent Events",
+             response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}},
+                              "description": 'events `{"content": …, "done": false}` … then '
+                                             '`{"done": true, "sources": [...], "extractive": …, "model": …}`'}})
+def chat_stream(state: StateDep, caller: CallerDep, body: ChatRequest) -> StreamingResponse:
+    """The answer piece by piece, then the sources (an error after the first piece ends the stream with
+    ``{"done": true, "error": …}``)."""
+    pieces, results = _pieces(state, caller, body)
+
+    def events() -> Iterator[str]:
+        try:
+            for piece in pieces:
+                yield _event({"content": piece, "done": False})
+        except Exception as exc:  # noqa: BLE001
+            yield _event({"done": True, "error": _model_failed(exc).detail})
+            return
+        yield _event({"done": True, "sources": _sources(results), "extractive": state.answerer.extractive,
+                      "model": state.answerer.name})
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,162 @@
+"""``/api/v1/documents``: upload a file (one document id for all its pages/rows), list, inspect, delete."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
+from langchain_core.documents import Document
+
+from ...errors import LoadError
+from ...metadata import DOCUMENT_ID, info_of
+from ..deps import CallerDep, StateDep
+from ..models import ChunkOut, DocumentDetail, DocumentList, DocumentOut, ErrorOut
+from ..uploads import UploadError
+
+__all__ = ["router"]
+
+logger = logging.getLogger(__name__)
+router = APIRouter(prefix="/api/v1/documents", tags=["documents"],
+                   responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
+
+
+def _tags(raw: list[str] | None) -> list[str]:
+    """Tags from repeated fields and/or comma-separated values, each once, in order."""
+    out: dict[str, None] = {}
+    for item in raw or []:
+        for tag in item.split(","):
+            tag = tag.strip()
+            if tag:
+                if len(tag) > MAX_TAG_CHARS:
+                    raise HTTPException(422, f"tags: a tag is longer than {MAX_TAG_CHARS} characters")
+                out.setdefault(tag, None)
+    if len(out) > MAX_TAGS:
+        raise HTTPException(422, f"tags: more than {MAX_TAGS} tags")
+    return list(out)
+
+
+def tag_filter(tags: list[str] | None) -> dict[str, Any] | None:
+    """Documents with any of ``tags``."""
+    tags = [t for t in tags or [] if t]
+    if not tags:
+        return None
+    clauses = [{"tags": {"$contains": t}} for t in tags]
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
+
+
+def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
+    """A :class:`DocumentOut` from the parents stored under one document id."""
+    md = parents[0].metadata
+    tags = md.get("tags")
+    return {
+        "id": document_id,
+        "filename": str(md.get("filename") or md.get("file_name") or ""),
+        "title": str(md.get("title") or md.get("filename") or ""),
+        "mime_type": str(md.get("mime_type") or ""),
+        "size": int(md.get("size") or 0),
+        "tags": [str(t) for t in tags] if isinstance(tags, list) else [],
+        "status": "indexed",
+        "parts": len(parents),
+        "chunk_count": sum(int(info_of(p.metadata).get("split_count") or 0) for p in parents),
+        "created_at": str(md.get("uploaded_at") or ""),
+        "updated_at": str(md.get("uploaded_at") or ""),
+    }
+
+
+def _parents(state: StateDep, caller: CallerDep, ids: list[str]) -> dict[str, list[Document]]:
+    """The caller's parents of each document id, grouped (ids the caller cannot see are absent)."""
+    found = state.ledger.list_documents(filter=caller.narrow({DOCUMENT_ID: {"$in": ids}}))
+    grouped: dict[str, list[Document]] = defaultdict(list)
+    for doc in found:
+        grouped[doc.metadata[DOCUMENT_ID]].append(doc)
+    return grouped
+
+
+@router.post("", status_code=201, response_model=DocumentOut, summary="Upload a file",
+             responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}})
+def upload(
+    state: StateDep,
+    caller: CallerDep,
+    file: Annotated[UploadFile, File(description="PDF, DOCX, text, Markdown, HTML, CSV or JSON")],
+    title: Annotated[str | None, Form(max_length=500)] = None,
+    tags: Annotated[list[str] | None, Form(description="tags, repeated or comma-separated")] = None,
+) -> dict[str, Any]:
+    """Store the file under a new document id and index it (its pages/rows share the id)."""
+    tag_list = _tags(tags)
+    try:
+        stored = state.uploads.receive(file.file, file.filename, file.content_type)
+    except UploadError as exc:
+        raise HTTPException(exc.status, str(exc)) from None
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    metadata = {"filename": stored.filename, "title": (title or "").strip() or stored.filename,
+                "mime_type": stored.mime_type, "size": stored.size, "tags": tag_list, "uploaded_at": now,
+                **caller.stamp()}
+    try:
+        report = state.ledger.ingest(stored.path, metadata, document_id=stored.document_id, on_error="raise")
+    except LoadError as exc:
+        state.uploads.discard(stored.document_id)
+        raise HTTPException(400, f"file: {stored.filename!r} could not be read: "
+                                 f"{str(exc).replace(str(stored.path), stored.filename)}") from None
+    except BaseException:
+        state.uploads.discard(stored.document_id)
+        raise
+    if not report.ids:
+        state.uploads.discard(stored.document_id)
+        reason = report.skipped[0][1] if report.skipped else "no text found"
+        raise HTTPException(400, f"file: nothing could be indexed from {stored.filename!r}: {reason}")
+    parents = _parents(state, caller, [stored.document_id]).get(stored.document_id)
+    if not parents:  # removed by a concurrent delete between the write and this read
+        raise HTTPException(409, "the document was deleted while it was being uploaded")
+    return _summary(stored.document_id, parents)
+
+
+@router.get("", response_model=DocumentList, summary="List documents")
+def list_documents(
+    state: StateDep,
+    caller: CallerDep,
+    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=100)] = 20,
+    tag: Annotated[list[str] | None, Query(description="only documents with any of these tags")] = None,
+) -> dict[str, Any]:
+    """The caller's documents, in upload order, a page at a time."""
+    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag)))
+    chosen = ids[(page - 1) * per_page : page * per_page]
+    grouped = _parents(state, caller, chosen) if chosen else {}
+    items = [_summary(i, grouped[i]) for i in chosen if i in grouped]
+    return {"items": items, "total": len(ids), "page": page, "per_page": per_page}
+
+
+@router.get("/{document_id}", response_model=DocumentDetail, summary="A document and its chunks",
+            responses={404: {"model": ErrorOut}})
+def get_document(state: StateDep, caller: CallerDep, document_id: str) -> dict[str, Any]:
+    """One document with its chunks in reading order (page/row and position)."""
+    parents = _parents(state, caller, [document_id]).get(document_id)
+    if not parents:
+        raise HTTPException(404, f"no document {document_id!r}")
+    chunks: list[dict[str, Any]] = []
+    for parent in parents:
+        for chunk in state.ledger.get_split_documents(str(parent.id)):
+            info = info_of(chunk.metadata)
+            page, row = chunk.metadata.get("page"), chunk.metadata.get("row")
+            chunks.append({"chunk_id": info["id"], "chunk_index": len(chunks), "split_index": info["split_index"],
+                           "page": page if isinstance(page, int) else None,
+                           "row": row if isinstance(row, int) else None, "content": chunk.page_content})
+    return {**_summary(document_id, parents), "chunks": [ChunkOut(**c) for c in chunks]}
+
+
+@router.delete("/{document_id}", status_code=204, summary="Delete a document", response_class=Response,
+               responses={404: {"model": ErrorOut}})
+def delete_document(state: StateDep, caller: CallerDep, document_id: str) -> Response:
+    """Remove the document from every store and its file from the upload area."""
+    parents = _parents(state, caller, [document_id]).get(document_id)
+    if not parents:
+        raise HTTPException(404, f"no document {document_id!r}")
+    state.ledger.delete([str(p.id) for p in parents])
+    state.uploads.discard(document_id)
+    return Response(status_code=204)

@@ -1,0 +1,54 @@
+"""``/api/v1/search``: hybrid, vector or keyword search with filters and a score threshold, and its context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from ...metadata import DOCUMENT_ID, info_of, user_metadata
+from ...results import SearchResult
+from ..deps import Caller, CallerDep, ServerState, StateDep
+from ..models import ErrorOut, SearchHit, SearchRequest, SearchResponse
+from .documents import tag_filter
+
+__all__ = ["router", "run_search", "hit"]
+
+router = APIRouter(prefix="/api/v1", tags=["search"], responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def hit(result: SearchResult) -> dict[str, Any]:
+    """One result as the API shows it: ids, where it comes from, its score and each leg's rank and score."""
+    md = result.document.metadata
+    info = info_of(md)
+    doc_id = md.get(DOCUMENT_ID)
+    return {
+        "rank": result.rank, "document_id": doc_id if isinstance(doc_id, str) else None, "chunk_id": result.id,
+        "parent_id": result.parent_id, "filename": md.get("filename") if isinstance(md.get("filename"), str) else None,
+        "title": md.get("title") if isinstance(md.get("title"), str) else None, "page": _int(md.get("page")),
+        "content": result.document.page_content, "score": float(result.score),
+        **{key: info.get(key) for key in ("vector_rank", "vector_score", "keyword_rank", "keyword_score")},
+        "metadata": user_metadata(md),
+    }
+
+
+def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResult]:
+    """A search request's results: the caller's base filter AND its tags, document ids and filter."""
+    ids = {DOCUMENT_ID: {"$in": body.document_ids}} if body.document_ids else None
+    flt = caller.narrow(tag_filter(body.tags), ids, body.filter)
+    k = getattr(body, "top_k", 10)
+    query = getattr(body, "query", None) or body.question
+    return list(state.ledger.search(query, k=k, search_mode=body.search_mode, filter=flt,
+                                    score_threshold=body.score_threshold))
+
+
+@router.post("/search", response_model=SearchResponse, summary="Search the documents")
+def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str, Any]:
+    """The best ``top_k`` chunks, with why each ranked (vector and keyword rank and score) and a cited context."""
+    results = run_search(state, caller, body)
+    return {"query": body.query, "results": [SearchHit(**hit(r)) for r in results],
+            "context": state.ledger.get_context(results=results)}

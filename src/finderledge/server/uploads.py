@@ -1,0 +1,149 @@
+"""Uploaded files: checked before anything is written to the index, stored only inside the upload area.
+
+Each check answers a hostile upload with a clear 4xx: a size over the limit (413), an extension FinderLedge
+does not read (400), a declared type that contradicts the extension (415), content that is not what the
+extension says (a ``.pdf`` without a PDF header, binary bytes in a text file, a DOCX that is no zip or
+unpacks to more than the limit: 400).  Filenames are reduced to a safe base name, and the stored path is
+checked to lie inside the upload area, so ``../../etc/passwd`` can never name a place to write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import unicodedata
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["UploadError", "StoredUpload", "UploadArea", "safe_filename", "TYPES"]
+
+CHUNK = 1024 * 1024
+#: extension -> (canonical MIME type, the declared types accepted for it besides generic ones)
+TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
+    ".pdf": ("application/pdf", ("application/pdf", "application/x-pdf")),
+    ".docx": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+              ("application/vnd.openxmlformats-officedocument.wordprocessingml.document", "application/zip")),
+    ".txt": ("text/plain", ("text/",)),
+    ".md": ("text/markdown", ("text/",)),
+    ".markdown": ("text/markdown", ("text/",)),
+    ".csv": ("text/csv", ("text/", "application/csv", "application/vnd.ms-excel")),
+    ".json": ("application/json", ("application/json", "text/")),
+    ".jsonl": ("application/x-ndjson", ("application/x-ndjson", "application/jsonl", "application/json", "text/")),
+    ".html": ("text/html", ("text/html", "application/xhtml+xml", "text/")),
+    ".htm": ("text/html", ("text/html", "application/xhtml+xml", "text/")),
+}
+_GENERIC = ("", "application/octet-stream", "binary/octet-stream", "application/unknown")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]")
+
+
+class UploadError(Exception):
+    """An upload refused; ``status`` is the HTTP code to answer with, the message says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    document_id: str
+    path: Path
+    filename: str
+    mime_type: str
+    size: int
+
+
+def safe_filename(name: str | None) -> str:
+    """The base name of ``name`` with path separators, control and reserved characters removed (NFC)."""
+    raw = unicodedata.normalize("NFC", name or "")
+    base = re.split(r"[/\\]", raw)[-1]
+    base = _UNSAFE.sub("_", base).strip(" .")
+    if len(base) > 200:
+        stem, ext = os.path.splitext(base)
+        base = stem[: 200 - len(ext)] + ext
+    if not base or base in (".", ".."):
+        raise UploadError(400, "file: the filename is empty or not a file name")
+    return base
+
+
+def _check_declared(ext: str, declared: str | None) -> None:
+    """A declared type that contradicts the extension: 415."""
+    kind = (declared or "").split(";")[0].strip().lower()
+    if kind in _GENERIC:
+        return
+    if not any(kind == a or (a.endswith("/") and kind.startswith(a)) for a in TYPES[ext][1]):
+        raise UploadError(415, f"file: declared type {kind!r} does not match the extension {ext!r} "
+                               f"(expected {TYPES[ext][0]})")
+
+
+def _check_content(path: Path, ext: str, max_unpacked: int) -> None:
+    """Content that is not what the extension says: 400."""
+    with path.open("rb") as fh:
+        head = fh.read(8192)
+    if not head.strip():
+        raise UploadError(400, "file: the file is empty")
+    if ext == ".pdf":
+        if b"%PDF-" not in head[:1024]:
+            raise UploadError(400, "file: not a PDF (no %PDF- header)")
+    elif ext == ".docx":
+        try:
+            with zipfile.ZipFile(path) as zf:
+                infos = zf.infolist()
+                names = {i.filename for i in infos}
+                unpacked = sum(i.file_size for i in infos)
+        except (zipfile.BadZipFile, OSError, ValueError):
+            raise UploadError(400, "file: not a DOCX (not a zip archive)") from None
+        if "word/document.xml" not in names:
+            raise UploadError(400, "file: not a DOCX (no word/document.xml)")
+        if unpacked > max_unpacked or len(infos) > 10_000:
+            raise UploadError(400, f"file: the DOCX unpacks to {unpacked} bytes in {len(infos)} entries, over the "
+                                   f"limit of {max_unpacked} bytes (a zip bomb?)")
+    elif b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UploadError(400, f"file: binary content in a {ext} file (expected text)")
+
+
+class UploadArea:
+    """``<index>/server/uploads/<document id>/<filename>``: where uploaded files are kept."""
+
+    def __init__(self, root: Path, max_bytes: int, max_unpacked: int) -> None:
+        self.root = root.absolute()
+        self.max_bytes = max_bytes
+        self.max_unpacked = max_unpacked
+
+    def receive(self, stream: BinaryIO, filename: str | None, declared: str | None) -> StoredUpload:
+        """Check and store one upload under a new document id; nothing is left behind when a check fails."""
+        name = safe_filename(filename)
+        ext = os.path.splitext(name)[1].lower()
+        if ext not in TYPES:
+            raise UploadError(400, f"file: unsupported type {ext or '(no extension)'!r} of {name!r}; "
+                                   f"expected one of {', '.join(sorted(TYPES))}")
+        _check_declared(ext, declared)
+        document_id = uuid.uuid4().hex
+        folder = self.root / document_id
+        target = (folder / name).resolve()
+        if not target.is_relative_to(self.root.resolve()):  # belt and braces: safe_filename already ensures it
+            raise UploadError(400, "file: the filename points outside the upload area")
+        folder.mkdir(parents=True)
+        try:
+            size = 0
+            with target.open("xb") as out:
+                while block := stream.read(CHUNK):
+                    size += len(block)
+                    if size > self.max_bytes:
+                        raise UploadError(413, f"file: larger than the limit of {self.max_bytes} bytes")
+                    out.write(block)
+            _check_content(target, ext, self.max_unpacked)
+        except BaseException:
+            self.discard(document_id)
+            raise
+        return StoredUpload(document_id, target, name, TYPES[ext][0], size)
+
+    def discard(self, document_id: str) -> None:
+        """Remove what was stored for ``document_id`` (nothing outside the upload area, ever)."""
+        folder = (self.root / document_id).absolute()
+        if folder.parent == self.root and re.fullmatch(r"[0-9a-f]{32}", document_id) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
