@@ -3,7 +3,7 @@
 Each check answers a hostile upload with a clear 4xx: a size over the limit (413), an extension FinderLedge
 does not read (400), a declared type that contradicts the extension (415), content that is not what the
 extension says (a ``.pdf`` without a PDF header, binary bytes in a text file, a DOCX that is no zip or
-unpacks to more than the limit: 400).  Filenames are reduced to a safe base name, and the stored path is
+unpacks to more than the limit: 400).  Only a plain file name is accepted, and the stored path is
 checked to lie inside the upload area, so ``../../etc/passwd`` can never name a place to write.
 """
 
@@ -37,7 +37,7 @@ TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     ".htm": ("text/html", ("text/html", "application/xhtml+xml", "text/")),
 }
 _GENERIC = ("", "application/octet-stream", "binary/octet-stream", "application/unknown")
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class UploadError(Exception):
@@ -58,15 +58,19 @@ class StoredUpload:
 
 
 def safe_filename(name: str | None) -> str:
-    """The base name of ``name`` with path separators, control and reserved characters removed (NFC)."""
-    raw = unicodedata.normalize("NFC", name or "")
-    base = re.split(r"[/\\]", raw)[-1]
-    base = _UNSAFE.sub("_", base).strip(" .")
-    if len(base) > 200:
-        stem, ext = os.path.splitext(base)
-        base = stem[: 200 - len(ext)] + ext
+    """``name`` (NFC) when it is a plain file name; a path, control characters, a hidden name or an overlong
+    one are refused with 400 (a browser sends a base name: anything else is a mistake or an attack)."""
+    base = unicodedata.normalize("NFC", name or "").strip()
     if not base or base in (".", ".."):
-        raise UploadError(400, "file: the filename is empty or not a file name")
+        raise UploadError(400, "file: the file name is empty or not a file name")
+    if "/" in base or "\\" in base:
+        raise UploadError(400, f"file: the file name {base[:100]!r} contains a path; send the file's name only")
+    if _CONTROL.search(base):
+        raise UploadError(400, "file: the file name contains control characters")
+    if base.startswith("."):
+        raise UploadError(400, f"file: {base[:100]!r} is a hidden file name; rename it")
+    if len(base) > 200:
+        raise UploadError(400, "file: the file name is longer than 200 characters")
     return base
 
 

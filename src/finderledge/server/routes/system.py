@@ -70,6 +70,7 @@ def health(state: StateDep) -> JSONResponse:
 
 @router.get("/version", response_model=VersionOut, summary="Versions")
 def version() -> dict[str, str]:
+    """The installed FinderLedge and the API version (``v1``: paths under ``/api/v1``)."""
     from ...cli import package_version
 
     return {"finderledge": package_version(), "api": API_VERSION}

@@ -1,0 +1,129 @@
+"""Chat with a real language-model client (langchain-openai) against a local server speaking the OpenAI
+chat-completions protocol (scripted replies): the prompt carries the cited sources and the history, the
+answer streams piece by piece, and a failing model is a clear 502 (or a final error event when streaming)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from finderledge import ConfigurationError, FinderLedge
+from finderledge.server import ServerConfig, create_app
+from finderledge.server.answers import make_answerer
+
+REPLY = ["The refund ", "window is ", "30 days [1]."]
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """``POST /v1/chat/completions``: records the request; streams :data:`REPLY` (or fails when told to)."""
+
+    requests: list[dict[str, Any]] = []
+    fail = False
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(body)
+        if self.path != "/v1/chat/completions" or type(self).fail:
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps({"error": {"message": "model crashed", "type": "server_error"}}).encode())
+            return
+        base = {"id": "chatcmpl-1", "created": 1, "model": body["model"]}
+        if not body.get("stream"):
+            self._json({**base, "object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "".join(REPLY)}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in REPLY]
+        for delta in deltas:
+            chunk = {**base, "object": "chat.completion.chunk",
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        end = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+
+    def _json(self, data: dict[str, Any]) -> None:
+        raw = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@pytest.fixture(scope="module")
+def llm_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+@pytest.fixture
+def client(tmp_path: Path, minilm, llm_url: str) -> Iterator[TestClient]:
+    FakeOpenAI.requests.clear()
+    FakeOpenAI.fail = False
+    fl = FinderLedge(tmp_path / "index", embedding=minilm, show_progress=False)
+    config = ServerConfig(directory=tmp_path / "index", llm="openai:local-test-model", llm_base_url=llm_url,
+                          llm_timeout=30)
+    with TestClient(create_app(config, ledger=fl)) as c:
+        r = c.post("/api/v1/documents", files={"file": ("refunds.md", b"# Refunds\n\nRefunds within 30 days.", "text/markdown")})
+        assert r.status_code == 201
+        yield c
+    fl.close()
+
+
+def test_the_model_answers_from_the_cited_sources_and_the_history(client: TestClient) -> None:
+    r = client.post("/api/v1/chat", json={"question": "How long is the refund window?",
+                                          "history": [{"role": "user", "content": "Hello"},
+                                                      {"role": "assistant", "content": "Hi, ask me."}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["answer"] == "".join(REPLY) and body["extractive"] is False and body["model"] == "openai:local-test-model"
+    assert body["sources"][0]["n"] == 1 and body["sources"][0]["filename"] == "refunds.md"
+    sent = FakeOpenAI.requests[-1]
+    assert sent["model"] == "local-test-model"
+    roles = [m["role"] for m in sent["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert "[1] (source:" in sent["messages"][0]["content"] and "Refunds within 30 days" in sent["messages"][0]["content"]
+    assert sent["messages"][-1]["content"] == "How long is the refund window?"
+
+
+def test_the_answer_streams_as_server_sent_events(client: TestClient) -> None:
+    with client.stream("POST", "/api/v1/chat/stream", json={"question": "refund window?"}) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    assert [e["content"] for e in events[:-1]] == REPLY
+    assert events[-1]["done"] is True and events[-1]["extractive"] is False
+    assert events[-1]["sources"][0]["filename"] == "refunds.md"
+
+
+def test_a_failing_model_is_a_clear_502_or_a_final_error_event(client: TestClient) -> None:
+    FakeOpenAI.fail = True
+    r = client.post("/api/v1/chat", json={"question": "refund window?"})
+    assert r.status_code == 502 and r.json()["detail"].startswith("the language model failed")
+    assert "Traceback" not in r.text
+    with client.stream("POST", "/api/v1/chat/stream", json={"question": "refund window?"}) as s:
+        events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: ")]
+    assert events[-1]["done"] is True and events[-1]["error"].startswith("the language model failed")
+
+
+def test_llm_settings_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="unknown provider"):
+        make_answerer("gpt:4")
+    with pytest.raises(ConfigurationError, match="llm"):
+        ServerConfig(directory=Path("."), llm="nocolon")
