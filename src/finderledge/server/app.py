@@ -120,7 +120,9 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
 
     from ..cli import package_version
 
-    app = FastAPI(title="FinderLedge", version=package_version(), lifespan=lifespan,
+    from fastapi_offline import FastAPIOffline  # /docs with Swagger UI served locally, not from a CDN
+
+    app = FastAPIOffline(title="FinderLedge", version=package_version(), lifespan=lifespan,
                   description="Hybrid (BM25 + vector) document search with tenants: upload, search, cited chat.")
     app.state.finderledge = state
     _install_error_handlers(app)

@@ -28,8 +28,9 @@ def _sources(results: list[SearchResult]) -> list[dict[str, Any]]:
 
 
 def _pieces(state: ServerState, caller: Caller, body: ChatRequest) -> tuple[Iterator[str], list[SearchResult]]:
-    """The answer's pieces (lazily: a model streams them) and the sources it is written from."""
-    results = run_search(state, caller, body)
+    """The answer's pieces (lazily: a model streams them) and the sources it is written from (results with no
+    evidence at all, score 0, are never cited)."""
+    results = [r for r in run_search(state, caller, body) if r.score > 0]
     if not results:
         return iter([NO_ANSWER]), results
     context = state.ledger.get_context(results=results)
