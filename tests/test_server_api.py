@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from test_document_loader import make_pdf
 
 from finderledge import FinderLedge
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.answers import EXTRACTIVE_NOTE, NO_ANSWER
-from test_document_loader import make_pdf
 
 FAQ = "# Refunds\n\nA refund must be requested within 30 days of purchase. Refunds go to the original card.\n"
 JA = "返金の申請期限は購入から30日以内です。返金は元のカードに戻ります。\n"

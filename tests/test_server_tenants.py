@@ -98,7 +98,7 @@ def _api_routes(app) -> list[APIRoute]:
 
 
 def test_every_route_needs_a_valid_key(tenants) -> None:
-    client, secrets, directory = tenants
+    client, _, _ = tenants
     routes = _api_routes(client.app)
     assert {r.endpoint.__module__.rsplit(".", 1)[-1] for r in routes} == set(ROUTE_MODULES)
     checked = 0

@@ -111,7 +111,7 @@ def test_too_large_is_413_by_length_and_while_streaming(hostile) -> None:
 
 
 def test_a_real_docx_and_a_unicode_name_are_accepted(hostile, tmp_path: Path) -> None:
-    client, fl, root = hostile
+    client, _fl, root = hostile
     docx = make_docx(tmp_path / "report.docx").read_bytes()
     r = client.post("/api/v1/documents", files={"file": ("報告書 2024.docx", docx, "application/octet-stream")})
     assert r.status_code == 201, r.text

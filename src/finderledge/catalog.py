@@ -64,7 +64,7 @@ class Catalog:
             return []
         return [as_document(c) for c in self._ledger.chunks_of(parent_id)]
 
-    def list_documents(self, *, source: str | None = None, filter: MetadataFilter | None = None,  # noqa: A002
+    def list_documents(self, *, source: str | None = None, filter: MetadataFilter | None = None,
                        offset: int = 0, limit: int | None = None) -> list[Document]:
         """Parent documents in the order they were added: of one ``source``, matching ``filter`` (the search
         filter language, on the parent's metadata), the first ``offset`` skipped, at most ``limit``."""
@@ -74,7 +74,7 @@ class Catalog:
         records = self._ledger.list_documents(source=source, where=compile_filter(filter), offset=offset, limit=limit)
         return [as_document(r) for r in records]
 
-    def list_document_ids(self, *, filter: MetadataFilter | None = None,  # noqa: A002
+    def list_document_ids(self, *, filter: MetadataFilter | None = None,
                           offset: int = 0, limit: int | None = None) -> list[str]:
         """The application document ids (``document_id=`` of :meth:`add_document`) of the parents matching
         ``filter``, each once, in the order first added; ``offset``/``limit`` page through them."""
@@ -89,7 +89,7 @@ class Catalog:
         """Every source (file path or given ``source``) that has documents."""
         return self._ledger.sources()
 
-    def count(self, filter: MetadataFilter | None = None) -> dict[str, int]:  # noqa: A002
+    def count(self, filter: MetadataFilter | None = None) -> dict[str, int]:
         """``{"documents": …, "chunks": …}`` — parents and chunks stored (those of parents matching ``filter``)."""
         if filter is None:
             counts = self._ledger.counts()

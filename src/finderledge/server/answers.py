@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ..errors import ConfigurationError
 
-__all__ = ["Answerer", "ExtractiveAnswerer", "ModelAnswerer", "make_answerer", "NO_ANSWER", "EXTRACTIVE_NOTE"]
+__all__ = ["EXTRACTIVE_NOTE", "NO_ANSWER", "Answerer", "ExtractiveAnswerer", "ModelAnswerer", "make_answerer"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +25,13 @@ EXTRACTIVE_NOTE = "[Extractive answer: no language model is configured; these ar
 class Answerer(Protocol):
     """Writes an answer to ``question`` from ``context`` (numbered passages) and the chat ``history``."""
 
-    name: str | None
-    extractive: bool
+    @property
+    def name(self) -> str | None:
+        """The model's setting (``None``: no model)."""
+
+    @property
+    def extractive(self) -> bool:
+        """Whether the answer quotes passages instead of a model's words."""
 
     def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
                passages: Sequence[str]) -> Iterator[str]: ...

@@ -27,7 +27,7 @@ from .routes import API_PREFIX, routers
 from .routes.page import STATIC_DIR
 from .uploads import UploadArea
 
-__all__ = ["create_app", "app_from_environment"]
+__all__ = ["app_from_environment", "create_app"]
 
 logger = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
@@ -118,9 +118,9 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
         if owned:
             ledger.close()
 
-    from ..cli import package_version
-
     from fastapi_offline import FastAPIOffline  # /docs with Swagger UI served locally, not from a CDN
+
+    from ..cli import package_version
 
     app = FastAPIOffline(title="FinderLedge", version=package_version(), lifespan=lifespan,
                   description="Hybrid (BM25 + vector) document search with tenants: upload, search, cited chat.")

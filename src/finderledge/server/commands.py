@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_commands", "COMMANDS"]
+__all__ = ["COMMANDS", "add_commands"]
 
 
 def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["ServerConfig", "SERVER_DIR", "ENV_PREFIX"]
+__all__ = ["ENV_PREFIX", "SERVER_DIR", "ServerConfig"]
 
 SERVER_DIR = "server"  # under the index directory: keys.json and uploads/
 ENV_PREFIX = "FINDERLEDGE_SERVER_"

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .keys import KeyStore
     from .uploads import UploadArea
 
-__all__ = ["Caller", "CallerDep", "ServerState", "StateDep", "TENANT_FIELD"]
+__all__ = ["TENANT_FIELD", "Caller", "CallerDep", "ServerState", "StateDep"]
 
 TENANT_FIELD = "tenant"  # the metadata key every write of a keyed caller is tagged with
 

@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from ..errors import ConfigurationError, DocumentNotFoundError
 
-__all__ = ["ApiKey", "KeyStore", "TENANT_PATTERN"]
+__all__ = ["TENANT_PATTERN", "ApiKey", "KeyStore"]
 
 KEYS_FILE = "keys.json"
 KEY_PREFIX = "flk_"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["UploadError", "StoredUpload", "UploadArea", "safe_filename", "TYPES"]
+__all__ = ["TYPES", "StoredUpload", "UploadArea", "UploadError", "safe_filename"]
 
 CHUNK = 1024 * 1024
 #: extension -> (canonical MIME type, the declared types accepted for it besides generic ones)

@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-__all__ = ["router", "STATIC_DIR"]
+__all__ = ["STATIC_DIR", "router"]
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 router = APIRouter(tags=["page"])

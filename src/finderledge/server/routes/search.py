@@ -12,7 +12,7 @@ from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..models import ErrorOut, SearchHit, SearchRequest, SearchResponse
 from .documents import tag_filter
 
-__all__ = ["router", "run_search", "hit"]
+__all__ = ["hit", "router", "run_search"]
 
 router = APIRouter(prefix="/api/v1", tags=["search"], responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
 

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from ..deps import ServerState, StateDep
 from ..models import HealthOut, VersionOut
 
-__all__ = ["router", "API_VERSION"]
+__all__ = ["API_VERSION", "router"]
 
 logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/api/v1", tags=["system"])
