@@ -137,3 +137,10 @@ def test_health_reports_a_broken_component(api) -> None:
     uploads.write_text("not a folder")  # the upload area cannot be written
     health = client.get("/api/v1/health")
     assert health.status_code == 503 and health.json()["components"]["uploads"]["ok"] is False
+
+
+def test_an_oversized_json_request_is_413(api) -> None:
+    client, _ = api
+    huge = {"query": "x", "filter": {"n": {"$in": list(range(200_000))}}}
+    r = client.post("/api/v1/search", json=huge)
+    assert r.status_code == 413 and "limit" in r.json()["detail"]

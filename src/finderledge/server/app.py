@@ -34,24 +34,27 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
 _MULTIPART_SLACK = 256 * 1024  # form fields and part headers around the file
+_JSON_LIMIT = 1024 * 1024  # a search or chat request
 
 
 class BodyLimit:
-    """Refuse an upload over the limit with 413 before it is read (by Content-Length) or while it is (chunked)."""
+    """Refuse an upload over the limit (any other request over 1 MiB) with 413 before it is read (by
+    Content-Length) or while it is (chunked)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
-        self.limit = limit + _MULTIPART_SLACK
+        self.upload_limit = limit + _MULTIPART_SLACK
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
+        limit = self.upload_limit if scope.get("path", "").endswith("/documents") else _JSON_LIMIT
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            response = JSONResponse({"detail": f"request body larger than the limit of {self.limit} bytes"}, 413)
+        if length is not None and length.isdigit() and int(length) > limit:
+            response = JSONResponse({"detail": f"request body larger than the limit of {limit} bytes"}, 413)
             await response(scope, receive, send)
             return
         seen = 0
@@ -60,8 +63,8 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise HTTPException(413, f"request body larger than the limit of {self.limit} bytes")
+            if seen > limit:
+                raise HTTPException(413, f"request body larger than the limit of {limit} bytes")
             return message
 
         await self.app(scope, counted, send)
