@@ -21,9 +21,10 @@ Short by default (10 examples per operation and phase: about 1,800 requests, 25 
 ``FINDERLEDGE_FUZZ_EXAMPLES=200 pytest -s tests/test_server_fuzz.py`` (not derandomized: each run explores
 other inputs).  ``pytest -s`` prints the requests sent per operation and the statuses answered.
 
-Bugs this run found are in :data:`KNOWN_BUGS`, each reproduced by an ``xfail(strict=True)`` test at the end
-of this file; the fuzz run tolerates exactly that symptom until the bug is fixed (then the xfail test
-passes, fails as strict, and its entry here is deleted so the fuzz run checks that case again).
+The five bugs the first runs found (a server path in results, a 405's Allow header, "5"/true accepted as
+numbers, an undocumented 400, a valid chat over the body limit) are fixed; each has a regression test at the
+end of this file.  A bug found later goes into :data:`KNOWN_BUGS` with an ``xfail(strict=True)`` test: the
+fuzz run tolerates exactly that symptom until it is fixed.
 """
 
 from __future__ import annotations
@@ -66,24 +67,8 @@ SEED = {  # filename -> (content, tags): a small real index, English and Japanes
 QUERIES = ["refund", "how long do I have to ask for a refund?", "password reset link", "返金の申請期限",
            "カード", "30 days", "original card"]
 
-#: Server bugs found by this run (reported; not fixed here).  Each is reproduced by a ``test_known_bug_*`` below.
-KNOWN_BUGS = {
-    # POST /api/v1/search answers each hit's metadata "source" and the context's "(source: …)" as the
-    # absolute path of the stored upload (<index>/server/uploads/<id>/<file>).
-    "path_in_search": "search results show the server path of the uploaded file (metadata.source, context)",
-    # OPTIONS /api/v1/documents -> 405 with "Allow: POST" (GET is missing): Starlette routes each method
-    # separately, so 405 names the methods of the first route whose path matched.
-    "allow_header": "405 Allow header lists one route's method, not every method of the path",
-    # {"query": "x", "top_k": "5"}, {"top_k": true}, {"score_threshold": false} -> 200: pydantic's lax mode
-    # coerces what the schema declares invalid.
-    "lax_types": "search/chat accept wrongly typed fields the schema rejects (\"5\", true, false for numbers)",
-    # A JSON body that is not UTF-8 (b"\xff") -> 400 "There was an error parsing the body", a status the
-    # schema does not list for search/chat.
-    "parse_error_400": "an unparseable JSON body is answered 400, undocumented for search/chat",
-    # A chat whose history is near its schema limits (50 turns of up to 20,000 characters) is over the 1 MiB
-    # limit on JSON bodies -> 413, a status the schema does not list for search/chat.
-    "json_413": "a schema-valid chat body over 1 MiB is answered 413, undocumented for search/chat",
-}
+#: Open server bugs the fuzz run tolerates (name -> symptom), each with a strict-xfail test; none open now.
+KNOWN_BUGS: dict[str, str] = {}
 
 COUNTS: dict[str, dict[str, Counter[int]]] = {}  # run -> operation -> status -> responses
 
@@ -440,40 +425,35 @@ def _known(name: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(name in KNOWN_BUGS, reason=KNOWN_BUGS.get(name, ""), strict=True)
 
 
-@_known("path_in_search")
-def test_known_bug_search_shows_no_server_path(client: TestClient, open_app: Served) -> None:
+def test_search_shows_no_server_path(client: TestClient, open_app: Served) -> None:
     response = client.post("/api/v1/search", json={"query": "refund", "top_k": 3})
     assert response.status_code == 200 and response.json()["results"]
     assert str(open_app.directory) not in response.text and "uploads/" not in response.text, response.text[:600]
 
 
-@_known("allow_header")
-def test_known_bug_405_allow_lists_every_method(client: TestClient) -> None:
+def test_405_allow_lists_every_method(client: TestClient) -> None:
     response = client.request("OPTIONS", "/api/v1/documents")
     assert response.status_code == 405
     assert {m.strip() for m in response.headers["allow"].split(",")} == {"GET", "POST"}, response.headers["allow"]
 
 
-@_known("lax_types")
 @pytest.mark.parametrize("body", [{"top_k": "5"}, {"top_k": True}, {"score_threshold": False}])
-def test_known_bug_wrong_types_are_rejected(client: TestClient, body: dict[str, Any]) -> None:
+def test_wrong_types_are_rejected(client: TestClient, body: dict[str, Any]) -> None:
     response = client.post("/api/v1/search", json={"query": "refund", **body})
     assert response.status_code == 422, (body, response.status_code)
 
 
-@_known("parse_error_400")
-def test_known_bug_unparseable_body_status_is_documented(client: TestClient) -> None:
+def test_unparseable_body_status_is_documented(client: TestClient) -> None:
     response = client.post("/api/v1/search", content=b"\xff", headers={"Content-Type": "application/json"})
     documented = client.get("/openapi.json").json()["paths"]["/api/v1/search"]["post"]["responses"]
     assert str(response.status_code) in documented, (response.status_code, response.text, sorted(documented))
 
 
-@_known("json_413")
-def test_known_bug_large_valid_chat_is_accepted_or_413_documented(client: TestClient) -> None:
-    history = [{"role": "user", "content": "é" * 20_000}] * 50  # within ChatTurn/ChatRequest limits
+def test_the_largest_valid_chat_is_accepted(client: TestClient) -> None:
+    history = [{"role": "user", "content": "é" * 4_000}] * 20  # at the ChatTurn/ChatRequest limits
     body = {"question": "refund", "history": history}
     assert ChatRequest.model_validate(body)
     response = client.post("/api/v1/chat", json=body)
     documented = client.get("/openapi.json").json()["paths"]["/api/v1/chat"]["post"]["responses"]
-    assert response.status_code == 200 or str(response.status_code) in documented, (response.status_code,
-                                                                                    response.text[:200])
+    assert response.status_code == 200, (response.status_code, response.text[:200])
+    assert "413" in documented

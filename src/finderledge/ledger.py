@@ -397,6 +397,10 @@ class Ledger:
 
     def ids_with_document_id(self, document_id: str) -> list[str]:
         """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
+        try:
+            document_id.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: stored metadata never holds them (clean_text)
+            return []
         with self._read() as db:
             rows = db.execute("SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
                               "ORDER BY seq", (COMPLETE, document_id))

@@ -10,7 +10,9 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     ConfigurationError,
@@ -74,8 +76,25 @@ def _error(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
+def _allowed_methods(path: str) -> set[str]:
+    """Every method some registered route answers at ``path``."""
+    methods: set[str] = set()
+    for router in routers():
+        for route in router.routes:
+            if isinstance(route, APIRoute) and route.path_regex.match(path):
+                methods |= route.methods
+    return methods
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     """FinderLedge's errors as 4xx with their message; anything else a 500 naming a log id, never a trace."""
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # name every method of the path, not only the first matching route's
+            headers["Allow"] = ", ".join(sorted(_allowed_methods(request.url.path)))
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(FinderLedgeError)
     async def _library_error(request: Request, exc: FinderLedgeError) -> JSONResponse:
@@ -117,6 +136,10 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:  # load the model before taking requests, so no caller waits for a cold worker
+            ledger.embeddings.embed_query("warm up")
+        except Exception as exc:  # noqa: BLE001 - /health reports it
+            logger.warning("the embedding model could not be loaded at startup: %s", exc)
         yield
         if owned:
             ledger.close()

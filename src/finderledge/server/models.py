@@ -4,22 +4,41 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "ChatRequest", "ChatResponse", "ChatTurn", "ChunkOut", "DocumentDetail", "DocumentList", "DocumentOut",
-    "ErrorOut", "HealthOut", "SearchHit", "SearchRequest", "SearchResponse", "SourceOut", "VersionOut",
+    "ErrorOut", "HealthOut", "JSON_ERRORS", "SearchHit", "SearchRequest", "SearchResponse", "SourceOut", "VersionOut",
 ]
 
 
 class _Strict(BaseModel):
+    """A request body: unknown fields and wrongly typed values (``"5"`` or ``true`` for a number) are refused
+    (a whole float such as ``52.0`` is an integer, as JSON Schema says)."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("top_k", "score_threshold", mode="before", check_fields=False)
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any) -> Any:
+        if isinstance(value, (bool, str)):
+            raise ValueError(f"expected a number, got {type(value).__name__}")
+        return value
 
 
 class ErrorOut(BaseModel):
     """Every error: a one-line ``detail`` saying what was wrong (never a stack trace)."""
 
     detail: str | list[dict[str, Any]]
+
+
+JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not JSON"},
+    401: {"model": ErrorOut, "description": "keys are configured and no valid key was given"},
+    413: {"model": ErrorOut, "description": "the body is over 1 MiB"},
+    422: {"model": ErrorOut, "description": "a field or the filter is invalid"},
+}
+"""The errors a route taking a JSON body may answer."""
 
 
 class DocumentOut(BaseModel):
@@ -99,12 +118,13 @@ class SearchResponse(BaseModel):
 
 class ChatTurn(_Strict):
     role: Literal["user", "assistant"]
-    content: str = Field(max_length=20000)
+    content: str = Field(max_length=4000)
 
 
 class ChatRequest(_Strict):
     question: str = Field(min_length=1, max_length=4000)
-    history: list[ChatTurn] = Field(default_factory=list, max_length=50)
+    history: list[ChatTurn] = Field(default_factory=list, max_length=20,
+                                    description="earlier turns, oldest first (the largest valid request fits in 1 MiB)")
     top_k: int = Field(5, ge=1, le=20)
     score_threshold: float | None = Field(None, ge=0.0, le=1.0)
     search_mode: Literal["hybrid", "vector", "keyword"] = "hybrid"

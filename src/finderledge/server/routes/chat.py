@@ -13,13 +13,13 @@ from fastapi.responses import StreamingResponse
 from ...results import SearchResult
 from ..answers import NO_ANSWER
 from ..deps import Caller, CallerDep, ServerState, StateDep
-from ..models import ChatRequest, ChatResponse, ErrorOut
-from .search import hit, run_search
+from ..models import JSON_ERRORS, ChatRequest, ChatResponse, ErrorOut
+from .search import context_of, hit, run_search
 
 __all__ = ["router"]
 
 logger = logging.getLogger(__name__)
-router = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+router = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=JSON_ERRORS)
 
 
 def _sources(results: list[SearchResult]) -> list[dict[str, Any]]:
@@ -33,7 +33,7 @@ def _pieces(state: ServerState, caller: Caller, body: ChatRequest) -> tuple[Iter
     results = [r for r in run_search(state, caller, body) if r.score > 0]
     if not results:
         return iter([NO_ANSWER]), results
-    context = state.ledger.get_context(results=results)
+    context = context_of(state, results)
     history = [(t.role, t.content) for t in body.history]
     passages = [r.document.page_content for r in results]
     return state.answerer.stream(body.question, history, context, passages), results

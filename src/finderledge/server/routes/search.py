@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter
 
+from ...context import citation
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ...results import SearchResult
 from ..deps import Caller, CallerDep, ServerState, StateDep
-from ..models import ErrorOut, SearchHit, SearchRequest, SearchResponse
+from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse
 from .documents import tag_filter
 
 __all__ = ["hit", "router", "run_search"]
 
-router = APIRouter(prefix="/api/v1", tags=["search"], responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+router = APIRouter(prefix="/api/v1", tags=["search"], responses=JSON_ERRORS)
+
+
+_SERVER_ONLY = frozenset({"source", "source_id"})  # where the server keeps the file: not the caller's business
 
 
 def _int(value: Any) -> int | None:
@@ -32,8 +37,19 @@ def hit(result: SearchResult) -> dict[str, Any]:
         "title": md.get("title") if isinstance(md.get("title"), str) else None, "page": _int(md.get("page")),
         "content": result.document.page_content, "score": float(result.score),
         **{key: info.get(key) for key in ("vector_rank", "vector_score", "keyword_rank", "keyword_score")},
-        "metadata": user_metadata(md),
+        "metadata": {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY},
     }
+
+
+def cite(metadata: Mapping[str, Any]) -> str:
+    """A citation naming the uploaded file (never the server's path), its page or row and the chunk."""
+    name = metadata.get("filename") or metadata.get("title") or metadata.get("file_name") or "document"
+    return citation({**metadata, "source": name})
+
+
+def context_of(state: ServerState, results: list[SearchResult]) -> str:
+    """The results as a cited prompt context (what a model is given, so no server path either)."""
+    return state.ledger.get_context(results=results, citation=cite)
 
 
 def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResult]:
@@ -51,4 +67,4 @@ def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str,
     """The best ``top_k`` chunks, with why each ranked (vector and keyword rank and score) and a cited context."""
     results = run_search(state, caller, body)
     return {"query": body.query, "results": [SearchHit(**hit(r)) for r in results],
-            "context": state.ledger.get_context(results=results)}
+            "context": context_of(state, results)}
