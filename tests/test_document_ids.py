@@ -107,3 +107,16 @@ def test_re_adding_a_file_with_other_metadata_updates_it(fl: FinderLedge, tmp_pa
     assert hits and all(r.document.metadata["tags"] == ["new"] for r in hits)
     assert list(fl.search("refund window", k=3, filter={"tags": {"$contains": "old"}})) == []
     assert fl.ingest(path, {"tags": ["new"]}).files_unchanged == 1
+
+
+def test_cli_list_pages_and_filters(tmp_path: Path, minilm, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from finderledge.cli import main
+
+    with FinderLedge(tmp_path / "idx", embedding=minilm, show_progress=False) as fl:
+        ids = fl.add_texts([f"note {i}" for i in range(4)], metadatas=[{"n": i} for i in range(4)])
+    assert main(["list", "--dir", str(tmp_path / "idx"), "--filter", '{"n": {"$gte": 1}}', "--offset", "1",
+                 "--limit", "2", "--json"]) == 0
+    assert [d["id"] for d in json.loads(capsys.readouterr().out)] == ids[2:4]
+    assert main(["list", "--dir", str(tmp_path / "idx"), "--offset", "-1"]) == 2

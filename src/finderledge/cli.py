@@ -123,6 +123,8 @@ def _add_small_commands(sub: Any) -> None:
     p = sub.add_parser("list", help="list stored documents")
     _index_options(p)
     p.add_argument("--source", default=None)
+    p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"document_id": "doc-42"}\'')
+    p.add_argument("--offset", type=int, default=0, help="skip this many documents first")
     p.add_argument("--limit", type=int, default=None)
     _index_options(sub.add_parser("stats", help="counts and settings"))
 
@@ -322,7 +324,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
     with _open(args) as fl:
-        docs = fl.list_documents(source=args.source, limit=args.limit)
+        docs = fl.list_documents(source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit)
     data = [{"id": d.id, "source": d.metadata.get("source"), "locator": d.metadata.get("locator"),
              "chunks": info_of(d.metadata).get("split_count"), "chars": len(d.page_content)} for d in docs]
     text = "\n".join(f"{d['id']}  {d['source'] or '(text)'} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)

@@ -79,16 +79,22 @@ class DocumentList(BaseModel):
     per_page: int
 
 
-class SearchRequest(_Strict):
-    """A search: ``tags`` (any of them), ``document_ids`` and ``filter`` (the full filter language) all apply."""
+class _Retrieval(_Strict):
+    """How to retrieve: ``tags`` (any of them), ``document_ids`` and ``filter`` (the full filter language) all
+    apply, AND-ed with the caller's tenant."""
 
-    query: str = Field(min_length=1, max_length=4000)
-    top_k: int = Field(10, ge=1, le=100)
     score_threshold: float | None = Field(None, ge=0.0, le=1.0)
     search_mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
     tags: list[str] | None = Field(None, max_length=100)
     document_ids: list[str] | None = Field(None, max_length=1000)
     filter: dict[str, Any] | None = None
+
+
+class SearchRequest(_Retrieval):
+    """A search."""
+
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int = Field(10, ge=1, le=100)
 
 
 class SearchHit(BaseModel):
@@ -121,16 +127,13 @@ class ChatTurn(_Strict):
     content: str = Field(max_length=4000)
 
 
-class ChatRequest(_Strict):
+class ChatRequest(_Retrieval):
+    """A question, answered from the ``top_k`` passages retrieved for it."""
+
     question: str = Field(min_length=1, max_length=4000)
     history: list[ChatTurn] = Field(default_factory=list, max_length=20,
                                     description="earlier turns, oldest first (the largest valid request fits in 1 MiB)")
     top_k: int = Field(5, ge=1, le=20)
-    score_threshold: float | None = Field(None, ge=0.0, le=1.0)
-    search_mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
-    tags: list[str] | None = Field(None, max_length=100)
-    document_ids: list[str] | None = Field(None, max_length=1000)
-    filter: dict[str, Any] | None = None
 
 
 class SourceOut(BaseModel):
