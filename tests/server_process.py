@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,7 +31,7 @@ def running_server(directory: Path, *, workers: int = 1, args: Sequence[str] = (
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+    out: Any = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "finderledge", "serve", str(directory), "--host", "127.0.0.1",
                              "--port", str(port), "--workers", str(workers), *args],
                             env=env, stdout=out, stderr=out, start_new_session=True)
