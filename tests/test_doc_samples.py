@@ -22,7 +22,7 @@ from conftest import EXAMPLES, ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {"context.md": "test_context.py", "filters.md": "test_filters.py", "scores.md": "test_scores.py"}
-RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md"]
+RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md", "strategies.md"]
 
 
 def _blocks(page: Path, lang: str) -> list[str]:
@@ -113,5 +113,7 @@ def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.Capture
         out = capsys.readouterr().out
         assert "text:" in out  # the raw Japanese text was found, with its default source
         assert any(c.startswith("finderledge remove") for c in ran) and (workdir / ".finderledge").is_dir()
+    if name == "strategies.md":
+        assert namespace["results"].trace.strategy == "decompose" and len(namespace["results"].trace.sub_queries) == 2
     if name == "evaluation.md":
         assert "nDCG@10" in namespace["format_report"](namespace["report"])

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -43,6 +43,9 @@ from .validation import (
 )
 from .vector_store import VectorStore, create_vector_store
 from .views import Views
+
+if TYPE_CHECKING:
+    from .strategies import QueryStrategy
 
 __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
@@ -392,6 +395,9 @@ class FinderLedge(Catalog, Views):
         candidate_k: int | None = None,
         rerank: bool = True,
         score_threshold: float | None = None,
+        strategy: str | QueryStrategy | None = None,
+        llm: Any = None,
+        strategy_on_error: str = "fallback",
     ) -> SearchResults:
         """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``).
 
@@ -404,7 +410,18 @@ class FinderLedge(Catalog, Views):
 
         The indexes first apply every change committed before the call (by any process); the search then
         sees one committed state in both legs.
+
+        ``strategy="multi_query" | "hyde" | "decompose"`` (or a :class:`~finderledge.strategies.QueryStrategy`)
+        has ``llm`` (a LangChain chat model or LLM) turn the question into several searches, run concurrently
+        with ``filter``, and merges them; each result's ``info["found_by"]`` lists the sub-queries that found
+        it.  When the LLM fails the plain search runs with a warning (``strategy_on_error="raise"``: raise).
         """
+        if strategy is not None:
+            from .strategies import run_strategy
+
+            return run_strategy(self, query, strategy, llm, k=k, on_error=strategy_on_error,
+                                search_mode=search_mode, filter=filter, return_parents=return_parents,
+                                candidate_k=candidate_k, rerank=rerank, score_threshold=score_threshold)
         return self._searcher.search(query, search_mode=search_mode, k=k, filter=filter,
                                      return_parents=return_parents, candidate_k=candidate_k, rerank=rerank,
                                      score_threshold=score_threshold)

@@ -25,6 +25,8 @@ __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_fil
 #: LangChain's ``search_type`` names (and FinderLedge's modes) this retriever accepts
 SEARCH_TYPES = ("similarity", "similarity_score_threshold", "hybrid", "vector", "keyword")
 _LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options
+STRATEGY_OPTIONS = ("strategy", "llm", "strategy_on_error")
+_KNOWN = {*SEARCH_OPTIONS, "score_threshold", *STRATEGY_OPTIONS}
 
 
 class RetrievedDocument(Document):
@@ -62,6 +64,9 @@ class FinderLedgeRetriever(BaseRetriever):
     candidate_k: Any = None
     rerank: Any = True
     score_threshold: Any = None
+    strategy: Any = None  # multi_query, hyde, decompose (finderledge.strategies), with llm
+    llm: Any = Field(default=None, exclude=True)
+    strategy_on_error: Any = "fallback"
     search_type: Any = "similarity"
     search_kwargs: Any = Field(default_factory=dict)
 
@@ -77,13 +82,13 @@ class FinderLedgeRetriever(BaseRetriever):
         for theirs, ours in _LANGCHAIN_ONLY.items():
             if theirs in extra:
                 extra[ours] = extra.pop(theirs)
-        unknown = set(extra) - set(SEARCH_OPTIONS) - {"score_threshold"}
+        unknown = set(extra) - _KNOWN
         if unknown:
             raise ConfigurationError(f"search_kwargs: unknown search option(s) {sorted(unknown)}; expected "
-                                     f"{sorted(set(SEARCH_OPTIONS) | {'score_threshold'} | set(_LANGCHAIN_ONLY))}")
+                                     f"{sorted(_KNOWN | set(_LANGCHAIN_ONLY))}")
         self.filter = and_filters(self.filter, extra.pop("filter", None))
         for name, value in extra.items():
-            if getattr(self, name) not in (None, False, True) and getattr(self, name) != value:
+            if getattr(self, name) not in (None, False, True, "fallback") and getattr(self, name) != value:
                 raise ConfigurationError(f"{name} given twice: {getattr(self, name)!r} and search_kwargs {value!r}")
             setattr(self, name, value)
         self.search_kwargs = {}
@@ -94,15 +99,20 @@ class FinderLedgeRetriever(BaseRetriever):
                                      "a number in [0, 1]}")
         check_search_options({name: getattr(self, name) for name in SEARCH_OPTIONS})
         _check_threshold(self.score_threshold)
+        if self.strategy is not None:
+            from .strategies import get_strategy
+
+            get_strategy(self.strategy)
+            if self.llm is None:
+                raise ConfigurationError(f"strategy {self.strategy!r} needs an LLM: pass llm=<a LangChain chat model>")
         return self
 
     def _options(self, call: dict[str, Any]) -> dict[str, Any]:
         """This call's search options: the retriever's, overridden by ``call``; filters AND-ed."""
-        unknown = set(call) - set(SEARCH_OPTIONS) - {"score_threshold"}
+        unknown = set(call) - _KNOWN
         if unknown:
-            raise ConfigurationError(f"unknown search option(s) {sorted(unknown)}; expected "
-                                     f"{sorted(set(SEARCH_OPTIONS) | {'score_threshold'})}")
-        options = {name: getattr(self, name) for name in SEARCH_OPTIONS}
+            raise ConfigurationError(f"unknown search option(s) {sorted(unknown)}; expected {sorted(_KNOWN)}")
+        options = {name: getattr(self, name) for name in (*SEARCH_OPTIONS, *STRATEGY_OPTIONS)}
         options.update({k: v for k, v in call.items() if k != "filter"})
         options["filter"] = and_filters(self.filter, call.get("filter"))
         threshold = options.pop("score_threshold", self.score_threshold)

@@ -45,6 +45,9 @@ class Views:
         citation: Citation = None,
         template: str = DEFAULT_TEMPLATE,
         score_threshold: float | None = None,
+        strategy: Any = None,
+        llm: Any = None,
+        strategy_on_error: str = "fallback",
     ) -> str:
         """A prompt-ready string: ``[1] (source: …)`` and the passage, for each result of ``query``.
 
@@ -52,6 +55,7 @@ class Views:
         searching again; ``start``, ``citation`` and ``template`` set the layout (see
         :func:`~finderledge.context.format_context`).  When nothing matches it returns
         :data:`~finderledge.context.NO_CONTEXT` (``"[no relevant context found]"``), never an empty string.
+        ``strategy``/``llm`` search through a query strategy (see :meth:`FinderLedge.search`).
         """
         check_positive_int("max_chars", max_chars)
         check_format(start=start, citation=citation, template=template)
@@ -59,7 +63,8 @@ class Views:
             raise ConfigurationError("get_context: pass a query or results (results you already have), not both")
         if results is None:
             results = self._owner().search(query, k=k, search_mode=search_mode, filter=filter,  # type: ignore[arg-type]
-                                  return_parents=return_parents, score_threshold=score_threshold)
+                                  return_parents=return_parents, score_threshold=score_threshold,
+                                  strategy=strategy, llm=llm, strategy_on_error=strategy_on_error)
         else:
             options = {"k": k, "search_mode": search_mode, "filter": filter, "return_parents": return_parents or None,
                        "score_threshold": score_threshold}

@@ -82,7 +82,7 @@ def _allowed_methods(path: str) -> set[str]:
     for router in routers():
         for route in router.routes:
             if isinstance(route, APIRoute) and route.path_regex.match(path):
-                methods |= route.methods
+                methods |= route.methods or set()
     return methods
 
 
