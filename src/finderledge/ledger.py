@@ -367,8 +367,15 @@ class Ledger:
                        offset: int = 0, limit: int | None = None) -> list[DocumentRecord]:
         """Complete documents in insertion order, optionally only those of one source and those whose metadata
         ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
-        ids = self.document_ids(source=source, where=where)
-        chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
+        if where is None:  # page in SQL: no metadata is parsed
+            sql = "SELECT id FROM documents WHERE state=?" + (" AND source=?" if source is not None else "")
+            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
+            with self._read() as db:
+                chosen = [r[0] for r in db.execute(sql + " ORDER BY seq LIMIT ? OFFSET ?",
+                                                   [*args, -1 if limit is None else limit, offset])]
+        else:
+            ids = self.document_ids(source=source, where=where)
+            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
         records: list[DocumentRecord] = []
         with self._read() as db:
             for start in range(0, len(chosen), 500):

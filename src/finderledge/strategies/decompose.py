@@ -30,12 +30,7 @@ class Decompose(QueryStrategy):
 
     def merge(self, runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]],
               k: int) -> list[tuple[SearchResult, list[str]]]:
-        found_by = {r.id: subs for r, subs in rrf_merge(runs)}
-        best: dict[str, SearchResult] = {}
-        for _, results in runs:
-            for r in results:
-                if r.id not in best or r.score > best[r.id].score:
-                    best[r.id] = r
+        merged = {r.id: (r, subs) for r, subs in rrf_merge(runs)}  # each result's best copy and who found it
         taken: list[str] = []
         queues = [[r.id for r in results] for _, results in runs]
         while len(taken) < k and any(queues):
@@ -44,4 +39,4 @@ class Decompose(QueryStrategy):
                     queue.pop(0)
                 if queue and len(taken) < k:
                     taken.append(queue.pop(0))
-        return [(best[i], found_by[i]) for i in taken]
+        return [merged[i] for i in taken]
