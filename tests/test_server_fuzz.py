@@ -23,15 +23,13 @@ other inputs).  ``pytest -s`` prints the requests sent per operation and the sta
 
 The five bugs the first runs found (a server path in results, a 405's Allow header, "5"/true accepted as
 numbers, an undocumented 400, a valid chat over the body limit) are fixed; each has a regression test at the
-end of this file.  A bug found later goes into :data:`KNOWN_BUGS` with an ``xfail(strict=True)`` test: the
-fuzz run tolerates exactly that symptom until it is fixed.
+end of this file.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -45,14 +43,13 @@ schemathesis = pytest.importorskip("schemathesis")
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import Failure, FailureGroup
 
 from finderledge import FinderLedge
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.keys import KeyStore
-from finderledge.server.models import ChatRequest, DocumentDetail, DocumentOut, SearchRequest
+from finderledge.server.models import ChatRequest, DocumentDetail, DocumentOut
 from finderledge.server.routes import PUBLIC_PATHS
 
 EXAMPLES = int(os.environ.get("FINDERLEDGE_FUZZ_EXAMPLES", "10"))
@@ -67,8 +64,6 @@ SEED = {  # filename -> (content, tags): a small real index, English and Japanes
 QUERIES = ["refund", "how long do I have to ask for a refund?", "password reset link", "返金の申請期限",
            "カード", "30 days", "original card"]
 
-#: Open server bugs the fuzz run tolerates (name -> symptom), each with a strict-xfail test; none open now.
-KNOWN_BUGS: dict[str, str] = {}
 
 COUNTS: dict[str, dict[str, Counter[int]]] = {}  # run -> operation -> status -> responses
 
@@ -159,7 +154,7 @@ enabled = false
 [checks.status_code_conformance]
 enabled = false
 [checks.allow_header_conformance]
-enabled = {str("allow_header" not in KNOWN_BUGS).lower()}
+enabled = true
 [checks.ignored_auth]
 enabled = {str(served.key is not None and send_key).lower()}
 """
@@ -203,9 +198,6 @@ def _no_leak(served: Served) -> Callable[..., None]:
 
     def no_stack_trace_or_server_path(ctx: Any, response: Any, case: Any) -> None:
         text = _text(response)
-        if "path_in_search" in KNOWN_BUGS and case.operation.path == "/api/v1/search":
-            text = re.sub(r'"source":"[^"]*"', "", text)  # known: the upload's path in each hit's metadata
-            text = re.sub(r"\(source: [^\n]*?, chunk", "(", text)  # ... and in the context's citations
         found = [m for m in markers if m in text]
         assert not found, f"the response shows {found!r}: {text[:400]}"
 
@@ -234,8 +226,6 @@ def _accepted(*, keyless: bool) -> Callable[..., None]:
         elif path in ("/api/v1/search", "/api/v1/chat", "/api/v1/chat/stream"):
             body = case.body if isinstance(case.body, dict) else {}
             allowed = {200} | ({422} if body.get("filter") and _detail(response).startswith("filter") else set())
-            if "json_413" in KNOWN_BUGS and _too_large(response):
-                allowed.add(413)
         else:
             allowed = {200}
         assert status in allowed, f"schema-valid request answered {status} (expected {sorted(allowed)}): " \
@@ -263,51 +253,23 @@ def _tolerating(check: Callable[..., Any], known: Callable[[Failure, Any, Any], 
 
 
 def _not_negative(failure: Failure, response: Any, case: Any) -> bool:
-    """A request Schemathesis meant as invalid but the server rightly accepted, or a known bug's symptom."""
+    """A request Schemathesis meant as invalid but the server rightly accepted (or refused by size)."""
     message = str(failure.message)
     # ``tag`` is any list of strings: a query string can only carry strings, so whatever "invalid" value was
     # generated reached the server as valid tags (Schemathesis' own false positive).
     if "parameter `tag` in query" in message:
         return True
-    if _too_large(response):  # refused (by size, before it was validated): 413 is not on Schemathesis' list
-        return True
-    return "lax_types" in KNOWN_BUGS and response.status_code < 300 and _coerced_only(case)
-
-
-def _coerced_only(case: Any) -> bool:
-    """The body is refused by the request model in strict mode and accepted in pydantic's (lax) default: only
-    a coercion ("5" -> 5, false -> 0.0) let it through."""
-    model = {"/api/v1/search": SearchRequest, "/api/v1/chat": ChatRequest,
-             "/api/v1/chat/stream": ChatRequest}.get(case.operation.path)
-    if model is None or not isinstance(case.body, dict):
-        return False
-    raw = json.dumps(case.body)
-    try:
-        model.model_validate_json(raw, strict=True)
-        return False
-    except ValidationError:
-        pass
-    try:
-        model.model_validate_json(raw)
-    except ValidationError:
-        return False
-    return True
+    return _too_large(response)  # refused (by size, before it was validated): 413 is not on Schemathesis' list
 
 
 def _too_large(response: Any) -> bool:
     return response.status_code == 413 and _detail(response).startswith("request body larger than the limit")
 
 
-def _undocumented_known(failure: Failure, response: Any, case: Any) -> bool:
-    if "parse_error_400" in KNOWN_BUGS and response.status_code == 400:
-        return _detail(response) == "There was an error parsing the body"
-    return "json_413" in KNOWN_BUGS and _too_large(response)
-
-
 def _checks(served: Served, *, keyless: bool = False) -> list[Callable[..., Any]]:
     return [_no_leak(served), _accepted(keyless=keyless),
             _tolerating(schemathesis.checks.negative_data_rejection, _not_negative),
-            _tolerating(schemathesis.checks.status_code_conformance, _undocumented_known)]
+            schemathesis.checks.status_code_conformance]
 
 
 def _run(case: Any, served: Served, run: str, *, keyless: bool = False) -> Any:
@@ -419,10 +381,7 @@ def test_fuzz_uploads(client: TestClient, open_app: Served, name: str, content: 
     assert not (uploads / doc.id).exists()
 
 
-# ---- the bugs found, reproduced (xfail until the server is fixed) ----------------------------------------
-
-def _known(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(name in KNOWN_BUGS, reason=KNOWN_BUGS.get(name, ""), strict=True)
+# ---- the bugs the fuzz run found, fixed: their regression tests ------------------------------------------
 
 
 def test_search_shows_no_server_path(client: TestClient, open_app: Served) -> None:
