@@ -5,79 +5,27 @@ answer streams piece by piece, and a failing model is a clear 502 (or a final er
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from fake_openai import REPLY, FakeOpenAI, fake_openai
 from fastapi.testclient import TestClient
 
 from finderledge import ConfigurationError, FinderLedge
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.answers import make_answerer
 
-REPLY = ["The refund ", "window is ", "30 days [1]."]
 
-
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """``POST /v1/chat/completions``: records the request; streams :data:`REPLY` (or fails when told to)."""
-
-    requests: list[dict[str, Any]] = []
-    fail = False
-
-    def log_message(self, *args: Any) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
-        if self.path != "/v1/chat/completions" or type(self).fail:
-            self.send_response(500)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(json.dumps({"error": {"message": "model crashed", "type": "server_error"}}).encode())
-            return
-        base = {"id": "chatcmpl-1", "created": 1, "model": body["model"]}
-        if not body.get("stream"):
-            self._json({**base, "object": "chat.completion", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": "".join(REPLY)}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in REPLY]
-        for delta in deltas:
-            chunk = {**base, "object": "chat.completion.chunk",
-                     "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        end = {**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-        self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
-
-    def _json(self, data: dict[str, Any]) -> None:
-        raw = json.dumps(data).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-
-@pytest.fixture(scope="module")
-def llm_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+@pytest.fixture
+def llm() -> Iterator[tuple[str, type[FakeOpenAI]]]:
+    with fake_openai() as server:
+        yield server
 
 
 @pytest.fixture
-def client(tmp_path: Path, minilm, llm_url: str) -> Iterator[TestClient]:
-    FakeOpenAI.requests.clear()
-    FakeOpenAI.fail = False
+def client(tmp_path: Path, minilm, llm: tuple[str, type[FakeOpenAI]]) -> Iterator[TestClient]:
+    llm_url = llm[0]
     fl = FinderLedge(tmp_path / "index", embedding=minilm, show_progress=False)
     config = ServerConfig(directory=tmp_path / "index", llm="openai:local-test-model", llm_base_url=llm_url,
                           llm_timeout=30)
@@ -88,7 +36,7 @@ def client(tmp_path: Path, minilm, llm_url: str) -> Iterator[TestClient]:
     fl.close()
 
 
-def test_the_model_answers_from_the_cited_sources_and_the_history(client: TestClient) -> None:
+def test_the_model_answers_from_the_cited_sources_and_the_history(client: TestClient, llm: tuple[str, type[FakeOpenAI]]) -> None:
     r = client.post("/api/v1/chat", json={"question": "How long is the refund window?",
                                           "history": [{"role": "user", "content": "Hello"},
                                                       {"role": "assistant", "content": "Hi, ask me."}]})
@@ -96,7 +44,7 @@ def test_the_model_answers_from_the_cited_sources_and_the_history(client: TestCl
     body = r.json()
     assert body["answer"] == "".join(REPLY) and body["extractive"] is False and body["model"] == "openai:local-test-model"
     assert body["sources"][0]["n"] == 1 and body["sources"][0]["filename"] == "refunds.md"
-    sent = FakeOpenAI.requests[-1]
+    sent = llm[1].requests[-1]
     assert sent["model"] == "local-test-model"
     roles = [m["role"] for m in sent["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
@@ -112,8 +60,9 @@ def test_the_answer_streams_as_server_sent_events(client: TestClient) -> None:
     assert events[-1]["sources"][0]["filename"] == "refunds.md"
 
 
-def test_a_failing_model_is_a_clear_502_or_a_final_error_event(client: TestClient) -> None:
-    FakeOpenAI.fail = True
+def test_a_failing_model_is_a_clear_502_or_a_final_error_event(client: TestClient,
+                                                               llm: tuple[str, type[FakeOpenAI]]) -> None:
+    llm[1].fail = True
     r = client.post("/api/v1/chat", json={"question": "refund window?"})
     assert r.status_code == 502 and r.json()["detail"].startswith("the language model failed")
     assert "Traceback" not in r.text
