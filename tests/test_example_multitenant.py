@@ -349,10 +349,14 @@ def test_cli_refuses_a_named_llm_strategy_without_an_llm(cli: Any) -> None:
     assert "skipped: strategy 'decompose' needs an LLM" in out
 
 
-def test_cli_reports_bad_settings_in_one_line(cli: Any) -> None:
+def test_cli_reports_bad_settings_in_one_line(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     status, _, err = cli("--user", "alice", "--llm", "mistral:large", "salary")
     assert status == 2
     assert err.startswith("error: llm: unknown provider 'mistral'")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    status, _, err = cli("--user", "alice", "--llm", "openai:gpt-4o-mini", "salary")  # no key, no base URL
+    assert status == 2
+    assert err.startswith("error: llm 'openai:gpt-4o-mini': OpenAIError: Missing credentials")
 
 
 def test_a_persisted_index_is_not_indexed_again(tmp_path: Path, minilm: Any) -> None:

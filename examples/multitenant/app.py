@@ -52,7 +52,12 @@ def build_llm(spec: str | None, base_url: str | None = None) -> Any | None:
     """The LangChain chat model an ``LLM`` setting names, built as ``finderledge serve`` builds it; ``None``: none."""
     if not spec:
         return None
-    return make_answerer(spec, base_url=base_url).model  # type: ignore[attr-defined]
+    try:
+        return make_answerer(spec, base_url=base_url).model  # type: ignore[attr-defined]
+    except ConfigurationError:
+        raise
+    except Exception as exc:  # the client's own complaint, e.g. openai:<model> with no key and no base URL
+        raise ConfigurationError(f"llm {spec!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def compressor(embeddings: Embeddings, threshold: float = COMPRESSION_THRESHOLD) -> Any:
