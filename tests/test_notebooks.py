@@ -126,6 +126,16 @@ def test_check_reports_drift_missing_outputs_and_errors(tmp_path: Path) -> None:
         build.main(["--check", "05_missing"])
 
 
+def test_notebook_code_is_lint_clean() -> None:
+    """The generated code is held to the project's ruff rules, as any other example (ruff reads .ipynb)."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    done = subprocess.run([ruff, "check", "--output-format", "concise", str(NOTEBOOKS)], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_readme_lists_the_commands_this_file_runs() -> None:
     assert readme_commands() == ["python examples/notebooks/build.py", "python examples/notebooks/build.py --check"]
 
