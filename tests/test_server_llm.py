@@ -76,3 +76,20 @@ def test_llm_settings_are_checked() -> None:
         make_answerer("gpt:4")
     with pytest.raises(ConfigurationError, match="llm"):
         ServerConfig(directory=Path("."), llm="nocolon")
+
+
+def test_chat_models_from_a_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One public function builds the model a setting names; every bad setting is a ConfigurationError."""
+    from langchain_openai import ChatOpenAI
+
+    from finderledge.llms import make_chat_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        make_chat_model("openai:gpt-4o-mini")  # the client's own error was a raw openai.OpenAIError
+    assert isinstance(make_chat_model("openai:local", base_url="http://127.0.0.1:9/v1"), ChatOpenAI)
+    with pytest.raises(ConfigurationError, match="no such model file"):
+        make_chat_model(f"llamacpp:{tmp_path / 'missing.gguf'}")
+    for bad in ("openai:", "gpt:4", "nocolon"):
+        with pytest.raises(ConfigurationError, match="unknown provider"):
+            make_chat_model(bad)

@@ -25,9 +25,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from typing_extensions import Self
 
-from finderledge import ConfigurationError, FinderLedge
+from finderledge import ConfigurationError, FinderLedge, make_chat_model
 from finderledge.scope import Scope
-from finderledge.server.answers import make_answerer
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -50,14 +49,7 @@ class NeedsLLM(RuntimeError):
 
 def build_llm(spec: str | None, base_url: str | None = None) -> Any | None:
     """The LangChain chat model an ``LLM`` setting names, built as ``finderledge serve`` builds it; ``None``: none."""
-    if not spec:
-        return None
-    try:
-        return make_answerer(spec, base_url=base_url).model  # type: ignore[attr-defined]
-    except ConfigurationError:
-        raise
-    except Exception as exc:  # the client's own complaint, e.g. openai:<model> with no key and no base URL
-        raise ConfigurationError(f"llm {spec!r}: {type(exc).__name__}: {exc}") from exc
+    return make_chat_model(spec, base_url=base_url) if spec else None
 
 
 def compressor(embeddings: Embeddings, threshold: float = COMPRESSION_THRESHOLD) -> Any:

@@ -47,6 +47,7 @@ _EXPORTS = {
     "NO_CONTEXT": "context",
     "compile_filter": "filters",
     "create_reranker": "reranker",
+    "make_chat_model": "llms",
     "reciprocal_rank_fusion": "fusion",
     "relative_score_fusion": "fusion",
     "distribution_based_score_fusion": "fusion",
@@ -54,32 +55,33 @@ _EXPORTS = {
 __all__ = [
     "NO_CONTEXT",
     "ConfigurationError",
-    "DocumentNotFoundError",
-    "FinderLedgeError",
-    "IncompatibleIndexError",
-    "IndexCorruptError",
-    "LedgerCorruptError",
-    "LoadError",
-    "LockTimeoutError",
-    "SourceNotFoundError",
-    "FinderLedgeVectorStore",
-    "FinderLedgeTranslator",
-    "SearchResults",
-    "SearchTrace",
     "DocumentLoader",
+    "DocumentNotFoundError",
     "DocumentSplitter",
     "EmbeddingModelFactory",
     "Finder",
     "FinderLedge",
+    "FinderLedgeError",
     "FinderLedgeRetriever",
+    "FinderLedgeTranslator",
+    "FinderLedgeVectorStore",
+    "IncompatibleIndexError",
+    "IndexCorruptError",
     "IngestReport",
     "KeywordStore",
+    "LedgerCorruptError",
+    "LoadError",
+    "LockTimeoutError",
     "Scope",
     "SearchResult",
+    "SearchResults",
+    "SearchTrace",
     "Settings",
+    "SourceNotFoundError",
     "compile_filter",
     "create_reranker",
     "distribution_based_score_fusion",
+    "make_chat_model",
     "reciprocal_rank_fusion",
     "relative_score_fusion",
 ]
@@ -101,17 +103,18 @@ if TYPE_CHECKING:
         LockTimeoutError,
         SourceNotFoundError,
     )
-    from .langchain_vectorstore import FinderLedgeVectorStore
-    from .self_query import FinderLedgeTranslator
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter
     from .finder import Finder
     from .fusion import distribution_based_score_fusion, reciprocal_rank_fusion, relative_score_fusion
     from .keyword_store import KeywordStore
+    from .langchain_vectorstore import FinderLedgeVectorStore
+    from .llms import make_chat_model
     from .reranker import create_reranker
     from .results import SearchResult, SearchResults, SearchTrace
     from .retriever import FinderLedgeRetriever
     from .scope import Scope
+    from .self_query import FinderLedgeTranslator
 
 
 def __getattr__(name: str) -> Any:

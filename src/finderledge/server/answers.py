@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from ..errors import ConfigurationError
+from ..llms import make_chat_model
 
 __all__ = ["EXTRACTIVE_NOTE", "NO_ANSWER", "Answerer", "ExtractiveAnswerer", "ModelAnswerer", "make_answerer"]
 
@@ -81,32 +81,8 @@ class ModelAnswerer:
 
 
 def make_answerer(spec: str | None, *, base_url: str | None = None, timeout: float = 120.0) -> Answerer:
-    """The answerer a ``llm`` setting names: ``openai:<model>``, ``ollama:<model>``, ``llamacpp:<path.gguf>``
-    or ``None`` (extractive).  A missing client package is a :class:`ConfigurationError` naming the extra."""
+    """The answerer a ``llm`` setting names (see :func:`finderledge.llms.make_chat_model`), or ``None``:
+    extractive.  A missing client package or key is a :class:`ConfigurationError`."""
     if not spec:
         return ExtractiveAnswerer()
-    provider, _, model = spec.partition(":")
-    try:
-        if provider == "openai":
-            import os
-
-            from langchain_openai import ChatOpenAI
-
-            key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
-            return ModelAnswerer(ChatOpenAI(model=model, base_url=base_url, api_key=key, timeout=timeout,  # type: ignore[arg-type]
-                                            max_retries=1), spec)
-        if provider == "ollama":
-            from langchain_ollama import ChatOllama
-
-            return ModelAnswerer(ChatOllama(model=model, base_url=base_url, client_kwargs={"timeout": timeout}), spec)
-        if provider == "llamacpp":
-            from langchain_community.llms import LlamaCpp
-
-            return ModelAnswerer(LlamaCpp(model_path=model), spec)
-    except ImportError as exc:
-        extra = {"openai": "finderledge[openai]", "ollama": "finderledge[ollama]",
-                 "llamacpp": "langchain-community llama-cpp-python"}[provider]
-        raise ConfigurationError(f"llm {spec!r}: its client is not installed ({exc.name}); pip install \"{extra}\"") \
-            from None
-    raise ConfigurationError(f"llm: unknown provider {provider!r} in {spec!r}; expected openai:<model>, "
-                             "ollama:<model> or llamacpp:<path.gguf>")
+    return ModelAnswerer(make_chat_model(spec, base_url=base_url, timeout=timeout), spec)
