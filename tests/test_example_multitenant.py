@@ -356,7 +356,7 @@ def test_cli_reports_bad_settings_in_one_line(cli: Any, monkeypatch: pytest.Monk
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     status, _, err = cli("--user", "alice", "--llm", "openai:gpt-4o-mini", "salary")  # no key, no base URL
     assert status == 2
-    assert err.startswith("error: llm 'openai:gpt-4o-mini': OpenAIError: Missing credentials")
+    assert err.startswith("error: llm 'openai:gpt-4o-mini': set OPENAI_API_KEY")
 
 
 def test_a_persisted_index_is_not_indexed_again(tmp_path: Path, minilm: Any) -> None:
