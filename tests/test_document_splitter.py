@@ -142,3 +142,18 @@ def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path) -> None:
         assert (fl.settings.chunk_unit, fl.settings.chunk_size) == ("chars", 450)
         (pid,) = fl.add_texts([JA_LONG])
         assert max(len(c.page_content) for c in fl.get_split_documents(pid)) > 150
+
+
+def test_markdown_prose_splits_at_sentence_ends_in_japanese_and_english() -> None:
+    """Markdown keeps its structural separators (headings, fences, rules) and then falls back to sentence
+    ends (。！？ . ! ?) before spaces, as plain text does: a Japanese paragraph is never cut inside a word."""
+    s = DocumentSplitter(60, 0, "chars")
+    ja = ("# 返品\n\n商品到着後 14 日以内であれば返品を受け付けます。未開封の商品に限ります。"
+          "返品の送料はお客様のご負担となります。返金は返品の到着を確認してから 5 営業日以内に行います。")
+    chunks = s.split_text(ja, "markdown")
+    assert chunks[0] == "# 返品"
+    assert all(c.endswith("。") for c in chunks[1:]), chunks
+    assert "".join(chunks[1:]) == ja.split("\n\n", 1)[1]
+    en = "# Title\n\nThis is one sentence that is long. Another sentence follows here! And a third, ends."
+    assert DocumentSplitter(40, 0, "chars").split_text(en, "markdown") == [
+        "# Title", "This is one sentence that is long.", "Another sentence follows here!", "And a third, ends."]

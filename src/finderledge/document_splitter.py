@@ -36,6 +36,12 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-
 # Paragraphs, lines, then sentence ends in Japanese and English, then clauses, words, characters.
 TEXT_SEPARATORS = ["\n\n", "\n", "。", "！", "？", "!", "?", ". ", "；", "; ", "、", "，", ", ", " ", ""]
 
+# Markdown's structural separators (headings, fences, rules, paragraphs, lines), then sentence and clause
+# ends as regexes that keep the mark with its sentence (。！？ are not followed by a space in Japanese)
+MARKDOWN_SEPARATORS = [
+    *RecursiveCharacterTextSplitter.get_separators_for_language(Language.MARKDOWN)[:-2],
+    r"(?<=[。！？])", r"(?<=[!?.])\s+", r"(?<=[；、，])", r"(?<=[;,])\s+", " ", "",
+]
 _LANGUAGES = {lang.value: lang for lang in Language}
 _MD_HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -105,8 +111,8 @@ class DocumentSplitter:
         }
         lang: Language | None = None
         if doc_type == "markdown":
-            lang = Language.MARKDOWN
-        elif doc_type == "html":
+            return RecursiveCharacterTextSplitter(separators=MARKDOWN_SEPARATORS, is_separator_regex=True, **common)
+        if doc_type == "html":
             lang = Language.HTML
         elif doc_type == "code" and language in _LANGUAGES:
             lang = _LANGUAGES[language]
