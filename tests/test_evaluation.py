@@ -374,3 +374,25 @@ def test_one_chunk_does_not_change_a_reused_index(tmp_path: Path, minilm) -> Non
              one_chunk=True)
     with FinderLedge(index, embedding=minilm, show_progress=False, env_file=None) as fl:
         assert (fl.settings.chunk_size, fl.settings.chunk_overlap) == (1000, 100)
+
+
+def test_modes_run_interleaved_so_none_pays_for_another(minilm) -> None:
+    """Timed searches alternate modes query by query (after every mode's warm-up): a slow phase of the
+    process (a model settling, a burst of load) falls on every mode alike, not on whichever runs first."""
+    from finderledge.evaluation import QaItem
+
+    with FinderLedge(embedding=minilm, show_progress=False, env_file=None) as fl:
+        fl.add_texts(["A password reset link is valid for 30 minutes."], metadata={"source": "reset.txt"})
+        order: list[tuple[str, str]] = []
+        search = fl.search
+
+        def recording(query: str, **kw):  # type: ignore[no-untyped-def]
+            order.append((kw["search_mode"], query))
+            return search(query, **kw)
+
+        fl.search = recording  # type: ignore[method-assign]
+        items = [QaItem(str(i), f"reset link {i}", ["reset.txt"]) for i in range(3)]
+        evaluate_questions(fl, items, ("hybrid", "vector", "keyword"), k=3, show_progress=False)
+    modes = ["hybrid", "vector", "keyword"]
+    assert order[:3] == [(m, "reset link 0") for m in modes]  # warm-up
+    assert order[3:] == [(m, f"reset link {i}") for i in range(3) for m in modes]

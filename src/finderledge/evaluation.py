@@ -16,7 +16,8 @@ Two kinds of dataset:
 
 BEIR relevance is judged per *corpus document*: when a document was split into several chunks, each
 result chunk is mapped to its ``beir_id`` and only the first occurrence of each document keeps its rank;
-later chunks of the same document are dropped.  Each mode runs one untimed warm-up query first.
+later chunks of the same document are dropped.  Each mode runs one untimed warm-up query first, and the modes
+run interleaved query by query, so none pays for another's warm-up or a burst of machine load.
 """
 
 from __future__ import annotations
@@ -255,37 +256,44 @@ def index_beir(ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 5
     return time.perf_counter() - start
 
 
-def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], mode: str, k: int, desc: str,
-                 show_progress: bool | None) -> tuple[dict[str, list[Any]], dict[str, dict[str, float]]]:
-    """Search every query in ``mode`` after one untimed warm-up search; results per query id and latency summaries."""
+def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], modes: Sequence[str], k: int, desc: str,
+                 show_progress: bool | None) -> dict[str, tuple[dict[str, list[Any]], dict[str, dict[str, float]]]]:
+    """Search every query in every mode, the modes interleaved query by query (so model warm-up, caches and
+    machine load weigh on each mode alike) after one untimed warm-up search per mode; per mode: results per
+    query id and latency summaries."""
     iterator: Any = queries
     if show_progress if show_progress is not None else sys.stderr.isatty():
         from tqdm.auto import tqdm
 
         iterator = tqdm(queries, desc=desc, unit="query")
-    results: dict[str, list[Any]] = {}
-    wall, search, embed = [], [], []
+    results: dict[str, dict[str, list[Any]]] = {mode: {} for mode in modes}
+    timed: dict[str, tuple[list[float], list[float], list[float]]] = {mode: ([], [], []) for mode in modes}
     if queries:  # untimed: model loading, index opening and first-call caches are not query latency
-        logger.debug("warming up %s with %r", mode, queries[0][1])
-        ledger.search(queries[0][1], search_mode=mode, k=k)
+        for mode in modes:
+            logger.debug("warming up %s with %r", mode, queries[0][1])
+            ledger.search(queries[0][1], search_mode=mode, k=k)
     for qid, text in iterator:
-        t0 = time.perf_counter()
-        found = ledger.search(text, search_mode=mode, k=k)
-        elapsed = time.perf_counter() - t0
-        timings = getattr(found, "trace", None)
-        wall.append(elapsed * 1000)
-        search.append(_latency_without_embedding(elapsed, timings) * 1000)
-        embed.append((timings.embed if timings is not None else 0.0) * 1000)
-        results[qid] = found
-    return results, {"latency_ms": _summary(wall), "search_ms": _summary(search), "embed_ms": _summary(embed)}
+        for mode in modes:
+            t0 = time.perf_counter()
+            found = ledger.search(text, search_mode=mode, k=k)
+            elapsed = time.perf_counter() - t0
+            timings = getattr(found, "trace", None)
+            wall, search, embed = timed[mode]
+            wall.append(elapsed * 1000)
+            search.append(_latency_without_embedding(elapsed, timings) * 1000)
+            embed.append((timings.embed if timings is not None else 0.0) * 1000)
+            results[mode][qid] = found
+    return {mode: (results[mode], {"latency_ms": _summary(timed[mode][0]), "search_ms": _summary(timed[mode][1]),
+                                   "embed_ms": _summary(timed[mode][2])}) for mode in modes}
 
 
 def evaluate_modes(ledger: FinderLedge, dataset: BeirDataset, modes: Sequence[str] = ("hybrid", "vector", "keyword"),
                    *, k: int = 100, show_progress: bool | None = None) -> list[ModeReport]:
     """Run every query of ``dataset`` in each mode and score it (results mapped back to ``beir_id``)."""
     reports = []
+    runs = _run_queries(ledger, list(dataset.queries.items()), modes, k, dataset.name, show_progress)
     for mode in modes:
-        results, lat = _run_queries(ledger, list(dataset.queries.items()), mode, k, f"{dataset.name} {mode}", show_progress)
+        results, lat = runs[mode]
         run = {qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found) for qid, found in results.items()}
         reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, **lat))
     return reports
@@ -411,8 +419,9 @@ def evaluate_questions(ledger: FinderLedge, items: Sequence[QaItem], modes: Sequ
     reports = []
     queries = [(it.id, it.query) for it in items]
     by_id = {it.id: it for it in items}
+    runs = _run_queries(ledger, queries, modes, k, "questions", show_progress)
     for mode in modes:
-        results, lat = _run_queries(ledger, queries, mode, k, f"questions {mode}", show_progress)
+        results, lat = runs[mode]
         hit, recall, kw = [], [], []
         run: dict[str, list[str]] = {}
         for qid, found in results.items():
@@ -568,7 +577,7 @@ def format_report(report: EvalReport) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:  # the mode left-aligned, numbers right-aligned, two spaces between columns
         lines.append("  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]))
-    lines.append("ms: whole search call after one warm-up query per mode; 'search' excludes the query embedding "
+    lines.append("ms: whole search call (modes interleaved, one warm-up query each); 'search' excludes the query embedding "
                  "(the results' SearchTrace)")
     levels = report.settings.get("gold_levels")
     if levels:
