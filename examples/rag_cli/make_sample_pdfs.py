@@ -61,7 +61,7 @@ def write_pdf(path: Path, pages: list[str], font: str, size: int, width: int, ti
     c = canvas.Canvas(str(path), pagesize=A4, pageCompression=1)
     c.setTitle(title)
     for page in pages:
-        y = 780
+        y: float = 780
         c.setFont(font, size)
         for paragraph in page.split("\n\n"):
             joined = " ".join(paragraph.split("\n")) if font == "Helvetica" else "".join(paragraph.split("\n"))

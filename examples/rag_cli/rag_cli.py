@@ -92,49 +92,67 @@ def faithfulness(answer: str, contexts: list[str]) -> float:
     return supported / len(sentences)
 
 
-def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
-    import numpy as np
-
+def run_eval(app: Any, items: list[dict[str, Any]], timings: defaultdict[str, list[float]],
+             verbose: bool) -> dict[str, float]:
+    """Run every question through the graph (after an untimed warm-up); the figures, as shares of questions."""
     from finderledge.evaluation import gold_matches
 
+    for warm_up in ("warm-up", "ウォームアップ"):  # loads the models and the Japanese tokenizer: not timed
+        app.invoke({"query": warm_up})
+    timings.clear()
+    sums = dict.fromkeys(("retrieval_k", "retrieval_top", "faithfulness", "exact_match"), 0.0)
+    for item in items:
+        start = time.perf_counter()
+        state = app.invoke({"query": item["query"]})
+        timings["total"].append(time.perf_counter() - start)
+        gold = item["expected_source"]
+        found_top = any(gold_matches(gold, d.metadata) for d in state["reranked_documents"])
+        matched = all(k.lower() in state["answer"].lower() for k in item.get("expected_keywords") or [])
+        sums["retrieval_k"] += any(gold_matches(gold, d.metadata) for d in state["documents"])
+        sums["retrieval_top"] += found_top
+        sums["exact_match"] += matched
+        sums["faithfulness"] += faithfulness(state["answer"], state["contexts"])
+        if verbose:
+            print(f"{'ok ' if found_top else 'MISS'} {'EM' if matched else '--'}  {item['query']}  -> "
+                  f"{', '.join(state['sources'])}  (expected {gold})")
+    return {name: total / len(items) for name, total in sums.items()}
+
+
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    import dataclasses
+
+    import numpy as np
+
     items = json.loads(Path(args.questions).read_text(encoding="utf-8"))
-    if not isinstance(items, list) or not all(isinstance(i, dict) and {"query", "expected_source"} <= i.keys()
-                                              for i in items):
+    if not isinstance(items, list) or not items or not all(
+            isinstance(i, dict) and {"query", "expected_source"} <= i.keys() for i in items):
         raise SettingsError(f"{args.questions}: expected a JSON list of {{query, expected_source, "
                             "expected_keywords}} objects")
     timings: defaultdict[str, list[float]] = defaultdict(list)
     with open_index(args.index, settings, must_exist=True) as ledger:
         app, description = make_app(ledger, settings, timings)
-        for warm_up in ("warm-up", "ウォームアップ"):  # loads the models and the Japanese tokenizer: not timed
-            app.invoke({"query": warm_up})
-        timings.clear()
-        hits_k = hits_top = exact = 0
-        faithful: list[float] = []
-        for item in items:
-            start = time.perf_counter()
-            state = app.invoke({"query": item["query"]})
-            timings["total"].append(time.perf_counter() - start)
-            gold = item["expected_source"]
-            found_k = any(gold_matches(gold, d.metadata) for d in state["documents"])
-            found_top = any(gold_matches(gold, d.metadata) for d in state["reranked_documents"])
-            keywords = item.get("expected_keywords") or []
-            matched = all(k.lower() in state["answer"].lower() for k in keywords)
-            hits_k += found_k
-            hits_top += found_top
-            exact += matched
-            faithful.append(faithfulness(state["answer"], state["contexts"]))
-            print(f"{'ok ' if found_top else 'MISS'} {'EM' if matched else '--'}  {item['query']}  -> "
-                  f"{', '.join(state['sources'])}  (expected {gold})")
-    n = len(items)
-    print(f"\n=== Evaluation: {n} questions; {description} ===")
-    print(f"Retrieval@{settings.search_k} (retrieve)      {hits_k / n:.3f}")
-    print(f"Retrieval@{settings.rerank_top_k} (after rerank)   {hits_top / n:.3f}")
-    print(f"Faithfulness              {sum(faithful) / n:.3f}")
-    print(f"Exact Match               {exact / n:.3f}")
-    print("Latency ms (p50 / p95, warm-up excluded):")
-    for stage in ("retrieve", "rerank", "generate", "total"):
-        ms = np.array(timings[stage]) * 1000
-        print(f"  {stage:<9} {np.percentile(ms, 50):8.1f} / {np.percentile(ms, 95):8.1f}")
+        got = run_eval(app, items, timings, verbose=True)
+        print(f"\n=== Evaluation: {len(items)} questions; {description} ===")
+        print(f"Retrieval@{settings.search_k} (retrieve)      {got['retrieval_k']:.3f}")
+        print(f"Retrieval@{settings.rerank_top_k} (after rerank)   {got['retrieval_top']:.3f}")
+        print(f"Faithfulness              {got['faithfulness']:.3f}")
+        print(f"Exact Match               {got['exact_match']:.3f}")
+        print("Latency ms (p50 / p95, warm-up excluded):")
+        for stage in ("retrieve", "rerank", "generate", "total"):
+            ms = np.array(timings[stage]) * 1000
+            print(f"  {stage:<9} {np.percentile(ms, 50):8.1f} / {np.percentile(ms, 95):8.1f}")
+        if args.compare:  # the same questions with other RERANKER values, one row each
+            print(f"\n=== Rerankers compared: Retrieval@{settings.rerank_top_k}, Exact Match, rerank p50 ms ===")
+            rows = [(description.split(";")[0], got, timings["rerank"])]
+            for spec in args.compare.split(","):
+                timings = defaultdict(list)
+                other, other_description = make_app(ledger, dataclasses.replace(settings, reranker=spec.strip()),
+                                                    timings)
+                rows.append((other_description.split(";")[0], run_eval(other, items, timings, verbose=False),
+                             timings["rerank"]))
+            for name, figures, rerank_times in rows:
+                print(f"  {figures['retrieval_top']:.3f}  {figures['exact_match']:.3f}  "
+                      f"{np.percentile(np.array(rerank_times) * 1000, 50):8.1f}  {name}")
     return 0
 
 
@@ -147,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("ingest", help="index the PDFs, CSVs (and other documents) of a folder").add_argument("dir")
     commands.add_parser("ask", help="answer a question").add_argument("question")
-    commands.add_parser("eval", help="evaluate over a JSON list of questions").add_argument("questions")
+    evaluation = commands.add_parser("eval", help="evaluate over a JSON list of questions")
+    evaluation.add_argument("questions")
+    evaluation.add_argument("--compare", help="also evaluate these RERANKER values (comma-separated), e.g. "
+                            "fused,embedding")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:
