@@ -157,3 +157,13 @@ def test_markdown_prose_splits_at_sentence_ends_in_japanese_and_english() -> Non
     en = "# Title\n\nThis is one sentence that is long. Another sentence follows here! And a third, ends."
     assert DocumentSplitter(40, 0, "chars").split_text(en, "markdown") == [
         "# Title", "This is one sentence that is long.", "Another sentence follows here!", "And a third, ends."]
+
+
+def test_pdf_text_with_hard_line_breaks_splits_at_sentence_ends() -> None:
+    """Text extracted from a PDF breaks lines where the page did, mid-sentence: a PDF page is split at
+    sentence ends before line ends, so a chunk never stops in the middle of a sentence that fits."""
+    page = ("E3: the water tank is empty. Refill it and press\nstart again. E4: the heater is\n"
+            "overheating; unplug the machine and wait\nthirty minutes. E5: the pump is blocked, call\nservice.")
+    chunks = DocumentSplitter(80, 0, "chars").split_text(page, "pdf")
+    assert all(c.rstrip().endswith(".") for c in chunks), chunks
+    assert not any(c.rstrip().endswith("heater is") for c in chunks)

@@ -35,6 +35,8 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-
 
 # Paragraphs, lines, then sentence ends in Japanese and English, then clauses, words, characters.
 TEXT_SEPARATORS = ["\n\n", "\n", "。", "！", "？", "!", "?", ". ", "；", "; ", "、", "，", ", ", " ", ""]
+# PDF text breaks lines where the page did, mid-sentence: sentence ends come before single line breaks
+PDF_SEPARATORS = ["\n\n", "。", "！", "？", "!", "?", ". ", ".\n", "\n", "；", "; ", "、", "，", ", ", " ", ""]
 
 # Markdown's structural separators (headings, fences, rules, paragraphs, lines), then sentence and clause
 # ends as regexes that keep the mark with its sentence (。！？ are not followed by a space in Japanese)
@@ -118,7 +120,8 @@ class DocumentSplitter:
             lang = _LANGUAGES[language]
         if lang is not None:
             return RecursiveCharacterTextSplitter.from_language(lang, **common)
-        return RecursiveCharacterTextSplitter(separators=TEXT_SEPARATORS, keep_separator="end", **common)
+        separators = PDF_SEPARATORS if doc_type == "pdf" else TEXT_SEPARATORS
+        return RecursiveCharacterTextSplitter(separators=separators, keep_separator="end", **common)
 
     def split_text(self, text: str, doc_type: str = "text", language: str | None = None) -> list[str]:
         """Split one text; JSON is split along its structure, everything else by the type's separators."""
