@@ -6,7 +6,7 @@ sentence-transformers with its default threads.  Cosine agreement is against the
 ``--ndcg`` instead indexes scifact (one chunk per document) and reports nDCG@10 for the given backends.
 
     python benchmarks/bench_onnx_embeddings.py --passages 200 --rounds 3 --out benchmarks/results/onnx_embeddings.json
-    python benchmarks/bench_onnx_embeddings.py --ndcg onnx-int8 --out benchmarks/results/onnx_ndcg_int8.json
+    python benchmarks/bench_onnx_embeddings.py --ndcg default    # then --ndcg onnx-int8 (one run each: < 10 min)
 """
 
 from __future__ import annotations

@@ -205,7 +205,8 @@ class _DropAdvice(logging.Filter):
 
 
 def _build(model_path: Path, folder: Path) -> None:
-    """Export, fuse and quantize into ``folder``; record the reference vectors and the int8 agreement."""
+    """Export, fuse and quantize into ``folder``; keep sentence-transformers' vectors of VERIFY_SENTENCES
+    (the int8 check runs on each machine against them) and check the fp32 graph reproduces them."""
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -255,8 +256,8 @@ def _ensure_built(model_path: Path) -> Path:
         building = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
         try:
             _build(model_path, building)
-            if final.exists():  # a half-built folder from a build killed before its rename: never the case
-                shutil.rmtree(final)  # with build.json present (checked above)
+            if final.exists():  # only without build.json (checked above): not a finished build
+                shutil.rmtree(final)
             os.replace(building, final)
         finally:
             if building.exists():
