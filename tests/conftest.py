@@ -72,8 +72,9 @@ def run_doc_samples(page: str, namespace: dict | None = None) -> dict:
 
 @pytest.fixture
 def shared_model_in_samples(minilm, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``finderledge.FinderLedge(...)`` in doc samples uses the already-loaded model."""
+    """``finderledge.FinderLedge(...)`` in doc samples uses the already-loaded model, unless it names one."""
     import finderledge
 
     real = finderledge.FinderLedge
-    monkeypatch.setattr(finderledge, "FinderLedge", lambda *a, **kw: real(*a, embedding=minilm, **kw))
+    monkeypatch.setattr(finderledge, "FinderLedge",
+                        lambda *a, **kw: real(*a, **{**kw, "embedding": kw.get("embedding") or minilm}))

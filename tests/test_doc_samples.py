@@ -22,7 +22,7 @@ from conftest import EXAMPLES, ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {"context.md": "test_context.py", "filters.md": "test_filters.py", "scores.md": "test_scores.py"}
-RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md", "strategies.md"]
+RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md", "strategies.md", "embeddings.md"]
 
 
 def _blocks(page: Path, lang: str) -> list[str]:
@@ -51,6 +51,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_mode
         return real(*args, **kwargs)
 
     monkeypatch.setattr(finderledge.facade, "FinderLedge", with_model)  # what the CLI opens
+    monkeypatch.setenv("FINDERLEDGE_CACHE_DIR", str(tmp_path / "cache"))  # an ONNX export never lands in ~/.cache
     work = tmp_path / "work"
     shutil.copytree(EXAMPLES / "guides", work / "docs")
     (work / "docs" / "drafts").mkdir()
@@ -102,7 +103,8 @@ def _run_shell(page: Path) -> list[str]:
     return ran
 
 
-@pytest.mark.parametrize("name", RUN_HERE)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "embeddings.md" else n
+                                  for n in RUN_HERE])  # embeddings.md exports the ONNX model once (~20-80 s)
 def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
     page = ROOT / name if name == "README.md" else ROOT / "docs" / name
     namespace = _run_python(page)
@@ -115,5 +117,7 @@ def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.Capture
         assert any(c.startswith("finderledge remove") for c in ran) and (workdir / ".finderledge").is_dir()
     if name == "strategies.md":
         assert namespace["results"].trace.strategy == "decompose" and len(namespace["results"].trace.sub_queries) == 2
+    if name == "embeddings.md":
+        assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/ --embedding onnx"]
     if name == "evaluation.md":
         assert "nDCG@10" in namespace["format_report"](namespace["report"])
