@@ -219,3 +219,17 @@ def test_web_ui_page(server: str) -> None:
     hostile = httpx.get(server + "/", params={"q": "<script>alert(1)</script>"}, timeout=120).text
     assert "<script>alert(1)</script>" not in hostile and "&lt;script&gt;" in hostile
     assert NOT_FOUND in hostile
+
+
+def test_reranker_option_rescores_the_16(quick: dict[str, str], work: Path, tmp_path: Path) -> None:
+    """``--reranker cross-encoder:<path>`` (an untrained local model: plumbing only) rescores the fused 16, keeps 5."""
+    from sentence_transformers import CrossEncoder
+
+    from finderledge.embeddings import default_model_path
+
+    CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
+    env, argv = localize('python examples/jawiki/jawiki.py ask "東大寺の大仏の高さは？" --json', work)
+    data = json.loads(run(env, [*argv, "--reranker", f"cross-encoder:{tmp_path / 'ce'}"]))
+    assert data["found"] and len(data["citations"]) == 5 and all(CITATION.match(c) for c in data["citations"])
+    scores = [p["score"] for p in data["passages"]]
+    assert scores == sorted(scores, reverse=True)
