@@ -22,11 +22,14 @@ import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from finderledge.evaluation import BeirDataset
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -65,47 +68,36 @@ class Paragraph:
         return f"【{self.title}】{self.text}".strip()
 
 
-def _jsonl(path: Path) -> Iterable[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+def _dataset(dataset: Path) -> BeirDataset:
+    """The BEIR folder, read by FinderLedge's own loader (a clear exit when it is not one)."""
+    from finderledge.evaluation import load_beir
+
+    try:
+        return load_beir(dataset)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"{exc}: pass --dataset (a BEIR folder such as jaquad-dev)") from None
 
 
 def load_paragraphs(dataset: Path, limit: int | None = None) -> list[Paragraph]:
     """The corpus's paragraphs in file order (the first ``limit`` only, when given)."""
-    corpus = dataset / "corpus.jsonl"
-    if not corpus.exists():
-        raise SystemExit(f"no corpus.jsonl in {dataset}: pass --dataset (a BEIR folder such as jaquad-dev)")
-    out: list[Paragraph] = []
-    for row in _jsonl(corpus):
-        if limit is not None and len(out) >= limit:
-            break
-        out.append(Paragraph(str(row["_id"]), str(row.get("title") or ""), str(row.get("text") or "")))
-    return out
+    corpus = list(_dataset(dataset).corpus.items())[:limit]
+    return [Paragraph(pid, title, text) for pid, (title, text) in corpus]
 
 
 def build_dev(dataset: Path, workdir: Path, limit: int | None = None) -> tuple[Path, int]:
     """Write ``dev.jsonl``: one ``{id, question, gold_sources, gold_articles}`` per query whose relevant
     paragraphs are all among the first ``limit`` (``gold_sources``: paragraph ids, the index's document ids)."""
-    paragraphs = {p.id: p for p in load_paragraphs(dataset, limit)}
-    qrels: dict[str, list[str]] = defaultdict(list)
-    with (dataset / "qrels" / "test.tsv").open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh):
-            parts = line.rstrip("\n").split("\t")
-            if n == 0 and parts[0] == "query-id" or len(parts) < 3:
-                continue
-            if int(parts[2]) > 0:
-                qrels[parts[0]].append(parts[1])
+    data = _dataset(dataset)
+    paragraphs = {pid: Paragraph(pid, title, text) for pid, (title, text) in list(data.corpus.items())[:limit]}
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "dev.jsonl"
     written = 0
     with path.open("w", encoding="utf-8") as out:
-        for row in _jsonl(dataset / "queries.jsonl"):
-            gold = qrels.get(str(row["_id"]), [])
+        for qid, question in data.queries.items():
+            gold = [did for did, grade in data.qrels[qid].items() if grade > 0]
             if gold and all(g in paragraphs for g in gold):
                 articles = sorted({paragraphs[g].source for g in gold})
-                out.write(json.dumps({"id": row["_id"], "question": row["text"], "gold_sources": gold,
+                out.write(json.dumps({"id": qid, "question": question, "gold_sources": gold,
                                       "gold_articles": articles}, ensure_ascii=False) + "\n")
                 written += 1
     return path, written
@@ -310,7 +302,7 @@ class JawikiRag:
 def read_dev(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     if not path.exists():
         raise SystemExit(f"no {path}: run 'jawiki.py build-dev' first")
-    rows = list(_jsonl(path))
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return rows[:limit] if limit else rows
 
 
