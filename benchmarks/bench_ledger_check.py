@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from finderledge.ledger import ChunkRecord, DocumentRecord, Ledger
+from finderledge.ledgers import ChunkRecord, DocumentRecord, SQLiteLedger
 
 WORDS = ["ledger", "index", "segment", "vector", "keyword", "chunk", "parent", "query", "search", "fusion", "score"]
 
 
 def build(path: Path, chunks: int, rng: np.random.Generator) -> None:
-    ledger = Ledger(path)
+    ledger = SQLiteLedger(path)
     per_doc = 10
     batch = []
     cache = []
@@ -86,7 +86,7 @@ def main() -> None:
             db.close()
 
         def open_ledger() -> None:
-            Ledger(path).close()
+            SQLiteLedger(path).close()
 
         out = {
             "chunks": args.chunks,

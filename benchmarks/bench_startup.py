@@ -126,12 +126,12 @@ def build_directory(directory: Path, chunks: int) -> dict[str, Any]:
     from finderledge.embeddings import embedding_model_id
     from finderledge.facade import LEDGER_FILE, RECORDED_SETTINGS
     from finderledge.ingest import content_id
-    from finderledge.ledger import COMPLETE, ChunkRecord, DocumentRecord, Ledger
+    from finderledge.ledgers import COMPLETE, ChunkRecord, DocumentRecord, SQLiteLedger
 
     settings = Settings.resolve({"vector_store": "faiss"}, environ={}, env_file=None)
     model_id = embedding_model_id(None)
     directory.mkdir(parents=True)
-    ledger = Ledger(directory / LEDGER_FILE)
+    ledger = SQLiteLedger(directory / LEDGER_FILE)
     # what FinderLedge._record_settings and _dimension record for a directory built with the default model
     ledger.set_info("settings", json.dumps({k: getattr(settings, k) for k in RECORDED_SETTINGS}))
     ledger.set_info("embedding_model_id", model_id)
@@ -175,7 +175,7 @@ def build_directory(directory: Path, chunks: int) -> dict[str, Any]:
         stats["search_hits"] = len(hits)
     finally:
         fl.close()
-    check = Ledger(directory / LEDGER_FILE)
+    check = SQLiteLedger(directory / LEDGER_FILE)
     stats["recorded"] = {k: check.get_info(k) for k in ("settings", "embedding_model_id", "embedding_dimension",
                                                         "schema_version")}
     check.close()

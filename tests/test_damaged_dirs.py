@@ -238,7 +238,7 @@ def test_a_fresh_ledger_next_to_full_indexes_never_empties_them(built: tuple[str
         fl.close()
     assert {name: _tree(root / name) for name in kept} == indexes
     if kind == "chroma":
-        from finderledge.chroma_store import ChromaVectorStore
+        from finderledge.vector_stores.chroma import ChromaVectorStore
 
         chroma = ChromaVectorStore(root / "chroma")
         assert len(chroma) == expected["count"]["chunks"]
@@ -429,7 +429,7 @@ def _crafted_legacy(directory: Path, dimension: int, claimed_floats: int) -> Non
 
 MEMORY_SCRIPT = """
 import resource, sys
-from finderledge.faiss_store import FaissVectorStore, VectorIndexCorruptError
+from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
 try:
     FaissVectorStore(sys.argv[1], dimension=int(sys.argv[2]))
     print("opened")

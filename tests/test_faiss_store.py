@@ -17,10 +17,10 @@ import faiss
 import numpy as np
 import pytest
 
-import finderledge.faiss_store as fs
+import finderledge.vector_stores.faiss as fs
 from finderledge.durable import manifest_checksum
 from finderledge.errors import IncompatibleIndexError, IndexCorruptError
-from finderledge.faiss_store import FaissVectorStore, VectorIndexCorruptError
+from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
 
 D = 8
 
@@ -467,7 +467,7 @@ _CHILD = textwrap.dedent(
     """
     import os, sys
     import numpy as np
-    from finderledge.faiss_store import FaissVectorStore
+    from finderledge.vector_stores.faiss import FaissVectorStore
 
     path, mode = sys.argv[1], sys.argv[2]
     store = FaissVectorStore(path, dimension=8)

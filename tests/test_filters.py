@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from conftest import run_doc_samples
 
-from finderledge.chroma_filter import prefilter_where
+from finderledge.vector_stores.chroma_filter import prefilter_where
 from finderledge.filters import compile_filter, matches
 
 MD = {"lang": "ja", "year": 2021, "draft": False, "source": "a.md"}

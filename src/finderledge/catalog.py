@@ -14,15 +14,15 @@ from langchain_core.documents import Document
 from .document_loader import safe_path
 from .errors import ConfigurationError
 from .filters import MetadataFilter, compile_filter
-from .ledger import COMPLETE
+from .ledgers import COMPLETE
 from .metadata import DOCUMENT_ID
 from .searching import as_document
 
 if TYPE_CHECKING:
     from .config import Settings
     from .keyword_store import KeywordStore
-    from .ledger import Ledger
-    from .vector_store import VectorStore
+    from .ledgers import Ledger
+    from .vector_stores import VectorStore
 
 __all__ = ["Catalog"]
 

@@ -27,7 +27,7 @@ from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
-from .ledger import DELETING, PENDING, Ledger
+from .ledgers import DELETING, PENDING, SQLiteLedger
 from .locking import WriteLock
 from .replica import Replica
 from .reranker import Reranker, create_reranker
@@ -41,7 +41,7 @@ from .validation import (
     check_texts,
     document_key,
 )
-from .vector_store import VectorStore, create_vector_store
+from .vector_stores import VectorStore, create_vector_store
 from .views import Views
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class FinderLedge(Catalog, Views):
             if directory.exists() and not directory.is_dir():
                 raise ConfigurationError(f"setting 'persist_directory': {directory} exists and is not a directory")
             directory.mkdir(parents=True, exist_ok=True)
-        self._ledger = Ledger(directory / LEDGER_FILE if directory else None)
+        self._ledger = SQLiteLedger(directory / LEDGER_FILE if directory else None)
         try:
             recorded = json.loads(self._ledger.get_info("settings") or "{}")
             # the recorded model is never a default: opening must not load a model or call a service the

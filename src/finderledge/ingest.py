@@ -32,7 +32,7 @@ from .document_loader import (
 )
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
-from .ledger import COMPLETE, ChunkRecord, DocumentRecord
+from .ledgers import COMPLETE, ChunkRecord, DocumentRecord
 from .metadata import DOCUMENT_ID, info_of, normalize_metadata
 from .validation import clean_text
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .filters import compile_filter
-from .vector_store import VectorStore
+from .vector_stores import VectorStore
 
 __all__ = ["VectorOverlay"]
 

@@ -34,11 +34,11 @@ import numpy as np
 from .document_splitter import child_id
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError
 from .keyword_store import KeywordStore
-from .ledger import ADD, Ledger
+from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
 from .metadata import user_metadata
 from .overlay import VectorOverlay
-from .vector_store import VectorStore
+from .vector_stores import VectorStore
 
 __all__ = ["Checkpoint", "Replica"]
 

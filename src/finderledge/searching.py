@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 
 from .embeddings import prefetch
 from .fusion import FusedHit
-from .ledger import ChunkRecord, DocumentRecord
+from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
 from .relevance import LedgerBackground, check_score_threshold
 from .results import SearchResult, SearchResults, SearchTrace

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from .durable import fsync_dir, manifest_checksum, npy_bytes, write_file
-from .errors import IncompatibleIndexError, IndexCorruptError
-from .filters import compile_filter, filter_key
-from .integrity import (
+from ..durable import fsync_dir, manifest_checksum, npy_bytes, write_file
+from ..errors import IncompatibleIndexError, IndexCorruptError
+from ..filters import compile_filter, filter_key
+from ..integrity import (
     PARSE_ERRORS,
     SEGMENT_NAME,
     checked_path,
@@ -52,9 +52,9 @@ from .integrity import (
     read_file,
     real_folder,
 )
-from .vector_store import VectorStore
+from .base import VectorStore
 
-__all__ = ["FaissVectorStore", "VectorIndexCorruptError"]
+__all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
 
 logger = logging.getLogger(__name__)
 
@@ -819,3 +819,8 @@ def _write_vectors(path: Path, shape: tuple[int, int], blocks: Iterable[np.ndarr
 
 def _json_bytes(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def open_faiss(path: Path | None, dimension: int) -> FaissVectorStore:
+    """The registry's factory: a FAISS index under ``path`` (``None``: in memory)."""
+    return FaissVectorStore(path, dimension=dimension)

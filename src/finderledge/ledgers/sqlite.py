@@ -1,4 +1,4 @@
-"""The ledger: a SQLite record of every document and chunk, the single source of truth.
+"""The SQLite ledger: a file in the persist directory recording every document and chunk.
 
 The vector and keyword indexes are derived from the ledger and can be rebuilt from it (chunk texts,
 metadata and embeddings are all kept here).  A write is one SQLite transaction: documents and chunks
@@ -18,27 +18,33 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import IncompatibleIndexError, LedgerCorruptError
-from .integrity import is_sqlite_corruption
-from .metadata import upgrade_schema_2
+from ..errors import IncompatibleIndexError, LedgerCorruptError
+from ..integrity import is_sqlite_corruption
+from ..metadata import upgrade_schema_2
+from .base import (
+    ADD,
+    COMPLETE,
+    DELETING,
+    INDEX_FOLDERS,
+    PENDING,
+    REMOVE,
+    REMOVED,
+    REMOVED_GRACE_SECONDS,
+    SCHEMA_VERSION,
+    Change,
+    ChunkRecord,
+    DocumentRecord,
+    Ledger,
+)
 
-__all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord",
-           "DocumentRecord", "Ledger"]
+__all__ = ["SQLiteLedger"]
 
 logger = logging.getLogger(__name__)
-
-PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
-REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
-REMOVED_GRACE_SECONDS = 600.0
-SCHEMA_VERSION = "3"  # 3: FinderLedge's fields under metadata["_finderledge"] (2: at the top level)
-ADD, REMOVE = "add", "remove"
-INDEX_FOLDERS = ("bm25", "chroma", "faiss")  # indexes built from the ledger, next to it in a persist directory
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -81,45 +87,11 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 """
 
 
-@dataclass(frozen=True)
-class DocumentRecord:
-    """A parent document as recorded in the ledger."""
-
-    id: str
-    source: str | None
-    content_hash: str
-    state: str
-    content: str
-    metadata: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """A child chunk: what the vector and keyword indexes hold."""
-
-    id: str
-    parent_id: str
-    split_index: int
-    content: str
-    metadata: dict[str, Any]
-    embedding: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class Change:
-    """One entry of the change log: a document added or removed, with its number of chunks."""
-
-    seq: int
-    op: str  # ADD or REMOVE
-    doc_id: str
-    chunk_count: int
-
-
 def _dumps(md: dict[str, Any]) -> str:
     return json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
 
 
-class Ledger:
+class SQLiteLedger(Ledger):
     """SQLite-backed record of documents and chunks (``path=None``: in memory).
 
     Writes go through one connection under a lock; each thread reads through its own connection, so a
@@ -387,11 +359,6 @@ class Ledger:
                                for r in (rows.get(i) for i in batch) if r is not None)
         return records
 
-    def document_ids(self, *, source: str | None = None,
-                     where: Callable[[dict[str, Any]], bool] | None = None) -> list[str]:
-        """Ids of complete documents in insertion order (of ``source``; whose metadata ``where`` accepts)."""
-        return [i for i, md in self.document_metadata(source=source) if where is None or where(md)]
-
     def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
         """``(id, metadata)`` of every complete document (of ``source``) in insertion order, without texts."""
         sql = "SELECT id, metadata FROM documents WHERE state=?"
@@ -422,10 +389,6 @@ class Ledger:
                 total += db.execute(f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})",
                                     batch).fetchone()[0]
         return int(total)
-
-    def get_chunk(self, chunk_id: str, *, with_embedding: bool = False) -> ChunkRecord | None:
-        rows = self.get_chunks([chunk_id], with_embedding=with_embedding)
-        return rows[0] if rows else None
 
     def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False,
                    visible_at: int | None = None) -> list[ChunkRecord]:

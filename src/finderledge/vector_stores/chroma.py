@@ -1,5 +1,8 @@
 """Chroma as a FinderLedge vector store: precomputed vectors, cosine space, filters narrowed by ``where``
-and decided by :mod:`finderledge.filters` (see :mod:`finderledge.chroma_filter`)."""
+and decided by :mod:`finderledge.filters` (see :mod:`finderledge.vector_stores.chroma_filter`).
+
+Local (a persistent client in the index directory, a replica like FAISS) or a Chroma server
+(``chromadb.HttpClient``: one collection every process shares, written through after each ledger commit)."""
 
 from __future__ import annotations
 
@@ -14,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from .durable import write_file
+from ..durable import write_file
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
-from .filters import compile_filter
-from .locking import WriteLock
-from .vector_store import VectorStore
+from ..filters import compile_filter
+from ..locking import WriteLock
+from .base import LOCAL, SHARED, VectorStore
 
-__all__ = ["ChromaVectorStore"]
+__all__ = ["ChromaVectorStore", "open_chroma", "server_address"]
 
 COLLECTION = "finderledge"
 GENERATION_FILE = "generation"
@@ -61,15 +64,19 @@ class ChromaVectorStore(VectorStore):
     name = "chroma"
 
     def __init__(self, path: str | Path | None = None, *, collection_name: str = COLLECTION,
-                 lock_timeout: float = 300.0) -> None:
+                 lock_timeout: float = 300.0, url: str | None = None) -> None:
         from chromadb.config import Settings as ChromaSettings
 
         self._settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        self.path = None if path is None else Path(path)
+        self.path = None if path is None or url is not None else Path(path)
+        self.url = url
+        self.location = LOCAL if url is None else SHARED
         self._alias: int | None = None
         self._generation = -1
         self._collection_name = collection_name
-        if self.path is None:
+        if url is not None:
+            self._lock = WriteLock(None, lock_timeout)  # the server serialises its own writes
+        elif self.path is None:
             # in-memory clients of one process share a database: keep each instance apart
             self._collection_name = f"{collection_name}-{uuid.uuid4().hex}"
             self._lock = WriteLock(None, lock_timeout)
@@ -82,8 +89,14 @@ class ChromaVectorStore(VectorStore):
     def _connect(self) -> None:
         import chromadb
 
-        from .integrity import chroma_open_guard
+        from ..integrity import chroma_open_guard
 
+        if self.url is not None:
+            self._client = _http_client(self.url, self._settings)
+            self._collection = self._client.get_or_create_collection(
+                self._collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
+            self._max_batch = max(1, int(self._client.get_max_batch_size()))
+            return
         alias = None
         if self.path is not None:
             alias, self._alias = _take_alias(self.path)
@@ -114,7 +127,15 @@ class ChromaVectorStore(VectorStore):
 
     @contextmanager
     def _access(self, *, writing: bool = False) -> Iterator[None]:
-        """Hold the collection's lock, with an in-memory index as new as the files."""
+        """Hold the collection's lock, with an in-memory index as new as the files (a server: just connected)."""
+        if self.url is not None:
+            if self._generation < 0:
+                with self._lock.hold("connecting to the Chroma server"):
+                    if self._generation < 0:
+                        self._connect()
+                        self._generation = 0
+            yield
+            return
         with self._lock.hold("writing the Chroma index" if writing else "reading the Chroma index"):
             if self.path is None:
                 if self._generation < 0:
@@ -208,3 +229,34 @@ class ChromaVectorStore(VectorStore):
             with self._lock.hold("closing the Chroma index"):
                 self._disconnect()
             self._generation = -1
+
+
+def server_address(url: str) -> tuple[str, int, bool]:
+    """``(host, port, ssl)`` of a Chroma server URL such as ``http://127.0.0.1:8000``."""
+    from urllib.parse import urlsplit
+
+    from ..errors import ConfigurationError
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"setting 'chroma_url': expected http(s)://host:port, got {parts.scheme}://…")
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 8000), parts.scheme == "https"
+
+
+def _http_client(url: str, settings: Any) -> Any:
+    import chromadb
+
+    from ..errors import ConfigurationError
+
+    host, port, ssl = server_address(url)
+    try:
+        return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+    except Exception as exc:  # chromadb raises ValueError/ConnectionError variants when the server is down
+        raise ConfigurationError(f"setting 'chroma_url': no Chroma server answers at {host}:{port} "
+                                 f"({type(exc).__name__})") from None
+
+
+def open_chroma(path: Path | None, dimension: int, *, url: str | None = None,
+                collection: str = COLLECTION) -> ChromaVectorStore:
+    """The registry's factory: a local Chroma under ``path``, or the collection on the server at ``url``."""
+    return ChromaVectorStore(path, url=url, collection_name=collection)

@@ -1,21 +1,26 @@
-"""The interface every vector backend implements, and the factory that picks one by name."""
+"""The interface every vector backend implements (one module per backend registers itself by name)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["VectorStore", "create_vector_store"]
+__all__ = ["LEDGER", "LOCAL", "SHARED", "VectorStore"]
+
+# where a backend keeps its vectors, which decides how it follows the ledger (see finderledge.replica)
+LOCAL = "local"  # files of this process/machine: a replica loaded from a checkpoint, following the change log
+SHARED = "shared"  # one store every process uses (a server): written through under the write lock after a commit
+LEDGER = "ledger"  # inside the ledger's own database, written in the same transaction (nothing to follow)
 
 
 class VectorStore(ABC):
     """A vector index over chunk ids: vectors come in precomputed; scores are cosine similarities."""
 
     name: str = ""
+    location: str = LOCAL
 
     @abstractmethod
     def add(
@@ -49,17 +54,3 @@ class VectorStore(ABC):
 
     def close(self) -> None:
         """Release files and handles."""
-
-
-def create_vector_store(kind: str, directory: str | Path | None, dimension: int) -> VectorStore:
-    """Open (or create) the named backend under ``directory/<kind>/`` (``None``: in memory)."""
-    path = None if directory is None else Path(directory) / kind
-    if kind == "chroma":
-        from .chroma_store import ChromaVectorStore
-
-        return ChromaVectorStore(path)
-    if kind == "faiss":
-        from .faiss_store import FaissVectorStore
-
-        return FaissVectorStore(path, dimension=dimension)
-    raise ValueError(f"setting 'vector_store': expected 'chroma' or 'faiss', got {kind!r}")

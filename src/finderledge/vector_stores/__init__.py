@@ -1,0 +1,61 @@
+"""Vector backends: one module per backend behind :class:`VectorStore`, created by name from a registry.
+
+Adding a backend (Qdrant, Elasticsearch …) is one new module with a :class:`VectorStore` subclass and a
+``register("name", factory)`` line here or in the caller's code; ``tests/test_vector_store_contract.py``
+runs the same contract against each one.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+from .base import LEDGER, LOCAL, SHARED, VectorStore
+
+__all__ = ["LEDGER", "LOCAL", "SHARED", "BackendFactory", "VectorStore", "backend_names", "create_vector_store",
+           "register"]
+
+# factory(directory, dimension, **options): directory is where a local backend keeps its files (None: memory)
+BackendFactory = Callable[..., VectorStore]
+
+# built-in backends, imported on first use (chromadb, faiss and psycopg are slow or optional imports)
+_BUILT_IN = {
+    "chroma": "finderledge.vector_stores.chroma:open_chroma",
+    "faiss": "finderledge.vector_stores.faiss:open_faiss",
+    "pgvector": "finderledge.vector_stores.pgvector:open_pgvector",
+}
+_REGISTRY: dict[str, BackendFactory | str] = dict(_BUILT_IN)
+
+
+def register(name: str, factory: BackendFactory) -> None:
+    """Make ``vector_store=name`` create a backend with ``factory(directory, dimension, **options)``."""
+    if not isinstance(name, str) or not name:
+        raise ConfigurationError(f"vector backend name: expected a non-empty string, got {name!r}")
+    _REGISTRY[name] = factory
+
+
+def backend_names() -> list[str]:
+    """The names ``vector_store=`` accepts."""
+    return sorted(_REGISTRY)
+
+
+def _factory(name: str) -> BackendFactory:
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ConfigurationError(f"setting 'vector_store': expected one of {backend_names()} or a LangChain "
+                                 f"VectorStore instance, got {name!r}")
+    if isinstance(entry, str):
+        module, attr = entry.split(":")
+        entry = getattr(importlib.import_module(module), attr)
+        _REGISTRY[name] = entry
+    return entry
+
+
+def create_vector_store(kind: str, directory: str | Path | None, dimension: int, **options: Any) -> VectorStore:
+    """Open (or create) the named backend; a local one keeps its files under ``directory/<kind>/``."""
+    factory = _factory(kind)
+    path = None if directory is None else Path(directory) / kind
+    return factory(path, dimension, **options)
