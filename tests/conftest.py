@@ -1,9 +1,13 @@
-"""Shared fixtures: the real offline MiniLM model (loaded once) and the example folder."""
+"""Shared fixtures: the real offline MiniLM model (loaded once), the example folder, a real Chroma server."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +17,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from finderledge import EmbeddingModelFactory, FinderLedge  # noqa: E402
+from server_process import free_port
+
+from finderledge import EmbeddingModelFactory, FinderLedge
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "data"
@@ -78,3 +84,34 @@ def shared_model_in_samples(minilm, monkeypatch: pytest.MonkeyPatch) -> None:
     real = finderledge.FinderLedge
     monkeypatch.setattr(finderledge, "FinderLedge",
                         lambda *a, **kw: real(*a, **{**kw, "embedding": kw.get("embedding") or minilm}))
+
+
+# -- a real Chroma server (chroma run), one per test session ------------------------------------------------
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    path = tmp_path_factory.mktemp("chroma-server")
+    chroma = Path(sys.executable).with_name("chroma")
+    command = [str(chroma)] if chroma.exists() else ["chroma"]
+    log = (path / "server.log").open("wb")
+    proc = subprocess.Popen([*command, "run", "--path", str(path / "data"), "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

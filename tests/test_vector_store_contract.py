@@ -7,10 +7,7 @@ meaning every leg must have (``tests/test_filter_property.py`` checks that again
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-import urllib.request
+import itertools
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,7 +98,7 @@ class VectorStoreContract:
         assert [i for _, i in exact] == [i for i, _ in hits]
         for (cid, score), (expected, _) in zip(hits, exact):
             assert score == pytest.approx(expected, abs=2e-3), cid
-        assert all(a[1] >= b[1] for a, b in zip(hits, hits[1:]))
+        assert all(a[1] >= b[1] for a, b in itertools.pairwise(hits))
 
     def test_unnormalised_query_gets_the_same_scores(self, filled: Any) -> None:
         store, _, vectors, _ = filled
@@ -146,7 +143,7 @@ class VectorStoreContract:
         assert {i for i, _ in found} == expected
 
     def test_selective_filter_still_fills_k(self, filled: Any) -> None:
-        store, ids, vectors, metas = filled
+        store, ids, vectors, _ = filled
         wanted = {ids[i] for i in (5, 61, 113)}
         store.add(sorted(wanted), vectors[[5, 61, 113]], [{"rare": True}] * 3, None)
         store.flush()
@@ -182,39 +179,6 @@ class TestChromaLocal(VectorStoreContract):
         return create_vector_store("chroma", place, DIM)
 
 
-# -- a real Chroma server (chroma run), one per test session ------------------------------------------------
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from server_process import free_port
-
-    port = free_port()
-    path = tmp_path_factory.mktemp("chroma-server")
-    chroma = Path(sys.executable).with_name("chroma")
-    command = [str(chroma)] if chroma.exists() else ["chroma"]
-    log = (path / "server.log").open("wb")
-    proc = subprocess.Popen([*command, "run", "--path", str(path / "data"), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}")
-                time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
 class TestChromaServer(VectorStoreContract):
     @pytest.fixture(autouse=True)
     def _server(self, chroma_server: str) -> None:
@@ -226,3 +190,24 @@ class TestChromaServer(VectorStoreContract):
 
     def open_store(self, place: Path) -> VectorStore:
         return create_vector_store("chroma", None, DIM, url=self.url, collection=place.name)
+
+
+class TestLangChainInMemory(VectorStoreContract):
+    reopens = False
+
+    def open_store(self, place: Path) -> VectorStore:
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        from finderledge.vector_stores.langchain import LangChainVectorStore
+
+        return LangChainVectorStore(InMemoryVectorStore(embedding=_NoEmbeddings()))
+
+
+class _NoEmbeddings:
+    """Stands for the store's own model: FinderLedge gives it vectors, so embedding here is a bug."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the adapter must pass FinderLedge's vectors, not embed")
+
+    def embed_query(self, text: str) -> list[float]:
+        raise AssertionError("the adapter must pass FinderLedge's vectors, not embed")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -21,10 +22,12 @@ from dotenv import dotenv_values
 from .errors import ConfigurationError
 from .fusion import KNOWN_SCRIPTS
 
-__all__ = ["CHUNK_UNITS", "ENV_PREFIX", "FUSIONS", "SEARCH_MODES", "VECTOR_STORES", "Settings"]
+__all__ = ["CHUNK_UNITS", "ENV_PREFIX", "FUSIONS", "SEARCH_MODES", "SECRET_SETTINGS", "VECTOR_STORES", "Settings",
+           "redact_url"]
 
 ENV_PREFIX = "FINDERLEDGE_"
-VECTOR_STORES = ("chroma", "faiss")
+VECTOR_STORES = ("chroma", "faiss", "pgvector")  # built in; vector_stores.register adds more
+SECRET_SETTINGS = ("database_url", "chroma_url")  # may hold a password: never shown, logged or recorded whole
 SEARCH_MODES = ("hybrid", "vector", "keyword")
 FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
@@ -54,6 +57,20 @@ def _one_of(allowed: tuple[str, ...]) -> Rule:
     return Rule(str, f"one of {list(allowed)}", lambda value: value in allowed)
 
 
+def _known_backend(value: str) -> bool:
+    from .vector_stores import backend_names
+
+    return value in backend_names()
+
+
+def _postgres_url(value: str) -> bool:
+    return value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+
+
+def _identifier(value: str) -> bool:
+    return bool(re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value))
+
+
 def _scripts_ok(value: str) -> bool:
     """Whether ``value`` is ``auto``, ``any`` or a comma-separated list of known scripts (as Finder reads it)."""
     if value == "auto" or value in ANY_SCRIPTS:
@@ -70,6 +87,9 @@ FRACTION = Rule(float, "a number in [0, 1]", lambda value: 0.0 <= value <= 1.0) 
 NAME = Rule(str, "a non-empty string", lambda value: value != "", optional=True)
 SCRIPTS = Rule(str, f"'auto', 'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}", _scripts_ok)
 SECONDS = Rule(float, "a finite number of seconds (a negative one waits forever)", math.isfinite)
+BACKEND = Rule(str, f"one of {list(VECTOR_STORES)} (or a name given to vector_stores.register)", _known_backend)
+DATABASE_URL = Rule(str, "a postgresql://user:password@host:port/dbname URL", _postgres_url, optional=True)
+IDENTIFIER = Rule(str, "a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters)", _identifier)
 FLAG = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)}) or auto", optional=True)
 
 
@@ -78,7 +98,12 @@ class Settings:
     """Every tunable of a FinderLedge instance, validated.  Build it with :meth:`resolve`."""
 
     persist_directory: str | None = _setting(None, NAME)  # None: in memory
-    vector_store: str = _setting("chroma", _one_of(VECTOR_STORES))
+    vector_store: str = _setting("chroma", BACKEND)  # pgvector: set by database_url
+    # PostgreSQL holding the ledger and the vectors (pgvector), shared by every machine; None: a local ledger
+    database_url: str | None = _setting(None, DATABASE_URL)
+    database_schema: str = _setting("finderledge", IDENTIFIER)  # the Postgres schema holding the index's tables
+    chroma_url: str | None = _setting(None, NAME)  # a Chroma server (http://host:port) instead of local files
+    chroma_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
     embedding_model: str | None = _setting(None, NAME)  # None: the offline MiniLM model
     chunk_size: int = _setting(1000, POSITIVE_INT)
     chunk_overlap: int = _setting(100, NON_NEGATIVE_INT)  # and below chunk_size
@@ -149,8 +174,23 @@ class Settings:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every setting (JSON-serialisable)."""
-        return asdict(self)
+        """Plain dict of every setting (JSON-serialisable), URLs without their passwords."""
+        data = asdict(self)
+        for name in SECRET_SETTINGS:
+            if data[name] is not None:
+                data[name] = redact_url(data[name])
+        return data
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user name and password (``postgresql://***@host:5432/db``): safe for logs and errors."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "***"
+    netloc, slash, path = rest.partition("/")
+    host = netloc.rpartition("@")[2]
+    path, _, query = path.partition("?")
+    return f"{scheme}://{'***@' if '@' in netloc else ''}{host}{slash}{path}{'?…' if query else ''}"
 
 
 def _given(raw: Any) -> bool:
@@ -166,6 +206,8 @@ def _rule(name: str) -> Rule:
 def _refuse(name: str, value: Any, source: str | None, expected: str | None = None) -> ConfigurationError:
     """The error for a bad value: names the setting, where the value came from and what was expected."""
     origin = f" (from {source})" if source else ""
+    if name in SECRET_SETTINGS and isinstance(value, str):
+        value = redact_url(value)
     return ConfigurationError(f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}")
 
 

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -19,7 +19,7 @@ from langchain_core.embeddings import Embeddings
 
 from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
-from .config import Settings
+from .config import Settings, redact_url
 from .context import NO_CONTEXT
 from .document_splitter import DocumentSplitter
 from .embeddings import EmbeddingModelFactory, embedding_model_id
@@ -27,9 +27,10 @@ from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
-from .ledgers import DELETING, PENDING, SQLiteLedger
+from .ledgers import DELETING, PENDING, open_ledger
 from .locking import WriteLock
-from .replica import Replica
+from .paths import replica_directory
+from .replica import LocalRecords, Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResults
 from .searching import Searcher
@@ -41,7 +42,7 @@ from .validation import (
     check_texts,
     document_key,
 )
-from .vector_stores import VectorStore, create_vector_store
+from .vector_stores import VectorStore, adapt_vector_store, create_vector_store
 from .views import Views
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ logger = logging.getLogger(__name__)
 Source = Union[str, os.PathLike, Document, Sequence[str | os.PathLike | Document]]
 
 # settings fixed when a persist directory is created, reused when it is reopened
-RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap", "chunk_unit")
+RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap", "chunk_unit", "chroma_url",
+                     "chroma_collection")
 LEDGER_FILE = "ledger.sqlite3"
 
 
@@ -73,7 +75,11 @@ class FinderLedge(Catalog, Views):
         self,
         persist_directory: str | os.PathLike[str] | None = None,
         *,
-        vector_store: str | None = None,
+        vector_store: str | Any = None,
+        database_url: str | None = None,
+        database_schema: str | None = None,
+        chroma_url: str | None = None,
+        chroma_collection: str | None = None,
         embedding: str | Embeddings | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
@@ -98,9 +104,14 @@ class FinderLedge(Catalog, Views):
         reranker_on_error: str = "warn",
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
+        instance = None if vector_store is None or isinstance(vector_store, str) else adapt_vector_store(vector_store)
         args: dict[str, Any] = {
             "persist_directory": None if persist_directory is None else os.fspath(persist_directory),
-            "vector_store": vector_store,
+            "vector_store": vector_store if instance is None else None,
+            "database_url": database_url,
+            "database_schema": database_schema,
+            "chroma_url": chroma_url,
+            "chroma_collection": chroma_collection,
             "embedding_model": embedding if isinstance(embedding, str) or embedding is None else None,
             "chunk_size": chunk_size,
             "chunk_overlap": chunk_overlap,
@@ -125,13 +136,14 @@ class FinderLedge(Catalog, Views):
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(embedding).__name__}"
             )
         # where does the data live? (needed before the rest: a reopened directory supplies defaults)
-        pre = Settings.resolve({"persist_directory": args["persist_directory"]}, env_file=env_file)
+        pre = Settings.resolve({k: args[k] for k in ("persist_directory", "database_url", "database_schema")},
+                               env_file=env_file)
         directory = Path(pre.persist_directory) if pre.persist_directory else None
         if directory is not None:
             if directory.exists() and not directory.is_dir():
                 raise ConfigurationError(f"setting 'persist_directory': {directory} exists and is not a directory")
             directory.mkdir(parents=True, exist_ok=True)
-        self._ledger = SQLiteLedger(directory / LEDGER_FILE if directory else None)
+        self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
         try:
             recorded = json.loads(self._ledger.get_info("settings") or "{}")
             # the recorded model is never a default: opening must not load a model or call a service the
@@ -141,7 +153,11 @@ class FinderLedge(Catalog, Views):
                                  defaults={k: v for k, v in recorded.items() if k != "embedding_model"}),
                 recorded, args, directory)
             self.persist_directory = directory
-            self._write_lock = WriteLock(directory, self.settings.lock_timeout)
+            shared = pre.database_url is not None  # the ledger is a database many machines share
+            # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
+            local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
+            self._write_lock = (self._ledger.write_lock(self.settings.lock_timeout) if shared  # type: ignore[attr-defined]
+                                else WriteLock(directory, self.settings.lock_timeout))
             self._closed = False
 
             model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
@@ -154,15 +170,19 @@ class FinderLedge(Catalog, Views):
             )
             self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap,
                                              self.settings.chunk_unit)
-            kind = self.settings.vector_store
+            open_vector, vector_key = self._vector_backend(instance, local)
             self._replica = Replica(
                 self._ledger,
                 self._write_lock,
-                lambda: KeywordStore(directory / "bm25" if directory else None, tokenizer=keyword_tokenizer,
+                lambda: KeywordStore(local / "bm25" if local else None, tokenizer=keyword_tokenizer,
                                      k1=self.settings.bm25_k1, b=self.settings.bm25_b),
-                lambda: create_vector_store(kind, directory, self._dimension()),
-                f"index:vector:{kind}",
-                persistent=directory is not None,
+                open_vector,
+                vector_key,
+                persistent=local is not None,
+                directory=local,
+                records=LocalRecords(local, self._ledger.index_uuid) if shared and local else None,  # type: ignore[attr-defined]
+                checkpoint_lock=WriteLock(local, self.settings.lock_timeout) if shared else None,
+                progress=self.settings.show_progress is not False,
             )
             self._writer = Writer(self)
             self._searcher = Searcher(self)
@@ -207,10 +227,32 @@ class FinderLedge(Catalog, Views):
             raise
 
     # -- set-up -------------------------------------------------------------------------------------
+    def _vector_backend(self, instance: VectorStore | None, local: Path | None) -> tuple[Callable[[], VectorStore], str]:
+        """How to open the vector leg, and the key its checkpoint record is kept under."""
+        settings = self.settings
+        if settings.database_url is not None:
+            if instance is not None or settings.vector_store != "pgvector":
+                raise ConfigurationError(
+                    "setting 'vector_store': with database_url the vector leg is pgvector in the same database "
+                    f"(written in the ledger's transactions), got {settings.vector_store if instance is None else 'an instance'!r}")
+            return lambda: self._ledger.vector_store(self._dimension()), "index:vector:pgvector"  # type: ignore[attr-defined]
+        if instance is not None:
+            return lambda: instance, f"index:vector:langchain:{getattr(instance, 'kind', type(instance).__name__)}"
+        kind = settings.vector_store
+        if kind == "pgvector":
+            raise ConfigurationError("setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
+                                     "database_url (or FINDERLEDGE_DATABASE_URL) to use it")
+        if kind == "chroma" and settings.chroma_url is not None:
+            url, collection = settings.chroma_url, settings.chroma_collection
+            return (lambda: create_vector_store("chroma", None, self._dimension(), url=url, collection=collection),
+                    f"index:vector:chroma@{redact_url(url)}/{collection}")
+        return lambda: create_vector_store(kind, local, self._dimension()), f"index:vector:{kind}"
+
     def _record_settings(self, recorded: Mapping[str, Any]) -> None:
         """Record the settings of a new directory, or a vector store an argument switched to; opening a
         directory otherwise never writes to it."""
-        wanted = {k: getattr(self.settings, k) for k in RECORDED_SETTINGS}
+        values = self.settings.to_dict()  # URLs without passwords
+        wanted = {k: values[k] for k in RECORDED_SETTINGS}
         if not recorded:
             self._ledger.set_info("settings", json.dumps(wanted))
         elif recorded.get("vector_store") != wanted["vector_store"]:
@@ -469,7 +511,8 @@ def _pin_recorded(settings: Settings, recorded: Mapping[str, Any], args: Mapping
     """A reopened directory keeps the vector store and chunking it was built with: environment variables and
     ``.env`` (defaults for new directories) never change them.  Arguments do: the chunking of the documents
     this instance adds, or the vector store (rebuilt from the ledger's vectors and recorded)."""
-    pinned = {k: recorded[k] for k in ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit")
+    pinned = {k: recorded[k] for k in ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit", "chroma_url",
+                                       "chroma_collection")
               if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]}
     if pinned:
         logger.info("%s keeps the settings it was built with %s (the environment's apply to new directories)",

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from .paths import cache_root
+
 __all__ = [
     "DEFAULT_MIN_AGREEMENT",
     "ONNX_ALIASES",
@@ -71,15 +73,6 @@ VERIFY_SENTENCES = (
     "Quantum entanglement links the states of two particles regardless of the distance between them.",
     "My flight was delayed by three hours and the airline offered a meal voucher as compensation.",
 )
-
-
-def cache_root() -> Path:
-    """``$FINDERLEDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/finderledge``, else ``~/.cache/finderledge``."""
-    explicit = os.environ.get("FINDERLEDGE_CACHE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.environ.get("LOCALAPPDATA") or "~/.cache"
-    return Path(base).expanduser() / "finderledge"
 
 
 def onnx_model_id(variant: str) -> str:

@@ -14,6 +14,14 @@ The concurrency rules of a persist directory, in one place:
   persisting to others unless its backlog is large, in which case it reloads from disk first.  Replaying
   a change is idempotent (upsert / delete), so a checkpoint's recorded ``seq`` may lag its files, never
   lead them: a crash anywhere costs at most a replay on the next open.
+* **Where a vector index lives** (its ``location``) decides how it follows.  ``local`` (FAISS, local Chroma):
+  a replica as above.  ``shared`` (a Chroma server, a LangChain vector store): one index every process uses;
+  the writer applies its commit to it right after, still under the write lock, and records the ``seq`` it
+  reflects in the ledger; anyone who finds that record behind (a writer died in between) applies the rest
+  under the lock.  ``ledger`` (pgvector in Postgres mode): written in the ledger's own transaction, always
+  current.
+* **Checkpoint records** live in the ledger (one directory, SQLite) or, when the ledger is a database many
+  machines share, in :class:`LocalRecords` next to this machine's replica files.
 """
 
 from __future__ import annotations
@@ -32,21 +40,68 @@ from typing import Any
 import numpy as np
 
 from .document_splitter import child_id
+from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError
 from .keyword_store import KeywordStore
 from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
 from .metadata import user_metadata
 from .overlay import VectorOverlay
-from .vector_stores import VectorStore
+from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore
 
-__all__ = ["Checkpoint", "Replica"]
+__all__ = ["Checkpoint", "LocalRecords", "Records", "Replica"]
 
 logger = logging.getLogger(__name__)
 
 # a stale replica persists anyway (reloading from disk first) once this many changes wait in memory
 BACKLOG_LIMIT = 5000
 _OPEN_RETRIES = 5
+_PROGRESS_ABOVE = 20000  # rebuilding more chunks than this shows a progress bar (when progress is on)
+
+
+class Records:
+    """Where checkpoint records are kept: ``get_info``/``set_info`` of the ledger, or :class:`LocalRecords`."""
+
+    def get_info(self, key: str) -> str | None:
+        raise NotImplementedError
+
+    def set_info(self, key: str, value: str | None) -> None:
+        raise NotImplementedError
+
+
+class LocalRecords(Records):
+    """Checkpoint records of this machine's replicas, in ``directory/replica.json``, for a shared database ledger.
+
+    The file names the ledger it follows (``ledger_uuid``): records made for another database (or one that
+    was dropped and created again) are ignored, so the replica is compared with the ledger and rebuilt."""
+
+    FILE = "replica.json"
+
+    def __init__(self, directory: Path, ledger_uuid: str) -> None:
+        self.path = directory / self.FILE
+        self.ledger_uuid = ledger_uuid
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) and data.get("ledger_uuid") == self.ledger_uuid else {}
+
+    def get_info(self, key: str) -> str | None:
+        value = self._load().get(key)
+        return None if value is None else str(value)
+
+    def set_info(self, key: str, value: str | None) -> None:
+        """Replace one record (callers hold the local checkpoint lock; the file is replaced atomically)."""
+        data = self._load()
+        data["ledger_uuid"] = self.ledger_uuid
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+        write_file(self.path, json.dumps(data, sort_keys=True).encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -57,22 +112,24 @@ class Checkpoint:
     token: str | None
 
     @staticmethod
-    def read(ledger: Ledger, key: str) -> Checkpoint | None:
-        raw = ledger.get_info(key)
+    def read(records: Ledger | Records, key: str) -> Checkpoint | None:
+        raw = records.get_info(key)
         if raw is None:
             return None
         data = json.loads(raw)
         return Checkpoint(int(data["seq"]), data.get("token"))
 
-    def write(self, ledger: Ledger, key: str) -> None:
-        ledger.set_info(key, json.dumps({"seq": self.seq, "token": self.token}))
+    def write(self, records: Ledger | Records, key: str) -> None:
+        records.set_info(key, json.dumps({"seq": self.seq, "token": self.token}))
 
 
 class _Leg:
     """One index replica: its handle, the checkpoint it was loaded from, and the ``seq`` it reflects."""
 
-    def __init__(self, name: str, key: str, opener: Callable[[], Any], ledger: Ledger, lock: WriteLock) -> None:
-        self.name, self.key, self._opener, self._ledger, self._lock = name, key, opener, ledger, lock
+    def __init__(self, name: str, key: str, opener: Callable[[], Any], records: Ledger | Records, lock: WriteLock,
+                 directory: Path | None) -> None:
+        self.name, self.key, self._opener, self._ledger, self._lock = name, key, opener, records, lock
+        self.directory = directory  # where its folder lives (None: in memory)
         self.handle: Any = None
         self.token: str | None = None
         self.seq = -1  # -1: unknown, compare id sets with the ledger (a new, moved-aside or version-1 index)
@@ -83,8 +140,13 @@ class _Leg:
         self.folder = "bm25" if key == "index:keyword" else key.rsplit(":", 1)[-1]
 
     @property
+    def location(self) -> str:
+        """``local``, ``shared`` or ``ledger`` (see the module docstring)."""
+        return str(getattr(self.handle, "location", LOCAL))
+
+    @property
     def needs_checkpoint(self) -> bool:
-        return self.handle is not None and (self.rebuilt or self.pending > BACKLOG_LIMIT)
+        return self.handle is not None and self.location == LOCAL and (self.rebuilt or self.pending > BACKLOG_LIMIT)
 
     def load(self) -> None:
         """Open the handle from disk; the checkpoint is read first, so ``seq`` never overstates the files."""
@@ -127,9 +189,9 @@ class _Leg:
     def move_aside(self, exc: IndexCorruptError) -> Path | None:
         """Rename this index's folder to a new ``<folder>.corrupt-<time>-<pid>-<random>`` (caller holds the
         write lock) and forget its checkpoint; returns the new name, or None when there is no folder."""
-        if self._ledger.path is None:
+        if self.directory is None or self.location != LOCAL:
             return None
-        directory = self._ledger.path.parent / self.folder
+        directory = self.directory / self.folder
         if not directory.is_dir() and not directory.is_symlink():
             return None
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -152,21 +214,30 @@ class Replica:
         vector_key: str,
         *,
         persistent: bool,
+        directory: Path | None = None,
+        records: Records | None = None,
+        checkpoint_lock: WriteLock | None = None,
+        progress: bool = False,
     ) -> None:
+        """``lock`` serialises the index's writers; ``checkpoint_lock`` (default: the same) guards this machine's
+        replica files in ``directory``, whose checkpoints are recorded in ``records`` (default: the ledger)."""
         self.ledger = ledger
         self.lock = lock
+        self.checkpoint_lock = checkpoint_lock or lock
         self.persistent = persistent
+        self.progress = progress
         self.rw = ReadWriteLock()  # searches read; applying changes writes
         self._sync = threading.Lock()  # one thread applies changes or checkpoints at a time
-        self.keyword = _Leg("keyword", "index:keyword", open_keyword, ledger, lock)
-        self.vector = _Leg("vector", vector_key, open_vector, ledger, lock)
+        where: Ledger | Records = records or ledger
+        self.keyword = _Leg("keyword", "index:keyword", open_keyword, where, self.checkpoint_lock, directory)
+        self.vector = _Leg("vector", vector_key, open_vector, where, self.checkpoint_lock, directory)
         self.overlay = VectorOverlay()
         self.keyword.load()
 
     @property
     def seq(self) -> int:
         """The ledger change every loaded leg reflects (call under ``rw.read()`` for a stable answer)."""
-        return min(leg.seq for leg in self.legs())
+        return min((leg.seq for leg in self.legs() if leg.location != LEDGER), default=self.ledger.last_seq())
 
     @property
     def vector_loaded(self) -> bool:
@@ -175,12 +246,19 @@ class Replica:
     def legs(self) -> list[_Leg]:
         return [leg for leg in (self.keyword, self.vector) if leg.handle is not None]
 
+    def local_legs(self) -> list[_Leg]:
+        """Loaded legs that are this process's replicas (checkpointed, following the change log)."""
+        return [leg for leg in self.legs() if leg.location == LOCAL]
+
     def load_vector(self) -> None:
         """Open the vector index (deferred: it needs the embedding dimension) and bring it up to date."""
         with self._sync:
             if self.vector.handle is None:
                 self.vector.load()
-                self._catch_up(self.legs())  # both legs end at the same seq
+                if self.vector.location != LOCAL:
+                    self.vector.rebuilt = False  # a shared index keeps its record in the ledger, not here
+                self._catch_up(self.local_legs())  # both legs end at the same seq
+        self._follow_shared(self.ledger.last_seq())
         self.maybe_checkpoint()
 
     # -- following the log ----------------------------------------------------------------------------
@@ -189,27 +267,79 @@ class Replica:
 
         With ``wait=False`` a thread that finds another one applying changes goes on without waiting.
         """
-        if any(leg.damage is not None for leg in self.legs()):
+        if any(leg.damage is not None for leg in self.local_legs()):
             self._rebuild_damaged(wait)
         target = self.ledger.last_seq()
-        if all(leg.seq == target for leg in self.legs()):
-            return target
+        self._follow_shared(target)
+        if all(leg.seq == target for leg in self.local_legs()):
+            return self.seq
         if not self._sync.acquire(blocking=wait):
-            return min(leg.seq for leg in self.legs())
+            return self.seq
         try:
-            self._catch_up(self.legs())
-            seq = min(leg.seq for leg in self.legs())
+            self._catch_up(self.local_legs())
         finally:
             self._sync.release()
         self.maybe_checkpoint()
-        return seq
+        return self.seq
+
+    # -- shared indexes (a server every process uses) ----------------------------------------------------
+    def _follow_shared(self, target: int) -> None:
+        """Learn how far a shared index is; if it is behind ``target`` (a writer died after its commit) and no
+        one is writing, bring it up to date now (whoever writes next does otherwise)."""
+        for leg in self.legs():
+            if leg.location != SHARED or leg.seq == target:
+                continue
+            record = Checkpoint.read(self.ledger, leg.key)
+            leg.seq = -1 if record is None else record.seq
+            if leg.seq == target:
+                continue
+            try:
+                with self.lock.hold("bringing the shared vector index up to date", timeout=0):
+                    self.sync_shared()
+            except LockTimeoutError:
+                logger.debug("%s index is behind; the writer holding the lock brings it up to date", leg.name)
+
+    def sync_shared(self) -> None:
+        """Apply the change log to every shared index and record the ``seq`` it reflects (caller holds ``lock``).
+
+        Adds are upserts and removals ignore unknown ids, so applying a change twice (after a crash between
+        the index write and its record) is harmless."""
+        assert self.lock.held or not self.persistent, "sync_shared needs the write lock"
+        for leg in self.legs():
+            if leg.location != SHARED:
+                continue
+            target = self.ledger.last_seq()
+            record = Checkpoint.read(self.ledger, leg.key)
+            leg.seq = -1 if record is None else record.seq
+            if leg.seq == target:
+                continue
+            _, removes, rows = self._plan(leg, target)
+            vectors = _vectors_of(rows, self.ledger)
+            leg.handle.delete(removes)
+            if rows:
+                leg.handle.add([c.id for c in rows], vectors, [user_metadata(c.metadata) for c in rows],
+                               [c.content for c in rows])
+            leg.handle.flush()
+            Checkpoint(target, None).write(self.ledger, leg.key)
+            with self.rw.write():
+                leg.seq = target
+
+    def after_commit(self) -> None:
+        """After a ledger commit (caller holds ``lock``): update shared indexes, then persist this replica."""
+        self.sync_shared()
+        shared_lock = self.checkpoint_lock is self.lock
+        try:
+            with self.checkpoint_lock.hold("checkpointing the indexes", timeout=None if shared_lock else 0):
+                self.checkpoint()
+        except LockTimeoutError:
+            logger.debug("checkpoint deferred: another process of this machine is checkpointing")
 
     def maybe_checkpoint(self) -> None:
         """Persist a rebuilt index or a long backlog now if the write lock is free (never waits for it)."""
         if not any(leg.needs_checkpoint for leg in self.legs()):
             return
         try:
-            with self.lock.hold("checkpointing the indexes", timeout=0):
+            with self.checkpoint_lock.hold("checkpointing the indexes", timeout=0):
                 self.checkpoint(force=True)
         except LockTimeoutError:
             logger.debug("checkpoint deferred: another process is writing")
@@ -242,7 +372,7 @@ class Replica:
         if not self._sync.acquire(blocking=wait):
             return
         try:
-            for leg in self.legs():
+            for leg in self.local_legs():
                 if leg.damage is not None:
                     self._rebuild(leg, leg.damage)
         finally:
@@ -251,8 +381,8 @@ class Replica:
     def _rebuild(self, leg: _Leg, exc: IndexCorruptError) -> None:
         """Move ``leg``'s files aside unless another process has replaced them since it loaded them, then
         reload it from disk (empty after the move) and refill it from the ledger (caller holds ``_sync``)."""
-        with self.lock.hold(f"moving the damaged {leg.name} index aside"):
-            record = Checkpoint.read(self.ledger, leg.key)
+        with self.checkpoint_lock.hold(f"moving the damaged {leg.name} index aside"):
+            record = Checkpoint.read(leg._ledger, leg.key)
             token = record.token if record else None
             if token == leg.token or (token or "").startswith("writing-"):
                 leg.move_aside(exc)
@@ -272,18 +402,23 @@ class Replica:
 
     def _keyword_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
         store = self.keyword.handle
-        prepared = store.prepare([c.id for c in rows], [c.content for c in rows],
-                                 [user_metadata(c.metadata) for c in rows])
+        batches = [rows[i : i + 5000] for i in range(0, len(rows), 5000)]
+        if self.progress and len(rows) > _PROGRESS_ABOVE:
+            from tqdm.auto import tqdm
+
+            logger.info("building the keyword index from the ledger: %d chunks", len(rows))
+            batches = tqdm(batches, desc="keyword index", unit="batch", total=len(batches))  # type: ignore[assignment]
+        prepared = [store.prepare([c.id for c in batch], [c.content for c in batch],
+                                  [user_metadata(c.metadata) for c in batch]) for batch in batches]
 
         def step() -> None:
             store.delete(removes)
-            store.add_prepared(prepared)
+            for batch in prepared:
+                store.add_prepared(batch)
         return step
 
     def _vector_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
-        if any(c.embedding is None for c in rows):
-            raise IndexCorruptError(self.ledger.path or "ledger", "the ledger lacks vectors; rebuild the index")
-        vectors = np.stack([c.embedding for c in rows]) if rows else None
+        vectors = _vectors_of(rows, self.ledger) if rows else None
 
         def step() -> None:
             self.overlay.remove(removes)
@@ -324,6 +459,9 @@ class Replica:
     def vector_search(self, embedding: Any, k: int, flt: Any) -> list[tuple[str, float]]:
         """The vector leg: the base index and the overlay of changes not yet checkpointed."""
         overlay, handle = self.overlay, self.vector.handle
+        if self.vector.location != LOCAL:
+            hits = handle.search(embedding, k, flt)
+            return self._rescored(embedding, hits) if getattr(handle, "needs_rescoring", False) else hits
         if overlay.empty:
             return self._guarded(self.vector, lambda: handle.search(embedding, k, flt))
         return self._guarded(self.vector, lambda: overlay.search(handle, embedding, k, flt))
@@ -332,6 +470,18 @@ class Replica:
         handle = self.keyword.handle
         return self._guarded(self.keyword, lambda: handle.search(query, k, flt))
 
+    def _rescored(self, embedding: Any, hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """Cosine similarities from the ledger's vectors, for a store whose own scores are on another scale."""
+        rows = {c.id: c.embedding for c in self.ledger.get_chunks([i for i, _ in hits], with_embedding=True)}
+        query = np.asarray(embedding, dtype=np.float32)
+        query = query / (np.linalg.norm(query) or 1.0)
+        scored = []
+        for cid, _ in hits:
+            vector = rows.get(cid)
+            if vector is not None:
+                scored.append((cid, float(query @ vector / (np.linalg.norm(vector) or 1.0))))
+        return sorted(scored, key=lambda hit: -hit[1])
+
     # -- checkpoints --------------------------------------------------------------------------------
     def checkpoint(self, *, force: bool = False) -> None:
         """Persist what this replica applied in memory (caller holds the write lock).
@@ -339,15 +489,16 @@ class Replica:
         A replica based on an older checkpoint than the one on disk persists only when ``force`` is set or
         its backlog exceeds :data:`BACKLOG_LIMIT`; it then reloads that leg from disk and replays first.
         """
-        assert self.lock.held or not self.persistent, "checkpoint needs the write lock"
+        assert self.checkpoint_lock.held or not self.persistent, "checkpoint needs the write lock"
         with self._sync:
-            self._catch_up(self.legs())
-            for leg in self.legs():
+            self._catch_up(self.local_legs())
+            for leg in self.local_legs():
                 self._checkpoint_leg(leg, force)
         self.ledger.collect_removed()
 
     def _checkpoint_leg(self, leg: _Leg, force: bool) -> None:
-        record = Checkpoint.read(self.ledger, leg.key)
+        records = leg._ledger
+        record = Checkpoint.read(records, leg.key)
         current = (record.token if record else None) == leg.token
         if current and record is not None and record.seq == leg.seq and leg.pending == 0 and (leg is not self.vector or self.overlay.empty):
             return
@@ -364,7 +515,7 @@ class Replica:
             return
         # mark first with a token no replica keeps: whoever loads the files while they are being written
         # (or after this process dies half-way) holds that token, finds it replaced, and reloads
-        Checkpoint(record.seq if record else -1, "writing-" + uuid.uuid4().hex).write(self.ledger, leg.key)
+        Checkpoint(record.seq if record else -1, "writing-" + uuid.uuid4().hex).write(records, leg.key)
         if leg is self.vector:
             self._move_overlay()
         try:
@@ -375,7 +526,7 @@ class Replica:
             self._rebuild(leg, exc)
             return
         token = uuid.uuid4().hex
-        Checkpoint(leg.seq, token).write(self.ledger, leg.key)
+        Checkpoint(leg.seq, token).write(records, leg.key)
         leg.token = token
         leg.pending = 0
         leg.rebuilt = False
@@ -397,7 +548,7 @@ class Replica:
                 leg.load()
                 self.overlay = VectorOverlay()
         else:
-            new_leg = _Leg(leg.name, leg.key, leg._opener, self.ledger, self.lock)
+            new_leg = _Leg(leg.name, leg.key, leg._opener, leg._ledger, leg._lock, leg.directory)
             new_leg.load()
             with self.rw.write():
                 leg.handle, leg.token, leg.seq, leg.pending = new_leg.handle, new_leg.token, new_leg.seq, 0
@@ -408,10 +559,10 @@ class Replica:
     def close(self) -> None:
         """Checkpoint if this replica applied anything (and the lock is free now), then close.  A replica that
         only read takes no lock and writes nothing."""
-        applied = any(leg.pending or leg.rebuilt for leg in self.legs()) or not self.overlay.empty
+        applied = any(leg.pending or leg.rebuilt for leg in self.local_legs()) or not self.overlay.empty
         try:
             if applied:
-                with self.lock.hold("closing", timeout=0):
+                with self.checkpoint_lock.hold("closing", timeout=0):
                     self.checkpoint()
         except LockTimeoutError:
             logger.info("closing: another process is writing; it (or the next open) checkpoints the indexes")
@@ -421,3 +572,10 @@ class Replica:
             self.keyword.handle.close(flush=False)
         if self.vector.handle is not None:
             self.vector.handle.close()
+
+
+def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:
+    """The chunks' vectors stacked; a chunk stored without one means the ledger cannot rebuild this index."""
+    if any(c.embedding is None for c in rows):
+        raise IndexCorruptError(ledger.path or ledger.name or "ledger", "the ledger lacks vectors; rebuild the index")
+    return np.stack([c.embedding for c in rows]) if rows else np.zeros((0, 0), dtype=np.float32)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from .base import (
     ADD,
     COMPLETE,
@@ -17,5 +20,17 @@ from .base import (
 )
 from .sqlite import SQLiteLedger
 
+if TYPE_CHECKING:
+    from ..config import Settings
+
 __all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord",
-           "DocumentRecord", "Ledger", "SQLiteLedger"]
+           "DocumentRecord", "Ledger", "SQLiteLedger", "open_ledger"]
+
+
+def open_ledger(settings: Settings, path: Path | None) -> Ledger:
+    """The ledger the settings name: PostgreSQL at ``database_url``, else SQLite at ``path`` (None: memory)."""
+    if settings.database_url is not None:
+        from .postgres import PostgresLedger
+
+        return PostgresLedger(settings.database_url, schema=settings.database_schema)
+    return SQLiteLedger(path)

@@ -103,6 +103,7 @@ class SQLiteLedger(Ledger):
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._target = str(self.path) if self.path is not None else ":memory:"
+        self.name = self._target
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []

@@ -15,8 +15,8 @@ from typing import Any
 from ..errors import ConfigurationError
 from .base import LEDGER, LOCAL, SHARED, VectorStore
 
-__all__ = ["LEDGER", "LOCAL", "SHARED", "BackendFactory", "VectorStore", "backend_names", "create_vector_store",
-           "register"]
+__all__ = ["LEDGER", "LOCAL", "SHARED", "BackendFactory", "VectorStore", "adapt_vector_store", "backend_names",
+           "create_vector_store", "register"]
 
 # factory(directory, dimension, **options): directory is where a local backend keeps its files (None: memory)
 BackendFactory = Callable[..., VectorStore]
@@ -59,3 +59,17 @@ def create_vector_store(kind: str, directory: str | Path | None, dimension: int,
     factory = _factory(kind)
     path = None if directory is None else Path(directory) / kind
     return factory(path, dimension, **options)
+
+
+def adapt_vector_store(store: Any) -> VectorStore:
+    """A ``vector_store=`` object as a backend: one of ours as it is, a LangChain ``VectorStore`` adapted."""
+    if isinstance(store, VectorStore):
+        return store
+    from langchain_core.vectorstores import VectorStore as LangChainBase
+
+    if isinstance(store, LangChainBase):
+        from .langchain import LangChainVectorStore
+
+        return LangChainVectorStore(store)
+    raise ConfigurationError(f"setting 'vector_store': expected a backend name, a LangChain VectorStore or a "
+                             f"finderledge VectorStore, got {type(store).__name__}")

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..durable import write_file
-from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 from ..filters import compile_filter
 from ..locking import WriteLock
 from .base import LOCAL, SHARED, VectorStore
+from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
 __all__ = ["ChromaVectorStore", "open_chroma", "server_address"]
 
@@ -251,7 +251,7 @@ def _http_client(url: str, settings: Any) -> Any:
     host, port, ssl = server_address(url)
     try:
         return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
-    except Exception as exc:  # chromadb raises ValueError/ConnectionError variants when the server is down
+    except Exception as exc:  # noqa: BLE001 - chromadb raises ValueError or ConnectionError variants when down
         raise ConfigurationError(f"setting 'chroma_url': no Chroma server answers at {host}:{port} "
                                  f"({type(exc).__name__})") from None
 
