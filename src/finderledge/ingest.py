@@ -347,13 +347,15 @@ class Writer:
         """After a commit: update shared indexes, bring this process's replicas up to date and persist them.  The change is already safe in
         the ledger, so a failure here is logged, not raised: the next write or open replays it."""
         try:
+            self._fl._replica.sync_shared()
+        except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
+            logger.error("the change is committed to the ledger, but updating the shared vector index failed "
+                         "(%s: %s); the next write or search applies it", type(exc).__name__, exc)
+        try:
             self._fl._replica.after_commit()
         except (OSError, IndexCorruptError) as exc:
             logger.error("the change is committed to the ledger, but writing the index checkpoint failed (%s); "
                          "it is replayed from the ledger at the next write or open", exc)
-        except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
-            logger.error("the change is committed to the ledger, but updating the shared vector index failed "
-                         "(%s: %s); the next write or search applies it", type(exc).__name__, exc)
 
 
 def version_hash(doc: Document) -> str:

@@ -325,8 +325,7 @@ class Replica:
                 leg.seq = target
 
     def after_commit(self) -> None:
-        """After a ledger commit (caller holds ``lock``): update shared indexes, then persist this replica."""
-        self.sync_shared()
+        """After a ledger commit (caller holds ``lock``): persist this replica (shared indexes: :meth:`sync_shared`)."""
         shared_lock = self.checkpoint_lock is self.lock
         try:
             with self.checkpoint_lock.hold("checkpointing the indexes", timeout=None if shared_lock else 0):
