@@ -270,17 +270,20 @@ class PgVectorStore(VectorStore):
                     return hits[:k]
                 n *= 4
 
+    def _statement(self, where: str, with_metadata: bool) -> Any:
+        """The search query: parameters are the query vector, the filter's, and the limit."""
+        from psycopg import sql
+
+        cols = ", metadata, exact_metadata" if with_metadata else ""
+        lossy = " OR exact_metadata IS NOT NULL" if where != "TRUE" else ""
+        return sql.SQL("SELECT id, embedding <=> %s::vector AS d" + cols + " FROM {} WHERE embedding IS NOT NULL"
+                       " AND (" + where + lossy + ") ORDER BY d LIMIT %s").format(self._t)
+
     def _query(self, conn: psycopg.Connection[Any], literal: str, n: int, where: str, params: list[Any],
                pred: Callable[[Mapping[str, Any]], bool] | None, ef: int | None) -> tuple[list[tuple[str, float]], bool]:
         """The ``n`` nearest rows passing ``where`` (HNSW with ``ef``, or exact when ``ef`` is None), checked
         with ``pred``; returns them and whether the scan ran out of rows."""
-        from psycopg import sql
-
-        cols = ", metadata, exact_metadata" if pred is not None else ""
-        lossy = " OR exact_metadata IS NOT NULL" if where != "TRUE" else ""
-        statement = sql.SQL(
-            "SELECT id, embedding <=> %s::vector AS d" + cols + " FROM {} WHERE embedding IS NOT NULL AND ("
-            + where + lossy + ") ORDER BY d LIMIT %s").format(self._t)
+        statement = self._statement(where, pred is not None)
         with conn.transaction():
             if ef is None:
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
