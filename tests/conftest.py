@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from pg_server import pg_url  # noqa: F401 - PostgreSQL + pgvector for the session, on first use
 from server_process import free_port
 
 from finderledge import EmbeddingModelFactory, FinderLedge

@@ -1,7 +1,7 @@
 """One filter meaning on every backend: random filters over random metadata, checked against a reference.
 
 The reference evaluator below is written from the specification in docs/filters.md, independently of
-finderledge.filters.  Every backend (Chroma, FAISS) and mode (hybrid, vector, keyword) must return exactly
+finderledge.filters.  Every backend (Chroma, FAISS, pgvector in Postgres mode) and mode (hybrid, vector, keyword) must return exactly
 the documents it accepts: no leak (a result the reference refuses), no shortfall (a match left out), no
 error for a filter the validator accepts.  The searches run both in the writing instance and in a second
 instance that follows the writes (its vector index answers from base + overlay).
@@ -23,8 +23,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
+from pg_server import fresh_schema
 
 from finderledge import ConfigurationError, FinderLedge
+
+BACKENDS = ["chroma", "faiss", "pgvector"]
+
+
+def _open(kind: str, directory: Path, minilm: Any, request: pytest.FixtureRequest, schema: str | None) -> FinderLedge:
+    """An instance over ``directory`` with the ``kind`` backend; pgvector: Postgres mode (``schema`` in the test
+    server), ``directory`` then holds only this instance's BM25 replica."""
+    if kind == "pgvector":
+        return FinderLedge(directory, database_url=request.getfixturevalue("pg_url"), database_schema=schema,
+                           embedding=minilm, show_progress=False)
+    return FinderLedge(directory, vector_store=kind, embedding=minilm, show_progress=False)
 
 FIELDS = ["a", "b", "c", "tags"]
 SCALARS: list[Any] = [
@@ -125,7 +137,7 @@ def _corpus(seed: int) -> list[dict[str, Any]]:
     return metas
 
 
-@pytest.fixture(scope="module", params=["chroma", "faiss"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def indexes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
             minilm: Any) -> Iterator[tuple[str, list[dict[str, Any]], list[FinderLedge]]]:
     """A writer and a follower over one directory; the last 20 documents reach the follower by its overlay."""
@@ -134,9 +146,11 @@ def indexes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     metas = _corpus(7)
     docs = [Document(page_content=f"common document number {i} word{i % 7}", metadata={**md, "doc_no": i})
             for i, md in enumerate(metas)]
-    writer = FinderLedge(directory, vector_store=kind, embedding=minilm, show_progress=False)
+    schema = fresh_schema()
+    writer = _open(kind, directory, minilm, request, schema)
     writer.add_document(docs[:80])
-    follower = FinderLedge(directory, vector_store=kind, embedding=minilm, show_progress=False)
+    follower = _open(kind, directory.with_name("follower") if kind == "pgvector" else directory, minilm, request,
+                     schema)
     follower.search("common", k=1)  # opens its indexes now, from the checkpoint of the first 80
     writer.add_document(docs[80:])
     yield kind, metas, [writer, follower]
@@ -162,10 +176,9 @@ def test_every_backend_and_mode_agrees_with_the_reference(indexes: Any, flt: dic
 
 
 # -- the cases reported in the issue, by name ------------------------------------------------------------
-@pytest.fixture(scope="module", params=["chroma", "faiss"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def small(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Iterator[FinderLedge]:
-    fl = FinderLedge(tmp_path_factory.mktemp("small") / "i", vector_store=str(request.param), embedding=minilm,
-                     show_progress=False)
+    fl = _open(str(request.param), tmp_path_factory.mktemp("small") / "i", minilm, request, fresh_schema())
     mds: list[dict[str, Any]] = [{"year": 2019, "name": "x"}, {"year": 2020, "n": None}, {"year": 2020.5, "n": 1},
                                  {"n": {"k": 1}, "name": "y"}, {"n": [1, 2], "tags": ["hr", "it"]}, {"big": 2**64}]
     fl.add_document([Document(page_content=f"common text {i}", metadata={**md, "doc_no": i}) for i, md in enumerate(mds)])

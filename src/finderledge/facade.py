@@ -143,6 +143,8 @@ class FinderLedge(Catalog, Views):
             if directory.exists() and not directory.is_dir():
                 raise ConfigurationError(f"setting 'persist_directory': {directory} exists and is not a directory")
             directory.mkdir(parents=True, exist_ok=True)
+        if pre.database_url is not None and instance is None and args["vector_store"] is None:
+            args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
         self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
         try:
             recorded = json.loads(self._ledger.get_info("settings") or "{}")

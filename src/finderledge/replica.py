@@ -77,10 +77,32 @@ class LocalRecords(Records):
 
     FILE = "replica.json"
 
-    def __init__(self, directory: Path, ledger_uuid: str) -> None:
+    def __init__(self, directory: Path, ledger_uuid: str, folders: tuple[str, ...] = ("bm25",)) -> None:
         self.path = directory / self.FILE
         self.ledger_uuid = ledger_uuid
         directory.mkdir(parents=True, exist_ok=True)
+        self._set_aside_foreign(directory, folders)
+
+    def _set_aside_foreign(self, directory: Path, folders: tuple[str, ...]) -> None:
+        """Index folders built from another ledger (another database, or this one dropped and created again) are
+        renamed aside, never merged: the replica is rebuilt from this ledger."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if not isinstance(data, dict) or data.get("ledger_uuid") in (None, self.ledger_uuid):
+            return
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        for name in folders:
+            try:
+                (directory / name).rename(directory / f"{name}.other-ledger-{stamp}")
+                logger.warning("%s was built from another ledger; moved it aside and rebuilding", directory / name)
+            except FileNotFoundError:
+                continue
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
 
     def _load(self) -> dict[str, Any]:
         try:
@@ -433,7 +455,7 @@ class Replica:
             truth = self.ledger.complete_chunk_ids()
             if have and not truth and self.ledger.last_seq() == 0:  # never reconcile an index to empty
                 raise LedgerCorruptError(
-                    self.ledger.path or ":memory:",
+                    self.ledger.path or self.ledger.name or ":memory:",
                     f"it has never recorded a document, but the {leg.name} index next to it holds {len(have)} chunks",
                     "restore the ledger these indexes were built from (a backup), or move the index folders away "
                     "to start an empty index; nothing was changed")
