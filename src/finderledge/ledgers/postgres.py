@@ -484,7 +484,7 @@ class PostgresLedger(Ledger):
                      remove: Sequence[str] = ()) -> int:
         """In one transaction: mark ``remove`` removed (deleting their vectors), add documents with their chunks
         and vectors, log each change; returns the last change's ``seq``."""
-        from ..vector_stores.pgvector import upsert_rows
+        from ..vector_stores.pgvector import build_index_when_large, upsert_rows
 
         now = time.time()
         dims = {len(c.embedding) for _, chunks in add for c in chunks if c.embedding is not None}
@@ -518,6 +518,8 @@ class PostgresLedger(Ledger):
                     upsert_rows(cur, self.schema, VECTORS_TABLE,
                                 [(c.id, c.embedding, user_metadata(c.metadata), None)
                                  for c in chunks if c.embedding is not None])
+                if self._dimension is not None and any(c.embedding is not None for _, _, cs in docs for c in cs):
+                    build_index_when_large(conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}")
             row = cur.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
         return int(row[0]) if row else 0
 
