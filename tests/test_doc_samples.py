@@ -22,7 +22,8 @@ from conftest import EXAMPLES, ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {"context.md": "test_context.py", "filters.md": "test_filters.py", "scores.md": "test_scores.py"}
-RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md", "strategies.md", "embeddings.md"]
+RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md", "strategies.md", "embeddings.md",
+            "scaling.md"]
 
 
 def _blocks(page: Path, lang: str) -> list[str]:
@@ -94,7 +95,7 @@ def _run_shell(page: Path) -> list[str]:
             continue  # the service's samples start a server: that test runs them
         for line in block.splitlines():
             command = line.split("  #")[0].strip()
-            if not command or command.startswith("pip install"):
+            if not command or command.startswith(("pip install", "chroma run")):  # the test started the server
                 continue
             argv = shlex.split(command)
             assert argv[0] == "finderledge", f"{page.name}: only finderledge commands run here: {command}"
@@ -105,8 +106,16 @@ def _run_shell(page: Path) -> list[str]:
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "embeddings.md" else n
                                   for n in RUN_HERE])  # embeddings.md exports the ONNX model once (~20-80 s)
-def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.CaptureFixture[str],
+                                request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     page = ROOT / name if name == "README.md" else ROOT / "docs" / name
+    if name in ("README.md", "scaling.md"):  # the servers the "Scaling out" samples name, each in a fresh namespace
+        from pg_server import fresh_schema
+
+        monkeypatch.setenv("DATABASE_URL", request.getfixturevalue("pg_url"))
+        monkeypatch.setenv("FINDERLEDGE_DATABASE_SCHEMA", fresh_schema())
+        monkeypatch.setenv("CHROMA_URL", request.getfixturevalue("chroma_server"))
+        monkeypatch.setenv("FINDERLEDGE_CHROMA_COLLECTION", f"docs-{fresh_schema()}")
     namespace = _run_python(page)
     ran = _run_shell(page)
     if name == "README.md":
@@ -119,5 +128,10 @@ def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.Capture
         assert namespace["results"].trace.strategy == "decompose" and len(namespace["results"].trace.sub_queries) == 2
     if name == "embeddings.md":
         assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/ --embedding onnx"]
+    if name == "scaling.md":
+        out = capsys.readouterr().out
+        assert "password-reset.txt" in out and "sla-ja.md" in out and "my-faiss" in out
+        assert namespace["shared"].vector_store.location == "ledger"
+        assert namespace["team"].vector_store.location == "shared"
     if name == "evaluation.md":
         assert "nDCG@10" in namespace["format_report"](namespace["report"])

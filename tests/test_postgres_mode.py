@@ -84,6 +84,25 @@ def test_the_environment_variable_selects_postgres(pg_url: str, schema: str, min
         assert _contents(again.search("hello", search_mode="keyword")) == ["hello from the environment"]
 
 
+def test_the_cli_uses_the_database_named_by_the_environment(pg_url: str, schema: str, tmp_path: Path, minilm: Any,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import finderledge.facade
+    from finderledge.cli import main
+
+    real = finderledge.facade.FinderLedge
+    monkeypatch.setattr(finderledge.facade, "FinderLedge", lambda *a, **kw: real(*a, **{**kw, "embedding": minilm}))
+    monkeypatch.setenv("FINDERLEDGE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("FINDERLEDGE_DATABASE_SCHEMA", schema)
+    (tmp_path / "notes.txt").write_text("The staff canteen opens at half past eleven.", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["add", "notes.txt", "--dir", "machine-a"]) == 0
+    capsys.readouterr()
+    assert main(["search", "canteen opening time", "--dir", "machine-b", "--json"]) == 0  # another machine's replica
+    assert "half past eleven" in capsys.readouterr().out
+    assert not (tmp_path / "machine-b" / "ledger.sqlite3").exists()
+
+
 def test_other_vector_stores_are_refused_in_postgres_mode(pg_url: str, schema: str, minilm: Any) -> None:
     with pytest.raises(ConfigurationError, match="vector leg is pgvector in the same database"):
         FinderLedge(database_url=pg_url, database_schema=schema, vector_store="faiss", embedding=minilm)

@@ -190,7 +190,9 @@ def _require_index(directory: str | os.PathLike[str]) -> None:
 
 def _open(args: argparse.Namespace, *, existing: bool = True, **extra: Any) -> Any:
     """FinderLedge over ``args.dir`` (which must already hold an index unless ``existing`` is false)."""
-    if existing:
+    from .config import Settings
+
+    if existing and Settings.resolve({}).database_url is None:  # Postgres mode: the database is the index
         _require_index(args.dir)
     from .facade import FinderLedge
 
