@@ -202,3 +202,18 @@ def test_bad_vector_store_values_are_named(tmp_path: Path, minilm: Any) -> None:
     with pytest.raises(ConfigurationError, match="'vector_store'.*one of"):
         FinderLedge(tmp_path / "c", vector_store="qdrant", embedding=minilm)
     assert UnsupportedFilterError.__mro__[1] is ConfigurationError
+
+
+def test_langchain_pgvector_as_the_vector_leg(tmp_path: Path, minilm: Any, pg_url: str) -> None:
+    from langchain_postgres import PGVector
+
+    url = pg_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    store = PGVector(embeddings=minilm, collection_name=f"c{uuid.uuid4().hex[:10]}", connection=url, use_jsonb=True)
+    with FinderLedge(tmp_path / "pgv", vector_store=store, embedding=minilm, show_progress=False) as fl:
+        ids = fl.add_document(DOCS)
+        assert fl.vector_store.location == "shared" and len(fl.vector_store) == 3
+        assert _vector_hits(fl, "a cat by the window")[0] == DOCS[0].page_content
+        alice = fl.search("cat revenue", search_mode="vector", k=5, filter={"user": "alice"})
+        assert {r.metadata["user"] for r in alice} == {"alice"} and len(alice) == 2
+        fl.delete([ids[1]])
+        assert len(fl.vector_store) == 2

@@ -211,3 +211,20 @@ class _NoEmbeddings:
 
     def embed_query(self, text: str) -> list[float]:
         raise AssertionError("the adapter must pass FinderLedge's vectors, not embed")
+
+
+class TestLangChainPGVector(VectorStoreContract):
+    """langchain-postgres's PGVector through the adapter, on the test session's PostgreSQL."""
+
+    @pytest.fixture(autouse=True)
+    def _database(self, pg_url: str) -> None:
+        self.url = pg_url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+    def open_store(self, place: Path) -> VectorStore:
+        from langchain_postgres import PGVector
+
+        from finderledge.vector_stores.langchain import LangChainVectorStore
+
+        store = PGVector(embeddings=_NoEmbeddings(), collection_name=place.name, connection=self.url, use_jsonb=True,
+                         embedding_length=DIM)
+        return LangChainVectorStore(store)

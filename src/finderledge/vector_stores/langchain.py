@@ -130,8 +130,27 @@ class LangChainVectorStore(VectorStore):
                                      "a filter, or use a backend that filters (chroma, faiss, pgvector)")
 
     def ids(self) -> set[str]:
+        """Every id in the store where it can be listed (in-memory records, PGVector's collection); otherwise
+        the ids this object added (LangChain has no standard way to list a store)."""
         store_ids = getattr(self.store, "store", None)  # InMemoryVectorStore
-        return set(store_ids) if isinstance(store_ids, dict) else set(self._ids)
+        if isinstance(store_ids, dict):
+            return set(store_ids)
+        if self.kind == "PGVector":
+            return _pgvector_ids(self.store)
+        return set(self._ids)
+
+
+def _pgvector_ids(store: Any) -> set[str]:
+    """The ids in a langchain-postgres ``PGVector`` collection (its own session and table model)."""
+    from sqlalchemy import select
+
+    table = store.EmbeddingStore
+    with store._make_sync_session() as session:
+        collection = store.get_collection(session)
+        if collection is None:
+            return set()
+        rows = session.execute(select(table.id).where(table.collection_id == collection.uuid))
+        return {str(r[0]) for r in rows}
 
 
 def _narrowing(flt: Mapping[str, Any]) -> dict[str, Any]:
