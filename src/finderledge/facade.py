@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -172,7 +173,7 @@ class FinderLedge(Catalog, Views):
             )
             self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap,
                                              self.settings.chunk_unit)
-            open_vector, vector_key = self._vector_backend(instance, local)
+            open_vector, vector_key = _vector_backend(self, instance, local)
             self._replica = Replica(
                 self._ledger,
                 self._write_lock,
@@ -184,7 +185,7 @@ class FinderLedge(Catalog, Views):
                 directory=local,
                 records=LocalRecords(local, self._ledger.index_uuid) if shared and local else None,  # type: ignore[attr-defined]
                 checkpoint_lock=WriteLock(local, self.settings.lock_timeout) if shared else None,
-                progress=self.settings.show_progress is not False,
+                progress=(sys.stderr.isatty() if self.settings.show_progress is None else self.settings.show_progress),
             )
             self._writer = Writer(self)
             self._searcher = Searcher(self)
@@ -229,27 +230,6 @@ class FinderLedge(Catalog, Views):
             raise
 
     # -- set-up -------------------------------------------------------------------------------------
-    def _vector_backend(self, instance: VectorStore | None, local: Path | None) -> tuple[Callable[[], VectorStore], str]:
-        """How to open the vector leg, and the key its checkpoint record is kept under."""
-        settings = self.settings
-        if settings.database_url is not None:
-            if instance is not None or settings.vector_store != "pgvector":
-                raise ConfigurationError(
-                    "setting 'vector_store': with database_url the vector leg is pgvector in the same database "
-                    f"(written in the ledger's transactions), got {settings.vector_store if instance is None else 'an instance'!r}")
-            return lambda: self._ledger.vector_store(self._dimension()), "index:vector:pgvector"  # type: ignore[attr-defined]
-        if instance is not None:
-            return lambda: instance, f"index:vector:langchain:{getattr(instance, 'kind', type(instance).__name__)}"
-        kind = settings.vector_store
-        if kind == "pgvector":
-            raise ConfigurationError("setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
-                                     "database_url (or FINDERLEDGE_DATABASE_URL) to use it")
-        if kind == "chroma" and settings.chroma_url is not None:
-            url, collection = settings.chroma_url, settings.chroma_collection
-            return (lambda: create_vector_store("chroma", None, self._dimension(), url=url, collection=collection),
-                    f"index:vector:chroma@{redact_url(url)}/{collection}")
-        return lambda: create_vector_store(kind, local, self._dimension()), f"index:vector:{kind}"
-
     def _record_settings(self, recorded: Mapping[str, Any]) -> None:
         """Record the settings of a new directory, or a vector store an argument switched to; opening a
         directory otherwise never writes to it."""
@@ -506,6 +486,29 @@ class _VectorLeg:
 
     def search(self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
         return self._replica.vector_search(embedding, k, filter)
+
+
+def _vector_backend(fl: FinderLedge, instance: VectorStore | None,
+                    local: Path | None) -> tuple[Callable[[], VectorStore], str]:
+    """How to open the vector leg, and the key its checkpoint record is kept under."""
+    settings = fl.settings
+    if settings.database_url is not None:
+        if instance is not None or settings.vector_store != "pgvector":
+            raise ConfigurationError(
+                "setting 'vector_store': with database_url the vector leg is pgvector in the same database "
+                f"(written in the ledger's transactions), got {settings.vector_store if instance is None else 'an instance'!r}")
+        return lambda: fl._ledger.vector_store(fl._dimension()), "index:vector:pgvector"  # type: ignore[attr-defined]
+    if instance is not None:
+        return lambda: instance, f"index:vector:langchain:{getattr(instance, 'kind', type(instance).__name__)}"
+    kind = settings.vector_store
+    if kind == "pgvector":
+        raise ConfigurationError("setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
+                                 "database_url (or FINDERLEDGE_DATABASE_URL) to use it")
+    if kind == "chroma" and settings.chroma_url is not None:
+        url, collection = settings.chroma_url, settings.chroma_collection
+        return (lambda: create_vector_store("chroma", None, fl._dimension(), url=url, collection=collection),
+                f"index:vector:chroma@{redact_url(url)}/{collection}")
+    return lambda: create_vector_store(kind, local, fl._dimension()), f"index:vector:{kind}"
 
 
 def _pin_recorded(settings: Settings, recorded: Mapping[str, Any], args: Mapping[str, Any],
