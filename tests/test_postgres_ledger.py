@@ -27,7 +27,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from pg_server import fresh_schema, pg_url  # noqa: F401 - pg_url is a fixture
+from pg_server import fresh_schema  # the pg_url fixture comes from conftest.py
 from test_filter_property import FIELDS, VALUES, _ordered, _scalar
 from test_vector_store_contract import DIM, VectorStoreContract, _vectors
 
@@ -225,7 +225,7 @@ def test_many_threads_read_at_once(make_ledger: Any) -> None:
 
 # -- what only the PostgreSQL ledger promises -----------------------------------------------------------
 @pytest.fixture
-def pg_ledger(pg_url: str) -> Iterator[PostgresLedger]:  # noqa: F811
+def pg_ledger(pg_url: str) -> Iterator[PostgresLedger]:
     ledger = PostgresLedger(pg_url, schema=fresh_schema())
     yield ledger
     ledger.close()
@@ -249,7 +249,7 @@ def test_vectors_are_written_and_removed_in_the_ledger_transaction(pg_ledger: Po
     assert pg_ledger.last_seq() == 3 and pg_ledger.get_document("doc-3") is None and store.ids() == set()
 
 
-def test_the_dimension_is_recorded_once(pg_url: str, pg_ledger: PostgresLedger) -> None:  # noqa: F811
+def test_the_dimension_is_recorded_once(pg_url: str, pg_ledger: PostgresLedger) -> None:
     pg_ledger.vector_store(DIM)
     with pytest.raises(IncompatibleIndexError, match="dimension 16"):
         pg_ledger.vector_store(32)
@@ -268,7 +268,7 @@ def PgVectorStoreFactory(url: str, schema: str, dimension: int) -> VectorStore:
     return create_vector_store("pgvector", None, dimension, url=url, schema=schema)
 
 
-def test_identity_index_uuid_and_a_foreign_schema(pg_url: str, pg_ledger: PostgresLedger) -> None:  # noqa: F811
+def test_identity_index_uuid_and_a_foreign_schema(pg_url: str, pg_ledger: PostgresLedger) -> None:
     assert pg_ledger.name.startswith("postgresql://") and pg_ledger.name.endswith(f"#{pg_ledger.schema}")
     assert len(pg_ledger.index_uuid) == 32
     again = PostgresLedger(pg_url, schema=pg_ledger.schema)
@@ -285,7 +285,7 @@ def test_identity_index_uuid_and_a_foreign_schema(pg_url: str, pg_ledger: Postgr
         PostgresLedger(pg_url, schema=foreign)
 
 
-def test_sequence_numbers_commit_in_order_under_concurrent_writers(pg_url: str) -> None:  # noqa: F811
+def test_sequence_numbers_commit_in_order_under_concurrent_writers(pg_url: str) -> None:
     """A reader that sees ``last_seq() == s`` sees every change up to ``s`` (what replicas rely on)."""
     schema = fresh_schema()
     writers = [PostgresLedger(pg_url, schema=schema) for _ in range(3)]
@@ -332,7 +332,7 @@ with ledger.write_lock(5).hold("indexing in the child"):
 """
 
 
-def test_write_lock_times_out_naming_the_holder_and_is_reentrant(pg_url: str, pg_ledger: PostgresLedger) -> None:  # noqa: F811
+def test_write_lock_times_out_naming_the_holder_and_is_reentrant(pg_url: str, pg_ledger: PostgresLedger) -> None:
     mine, theirs = pg_ledger.write_lock(5), pg_ledger.write_lock(5)
     with mine.hold("adding documents"):
         with mine.hold("nested"):
@@ -352,7 +352,7 @@ def test_write_lock_times_out_naming_the_holder_and_is_reentrant(pg_url: str, pg
     assert advisory_key("write", "s") != advisory_key("commit", "s") != advisory_key("write", "t")
 
 
-def test_write_lock_is_released_when_its_process_dies(pg_url: str, pg_ledger: PostgresLedger) -> None:  # noqa: F811
+def test_write_lock_is_released_when_its_process_dies(pg_url: str, pg_ledger: PostgresLedger) -> None:
     child = subprocess.Popen([sys.executable, "-c", _HOLDER, pg_url, pg_ledger.schema], stdout=subprocess.PIPE,
                              text=True)
     try:
@@ -378,7 +378,7 @@ SECRET = "Sup3r-Secr3t-pw"
 
 
 @pytest.fixture(scope="module")
-def password_user(pg_url: str) -> str:  # noqa: F811
+def password_user(pg_url: str) -> str:
     """A role that must log in with a password (the test server trusts everyone else on its socket)."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"DROP ROLE IF EXISTS fl_pw_user; CREATE ROLE fl_pw_user LOGIN PASSWORD '{SECRET}'")
@@ -391,7 +391,7 @@ def password_user(pg_url: str) -> str:  # noqa: F811
     return "fl_pw_user"
 
 
-def test_connection_errors_never_show_the_password(pg_url: str, password_user: str,  # noqa: F811
+def test_connection_errors_never_show_the_password(pg_url: str, password_user: str,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     socket_dir = psycopg.conninfo.conninfo_to_dict(pg_url)["host"]
@@ -429,7 +429,7 @@ class TestPgVector(VectorStoreContract):
     """The standalone store (``vector_store="pgvector"``): one table per test in a shared schema."""
 
     @pytest.fixture(autouse=True)
-    def _server(self, pg_url: str) -> None:  # noqa: F811
+    def _server(self, pg_url: str) -> None:
         self.url = pg_url
 
     @pytest.fixture
@@ -442,7 +442,7 @@ class TestPgVector(VectorStoreContract):
         return store
 
 
-def test_metadata_jsonb_cannot_hold_is_decided_on_its_exact_json(pg_url: str) -> None:  # noqa: F811
+def test_metadata_jsonb_cannot_hold_is_decided_on_its_exact_json(pg_url: str) -> None:
     """NUL characters become U+FFFD in ``jsonb``; such rows pass the SQL and compile_filter decides on the exact JSON."""
     store = PgVectorStoreFactory(pg_url, fresh_schema(), DIM)
     try:
@@ -461,7 +461,7 @@ class TestPgVectorInLedger(VectorStoreContract):
     """The ledger's own ``vectors`` table through :meth:`PostgresLedger.vector_store`."""
 
     @pytest.fixture(autouse=True)
-    def _server(self, pg_url: str) -> Iterator[None]:  # noqa: F811
+    def _server(self, pg_url: str) -> Iterator[None]:
         self.url = pg_url
         self.ledgers: list[PostgresLedger] = []
         yield
@@ -507,6 +507,8 @@ class TestPgVectorThroughHnsw(TestPgVector):
             plan = "\n".join(r[0] for r in conn.execute(sql_explain(store._statement("TRUE", False)),
                                                           (pgv.vector_literal(vectors[3]), 5)))
         assert f"Index Scan using {store.table}_embedding_hnsw" in plan, plan
+        with store._conn() as conn:  # built with it: the GIN index over the metadata
+            assert pgv.has_index(conn, "contract", store.table, "gin")
 
 
 def sql_explain(statement: Any) -> Any:
@@ -543,7 +545,7 @@ _STATS = {"filters": 0, "exact": 0}
 
 
 @pytest.fixture(scope="module")
-def filter_table(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], list[dict[str, Any]], set[int]]]:  # noqa: F811
+def filter_table(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], list[dict[str, Any]], set[int]]]:
     import random
 
     rng = random.Random(11)
@@ -598,7 +600,7 @@ def test_how_often_sql_alone_is_exact() -> None:
     ({"v": {"$gte": "a"}}, ["a", "b", "東京"]), ({"v": {"$lt": "a"}}, ["B", ""]), ({"v": {"$contains": 2}}, [[2.0]]),
     ({"v": {"$ne": 1}}, [2, 2.0, 2**63, 2**63 + 1, 0.1, 0.09999999999999999, True, "a", "b", "東京", "B", "", [2.0]]),
 ])
-def test_reported_edge_cases_translate_exactly(pg_url: str, flt: dict[str, Any], matches: list[Any]) -> None:  # noqa: F811
+def test_reported_edge_cases_translate_exactly(pg_url: str, flt: dict[str, Any], matches: list[Any]) -> None:
     values = [1, 2, 2.0, 2**63, 2**63 + 1, 0.1, 0.09999999999999999, True, "a", "b", "東京", "B", "", [2.0], None]
     sql, params = to_sql(flt)
     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -12,7 +12,10 @@ it is, provided the metadata was written with :func:`jsonb_text`:
   Python's exact ones (``2**63 == 9.223372036854776e18``) where a shortest-repr decimal would not;
 * string ordering is by code point (``->> … COLLATE "C"``: UTF-8 byte order is code point order);
 * ``$contains`` is ``jsonb_typeof = 'array' AND v @> '[x]'`` (top-level elements, the same equality);
-* every atom is ``COALESCE(…, FALSE)``, so ``NOT`` and SQL's three-valued logic never meet.
+* under a ``NOT`` (``$ne``, ``$nin``, ``$not_contains``) every atom is ``COALESCE(…, FALSE)``, so ``NOT`` and
+  SQL's three-valued logic never meet; elsewhere NULL and FALSE select the same rows, and ``$eq``/``$in``/
+  ``$contains`` also carry the condition they imply, ``metadata @> '{"field": x}'``, which a GIN index
+  (``CREATE INDEX ON t USING gin (metadata jsonb_path_ops)``) serves for selective filters (tenants).
 
 ``jsonb`` cannot hold NUL characters or lone surrogates.  :func:`jsonb_text` replaces them (U+FFFD) and
 reports the row as *lossy*; the store keeps such a row's exact JSON beside it and lets every lossy row pass
@@ -115,28 +118,43 @@ class _Builder:
         value = self.field(name)
         return "FALSE" if value is None else f"COALESCE(jsonb_typeof({value}) <> 'null', FALSE)"
 
-    def equal(self, name: str, operand: Any) -> str:
+    def _containment(self, name: str, literal: str) -> str:
+        """``column @> {name: literal}``: implied by the exact test it precedes (``jsonb`` containment
+        compares scalars as ``=`` does), so it never narrows; a GIN index (``jsonb_path_ops``) can serve it."""
+        self.params.append("{" + json.dumps(name, ensure_ascii=False) + ":" + literal + "}")
+        return f"{self.column} @> %s::jsonb"
+
+    def equal(self, name: str, operand: Any, positive: bool = False) -> str:
+        """``$eq``.  ``positive``: not under a NOT, where NULL and FALSE select the same rows, so the plain
+        comparison (with its index-friendly containment) stands; under a NOT it is ``COALESCE``d."""
         literal = _operand_json(operand)
-        if literal is None:
+        if literal is None or _UNSTORABLE.search(name):
             return "FALSE"
+        if positive:
+            contained = self._containment(name, literal)
+            value = self.field(name)
+            self.params.append(literal)
+            return f"({contained} AND {value} = %s::jsonb)"
         value = self.field(name)
-        if value is None:
-            return "FALSE"
         self.params.append(literal)
         return f"COALESCE({value} = %s::jsonb, FALSE)"
 
-    def any_equal(self, name: str, operands: list[Any]) -> str:
-        parts = [self.equal(name, x) for x in operands]
+    def any_equal(self, name: str, operands: list[Any], positive: bool = False) -> str:
+        parts = [self.equal(name, x, positive) for x in operands]
         parts = [p for p in parts if p != "FALSE"]
         return "(" + " OR ".join(parts) + ")" if parts else "FALSE"
 
-    def contains(self, name: str, operand: Any) -> str:
+    def contains(self, name: str, operand: Any, positive: bool = False) -> str:
         literal = _operand_json(operand)
-        if literal is None:
+        if literal is None or _UNSTORABLE.search(name):
             return "FALSE"
+        if positive:
+            contained = self._containment(name, f"[{literal}]")
+            value = self.field(name)
+            self.field(name)
+            self.params.append(f"[{literal}]")
+            return f"({contained} AND jsonb_typeof({value}) = 'array' AND ({self.column} -> %s) @> %s::jsonb)"
         value = self.field(name)
-        if value is None:
-            return "FALSE"
         self.field(name)
         self.params.append(f"[{literal}]")
         return f"COALESCE(jsonb_typeof({value}) = 'array' AND ({self.column} -> %s) @> %s::jsonb, FALSE)"
@@ -165,15 +183,15 @@ class _Builder:
 
     def condition(self, name: str, op: str, arg: Any) -> str:
         if op == "$eq":
-            return self.equal(name, arg)
+            return self.equal(name, arg, positive=True)
         if op == "$ne":
             return f"({self.present(name)} AND NOT {self.equal(name, arg)})"
         if op == "$in":
-            return self.any_equal(name, list(arg))
+            return self.any_equal(name, list(arg), positive=True)
         if op == "$nin":
             return f"({self.present(name)} AND NOT {self.any_equal(name, list(arg))})"
         if op == "$contains":
-            return self.contains(name, arg)
+            return self.contains(name, arg, positive=True)
         if op == "$not_contains":
             return f"({self.is_array(name)} AND NOT {self.contains(name, arg)})"
         return self.order(name, op, arg)
