@@ -6,6 +6,7 @@ every method reads the ledger, the source of truth, never an index.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +28,16 @@ if TYPE_CHECKING:
 __all__ = ["Catalog"]
 
 
+logger = logging.getLogger(__name__)
+
+
 class Catalog:
     """``get_document``, ``get_parent_document``, ``get_split_documents``, ``list_documents``, ``list_sources``,
     ``count``, ``stats``."""
 
     if TYPE_CHECKING:  # provided by FinderLedge
         _ledger: Ledger
+        _write_lock: Any
         _model_id: str
         persist_directory: Path | None
         settings: Settings
@@ -104,9 +109,23 @@ class Catalog:
             "keyword_index_chunks": len(self.keyword_store),
             "vector_index_chunks": len(self.vector_store),
             "embedding_model": self._model_id,
+            "embedding_cache": self._ledger.embedding_cache_size(),
             "persist_directory": str(self.persist_directory) if self.persist_directory else None,
             "settings": self.settings.to_dict(),
         }
+
+    def gc(self) -> dict[str, int]:
+        """Drop cached vectors no stored chunk uses (texts replaced or removed, other models); returns how many
+        were removed and the cache's size left.  A vector cached by an ingest still running elsewhere may go:
+        that ingest keeps its vectors in memory, it only loses the resume-after-crash shortcut."""
+        from .ingest import content_id
+
+        with self._write_lock.hold("pruning the embedding cache"):
+            chunks = self._ledger.get_chunks(sorted(self._ledger.complete_chunk_ids()))
+            removed = self._ledger.prune_embedding_cache(self._model_id, {content_id(c.content) for c in chunks})
+        size = self._ledger.embedding_cache_size()
+        logger.info("gc: removed %d cached vectors; %d left (%d bytes)", removed, size["entries"], size["bytes"])
+        return {"removed": removed, **size}
 
     def __len__(self) -> int:
         return self.count()["documents"]

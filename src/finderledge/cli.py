@@ -116,7 +116,7 @@ def _add_search(sub: Any, name: str, summary: str) -> None:
 
 
 def _add_small_commands(sub: Any) -> None:
-    """The ``remove``, ``list`` and ``stats`` subcommands."""
+    """The ``remove``, ``list``, ``stats`` and ``gc`` subcommands."""
     p = sub.add_parser("remove", help="remove documents by parent id or source path")
     _index_options(p)
     p.add_argument("ids", nargs="+")
@@ -127,6 +127,7 @@ def _add_small_commands(sub: Any) -> None:
     p.add_argument("--offset", type=int, default=0, help="skip this many documents first")
     p.add_argument("--limit", type=int, default=None)
     _index_options(sub.add_parser("stats", help="counts and settings"))
+    _index_options(sub.add_parser("gc", help="drop cached vectors no stored chunk uses"))
 
 
 EVAL_DESCRIPTION = (
@@ -343,6 +344,15 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gc(args: argparse.Namespace) -> int:
+    """finderledge gc."""
+    with _open(args) as fl:
+        report = fl.gc()
+    _emit(args, report, f"removed {report['removed']} cached vectors; the cache holds {report['entries']} "
+                        f"({report['bytes'] / 1e6:.1f} MB)")
+    return 0
+
+
 def _eval_directory(args: argparse.Namespace) -> str | None:
     """Where eval reads or builds the index: a question file needs an existing one (default dir as elsewhere)."""
     if not args.dataset.exists():
@@ -378,7 +388,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"add": _cmd_add, "search": _cmd_search, "context": _cmd_context, "remove": _cmd_remove,
-            "list": _cmd_list, "stats": _cmd_stats, "eval": _cmd_eval, **SERVER_COMMANDS}
+            "list": _cmd_list, "stats": _cmd_stats, "gc": _cmd_gc, "eval": _cmd_eval, **SERVER_COMMANDS}
 
 
 # -- failures -------------------------------------------------------------------------------------

@@ -176,6 +176,14 @@ class Ledger(ABC):
         """Remember vectors by (model, text hash), committed at once."""
 
     @abstractmethod
+    def embedding_cache_size(self) -> dict[str, int]:
+        """``{"entries": n, "bytes": b}`` of the embedding cache (vector bytes, every model)."""
+
+    @abstractmethod
+    def prune_embedding_cache(self, model: str, keep: set[str]) -> int:
+        """Delete cached vectors of other models, and of ``model`` whose text hash is not in ``keep``; how many."""
+
+    @abstractmethod
     def sources_under(self, prefix: str) -> list[str]:
         """Complete sources that start with ``prefix``."""
 

@@ -750,6 +750,24 @@ class PostgresLedger(Ledger):
             cur.executemany(self._sql("INSERT INTO {s}.embedding_cache (model, text_hash, vector) VALUES (%s, %s, %s)"
                                       " ON CONFLICT DO NOTHING"), rows)
 
+    def embedding_cache_size(self) -> dict[str, int]:
+        with self._read() as conn:
+            entries, size = conn.execute(self._sql(
+                "SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")).fetchone()
+        return {"entries": int(entries), "bytes": int(size)}
+
+    def prune_embedding_cache(self, model: str, keep: set[str]) -> int:
+        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(self._sql("SELECT text_hash FROM {s}.embedding_cache WHERE model = %s"), (model,))
+            stale = [h for (h,) in cur.fetchall() if h not in keep]
+            cur.execute(self._sql("DELETE FROM {s}.embedding_cache WHERE model <> %s"), (model,))
+            removed = cur.rowcount
+            for batch in iter_batches(stale, 5000):
+                cur.execute(self._sql("DELETE FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"),
+                            (model, batch))
+                removed += cur.rowcount
+        return int(removed)
+
     def sources_under(self, prefix: str) -> list[str]:
         if _UNSTORABLE.search(prefix):
             return []

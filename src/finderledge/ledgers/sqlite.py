@@ -40,6 +40,7 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    iter_batches,
 )
 
 __all__ = ["SQLiteLedger"]
@@ -449,6 +450,23 @@ class SQLiteLedger(Ledger):
             self._db.executemany(
                 "INSERT OR IGNORE INTO embedding_cache(model, text_hash, vector) VALUES (?, ?, ?)", rows
             )
+
+    def embedding_cache_size(self) -> dict[str, int]:
+        with self._read() as db:
+            entries, size = db.execute("SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache").fetchone()
+        return {"entries": int(entries), "bytes": int(size)}
+
+    def prune_embedding_cache(self, model: str, keep: set[str]) -> int:
+        with self._lock:
+            stale = [h for (h,) in self._db.execute("SELECT text_hash FROM embedding_cache WHERE model=?", (model,))
+                     if h not in keep]
+            with self._transaction():
+                removed = self._db.execute("DELETE FROM embedding_cache WHERE model != ?", (model,)).rowcount
+                for batch in iter_batches(stale):
+                    removed += self._db.execute(
+                        f"DELETE FROM embedding_cache WHERE model=? AND text_hash IN ({','.join('?' * len(batch))})",
+                        [model, *batch]).rowcount
+        return int(removed)
 
     def sources_under(self, prefix: str) -> list[str]:
         """Complete sources that start with ``prefix`` (a directory path ending in a separator)."""
