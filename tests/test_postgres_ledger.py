@@ -497,7 +497,7 @@ class TestPgVectorThroughHnsw(TestPgVector):
 
         monkeypatch.setattr(pgv.PgVectorStore, "_query", spy)
         assert store.search(vectors[3], 5)[0][0] == ids[3]
-        assert efs == [40]  # one HNSW pass, enough rows
+        assert efs == [pgv.MIN_EF_SEARCH]  # one HNSW pass, enough rows
         efs.clear()
         assert len(store.search(vectors[3], 5, {"user": "bob"})) == 5
         assert efs[0] == 200
