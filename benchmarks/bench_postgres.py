@@ -708,6 +708,19 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def library_version() -> dict[str, Any]:
+    """The commit the library was run at, and src/ files that differed from it (other work in progress)."""
+    import subprocess
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], check=False, cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "src_uncommitted": [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]}
+
+
 def machine_note(url: str) -> dict[str, Any]:
     return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()], "postgres": server_settings(url),
@@ -774,6 +787,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "command": "python benchmarks/bench_postgres.py" + "".join(f" {a}" for a in (argv or sys.argv[1:])),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "library": library_version(),
         "notes": NOTES,
     }
     try:
