@@ -1,4 +1,4 @@
-"""Postgres mode (PostgreSQL ledger + pgvector, local BM25 replica) against the embedded default, as ratios in one run.
+"""Postgres mode (PostgreSQL ledger + pgvector, local BM25 replica) vs the embedded default, in one run.
 
 Issue 14's benchmarks, on a real PostgreSQL 16 + pgvector started from the ``pgserver`` wheel:
 
@@ -14,7 +14,7 @@ Issue 14's benchmarks, on a real PostgreSQL 16 + pgvector started from the ``pgs
    the database (progress bar off), and the time it takes to catch up after another process wrote 1,000
    new documents.
 
-Results go to ``benchmarks/results/postgres.json`` (``--quick``: ``postgres_quick.json``) and a table is printed.
+Results go to ``benchmarks/results/postgres.json`` (``--quick``: ``postgres_quick.json``); a table is printed.
 
     python benchmarks/bench_postgres.py                 # full run (~25 min on 2 loaded cores)
     python benchmarks/bench_postgres.py --quick         # smoke run: tiny sizes
@@ -63,27 +63,27 @@ MODES = ("postgres", *EMBEDDED)
 logger = logging.getLogger("bench_postgres")
 
 NOTES = {
-    "modes": "postgres = FinderLedge(dir, database_url=..., database_schema=...) (PostgreSQL ledger + pgvector, "
-             "BM25 replica in dir); chroma = FinderLedge(dir) (the embedded default: SQLite ledger + local "
-             "Chroma); faiss = FinderLedge(dir, vector_store='faiss') (exact flat index)",
+    "modes": "postgres = FinderLedge(dir, database_url=..., database_schema=...) (PostgreSQL ledger + "
+    "pgvector, BM25 replica in dir); chroma = FinderLedge(dir) (the embedded default: SQLite ledger + local "
+    "Chroma); faiss = FinderLedge(dir, vector_store='faiss') (exact flat index)",
     "scifact": "one chunk per document, the same MiniLM vectors in every mode (embedding cache); k=100; "
-               "ingest_s_without_embedding excludes the seconds spent embedding what the cache lacked",
+    "ingest_s_without_embedding excludes the seconds spent embedding what the cache lacked",
     "latency": "wall time of FinderLedge.search(k=10), the modes interleaved query by query (order rotated), "
-               "after 10 untimed warm-up queries; stages_p50_ms from the search traces (legs run concurrently)",
-    "postgres_sql_profile": "psycopg Cursor.execute/fetch* timed over 50 searches (all threads): statements per "
-                            "search and their time (server + round trip); the rest of the wall time is Python",
+    "after 10 untimed warm-up queries; stages_p50_ms from the search traces (legs run concurrently)",
+    "postgres_sql_profile": "psycopg Cursor.execute/fetch* timed over 50 searches (all threads): "
+    "statements per search and their time (server + round trip); the rest of the wall time is Python",
     "recall": "pgvector's search() against exact top-k computed with numpy over the same vectors (checked "
-              "against pgvector's own exact path on 20 queries); k10 = search(q, 10) (hnsw.ef_search 40), "
-              "k100 = search(q, 100) as the hybrid's vector leg asks (candidate_k 100, ef_search 200); "
-              "ef_search_sweep_k10: the same k=10 query through pgvector's HNSW path at other ef_search values",
-    "replica": "a fresh process (spawn) opens Postgres mode with an empty replica folder: open_s builds the BM25 "
-               "replica from the database (progress bar off) and checkpoints it; then this process adds "
-               "new_documents through add_texts and the other catches up with refresh(); a third process "
-               "reopens the replica folder from its checkpoint",
+    "against pgvector's own exact path on 20 queries); k10 = search(q, 10) (hnsw.ef_search 40), "
+    "k100 = search(q, 100) as the hybrid's vector leg asks (candidate_k 100, ef_search 200); "
+    "ef_search_sweep_k10: the same k=10 query through pgvector's HNSW path at other ef_search values",
+    "replica": "a fresh process (spawn) opens Postgres mode with an empty replica folder: open_s builds the "
+    "BM25 replica from the database (progress bar off) and checkpoints it; then this process adds "
+    "new_documents through add_texts and the other catches up with refresh(); a third process "
+    "reopens the replica folder from its checkpoint",
 }
 
 
-# -- PostgreSQL ------------------------------------------------------------------------------------------------
+# -- PostgreSQL ----------------------------------------------------------------------------------------------
 def start_postgres(directory: Path) -> tuple[str, Any]:
     """PostgreSQL 16 + pgvector from the pgserver wheel, its data in ``directory`` (as tests/pg_server.py)."""
     import pgserver
@@ -102,8 +102,10 @@ def server_settings(url: str) -> dict[str, str]:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        out = {name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
-               for name in ("server_version", "shared_buffers", "work_mem", "maintenance_work_mem")}
+        out = {
+            name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+            for name in ("server_version", "shared_buffers", "work_mem", "maintenance_work_mem")
+        }
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         out["pgvector"] = str(row[0]) if row else "?"
     return out
@@ -147,6 +149,7 @@ class SqlTimer:
                         slot = timer.by_statement.setdefault(label, [0, 0.0])
                         slot[0] += 1
                         slot[1] += elapsed
+
         self._saved.append((cls, name, original))
         setattr(cls, name, timed)
 
@@ -165,11 +168,12 @@ class SqlTimer:
         self._saved.clear()
 
 
-# -- embeddings ---------------------------------------------------------------------------------------------------
+# -- embeddings ----------------------------------------------------------------------------------------------
 class CachedMiniLM(Embeddings):
     """MiniLM vectors from embedding caches, keyed as FinderLedge keys them (``ingest.content_id(text)``).
 
-    Reads the ``embedding_cache`` of earlier scifact runs (read-only) and keeps what it had to compute (queries,
+    Reads the ``embedding_cache`` of earlier scifact runs (read-only) and keeps what it had to compute
+    (queries,
     calibration sentences) in ``store``; a miss is embedded by the real offline MiniLM (queries embed like
     passages with this model, so one cache serves both).  Every mode of a run gets this one object: the same
     vectors everywhere."""
@@ -181,13 +185,19 @@ class CachedMiniLM(Embeddings):
         for source in sources:
             if source.is_file():
                 with contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as db:
-                    rows = db.execute("SELECT text_hash, vector FROM embedding_cache WHERE model = ?", (MINILM_ID,))
+                    rows = db.execute(
+                        "SELECT text_hash, vector FROM embedding_cache WHERE model = ?", (MINILM_ID,)
+                    )
                     self.vectors.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
         store.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(store, check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (text_hash TEXT PRIMARY KEY, vector BLOB)")
-        self.vectors.update((h, np.frombuffer(v, dtype="<f4")) for h, v in self._db.execute("SELECT * FROM vectors"))
-        self.counts = dict.fromkeys(("passages_cached", "passages_embedded", "queries_cached", "queries_embedded"), 0)
+        self.vectors.update(
+            (h, np.frombuffer(v, dtype="<f4")) for h, v in self._db.execute("SELECT * FROM vectors")
+        )
+        self.counts = dict.fromkeys(
+            ("passages_cached", "passages_embedded", "queries_cached", "queries_embedded"), 0
+        )
         self.compute_s = 0.0  # seconds spent embedding misses with the real model
         self._model: Embeddings | None = None
         self._lock = threading.Lock()
@@ -231,7 +241,8 @@ def _syllables() -> list[str]:
 
 class TopicCorpus:
     """A deterministic synthetic corpus: ``topics`` topics of ``per_topic`` words each plus ``general`` common
-    words; a text's vector is the normalised, weighted sum of its words' vectors (a word's vector lies near its
+    words; a text's vector is the normalised, weighted sum of its words' vectors (a word's vector lies near
+    its
     topic's centroid; common words are random and weigh little), so texts of one topic are neighbours."""
 
     def __init__(self, seed: int = 14, topics: int = 300, per_topic: int = 60, general: int = 2000) -> None:
@@ -277,8 +288,11 @@ class TopicCorpus:
         rng = np.random.default_rng([41, n])
         topic = int(rng.integers(0, self.topics))
         flat = np.full(self.per_topic, 1.0 / self.per_topic)
-        ids = list(self.general + topic * self.per_topic + rng.choice(self.per_topic, int(rng.integers(3, 7)),
-                                                                      p=0.5 * flat + 0.5 * self._topic_p))
+        ids = list(
+            self.general
+            + topic * self.per_topic
+            + rng.choice(self.per_topic, int(rng.integers(3, 7)), p=0.5 * flat + 0.5 * self._topic_p)
+        )
         ids += list(rng.choice(self.general, int(rng.integers(0, 3)), p=self._general_p))
         return " ".join(self.words[i] for i in rng.permutation(ids))
 
@@ -317,7 +331,7 @@ def _zipf(n: int, s: float) -> np.ndarray:
     return p / p.sum()
 
 
-# -- helpers ------------------------------------------------------------------------------------------------------
+# -- helpers -------------------------------------------------------------------------------------------------
 def open_mode(mode: str, workdir: Path, name: str, embedding: Embeddings, url: str, **settings: Any) -> Any:
     """A FinderLedge in ``mode``: Postgres (schema ``name``, BM25 replica in ``workdir/name-postgres``) or
     embedded (SQLite ledger + ``mode``'s local vector store in ``workdir/name-mode``)."""
@@ -325,15 +339,24 @@ def open_mode(mode: str, workdir: Path, name: str, embedding: Embeddings, url: s
 
     directory = workdir / f"{name}-{mode}"
     if mode == "postgres":
-        return FinderLedge(directory, database_url=url, database_schema=name, embedding=embedding,
-                           show_progress=False, **settings)
+        return FinderLedge(
+            directory,
+            database_url=url,
+            database_schema=name,
+            embedding=embedding,
+            show_progress=False,
+            **settings,
+        )
     return FinderLedge(directory, vector_store=mode, embedding=embedding, show_progress=False, **settings)
 
 
 def summary_ms(values: Sequence[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=np.float64) * 1000 if len(values) else np.zeros(1)
-    return {"p50": round(float(np.percentile(a, 50)), 2), "p95": round(float(np.percentile(a, 95)), 2),
-            "mean": round(float(a.mean()), 2)}
+    return {
+        "p50": round(float(np.percentile(a, 50)), 2),
+        "p95": round(float(np.percentile(a, 95)), 2),
+        "mean": round(float(a.mean()), 2),
+    }
 
 
 def rotated(items: Sequence[str], n: int) -> list[str]:
@@ -342,16 +365,18 @@ def rotated(items: Sequence[str], n: int) -> list[str]:
     return [*items[n:], *items[:n]]
 
 
-def interleaved_queries(ledgers: dict[str, Any], queries: Sequence[str], search_modes: Sequence[str], k: int,
-                        warmup: int = 5) -> dict[str, dict[str, Any]]:
+def interleaved_queries(
+    ledgers: dict[str, Any], queries: Sequence[str], search_modes: Sequence[str], k: int, warmup: int = 5
+) -> dict[str, dict[str, Any]]:
     """Run every query in every search mode on every ledger, ledgers in rotating order query by query (after
     ``warmup`` untimed queries each); per (ledger, search mode): results, wall seconds and search traces."""
     for q in queries[:warmup]:
         for fl in ledgers.values():
             for sm in search_modes:
                 fl.search(q, search_mode=sm, k=k)
-    out: dict[str, dict[str, Any]] = {f"{m}/{sm}": {"results": [], "wall": [], "traces": []}
-                                      for m in ledgers for sm in search_modes}
+    out: dict[str, dict[str, Any]] = {
+        f"{m}/{sm}": {"results": [], "wall": [], "traces": []} for m in ledgers for sm in search_modes
+    }
     for n, q in enumerate(queries):
         for mode in rotated(list(ledgers), n):
             for sm in search_modes:
@@ -367,11 +392,13 @@ def interleaved_queries(ledgers: dict[str, Any], queries: Sequence[str], search_
 
 def leg_times(traces: Sequence[Any]) -> dict[str, float]:
     """p50 (ms) of each stage recorded in the search traces."""
-    return {part: round(statistics.median(getattr(t, part) for t in traces) * 1000, 2)
-            for part in ("embed", "vector", "keyword", "fusion", "relevance", "total")}
+    return {
+        part: round(statistics.median(getattr(t, part) for t in traces) * 1000, 2)
+        for part in ("embed", "vector", "keyword", "fusion", "relevance", "total")
+    }
 
 
-# -- 1. scifact -----------------------------------------------------------------------------------------------------
+# -- 1. scifact ----------------------------------------------------------------------------------------------
 def bench_scifact(url: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from finderledge.evaluation import first_occurrence, load_beir, ndcg_at_k, score_run
 
@@ -393,8 +420,10 @@ def bench_scifact(url: str, workdir: Path, args: argparse.Namespace) -> dict[str
     ledgers = {m: open_mode(m, workdir, "scifact", embedding, url, **settings) for m in MODES}
     ingest_s = dict.fromkeys(MODES, 0.0)
     for start in range(0, len(corpus), 512):
-        docs = [Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
-                for did, (title, text) in corpus[start : start + 512]]
+        docs = [
+            Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
+            for did, (title, text) in corpus[start : start + 512]
+        ]
         for mode in rotated(list(MODES), start // 512):
             t0, computing = time.perf_counter(), embedding.compute_s
             ledgers[mode].add_documents(docs)
@@ -403,44 +432,62 @@ def bench_scifact(url: str, workdir: Path, args: argparse.Namespace) -> dict[str
     logger.info("scifact: %d documents in each mode; %d queries", len(corpus), len(queries))
     at_ingest = dict(embedding.counts)
     runs = interleaved_queries(ledgers, [t for _, t in queries], ("hybrid", "vector", "keyword"), k=100)
-    out: dict[str, Any] = {"documents": len(corpus), "queries": len(queries),
-                           "ingest_s_without_embedding": _round(ingest_s),
-                           "embedding_cache": {"during_ingest": at_ingest, "whole_run": embedding.counts,
-                                               "note": "queries = search queries, calibration sentences and "
-                                                       "the dimension probe"},
-                           "metrics": {}, "same_top10_as_postgres": {}, "latency_ms": {}}
+    out: dict[str, Any] = {
+        "documents": len(corpus),
+        "queries": len(queries),
+        "ingest_s_without_embedding": _round(ingest_s),
+        "embedding_cache": {
+            "during_ingest": at_ingest,
+            "whole_run": embedding.counts,
+            "note": "queries = search queries, calibration sentences and the dimension probe",
+        },
+        "metrics": {},
+        "same_top10_as_postgres": {},
+        "latency_ms": {},
+    }
     ranked: dict[str, list[list[str]]] = {}
     for key, slot in runs.items():
-        run = {qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found)
-               for (qid, _), found in zip(queries, slot["results"])}
+        run = {
+            qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found)
+            for (qid, _), found in zip(queries, slot["results"])
+        }
         ranked[key] = [run[qid] for qid, _ in queries]
         scores = score_run(run, qrels)
-        out["metrics"][key] = {"nDCG@10": round(scores["nDCG@10"], 4), "Recall@100": round(scores["Recall@100"], 4)}
+        out["metrics"][key] = {
+            "nDCG@10": round(scores["nDCG@10"], 4),
+            "Recall@100": round(scores["Recall@100"], 4),
+        }
         out["latency_ms"][key] = summary_ms(slot["wall"])
     for sm in ("hybrid", "vector", "keyword"):
         pg = ranked[f"postgres/{sm}"]
         for mode in EMBEDDED:
             other = ranked[f"{mode}/{sm}"]
             same = sum(a[:10] == b[:10] for a, b in zip(pg, other))
-            per_query = [abs(ndcg_at_k(a, qrels[q], 10) - ndcg_at_k(b, qrels[q], 10))
-                         for (q, _), a, b in zip(queries, pg, other)]
+            per_query = [
+                abs(ndcg_at_k(a, qrels[q], 10) - ndcg_at_k(b, qrels[q], 10))
+                for (q, _), a, b in zip(queries, pg, other)
+            ]
             out["same_top10_as_postgres"][f"{mode}/{sm}"] = {
-                "queries_identical": same, "queries": len(pg),
-                "nDCG@10_difference": round(out["metrics"][f"postgres/{sm}"]["nDCG@10"]
-                                            - out["metrics"][f"{mode}/{sm}"]["nDCG@10"], 4),
-                "max_per_query_nDCG_difference": round(max(per_query, default=0.0), 4)}
+                "queries_identical": same,
+                "queries": len(pg),
+                "nDCG@10_difference": round(
+                    out["metrics"][f"postgres/{sm}"]["nDCG@10"] - out["metrics"][f"{mode}/{sm}"]["nDCG@10"], 4
+                ),
+                "max_per_query_nDCG_difference": round(max(per_query, default=0.0), 4),
+            }
     for fl in ledgers.values():
         fl.close()
     return out
 
 
-# -- 2. synthetic, 100k chunks ----------------------------------------------------------------------------------
+# -- 2. synthetic, 100k chunks -------------------------------------------------------------------------------
 def _doc_id(n: int) -> str:
     return f"syn{n:07d}"
 
 
-def ingest_synthetic(ledgers: dict[str, Any], corpus: TopicCorpus, start: int, stop: int,
-                     batch: int) -> dict[str, float]:
+def ingest_synthetic(
+    ledgers: dict[str, Any], corpus: TopicCorpus, start: int, stop: int, batch: int
+) -> dict[str, float]:
     """Add documents ``start..stop`` to every ledger through ``add_texts`` in batches, modes interleaved."""
     seconds = dict.fromkeys(ledgers, 0.0)
     for n, lo in enumerate(range(start, stop, batch)):
@@ -453,8 +500,12 @@ def ingest_synthetic(ledgers: dict[str, Any], corpus: TopicCorpus, start: int, s
             ledgers[mode].add_texts(texts, metadatas=metas, ids=ids)
             seconds[mode] += time.perf_counter() - t0
         if (n + 1) % 10 == 0:
-            logger.info("synthetic: %d / %d documents in each mode (%s)", hi, stop,
-                        ", ".join(f"{m} {s:.0f} s" for m, s in seconds.items()))
+            logger.info(
+                "synthetic: %d / %d documents in each mode (%s)",
+                hi,
+                stop,
+                ", ".join(f"{m} {s:.0f} s" for m, s in seconds.items()),
+            )
     return seconds
 
 
@@ -464,8 +515,9 @@ def exact_top(matrix: np.ndarray, ids: list[str], query: np.ndarray, k: int) -> 
     return [ids[i] for i in top[np.argsort(-scores[top])]]
 
 
-def bench_recall(fl_pg: Any, fl_chroma: Any, corpus: TopicCorpus, size: int,
-                 queries: Sequence[str]) -> dict[str, Any]:
+def bench_recall(
+    fl_pg: Any, fl_chroma: Any, corpus: TopicCorpus, size: int, queries: Sequence[str]
+) -> dict[str, Any]:
     """recall@10 of pgvector's search (HNSW when the table is large) and of Chroma's, against exact search
     (numpy over the same vectors, checked against pgvector's own exact path on a few queries)."""
     from finderledge.document_splitter import child_id
@@ -474,7 +526,9 @@ def bench_recall(fl_pg: Any, fl_chroma: Any, corpus: TopicCorpus, size: int,
     ids = [child_id(_doc_id(i), 0) for i in range(size)]
     matrix = np.stack([corpus.embed(corpus.text(i)) for i in range(size)])
     store = fl_pg.vector_store
-    with store._conn() as conn:  # a bench-only look inside: is the HNSW index there, and the exact path's answer
+    with (
+        store._conn() as conn
+    ):  # a bench-only look inside: is the HNSW index there, and the exact path's answer
         indexed = pgvector.has_index(conn, store.schema, store.table)
     rec10, rec10_deep, rec100_deep, rec10_chroma, checked, agree = [], [], [], [], 0, 0
     for n, q in enumerate(queries):
@@ -493,7 +547,9 @@ def bench_recall(fl_pg: Any, fl_chroma: Any, corpus: TopicCorpus, size: int,
             checked += 1
             agree += len(truth10 & {i for i, _ in exact})
     sweep: dict[str, dict[str, float]] = {}
-    if indexed:  # recall@10 and SQL time of search(q, 10) at other hnsw.ef_search values (the library uses 40)
+    if (
+        indexed
+    ):  # recall@10 and SQL time of search(q, 10) at other hnsw.ef_search values (the library uses 40)
         vecs = [corpus.embed(q) for q in queries]
         truths = [set(exact_top(matrix, ids, v, 10)) for v in vecs]
         for ef in (40, 80, 100, 200, 400):
@@ -504,23 +560,29 @@ def bench_recall(fl_pg: Any, fl_chroma: Any, corpus: TopicCorpus, size: int,
                     hits, _ = store._query(conn, pgvector.vector_literal(vec), 10, "TRUE", [], None, ef)
                     took.append(time.perf_counter() - t0)
                     got.append(len(truth & {i for i, _ in hits}) / 10)
-            sweep[f"ef_search={ef}"] = {"recall@10": round(float(np.mean(got)), 4),
-                                        "queries_below_0.5": int(np.sum(np.asarray(got) < 0.5)),
-                                        "sql_ms_p50": summary_ms(took)["p50"]}
-    return {"queries": len(queries), "hnsw_index": indexed, "ef_search_sweep_k10": sweep,
-            "pgvector_recall@10_k10": round(float(np.mean(rec10)), 4),
-            "pgvector_recall@10_min": round(float(np.min(rec10)), 2),
-            "pgvector_queries_recall@10_below_0.5": int(np.sum(np.asarray(rec10) < 0.5)),
-            "pgvector_queries_recall@10_below_0.5_at_k100": int(np.sum(np.asarray(rec10_deep) < 0.5)),
-            "pgvector_recall@10_k100": round(float(np.mean(rec10_deep)), 4),
-            "pgvector_recall@100_k100": round(float(np.mean(rec100_deep)), 4),
-            "chroma_recall@10_k10": round(float(np.mean(rec10_chroma)), 4),
-            "chroma_queries_recall@10_below_0.5": int(np.sum(np.asarray(rec10_chroma) < 0.5)),
-            "exact_reference_agrees_with_pgvector_exact": round(agree / (10 * checked), 4) if checked else None}
+            sweep[f"ef_search={ef}"] = {
+                "recall@10": round(float(np.mean(got)), 4),
+                "queries_below_0.5": int(np.sum(np.asarray(got) < 0.5)),
+                "sql_ms_p50": summary_ms(took)["p50"],
+            }
+    return {
+        "queries": len(queries),
+        "hnsw_index": indexed,
+        "ef_search_sweep_k10": sweep,
+        "pgvector_recall@10_k10": round(float(np.mean(rec10)), 4),
+        "pgvector_recall@10_min": round(float(np.min(rec10)), 2),
+        "pgvector_queries_recall@10_below_0.5": int(np.sum(np.asarray(rec10) < 0.5)),
+        "pgvector_queries_recall@10_below_0.5_at_k100": int(np.sum(np.asarray(rec10_deep) < 0.5)),
+        "pgvector_recall@10_k100": round(float(np.mean(rec10_deep)), 4),
+        "pgvector_recall@100_k100": round(float(np.mean(rec100_deep)), 4),
+        "chroma_recall@10_k10": round(float(np.mean(rec10_chroma)), 4),
+        "chroma_queries_recall@10_below_0.5": int(np.sum(np.asarray(rec10_chroma) < 0.5)),
+        "exact_reference_agrees_with_pgvector_exact": round(agree / (10 * checked), 4) if checked else None,
+    }
 
 
 def bench_latency(ledgers: dict[str, Any], queries: Sequence[str]) -> dict[str, Any]:
-    """Hybrid and vector query latency, modes interleaved query by query, and the SQL share in Postgres mode."""
+    """Hybrid and vector query latency, modes interleaved query by query; the SQL share in Postgres mode."""
     runs = interleaved_queries(ledgers, queries, ("hybrid", "vector"), k=10, warmup=10)
     out: dict[str, Any] = {"queries": len(queries), "k": 10, "wall_ms": {}, "stages_p50_ms": {}}
     for key, slot in runs.items():
@@ -540,24 +602,32 @@ def bench_latency(ledgers: dict[str, Any], queries: Sequence[str]) -> dict[str, 
                 ledgers["postgres"].search(q, search_mode=sm, k=10)
             wall = time.perf_counter() - start
         n = len(sample)
-        profile[sm] = {"queries": n, "wall_ms_mean": round(wall / n * 1000, 2),
-                       "sql_statements_per_search": round(timer.statements / n, 1),
-                       "sql_execute_ms_per_search": round(timer.execute_s / n * 1000, 2),
-                       "sql_fetch_ms_per_search": round(timer.fetch_s / n * 1000, 2),
-                       "statements": {label: {"per_search": round(c / n, 2), "ms_per_search": round(t / n * 1000, 3)}
-                                      for label, (c, t) in sorted(timer.by_statement.items(), key=lambda x: -x[1][1])}}
+        profile[sm] = {
+            "queries": n,
+            "wall_ms_mean": round(wall / n * 1000, 2),
+            "sql_statements_per_search": round(timer.statements / n, 1),
+            "sql_execute_ms_per_search": round(timer.execute_s / n * 1000, 2),
+            "sql_fetch_ms_per_search": round(timer.fetch_s / n * 1000, 2),
+            "statements": {
+                label: {"per_search": round(c / n, 2), "ms_per_search": round(t / n * 1000, 3)}
+                for label, (c, t) in sorted(timer.by_statement.items(), key=lambda x: -x[1][1])
+            },
+        }
     out["postgres_sql_profile"] = profile
     return out
 
 
-def _replica_worker(url: str, schema: str, directory: str, embedding: TopicEmbeddings, probe: str,
-                    conn: Any) -> None:
+def _replica_worker(
+    url: str, schema: str, directory: str, embedding: TopicEmbeddings, probe: str, conn: Any
+) -> None:
     """A fresh process: open Postgres mode with an empty replica folder (builds BM25 from the database), then
     wait for the other process's 1,000 writes and catch up; reports its timings through ``conn``."""
     from finderledge import FinderLedge
 
     t0 = time.perf_counter()
-    fl = FinderLedge(directory, database_url=url, database_schema=schema, embedding=embedding, show_progress=False)
+    fl = FinderLedge(
+        directory, database_url=url, database_schema=schema, embedding=embedding, show_progress=False
+    )
     opened = time.perf_counter() - t0
     t1 = time.perf_counter()
     fl.search(probe, k=10)
@@ -569,26 +639,46 @@ def _replica_worker(url: str, schema: str, directory: str, embedding: TopicEmbed
     caught = time.perf_counter() - t2
     t3 = time.perf_counter()
     # keyword: the marker word only the first new document holds; vector: that document's own text (a query of
-    # the marker word alone points in a direction no other vector shares, which HNSW's greedy walk may not reach)
-    found = {"keyword": [r.id for r in fl.search(marker, search_mode="keyword", k=3)],
-             "vector": [r.id for r in fl.search(probe_new, search_mode="vector", k=3)]}
+    # the marker word alone points in a direction no other vector shares: HNSW's greedy walk may not reach it)
+    found = {
+        "keyword": [r.id for r in fl.search(marker, search_mode="keyword", k=3)],
+        "vector": [r.id for r in fl.search(probe_new, search_mode="vector", k=3)],
+    }
     after = time.perf_counter() - t3
     t4 = time.perf_counter()
     fl.close()
-    conn.send({"catch_up_s": caught, "seq": seq, "search_after_s": after, "found": found,
-               "keyword_chunks": None, "close_s": time.perf_counter() - t4})
+    conn.send(
+        {
+            "catch_up_s": caught,
+            "seq": seq,
+            "search_after_s": after,
+            "found": found,
+            "keyword_chunks": None,
+            "close_s": time.perf_counter() - t4,
+        }
+    )
 
 
-def _reopen_worker(url: str, schema: str, directory: str, embedding: TopicEmbeddings, probe: str, conn: Any) -> None:
+def _reopen_worker(
+    url: str, schema: str, directory: str, embedding: TopicEmbeddings, probe: str, conn: Any
+) -> None:
     """A fresh process reopening a replica folder that holds a checkpoint: load it and apply what is new."""
     from finderledge import FinderLedge
 
     t0 = time.perf_counter()
-    fl = FinderLedge(directory, database_url=url, database_schema=schema, embedding=embedding, show_progress=False)
+    fl = FinderLedge(
+        directory, database_url=url, database_schema=schema, embedding=embedding, show_progress=False
+    )
     opened = time.perf_counter() - t0
     t1 = time.perf_counter()
     fl.search(probe, k=10)
-    conn.send({"open_s": opened, "first_search_s": time.perf_counter() - t1, "keyword_chunks": len(fl.keyword_store)})
+    conn.send(
+        {
+            "open_s": opened,
+            "first_search_s": time.perf_counter() - t1,
+            "keyword_chunks": len(fl.keyword_store),
+        }
+    )
     fl.close()
 
 
@@ -600,8 +690,9 @@ def _in_process(target: Callable[..., None], *args: Any) -> tuple[Any, Any]:
     return proc, parent
 
 
-def bench_replica(url: str, fl_pg: Any, corpus: TopicCorpus, size: int, new_docs: int, workdir: Path,
-                  batch: int) -> dict[str, Any]:
+def bench_replica(
+    url: str, fl_pg: Any, corpus: TopicCorpus, size: int, new_docs: int, workdir: Path, batch: int
+) -> dict[str, Any]:
     """Fresh-process replica build, then catch-up after ``new_docs`` documents written by this process."""
     from finderledge.document_splitter import child_id
 
@@ -615,8 +706,11 @@ def bench_replica(url: str, fl_pg: Any, corpus: TopicCorpus, size: int, new_docs
     t0 = time.perf_counter()
     for lo in range(0, new_docs, batch):
         hi = min(new_docs, lo + batch)
-        fl_pg.add_texts(texts[lo:hi], ids=[_doc_id(size + i) for i in range(lo, hi)],
-                        metadatas=[{"n": size + i, "group": (size + i) % 10} for i in range(lo, hi)])
+        fl_pg.add_texts(
+            texts[lo:hi],
+            ids=[_doc_id(size + i) for i in range(lo, hi)],
+            metadatas=[{"n": size + i, "group": (size + i) % 10} for i in range(lo, hi)],
+        )
     written = time.perf_counter() - t0
     pipe.send((marker, texts[0]))
     caught = pipe.recv()
@@ -625,17 +719,21 @@ def bench_replica(url: str, fl_pg: Any, corpus: TopicCorpus, size: int, new_docs
     reopened = pipe2.recv()
     proc2.join(120)
     wanted = child_id(_doc_id(size), 0)
-    return {"chunks_in_database": size, "fresh_process_open_s": round(built["open_s"], 2),
-            "fresh_process_first_search_s": round(built["first_search_s"], 3),
-            "replica_keyword_chunks": built["keyword_chunks"],
-            "new_documents": new_docs, "writer_add_texts_s": round(written, 2),
-            "catch_up_refresh_s": round(caught["catch_up_s"], 3),
-            "search_after_catch_up_s": round(caught["search_after_s"], 3),
-            "new_document_found": {sm: wanted in ids for sm, ids in caught["found"].items()},
-            "replica_close_checkpoint_s": round(caught["close_s"], 2),
-            "reopen_from_checkpoint_open_s": round(reopened["open_s"], 2),
-            "reopen_first_search_s": round(reopened["first_search_s"], 3),
-            "reopen_keyword_chunks": reopened["keyword_chunks"]}
+    return {
+        "chunks_in_database": size,
+        "fresh_process_open_s": round(built["open_s"], 2),
+        "fresh_process_first_search_s": round(built["first_search_s"], 3),
+        "replica_keyword_chunks": built["keyword_chunks"],
+        "new_documents": new_docs,
+        "writer_add_texts_s": round(written, 2),
+        "catch_up_refresh_s": round(caught["catch_up_s"], 3),
+        "search_after_catch_up_s": round(caught["search_after_s"], 3),
+        "new_document_found": {sm: wanted in ids for sm, ids in caught["found"].items()},
+        "replica_close_checkpoint_s": round(caught["close_s"], 2),
+        "reopen_from_checkpoint_open_s": round(reopened["open_s"], 2),
+        "reopen_first_search_s": round(reopened["first_search_s"], 3),
+        "reopen_keyword_chunks": reopened["keyword_chunks"],
+    }
 
 
 def bench_synthetic(url: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -648,8 +746,12 @@ def bench_synthetic(url: str, workdir: Path, args: argparse.Namespace) -> dict[s
     logger.info("synthetic ingest done in %.0f s", time.perf_counter() - t0)
     counts = {m: fl.count()["chunks"] for m, fl in ledgers.items()}
     queries = [corpus.query(n) for n in range(args.queries)]
-    out: dict[str, Any] = {"chunks": counts, "batch": args.batch, "ingest_s": _round(ingest),
-                           "ingest_ratio_postgres_vs": {m: round(ingest["postgres"] / ingest[m], 2) for m in EMBEDDED}}
+    out: dict[str, Any] = {
+        "chunks": counts,
+        "batch": args.batch,
+        "ingest_s": _round(ingest),
+        "ingest_ratio_postgres_vs": {m: round(ingest["postgres"] / ingest[m], 2) for m in EMBEDDED},
+    }
     logger.info("latency: %d queries", len(queries))
     out["latency"] = bench_latency(ledgers, queries)
     logger.info("recall")
@@ -657,7 +759,9 @@ def bench_synthetic(url: str, workdir: Path, args: argparse.Namespace) -> dict[s
     for mode in EMBEDDED:
         ledgers[mode].close()
     logger.info("replica build and catch-up")
-    out["replica"] = bench_replica(url, ledgers["postgres"], corpus, args.chunks, args.new_docs, workdir, args.batch)
+    out["replica"] = bench_replica(
+        url, ledgers["postgres"], corpus, args.chunks, args.new_docs, workdir, args.batch
+    )
     ledgers["postgres"].close()
     return out
 
@@ -666,7 +770,7 @@ def _round(d: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in d.items()}
 
 
-# -- report -----------------------------------------------------------------------------------------------------
+# -- report --------------------------------------------------------------------------------------------------
 def table(result: dict[str, Any]) -> str:
     lines = []
     sci = result.get("scifact")
@@ -675,36 +779,54 @@ def table(result: dict[str, Any]) -> str:
         lines.append(f"  {'mode':10} {'hybrid':>8} {'vector':>8} {'keyword':>8}   ingest s")
         for mode in MODES:
             row = [sci["metrics"][f"{mode}/{sm}"]["nDCG@10"] for sm in ("hybrid", "vector", "keyword")]
-            lines.append(f"  {mode:10} {row[0]:8.4f} {row[1]:8.4f} {row[2]:8.4f}   "
-                         f"{sci['ingest_s_without_embedding'][mode]:8.1f}")
+            lines.append(
+                f"  {mode:10} {row[0]:8.4f} {row[1]:8.4f} {row[2]:8.4f}   "
+                f"{sci['ingest_s_without_embedding'][mode]:8.1f}"
+            )
         for key, same in sci["same_top10_as_postgres"].items():
-            lines.append(f"  postgres vs {key}: identical top 10 for {same['queries_identical']}/{same['queries']} "
-                         f"queries, nDCG@10 difference {same['nDCG@10_difference']:+.4f}")
+            lines.append(
+                f"  postgres vs {key}: identical top 10 for {same['queries_identical']}/{same['queries']} "
+                f"queries, nDCG@10 difference {same['nDCG@10_difference']:+.4f}"
+            )
     syn = result.get("synthetic")
     if syn:
         lat, rec, rep = syn["latency"], syn["recall"], syn["replica"]
         lines.append(f"synthetic ({syn['chunks']['postgres']} chunks, {lat['queries']} queries):")
-        lines.append(f"  {'mode':10} {'ingest s':>9} {'hybrid p50':>11} {'p95':>8} {'vector p50':>11} {'p95':>8}  ms")
+        lines.append(
+            f"  {'mode':10} {'ingest s':>9} {'hybrid p50':>11} {'p95':>8} {'vector p50':>11} {'p95':>8}  ms"
+        )
         for mode in MODES:
             h, v = lat["wall_ms"][f"{mode}/hybrid"], lat["wall_ms"][f"{mode}/vector"]
-            lines.append(f"  {mode:10} {syn['ingest_s'][mode]:9.1f} {h['p50']:11.2f} {h['p95']:8.2f} "
-                         f"{v['p50']:11.2f} {v['p95']:8.2f}")
+            lines.append(
+                f"  {mode:10} {syn['ingest_s'][mode]:9.1f} {h['p50']:11.2f} {h['p95']:8.2f} "
+                f"{v['p50']:11.2f} {v['p95']:8.2f}"
+            )
         for mode in EMBEDDED:
             r = lat[f"ratio_hybrid_postgres_vs_{mode}"]
-            lines.append(f"  hybrid postgres / {mode}: p50 {r['p50']:.2f}x, p95 {r['p95']:.2f}x (target p50 <= 1.5x)")
+            lines.append(
+                f"  hybrid postgres / {mode}: p50 {r['p50']:.2f}x, p95 {r['p95']:.2f}x (target p50 <= 1.5x)"
+            )
         prof = lat["postgres_sql_profile"]["hybrid"]
-        lines.append(f"  postgres hybrid: {prof['sql_statements_per_search']} SQL statements, "
-                     f"{prof['sql_execute_ms_per_search']} ms execute + {prof['sql_fetch_ms_per_search']} ms fetch "
-                     f"per search (mean wall {prof['wall_ms_mean']} ms)")
-        lines.append(f"  recall@10 vs exact: pgvector {rec['pgvector_recall@10_k10']:.4f} (k=10), "
-                     f"{rec['pgvector_recall@10_k100']:.4f} (top 10 of k=100); chroma "
-                     f"{rec['chroma_recall@10_k10']:.4f}; HNSW index: {rec['hnsw_index']} (target >= 0.95)")
-        lines.append(f"  fresh process builds its BM25 replica: {rep['fresh_process_open_s']:.1f} s open + "
-                     f"{rep['fresh_process_first_search_s']:.2f} s first search; reopen from its checkpoint "
-                     f"{rep['reopen_from_checkpoint_open_s']:.1f} s")
-        lines.append(f"  catch-up after {rep['new_documents']} new documents by another process: "
-                     f"{rep['catch_up_refresh_s']:.2f} s (writer took {rep['writer_add_texts_s']:.1f} s); "
-                     f"found in {rep['new_document_found']}")
+        lines.append(
+            f"  postgres hybrid: {prof['sql_statements_per_search']} SQL statements, "
+            f"{prof['sql_execute_ms_per_search']} ms execute + {prof['sql_fetch_ms_per_search']} ms fetch "
+            f"per search (mean wall {prof['wall_ms_mean']} ms)"
+        )
+        lines.append(
+            f"  recall@10 vs exact: pgvector {rec['pgvector_recall@10_k10']:.4f} (k=10), "
+            f"{rec['pgvector_recall@10_k100']:.4f} (top 10 of k=100); chroma "
+            f"{rec['chroma_recall@10_k10']:.4f}; HNSW index: {rec['hnsw_index']} (target >= 0.95)"
+        )
+        lines.append(
+            f"  fresh process builds its BM25 replica: {rep['fresh_process_open_s']:.1f} s open + "
+            f"{rep['fresh_process_first_search_s']:.2f} s first search; reopen from its checkpoint "
+            f"{rep['reopen_from_checkpoint_open_s']:.1f} s"
+        )
+        lines.append(
+            f"  catch-up after {rep['new_documents']} new documents by another process: "
+            f"{rep['catch_up_refresh_s']:.2f} s (writer took {rep['writer_add_texts_s']:.1f} s); "
+            f"found in {rep['new_document_found']}"
+        )
     return "\n".join(lines)
 
 
@@ -714,18 +836,28 @@ def library_version() -> dict[str, Any]:
 
     def git(*a: str) -> str:
         try:
-            return subprocess.run(["git", *a], check=False, cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+            return subprocess.run(
+                ["git", *a], check=False, cwd=ROOT, capture_output=True, text=True, timeout=30
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
-    return {"commit": git("rev-parse", "--short", "HEAD"),
-            "src_uncommitted": [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()]}
+
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "src_uncommitted": [line[3:] for line in git("status", "--porcelain", "--", "src").splitlines()],
+    }
 
 
 def machine_note(url: str) -> dict[str, Any]:
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()], "postgres": server_settings(url),
-            "note": "2 CPU cores shared with other jobs; PostgreSQL from the pgserver wheel with its default "
-                    "settings, on the same machine (Unix socket)"}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "postgres": server_settings(url),
+        "note": "2 CPU cores shared with other jobs; PostgreSQL from the pgserver wheel with its default "
+        "settings, on the same machine (Unix socket)",
+    }
 
 
 @contextlib.contextmanager
@@ -742,22 +874,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes (a few seconds of work)")
     parser.add_argument("--chunks", type=int, help="synthetic chunks (default 100,000; quick 2,000)")
     parser.add_argument("--queries", type=int, help="synthetic queries (default 200; quick 20)")
-    parser.add_argument("--new-docs", type=int, help="documents another process writes before catch-up "
-                                                     "(default 1,000; quick 100)")
+    parser.add_argument(
+        "--new-docs",
+        type=int,
+        help="documents another process writes before catch-up (default 1,000; quick 100)",
+    )
     parser.add_argument("--batch", type=int, default=2000, help="documents per add_texts call")
     parser.add_argument("--scifact", type=Path, default=SCIFACT, help="BEIR scifact folder")
-    parser.add_argument("--scifact-cache", type=Path, default=SCIFACT_CACHE,
-                        help="a ledger.sqlite3 whose embedding_cache holds MiniLM vectors of scifact")
-    parser.add_argument("--scifact-docs", type=int, help="index this many scifact documents (default all; quick 150)")
+    parser.add_argument(
+        "--scifact-cache",
+        type=Path,
+        default=SCIFACT_CACHE,
+        help="a ledger.sqlite3 whose embedding_cache holds MiniLM vectors of scifact",
+    )
+    parser.add_argument(
+        "--scifact-docs", type=int, help="index this many scifact documents (default all; quick 150)"
+    )
     parser.add_argument("--scifact-queries", type=int, help="scifact queries (default all 300; quick 15)")
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
-    parser.add_argument("--exact-threshold", type=int,
-                        help="pgvector.EXACT_THRESHOLD for this run (quick: 500, so the HNSW path runs)")
-    parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR, help="where computed MiniLM vectors are kept")
-    parser.add_argument("--workdir", type=Path, help="scratch folder (default: a new one under /tmp, removed)")
-    parser.add_argument("--out", type=Path, help="JSON results (default benchmarks/results/postgres.json, "
-                                                 "quick: postgres_quick.json)")
+    parser.add_argument(
+        "--exact-threshold",
+        type=int,
+        help="pgvector.EXACT_THRESHOLD for this run (quick: 500, so the HNSW path runs)",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=CACHE_DIR, help="where computed MiniLM vectors are kept"
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="scratch folder (default: a new one under /tmp, removed)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="JSON results (default benchmarks/results/postgres.json, quick: postgres_quick.json)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.chunks = args.chunks or (2000 if quick else 100_000)
@@ -793,8 +944,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         with postgres(workdir) as (url, _):
             result["machine"] = machine_note(url)
-            result["settings"] = {"chunks": args.chunks, "queries": args.queries, "new_docs": args.new_docs,
-                                  "batch": args.batch, "exact_threshold": args.exact_threshold or "library default"}
+            result["settings"] = {
+                "chunks": args.chunks,
+                "queries": args.queries,
+                "new_docs": args.new_docs,
+                "batch": args.batch,
+                "exact_threshold": args.exact_threshold or "library default",
+            }
             if not args.skip_scifact:
                 if args.scifact.is_dir():
                     result["scifact"] = bench_scifact(url, workdir, args)

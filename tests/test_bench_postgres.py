@@ -28,11 +28,21 @@ SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
 @pytest.mark.timeout(600)
 def test_quick_run_writes_the_results(tmp_path: Path) -> None:
     out = tmp_path / "postgres_quick.json"
-    command = [sys.executable, str(BENCH), "--quick", "--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
+    command = [
+        sys.executable,
+        str(BENCH),
+        "--quick",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(out),
+    ]
     if not SCIFACT.is_dir():
         command.append("--skip-scifact")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=580, env=env, cwd=ROOT)
+    done = subprocess.run(
+        command, check=False, capture_output=True, text=True, timeout=580, env=env, cwd=ROOT
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text(encoding="utf-8"))
     assert result["command"].startswith("python benchmarks/bench_postgres.py --quick")
@@ -43,7 +53,10 @@ def test_quick_run_writes_the_results(tmp_path: Path) -> None:
         sci = result["scifact"]
         assert sci["documents"] == 150 and sci["queries"] == 15
         for mode in ("hybrid", "vector", "keyword"):
-            pg, faiss = sci["metrics"][f"postgres/{mode}"]["nDCG@10"], sci["metrics"][f"faiss/{mode}"]["nDCG@10"]
+            pg, faiss = (
+                sci["metrics"][f"postgres/{mode}"]["nDCG@10"],
+                sci["metrics"][f"faiss/{mode}"]["nDCG@10"],
+            )
             assert 0.0 < pg <= 1.0
             assert pg == pytest.approx(faiss, abs=1e-9), (mode, sci["metrics"])
         assert sci["embedding_cache"]["whole_run"]["passages_cached"] > 0
@@ -55,14 +68,23 @@ def test_quick_run_writes_the_results(tmp_path: Path) -> None:
     for key in ("postgres/hybrid", "chroma/hybrid", "faiss/hybrid", "postgres/vector"):
         assert 0 < latency["wall_ms"][key]["p50"] <= latency["wall_ms"][key]["p95"]
     assert latency["ratio_hybrid_postgres_vs_chroma"]["p50"] > 0
-    assert latency["postgres_sql_profile"]["hybrid"]["sql_statements_per_search"] >= 1  # it did talk to PostgreSQL
+    assert (
+        latency["postgres_sql_profile"]["hybrid"]["sql_statements_per_search"] >= 1
+    )  # it did talk to PostgreSQL
 
     recall = syn["recall"]
     assert recall["hnsw_index"] is True  # 2,000 rows > the quick run's threshold of 500: the HNSW path ran
-    for key in ("pgvector_recall@10_k10", "pgvector_recall@10_k100", "pgvector_recall@100_k100",
-                "chroma_recall@10_k10", "exact_reference_agrees_with_pgvector_exact"):
+    for key in (
+        "pgvector_recall@10_k10",
+        "pgvector_recall@10_k100",
+        "pgvector_recall@100_k100",
+        "chroma_recall@10_k10",
+        "exact_reference_agrees_with_pgvector_exact",
+    ):
         assert isinstance(recall[key], float) and 0.0 <= recall[key] <= 1.0, (key, recall[key])
-    assert recall["exact_reference_agrees_with_pgvector_exact"] >= 0.99  # the numpy truth is pgvector's exact answer
+    assert (
+        recall["exact_reference_agrees_with_pgvector_exact"] >= 0.99
+    )  # the numpy truth is pgvector's exact answer
 
     replica = syn["replica"]
     assert replica["replica_keyword_chunks"] == 2000
