@@ -73,7 +73,8 @@ NOTES = {
     "postgres_sql_profile": "psycopg Cursor.execute/fetch* timed over 50 searches (all threads): "
     "statements per search and their time (server + round trip); the rest of the wall time is Python",
     "recall": "pgvector's search() against exact top-k computed with numpy over the same vectors (checked "
-    "against pgvector's own exact path on 20 queries); k10 = search(q, 10) (hnsw.ef_search 40), "
+    "against pgvector's own exact path on 20 queries); k10 = search(q, 10) (hnsw.ef_search: "
+    "library_ef_search_k10), "
     "k100 = search(q, 100) as the hybrid's vector leg asks (candidate_k 100, ef_search 200); "
     "ef_search_sweep_k10: the same k=10 query through pgvector's HNSW path at other ef_search values",
     "replica": "a fresh process (spawn) opens Postgres mode with an empty replica folder: open_s builds the "
@@ -568,6 +569,8 @@ def bench_recall(
     return {
         "queries": len(queries),
         "hnsw_index": indexed,
+        # what the library sets for k=10 without a filter (40: pgvector's default, before MIN_EF_SEARCH)
+        "library_ef_search_k10": max(getattr(pgvector, "MIN_EF_SEARCH", 40), 20),
         "ef_search_sweep_k10": sweep,
         "pgvector_recall@10_k10": round(float(np.mean(rec10)), 4),
         "pgvector_recall@10_min": round(float(np.min(rec10)), 2),

@@ -73,6 +73,7 @@ def test_quick_run_writes_the_results(tmp_path: Path) -> None:
     )  # it did talk to PostgreSQL
 
     recall = syn["recall"]
+    assert recall["library_ef_search_k10"] >= 40
     assert recall["hnsw_index"] is True  # 2,000 rows > the quick run's threshold of 500: the HNSW path ran
     for key in (
         "pgvector_recall@10_k10",
