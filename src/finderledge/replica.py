@@ -259,7 +259,8 @@ class Replica:
     @property
     def seq(self) -> int:
         """The ledger change every loaded leg reflects (call under ``rw.read()`` for a stable answer)."""
-        return min((leg.seq for leg in self.legs() if leg.location != LEDGER), default=self.ledger.last_seq())
+        seqs = [leg.seq for leg in self.legs() if leg.location != LEDGER]  # the keyword leg is always one
+        return min(seqs) if seqs else self.ledger.last_seq()
 
     @property
     def vector_loaded(self) -> bool:
