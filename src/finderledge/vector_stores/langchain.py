@@ -116,14 +116,14 @@ class LangChainVectorStore(VectorStore):
         while True:  # the store narrows (never too far), compile_filter decides; widen until k pass
             docs = self.store.similarity_search_with_score_by_vector(query, k=n, **kwargs)
             hits = [(str(doc.id or doc.metadata.get(ID_KEY)), convert(float(score))) for doc, score in docs
-                    if pred is None or pred({key: v for key, v in doc.metadata.items() if key != ID_KEY})]
+                    if pred is None or pred(_user_metadata(doc))]
             if pred is None or len(hits) >= k or len(docs) < n:
                 return sorted(hits, key=lambda hit: -hit[1])[:k]
             n *= 4
 
     def _store_filter(self, flt: Mapping[str, Any] | None, pred: Callable[[Mapping[str, Any]], bool]) -> Any:
         if self.kind == "InMemoryVectorStore":
-            return lambda doc: pred({key: v for key, v in doc.metadata.items() if key != ID_KEY})
+            return lambda doc: pred(_user_metadata(doc))
         if self.kind in _MONGO_FILTERS:
             return _narrowing(flt or {}) or None
         raise UnsupportedFilterError(f"filter: FinderLedge cannot translate filters for {self.kind}; search without "
@@ -151,6 +151,11 @@ def _pgvector_ids(store: Any) -> set[str]:
             return set()
         rows = session.execute(select(table.id).where(table.collection_id == collection.uuid))
         return {str(r[0]) for r in rows}
+
+
+def _user_metadata(doc: Any) -> dict[str, Any]:
+    """A returned Document's metadata as the caller stored it (without our id key)."""
+    return {key: v for key, v in doc.metadata.items() if key != ID_KEY}
 
 
 def _narrowing(flt: Mapping[str, Any]) -> dict[str, Any]:
