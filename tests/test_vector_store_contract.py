@@ -228,6 +228,7 @@ class TestLangChainPGVector(VectorStoreContract):
 
         from finderledge.vector_stores.langchain import LangChainVectorStore
 
-        store = PGVector(embeddings=_NoEmbeddings(), collection_name=place.name, connection=self.url, use_jsonb=True,
-                         embedding_length=DIM)
+        # no embedding_length: langchain-postgres builds its table classes once per process, with the first
+        # store's dimension, and other tests of this session store 384-d vectors in the same table
+        store = PGVector(embeddings=_NoEmbeddings(), collection_name=place.name, connection=self.url, use_jsonb=True)
         return LangChainVectorStore(store)
