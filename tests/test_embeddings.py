@@ -13,10 +13,11 @@ import pytest
 
 from finderledge import EmbeddingModelFactory, FinderLedge
 from finderledge.embeddings import PrefixedEmbeddings, SentenceTransformerEmbeddings, default_model_path
+from finderledge.onnx_embeddings import OnnxEmbeddings
 
 
 def test_default_is_the_bundled_minilm(minilm) -> None:  # type: ignore[no-untyped-def]
-    assert isinstance(minilm, SentenceTransformerEmbeddings)
+    assert isinstance(minilm, OnnxEmbeddings) and minilm.variant == "int8"
     v = np.array(minilm.embed_query("hello world"))
     assert v.shape == (384,) and abs(np.linalg.norm(v) - 1) < 1e-5
     docs = minilm.embed_documents(["hello world", "bonjour"])
@@ -24,7 +25,9 @@ def test_default_is_the_bundled_minilm(minilm) -> None:  # type: ignore[no-untyp
 
 
 def test_provider_prefixes_and_errors() -> None:
-    assert EmbeddingModelFactory.parse(None) == ("sentence-transformers", "all-MiniLM-L6-v2")
+    assert EmbeddingModelFactory.parse(None) == ("onnx-int8", "all-MiniLM-L6-v2")
+    assert EmbeddingModelFactory.parse("sentence-transformers:all-MiniLM-L6-v2") == ("sentence-transformers",
+                                                                                    "all-MiniLM-L6-v2")
     assert EmbeddingModelFactory.parse("openai:text-embedding-3-small") == ("openai", "text-embedding-3-small")
     assert EmbeddingModelFactory.parse("ollama:nomic-embed-text") == ("ollama", "nomic-embed-text")
     assert EmbeddingModelFactory.parse("intfloat/multilingual-e5-small")[0] == "sentence-transformers"
@@ -38,8 +41,11 @@ def test_local_path_and_e5_prefixes(minilm) -> None:  # type: ignore[no-untyped-
     model = EmbeddingModelFactory.create_embeddings(f"sentence-transformers:{default_model_path()}",
                                                     query_prefix="query: ", passage_prefix="passage: ")
     assert isinstance(model, PrefixedEmbeddings)
-    assert np.allclose(model.embed_query("cats"), minilm.embed_query("query: cats"), atol=1e-5)
-    assert np.allclose(model.embed_documents(["cats"])[0], minilm.embed_documents(["passage: cats"])[0], atol=1e-5)
+    torch_model = EmbeddingModelFactory.create_embeddings("sentence-transformers:all-MiniLM-L6-v2")
+    assert isinstance(torch_model, SentenceTransformerEmbeddings)
+    assert np.allclose(model.embed_query("cats"), torch_model.embed_query("query: cats"), atol=1e-5)
+    assert np.allclose(model.embed_documents(["cats"])[0], torch_model.embed_documents(["passage: cats"])[0],
+                       atol=1e-5)
     wrapped = EmbeddingModelFactory.create_embeddings(minilm)
     assert wrapped is minilm
 
@@ -49,7 +55,7 @@ class _OpenAIHandler(BaseHTTPRequestHandler):
 
     requests: list[dict] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
@@ -100,14 +106,17 @@ def test_openai_provider_over_http(openai_server: str) -> None:
 def test_model_identity_is_the_same_by_name_path_or_instance(minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from finderledge.embeddings import embedding_model_id
 
-    ids = {embedding_model_id(None), embedding_model_id(minilm),
+    torch_model = EmbeddingModelFactory.create_embeddings("sentence-transformers:all-MiniLM-L6-v2")
+    ids = {embedding_model_id("sentence-transformers:all-MiniLM-L6-v2"), embedding_model_id(torch_model),
            embedding_model_id(f"sentence-transformers:{default_model_path()}")}
     assert ids == {"sentence-transformers:all-MiniLM-L6-v2"}
-    fl = FinderLedge(tmp_path / "i", embedding=minilm)  # built from Python with an instance ...
+    assert embedding_model_id(None) == embedding_model_id(minilm) == "onnx-int8:all-MiniLM-L6-v2"
+    fl = FinderLedge(tmp_path / "i", embedding=torch_model)  # built from Python with an instance ...
     fl.add_texts(["shared identity"])
     fl.close()
-    reopened = FinderLedge(tmp_path / "i")  # ... reopens with the default, as the command line does
+    reopened = FinderLedge(tmp_path / "i")  # ... reopens with no model named, as the command line does
     assert reopened.count()["documents"] == 1
+    assert isinstance(reopened.embeddings, SentenceTransformerEmbeddings)  # the bundled model it was built with
     reopened.close()
 
 

