@@ -1,5 +1,5 @@
-"""The embedding cache: its size is in ``stats``, and ``gc`` drops the vectors no stored chunk uses (SQLite and
-PostgreSQL ledgers), without costing a re-embedding of anything still stored."""
+"""Vectors are stored once: chunks hold theirs, the embedding cache only what no stored chunk holds (a failed
+write's, for its retry); its size is in ``stats`` and ``gc`` empties it (SQLite and PostgreSQL ledgers)."""
 
 from __future__ import annotations
 
@@ -24,19 +24,61 @@ def fl(request: pytest.FixtureRequest, tmp_path: Path, minilm: Any) -> Iterator[
         yield ledger
 
 
-def test_gc_drops_only_vectors_no_chunk_uses(fl: FinderLedge) -> None:
+def test_each_vector_is_stored_once_and_gc_drops_what_no_chunk_holds(fl: FinderLedge,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     fl.add_texts(["The first note about tea.", "The second note about coffee."], ids=["a", "b"])
-    fl.add_texts(["The first note, rewritten, about green tea."], ids=["a"])  # a's old vector is now unused
-    fl.delete(["b"])
-    before = fl.stats()["embedding_cache"]
-    assert before["entries"] == 3 and before["bytes"] == 3 * 384 * 4
+    assert fl.stats()["embedding_cache"] == {"entries": 0, "bytes": 0}  # the chunks hold the vectors
+    # a write that fails after embedding keeps its vectors in the cache, so the retry embeds nothing again
+    monkeypatch.setattr(fl._ledger, "commit_write", _fail)
+    with pytest.raises(OSError, match="disk full"):
+        fl.add_texts(["A third note about cocoa.", "A fourth note about mate."], ids=["c", "d"])
+    monkeypatch.undo()
+    assert fl.stats()["embedding_cache"] == {"entries": 2, "bytes": 2 * 384 * 4}
+    retry = fl.ingest([Document(page_content="A third note about cocoa.", id="c")])
+    assert retry.embeddings_computed == 0 and retry.embeddings_cached == 1
+    assert fl.stats()["embedding_cache"]["entries"] == 1  # cocoa's vector moved into its chunk; mate's is left
     fl._ledger.cache_embeddings("some-other-model", [("h", fl.embeddings.embed_query("x"))])
-    report = fl.gc()
-    assert report == {"removed": 3, "entries": 1, "bytes": 384 * 4}
+    assert fl.gc() == {"removed": 2, "entries": 0, "bytes": 0}
     assert fl.gc()["removed"] == 0
-    again = fl.ingest([Document(page_content="The first note, rewritten, about green tea.", id="c")])
-    assert again.embeddings_computed == 0 and again.embeddings_cached == 1  # still cached: still stored
-    assert fl.search("green tea", search_mode="vector", k=1)[0].content.startswith("The first note, rewritten")
+    # a text a stored chunk holds is never embedded again, cache or no cache (a rewrite keeping a chunk)
+    again = fl.ingest([Document(page_content="The first note about tea.", id="e")])
+    assert again.embeddings_computed == 0 and again.embeddings_cached == 1
+    assert fl.search("cocoa", search_mode="vector", k=1)[0].content == "A third note about cocoa."
+
+
+def _fail(*args: Any, **kwargs: Any) -> int:
+    raise OSError(28, "disk full")
+
+
+def test_a_schema_3_ledger_is_read_as_is_and_upgraded_by_its_first_write(tmp_path: Path, minilm: Any) -> None:
+    """Directories of earlier versions kept every vector twice (chunks and cache): the first write hashes the
+    chunks' texts and drops the duplicates; until then, reading works unchanged."""
+    import sqlite3
+
+    from finderledge.ledgers import content_id
+
+    with FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False) as fl:
+        fl.add_texts(["Old note about tea.", "Old note about coffee."], ids=["a", "b"])
+    db = sqlite3.connect(tmp_path / "i" / "ledger.sqlite3")  # as version 3 wrote it
+    with db:
+        rows = db.execute("SELECT content, embedding FROM chunks").fetchall()
+        db.execute("DROP INDEX chunks_text_hash")
+        db.execute("ALTER TABLE chunks DROP COLUMN text_hash")
+        db.executemany("INSERT INTO embedding_cache VALUES (?, ?, ?)",
+                       [(fl._model_id, content_id(text), vector) for text, vector in rows])
+        db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
+    db.close()
+    with FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False) as old:
+        assert old.search("tea", k=1)[0].content == "Old note about tea."
+        assert old.stats()["embedding_cache"]["entries"] == 2
+        added = old.ingest([Document(page_content="Old note about tea.", id="c"),
+                            Document(page_content="New note about cocoa.", id="d")])
+        assert added.embeddings_computed == 1 and added.embeddings_cached == 1
+        assert old.stats()["embedding_cache"] == {"entries": 0, "bytes": 0}
+    db = sqlite3.connect(tmp_path / "i" / "ledger.sqlite3")
+    assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone() == ("4",)
+    assert db.execute("SELECT COUNT(*) FROM chunks WHERE text_hash IS NULL").fetchone() == (0,)
+    db.close()
 
 
 def test_gc_and_stats_from_the_command_line(tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch,
@@ -52,6 +94,8 @@ def test_gc_and_stats_from_the_command_line(tmp_path: Path, minilm: Any, monkeyp
     assert main(["add", str(note), "--dir", str(tmp_path / "i")]) == 0
     capsys.readouterr()
     assert main(["stats", "--dir", str(tmp_path / "i")]) == 0
-    assert "embedding_cache: {'entries': 2, 'bytes': 3072}" in capsys.readouterr().out
+    assert "embedding_cache: {'entries': 0, 'bytes': 0}" in capsys.readouterr().out
+    with FinderLedge(tmp_path / "i", embedding=minilm) as fl:  # vectors left by a failed write
+        fl._ledger.cache_embeddings(fl._model_id, [("h", fl.embeddings.embed_query("x"))])
     assert main(["gc", "--dir", str(tmp_path / "i")]) == 0
-    assert "removed 1 cached vectors; the cache holds 1 (0.0 MB)" in capsys.readouterr().out
+    assert "removed 1 cached vectors; the cache holds 0 (0.0 MB)" in capsys.readouterr().out

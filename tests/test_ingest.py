@@ -134,3 +134,74 @@ def test_sigkill_mid_folder_then_rerun_finishes(tmp_path: Path, store_kind: str)
     ids = _consistent(fl)
     assert len(ids) == 40 and len(fl.list_sources()) == 40
     fl.close()
+
+
+def _write_long_notes(folder: Path, n: int) -> None:
+    """Files of several chunks each (chunk_size 120 in the tests below): a file must never be half stored."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        paragraphs = [f"Note {i}, part {p}: zone {i % 7} keeps item {i * 13 + p} on shelf {p}, checked weekly."
+                      for p in range(4)]
+        (folder / f"long{i:03d}.txt").write_text("\n\n".join(paragraphs), encoding="utf-8")
+
+
+def test_a_large_folder_is_written_in_batches_of_whole_files(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming ingest: a folder over STREAM_GROUPS files is loaded, embedded and committed a batch of whole
+    files at a time; a failure mid-folder keeps the batches before it (each file complete) and loses nothing
+    embedded (the retry takes the failed batch's vectors from the cache)."""
+    import finderledge.ingest
+
+    monkeypatch.setattr(finderledge.ingest, "STREAM_GROUPS", 5)
+    folder = tmp_path / "docs"
+    _write_long_notes(folder, 23)
+    (folder / "stale.txt").write_text("A file that will vanish before the second run.", encoding="utf-8")
+    with FinderLedge(embedding=minilm, chunk_size=120, chunk_overlap=0, show_progress=False) as reference:
+        reference.add_document(folder)
+        full = {Path(d.metadata["source"]).name: len(reference.get_split_documents(d.id)) for d in reference.list_documents()}
+    assert min(v for k, v in full.items() if k.startswith("long")) >= 3
+
+    fl = FinderLedge(tmp_path / "idx", embedding=minilm, chunk_size=120, chunk_overlap=0, show_progress=False)
+    real_commit, commits = fl._ledger.commit_write, []
+
+    def failing_third(*args, **kwargs):  # type: ignore[no-untyped-def]
+        commits.append(len(kwargs.get("add", ())))
+        if len(commits) == 3:
+            raise OSError(28, "disk full")
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(fl._ledger, "commit_write", failing_third)
+    with pytest.raises(OSError, match="disk full"):
+        fl.add_document(folder)
+    assert commits == [5, 5, 5]
+    stored = {Path(d.metadata["source"]).name: len(fl.get_split_documents(d.id)) for d in fl.list_documents()}
+    assert len(stored) == 10 and all(stored[name] == full[name] for name in stored)  # whole files only
+    _consistent(fl)
+
+    monkeypatch.setattr(fl._ledger, "commit_write", real_commit)
+    (folder / "stale.txt").unlink()
+    report = fl.ingest(folder)  # the rerun: stored batches unchanged, the failed one from the cache
+    assert report.files_seen == 23 and report.files_unchanged == 10 and report.files_added == 13
+    assert report.embeddings_cached == sum(full[f"long{i:03d}.txt"] for i in range(10, 15))  # the failed batch
+    assert report.embeddings_computed == sum(full[f"long{i:03d}.txt"] for i in range(15, 23))
+    assert {Path(d.metadata["source"]).name for d in fl.list_documents()} == {f"long{i:03d}.txt" for i in range(23)}
+    assert fl.stats()["embedding_cache"]["entries"] == 0  # every vector now lives in its chunk
+    ids = _consistent(fl)
+    assert len(ids) == sum(v for k, v in full.items() if k != "stale.txt")
+    fl.close()
+
+
+def test_a_document_id_call_is_one_write_however_large(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With document_id the parents it does not list again are replaced, so the call cannot be split."""
+    import finderledge.ingest
+
+    monkeypatch.setattr(finderledge.ingest, "STREAM_GROUPS", 2)
+    folder = tmp_path / "docs"
+    _write_corpus(folder, 7)
+    with FinderLedge(embedding=minilm, show_progress=False) as fl:
+        real_commit, commits = fl._ledger.commit_write, []
+        monkeypatch.setattr(fl._ledger, "commit_write",
+                            lambda *a, **kw: commits.append(1) or real_commit(*a, **kw))  # type: ignore[func-returns-value]
+        fl.add_document(folder, document_id="manual")
+        assert len(commits) == 1 and fl.count()["documents"] == 7

@@ -112,7 +112,7 @@ def test_schema_2_directory_reads_right_and_migrates_on_first_write(tmp_path: Pa
             "source": "faq", "lang": "en", "doc_type_detected": "text"}
         fl.add_document(Document(page_content="Passwords reset links last 30 minutes.", metadata={"id": 1}))
     db = sqlite3.connect(directory / "ledger.sqlite3")
-    assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "3"
+    assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "4"  # 2 -> 3 -> 4
     stored = [json.loads(r[0]) for r in db.execute("SELECT metadata FROM chunks")]
     db.close()
     assert all(FL_KEY in md and "split_index" not in md for md in stored)

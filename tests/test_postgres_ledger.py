@@ -82,7 +82,7 @@ def test_an_empty_ledger(make_ledger: Any) -> None:
     assert ledger.counts() == {"documents": 0, "chunks": 0, "unfinished": 0}
     assert ledger.get_info("nothing") is None and ledger.get_document("doc-1") is None
     assert ledger.sources() == [] and ledger.list_documents() == [] and not ledger.has_unfinished()
-    assert ledger.get_info("schema_version") == "3"
+    assert ledger.get_info("schema_version") == "4"
 
 
 def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:

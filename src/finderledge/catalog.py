@@ -115,14 +115,11 @@ class Catalog:
         }
 
     def gc(self) -> dict[str, int]:
-        """Drop cached vectors no stored chunk uses (texts replaced or removed, other models); returns how many
-        were removed and the cache's size left.  A vector cached by an ingest still running elsewhere may go:
-        that ingest keeps its vectors in memory, it only loses the resume-after-crash shortcut."""
-        from .ingest import content_id
-
+        """Empty the embedding cache: stored chunks hold their own vectors, so what it keeps are vectors of
+        writes that failed or were interrupted (or of other models).  Returns how many were removed and the
+        size left.  An ingest running elsewhere at the same time loses only its resume-after-crash shortcut."""
         with self._write_lock.hold("pruning the embedding cache"):
-            chunks = self._ledger.get_chunks(sorted(self._ledger.complete_chunk_ids()))
-            removed = self._ledger.prune_embedding_cache(self._model_id, {content_id(c.content) for c in chunks})
+            removed = self._ledger.prune_embedding_cache()
         size = self._ledger.embedding_cache_size()
         logger.info("gc: removed %d cached vectors; %d left (%d bytes)", removed, size["entries"], size["bytes"])
         return {"removed": removed, **size}

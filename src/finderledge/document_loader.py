@@ -31,7 +31,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -713,6 +713,22 @@ class DocumentLoader:
         )
         return result
 
+    def iter_load(self, path: str | Path, result: LoadResult) -> Iterator[tuple[str, list[Document]]]:
+        """Load a file or a directory one file at a time, so a caller can process a large folder in bounded
+        memory: yields ``(source, documents)`` per loaded file and accounts for every file in ``result``
+        (``files_seen``, ``files_loaded``, ``skipped``; its ``files`` and ``documents`` stay empty)."""
+        p = absolute_path(path)
+        if p.is_dir():
+            files = _Walker(self, p, result.skipped).files()
+        elif p.exists():
+            files = [p]
+        else:
+            raise LoadError(p, "no such file or directory")
+        for file_path in self._progress(files, "Indexing files") if p.is_dir() else files:
+            loaded = self._load_one(result, file_path)
+            if loaded is not None:
+                yield loaded
+
     def load_file(self, path: str | Path) -> list[Document]:
         """Load one file; raise ``UnsupportedFileError``, ``EmptyDocumentError`` or ``LoadError``."""
         p = absolute_path(path)
@@ -743,7 +759,8 @@ class DocumentLoader:
 
     # ------------------------------------------------------------------ directory walking
 
-    def _progress(self, files: list[Path]) -> Any:
+    def _progress(self, files: list[Path], desc: str = "Loading files") -> Any:
+        """``files``, wrapped in a progress bar (files/s and ETA) when ``show_progress`` asks for one."""
         show = self.show_progress
         if show is None:
             show = bool(getattr(sys.stderr, "isatty", lambda: False)())
@@ -751,10 +768,17 @@ class DocumentLoader:
             return files
         from tqdm.auto import tqdm
 
-        return tqdm(files, desc="Loading files", unit="file")
+        return tqdm(files, desc=desc, unit="file")
 
     def _load_into(self, result: LoadResult, path: Path) -> None:
         """Load one file into ``result``, applying the skip/raise policy."""
+        loaded = self._load_one(result, path)
+        if loaded is not None:
+            result.files[loaded[0]] = loaded[1]
+            result.documents.extend(loaded[1])
+
+    def _load_one(self, result: LoadResult, path: Path) -> tuple[str, list[Document]] | None:
+        """One file's ``(source, documents)``, or None for a skipped file (recorded in ``result``)."""
         key = safe_path(path)
         result.files_seen += 1
         try:
@@ -763,11 +787,11 @@ class DocumentLoader:
             kind = "binary" if exc.reason == "binary file" else "unsupported"
             logger.info("skipping %s: %s", key, exc.reason)
             result.skipped.append(SkippedFile(key, exc.reason, kind))
-            return
+            return None
         except EmptyDocumentError as exc:
             logger.info("skipping %s: %s", key, exc.reason)
             result.skipped.append(SkippedFile(key, exc.reason, "empty"))
-            return
+            return None
         except LoadError as exc:
             if self.on_error == "raise":
                 if key != str(path):
@@ -775,10 +799,9 @@ class DocumentLoader:
                 raise
             logger.warning("skipping %s: %s", key, exc.reason)
             result.skipped.append(SkippedFile(key, exc.reason, "error"))
-            return
+            return None
         result.files_loaded += 1
-        result.files[key] = docs
-        result.documents.extend(docs)
+        return key, docs
 
     # ------------------------------------------------------------------ per-format loaders
 

@@ -8,13 +8,12 @@ transaction — the commit point — and the indexes are brought up to date and 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from langchain_core.documents import Document
 
 from .document_loader import (
     DocumentLoader,
+    LoadResult,
     absolute_path,
     detect_doc_type,
     detect_language,
@@ -32,7 +32,7 @@ from .document_loader import (
 )
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
-from .ledgers import COMPLETE, ChunkRecord, DocumentRecord
+from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import DOCUMENT_ID, info_of, normalize_metadata
 from .validation import clean_text
 
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["IngestReport", "Writer", "content_id"]
 
 logger = logging.getLogger(__name__)
+
+# a call holding more files (or text) is written in several transactions of whole files: memory stays bounded
+STREAM_GROUPS = 256  # files (or Documents) per write
+STREAM_CHARS = 4_000_000  # characters of text per write
 
 _PATH_LENGTH_LIMIT = 4096
 _ID_LENGTH_LIMIT = 1024
@@ -104,15 +108,6 @@ class _Prepared:
     chunks: list[ChunkRecord]
 
 
-def content_id(*parts: str) -> str:
-    """A 128-bit content id (32 hex characters) of the parts."""
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\x00")
-    return h.hexdigest()[:32]
-
-
 class Writer:
     """Adds and removes documents of one :class:`~finderledge.facade.FinderLedge` (its ledger, model, lock)."""
 
@@ -136,17 +131,43 @@ class Writer:
         report = IngestReport()
         loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
                                 show_progress=self._fl.settings.show_progress, follow_symlinks=follow_symlinks)
-        groups: list[_Group] = []
         items = list(source) if isinstance(source, (list, tuple)) else [source]
-        prune_under: list[str] = []
-        for item in items:
-            groups.extend(self._groups_for(item, extra, loader, report))
-            if prune and not isinstance(item, Document) and isinstance(item, (str, os.PathLike)) \
-                    and Path(item).expanduser().is_dir():
-                prune_under.append(safe_path(absolute_path(item)).rstrip(os.sep) + os.sep)
-        _check_caller_ids(groups)
+        documents = {i: self._document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)}
+        _check_caller_ids(list(documents.values()))  # refused before anything is written
+        paths = {i: _path_item(item) for i, item in enumerate(items) if i not in documents}
+        prune_under = [safe_path(absolute_path(p)).rstrip(os.sep) + os.sep for p in paths.values()
+                       if prune and Path(p).is_dir()]
+
+        def groups() -> Iterator[_Group]:
+            for i in range(len(items)):
+                if i in documents:
+                    yield documents[i]
+                else:
+                    yield from self._file_groups(paths[i], extra, loader, report)
+
+        # a large call is written in batches of whole files (bounded memory; each file all-or-nothing); with
+        # document_id the call is one write, since the parents it does not list again are replaced
+        listed: set[str] = set()
+        batch: list[_Group] = []
+        size = 0
+        for group in groups():
+            batch.append(group)
+            size += sum(len(doc.page_content) for _, doc in group.parents)
+            if document_id is None and (len(batch) >= STREAM_GROUPS or size >= STREAM_CHARS):
+                self._write_batch(batch, report, listed)
+                batch, size = [], 0
+        self._write_batch(batch, report, listed, prune_under, document_id)
+        report.seconds_total = time.perf_counter() - started
+        logger.info("ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
+                    len(report.added), len(report.unchanged), len(report.replaced), len(report.pruned),
+                    len(report.skipped), report.chunks_written)
+        return report
+
+    def _write_batch(self, groups: Sequence[_Group], report: IngestReport, listed: set[str],
+                     prune_under: Sequence[str] = (), document_id: str | None = None) -> None:
+        """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
+        under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
         ledger = self._fl._ledger
-        # split and embed everything not stored yet, before taking the lock (the slow part)
         prepared: dict[str, _Prepared] = {}
         versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
         candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)}
@@ -156,7 +177,7 @@ class Writer:
             gone = [src for prefix in prune_under for src in ledger.sources_under(prefix)
                     if not any(src.startswith(u) for u in unread) and known_gone(src)]
             extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
-            new, to_delete = self._plan(groups, report, extra_deletes, document_id)
+            new, to_delete = self._plan(groups, report, extra_deletes, document_id, listed)
             self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
             if new or to_delete:
                 ledger.commit_write(add=[(prepared[pid].record, prepared[pid].chunks) for pid in new],
@@ -164,50 +185,42 @@ class Writer:
                 report.chunks_written += sum(len(prepared[pid].chunks) for pid in new)
                 report.pruned.extend(extra_deletes)
                 self._checkpoint()
-        report.seconds_total = time.perf_counter() - started
-        logger.info("ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
-                    len(report.added), len(report.unchanged), len(report.replaced), len(report.pruned),
-                    len(report.skipped), report.chunks_written)
-        return report
 
-    def _groups_for(self, item: Any, extra: dict[str, Any], loader: DocumentLoader,
-                    report: IngestReport) -> list[_Group]:
-        """The parents one input item stands for, grouped by source."""
-        if isinstance(item, Document):
-            if not isinstance(item.page_content, str) or not item.page_content.strip():
-                raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
-            text = clean_text(item.page_content, "add_document: Document page_content")
-            own = normalize_metadata(item.metadata, "Document metadata")
-            if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
-                raise ConfigurationError(f"add_document: a Document's metadata {DOCUMENT_ID!r} "
-                                         f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}")
-            md = {**own, **extra}
-            src = md.get("source")
-            caller = item.id is not None
-            pid = check_document_id(item.id) if caller else content_id(str(src or ""), text)
-            return [_Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
-                           replace=False, caller_ids=caller)]
-        if isinstance(item, (str, os.PathLike)):
-            path = _existing_path(item)
-            result = loader.load(path)
-            report.files_seen += result.files_seen
-            report.skipped.extend((s.path, s.reason) for s in result.skipped)
-            groups = []
-            for file_path, docs in result.files.items():
+    def _document_group(self, item: Document, extra: dict[str, Any]) -> _Group:
+        """A LangChain Document as a group of one parent (its id: the caller's, else from source and text)."""
+        if not isinstance(item.page_content, str) or not item.page_content.strip():
+            raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
+        text = clean_text(item.page_content, "add_document: Document page_content")
+        own = normalize_metadata(item.metadata, "Document metadata")
+        if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
+            raise ConfigurationError(f"add_document: a Document's metadata {DOCUMENT_ID!r} "
+                                     f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}")
+        md = {**own, **extra}
+        src = md.get("source")
+        caller = item.id is not None
+        pid = check_document_id(item.id) if caller else content_id(str(src or ""), text)
+        return _Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
+                      replace=False, caller_ids=caller)
+
+    @staticmethod
+    def _file_groups(path: Path, extra: dict[str, Any], loader: DocumentLoader,
+                     report: IngestReport) -> Iterator[_Group]:
+        """The parents of a file or folder, one group per file, loaded one file at a time."""
+        result = LoadResult()
+        try:
+            for file_path, docs in loader.iter_load(path, result):
                 parents = []
                 for doc in docs:
                     md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **extra}
                     pid = content_id(file_path, str(md.get("locator", "")), doc.page_content)
                     parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
-                groups.append(_Group(file_path, parents, replace=True))
-            return groups
-        raise ConfigurationError(
-            f"add_document: expected a file or directory path, a LangChain Document or a list of them, "
-            f"got {type(item).__name__} (for raw text use add_texts([...]))"
-        )
+                yield _Group(file_path, parents, replace=True)
+        finally:
+            report.files_seen += result.files_seen
+            report.skipped.extend((s.path, s.reason) for s in result.skipped)
 
     def _plan(self, groups: Sequence[_Group], report: IngestReport, extra_deletes: Sequence[str],
-              document_id: str | None) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
+              document_id: str | None, listed: set[str]) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
         """Which parents are new and which stored ones they replace, decided under the write lock.
 
         A stored parent with the same id but other content or metadata is replaced; so are the other parents
@@ -216,7 +229,6 @@ class Writer:
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
         versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
-        listed: set[str] = set()
         for group in groups:
             existing = ledger.ids_by_source(group.source) if (group.replace and group.source) else []
             wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
@@ -297,22 +309,29 @@ class Writer:
         report.embeddings_cached += sum(1 for h in hashes if h in cached)
         size = fl.settings.embedding_batch_size
         pending = list(todo.items())
-        batches = range(0, len(pending), size)
         show = fl.settings.show_progress
         if show is None:
-            show = sys.stderr.isatty() and len(batches) > 1
-        if show:
+            show = sys.stderr.isatty() and len(pending) > size
+        bar = None
+        if show and pending:
             from tqdm.auto import tqdm
 
-            batches = tqdm(batches, desc="embedding", unit="batch")  # type: ignore[assignment]
+            # chunks/s and an ETA; under a folder's file bar it is a second line that goes when done
+            bar = tqdm(total=len(pending), desc="Embedding chunks", unit="chunk", leave=False)
         start_time = time.perf_counter()
-        for start in batches:
-            batch = pending[start : start + size]
-            vectors = np.asarray(fl.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
-            new = [(h, v) for (h, _), v in zip(batch, vectors)]
-            fl._ledger.cache_embeddings(fl._model_id, new)  # kept even if this call fails later
-            cached.update(new)
-            report.embeddings_computed += len(batch)
+        try:
+            for start in range(0, len(pending), size):
+                batch = pending[start : start + size]
+                vectors = np.asarray(fl.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
+                new = [(h, v) for (h, _), v in zip(batch, vectors)]
+                fl._ledger.cache_embeddings(fl._model_id, new)  # kept even if this call fails later
+                cached.update(new)
+                report.embeddings_computed += len(batch)
+                if bar is not None:
+                    bar.update(len(batch))
+        finally:
+            if bar is not None:
+                bar.close()
         report.seconds_embedding += time.perf_counter() - start_time
         return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
 
@@ -393,6 +412,16 @@ def _detected_type(doc: Document) -> tuple[str, str | None]:
     if detected == "code" and language is None:
         language = detect_language(doc.page_content)
     return detected, language
+
+
+def _path_item(item: Any) -> Path:
+    """An input that is not a Document: an existing path, else a clear error (raw text has its own method)."""
+    if isinstance(item, (str, os.PathLike)):
+        return _existing_path(item)
+    raise ConfigurationError(
+        f"add_document: expected a file or directory path, a LangChain Document or a list of them, "
+        f"got {type(item).__name__} (for raw text use add_texts([...]))"
+    )
 
 
 def _existing_path(item: str | os.PathLike[str]) -> Path:

@@ -17,6 +17,7 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    content_id,
 )
 from .sqlite import SQLiteLedger
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 __all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord",
-           "DocumentRecord", "Ledger", "SQLiteLedger", "open_ledger"]
+           "DocumentRecord", "Ledger", "SQLiteLedger", "content_id", "open_ledger"]
 
 
 def open_ledger(settings: Settings, path: Path | None) -> Ledger:

@@ -9,6 +9,7 @@ many machines share).
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -19,14 +20,25 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "REMOVED_GRACE_SECONDS",
-           "SCHEMA_VERSION", "Change", "ChunkRecord", "DocumentRecord", "Ledger"]
+           "SCHEMA_VERSION", "Change", "ChunkRecord", "DocumentRecord", "Ledger", "content_id"]
 
 PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
 REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
 REMOVED_GRACE_SECONDS = 600.0
-SCHEMA_VERSION = "3"  # 3: FinderLedge's fields under metadata["_finderledge"] (2: at the top level)
+# 4: chunks carry their text's hash (a committed vector is found by it, so the embedding cache drops it);
+# 3: FinderLedge's fields under metadata["_finderledge"]; 2: at the top level
+SCHEMA_VERSION = "4"
 ADD, REMOVE = "add", "remove"
 INDEX_FOLDERS = ("bm25", "chroma", "faiss")  # indexes built from the ledger, next to it in a persist directory
+
+def content_id(*parts: str) -> str:
+    """A 128-bit content id (32 hex characters) of the parts; of one text: its hash in the embedding cache."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()[:32]
+
 
 @dataclass(frozen=True)
 class DocumentRecord:
@@ -169,19 +181,22 @@ class Ledger(ABC):
 
     @abstractmethod
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors already computed by ``model`` for these text hashes."""
+        """Vectors already computed by ``model`` for these text hashes: in the embedding cache, or (``model``
+        being the ledger's recorded one) in a stored chunk of the same text."""
 
     @abstractmethod
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        """Remember vectors by (model, text hash), committed at once."""
+        """Remember vectors by (model, text hash), committed at once, until a write stores them in its chunks
+        (``commit_write`` drops the cache entries of the texts it stores: each vector is kept once)."""
 
     @abstractmethod
     def embedding_cache_size(self) -> dict[str, int]:
         """``{"entries": n, "bytes": b}`` of the embedding cache (vector bytes, every model)."""
 
     @abstractmethod
-    def prune_embedding_cache(self, model: str, keep: set[str]) -> int:
-        """Delete cached vectors of other models, and of ``model`` whose text hash is not in ``keep``; how many."""
+    def prune_embedding_cache(self) -> int:
+        """Empty the embedding cache (vectors no stored chunk holds: left by failed or interrupted writes, or of
+        other models); returns how many were deleted."""
 
     @abstractmethod
     def sources_under(self, prefix: str) -> list[str]:

@@ -56,6 +56,7 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    content_id,
     iter_batches,
 )
 
@@ -201,14 +202,18 @@ def _ledger_ddl(schema: str) -> list[Any]:
         "CREATE INDEX IF NOT EXISTS documents_document_id ON {s}.documents (document_id, seq)",
         ("CREATE TABLE IF NOT EXISTS {s}.chunks (id text PRIMARY KEY, parent_id text NOT NULL,"
          " split_index integer NOT NULL, content text NOT NULL, content_json boolean NOT NULL DEFAULT false,"
-         " metadata text NOT NULL)"),
+         " metadata text NOT NULL, text_hash text)"),
         "CREATE INDEX IF NOT EXISTS chunks_parent ON {s}.chunks (parent_id, split_index)",
+        _TEXT_HASH_INDEX,
         ("CREATE TABLE IF NOT EXISTS {s}.changes (seq bigserial PRIMARY KEY, op text NOT NULL, doc_id text NOT NULL,"
          " chunk_count integer NOT NULL)"),
         ("CREATE TABLE IF NOT EXISTS {s}.embedding_cache (model text NOT NULL, text_hash text NOT NULL,"
          " vector bytea NOT NULL, PRIMARY KEY (model, text_hash))"),
     ]
     return [sql.SQL(q).format(s=s) for q in statements] + table_ddl(schema, VECTORS_TABLE)
+
+
+_TEXT_HASH_INDEX = "CREATE INDEX IF NOT EXISTS chunks_text_hash ON {s}.chunks (text_hash)"
 
 
 def _dumps(md: dict[str, Any]) -> str:
@@ -393,6 +398,11 @@ class PostgresLedger(Ledger):
                     raise IncompatibleIndexError(
                         f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
                         "FinderLedge ledger's; choose another schema")
+                if version == "3":  # schema 4 adds chunks.text_hash (rows stored before keep it empty)
+                    conn.execute(self._sql("ALTER TABLE {s}.chunks ADD COLUMN IF NOT EXISTS text_hash text"))
+                    conn.execute(self._sql(_TEXT_HASH_INDEX))
+                    conn.execute(self._sql("UPDATE {s}.info SET value = %s WHERE key = 'schema_version'"),
+                                 (SCHEMA_VERSION,))
                 return
             for statement in _ledger_ddl(self.schema):
                 conn.execute(statement)
@@ -513,8 +523,10 @@ class PostgresLedger(Ledger):
                         (*doc_row, now, seq))
                     if chunk_rows:
                         cur.executemany(self._sql(
-                            "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata)"
-                            " VALUES (%s, %s, %s, %s, %s, %s)"), chunk_rows)
+                            "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
+                            " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"), chunk_rows)
+                        cur.execute(self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
+                                    ([row[-1] for row, c in zip(chunk_rows, chunks) if c.embedding is not None],))
                     upsert_rows(cur, self.schema, VECTORS_TABLE,
                                 [(c.id, c.embedding, user_metadata(c.metadata), None)
                                  for c in chunks if c.embedding is not None])
@@ -531,7 +543,7 @@ class PostgresLedger(Ledger):
     def _chunk_row(self, chunk: ChunkRecord) -> tuple[Any, ...]:
         content, is_json = _text_in(chunk.content)
         return (_checked(chunk.id, "chunk id"), chunk.parent_id, chunk.split_index, content, is_json,
-                _dumps(chunk.metadata))
+                _dumps(chunk.metadata), content_id(chunk.content))
 
     def _mark_removed(self, cur: psycopg.Cursor[Any], remove: list[str], now: float) -> None:
         for batch in iter_batches(remove):
@@ -740,6 +752,13 @@ class PostgresLedger(Ledger):
                     "SELECT text_hash, vector FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"),
                     (model, batch))
                 found.update((h, np.frombuffer(bytes(v), dtype="<f4")) for h, v in rows)
+            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
+            if missing and self.get_info("embedding_model_id") == model:  # vectors stored chunks hold
+                for batch in iter_batches(missing, 5000):
+                    rows = conn.execute(self._sql(
+                        "SELECT DISTINCT ON (c.text_hash) c.text_hash, v.embedding::real[] FROM {s}.chunks c"
+                        f" JOIN {{s}}.{VECTORS_TABLE} v ON v.id = c.id WHERE c.text_hash = ANY(%s)"), (batch,))
+                    found.update((h, np.asarray(v, dtype=np.float32)) for h, v in rows)
         return found
 
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
@@ -756,17 +775,10 @@ class PostgresLedger(Ledger):
                 "SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")).fetchone()
         return {"entries": int(entries), "bytes": int(size)}
 
-    def prune_embedding_cache(self, model: str, keep: set[str]) -> int:
+    def prune_embedding_cache(self) -> int:
         with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute(self._sql("SELECT text_hash FROM {s}.embedding_cache WHERE model = %s"), (model,))
-            stale = [h for (h,) in cur.fetchall() if h not in keep]
-            cur.execute(self._sql("DELETE FROM {s}.embedding_cache WHERE model <> %s"), (model,))
-            removed = cur.rowcount
-            for batch in iter_batches(stale, 5000):
-                cur.execute(self._sql("DELETE FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"),
-                            (model, batch))
-                removed += cur.rowcount
-        return int(removed)
+            cur.execute(self._sql("DELETE FROM {s}.embedding_cache"))
+            return int(cur.rowcount)
 
     def sources_under(self, prefix: str) -> list[str]:
         if _UNSTORABLE.search(prefix):

@@ -40,6 +40,7 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    content_id,
     iter_batches,
 )
 
@@ -47,6 +48,7 @@ __all__ = ["SQLiteLedger"]
 
 logger = logging.getLogger(__name__)
 
+_TEXT_HASH_INDEX = "CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -70,7 +72,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     split_index INTEGER NOT NULL,
     content TEXT NOT NULL,
     metadata TEXT NOT NULL,
-    embedding BLOB
+    embedding BLOB,
+    text_hash TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
 CREATE TABLE IF NOT EXISTS changes (
@@ -124,11 +127,13 @@ class SQLiteLedger(Ledger):
                 self._db.execute("ALTER TABLE documents ADD COLUMN removed_at REAL")
             self.set_info("schema_version", "2")
             version = "2"
-        # a schema-2 ledger is read as if upgraded and rewritten by its first write (opening never writes)
+        # an older ledger is read as if upgraded and rewritten by its first write (opening never writes)
         self._schema_2 = version == "2"
+        self._text_hashes = version in (None, SCHEMA_VERSION)  # chunks.text_hash filled (schema 4)
         if version is None:
+            self._db.execute(_TEXT_HASH_INDEX)
             self.set_info("schema_version", SCHEMA_VERSION)
-        elif version not in ("2", SCHEMA_VERSION):
+        elif version not in ("2", "3", SCHEMA_VERSION):
             raise IncompatibleIndexError(
                 f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}")
 
@@ -201,6 +206,8 @@ class SQLiteLedger(Ledger):
         with self._lock, self._transaction():
             if self._schema_2:
                 self._upgrade_to_3()
+            if not self._text_hashes:
+                self._upgrade_to_4()
             for start in range(0, len(remove), 500):
                 batch = list(remove[start : start + 500])
                 marks = ",".join("?" * len(batch))
@@ -221,15 +228,17 @@ class SQLiteLedger(Ledger):
                     (doc.id, doc.source, doc.content_hash, COMPLETE, doc.content, _dumps(doc.metadata), now,
                      cur.lastrowid),
                 )
+                hashes = [content_id(c.content) for c in chunks]
                 self._db.executemany(
-                    "INSERT INTO chunks(id, parent_id, split_index, content, metadata, embedding)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
                         (c.id, c.parent_id, c.split_index, c.content, _dumps(c.metadata),
-                         None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes())
-                        for c in chunks
+                         None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(), h)
+                        for c, h in zip(chunks, hashes)
                     ],
                 )
+                self._uncache([h for c, h in zip(chunks, hashes) if c.embedding is not None])
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
 
@@ -240,9 +249,28 @@ class SQLiteLedger(Ledger):
                 rows = self._db.execute(f"SELECT id, metadata FROM {table}").fetchall()
                 self._db.executemany(f"UPDATE {table} SET metadata=? WHERE id=?",
                                      [(_dumps(upgrade_schema_2(json.loads(md), is_chunk)), i) for i, md in rows])
-            self._db.execute("UPDATE info SET value=? WHERE key='schema_version'", (SCHEMA_VERSION,))
-            logger.info("ledger %s: metadata moved to schema %s", self._target, SCHEMA_VERSION)
+            self._db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
+            logger.info("ledger %s: metadata moved to schema 3", self._target)
         self._schema_2 = False
+
+    def _upgrade_to_4(self) -> None:
+        """Inside a write transaction: hash every chunk's text and drop the cached vectors chunks now hold."""
+        rows = self._db.execute("SELECT id, content FROM chunks").fetchall()
+        if "text_hash" not in {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}:
+            self._db.execute("ALTER TABLE chunks ADD COLUMN text_hash TEXT")
+        self._db.executemany("UPDATE chunks SET text_hash=? WHERE id=?", [(content_id(c), i) for i, c in rows])
+        self._db.execute(_TEXT_HASH_INDEX)
+        self._db.execute("DELETE FROM embedding_cache WHERE text_hash IN"
+                         " (SELECT text_hash FROM chunks WHERE embedding IS NOT NULL)")
+        self._db.execute("UPDATE info SET value=? WHERE key='schema_version'", (SCHEMA_VERSION,))
+        logger.info("ledger %s: schema %s (%d chunks hashed; cached copies of their vectors dropped)",
+                    self._target, SCHEMA_VERSION, len(rows))
+        self._text_hashes = True
+
+    def _uncache(self, hashes: Sequence[str]) -> None:
+        """Inside a write transaction: the cache lets go of vectors that stored chunks now hold."""
+        for batch in iter_batches(list(hashes)):
+            self._db.execute(f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(batch))})", batch)
 
     def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
         md = json.loads(text)
@@ -429,17 +457,23 @@ class SQLiteLedger(Ledger):
 
     # -- embedding cache ----------------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors already computed by ``model`` for these text hashes (missing ones are left out)."""
+        """Vectors already computed by ``model`` for these text hashes (missing ones are left out): from the
+        cache, or from a stored chunk of the same text when ``model`` is the one this ledger records."""
         found: dict[str, np.ndarray] = {}
         with self._read() as db:
-            for start in range(0, len(text_hashes), 500):
-                batch = list(text_hashes[start : start + 500])
+            for batch in iter_batches(list(text_hashes)):
                 marks = ",".join("?" * len(batch))
                 rows = db.execute(
                     f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
                     [model, *batch],
                 )
                 found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
+            if missing and self._text_hashes and self.get_info("embedding_model_id") == model:
+                for batch in iter_batches(missing):
+                    rows = db.execute(f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
+                                      f" AND text_hash IN ({','.join('?' * len(batch))})", batch)
+                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
         return found
 
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
@@ -456,17 +490,9 @@ class SQLiteLedger(Ledger):
             entries, size = db.execute("SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache").fetchone()
         return {"entries": int(entries), "bytes": int(size)}
 
-    def prune_embedding_cache(self, model: str, keep: set[str]) -> int:
-        with self._lock:
-            stale = [h for (h,) in self._db.execute("SELECT text_hash FROM embedding_cache WHERE model=?", (model,))
-                     if h not in keep]
-            with self._transaction():
-                removed = self._db.execute("DELETE FROM embedding_cache WHERE model != ?", (model,)).rowcount
-                for batch in iter_batches(stale):
-                    removed += self._db.execute(
-                        f"DELETE FROM embedding_cache WHERE model=? AND text_hash IN ({','.join('?' * len(batch))})",
-                        [model, *batch]).rowcount
-        return int(removed)
+    def prune_embedding_cache(self) -> int:
+        with self._lock, self._transaction():
+            return int(self._db.execute("DELETE FROM embedding_cache").rowcount)
 
     def sources_under(self, prefix: str) -> list[str]:
         """Complete sources that start with ``prefix`` (a directory path ending in a separator)."""
