@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -205,3 +206,18 @@ def test_a_document_id_call_is_one_write_however_large(tmp_path: Path, minilm,  
                             lambda *a, **kw: commits.append(1) or real_commit(*a, **kw))  # type: ignore[func-returns-value]
         fl.add_document(folder, document_id="manual")
         assert len(commits) == 1 and fl.count()["documents"] == 7
+
+
+def test_a_long_ingest_shows_throughput_and_time_left(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
+                                                      capfd: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "docs"
+    _write_long_notes(folder, 6)
+    with FinderLedge(embedding=minilm, chunk_size=120, chunk_overlap=0, embedding_batch_size=4,
+                     show_progress=True) as fl:
+        fl.add_document(folder)
+    err = capfd.readouterr().err
+    assert re.search(r"Indexing files: 100%.*6/6 \[\d\d:\d\d<00:00, +[\d.]+(file/s|s/file)\]", err), err
+    assert re.search(r"Embedding chunks: .*\d+/24 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+(chunk/s|s/chunk)\]", err), err
+    with FinderLedge(embedding=minilm, show_progress=False) as quiet:
+        quiet.add_document(folder)
+    assert "Indexing" not in capfd.readouterr().err
