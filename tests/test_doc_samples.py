@@ -127,7 +127,7 @@ def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.Capture
     if name == "strategies.md":
         assert namespace["results"].trace.strategy == "decompose" and len(namespace["results"].trace.sub_queries) == 2
     if name == "embeddings.md":
-        assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/ --embedding onnx"]
+        assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/"]
     if name == "scaling.md":
         out = capsys.readouterr().out
         assert "password-reset.txt" in out and "sla-ja.md" in out and "my-faiss" in out
