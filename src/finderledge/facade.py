@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
@@ -321,12 +322,21 @@ class FinderLedge(Catalog, Views):
                            follow_symlinks=follow_symlinks, document_id=document_id).ids
 
     def add_documents(self, sources: Iterable[str | os.PathLike[str] | Document],
-                      metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> list[str]:
-        """Batch form of :meth:`add_document`: everything is split first, then embedded in batches."""
+                      metadata: Mapping[str, Any] | None = None, *, ids: Sequence[str | None] | None = None,
+                      **kwargs: Any) -> list[str]:
+        """Batch form of :meth:`add_document`; ``ids`` (LangChain's argument) gives each Document its id."""
         if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(sources, Iterable):
             raise ConfigurationError(f"add_documents: sources: expected a list of paths or Documents, got "
                                      f"{type(sources).__name__} (use add_document for one source)")
-        return self.add_document(list(sources), metadata, **kwargs)
+        items = list(sources)
+        given = check_parallel("ids", ids, len(items))
+        if given is not None:
+            if not all(isinstance(d, Document) for d in items):
+                raise ConfigurationError("add_documents: ids applies to Documents only (a file's ids come from "
+                                         "its content; use document_id= to name a file)")
+            items = [Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
+                     for d, i in zip(items, given)]  # type: ignore[union-attr]
+        return self.add_document(items, metadata, **kwargs)
 
     def add_texts(self, texts: Iterable[str], metadatas: Sequence[Mapping[str, Any]] | None = None, *,
                   ids: Sequence[str | None] | None = None, **kwargs: Any) -> list[str]:
@@ -363,6 +373,34 @@ class FinderLedge(Catalog, Views):
         report = self._writer.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error,
                                      prune=prune, follow_symlinks=follow_symlinks, document_id=document_id)
         self._recalibrate()
+        return report
+
+    def reindex(self, *, chunk_size: int | None = None, chunk_overlap: int | None = None,
+                chunk_unit: str | None = None) -> IngestReport:
+        """Split every stored document again with these chunk settings (the current ones where not given) and
+        record them for the directory: the explicit way to change chunking, since an argument on reopening
+        only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded)."""
+        started = time.perf_counter()
+        wanted = {"chunk_size": self.settings.chunk_size if chunk_size is None else chunk_size,
+                  "chunk_overlap": self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
+                  "chunk_unit": self.settings.chunk_unit if chunk_unit is None else chunk_unit}
+        settings = Settings.resolve(wanted, env_file=None, environ={})  # validated like any setting
+        self.settings = dataclasses.replace(self.settings, chunk_size=settings.chunk_size,
+                                            chunk_overlap=settings.chunk_overlap, chunk_unit=settings.chunk_unit)
+        self.splitter = DocumentSplitter(settings.chunk_size, settings.chunk_overlap, settings.chunk_unit)
+        self.vector_store  # noqa: B018
+        report = IngestReport()
+        self._writer.reindex(report)
+        with self._write_lock.hold("recording the chunk settings"):
+            recorded = json.loads(self._ledger.get_info("settings") or "{}")
+            self._ledger.set_info("settings", json.dumps({**recorded, "chunk_size": settings.chunk_size,
+                                                          "chunk_overlap": settings.chunk_overlap,
+                                                          "chunk_unit": settings.chunk_unit}))
+        self._recalibrate()
+        report.seconds_total = time.perf_counter() - started
+        logger.info("reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
+                    len(report.replaced), report.chunks_written, settings.chunk_size, settings.chunk_overlap,
+                    settings.chunk_unit)
         return report
 
     # -- removal ------------------------------------------------------------------------------------

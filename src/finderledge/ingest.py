@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ from .document_loader import (
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
-from .metadata import DOCUMENT_ID, info_of, normalize_metadata
+from .metadata import DOCUMENT_ID, info_of, normalize_metadata, user_metadata
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -191,7 +191,8 @@ class Writer:
         if not isinstance(item.page_content, str) or not item.page_content.strip():
             raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
         text = clean_text(item.page_content, "add_document: Document page_content")
-        own = normalize_metadata(item.metadata, "Document metadata")
+        # a Document FinderLedge returned (search, retriever) carries its own fields: they are not the caller's
+        own = normalize_metadata(user_metadata(item.metadata), "Document metadata")
         if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
             raise ConfigurationError(f"add_document: a Document's metadata {DOCUMENT_ID!r} "
                                      f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}")
@@ -336,6 +337,29 @@ class Writer:
         return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
 
     # -- remove -------------------------------------------------------------------------------------
+    def reindex(self, report: IngestReport) -> None:
+        """Split every stored document again with the current splitter and replace its chunks, a batch of
+        documents per ledger transaction; chunk texts already embedded are not embedded again (text hash).
+        A document changed or removed by another writer meanwhile is left as that writer stored it."""
+        ledger = self._fl._ledger
+        ids = ledger.document_ids()
+        for start in range(0, len(ids), STREAM_GROUPS):
+            records = [r for r in (ledger.get_document(i) for i in ids[start : start + STREAM_GROUPS]) if r]
+            stored = {r.id: r.content_hash for r in records}
+            prepared: dict[str, _Prepared] = {}
+            self._prepare({r.id: (_Group(r.source, [], replace=False),
+                                  Document(page_content=r.content, metadata=user_metadata(r.metadata)))
+                           for r in records}, prepared, report)
+            with self._fl._write_lock.hold("re-splitting documents"):
+                current = ledger.content_hashes(list(stored))
+                same = [i for i in stored if current.get(i) == stored[i]]  # unchanged since read
+                if same:
+                    ledger.commit_write(add=[(replace(prepared[i].record, content_hash=stored[i]), prepared[i].chunks)
+                                             for i in same], remove=same)
+                    report.replaced.extend(same)
+                    report.chunks_written += sum(len(prepared[i].chunks) for i in same)
+                    self._checkpoint()
+
     def remove(self, key: str) -> list[str]:
         """Remove a parent by id, or every parent of a source path; ``DocumentNotFoundError`` if none."""
         ledger = self._fl._ledger

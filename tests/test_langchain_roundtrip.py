@@ -1,0 +1,37 @@
+"""What FinderLedge returns can go back in: Documents from a search or a retriever (their ``_finderledge``
+fields are FinderLedge's, not the caller's), and ``add_documents(docs, ids=...)`` as LangChain calls it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+
+from finderledge import ConfigurationError, FinderLedge
+
+
+def test_returned_documents_can_be_added_back(minilm: Any) -> None:
+    with FinderLedge(embedding=minilm, show_progress=False) as source, \
+            FinderLedge(embedding=minilm, show_progress=False) as target:
+        source.add_texts(["Refunds take five business days.", "Passwords reset links last 30 minutes."],
+                         metadatas=[{"source": "faq", "team": "billing"}, {"source": "faq", "team": "it"}])
+        docs = source.as_retriever(k=2).invoke("refunds")
+        assert all("_finderledge" in d.metadata for d in docs)
+        ids = target.add_documents(docs)
+        stored = [target.get_document(i) for i in ids]
+        assert {d.metadata["team"] for d in stored} == {"billing", "it"}  # type: ignore[union-attr]
+        assert all(d.metadata["_finderledge"]["id"] == i for d, i in zip(stored, ids))  # type: ignore[union-attr]
+
+
+def test_add_documents_takes_langchain_ids(minilm: Any, tmp_path: Any) -> None:
+    with FinderLedge(embedding=minilm, show_progress=False) as fl:
+        docs = [Document(page_content="Tea is harvested in spring."), Document(page_content="Coffee grows in the shade.")]
+        assert fl.add_documents(docs, ids=["tea", "coffee"]) == ["tea", "coffee"]
+        assert fl.get_document("coffee").page_content == "Coffee grows in the shade."  # type: ignore[union-attr]
+        with pytest.raises(ConfigurationError, match="ids: expected 2 item"):
+            fl.add_documents(docs, ids=["only-one"])
+        note = tmp_path / "note.txt"
+        note.write_text("A file.", encoding="utf-8")
+        with pytest.raises(ConfigurationError, match="ids applies to Documents only"):
+            fl.add_documents([note], ids=["x"])
