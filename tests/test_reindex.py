@@ -20,6 +20,23 @@ def _chunk_counts(fl: FinderLedge) -> dict[str, int]:
     return {d.metadata["source"]: len(fl.get_split_documents(d.id)) for d in fl.list_documents()}
 
 
+def test_reindex_on_postgres(tmp_path: Path, minilm: Any, pg_url: str) -> None:
+    """The same on the PostgreSQL ledger, whose vectors live in the ledger's own table."""
+    from pg_server import fresh_schema
+
+    schema = fresh_schema()
+    with FinderLedge(tmp_path / "a", embedding=minilm, chunk_size=1000, chunk_overlap=0, show_progress=False,
+                     database_url=pg_url, database_schema=schema) as fl:
+        fl.add_texts([TEXT], metadatas=[{"source": "long"}])
+        fl.reindex(chunk_size=120)
+        assert _chunk_counts(fl)["long"] >= 5
+        assert fl.search("which zone keeps item 33", k=1, search_mode="vector")[0].content.startswith("Section 3")
+    with FinderLedge(tmp_path / "b", embedding=minilm, show_progress=False, database_url=pg_url,
+                     database_schema=schema) as other:  # another machine: its replica, the recorded settings
+        assert other.settings.chunk_size == 120 and _chunk_counts(other)["long"] >= 5
+        assert other.search("which zone keeps item 33", k=1, search_mode="keyword")[0].content.startswith("Section 3")
+
+
 def test_reindex_resplits_every_document_records_the_settings_and_reuses_vectors(tmp_path: Path,
                                                                                   minilm: Any) -> None:
     directory = tmp_path / "idx"
