@@ -331,11 +331,12 @@ class FinderLedge(Catalog, Views):
         items = list(sources)
         given = check_parallel("ids", ids, len(items))
         if given is not None:
-            if not all(isinstance(d, Document) for d in items):
+            docs = [d for d in items if isinstance(d, Document)]
+            if len(docs) != len(items):
                 raise ConfigurationError("add_documents: ids applies to Documents only (a file's ids come from "
                                          "its content; use document_id= to name a file)")
             items = [Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
-                     for d, i in zip(items, given)]  # type: ignore[union-attr]
+                     for d, i in zip(docs, given)]
         return self.add_document(items, metadata, **kwargs)
 
     def add_texts(self, texts: Iterable[str], metadatas: Sequence[Mapping[str, Any]] | None = None, *,
