@@ -3,18 +3,21 @@
 It takes FinderLedge's search options as fields (``k``, ``search_mode``, ``filter`` …) and LangChain's
 ``search_type``/``search_kwargs`` convention.  Its ``filter`` is a *base filter*: a per-call filter is
 AND-ed with it and can never widen or remove it, so a retriever built for one tenant stays with that
-tenant whatever its callers pass.
+tenant whatever its callers pass.  It is fixed when the retriever is built: assigning ``retriever.filter``
+or ``model_copy(update={"filter": ...})`` raises (build another retriever instead).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from .errors import ConfigurationError
 from .filters import and_filters
@@ -27,6 +30,9 @@ SEARCH_TYPES = ("similarity", "similarity_score_threshold", "hybrid", "vector", 
 _LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options
 STRATEGY_OPTIONS = ("strategy", "llm", "strategy_on_error")
 _KNOWN = {*SEARCH_OPTIONS, "score_threshold", *STRATEGY_OPTIONS}
+_FIXED_FILTER = ("filter: a retriever's base filter is fixed when it is built (a per-call filter=... narrows it); "
+                 "build another retriever for another filter")
+_FILTER_FIELDS = frozenset({"filter", "_base_filter"})
 
 
 class RetrievedDocument(Document):
@@ -59,7 +65,7 @@ class FinderLedgeRetriever(BaseRetriever):
     ledger: Any = Field(exclude=True)
     k: Any = None
     search_mode: Any = None
-    filter: Any = None
+    filter: Any = Field(default=None, frozen=True)  # the base filter: fixed once built (see __setattr__)
     return_parents: Any = False
     candidate_k: Any = None
     rerank: Any = True
@@ -69,6 +75,7 @@ class FinderLedgeRetriever(BaseRetriever):
     strategy_on_error: Any = "fallback"
     search_type: Any = "similarity"
     search_kwargs: Any = Field(default_factory=dict)
+    _base_filter: Any = PrivateAttr(default=None)  # the copy searches use: changing ``filter`` in place does nothing
 
     @model_validator(mode="after")
     def _settle(self) -> FinderLedgeRetriever:
@@ -86,7 +93,10 @@ class FinderLedgeRetriever(BaseRetriever):
         if unknown:
             raise ConfigurationError(f"search_kwargs: unknown search option(s) {sorted(unknown)}; expected "
                                      f"{sorted(_KNOWN | set(_LANGCHAIN_ONLY))}")
-        self.filter = and_filters(self.filter, extra.pop("filter", None))
+        # the one place the frozen base filter is set: folding search_kwargs' filter in, during construction
+        base = and_filters(self.filter, extra.pop("filter", None))
+        self.__dict__["filter"] = copy.deepcopy(base)
+        self.__pydantic_private__["_base_filter"] = copy.deepcopy(base)  # type: ignore[index]
         for name, value in extra.items():
             if getattr(self, name) not in (None, False, True, "fallback") and getattr(self, name) != value:
                 raise ConfigurationError(f"{name} given twice: {getattr(self, name)!r} and search_kwargs {value!r}")
@@ -107,6 +117,24 @@ class FinderLedgeRetriever(BaseRetriever):
                 raise ConfigurationError(f"strategy {self.strategy!r} needs an LLM: pass llm=<a LangChain chat model>")
         return self
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Options may be changed after construction, except the base filter (a tenant must stay pinned)."""
+        if name in _FILTER_FIELDS:
+            raise ConfigurationError(_FIXED_FILTER)
+        super().__setattr__(name, value)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> FinderLedgeRetriever:
+        """A copy (``update`` may change any option but the base filter, as on the original)."""
+        if update and _FILTER_FIELDS & set(update):
+            raise ConfigurationError(_FIXED_FILTER)
+        return super().model_copy(update=update, deep=deep)
+
+    def copy(self, *args: Any, **kwargs: Any) -> FinderLedgeRetriever:  # pydantic's deprecated form of model_copy
+        """Deprecated pydantic copy: like :meth:`model_copy`, the base filter cannot be updated."""
+        if _FILTER_FIELDS & set(kwargs.get("update") or {}):
+            raise ConfigurationError(_FIXED_FILTER)
+        return super().copy(*args, **kwargs)  # type: ignore[no-any-return]
+
     def _options(self, call: dict[str, Any]) -> dict[str, Any]:
         """This call's search options: the retriever's, overridden by ``call``; filters AND-ed."""
         unknown = set(call) - _KNOWN
@@ -114,7 +142,7 @@ class FinderLedgeRetriever(BaseRetriever):
             raise ConfigurationError(f"unknown search option(s) {sorted(unknown)}; expected {sorted(_KNOWN)}")
         options = {name: getattr(self, name) for name in (*SEARCH_OPTIONS, *STRATEGY_OPTIONS)}
         options.update({k: v for k, v in call.items() if k != "filter"})
-        options["filter"] = and_filters(self.filter, call.get("filter"))
+        options["filter"] = and_filters(copy.deepcopy(self._base_filter), call.get("filter"))
         threshold = options.pop("score_threshold", self.score_threshold)
         _check_threshold(threshold)
         if threshold is not None:

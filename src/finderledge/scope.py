@@ -2,11 +2,13 @@
 
 ``alice = fl.scoped({"user_id": "alice"})`` gives ``search``, ``get_context`` and ``as_retriever`` that
 AND every filter a caller passes with the base filter: a caller can narrow the view, never widen or
-remove it (``filter=None`` keeps it).  Writes go through the FinderLedge itself.
+remove it (``filter=None`` keeps it).  The base filter is fixed when the scope is built, and so is that
+of the retrievers it makes.  Writes go through the FinderLedge itself.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +31,15 @@ class Scope:
 
             raise ConfigurationError("scoped: expected a non-empty base filter such as {'user_id': 'alice'}")
         self.ledger = ledger
-        self.base_filter = dict(base_filter)
+        self._base_filter = copy.deepcopy(dict(base_filter))
+
+    @property
+    def base_filter(self) -> dict[str, Any]:
+        """The scope's filter (a copy: it cannot be changed after construction)."""
+        return copy.deepcopy(self._base_filter)
 
     def _narrow(self, flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        return and_filters(self.base_filter, dict(flt) if flt else None)
+        return and_filters(copy.deepcopy(self._base_filter), dict(flt) if flt else None)
 
     def search(self, query: str, *, filter: Mapping[str, Any] | None = None, **options: Any) -> SearchResults:
         """:meth:`FinderLedge.search` within the scope."""
