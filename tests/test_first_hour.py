@@ -52,6 +52,41 @@ def test_every_result_has_a_source(minilm, tmp_path: Path) -> None:
     fl.close()
 
 
+def test_raw_text_shows_one_source_on_every_surface(minilm, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from finderledge.cli import main
+    from finderledge.context import citation_fields, format_context
+    from finderledge.evaluation import gold_matches
+    from finderledge.metadata import source_of
+
+    with FinderLedge(tmp_path / "idx", embedding=minilm, vector_store="faiss", show_progress=False) as fl:
+        [raw] = fl.add_texts(["Refunds of raw text take ten days."], metadatas=[{"lang": "en"}])
+        [named] = fl.add_texts(["Refunds named by the caller take two days."], metadatas=[{"source": "handbook"}])
+        want = f"text:{raw}"
+        [hit] = fl.search("refunds raw text ten days", k=1, filter={"lang": "en"})
+        assert (hit.source, hit.to_dict()["source"], source_of(hit.metadata)) == (want, want, want)
+        assert "source" not in hit.metadata  # computed, never stored: the caller's metadata stays as given
+        assert fl.get_context(results=[hit]).startswith(f"[1] (source: {want}, chunk 1/1)\n")
+        assert fl.get_context(results=[hit], citation="{source}#{chunk}").startswith(f"[1] ({want}#0)")
+        assert citation_fields(hit.metadata)["source"] == want
+        docs = fl.as_retriever(k=1, filter={"lang": "en"}).invoke("refunds raw text")
+        assert format_context(docs).startswith(f"[1] (source: {want}, chunk 1/1)")
+        [vs_doc] = fl.as_vectorstore().similarity_search("refunds raw text", k=1, filter={"lang": "en"})
+        assert vs_doc.metadata == {"lang": "en"}  # the LangChain contract: exactly the caller's metadata
+        assert format_context([vs_doc]).startswith(f"[1] (source: {want}")  # the Document's id stands in
+        assert gold_matches(want, hit.metadata)  # a gold id copied from a result matches it
+        named_hit = fl.search("named by the caller", k=1, filter={"source": "handbook"})[0]
+        assert named_hit.source == "handbook" and named_hit.parent_id == named
+    capsys.readouterr()
+    assert main(["list", "--dir", str(tmp_path / "idx")]) == 0
+    listed = capsys.readouterr().out
+    assert f"{raw}  {want} " in listed and f"{named}  handbook " in listed and "(text)" not in listed
+    assert main(["list", "--dir", str(tmp_path / "idx"), "--json"]) == 0
+    assert {d["source"] for d in json.loads(capsys.readouterr().out)} == {want, "handbook"}
+    assert main(["search", "raw text ten days", "--dir", str(tmp_path / "idx"), "-k", "1", "-m", "keyword"]) == 0
+    assert f"(source: {want}, chunk 1/1)" in capsys.readouterr().out
+
+
 def _fingerprint(directory: Path) -> dict[str, str]:
     """Every file FinderLedge writes under ``directory`` with a hash of its bytes: the ledger, BM25 and FAISS
     and the lock's owner note (left out: SQLite's -shm index, and Chroma's own files, which Chroma itself

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from .cli_logging import PROG, stderr_logging
 from .config import FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
-from .metadata import info_of
+from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
 
@@ -291,7 +291,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         results = fl.search(query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents)
     from .context import citation
 
-    text = "\n".join(f"{r.rank}. [{r.score:.4f}] ({citation(r.metadata)}) id={r.id}\n   "
+    text = "\n".join(f"{r.rank}. [{r.score:.4f}] ({citation(r.metadata, r.parent_id)}) id={r.id}\n   "
                      + r.content[:200].replace("\n", " ") for r in results)
     _emit(args, [r.to_dict() for r in results], text or "no results")
     return 0 if results else EXIT_NOT_FOUND
@@ -328,9 +328,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
     with _open(args) as fl:
         docs = fl.list_documents(source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit)
-    data = [{"id": d.id, "source": d.metadata.get("source"), "locator": d.metadata.get("locator"),
+    data = [{"id": d.id, "source": source_of(d.metadata, d.id), "locator": d.metadata.get("locator"),
              "chunks": info_of(d.metadata).get("split_count"), "chars": len(d.page_content)} for d in docs]
-    text = "\n".join(f"{d['id']}  {d['source'] or '(text)'} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
+    text = "\n".join(f"{d['id']}  {d['source']} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
     _emit(args, data, text or "no documents")
     return 0
 

@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from .errors import ConfigurationError
-from .metadata import info_of
+from .metadata import info_of, source_of
 from .results import SearchResult
 
 __all__ = ["CITATION_FIELDS", "DEFAULT_TEMPLATE", "NO_CONTEXT", "citation", "citation_fields", "format_context"]
@@ -44,11 +44,17 @@ def _display_source(source: str) -> str:
     return rel if not rel.startswith("..") and os.path.exists(source) else source
 
 
-def citation(metadata: Mapping[str, Any]) -> str:
-    """``source: path, page 3, row 12, chunk 2/5`` — whatever of that the chunk has."""
-    parts = []
+def _shown_source(metadata: Mapping[str, Any], document_id: str | None) -> str:
+    """:func:`~finderledge.metadata.source_of` (``text:<parent id>`` for raw text), a path shown relative."""
     source = metadata.get("source")
-    parts.append(f"source: {_display_source(str(source))}" if source else "source: (text)")
+    return _display_source(str(source)) if source not in (None, "") else source_of(metadata, document_id)
+
+
+def citation(metadata: Mapping[str, Any], document_id: str | None = None) -> str:
+    """``source: path, page 3, row 12, chunk 2/5`` — whatever of that the chunk has (raw text added without a
+    source: ``source: text:<parent id>``, as ``SearchResult.source``; ``document_id`` when the metadata holds no
+    FinderLedge ids)."""
+    parts = [f"source: {_shown_source(metadata, document_id)}"]
     for key, label in (("page", "page"), ("row", "row")):
         if metadata.get(key) is not None:
             parts.append(f"{label} {metadata[key]}")
@@ -58,13 +64,13 @@ def citation(metadata: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def citation_fields(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The values a citation format string sees: ``chunk`` is ``split_index`` (from 0), ``chunk_number`` from 1."""
-    source = metadata.get("source")
+def citation_fields(metadata: Mapping[str, Any], document_id: str | None = None) -> dict[str, Any]:
+    """The values a citation format string sees: ``chunk`` is ``split_index`` (from 0), ``chunk_number`` from 1;
+    ``source`` is ``text:<parent id>`` for raw text added without one."""
     info = info_of(metadata)
     index = int(info["split_index"]) if info.get("split_index") is not None else None
     values = {
-        "source": _display_source(str(source)) if source else "(text)",
+        "source": _shown_source(metadata, document_id),
         "file_name": metadata.get("file_name"),
         "source_id": metadata.get("source_id"),
         "locator": metadata.get("locator"),
@@ -107,24 +113,25 @@ def check_format(*, start: Any = 1, citation: Any = None, template: Any = DEFAUL
         raise ConfigurationError(f"template: {template!r} has no {{content}}: the passages would be left out")
 
 
-def _cite(metadata: Mapping[str, Any], spec: Citation) -> str:
+def _cite(metadata: Mapping[str, Any], document_id: str | None, spec: Citation) -> str:
     if spec is None:
-        return citation(metadata)
+        return citation(metadata, document_id)
     if isinstance(spec, str):
-        return spec.format_map(citation_fields(metadata))
+        return spec.format_map(citation_fields(metadata, document_id))
     return str(spec(dict(metadata)))
 
 
-def _passages(results: Iterable[Any]) -> list[tuple[Mapping[str, Any], str]]:
-    """(metadata, text) of each result: a :class:`SearchResult` or a LangChain ``Document`` (e.g. from a retriever)."""
+def _passages(results: Iterable[Any]) -> list[tuple[Mapping[str, Any], str, str | None]]:
+    """(metadata, text, id) of each result: a :class:`SearchResult` or a LangChain ``Document`` (e.g. from a
+    retriever)."""
     if isinstance(results, (str, bytes, Mapping)) or not isinstance(results, Iterable):
         raise ConfigurationError(f"results: expected a list of search results or Documents, got {type(results).__name__}")
-    out: list[tuple[Mapping[str, Any], str]] = []
+    out: list[tuple[Mapping[str, Any], str, str | None]] = []
     for item in results:
         if isinstance(item, SearchResult):
-            out.append((item.metadata, item.content))
+            out.append((item.metadata, item.content, item.parent_id))
         elif isinstance(item, Document):
-            out.append((item.metadata, item.page_content))
+            out.append((item.metadata, item.page_content, item.id))
         else:
             raise ConfigurationError(f"results: expected SearchResult or Document items, got {type(item).__name__}")
     return out
@@ -144,8 +151,8 @@ def format_context(results: Iterable[SearchResult | Document], *, max_chars: int
     check_format(start=start, citation=citation, template=template)
     blocks: list[str] = []
     used = 0
-    for n, (metadata, content) in enumerate(_passages(results), start=start):
-        cite = _cite(metadata, citation)
+    for n, (metadata, content, document_id) in enumerate(_passages(results), start=start):
+        cite = _cite(metadata, document_id, citation)
         block = template.format(n=n, citation=cite, content=content.strip())
         if max_chars is not None and used + len(block) > max_chars:
             if not blocks:  # the first passage is cut in its text, never in its citation

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.documents import Document
 
-from .metadata import info_of
+from .metadata import info_of, source_of
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
@@ -388,6 +388,8 @@ def _document_matches(doc: str, md: Mapping[str, Any]) -> bool:
     source = str(md["source"]) if md.get("source") else None
     info = info_of(md)
     if doc in (md.get("source_id"), info.get("parent_id"), info.get("id")) or source_matches(source, doc):
+        return True
+    if source is None and doc == source_of(md):  # raw text: the text:<parent id> every result shows
         return True
     page = _PAGE_GOLD.match(doc)
     return bool(page and md.get("locator") == page["locator"] and source_matches(source, page["path"]))

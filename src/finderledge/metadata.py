@@ -27,8 +27,8 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["DOCUMENT_ID", "FL_KEY", "MAX_DEPTH", "clean_text", "info_of", "kind_of", "normalize_metadata", "upgrade_schema_2",
-           "user_metadata"]
+__all__ = ["DOCUMENT_ID", "FL_KEY", "MAX_DEPTH", "TEXT_SOURCE_PREFIX", "clean_text", "info_of", "kind_of",
+           "normalize_metadata", "source_of", "upgrade_schema_2", "user_metadata"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,24 @@ def info_of(md: Mapping[str, Any]) -> dict[str, Any]:
     """FinderLedge's fields of a document's or result's metadata (empty when it has none)."""
     info = md.get(FL_KEY)
     return info if isinstance(info, dict) else {}
+
+
+TEXT_SOURCE_PREFIX = "text:"
+"""The source shown for raw text added without a ``source``: ``text:<parent id>`` (see :func:`source_of`)."""
+
+
+def source_of(md: Mapping[str, Any], document_id: str | None = None) -> str:
+    """Where a document's or chunk's text came from, the same on every surface (results, citations, ``list``):
+    its ``source`` metadata, else ``text:<parent id>`` for raw text added without one.
+
+    The default is computed, never stored: the metadata stays exactly what the caller gave.  ``document_id``
+    (e.g. a LangChain ``Document.id``) is used when the metadata holds no FinderLedge ids."""
+    source = md.get("source")
+    if source not in (None, ""):
+        return str(source)
+    info = info_of(md)
+    parent = info.get("parent_id") or info.get("id") or document_id
+    return f"{TEXT_SOURCE_PREFIX}{parent}" if parent not in (None, "") else TEXT_SOURCE_PREFIX.rstrip(":")
 
 
 def user_metadata(md: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from .metadata import info_of
+from .metadata import info_of, source_of
 
 __all__ = ["SearchResult", "SearchResults", "SearchTrace"]
 
@@ -40,9 +40,8 @@ class SearchResult:
     @property
     def source(self) -> str:
         """Where the text came from: its ``source`` metadata (a file path, or what the caller set), else
-        ``text:<document id>`` for raw text added without one."""
-        source = self.document.metadata.get("source")
-        return str(source) if source not in (None, "") else f"text:{self.parent_id}"
+        ``text:<parent id>`` for raw text added without one (:func:`finderledge.metadata.source_of`)."""
+        return source_of(self.document.metadata, self.parent_id)
 
     @property
     def info(self) -> dict[str, Any]:
