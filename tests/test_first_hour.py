@@ -87,14 +87,19 @@ def test_raw_text_shows_one_source_on_every_surface(minilm, tmp_path: Path,
     assert f"(source: {want}, chunk 1/1)" in capsys.readouterr().out
 
 
+# FinderLedge's own files in chroma/: its per-call OS lock, the lock's owner note, the change counter
+OUR_CHROMA_FILES = {"write.lock", "write.lock.owner", "generation"}
+
+
 def _fingerprint(directory: Path) -> dict[str, str]:
-    """Every file FinderLedge writes under ``directory`` with a hash of its bytes: the ledger, BM25 and FAISS
-    and the lock's owner note (left out: SQLite's -shm index, and Chroma's own files, which Chroma itself
-    rewrites when a client opens them)."""
+    """Every file FinderLedge writes under ``directory`` with a hash of its bytes: the ledger, BM25 and FAISS,
+    the lock's owner notes, and its own files in chroma/ (left out: SQLite's -shm index, and Chroma's own files,
+    which Chroma's client itself rewrites when it opens them: README, Configuration)."""
     out = {}
     for path in sorted(directory.rglob("*")):
         rel = path.relative_to(directory)
-        if path.is_file() and not path.name.endswith("-shm") and rel.parts[0] != "chroma":
+        ours = rel.parts[0] != "chroma" or (len(rel.parts) == 2 and rel.name in OUR_CHROMA_FILES)
+        if path.is_file() and not path.name.endswith("-shm") and ours:
             out[str(path.relative_to(directory))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
@@ -114,6 +119,8 @@ def test_opening_to_read_never_writes(minilm, tmp_path: Path, monkeypatch: pytes
         assert fl.count()["documents"] == 2 and fl.list_documents() and fl.stats()["vector_index_chunks"] == 2
         assert fl.search("refunds", search_mode="keyword", k=1) and fl.search("refunds", k=1)
     assert not (directory / other).exists()
+    if store_kind == "chroma":  # the note a write left is there, and reads did not rewrite it
+        assert "chroma/write.lock.owner" in before
     assert _fingerprint(directory) == before
     db = sqlite3.connect(directory / "ledger.sqlite3")
     recorded = json.loads(db.execute("SELECT value FROM info WHERE key='settings'").fetchone()[0])

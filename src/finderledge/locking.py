@@ -30,7 +30,7 @@ class WriteLock:
     """Exclusive, re-entrant write lock of one persist directory (``directory=None``: this process only).
 
     The holder is written to ``write.lock.owner`` (pid, host, what it does, since when) so that a caller
-    who times out learns who holds it.
+    who times out learns who holds it; a hold that only reads passes ``note=False`` and writes nothing.
     """
 
     def __init__(self, directory: Path | None, timeout: float) -> None:
@@ -41,15 +41,18 @@ class WriteLock:
         self._file_lock = None if directory is None else FileLock(str(directory / LOCK_FILE), thread_local=False)
 
     @contextmanager
-    def hold(self, what: str, timeout: float | None = None) -> Iterator[None]:
-        """Hold the lock for the block; raise :class:`LockTimeoutError` naming the holder after ``timeout`` s."""
+    def hold(self, what: str, timeout: float | None = None, *, note: bool = True) -> Iterator[None]:
+        """Hold the lock for the block; raise :class:`LockTimeoutError` naming the holder after ``timeout`` s.
+
+        ``note=False`` leaves ``write.lock.owner`` untouched (a read hold: reading never writes to the
+        directory); a waiter that times out meanwhile names the last holder that wrote a note."""
         wait = self.timeout if timeout is None else float(timeout)
         if not self._thread_lock.acquire(timeout=wait if wait >= 0 else -1):
             raise LockTimeoutError(f"{self.directory or 'index'}: another thread of this process holds the write "
                                    f"lock for more than {wait:g} s")
         try:
             if self._depth == 0 and self._file_lock is not None:
-                self._acquire_file(what, wait)
+                self._acquire_file(what, wait, note)
             self._depth += 1
             try:
                 yield
@@ -65,7 +68,7 @@ class WriteLock:
         """Whether this object (in this thread's process) holds the lock."""
         return self._depth > 0
 
-    def _acquire_file(self, what: str, wait: float) -> None:
+    def _acquire_file(self, what: str, wait: float, note: bool = True) -> None:
         assert self._file_lock is not None and self.directory is not None
         try:
             self._file_lock.acquire(timeout=wait)
@@ -74,6 +77,8 @@ class WriteLock:
                 f"{self.directory}: the write lock is held by {self.holder() or 'another process'} "
                 f"(waited {wait:g} s; raise lock_timeout to wait longer)"
             ) from None
+        if not note:
+            return
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "what": what, "since": time.time()}
         try:
             (self.directory / (LOCK_FILE + _OWNER_SUFFIX)).write_text(json.dumps(owner), encoding="utf-8")

@@ -136,7 +136,8 @@ class ChromaVectorStore(VectorStore):
                         self._generation = 0
             yield
             return
-        with self._lock.hold("writing the Chroma index" if writing else "reading the Chroma index"):
+        # a read (or close) holds the lock without writing its owner note: reading never writes to our files
+        with self._lock.hold("writing the Chroma index" if writing else "reading the Chroma index", note=writing):
             if self.path is None:
                 if self._generation < 0:
                     self._connect()
@@ -226,7 +227,7 @@ class ChromaVectorStore(VectorStore):
 
     def close(self) -> None:
         if self._generation >= 0:
-            with self._lock.hold("closing the Chroma index"):
+            with self._lock.hold("closing the Chroma index", note=False):
                 self._disconnect()
             self._generation = -1
 
