@@ -147,22 +147,26 @@ def model_loaded():
 after_open = model_loaded()
 fl.list_documents(); fl.stats(); fl.count(); fl.search("refunds", search_mode="keyword")
 after_reads = model_loaded()
+[password] = [d.id for d in fl.list_documents() if d.page_content.startswith("Password")]
+removed = fl.remove_document(password) == [password] and fl.count()["documents"] == 1
+fl.gc()
+after_remove = model_loaded()  # removing (and gc) embeds nothing: no model either
 fl.search("refunds")
 after_vector = "onnxruntime" in sys.modules
 torch_free = "torch" not in sys.modules  # the default model runs from its ONNX export: no torch once exported
-print(json.dumps([after_open, after_reads, after_vector, torch_free]))
+print(json.dumps([after_open, after_reads, removed, after_remove, after_vector, torch_free]))
 """
 
 
 def test_the_model_loads_only_when_something_is_embedded(tmp_path: Path) -> None:
     directory = tmp_path / "idx"
     with FinderLedge(directory, show_progress=False) as fl:
-        fl.add_texts(["Refunds take five business days."])
+        fl.add_texts(["Refunds take five business days.", "Password links last thirty minutes."])
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(LAZY), str(directory)], capture_output=True,
                          text=True, env=env, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, False, True, True]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, False, True, False, True, True]
 
 
 def test_a_context_capped_below_its_first_citation_keeps_whole_lines(minilm) -> None:
