@@ -328,3 +328,138 @@ def test_logging_is_restored_after_main(capsys: pytest.CaptureFixture[str]) -> N
     capsys.readouterr()
     assert (list(root.handlers), root.level, list(lib.handlers), lib.level) == before
     assert all(isinstance(h, logging.NullHandler) for h in lib.handlers)
+
+
+# -- issue 12 follow-ups: nothing silently defaulted or silently empty ---------------------------------
+def _nothing_to_add(kind: str, folder: Path) -> list[str]:
+    """A folder with nothing to add (``kind``) and the extra ``add`` options that make it so."""
+    folder.mkdir()
+    if kind == "hidden":
+        (folder / ".notes.md").write_text("Hidden files are skipped.")
+        (folder / ".cache").mkdir()
+        (folder / ".cache" / "page.txt").write_text("So are hidden folders.")
+    if kind == "excluded":
+        (folder / "guide.md").write_text("Excluded by the glob.")
+        return ["--exclude", "**/*.md"]
+    if kind == "not-included":
+        (folder / "guide.md").write_text("Not matched by the glob.")
+        return ["--include", "**/*.pdf"]
+    return []
+
+
+@pytest.mark.parametrize("kind", ["empty", "hidden", "excluded", "not-included"])
+def test_add_of_a_folder_with_nothing_to_add_fails_and_leaves_nothing(
+        tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "docs"
+    extra = _nothing_to_add(kind, folder)
+    d = tmp_path / "new" / "idx"
+    assert main(["add", str(folder), *extra, "--dir", str(d), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    err = _one_line(captured.err)
+    assert "nothing added: no files found in" in err and str(folder) in err
+    assert ("--include/--exclude" in err) == (kind in ("excluded", "not-included"))
+    assert captured.out == "" and not (tmp_path / "new").exists()  # no empty index left behind
+
+
+def test_add_of_an_empty_folder_keeps_an_existing_index(
+        index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["add", str(tmp_path / "empty"), "--dir", str(index_dir), "--no-progress"]) == 2
+    assert "nothing added" in _one_line(capsys.readouterr().err)
+    assert main(["stats", "--dir", str(index_dir), "--json"]) == 0
+    assert '"documents": 2' in capsys.readouterr().out
+
+
+@pytest.fixture
+def questions(tmp_path: Path) -> Path:
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"question": "How long are reset links valid?", "gold_sources": ["x"]}\n')
+    return qa
+
+
+@pytest.mark.parametrize("k", ["0", "-2"])
+def test_eval_refuses_a_k_below_1(index_dir: Path, questions: Path, k: str,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(questions), "--dir", str(index_dir), "-k", k, "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert f"-k: expected a positive number of results per query, got {k}" in _one_line(captured.err)
+    assert captured.out == ""
+
+
+def test_evaluate_refuses_k_0_rather_than_defaulting(index_dir: Path, questions: Path) -> None:
+    from finderledge.evaluation import evaluate
+
+    with pytest.raises(ConfigurationError, match="k: expected a positive number"):
+        evaluate(questions, persist_directory=index_dir, k=0, modes=["keyword"], show_progress=False)
+
+
+@pytest.mark.parametrize("content", ["[]", "", "\n\n"], ids=["empty-list", "empty-file", "blank-lines"])
+def test_eval_of_an_empty_question_file_is_bad_input(index_dir: Path, tmp_path: Path, content: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    qa = tmp_path / ("qa.json" if content == "[]" else "qa.jsonl")
+    qa.write_text(content)
+    assert main(["eval", str(qa), "--dir", str(index_dir), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert f"{qa}: no questions" in _one_line(captured.err) and captured.out == ""
+
+
+def test_a_missing_openai_key_is_a_configuration_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("langchain_openai")
+    for key in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    d = tmp_path / "idx"
+    assert main(["add", "--text", "hello", "--embedding", "openai:text-embedding-3-small", "--dir", str(d),
+                 "--no-progress"]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert err.startswith("finderledge add: error: no OpenAI API key: set OPENAI_API_KEY"), err
+    assert "unexpected" not in err and "OpenAIError" not in err
+    assert not d.exists()
+
+
+def test_keys_list_and_revoke_need_an_index_like_the_other_read_commands(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no" / "index"
+    for argv in (["keys", "list"], ["keys", "revoke", "k1"]):
+        assert main([*argv, "--dir", str(missing)]) == 2
+        captured = capsys.readouterr()
+        assert f"no FinderLedge index at {missing}" in _one_line(captured.err) and captured.out == ""
+    assert not (tmp_path / "no").exists()
+    # README's order: a key is created before 'serve' builds the index; listing it then works
+    fresh = tmp_path / "index"
+    assert main(["keys", "create", "--tenant", "alice", "--dir", str(fresh)]) == 0
+    capsys.readouterr()
+    assert main(["keys", "list", "--dir", str(fresh)]) == 0
+    assert "alice" in capsys.readouterr().out
+
+
+def test_every_option_has_a_help_text() -> None:
+    import argparse
+
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(cli.build_parser(), "finderledge")
+    assert missing == []
+    add_help = cli.build_parser()._subparsers._group_actions[0].choices["add"].format_help()  # type: ignore[union-attr]
+    assert "switch the index to this vector store (rebuilt from the ledger)" in " ".join(add_help.split())
+
+
+def test_a_recovered_corrupt_index_prints_warnings_not_errors(tmp_path: Path) -> None:
+    d = tmp_path / "idx"
+    assert main(["add", "--text", TEXTS[0], "--text", TEXTS[1], "--dir", str(d), "--vector-store", "faiss",
+                 "--no-progress", "-q"]) == 0
+    (d / "bm25" / "manifest.json").write_text("{ not json")
+    proc = _cli("search", "password reset", "--dir", str(d), "-m", "keyword", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines and all(line.startswith("finderledge: warning: ") for line in lines), proc.stderr
+    assert "error:" not in proc.stderr and any("rebuil" in line for line in lines), proc.stderr
+    assert "Password reset links" in proc.stdout

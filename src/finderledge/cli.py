@@ -95,8 +95,11 @@ def _add_add(sub: Any) -> None:
     p.add_argument("--text", action="append", metavar="TEXT", help="add TEXT itself as a document (repeatable)")
     p.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     p.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
-    p.add_argument("--on-error", choices=["skip", "raise"], default="skip")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
+    p.add_argument("--on-error", choices=["skip", "raise"], default="skip",
+                   help="a file that cannot be read: skip it and report it (default), or stop with an error")
+    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None,
+                   help="vector store of a new index (default chroma); on an existing index, switch the index to "
+                        "this vector store (rebuilt from the ledger)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--prune", action="store_true", help="remove documents whose files no longer exist under the folders")
     p.add_argument("--follow-symlinks", action="store_true", help="follow symlinks found inside the folders")
@@ -106,26 +109,29 @@ def _add_search(sub: Any, name: str, summary: str) -> None:
     """The ``search`` or ``context`` subcommand."""
     p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
     _index_options(p)
-    p.add_argument("query")
+    p.add_argument("query", help="the question or keywords to search for")
     p.add_argument("-k", type=int, default=None, help="number of results")
-    p.add_argument("-m", "--mode", choices=["hybrid", "vector", "keyword"], default=None)
+    p.add_argument("-m", "--mode", choices=["hybrid", "vector", "keyword"], default=None,
+                   help="both legs fused (default), the embedding leg only, or the BM25 leg only")
     p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"lang": "ja"}\'')
     p.add_argument("--parents", action="store_true", help="return parent documents instead of chunks")
     if name == "context":
-        p.add_argument("--max-chars", type=int, default=None)
+        p.add_argument("--max-chars", type=int, default=None,
+                       help="cap the context at this many characters (passages that would overflow are left out)")
 
 
 def _add_small_commands(sub: Any) -> None:
     """The ``remove``, ``list``, ``stats`` and ``gc`` subcommands."""
-    p = sub.add_parser("remove", help="remove documents by parent id or source path")
+    p = sub.add_parser("remove", help="remove documents by parent id, source path or document id")
     _index_options(p)
-    p.add_argument("ids", nargs="+")
+    p.add_argument("ids", nargs="+", metavar="ID",
+                   help="a parent id (from 'list'), a source path, or a document id given with add_document")
     p = sub.add_parser("list", help="list stored documents")
     _index_options(p)
-    p.add_argument("--source", default=None)
+    p.add_argument("--source", default=None, help="only the documents of this source path")
     p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"document_id": "doc-42"}\'')
     p.add_argument("--offset", type=int, default=0, help="skip this many documents first")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, help="list at most this many documents (default: all)")
     _index_options(sub.add_parser("stats", help="counts and settings"))
     _index_options(sub.add_parser("gc", help="drop cached vectors no stored chunk uses"))
 
@@ -152,15 +158,45 @@ def _add_eval(sub: Any) -> None:
     p.add_argument("--one-chunk", action="store_true", help="index each corpus document as one chunk")
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
     p.add_argument("-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
+    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None,
+                   help="vector store of the index a BEIR folder is indexed into (default chroma)")
     p.add_argument("--embedding", default=None, metavar="MODEL",
                    help="the model the index was built with, e.g. sentence-transformers:/path/to/model")
     p.add_argument("--reranker", default=None,
                    help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates")
     p.add_argument("--rerank-candidates", type=int, default=None, help="candidates the reranker rescores (default 20)")
-    p.add_argument("--fusion", choices=list(FUSIONS), default=None)
-    p.add_argument("--modes", default="hybrid,vector,keyword")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--fusion", choices=list(FUSIONS), default=None,
+                   help="how hybrid fuses the two legs (default adaptive)")
+    p.add_argument("--modes", default="hybrid,vector,keyword",
+                   help="comma-separated modes to compare (default hybrid,vector,keyword)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+# Help texts of the serve/keys options that server/commands.py declares without one (filled in here, where
+# every other option's help lives; an option that gains its own help there keeps it).
+SERVER_OPTION_HELP = {
+    ("serve", "host"): "address to listen on (default 127.0.0.1; another address needs an API key or "
+                       "--allow-no-auth)",
+    ("serve", "port"): "port to listen on (default 8000)",
+    ("serve", "max_upload_mb"): "largest upload accepted, in MB (default 50)",
+    ("serve", "embedding"): "the model the index is built with, e.g. sentence-transformers:/path/to/model",
+    ("serve", "vector_store"): "vector store of a new index (default chroma); on an existing index, switch the "
+                               "index to this vector store (rebuilt from the ledger)",
+    ("create", "tenant"): "the tenant whose documents the key reads and writes",
+    ("revoke", "key_id"): "the key's id (from 'finderledge keys list'; not the key itself)",
+}
+
+
+def _fill_server_help(sub: Any) -> None:
+    """Give the serve/keys options without a help text the ones in :data:`SERVER_OPTION_HELP`."""
+    parsers = dict(sub.choices)
+    for action in parsers["keys"]._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.update(action.choices)
+    for (command, dest), text in SERVER_OPTION_HELP.items():
+        for action in parsers[command]._actions:
+            if action.dest == dest and not action.help:
+                action.help = text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_small_commands(sub)
     _add_eval(sub)
     add_commands(sub, _default_dir(), _output_options)
+    _fill_server_help(sub)
     return parser
 
 
@@ -261,12 +298,20 @@ def _add_sources(args: argparse.Namespace) -> list[Any]:
     return sources
 
 
-def _check_added(report: Any) -> None:
-    """Fail when every file given was skipped (nothing stored, nothing pruned)."""
-    if report.skipped and not report.ids and not report.pruned:
+def _check_added(report: Any, args: argparse.Namespace) -> None:
+    """Fail when nothing is stored and nothing pruned: every file skipped, or no file found (an empty folder,
+    only hidden files, everything excluded by --include/--exclude)."""
+    if report.ids or report.pruned:
+        return
+    if report.skipped:
         reasons = [f"skipped {path}: {reason}" for path, reason in report.skipped[:3]]
         more = len(report.skipped) - len(reasons)
         raise UsageError("nothing added: " + "; ".join(reasons) + (f"; and {more} more" if more else ""))
+    where = ", ".join(args.paths)
+    if report.files_seen == 0:
+        filters = "; check --include/--exclude" if args.include or args.exclude else ""
+        raise UsageError(f"nothing added: no files found in {where} (hidden files are skipped{filters})")
+    raise UsageError(f"nothing added: the {report.files_seen} file(s) found in {where} hold no text")
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
@@ -277,7 +322,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
             _open(args, existing=False, vector_store=args.vector_store, show_progress=progress) as fl:
         report = fl.ingest(sources, include=args.include, exclude=args.exclude, on_error=args.on_error,
                            prune=args.prune, follow_symlinks=args.follow_symlinks)
-        _check_added(report)
+        _check_added(report, args)
         totals = fl.count()
     text = report.summary() + f"\nindex now holds {totals['documents']} documents, {totals['chunks']} chunks"
     _emit(args, {**report.to_dict(), "totals": totals}, text)
@@ -368,6 +413,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     """finderledge eval."""
     from .evaluation import evaluate, format_report, plot_report
 
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"-k: expected a positive number of results per query, got {args.k}")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes:
         raise UsageError("--modes: give at least one of hybrid, vector, keyword")
@@ -387,13 +434,37 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_keys(args: argparse.Namespace) -> int:
+    """finderledge keys: ``list`` and ``revoke`` read an index's keys, so a directory holding neither an index
+    nor keys is refused like every other read command (``create`` may come first: ``serve`` builds the index)."""
+    if args.keys_command != "create":
+        from .server.config import SERVER_DIR
+        from .server.keys import KEYS_FILE
+
+        directory = Path(args.dir).expanduser()
+        if not (directory / SERVER_DIR / KEYS_FILE).is_file():
+            _require_index(directory)
+    return int(SERVER_COMMANDS["keys"](args))
+
+
 COMMANDS = {"add": _cmd_add, "search": _cmd_search, "context": _cmd_context, "remove": _cmd_remove,
-            "list": _cmd_list, "stats": _cmd_stats, "gc": _cmd_gc, "eval": _cmd_eval, **SERVER_COMMANDS}
+            "list": _cmd_list, "stats": _cmd_stats, "gc": _cmd_gc, "eval": _cmd_eval, **SERVER_COMMANDS,
+            "keys": _cmd_keys}
 
 
 # -- failures -------------------------------------------------------------------------------------
+def _missing_openai_key(exc: BaseException) -> bool:
+    """Whether ``exc`` is the OpenAI client refusing to start without an API key (a configuration error)."""
+    message = str(exc)
+    return (type(exc).__module__.split(".")[0] == "openai"
+            and ("api_key" in message or "OPENAI_API_KEY" in message or "credentials" in message.lower()))
+
+
 def _describe(exc: BaseException) -> str:
     """One line saying what failed."""
+    if _missing_openai_key(exc):
+        return ("no OpenAI API key: set OPENAI_API_KEY in the environment (an 'openai:' model, e.g. "
+                "--embedding openai:text-embedding-3-small, needs it)")
     if isinstance(exc, OSError) and not isinstance(exc, FinderLedgeError) and exc.filename is not None:
         reason = exc.strerror or str(exc)
         text = f"{reason[:1].lower()}{reason[1:]}: {exc.filename}"

@@ -3,7 +3,10 @@
 The library itself only attaches a ``NullHandler``; this module is the command line's (the application's)
 logging set-up.  Levels: ``finderledge.*`` loggers at WARNING (INFO with ``-v``, DEBUG with ``--debug``,
 ERROR with ``-q``); every other logger at WARNING (ERROR with ``-q``), so third-party INFO (faiss's
-loader, sentence-transformers, pypdf) never shows.
+loader, sentence-transformers, pypdf) never shows.  A log record never prints as ``error:``: that word is
+kept for the line of a command that failed (``finderledge <command>: error: …``), so something the library
+logged as an error and recovered from (a damaged index moved aside and rebuilt) is a ``warning:`` line of a
+command that succeeds.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class _Formatter(logging.Formatter):
         package = record.name.split(".", 1)[0]
         if package not in (LIBRARY_LOGGER, "py"):  # py.warnings: the message names its category
             message = f"{package}: {message}"
-        line = f"{PROG}: {record.levelname.lower()}: {message}"
+        level = "warning" if record.levelno >= logging.ERROR else record.levelname.lower()  # see the module doc
+        line = f"{PROG}: {level}: {message}"
         if self.with_tracebacks and record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line

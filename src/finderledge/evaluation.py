@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.documents import Document
 
+from .errors import ConfigurationError
 from .metadata import info_of, source_of
 
 if TYPE_CHECKING:
@@ -345,6 +346,9 @@ def load_questions(path: str | Path) -> list[QaItem]:
         if not sources and not keywords:
             raise ValueError(f"{path}: item {n} has neither 'expected_source'/'gold_sources' nor 'expected_keywords'")
         items.append(QaItem(str(row.get("id", n)), query, sources, keywords))
+    if not items:
+        raise ValueError(f"{path}: no questions (expected a JSON list of {{query, expected_source}} or JSONL of "
+                         "{question, gold_sources})")
     return items
 
 
@@ -502,6 +506,8 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
     (``persist_directory`` or ``ledger``).  ``one_chunk`` indexes each corpus document as a single chunk;
     ``settings`` go to :class:`~finderledge.FinderLedge` (``embedding``, ``reranker``, ``fusion`` …).
     """
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ConfigurationError(f"k: expected a positive number of results per query, got {k!r}")
     path = Path(dataset)
     if not path.exists():
         raise FileNotFoundError(f"dataset {path} does not exist")
@@ -530,12 +536,12 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
                 finally:
                     timer.close()
                 embed_s = timer.seconds if measured else None
-            reports = evaluate_modes(fl, data, modes, k=k or 100, show_progress=show_progress)
+            reports = evaluate_modes(fl, data, modes, k=100 if k is None else k, show_progress=show_progress)
             name, n_queries, kind = data.name, len(data.queries), "beir"
         else:
             if fl.count()["documents"] == 0:
                 raise ValueError(f"the index at {persist_directory} is empty: add the documents first (finderledge add)")
-            reports = evaluate_questions(fl, items, modes, k=k or 10, show_progress=show_progress)
+            reports = evaluate_questions(fl, items, modes, k=10 if k is None else k, show_progress=show_progress)
             name, n_queries, kind = path.name, len(items), "questions"
         counts = fl.count()
         report_settings = _report_settings(fl, settings.get("reranker"))
