@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,43 @@ def test_list_shows_each_documents_chunk_count(tmp_path: Path, capsys: pytest.Ca
     assert [doc["chunks"] for doc in _json(capsys)] == [1, 1]
     assert main(["list", "-d", d]) == 0
     assert capsys.readouterr().out.count("chunks=1") == 2
+
+
+LONG_TEXTS = [
+    "Refunds are paid within ten business days. " * 12,
+    "Password reset links are valid for thirty minutes and can be used once. " * 8,
+]
+
+
+def test_reindex_splits_again_records_the_settings_and_switches_the_store(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = str(tmp_path / "idx")
+    assert main(["add", "--text", LONG_TEXTS[0], "--text", LONG_TEXTS[1], "-d", d, "--no-progress", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["reindex", "-d", d, "--chunk-size", "200", "--chunk-overlap", "20", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"split 2 documents again into (\d+) chunks \(embedded \d+, from cache \d+\) in [\d.]+ s",
+                        out[0]), out
+    chunks = int(out[0].split(" into ")[1].split()[0])
+    assert chunks > 4  # ~500 and ~580 characters in chunks of at most 200
+    assert out[1:] == ["recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, vector_store chroma",
+                       f"index now holds 2 documents, {chunks} chunks"]
+    assert main(["stats", "-d", d, "--json"]) == 0  # a fresh open reads the recorded settings
+    stats = _json(capsys)
+    assert stats["chunks"] == stats["vector_index_chunks"] == stats["keyword_index_chunks"] == chunks
+    assert (stats["settings"]["chunk_size"], stats["settings"]["chunk_overlap"]) == (200, 20)
+
+    assert main(["reindex", "-d", d, "--vector-store", "faiss", "--json"]) == 0  # alone: no re-split
+    data = _json(capsys)
+    assert data["reindexed"] is None and data["settings"]["vector_store"] == "faiss"
+    assert data["totals"] == {"documents": 2, "chunks": chunks}
+    assert main(["search", "refunds business days", "-d", d, "-m", "vector", "-k", "1", "--json"]) == 0
+    assert "Refunds" in _json(capsys)[0]["content"]
+    assert main(["stats", "-d", d, "--json"]) == 0
+    assert _json(capsys)["settings"]["vector_store"] == "faiss"
+
+    assert main(["reindex", "-d", d, "--chunk-overlap", "400"]) == 2  # validated like any setting
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "chunk_overlap" in err
+    assert main(["reindex", "-d", str(tmp_path / "none")]) == 2
+    assert "no FinderLedge index at" in capsys.readouterr().err and not (tmp_path / "none").exists()

@@ -1,4 +1,4 @@
-"""The ``finderledge`` command line: add, search, context, remove, list, stats, eval, serve and keys.
+"""The ``finderledge`` command line: add, search, context, remove, list, stats, gc, reindex, eval, serve and keys.
 
 Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id);
 2 bad usage or input (a missing index, path or option value), or any other failure; 130 interrupted.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .cli_logging import PROG, stderr_logging
-from .config import FUSIONS
+from .config import CHUNK_UNITS, FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
@@ -134,6 +134,20 @@ def _add_small_commands(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="list at most this many documents (default: all)")
     _index_options(sub.add_parser("stats", help="counts and settings"))
     _index_options(sub.add_parser("gc", help="drop cached vectors no stored chunk uses"))
+    summary = "split every stored document again with new chunk settings, or switch the vector store"
+    p = sub.add_parser("reindex", help=summary, description=(
+        summary[0].upper() + summary[1:] + ". The new settings are recorded with the index; chunk texts already "
+        "embedded keep their vectors. Without options the documents are split again with the recorded settings."))
+    _index_options(p)
+    p.add_argument("--chunk-size", type=int, default=None, metavar="N",
+                   help="chunk length, in --chunk-unit (default: the recorded one)")
+    p.add_argument("--chunk-overlap", type=int, default=None, metavar="N",
+                   help="overlap between consecutive chunks (default: the recorded one)")
+    p.add_argument("--chunk-unit", choices=list(CHUNK_UNITS), default=None,
+                   help="what the lengths count: weighted (a CJK character counts 3) or chars (default: recorded)")
+    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None,
+                   help="switch the index to this vector store (rebuilt from the ledger)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 EVAL_DESCRIPTION = (
@@ -398,6 +412,28 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    """finderledge reindex: FinderLedge.reindex with the given chunk settings; --vector-store switches the store
+    as the index opens (alone, it re-splits nothing)."""
+    chunking = {"chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap, "chunk_unit": args.chunk_unit}
+    resplit = any(v is not None for v in chunking.values()) or args.vector_store is None
+    progress = False if args.no_progress else None
+    with _open(args, vector_store=args.vector_store, show_progress=progress) as fl:
+        report = fl.reindex(**chunking) if resplit else None
+        settings = {k: getattr(fl.settings, k) for k in ("chunk_size", "chunk_overlap", "chunk_unit", "vector_store")}
+        totals = fl.count()
+    lines = []
+    if report is not None:
+        lines.append(f"split {len(report.replaced)} documents again into {report.chunks_written} chunks "
+                     f"(embedded {report.embeddings_computed}, from cache {report.embeddings_cached}) "
+                     f"in {report.seconds_total:.1f} s")
+    lines.append("recorded settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()))
+    lines.append(f"index now holds {totals['documents']} documents, {totals['chunks']} chunks")
+    data = {"reindexed": report.to_dict() if report is not None else None, "settings": settings, "totals": totals}
+    _emit(args, data, "\n".join(lines))
+    return 0
+
+
 def _eval_directory(args: argparse.Namespace) -> str | None:
     """Where eval reads or builds the index: a question file needs an existing one (default dir as elsewhere)."""
     if not args.dataset.exists():
@@ -448,7 +484,8 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"add": _cmd_add, "search": _cmd_search, "context": _cmd_context, "remove": _cmd_remove,
-            "list": _cmd_list, "stats": _cmd_stats, "gc": _cmd_gc, "eval": _cmd_eval, **SERVER_COMMANDS,
+            "list": _cmd_list, "stats": _cmd_stats, "gc": _cmd_gc, "reindex": _cmd_reindex, "eval": _cmd_eval,
+            **SERVER_COMMANDS,
             "keys": _cmd_keys}
 
 
