@@ -52,10 +52,48 @@ def test_cross_encoder_by_path_orders_by_its_scores(minilm, example_dir: Path, c
     order = list(np.argsort(-expected))[:3]
     assert [r.id for r in results] == [fused[i].id for i in order]
     for r, i in zip(results, order):
-        assert r.score == pytest.approx(float(expected[i]), abs=1e-4)
+        assert r.score == pytest.approx(float(expected[i]), abs=1e-4) and 0.0 <= r.score <= 1.0
+        assert r.info.get("rerank_score") == pytest.approx(float(expected[i]), abs=1e-4)
         assert r.metadata["_finderledge"]["relevance_score"] == r.score
         assert r.metadata["_finderledge"]["fused_rank"] == i + 1 and r.metadata["_finderledge"]["fused_score"] == fused[i].score
+    assert getattr(fl.reranker, "score_scale", None) == "probability"  # the model applies a sigmoid: kept as is
     fl.close()
+
+
+def test_cross_encoder_logits_are_shown_in_the_unit_interval(fl: FinderLedge, cross_encoder_path: str) -> None:
+    """A cross-encoder that outputs logits (as ms-marco models do): the score is their logistic map, the logit is
+    kept as ``rerank_score``, and the retriever and the VectorStore threshold on the same [0, 1] scale."""
+    import math
+    import warnings
+
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from finderledge.reranker import CrossEncoderReranker
+
+    def scaled(x: torch.Tensor) -> torch.Tensor:  # an untrained head's logits are tiny: spread them out
+        return 400 * x
+
+    fl.reranker = CrossEncoderReranker(cross_encoder_path, activation_fn=scaled)
+    fl.rerank_candidates = 6
+    fused = fl.search(Q, k=6, rerank=False)
+    reference = CrossEncoder(cross_encoder_path, device="cpu", activation_fn=scaled)
+    logits = {r.id: float(x) for r, x in zip(fused, reference.predict([(Q, r.content) for r in fused]))}
+    assert min(logits.values()) < 0 or max(logits.values()) > 1  # logits, not probabilities
+    results = fl.search(Q, k=6)
+    assert [r.id for r in results] == sorted(logits, key=lambda i: -logits[i])
+    for r in results:
+        assert r.info.get("rerank_score") == pytest.approx(logits[r.id], abs=1e-3)
+        assert 0.0 <= r.score <= 1.0 and r.score == pytest.approx(1 / (1 + math.exp(-logits[r.id])), abs=1e-6)
+    cut = results[2].score
+    kept = [r.id for r in results if r.score >= cut]
+    assert [r.id for r in fl.search(Q, k=6, score_threshold=cut)] == kept
+    assert [d.id for d in fl.as_retriever(k=6, score_threshold=cut).invoke(Q)] == kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # LangChain warns of relevance scores outside [0, 1]
+        pairs = fl.as_vectorstore().similarity_search_with_relevance_scores(Q, k=6, score_threshold=cut)
+    assert [round(score, 6) for _, score in pairs] == [round(r.score, 6) for r in results if r.score >= cut]
+    assert fl.reranker.score_scale == "logit"  # declared by the model's (identity-like) activation
 
 
 def test_unloadable_model_falls_back_or_raises(minilm, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -88,6 +126,7 @@ def test_compressor_and_callable_rerankers(fl: FinderLedge) -> None:
     longest = sorted(fused, key=lambda r: -len(r.content))
     assert [r.id for r in out[:2]] == [r.id for r in longest[:2]]
     assert len(out) == 4  # passages the compressor dropped come last, not lost
+    assert [r.score for r in out] == [1.0, 0.5, 0.0, 0.0]  # kept: place 1/n … n/n; dropped: 0
 
     fl.reranker = create_reranker(lambda query, docs: [float("30 minutes" in d.page_content) for d in docs])
     assert "30 minutes" in fl.search("reset", k=1)[0].content

@@ -116,18 +116,40 @@ def test_vector_score_of_an_identical_text_is_one(fl: FinderLedge) -> None:
     assert same.id == chunk.id and same.score == pytest.approx(1.0, abs=0.01)
 
 
-def test_reranker_score_is_the_rerankers(minilm, example_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    ledger = FinderLedge(embedding=minilm, vector_store="faiss", reranker=lambda q, docs: [len(d.page_content) for d in docs],
-                         rerank_candidates=5, env_file=None)
+def test_reranked_scores_lie_in_the_unit_interval_and_keep_the_raw_score(minilm, example_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """A reranker's raw scores (here logits of either sign) order the results; the score shown is their
+    logistic map in [0, 1], the raw one is ``rerank_score``: one threshold scale for search, retriever, store."""
+    import math
+    import warnings
+
+    def logits(query: str, docs: Any) -> list[float]:
+        return [(len(d.page_content) - 400) / 100 for d in docs]
+
+    ledger = FinderLedge(embedding=minilm, vector_store="faiss", reranker=logits, rerank_candidates=5, env_file=None)
     ledger.add_document(example_dir)
     first = {r.id: r.score for r in ledger.search("password reset", k=5, rerank=False)}
-    results = ledger.search("password reset", k=3)
-    assert [r.score for r in results] == sorted((float(len(r.content)) for r in results), reverse=True)
+    results = ledger.search("password reset", k=5)
+    assert all(0.0 <= r.score <= 1.0 for r in results), [r.score for r in results]
+    raw = [r.info.get("rerank_score") for r in results]
+    assert raw == sorted(raw, reverse=True) and raw == [(len(r.content) - 400) / 100 for r in results]
+    assert min(raw) < 0 < max(raw) or max(raw) > 1  # the raw scores are not in [0, 1] themselves
     for r in results:
-        assert r.metadata["_finderledge"]["relevance_score"] == r.score
-        assert r.metadata["_finderledge"]["fused_score"] == first[r.id] and 0.0 <= r.metadata["_finderledge"]["fused_score"] <= 1.0
-    biggest = results[0].score
-    assert [r.score for r in ledger.search("password reset", k=3, score_threshold=biggest)] == [biggest]
+        assert 0.0 <= r.score <= 1.0 and r.score == pytest.approx(1 / (1 + math.exp(-r.info["rerank_score"])))
+        assert r.info["relevance_score"] == r.score
+        assert r.info["fused_score"] == first[r.id] and 0.0 <= r.info["fused_score"] <= 1.0
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+
+    cut = results[1].score  # the same threshold keeps the same prefix everywhere
+    assert [r.id for r in ledger.search("password reset", k=5, score_threshold=cut)] == [r.id for r in results[:2]]
+    retriever = ledger.as_retriever(k=5, score_threshold=cut)
+    assert [d.id for d in retriever.invoke("password reset")] == [r.id for r in results[:2]]
+    for bad in (-3.0, 1.5):
+        with pytest.raises(ConfigurationError, match=r"score_threshold: expected a number in \[0, 1\]"):
+            ledger.search("password reset", score_threshold=bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # LangChain warns of relevance scores outside [0, 1]
+        pairs = ledger.as_vectorstore().similarity_search_with_relevance_scores("password reset", k=5)
+    assert pairs and all(0.0 <= score <= 1.0 for _, score in pairs)
     ledger.close()
 
 

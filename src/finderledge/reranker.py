@@ -9,24 +9,59 @@
 
 If a model cannot be loaded, the default policy logs a warning and returns ``None`` so searches fall
 back to the fused order; ``on_error="raise"`` raises instead.
+
+A reranker's scores order the candidates; the score a result shows is mapped into [0, 1] by
+:func:`unit_score`, according to the reranker's ``score_scale``: ``"logit"`` (the logistic function: a
+cross-encoder's raw output, and the default for a reranker that does not say) or ``"probability"`` (clipped
+to [0, 1]: a cross-encoder whose model applies a sigmoid, a compressor's ``relevance_score``).  The raw score
+is kept as ``rerank_score`` among a result's fields (docs/scores.md).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from langchain_core.documents import Document
 
-__all__ = ["Reranker", "CrossEncoderReranker", "CompressorReranker", "CallableReranker", "create_reranker"]
+__all__ = ["SCORE_SCALES", "CallableReranker", "CompressorReranker", "CrossEncoderReranker", "Reranker",
+           "create_reranker", "score_scale_of", "unit_score"]
 
 logger = logging.getLogger(__name__)
+
+ScoreScale = Literal["logit", "probability"]
+#: what a reranker's raw scores are: unbounded logits (mapped by the logistic function) or probabilities
+SCORE_SCALES: tuple[ScoreScale, ...] = ("logit", "probability")
+
+
+def unit_score(score: float, scale: str) -> float:
+    """``score`` in [0, 1]: the logistic function of a logit, a probability clipped (NaN gives 0).
+
+    Monotonic, so the reranker's order is kept and scores still fall with rank."""
+    if math.isnan(score):
+        return 0.0
+    if scale == "probability":
+        return min(1.0, max(0.0, score))
+    if score >= 0:  # the two halves keep math.exp from overflowing
+        return 1.0 / (1.0 + math.exp(-score))
+    e = math.exp(score)
+    return e / (1.0 + e)
+
+
+def score_scale_of(reranker: Any) -> ScoreScale:
+    """The ``score_scale`` a reranker declares (``"logit"`` when it declares none), checked."""
+    scale = getattr(reranker, "score_scale", "logit")
+    if scale not in SCORE_SCALES:
+        raise ValueError(f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {scale!r}")
+    return scale  # type: ignore[no-any-return]
 
 
 @runtime_checkable
 class Reranker(Protocol):
-    """Scores documents for a query; higher is better."""
+    """Scores documents for a query; higher is better.  An optional ``score_scale`` attribute (``"logit"`` or
+    ``"probability"``, see :func:`unit_score`) says how the scores map into [0, 1]; without it, ``"logit"``."""
 
     def score(self, query: str, documents: Sequence[Document]) -> list[float]: ...
 
@@ -42,6 +77,9 @@ class CrossEncoderReranker:
         self.batch_size = batch_size
         self._model = CrossEncoder(model_name_or_path, device=kwargs.pop("device", "cpu"), max_length=max_length,
                                    **kwargs)
+        #: a model whose output goes through a sigmoid gives probabilities; otherwise (ms-marco models) logits
+        activation = getattr(self._model, "activation_fn", None)
+        self.score_scale: ScoreScale = "probability" if type(activation).__name__ == "Sigmoid" else "logit"
 
     def score(self, query: str, documents: Sequence[Document]) -> list[float]:
         if not documents:
@@ -53,7 +91,12 @@ class CrossEncoderReranker:
 
 
 class CompressorReranker:
-    """Wraps a LangChain ``BaseDocumentCompressor``: documents it returns first score highest; dropped ones last."""
+    """Wraps a LangChain ``BaseDocumentCompressor``: documents it returns first score highest; dropped ones last.
+
+    The score is the compressor's ``relevance_score`` (e.g. Cohere's, a probability), else the returned
+    document's place, from 1 for the first down to 1/n for the last; a dropped document scores 0."""
+
+    score_scale: ScoreScale = "probability"
 
     def __init__(self, compressor: Any) -> None:
         self.compressor = compressor
@@ -68,15 +111,20 @@ class CompressorReranker:
         for rank, doc in enumerate(kept):
             pos = doc.metadata.get("_fl_pos")
             if isinstance(pos, int) and 0 <= pos < len(documents):
-                scores[pos] = float(doc.metadata.get("relevance_score", len(kept) - rank))
+                scores[pos] = float(doc.metadata.get("relevance_score", (len(kept) - rank) / len(kept)))
         return scores
 
 
 class CallableReranker:
-    """Wraps ``fn(query, documents) -> list[float]``."""
+    """Wraps ``fn(query, documents) -> list[float]``; ``score_scale="probability"`` for a function that returns
+    probabilities (the default, ``"logit"``, maps its scores by the logistic function)."""
 
-    def __init__(self, fn: Callable[[str, Sequence[Document]], Sequence[float]]) -> None:
+    def __init__(self, fn: Callable[[str, Sequence[Document]], Sequence[float]], *,
+                 score_scale: ScoreScale = "logit") -> None:
         self.fn = fn
+        if score_scale not in SCORE_SCALES:
+            raise ValueError(f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {score_scale!r}")
+        self.score_scale = score_scale
 
     def score(self, query: str, documents: Sequence[Document]) -> list[float]:
         scores = [float(s) for s in self.fn(query, documents)]
