@@ -18,7 +18,7 @@ import pytest
 from langchain_core.documents import Document
 
 from finderledge import FinderLedge
-from finderledge.errors import SourceNotFoundError
+from finderledge.errors import DocumentNotFoundError, SourceNotFoundError
 
 TRICKY_TEXTS = ["料金は月額1000円/ユーザーです。", "The settings live in config.json",
                 "https://example.com/a/b?c=d#e", "docz"]
@@ -177,3 +177,14 @@ def test_a_context_capped_below_its_first_citation_keeps_whole_lines(minilm) -> 
         assert len(context) <= cap
         assert "(sourc" not in context or "(source: faq.md" in context  # never a cut citation
     fl.close()
+
+
+def test_raw_text_is_removed_by_the_source_its_results_show(minilm) -> None:  # type: ignore[no-untyped-def]
+    with FinderLedge(embedding=minilm, show_progress=False) as fl:
+        fl.add_texts(["Refunds take five business days.", "Tea grows on hills."])
+        hit = fl.search("refunds", k=1)[0]
+        assert hit.source.startswith("text:")
+        assert fl.remove_document(hit.source) == [hit.parent_id]
+        assert [d.page_content for d in fl.list_documents()] == ["Tea grows on hills."]
+        with pytest.raises(DocumentNotFoundError):
+            fl.remove_document(hit.source)

@@ -382,10 +382,11 @@ class FinderLedge(Catalog, Views):
         record them for the directory: the explicit way to change chunking, since an argument on reopening
         only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded)."""
         started = time.perf_counter()
-        wanted = {"chunk_size": self.settings.chunk_size if chunk_size is None else chunk_size,
-                  "chunk_overlap": self.settings.chunk_overlap if chunk_overlap is None else chunk_overlap,
-                  "chunk_unit": self.settings.chunk_unit if chunk_unit is None else chunk_unit}
-        settings = Settings.resolve(wanted, env_file=None, environ={})  # validated like any setting
+        current = {"chunk_size": self.settings.chunk_size, "chunk_overlap": self.settings.chunk_overlap,
+                   "chunk_unit": self.settings.chunk_unit, "persist_directory": self.settings.persist_directory}
+        settings = Settings.resolve({"chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
+                                     "chunk_unit": chunk_unit}, env_file=None, environ={},
+                                    defaults=current)  # validated like any setting, errors naming the arguments
         self.settings = dataclasses.replace(self.settings, chunk_size=settings.chunk_size,
                                             chunk_overlap=settings.chunk_overlap, chunk_unit=settings.chunk_unit)
         self.splitter = DocumentSplitter(settings.chunk_size, settings.chunk_overlap, settings.chunk_unit)

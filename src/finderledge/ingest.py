@@ -33,7 +33,7 @@ from .document_loader import (
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
-from .metadata import DOCUMENT_ID, info_of, normalize_metadata, user_metadata
+from .metadata import DOCUMENT_ID, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -336,7 +336,7 @@ class Writer:
         report.seconds_embedding += time.perf_counter() - start_time
         return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
 
-    # -- remove -------------------------------------------------------------------------------------
+    # -- reindex ------------------------------------------------------------------------------------
     def reindex(self, report: IngestReport) -> None:
         """Split every stored document again with the current splitter and replace its chunks, a batch of
         documents per ledger transaction; chunk texts already embedded are not embedded again (text hash).
@@ -360,8 +360,10 @@ class Writer:
                     report.chunks_written += sum(len(prepared[i].chunks) for i in same)
                     self._checkpoint()
 
+    # -- remove -------------------------------------------------------------------------------------
     def remove(self, key: str) -> list[str]:
-        """Remove a parent by id, or every parent of a source path; ``DocumentNotFoundError`` if none."""
+        """Remove a parent by id, every parent of a source path or ``document_id``, or the raw text a result
+        shows as ``text:<id>`` (its default source); ``DocumentNotFoundError`` if none."""
         ledger = self._fl._ledger
         with self._fl._write_lock.hold("removing documents"):
             if ledger.document_state(safe_path(key)) == COMPLETE:
@@ -369,6 +371,9 @@ class Writer:
             else:
                 ids = (ledger.ids_by_source(safe_path(key)) or ledger.ids_by_source(safe_path(absolute_path(key)))
                        or ledger.ids_with_document_id(key))
+                raw_text = key[len(TEXT_SOURCE_PREFIX):] if key.startswith(TEXT_SOURCE_PREFIX) else None
+                if not ids and raw_text and ledger.document_state(raw_text) == COMPLETE:
+                    ids = [raw_text]
             if not ids:
                 raise DocumentNotFoundError(f"remove_document: no document with id, source or document_id {key!r}")
             ledger.commit_write(remove=ids)
