@@ -194,3 +194,22 @@ async def test_async_retriever_with_a_strategy_keeps_the_tenant(fl: FinderLedge)
     retriever = fl.scoped({"tenant": "bob"}).as_retriever(k=5, strategy="multi_query", llm=llm)
     docs = await retriever.ainvoke(QUESTION, filter={"$or": [{"tenant": "alice"}, {"tenant": "bob"}]})
     assert docs and {d.metadata["tenant"] for d in docs} == {"bob"}
+
+
+def test_a_strategy_with_a_reranker_shows_scores_in_the_unit_interval(tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
+    """The same score scale as search's: a reranker's logits are mapped into [0, 1], the raw score kept."""
+    with FinderLedge(embedding=minilm, show_progress=False,
+                     reranker=lambda q, docs: [float(len(d.page_content)) - 80.0 for d in docs]) as ledger:
+        ledger.add_texts(list(DOCS.values()))
+        plain = ledger.search("refund", k=3)
+        via = ledger.search("refund", k=3, strategy="multi_query",
+                            llm=FakeListChatModel(responses=["money back\nrefund window"]))
+        for results in (plain, via):
+            assert results and all(0.0 <= r.score <= 1.0 for r in results)
+            raws = [r.metadata["_finderledge"]["rerank_score"] for r in results]
+            assert raws == sorted(raws, reverse=True) and any(raw > 1 for raw in raws)
+        kept = ledger.search("refund", k=5, strategy="multi_query", score_threshold=0.5,
+                             llm=FakeListChatModel(responses=["money back"]))
+        assert kept and all(r.metadata["_finderledge"]["rerank_score"] > 0 for r in kept)  # logit 0 = score 0.5
+        with pytest.raises(ConfigurationError, match="score_threshold"):
+            ledger.search("refund", strategy="multi_query", score_threshold=5.0, llm=FakeListChatModel(responses=["x"]))

@@ -210,9 +210,9 @@ def score_hits(hits: Sequence[FusedHit], weights: Mapping[str, float], *, vector
 
 
 def check_score_threshold(value: Any) -> float | None:
-    """``value`` as a float if it is a finite number (``None``: no threshold)."""
+    """``value`` as a float in [0, 1], the scale of every score, reranked ones too (``None``: no threshold)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigurationError(f"score_threshold: expected a finite number or None, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ConfigurationError(f"score_threshold: expected a number in [0, 1] or None, got {value!r}")
     return float(value)

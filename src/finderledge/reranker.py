@@ -26,8 +26,17 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from langchain_core.documents import Document
 
-__all__ = ["SCORE_SCALES", "CallableReranker", "CompressorReranker", "CrossEncoderReranker", "Reranker",
-           "create_reranker", "score_scale_of", "unit_score"]
+__all__ = [
+    "SCORE_SCALES",
+    "CallableReranker",
+    "CompressorReranker",
+    "CrossEncoderReranker",
+    "Reranker",
+    "create_reranker",
+    "rerank_documents",
+    "score_scale_of",
+    "unit_score",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +65,14 @@ def score_scale_of(reranker: Any) -> ScoreScale:
     if scale not in SCORE_SCALES:
         raise ValueError(f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {scale!r}")
     return scale  # type: ignore[no-any-return]
+
+
+def rerank_documents(reranker: Any, query: str, documents: Sequence[Document]) -> list[tuple[int, float, float]]:
+    """``(index, raw score, score in [0, 1])`` of each document, best first: what every entry point that
+    reranks (search, query strategies) shows, so one threshold scale holds everywhere."""
+    raw = reranker.score(query, list(documents))
+    scale = score_scale_of(reranker)
+    return [(i, float(raw[i]), unit_score(float(raw[i]), scale)) for i in sorted(range(len(raw)), key=lambda i: -raw[i])]
 
 
 @runtime_checkable

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 
 from .embeddings import prefetch
-from .errors import ConfigurationError
 from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
 from .relevance import LedgerBackground, check_score_threshold
-from .reranker import score_scale_of, unit_score
+from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
 from .validation import check_search_options, query_text
 
@@ -47,8 +46,6 @@ class Searcher:
         check_search_options({"search_mode": search_mode, "k": k, "filter": filter, "return_parents": return_parents,
                               "candidate_k": candidate_k, "rerank": rerank})
         threshold = check_score_threshold(score_threshold)
-        if threshold is not None and not 0.0 <= threshold <= 1.0:  # every score lies in [0, 1], reranked ones too
-            raise ConfigurationError(f"score_threshold: expected a number in [0, 1] or None, got {score_threshold!r}")
         trace = SearchTrace()
         mode = search_mode or fl.settings.search_mode
         k = fl.settings.k if k is None else k
@@ -69,14 +66,10 @@ class Searcher:
                  for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)]
         if reranking and found:
             assert fl.reranker is not None
-            scores = fl.reranker.score(query, [doc for doc, _ in found])
-            scale = score_scale_of(fl.reranker)
-            order = sorted(range(len(found)), key=lambda i: -scores[i])
             reranked = []
-            for i in order:  # ordered by the reranker's score; shown in [0, 1] (monotonic: the order is kept)
+            for i, raw, shown in rerank_documents(fl.reranker, query, [doc for doc, _ in found]):  # shown: in [0, 1]
                 doc, first = found[i]
-                shown = unit_score(scores[i], scale)
-                info_of(doc.metadata).update(fused_score=first, fused_rank=i + 1, rerank_score=scores[i],
+                info_of(doc.metadata).update(fused_score=first, fused_rank=i + 1, rerank_score=raw,
                                              relevance_score=shown)
                 reranked.append((doc, shown))
             found = reranked

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError
 from ..metadata import info_of
 from ..relevance import check_score_threshold
+from ..reranker import rerank_documents
 from ..results import SearchResult, SearchResults
 from ..validation import check_search_options, query_text
 from .base import QueryStrategy, SubQuery
@@ -80,12 +81,11 @@ def run_strategy(fl: FinderLedge, query: str, strategy: str | QueryStrategy, llm
         runs = list(zip(subs, pool.map(one, subs)))
     merged = chosen.merge(runs, depth)
     if rerank and fl.reranker is not None and merged:
-        scores = fl.reranker.score(query, [r.document for r, _ in merged])
-        order = sorted(range(len(merged)), key=lambda i: -scores[i])
-        for i in order:
-            info_of(merged[i][0].document.metadata).update(fused_rank=i + 1, relevance_score=float(scores[i]))
-        merged = [(SearchResult(merged[i][0].document, float(scores[i]), merged[i][0].rank), merged[i][1])
-                  for i in order]
+        ranked = rerank_documents(fl.reranker, query, [r.document for r, _ in merged])  # scores shown in [0, 1], as search's
+        for i, raw, shown in ranked:
+            info_of(merged[i][0].document.metadata).update(fused_rank=i + 1, rerank_score=raw, relevance_score=shown)
+        merged = [(SearchResult(merged[i][0].document, shown, merged[i][0].rank), merged[i][1])
+                  for i, _, shown in ranked]
     out: list[SearchResult] = []
     for result, found_by in merged:
         if threshold is not None and result.score < threshold:
