@@ -35,3 +35,12 @@ def test_add_documents_takes_langchain_ids(minilm: Any, tmp_path: Any) -> None:
         note.write_text("A file.", encoding="utf-8")
         with pytest.raises(ConfigurationError, match="ids applies to Documents only"):
             fl.add_documents([note], ids=["x"])
+
+
+def test_add_texts_returns_one_id_per_text(minilm: Any) -> None:
+    """LangChain's contract: the same text twice is stored once, and both positions get its id."""
+    with FinderLedge(embedding=minilm, show_progress=False) as fl:
+        ids = fl.add_texts(["Tea grows on hills.", "Coffee grows in the shade.", "Tea grows on hills."])
+        assert len(ids) == 3 and ids[0] == ids[2] != ids[1]
+        assert fl.count()["documents"] == 2
+        assert fl.add_texts(["Cocoa.", "Mate."], ids=["c", None])[0] == "c"

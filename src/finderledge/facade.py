@@ -343,14 +343,14 @@ class FinderLedge(Catalog, Views):
                   ids: Sequence[str | None] | None = None, **kwargs: Any) -> list[str]:
         """Add raw texts (LangChain's name and arguments): one document per text, with its metadata and id.
 
-        Returns the stored ids in the order of ``texts``; a text without an id gets a content id (adding the
-        same text again stores nothing).  The same id with other content or metadata replaces that document."""
+        Returns one stored id per text, in order; a text without an id gets a content id (adding the same
+        text again stores nothing, and both get the id of the one stored).  The same id with other content or metadata replaces that document."""
         texts = check_texts(texts)
         metadatas = check_parallel("metadatas", metadatas, len(texts))
         ids = check_parallel("ids", ids, len(texts))
         docs = [Document(page_content=t, metadata=dict(metadatas[i] or {}) if metadatas else {},
                          id=ids[i] if ids else None) for i, t in enumerate(texts)]
-        return self.ingest(docs, **kwargs).ids if docs else []
+        return self.ingest(docs, **kwargs).document_ids if docs else []  # one id per text, as LangChain expects
 
     def ingest(
         self,

@@ -33,7 +33,7 @@ from .document_loader import (
 from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
-from .metadata import DOCUMENT_ID, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
+from .metadata import DOCUMENT_ID, FL_KEY, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class IngestReport:
     """What one ``add_document`` call did: documents and files added, unchanged, replaced, pruned, skipped."""
 
     ids: list[str] = field(default_factory=list)  # every parent id the input is now stored as, in input order
+    document_ids: list[str] = field(default_factory=list)  # the parent id of each input Document, one per Document
     added: list[str] = field(default_factory=list)  # parent ids newly stored
     unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
     replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
@@ -134,6 +135,7 @@ class Writer:
         items = list(source) if isinstance(source, (list, tuple)) else [source]
         documents = {i: self._document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)}
         _check_caller_ids(list(documents.values()))  # refused before anything is written
+        report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
         paths = {i: _path_item(item) for i, item in enumerate(items) if i not in documents}
         prune_under = [safe_path(absolute_path(p)).rstrip(os.sep) + os.sep for p in paths.values()
                        if prune and Path(p).is_dir()]
@@ -191,8 +193,10 @@ class Writer:
         if not isinstance(item.page_content, str) or not item.page_content.strip():
             raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
         text = clean_text(item.page_content, "add_document: Document page_content")
-        # a Document FinderLedge returned (search, retriever) carries its own fields: they are not the caller's
-        own = normalize_metadata(user_metadata(item.metadata), "Document metadata")
+        md = item.metadata
+        if isinstance(md.get(FL_KEY), dict):  # a Document FinderLedge returned: its own fields, not the caller's
+            md = user_metadata(md)
+        own = normalize_metadata(md, "Document metadata")  # any other use of the key is refused, naming it
         if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
             raise ConfigurationError(f"add_document: a Document's metadata {DOCUMENT_ID!r} "
                                      f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}")
