@@ -154,7 +154,7 @@ EVAL_DESCRIPTION = (
     "DATASET is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), indexed in memory or into "
     "--dir (reused when it already holds documents), or a question file over an existing index (--dir, default "
     f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}): a JSON list of {{query, expected_source, "
-    "expected_keywords}} or JSONL of {question, gold_sources}. A gold source names a file (docs/faq.md), a page "
+    "expected_keywords} or JSONL of {question, gold_sources}. A gold source names a file (docs/faq.md), a page "
     "or row (manual.pdf:p3, data.csv:r1) or a chunk (<source>#<split_index>).")
 
 
