@@ -267,7 +267,7 @@ class JawikiRag:
         (trimming each below the threshold would drop the answering passage more often; see README.md)."""
         mode = search_mode or self.search_mode
         limit = self.threshold if threshold is None else threshold
-        if self.reranked:  # the score is the reranker's then, not the calibrated relevance: no threshold
+        if self.reranked:  # a reranked score (mapped into [0, 1]) is the reranker's, not calibrated: no threshold
             return list(self.ledger.search(question, k=KEEP_K, search_mode=mode))
         found = list(self.ledger.search(question, k=RETRIEVE_K, search_mode=mode))
         if limit and (not found or found[0].score < limit):

@@ -471,7 +471,8 @@ class FinderLedge(Catalog, Views):
         queries and falling with rank (docs/scores.md); ``fusion_score`` keeps the fusion's value, which orders
         them.  ``score_threshold`` drops results scoring below it.  With a reranker configured, the fused top
         ``rerank_candidates`` are rescored and the best ``k`` kept (``rerank=False`` skips it for one call); the
-        score is then the reranker's and ``fused_score``/``fused_rank`` keep the first stage's.  The returned
+        score is then the reranker's mapped into [0, 1] (raw: ``rerank_score``) and ``fused_score``/``fused_rank``
+        keep the first stage's.  The returned
         list's ``trace`` says how the search ran (:class:`~finderledge.results.SearchTrace`).
 
         The indexes first apply every change committed before the call (by any process); the search then

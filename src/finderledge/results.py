@@ -15,8 +15,8 @@ __all__ = ["SearchResult", "SearchResults", "SearchTrace"]
 
 @dataclass(frozen=True)
 class SearchResult:
-    """One hit.  ``score`` is its absolute relevance in [0, 1], comparable between queries (the reranker's score
-    when one is configured; see docs/scores.md).  ``document.metadata`` is the stored metadata plus
+    """One hit.  ``score`` is its absolute relevance in [0, 1], comparable between queries (with a reranker: its
+    score mapped into [0, 1], the raw one in ``rerank_score``; see docs/scores.md).  ``document.metadata`` is the stored metadata plus
     FinderLedge's fields under ``"_finderledge"`` (:attr:`info`): ``id``, ``parent_id``, ``split_index``,
     ``split_count``, ``relevance_score`` (= ``score``), ``fusion_score`` (the value results are ordered by),
     ``vector_rank``, ``vector_score`` (cosine), ``keyword_rank`` and ``keyword_score`` (BM25; a leg's keys are

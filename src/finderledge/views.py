@@ -91,7 +91,8 @@ class Views:
 
     def as_vectorstore(self, *, base_filter: Mapping[str, Any] | None = None) -> FinderLedgeVectorStore:
         """This ledger as a LangChain ``VectorStore`` (for ``ParentDocumentRetriever``, ``SelfQueryRetriever`` …);
-        ``base_filter`` is AND-ed with every search's filter."""
+        ``base_filter`` pins a tenant: AND-ed with every search's filter, and ``get_by_ids``/``delete``/adds see
+        and accept only documents it matches."""
         from .langchain_vectorstore import FinderLedgeVectorStore
 
         return FinderLedgeVectorStore(self._owner(), base_filter=dict(base_filter) if base_filter else None)
