@@ -192,7 +192,7 @@ def subset(data: BeirDataset, documents: int, queries: int, seed: int = SEED) ->
 def throughput(backends: Sequence[str], sets: Sequence[str], passages: int, queries: int,
                rounds: int) -> dict[str, Any]:
     """Interleaved rounds over every set and backend: passages/s and single-query p50, medians over rounds."""
-    start, load_start = time.perf_counter(), load_average()
+    start, started, load_start = time.perf_counter(), now(), load_average()
     models = {b: make_embeddings(b) for b in backends}
     for model in models.values():
         model.embed_query("warm-up: load the model before timing")
@@ -215,7 +215,7 @@ def throughput(backends: Sequence[str], sets: Sequence[str], passages: int, quer
                     latencies[s][b].append((time.perf_counter() - t0) * 1000)
                 logger.info("round %d %-11s %-12s %7.1f passages/s", rnd + 1, s, b, rates[s][b][-1])
     result: dict[str, Any] = {
-        "passages": passages, "queries": queries, "rounds": rounds, "started": now(),
+        "passages": passages, "queries": queries, "rounds": rounds, "started": started,
         "wall_s": round(time.perf_counter() - start, 1), "load_average_start": load_start,
         "load_average_end": load_average(), "backends": {b: backend_info(b, m) for b, m in models.items()},
         "sets": {},
