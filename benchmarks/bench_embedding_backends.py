@@ -51,6 +51,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's helpers
+from bench_onnx_embeddings import read_queries
+
 from finderledge import EmbeddingModelFactory, FinderLedge
 from finderledge.evaluation import BeirDataset, _EmbedTimer, evaluate_modes, index_beir, load_beir, ndcg_at_k
 
@@ -159,12 +162,6 @@ def read_passages(dataset: Path, n: int) -> list[str]:
             if len(out) >= n:
                 break
     return out
-
-
-def read_queries(dataset: Path, n: int) -> list[str]:
-    """The first ``n`` queries of ``queries.jsonl``."""
-    with open(dataset / "queries.jsonl", encoding="utf-8") as fh:
-        return [json.loads(line)["text"] for line, _ in zip(fh, range(n))]
 
 
 def sample_queries(data: BeirDataset, n: int, seed: int = SEED) -> BeirDataset:
