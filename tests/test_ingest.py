@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -210,9 +211,23 @@ def test_a_document_id_call_is_one_write_however_large(tmp_path: Path, minilm,  
 
 def test_a_long_ingest_shows_throughput_and_time_left(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    from langchain_core.embeddings import Embeddings
+
+    class Paced(Embeddings):
+        """The real model, a batch at least 0.15 s apart: tqdm redraws at most every 0.1 s, so each shows."""
+
+        model_name = "paced-minilm"
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            time.sleep(0.15)
+            return minilm.embed_documents(texts)  # type: ignore[no-any-return]
+
+        def embed_query(self, text: str) -> list[float]:
+            return minilm.embed_query(text)  # type: ignore[no-any-return]
+
     folder = tmp_path / "docs"
     _write_long_notes(folder, 6)
-    with FinderLedge(embedding=minilm, chunk_size=120, chunk_overlap=0, embedding_batch_size=4,
+    with FinderLedge(embedding=Paced(), chunk_size=120, chunk_overlap=0, embedding_batch_size=4,
                      show_progress=True) as fl:
         fl.add_document(folder)
     err = capfd.readouterr().err
