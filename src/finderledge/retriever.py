@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from .errors import ConfigurationError
 from .filters import and_filters
+from .relevance import check_score_threshold
 from .validation import SEARCH_OPTIONS, check_search_options
 
 __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_filters"]
@@ -108,7 +109,7 @@ class FinderLedgeRetriever(BaseRetriever):
             raise ConfigurationError("search_type 'similarity_score_threshold': expected search_kwargs={'score_threshold': "
                                      "a number in [0, 1]}")
         check_search_options({name: getattr(self, name) for name in SEARCH_OPTIONS})
-        _check_threshold(self.score_threshold)
+        check_score_threshold(self.score_threshold)
         if self.strategy is not None:
             from .strategies import get_strategy
 
@@ -144,7 +145,7 @@ class FinderLedgeRetriever(BaseRetriever):
         options.update({k: v for k, v in call.items() if k != "filter"})
         options["filter"] = and_filters(copy.deepcopy(self._base_filter), call.get("filter"))
         threshold = options.pop("score_threshold", self.score_threshold)
-        _check_threshold(threshold)
+        check_score_threshold(threshold)
         if threshold is not None:
             options["score_threshold"] = threshold
         return options
@@ -160,12 +161,6 @@ class FinderLedgeRetriever(BaseRetriever):
         options = self._options(kwargs)  # validated here, so a bad option raises in the caller's task
         loop = asyncio.get_running_loop()
         return _documents(await loop.run_in_executor(None, lambda: self.ledger.search(query, **options)))
-
-
-def _check_threshold(value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                              or not 0.0 <= value <= 1.0):
-        raise ConfigurationError(f"score_threshold: expected a number in [0, 1] or None, got {value!r}")
 
 
 def _documents(results: Any) -> list[Document]:
