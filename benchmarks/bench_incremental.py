@@ -155,8 +155,10 @@ def load_pieces(root: Path, n: int) -> list[tuple[str, str]]:
     counter = [0]
     per_dataset = [_dataset_pieces(root / name / "corpus.jsonl", lang, counter) for name, lang in DATASETS]
     base = [p for p in chain.from_iterable(zip_longest(*per_dataset)) if p is not None]
-    return [(text if i < len(base) else f"{text} [{i // len(base)}]", lang)
-            for i, (text, lang) in ((i, base[i % len(base)]) for i in range(n))]
+    return [
+        (text if i < len(base) else f"{text} [{i // len(base)}]", lang)
+        for i, (text, lang) in ((i, base[i % len(base)]) for i in range(n))
+    ]
 
 
 def load_queries(root: Path, n: int) -> list[str]:
@@ -225,8 +227,9 @@ def run_child(args: list[str]) -> dict[str, Any]:
     """
     spawned = time.time()
     command = [sys.executable, str(Path(__file__).resolve()), *args]
-    proc = subprocess.run(["sh", "-c", '"$0" "$@"; exit $?', *command], stdout=subprocess.PIPE, text=True,
-                          check=True)
+    proc = subprocess.run(
+        ["sh", "-c", '"$0" "$@"; exit $?', *command], stdout=subprocess.PIPE, text=True, check=True
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["startup_s"] = result.pop("ready_at") - spawned
     return result
@@ -261,11 +264,19 @@ def serve_finderledge(directory: Path, kind: str, queries: list[str]) -> dict[st
     rss = maxrss_mb()
     store = type(fl.vector_store).__name__
     fl.close()
-    return {"ready_at": ready_at, "open_s": t_open["s"], "first_query_s": t_first["s"],
-            "open_first_query_s": t_open["s"] + t_first["s"], "first_hits": len(first), "vector_store": store,
-            "query_median_s": statistics.median(latencies) if latencies else None,
-            "queries": len(queries), "rss_after_imports_mb": rss_imports, "peak_rss_mb": rss,
-            "vm_hwm_mb": vm_hwm_mb()}
+    return {
+        "ready_at": ready_at,
+        "open_s": t_open["s"],
+        "first_query_s": t_first["s"],
+        "open_first_query_s": t_open["s"] + t_first["s"],
+        "first_hits": len(first),
+        "vector_store": store,
+        "query_median_s": statistics.median(latencies) if latencies else None,
+        "queries": len(queries),
+        "rss_after_imports_mb": rss_imports,
+        "peak_rss_mb": rss,
+        "vm_hwm_mb": vm_hwm_mb(),
+    }
 
 
 def serve_peer(directory: Path, queries: list[str]) -> dict[str, Any]:
@@ -298,11 +309,18 @@ def serve_peer(directory: Path, queries: list[str]) -> dict[str, Any]:
         with stopwatch() as t:
             search(q)
         latencies.append(t["s"])
-    return {"ready_at": ready_at, "open_s": t_open["s"], "first_query_s": t_first["s"],
-            "open_first_query_s": t_open["s"] + t_first["s"], "first_hits": len(first),
-            "query_median_s": statistics.median(latencies) if latencies else None,
-            "queries": len(queries), "rss_after_imports_mb": rss_imports, "peak_rss_mb": maxrss_mb(),
-            "vm_hwm_mb": vm_hwm_mb()}
+    return {
+        "ready_at": ready_at,
+        "open_s": t_open["s"],
+        "first_query_s": t_first["s"],
+        "open_first_query_s": t_open["s"] + t_first["s"],
+        "first_hits": len(first),
+        "query_median_s": statistics.median(latencies) if latencies else None,
+        "queries": len(queries),
+        "rss_after_imports_mb": rss_imports,
+        "peak_rss_mb": maxrss_mb(),
+        "vm_hwm_mb": vm_hwm_mb(),
+    }
 
 
 # -- the benchmark ---------------------------------------------------------------------------------------
@@ -320,8 +338,9 @@ def build_peer(directory: Path, texts: list[str], vectors: np.ndarray) -> dict[s
     return {"bm25s_index_s": seconds}
 
 
-def bench_store(kind: str, directory: Path, pieces: list[tuple[str, str]], query_file: Path,
-                args: argparse.Namespace) -> dict[str, Any]:
+def bench_store(
+    kind: str, directory: Path, pieces: list[tuple[str, str]], query_file: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     """Build one store's directory, then measure add/remove against a bm25s rebuild, cold open and RSS."""
     from langchain_core.documents import Document
 
@@ -329,13 +348,21 @@ def bench_store(kind: str, directory: Path, pieces: list[tuple[str, str]], query
 
     if directory.exists() and any(directory.iterdir()):
         raise SystemExit(f"{directory} is not empty: give --workdir a new folder")
-    docs = [Document(page_content=text, metadata={"source": f"doc{i}", "lang": lang})
-            for i, (text, lang) in enumerate(pieces)]
+    docs = [
+        Document(page_content=text, metadata={"source": f"doc{i}", "lang": lang})
+        for i, (text, lang) in enumerate(pieces)
+    ]
     embedding = hash_embeddings()
 
     def open_ledger() -> FinderLedge:
-        return FinderLedge(directory, vector_store=kind, embedding=embedding, chunk_size=4000,
-                           show_progress=False, env_file=None)
+        return FinderLedge(
+            directory,
+            vector_store=kind,
+            embedding=embedding,
+            chunk_size=4000,
+            show_progress=False,
+            env_file=None,
+        )
 
     log(f"{kind}: building {len(docs)} documents in batches of {args.batch}")
     ids: list[str] = []
@@ -350,10 +377,15 @@ def bench_store(kind: str, directory: Path, pieces: list[tuple[str, str]], query
         chunks = fl.count()["chunks"]
         fl.close()
     if chunks != len(docs) or len(set(ids)) != len(docs):
-        raise RuntimeError(f"{kind}: expected {len(docs)} one-chunk documents, got {chunks} chunks, "
-                           f"{len(set(ids))} ids")
-    build = {"seconds": t_build["s"], "batch_seconds": batches, "embedding_s": embedding.seconds,
-             "directory_bytes": sum(size for size, _ in snapshot(directory).values())}
+        raise RuntimeError(
+            f"{kind}: expected {len(docs)} one-chunk documents, got {chunks} chunks, {len(set(ids))} ids"
+        )
+    build = {
+        "seconds": t_build["s"],
+        "batch_seconds": batches,
+        "embedding_s": embedding.seconds,
+        "directory_bytes": sum(size for size, _ in snapshot(directory).values()),
+    }
 
     log(f"{kind}: {args.repeat} bm25s rebuilds of {len(docs)} texts")
     texts = [d.page_content for d in docs]
@@ -368,13 +400,17 @@ def bench_store(kind: str, directory: Path, pieces: list[tuple[str, str]], query
     adds, removes = [], []
     for r in range(args.repeat):
         text, lang = pieces[(r * 7919) % len(pieces)]
-        new_doc = Document(page_content=f"{text} (incremental add {r})",
-                           metadata={"source": f"new{r}", "lang": lang})
+        new_doc = Document(
+            page_content=f"{text} (incremental add {r})", metadata={"source": f"new{r}", "lang": lang}
+        )
         before, spent = snapshot(directory), embedding.seconds
         with stopwatch() as t:
             fl.add_documents([new_doc])
-        add = {"seconds": t["s"] - (embedding.seconds - spent), "embedding_s": embedding.seconds - spent,
-               **written(before, snapshot(directory))}
+        add = {
+            "seconds": t["s"] - (embedding.seconds - spent),
+            "embedding_s": embedding.seconds - spent,
+            **written(before, snapshot(directory)),
+        }
         victim = ids[(r + 1) * len(ids) // (args.repeat + 1)]
         before = snapshot(directory)
         with stopwatch() as t:
@@ -382,16 +418,20 @@ def bench_store(kind: str, directory: Path, pieces: list[tuple[str, str]], query
         remove = {"seconds": t["s"], **written(before, snapshot(directory))}
         adds.append(add)
         removes.append(remove)
-        log(f"{kind}: add {add['seconds']:.3f} s ({add['bytes_written']} B), "
-            f"remove {remove['seconds']:.3f} s ({remove['bytes_written']} B)")
+        log(
+            f"{kind}: add {add['seconds']:.3f} s ({add['bytes_written']} B), "
+            f"remove {remove['seconds']:.3f} s ({remove['bytes_written']} B)"
+        )
     before = snapshot(directory)
     with stopwatch() as t_close:
         fl.close()
     close = {"seconds": t_close["s"], **written(before, snapshot(directory))}
 
     log(f"{kind}: {args.repeat} fresh processes: open, first query, {args.queries} queries")
-    serve = [run_child(["--child", kind, "--dir", str(directory), "--query-file", str(query_file)])
-             for _ in range(args.repeat)]
+    serve = [
+        run_child(["--child", kind, "--dir", str(directory), "--query-file", str(query_file)])
+        for _ in range(args.repeat)
+    ]
     add_s, remove_s = median_of(adds, "seconds"), median_of(removes, "seconds")
     return {
         "build": build,
@@ -426,14 +466,18 @@ def markdown(result: dict[str, Any]) -> str:
     """The summary table (one row per store, the peer's RSS alongside)."""
     peer = result["peer"]
     lines = [
-        (f"n = {result['n']} chunks, {DIM}-d vectors, nproc {result['nproc']}, "
-         f"medians of {result['repeat']}; "
-         f"bm25s + FAISS peer: peak RSS {peer['peak_rss_mb']:.0f} MiB, open + first query "
-         f"{peer['open_first_query_s']:.3f} s"),
+        (
+            f"n = {result['n']} chunks, {DIM}-d vectors, nproc {result['nproc']}, "
+            f"medians of {result['repeat']}; "
+            f"bm25s + FAISS peer: peak RSS {peer['peak_rss_mb']:.0f} MiB, open + first query "
+            f"{peer['open_first_query_s']:.3f} s"
+        ),
         "",
-        ("| store | add s | remove s | bm25s rebuild s | add ratio (>= 100) | remove ratio (>= 100) "
-         "| add bytes written (grown) | remove bytes written (grown) | open + 1st query s (< 1) "
-         "| startup+imports s | peak RSS MiB | peer RSS MiB |"),
+        (
+            "| store | add s | remove s | bm25s rebuild s | add ratio (>= 100) | remove ratio (>= 100) "
+            "| add bytes written (grown) | remove bytes written (grown) | open + 1st query s (< 1) "
+            "| startup+imports s | peak RSS MiB | peer RSS MiB |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kind, s in result["stores"].items():
@@ -465,8 +509,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     del vectors
     stores = {kind: bench_store(kind, work / kind, pieces, query_file, args) for kind in args.stores}
     log(f"peer: {args.repeat} fresh processes")
-    peer_runs = [run_child(["--child", "peer", "--dir", str(work / "peer"), "--query-file", str(query_file)])
-                 for _ in range(args.repeat)]
+    peer_runs = [
+        run_child(["--child", "peer", "--dir", str(work / "peer"), "--query-file", str(query_file)])
+        for _ in range(args.repeat)
+    ]
     import finderledge
 
     return {
@@ -497,19 +543,23 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=100_000, help="number of one-chunk documents")
     parser.add_argument("--stores", default="chroma,faiss", type=lambda s: [k for k in s.split(",") if k])
     parser.add_argument("--repeat", type=int, default=3, help="adds, removals and fresh processes per store")
-    parser.add_argument("--batch", type=int, default=5000,
-                        help="documents per add_documents call when building")
+    parser.add_argument(
+        "--batch", type=int, default=5000, help="documents per add_documents call when building"
+    )
     parser.add_argument("--queries", type=int, default=50, help="hybrid queries per serving process")
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    parser.add_argument("--workdir", type=Path,
-                        help="keep the built directories here (default: a temporary one)")
-    parser.add_argument("--note", default="",
-                        help="free text stored in the JSON (e.g. which code was measured)")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the built directories here (default: a temporary one)"
+    )
+    parser.add_argument(
+        "--note", default="", help="free text stored in the JSON (e.g. which code was measured)"
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", choices=[*BACKEND_MODULES, "peer"], help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)

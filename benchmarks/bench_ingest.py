@@ -27,8 +27,9 @@ def write_files(dataset: Path, folder: Path, limit: int | None) -> int:
     with open(dataset / "corpus.jsonl", encoding="utf-8") as fh:
         for line in fh:
             doc = json.loads(line)
-            (folder / f"{doc['_id']}.txt").write_text(f"{doc.get('title', '')}\n\n{doc.get('text', '')}",
-                                                      encoding="utf-8")
+            (folder / f"{doc['_id']}.txt").write_text(
+                f"{doc.get('title', '')}\n\n{doc.get('text', '')}", encoding="utf-8"
+            )
             n += 1
             if limit and n >= limit:
                 break
@@ -36,8 +37,12 @@ def write_files(dataset: Path, folder: Path, limit: int | None) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", type=Path, default=Path(__file__).resolve().parents[2] / "shared/datasets/scifact")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dataset", type=Path, default=Path(__file__).resolve().parents[2] / "shared/datasets/scifact"
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N documents")
     parser.add_argument("--vector-store", default="chroma", choices=["chroma", "faiss"])
     parser.add_argument("--out", type=Path)
@@ -57,17 +62,28 @@ def main() -> None:
         fl.close()
     outside = first_s - first.seconds_embedding
     result = {
-        "files": files, "chunks": first.chunks_written, "vector_store": args.vector_store,
-        "first_ingest_s": first_s, "embedding_s": first.seconds_embedding, "outside_embedding_s": outside,
-        "outside_embedding_share": outside / first_s, "chunks_per_s": first.chunks_written / first_s,
-        "reingest_s": again_s, "reingest_share": again_s / first_s,
-        "reingest_embeddings_computed": again.embeddings_computed, "reingest_files_unchanged": again.files_unchanged,
+        "files": files,
+        "chunks": first.chunks_written,
+        "vector_store": args.vector_store,
+        "first_ingest_s": first_s,
+        "embedding_s": first.seconds_embedding,
+        "outside_embedding_s": outside,
+        "outside_embedding_share": outside / first_s,
+        "chunks_per_s": first.chunks_written / first_s,
+        "reingest_s": again_s,
+        "reingest_share": again_s / first_s,
+        "reingest_embeddings_computed": again.embeddings_computed,
+        "reingest_files_unchanged": again.files_unchanged,
     }
-    print(f"files {files}, chunks {first.chunks_written}, first ingest {first_s:.1f} s "
-          f"({result['chunks_per_s']:.1f} chunks/s), embedding {first.seconds_embedding:.1f} s, "
-          f"outside embedding {outside:.1f} s = {100 * result['outside_embedding_share']:.1f}% (target < 15%)")
-    print(f"re-ingest unchanged: {again_s:.2f} s = {100 * result['reingest_share']:.2f}% of the first (target < 5%), "
-          f"embeddings computed {again.embeddings_computed}")
+    print(
+        f"files {files}, chunks {first.chunks_written}, first ingest {first_s:.1f} s "
+        f"({result['chunks_per_s']:.1f} chunks/s), embedding {first.seconds_embedding:.1f} s, "
+        f"outside embedding {outside:.1f} s = {100 * result['outside_embedding_share']:.1f}% (target < 15%)"
+    )
+    print(
+        f"re-ingest unchanged: {again_s:.2f} s = {100 * result['reingest_share']:.2f}% of the first (target < 5%), "
+        f"embeddings computed {again.embeddings_computed}"
+    )
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
 

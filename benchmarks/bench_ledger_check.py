@@ -23,7 +23,19 @@ import numpy as np
 
 from finderledge.ledgers import ChunkRecord, DocumentRecord, SQLiteLedger
 
-WORDS = ["ledger", "index", "segment", "vector", "keyword", "chunk", "parent", "query", "search", "fusion", "score"]
+WORDS = [
+    "ledger",
+    "index",
+    "segment",
+    "vector",
+    "keyword",
+    "chunk",
+    "parent",
+    "query",
+    "search",
+    "fusion",
+    "score",
+]
 
 
 def build(path: Path, chunks: int, rng: np.random.Generator) -> None:
@@ -34,11 +46,19 @@ def build(path: Path, chunks: int, rng: np.random.Generator) -> None:
     for d in range(chunks // per_doc):
         texts = [" ".join(rng.choice(WORDS, 110)) for _ in range(per_doc)]
         doc_id = hashlib.sha256(f"doc{d}".encode()).hexdigest()[:32]
-        doc = DocumentRecord(doc_id, f"/data/file{d}.md", doc_id, "complete", "\n\n".join(texts),
-                             {"source": f"/data/file{d}.md", "doc_type_detected": "markdown"})
+        doc = DocumentRecord(
+            doc_id,
+            f"/data/file{d}.md",
+            doc_id,
+            "complete",
+            "\n\n".join(texts),
+            {"source": f"/data/file{d}.md", "doc_type_detected": "markdown"},
+        )
         vectors = rng.standard_normal((per_doc, 384)).astype(np.float32)
-        rows = [ChunkRecord(f"{doc_id}-{i:04d}", doc_id, i, t, {"source": doc.source, "split_index": i}, v)
-                for i, (t, v) in enumerate(zip(texts, vectors))]
+        rows = [
+            ChunkRecord(f"{doc_id}-{i:04d}", doc_id, i, t, {"source": doc.source, "split_index": i}, v)
+            for i, (t, v) in enumerate(zip(texts, vectors))
+        ]
         batch.append((doc, rows))
         cache += [(hashlib.sha256(t.encode()).hexdigest(), v) for t, v in zip(texts, vectors)]
         if len(batch) == 100:

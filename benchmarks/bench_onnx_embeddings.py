@@ -106,15 +106,26 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
     for name in backends:
         cos = np.sum(vectors[name] * ref, axis=1)
         rate, p50 = statistics.median(rates[name]), statistics.median(latencies[name])
-        rows.append({
-            "backend": name, "passages_per_s": round(rate, 2),
-            "ratio": round(rate / statistics.median(rates[baseline]), 2),
-            "query_p50_ms": round(p50, 2), "query_p50_ratio": round(p50 / statistics.median(latencies[baseline]), 2),
-            "cosine_mean": round(float(cos.mean()), 5), "cosine_min": round(float(cos.min()), 5),
-            "rounds_passages_per_s": [round(r, 2) for r in rates[name]],
-        })
-    return {"passages": len(passages), "queries": len(queries), "rounds": args.rounds, "cpu_count": os.cpu_count(),
-            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None, "rows": rows}
+        rows.append(
+            {
+                "backend": name,
+                "passages_per_s": round(rate, 2),
+                "ratio": round(rate / statistics.median(rates[baseline]), 2),
+                "query_p50_ms": round(p50, 2),
+                "query_p50_ratio": round(p50 / statistics.median(latencies[baseline]), 2),
+                "cosine_mean": round(float(cos.mean()), 5),
+                "cosine_min": round(float(cos.min()), 5),
+                "rounds_passages_per_s": [round(r, 2) for r in rates[name]],
+            }
+        )
+    return {
+        "passages": len(passages),
+        "queries": len(queries),
+        "rounds": args.rounds,
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "rows": rows,
+    }
 
 
 def ndcg(args: argparse.Namespace) -> dict[str, Any]:
@@ -123,11 +134,19 @@ def ndcg(args: argparse.Namespace) -> dict[str, Any]:
 
     out = []
     for embedding in args.ndcg:
-        report = evaluate(args.dataset, modes=args.modes, one_chunk=True, show_progress=False,
-                          # "default": the PyTorch MiniLM these figures compare against (the default until ONNX int8)
-                          embedding="sentence-transformers:all-MiniLM-L6-v2" if embedding == "default" else embedding)
-        row: dict[str, Any] = {"embedding": embedding, "index_seconds": round(report.index_seconds or 0, 1),
-                               "embedding_seconds": round(report.embedding_seconds or 0, 1)}
+        report = evaluate(
+            args.dataset,
+            modes=args.modes,
+            one_chunk=True,
+            show_progress=False,
+            # "default": the PyTorch MiniLM these figures compare against (the default until ONNX int8)
+            embedding="sentence-transformers:all-MiniLM-L6-v2" if embedding == "default" else embedding,
+        )
+        row: dict[str, Any] = {
+            "embedding": embedding,
+            "index_seconds": round(report.index_seconds or 0, 1),
+            "embedding_seconds": round(report.embedding_seconds or 0, 1),
+        }
         for m in report.modes:
             row[f"{m.mode} nDCG@10"] = round(m.metrics["nDCG@10"], 4)
             row[f"{m.mode} query embed p50 ms"] = round(m.embed_ms.get("p50", 0), 2)
@@ -137,12 +156,16 @@ def ndcg(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--passages", type=int, default=200)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--ndcg", nargs="+", help="backends to evaluate instead: default, onnx-int8, onnx-fp32")
+    parser.add_argument(
+        "--ndcg", nargs="+", help="backends to evaluate instead: default, onnx-int8, onnx-fp32"
+    )
     parser.add_argument("--modes", nargs="+", default=["vector", "hybrid"])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -39,9 +39,18 @@ LOCUSTFILE = HERE / "locustfile.py"
 GUIDES = ROOT / "examples" / "data" / "guides"
 SEED_TAGS = {"billing-faq.md": "billing,guide", "sla-ja.md": "ja,guide", "datacenter-ja.txt": "ja,guide"}
 EXTRA = [  # a few more small documents, so searches rank among more than the guides
-    ("shipping.md", "# Shipping\n\nOrders ship within two business days. The shipping schedule is posted weekly.\n"),
-    ("security.md", "# Security\n\nTwo-factor authentication protects every account. Enable it under Settings.\n"),
-    ("invoices.txt", "Invoices are emailed on the first of the month. Change the billing address in Billing.\n"),
+    (
+        "shipping.md",
+        "# Shipping\n\nOrders ship within two business days. The shipping schedule is posted weekly.\n",
+    ),
+    (
+        "security.md",
+        "# Security\n\nTwo-factor authentication protects every account. Enable it under Settings.\n",
+    ),
+    (
+        "invoices.txt",
+        "Invoices are emailed on the first of the month. Change the billing address in Billing.\n",
+    ),
     ("配送.txt", "ご注文は2営業日以内に発送されます。配送の予定は毎週掲載されます。\n"),
     ("障害.md", "# 障害対応\n\n障害時の連絡先はサポート窓口です。稼働率は99.9%を保証します。\n"),
 ]
@@ -58,8 +67,11 @@ def seed(url: str, key: str | None = None) -> list[str]:
     ids = []
     with httpx.Client(base_url=url, timeout=120, headers=_headers(key)) as client:
         for name, data in files:
-            r = client.post("/api/v1/documents", files={"file": (name, data, "application/octet-stream")},
-                            data={"tags": SEED_TAGS.get(name, "guide")})
+            r = client.post(
+                "/api/v1/documents",
+                files={"file": (name, data, "application/octet-stream")},
+                data={"tags": SEED_TAGS.get(name, "guide")},
+            )
             r.raise_for_status()
             ids.append(r.json()["id"])
     return ids
@@ -70,8 +82,11 @@ def warm_up(url: str, key: str | None = None, rounds: int = 3) -> dict[str, Any]
     model) before the measured run; their latencies show what a cold worker costs."""
     from concurrent.futures import ThreadPoolExecutor
 
-    bodies = [{"query": q, "search_mode": m} for q in ("refund deadline", "返金の申請期限")
-              for m in ("hybrid", "vector", "keyword")] * rounds
+    bodies = [
+        {"query": q, "search_mode": m}
+        for q in ("refund deadline", "返金の申請期限")
+        for m in ("hybrid", "vector", "keyword")
+    ] * rounds
 
     def one(body: dict[str, Any]) -> tuple[str, float]:
         started = time.perf_counter()
@@ -81,39 +96,84 @@ def warm_up(url: str, key: str | None = None, rounds: int = 3) -> dict[str, Any]
 
     with ThreadPoolExecutor(4) as pool:
         timings = list(pool.map(one, bodies))
-    return {"requests": len(timings),
-            "max_ms": {lang: round(max(t for la, t in timings if la == lang)) for lang in ("en", "ja")}}
+    return {
+        "requests": len(timings),
+        "max_ms": {lang: round(max(t for la, t in timings if la == lang)) for lang in ("en", "ja")},
+    }
 
 
-def run_locust(url: str, *, users: int, duration: int, workdir: Path, spawn_rate: float | None = None,
-               key: str | None = None, upload_wait: float = 0.3) -> dict[str, Any]:
+def run_locust(
+    url: str,
+    *,
+    users: int,
+    duration: int,
+    workdir: Path,
+    spawn_rate: float | None = None,
+    key: str | None = None,
+    upload_wait: float = 0.3,
+) -> dict[str, Any]:
     """Run Locust headless against ``url`` in a subprocess; its stats and the uploader's records."""
     record = workdir / "uploads.jsonl"
     record.unlink(missing_ok=True)
     prefix = workdir / "locust"  # Locust's own CSV files, for a look by hand
     summary = workdir / "summary.json"  # the final figures (the locustfile writes them when the users stop)
     summary.unlink(missing_ok=True)
-    env = {**os.environ, "FINDERLEDGE_LOAD_RECORD": str(record), "FINDERLEDGE_LOAD_SUMMARY": str(summary),
-           "FINDERLEDGE_LOAD_UPLOAD_WAIT": str(upload_wait)}
+    env = {
+        **os.environ,
+        "FINDERLEDGE_LOAD_RECORD": str(record),
+        "FINDERLEDGE_LOAD_SUMMARY": str(summary),
+        "FINDERLEDGE_LOAD_UPLOAD_WAIT": str(upload_wait),
+    }
     if key:
         env["FINDERLEDGE_LOAD_KEY"] = key
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", str(users),
-           "-r", str(spawn_rate or users), "-t", f"{duration}s", "--host", url, "--csv", str(prefix),
-           "--only-summary", "--stop-timeout", "15", "--loglevel", "WARNING"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "-u",
+        str(users),
+        "-r",
+        str(spawn_rate or users),
+        "-t",
+        f"{duration}s",
+        "--host",
+        url,
+        "--csv",
+        str(prefix),
+        "--only-summary",
+        "--stop-timeout",
+        "15",
+        "--loglevel",
+        "WARNING",
+    ]
     started = time.monotonic()
-    proc = subprocess.run(cmd, check=False, env=env, cwd=workdir, capture_output=True, text=True, timeout=duration + 180)
+    proc = subprocess.run(
+        cmd, check=False, env=env, cwd=workdir, capture_output=True, text=True, timeout=duration + 180
+    )
     wall = time.monotonic() - started
     if not summary.exists():
         raise RuntimeError(f"locust wrote no summary (exit {proc.returncode}): {proc.stderr[-3000:]}")
     stats = json.loads(summary.read_text(encoding="utf-8"))
-    records = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()] \
-        if record.exists() else []
-    return {"stats": stats, "records": records, "exit_code": proc.returncode, "wall_s": round(wall, 1),
-            "locust_output_tail": (proc.stdout + proc.stderr)[-4000:]}
+    records = (
+        [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+        if record.exists()
+        else []
+    )
+    return {
+        "stats": stats,
+        "records": records,
+        "exit_code": proc.returncode,
+        "wall_s": round(wall, 1),
+        "locust_output_tail": (proc.stdout + proc.stderr)[-4000:],
+    }
 
 
-def after_check(url: str, records: list[dict[str, Any]], key: str | None = None,
-                grace_s: float = 5.0) -> dict[str, Any]:
+def after_check(
+    url: str, records: list[dict[str, Any]], key: str | None = None, grace_s: float = 5.0
+) -> dict[str, Any]:
     """Every recorded upload is listed, and found by its marker word by keyword search (unfiltered: as the
     top hit; filtered to its document id: among the hits).  A miss is retried for up to ``grace_s``
     (another worker may not have caught up yet); what is still missing then is reported."""
@@ -121,6 +181,7 @@ def after_check(url: str, records: list[dict[str, Any]], key: str | None = None,
     not_found: list[dict[str, Any]] = []
     late: list[str] = []
     with httpx.Client(base_url=url, timeout=60, headers=_headers(key)) as client:
+
         def listed_ids() -> set[str]:
             ids: set[str] = set()
             page = 1
@@ -134,14 +195,23 @@ def after_check(url: str, records: list[dict[str, Any]], key: str | None = None,
 
         def found(rec: dict[str, Any]) -> str | None:
             """None when found both ways, else why not."""
-            top = client.post("/api/v1/search", json={"query": rec["marker"], "search_mode": "keyword", "top_k": 3})
+            top = client.post(
+                "/api/v1/search", json={"query": rec["marker"], "search_mode": "keyword", "top_k": 3}
+            )
             if top.status_code != 200:
                 return f"unfiltered search: {top.status_code} {top.text[:200]}"
             hits = top.json()["results"]
             if not hits or hits[0]["document_id"] != rec["id"] or rec["marker"] not in hits[0]["content"]:
                 return f"unfiltered: top hit {hits[0]['document_id'] if hits else None}"
-            only = client.post("/api/v1/search", json={"query": rec["marker"], "search_mode": "keyword",
-                                                       "top_k": 3, "document_ids": [rec["id"]]})
+            only = client.post(
+                "/api/v1/search",
+                json={
+                    "query": rec["marker"],
+                    "search_mode": "keyword",
+                    "top_k": 3,
+                    "document_ids": [rec["id"]],
+                },
+            )
             if only.status_code != 200:
                 return f"filtered search: {only.status_code} {only.text[:200]}"
             hits = only.json()["results"]
@@ -166,19 +236,36 @@ def after_check(url: str, records: list[dict[str, Any]], key: str | None = None,
                     late.append(rec["id"])
                 else:
                     not_found.append({**rec, "why": why})
-    return {"uploads_recorded": len(records), "listed": len(records) - len(missing), "missing": missing,
-            "found_by_marker": len(records) - len(not_found), "not_found": not_found,
-            "found_only_after_retry": late, "ok": not missing and not not_found}
+    return {
+        "uploads_recorded": len(records),
+        "listed": len(records) - len(missing),
+        "missing": missing,
+        "found_by_marker": len(records) - len(not_found),
+        "not_found": not_found,
+        "found_only_after_retry": late,
+        "ok": not missing and not not_found,
+    }
 
 
 def _log_errors(log: Path) -> list[str]:
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    return [line for line in text.splitlines() if "Traceback" in line or " 500 " in line
-            or "ERROR" in line or "internal server error" in line][:20]
+    return [
+        line
+        for line in text.splitlines()
+        if "Traceback" in line or " 500 " in line or "ERROR" in line or "internal server error" in line
+    ][:20]
 
 
-def measure(directory: Path, *, users: int, duration: int, workers: int = 2, spawn_rate: float | None = None,
-            upload_wait: float = 0.3, workdir: Path | None = None) -> dict[str, Any]:
+def measure(
+    directory: Path,
+    *,
+    users: int,
+    duration: int,
+    workers: int = 2,
+    spawn_rate: float | None = None,
+    upload_wait: float = 0.3,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
     """Start the server over ``directory`` (new), seed it, run the load, check the uploads: the figures."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="finderledge-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -188,40 +275,71 @@ def measure(directory: Path, *, users: int, duration: int, workers: int = 2, spa
         startup = time.monotonic() - started
         seeded = seed(url)
         warm = warm_up(url)
-        run = run_locust(url, users=users, duration=duration, workdir=workdir, spawn_rate=spawn_rate,
-                         upload_wait=upload_wait)
+        run = run_locust(
+            url,
+            users=users,
+            duration=duration,
+            workdir=workdir,
+            spawn_rate=spawn_rate,
+            upload_wait=upload_wait,
+        )
         check = after_check(url, run["records"])
     total = run["stats"]["total"]
     return {
-        "server": {"workers": workers, "startup_s": round(startup, 1), "seed_documents": len(seeded),
-                   "warm_up": warm},
-        "load": {"users": users, "searchers": users - 1, "uploaders": 1, "duration_s": duration,
-                 "spawn_rate": spawn_rate or users, "upload_wait_s": upload_wait, "locust_wall_s": run["wall_s"]},
-        "requests": total.get("requests", 0), "failures": total.get("failures", 0),
-        "requests_per_s": total.get("requests_per_s"), "p50_ms": total.get("p50_ms"), "p99_ms": total.get("p99_ms"),
-        "endpoints": run["stats"]["endpoints"], "failure_kinds": run["stats"]["failure_kinds"],
-        "after_check": check, "server_log_errors": _log_errors(log), "locust_exit_code": run["exit_code"],
+        "server": {
+            "workers": workers,
+            "startup_s": round(startup, 1),
+            "seed_documents": len(seeded),
+            "warm_up": warm,
+        },
+        "load": {
+            "users": users,
+            "searchers": users - 1,
+            "uploaders": 1,
+            "duration_s": duration,
+            "spawn_rate": spawn_rate or users,
+            "upload_wait_s": upload_wait,
+            "locust_wall_s": run["wall_s"],
+        },
+        "requests": total.get("requests", 0),
+        "failures": total.get("failures", 0),
+        "requests_per_s": total.get("requests_per_s"),
+        "p50_ms": total.get("p50_ms"),
+        "p99_ms": total.get("p99_ms"),
+        "endpoints": run["stats"]["endpoints"],
+        "failure_kinds": run["stats"]["failure_kinds"],
+        "after_check": check,
+        "server_log_errors": _log_errors(log),
+        "locust_exit_code": run["exit_code"],
         "locust_output_tail": run["locust_output_tail"],
     }
 
 
 def report(result: dict[str, Any]) -> str:
     """The figures as a few lines of text."""
-    head = (f"load: {result['load']['users']} users ({result['load']['searchers']} searchers + 1 uploader) for "
-            f"{result['load']['duration_s']} s on {result['server']['workers']} workers: "
-            f"{result['requests']} requests, {result['failures']} failures, "
-            f"{result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms")
+    head = (
+        f"load: {result['load']['users']} users ({result['load']['searchers']} searchers + 1 uploader) for "
+        f"{result['load']['duration_s']} s on {result['server']['workers']} workers: "
+        f"{result['requests']} requests, {result['failures']} failures, "
+        f"{result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms"
+    )
     lines = [head]
     for name, e in sorted(result["endpoints"].items()):
-        lines.append(f"  {name:24s} {e['requests']:6d} req {e['failures']:3d} fail  {e['requests_per_s']:6.1f}/s  "
-                     f"p50 {e['p50_ms']:6.0f} ms  p99 {e['p99_ms']:6.0f} ms")
+        lines.append(
+            f"  {name:24s} {e['requests']:6d} req {e['failures']:3d} fail  {e['requests_per_s']:6.1f}/s  "
+            f"p50 {e['p50_ms']:6.0f} ms  p99 {e['p99_ms']:6.0f} ms"
+        )
     w = result["server"]["warm_up"]
-    lines.append(f"  (server start {result['server']['startup_s']} s; warm-up before the run: {w['requests']} "
-                 f"searches, slowest en {w['max_ms']['en']} ms, ja {w['max_ms']['ja']} ms)")
+    lines.append(
+        f"  (server start {result['server']['startup_s']} s; warm-up before the run: {w['requests']} "
+        f"searches, slowest en {w['max_ms']['en']} ms, ja {w['max_ms']['ja']} ms)"
+    )
     c = result["after_check"]
-    lines.append(f"after-check: {c['uploads_recorded']} uploads recorded, {c['listed']} listed, "
-                 f"{c['found_by_marker']} found by marker ({len(c['found_only_after_retry'])} only after a retry); "
-                 f"{'OK' if c['ok'] else 'FAILED'}")
+    lines.append(
+        f"after-check: {c['uploads_recorded']} uploads recorded, {c['listed']} listed, "
+        f"{c['found_by_marker']} found by marker ({len(c['found_only_after_retry'])} only after a retry); "
+        f"{'OK' if c['ok'] else 'FAILED'}"
+    )
     if result["server_log_errors"]:
         lines.append(f"server log errors: {result['server_log_errors'][:5]}")
     return "\n".join(lines)
@@ -231,17 +349,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=24, help="concurrent users, one of them the uploader")
     parser.add_argument("--duration", type=int, default=90, help="seconds of load")
-    parser.add_argument("--spawn-rate", type=float, default=None, help="users started per second (default: all)")
+    parser.add_argument(
+        "--spawn-rate", type=float, default=None, help="users started per second (default: all)"
+    )
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--upload-wait", type=float, default=0.3, help="seconds between the uploader's uploads")
-    parser.add_argument("--dir", type=Path, default=None, help="index directory (default: a new temporary one)")
+    parser.add_argument(
+        "--upload-wait", type=float, default=0.3, help="seconds between the uploader's uploads"
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="index directory (default: a new temporary one)"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "server_load.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="finderledge-load-") as tmp:
         directory = args.dir or Path(tmp) / "index"
-        result = measure(directory, users=args.users, duration=args.duration, workers=args.workers,
-                         spawn_rate=args.spawn_rate, upload_wait=args.upload_wait, workdir=Path(tmp) / "run")
-    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+        result = measure(
+            directory,
+            users=args.users,
+            duration=args.duration,
+            workers=args.workers,
+            spawn_rate=args.spawn_rate,
+            upload_wait=args.upload_wait,
+            workdir=Path(tmp) / "run",
+        )
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
     result.pop("locust_output_tail", None)
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)

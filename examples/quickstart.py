@@ -20,16 +20,23 @@ def main() -> None:
     persist = sys.argv[1] if len(sys.argv) > 1 else None
     with FinderLedge(persist) as ledger:
         report = ledger.ingest(HERE / "data")
-        print(f"indexed {len(report.ids)} documents ({report.chunks_written} new chunks), "
-              f"{len(report.skipped)} files skipped; store holds {ledger.count()}")
+        print(
+            f"indexed {len(report.ids)} documents ({report.chunks_written} new chunks), "
+            f"{len(report.skipped)} files skipped; store holds {ledger.count()}"
+        )
 
-        for question in ("How long is a password reset link valid?", "返金はいつまでに申請する必要がありますか？"):
+        for question in (
+            "How long is a password reset link valid?",
+            "返金はいつまでに申請する必要がありますか？",
+        ):
             print(f"\n=== hybrid search: {question}")
             for r in ledger.search(question, k=3):
                 info = r.info  # FinderLedge's own fields: ids, position, leg ranks and scores
-                print(f"{r.rank}. {r.score:.4f}  {Path(r.metadata['source']).name} chunk {info['split_index'] + 1}/"
-                      f"{info['split_count']}  vector_rank={info.get('vector_rank')} "
-                      f"keyword_rank={info.get('keyword_rank')}")
+                print(
+                    f"{r.rank}. {r.score:.4f}  {Path(r.metadata['source']).name} chunk {info['split_index'] + 1}/"
+                    f"{info['split_count']}  vector_rank={info.get('vector_rank')} "
+                    f"keyword_rank={info.get('keyword_rank')}"
+                )
                 print("   ", r.content[:100].replace("\n", " "), "...")
 
         question = "What does a refund cover and how do I ask for one?"

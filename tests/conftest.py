@@ -41,8 +41,9 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
-                  session_cache: Path) -> None:
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, session_cache: Path
+) -> None:
     """No FINDERLEDGE_* variable or .env file from the developer's shell leaks into a test."""
     for key in list(os.environ):
         if key.startswith("FINDERLEDGE_"):
@@ -92,8 +93,11 @@ def shared_model_in_samples(minilm, monkeypatch: pytest.MonkeyPatch) -> None:
     import finderledge
 
     real = finderledge.FinderLedge
-    monkeypatch.setattr(finderledge, "FinderLedge",
-                        lambda *a, **kw: real(*a, **{**kw, "embedding": kw.get("embedding") or minilm}))
+    monkeypatch.setattr(
+        finderledge,
+        "FinderLedge",
+        lambda *a, **kw: real(*a, **{**kw, "embedding": kw.get("embedding") or minilm}),
+    )
 
 
 # -- a real Chroma server (chroma run), one per test session ------------------------------------------------
@@ -104,8 +108,11 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     chroma = Path(sys.executable).with_name("chroma")
     command = [str(chroma)] if chroma.exists() else ["chroma"]
     log = (path / "server.log").open("wb")
-    proc = subprocess.Popen([*command, "run", "--path", str(path / "data"), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [*command, "run", "--path", str(path / "data"), "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -115,7 +122,9 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}"
+                    )
                 time.sleep(0.3)
         yield url
     finally:

@@ -25,23 +25,53 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(directory: Path, *, workers: int = 1, args: Sequence[str] = (), timeout: float = 180.0,
-                   log: Path | None = None) -> Iterator[str]:
+def running_server(
+    directory: Path,
+    *,
+    workers: int = 1,
+    args: Sequence[str] = (),
+    timeout: float = 180.0,
+    log: Path | None = None,
+) -> Iterator[str]:
     """Start the server over ``directory``; yield its base URL once ``/api/v1/health`` answers 200; stop it."""
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     out: Any = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "finderledge", "serve", str(directory), "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", str(workers), *args],
-                            env=env, stdout=out, stderr=out, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "finderledge",
+            "serve",
+            str(directory),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            *args,
+        ],
+        env=env,
+        stdout=out,
+        stderr=out,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {proc.returncode}"
-                                   + (f"; log: {Path(log).read_text(errors='replace')[-2000:]}" if log else ""))
+                raise RuntimeError(
+                    f"the server exited with {proc.returncode}"
+                    + (f"; log: {Path(log).read_text(errors='replace')[-2000:]}" if log else "")
+                )
             try:
                 if httpx.get(url + "/api/v1/health", timeout=30).status_code == 200:
                     break

@@ -50,10 +50,46 @@ CHUNK_OVERLAP = 20
 N_SHARED = 6
 TOKEN_RE = re.compile(r"\btk[0-9a-f]{16}\b")
 WORDS = [
-    "apple", "river", "stone", "cloud", "engine", "garden", "lamp", "mirror", "ocean", "paper", "rocket",
-    "silver", "tiger", "violin", "winter", "yellow", "bridge", "candle", "dragon", "forest", "harbor",
-    "island", "jungle", "kettle", "ladder", "meadow", "needle", "orchid", "pepper", "quartz", "saddle",
-    "tunnel", "valley", "walnut", "anchor", "basket", "copper", "desert", "feather", "glacier",
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "engine",
+    "garden",
+    "lamp",
+    "mirror",
+    "ocean",
+    "paper",
+    "rocket",
+    "silver",
+    "tiger",
+    "violin",
+    "winter",
+    "yellow",
+    "bridge",
+    "candle",
+    "dragon",
+    "forest",
+    "harbor",
+    "island",
+    "jungle",
+    "kettle",
+    "ladder",
+    "meadow",
+    "needle",
+    "orchid",
+    "pepper",
+    "quartz",
+    "saddle",
+    "tunnel",
+    "valley",
+    "walnut",
+    "anchor",
+    "basket",
+    "copper",
+    "desert",
+    "feather",
+    "glacier",
 ]
 
 
@@ -83,8 +119,15 @@ class HashEmbeddings(Embeddings):
 def open_ledger(directory: str | Path, kind: str) -> Any:
     from finderledge import FinderLedge
 
-    return FinderLedge(directory, vector_store=kind, embedding=HashEmbeddings(), chunk_size=CHUNK_SIZE,
-                       chunk_overlap=CHUNK_OVERLAP, show_progress=False, lock_timeout=120)
+    return FinderLedge(
+        directory,
+        vector_store=kind,
+        embedding=HashEmbeddings(),
+        chunk_size=CHUNK_SIZE,
+        chunk_overlap=CHUNK_OVERLAP,
+        show_progress=False,
+        lock_timeout=120,
+    )
 
 
 def new_token() -> str:
@@ -93,8 +136,9 @@ def new_token() -> str:
 
 def paragraphs(rng: random.Random, token: str, n: int) -> str:
     """``n`` paragraphs (each well under ``CHUNK_SIZE``), each starting with ``token`` and random words."""
-    return "\n\n".join(f"{token} " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14)))
-                       for _ in range(n))
+    return "\n\n".join(
+        f"{token} " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14))) for _ in range(n)
+    )
 
 
 def shared_paths(shared_dir: str | Path) -> list[Path]:
@@ -104,8 +148,10 @@ def shared_paths(shared_dir: str | Path) -> list[Path]:
 def write_shared(path: Path, token: str, rng: random.Random) -> None:
     """New content of a shared file: several paragraphs (so several chunks), all carrying ``token``."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"Shared file {path.name} version {token}.\n\n" + paragraphs(rng, token, rng.randint(3, 7)),
-                   encoding="utf-8")
+    tmp.write_text(
+        f"Shared file {path.name} version {token}.\n\n" + paragraphs(rng, token, rng.randint(3, 7)),
+        encoding="utf-8",
+    )
     os.replace(tmp, path)
 
 
@@ -178,7 +224,9 @@ def watch_logs(sink: Any = None) -> Recorder:
 
 
 # -- writer ---------------------------------------------------------------------------------------------
-def run_writer(directory: str, kind: str, writer_id: str, shared_dir: str, journal_path: str, seed: int) -> int:
+def run_writer(
+    directory: str, kind: str, writer_id: str, shared_dir: str, journal_path: str, seed: int
+) -> int:
     from finderledge.errors import DocumentNotFoundError
     from finderledge.ingest import content_id
 
@@ -226,21 +274,44 @@ def run_writer(directory: str, kind: str, writer_id: str, shared_dir: str, journ
                     counter = lock.next_counter()
                     if op == "replace":
                         token = new_token()
-                        journal.write(e="begin", op="replace", w=writer_id, no=op_no, path=str(path), ctr=counter,
-                                      token=token)
+                        journal.write(
+                            e="begin",
+                            op="replace",
+                            w=writer_id,
+                            no=op_no,
+                            path=str(path),
+                            ctr=counter,
+                            token=token,
+                        )
                         write_shared(path, token, rng)
                         ids = fl.add_document(str(path))
-                        journal.write(e="done", op="replace", w=writer_id, no=op_no, path=str(path),
-                                      ctr=counter, token=token, ids=ids)
+                        journal.write(
+                            e="done",
+                            op="replace",
+                            w=writer_id,
+                            no=op_no,
+                            path=str(path),
+                            ctr=counter,
+                            token=token,
+                            ids=ids,
+                        )
                     else:
-                        journal.write(e="begin", op="remove_source", w=writer_id, no=op_no, path=str(path),
-                                      ctr=counter)
+                        journal.write(
+                            e="begin", op="remove_source", w=writer_id, no=op_no, path=str(path), ctr=counter
+                        )
                         try:
                             removed = fl.remove_document(str(path))
                         except DocumentNotFoundError:
                             removed = []
-                        journal.write(e="done", op="remove_source", w=writer_id, no=op_no, path=str(path),
-                                      ctr=counter, removed=removed)
+                        journal.write(
+                            e="done",
+                            op="remove_source",
+                            w=writer_id,
+                            no=op_no,
+                            path=str(path),
+                            ctr=counter,
+                            removed=removed,
+                        )
         except Exception:  # noqa: BLE001 - journaled; the test fails on any
             journal.write(e="error", op=op, w=writer_id, no=op_no, tb=traceback.format_exc())
             return 1
@@ -279,8 +350,16 @@ class ChangeMap:
         return self.added.get(pid, 10**18) <= seq and self.removed.get(pid, 10**18) > seq
 
 
-def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, report_path: str, seed: int,
-               stop_file: str, max_seconds: float) -> int:
+def run_reader(
+    directory: str,
+    kind: str,
+    reader_id: str,
+    shared_dir: str,
+    report_path: str,
+    seed: int,
+    stop_file: str,
+    max_seconds: float,
+) -> int:
     from finderledge.document_splitter import child_id
 
     rng = random.Random(seed)
@@ -289,10 +368,21 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
     fl = open_ledger(directory, kind)
     shared = {str(p) for p in shared_paths(shared_dir)}
     cmap = ChangeMap()
-    report: dict[str, Any] = {"reader": reader_id, "pid": os.getpid(), "searches": 0, "results": 0,
-                              "keyword_probes": 0, "vector_probes": 0, "vector_probe_misses": [], "replica_checks": 0,
-                              "chroma_ids_drift": 0, "violations": [], "n_violations": 0, "max_seq": 0,
-                              "final_rounds": 0}
+    report: dict[str, Any] = {
+        "reader": reader_id,
+        "pid": os.getpid(),
+        "searches": 0,
+        "results": 0,
+        "keyword_probes": 0,
+        "vector_probes": 0,
+        "vector_probe_misses": [],
+        "replica_checks": 0,
+        "chroma_ids_drift": 0,
+        "violations": [],
+        "n_violations": 0,
+        "max_seq": 0,
+        "final_rounds": 0,
+    }
 
     def violation(kind_: str, **details: Any) -> None:
         report["n_violations"] += 1
@@ -322,16 +412,33 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
                 violation("duplicate result", query=query, mode=mode, id=cid)
             seen.add(cid)
             if pid not in cmap.added or cmap.added[pid] > seq:
-                violation("result not committed at the searched seq", query=query, mode=mode, id=cid, seq=seq,
-                          added_at=cmap.added.get(pid))
+                violation(
+                    "result not committed at the searched seq",
+                    query=query,
+                    mode=mode,
+                    id=cid,
+                    seq=seq,
+                    added_at=cmap.added.get(pid),
+                )
             elif cmap.removed.get(pid, 10**18) <= seq:
-                violation("result removed before the searched seq", query=query, mode=mode, id=cid, seq=seq,
-                          removed_at=cmap.removed[pid])
+                violation(
+                    "result removed before the searched seq",
+                    query=query,
+                    mode=mode,
+                    id=cid,
+                    seq=seq,
+                    removed_at=cmap.removed[pid],
+                )
             index = md.get("split_index")
-            if cid != child_id(str(pid), int(index if index is not None else -1)) \
-                    or not 0 <= int(index) < cmap.chunks.get(pid, 0):
-                violation("chunk id/index does not match its document", id=cid, split_index=index,
-                          chunk_count=cmap.chunks.get(pid))
+            if cid != child_id(str(pid), int(index if index is not None else -1)) or not 0 <= int(
+                index
+            ) < cmap.chunks.get(pid, 0):
+                violation(
+                    "chunk id/index does not match its document",
+                    id=cid,
+                    split_index=index,
+                    chunk_count=cmap.chunks.get(pid),
+                )
             tokens = set(TOKEN_RE.findall(r.content))
             if len(tokens) != 1:
                 violation("chunk without exactly one token", id=cid, tokens=sorted(tokens))
@@ -342,8 +449,14 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
                 tokens_by_source.setdefault(source, set()).update(tokens)
         for source, tokens in tokens_by_source.items():
             if len(tokens) > 1:
-                violation("two versions of one source in one result set", query=query, mode=mode, source=source,
-                          tokens=sorted(tokens), seq=seq)
+                violation(
+                    "two versions of one source in one result set",
+                    query=query,
+                    mode=mode,
+                    source=source,
+                    tokens=sorted(tokens),
+                    seq=seq,
+                )
 
     def keyword_probe() -> None:
         """A document live in the ledger now: a keyword search for its token finds exactly its chunks."""
@@ -362,9 +475,15 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
         want = {child_id(pid, i) for i in range(cmap.chunks[pid])} if cmap.live_at(pid, seq) else set()
         # a search sees every commit made before it started: the document was committed before this one
         if got != want:
-            violation("keyword probe: a committed document is not found exactly", id=pid, seq=seq,
-                      added_at=cmap.added.get(pid), removed_at=cmap.removed.get(pid),
-                      missing=sorted(want - got), extra=sorted(got - want))
+            violation(
+                "keyword probe: a committed document is not found exactly",
+                id=pid,
+                seq=seq,
+                added_at=cmap.added.get(pid),
+                removed_at=cmap.removed.get(pid),
+                missing=sorted(want - got),
+                extra=sorted(got - want),
+            )
 
     def vector_probe() -> None:
         """A chunk live in the ledger now: a vector search for its exact text ranks it in the top 5."""
@@ -382,19 +501,26 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
         got = [r.metadata["_finderledge"]["id"] for r in results]
         if cmap.live_at(pid, seq) and chunk.id not in got:
             # exact in FAISS and in the overlay; Chroma's HNSW is approximate, so the test judges misses
-            report["vector_probe_misses"].append({"id": chunk.id, "seq": seq, "added_at": cmap.added.get(pid),
-                                                  "got": got, "t": time.time()})
+            report["vector_probe_misses"].append(
+                {"id": chunk.id, "seq": seq, "added_at": cmap.added.get(pid), "got": got, "t": time.time()}
+            )
 
     def replica_check() -> None:
         """Right after a search (nothing else runs in this process): this process's BM25 index and vector
         index (base plus overlay) hold exactly the chunks the ledger held at the seq the search reflected."""
-        base = fl.vector_store  # first: opening the vector leg (if no search opened it yet) catches up both legs
+        base = (
+            fl.vector_store
+        )  # first: opening the vector leg (if no search opened it yet) catches up both legs
         seq = min(leg.seq for leg in fl._replica.legs())
         cmap.update(fl._ledger)
-        want = {child_id(pid, i) for pid, n in cmap.chunks.items() if cmap.live_at(pid, seq) for i in range(n)}
+        want = {
+            child_id(pid, i) for pid, n in cmap.chunks.items() if cmap.live_at(pid, seq) for i in range(n)
+        }
         overlay = fl._replica.overlay
-        legs = {"keyword": set(fl.keyword_store.ids()),
-                "vector": (base.ids() | set(overlay.ids)) - (overlay.removed - set(overlay.ids))}
+        legs = {
+            "keyword": set(fl.keyword_store.ids()),
+            "vector": (base.ids() | set(overlay.ids)) - (overlay.removed - set(overlay.ids)),
+        }
         report["replica_checks"] += 1
         for leg, have in legs.items():
             if have != want and leg == "vector" and kind == "chroma":
@@ -402,10 +528,17 @@ def run_reader(directory: str, kind: str, reader_id: str, shared_dir: str, repor
                 # while this process's searches still run on its own HNSW copy: not this replica's view
                 report["chroma_ids_drift"] += 1
             elif have != want:
-                violation(f"{leg} replica != ledger at its seq", seq=seq, ledger_seq=cmap.seq,
-                          missing=sorted(want - have)[:5], n_missing=len(want - have),
-                          extra=sorted(have - want)[:5], n_extra=len(have - want),
-                          overlay_ids=len(overlay.ids), overlay_removed=len(overlay.removed))
+                violation(
+                    f"{leg} replica != ledger at its seq",
+                    seq=seq,
+                    ledger_seq=cmap.seq,
+                    missing=sorted(want - have)[:5],
+                    n_missing=len(want - have),
+                    extra=sorted(have - want)[:5],
+                    n_extra=len(have - want),
+                    overlay_ids=len(overlay.ids),
+                    overlay_removed=len(overlay.removed),
+                )
 
     def one_round() -> None:
         query = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3)))
@@ -446,7 +579,9 @@ def main(argv: list[str]) -> int:
         return run_writer(directory, kind, writer_id, shared_dir, journal, int(seed))
     if role == "reader":
         directory, kind, reader_id, shared_dir, report, seed, stop_file, max_seconds = argv[1:9]
-        return run_reader(directory, kind, reader_id, shared_dir, report, int(seed), stop_file, float(max_seconds))
+        return run_reader(
+            directory, kind, reader_id, shared_dir, report, int(seed), stop_file, float(max_seconds)
+        )
     raise SystemExit(f"unknown role {role!r}")
 
 

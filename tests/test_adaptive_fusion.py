@@ -61,7 +61,11 @@ def test_script_groups() -> None:
 
 def test_pseudo_queries_are_one_fitting_sentence_per_document_the_same_every_time() -> None:
     chunks = [
-        ("c1", "p1", "Title\n\nShort. This sentence has enough words to be searched for. Another one that also fits here."),
+        (
+            "c1",
+            "p1",
+            "Title\n\nShort. This sentence has enough words to be searched for. Another one that also fits here.",
+        ),
         ("c2", "p1", "The same parent again has a fine sentence of several words in it."),
         ("c3", "p2", "東京は日本の首都であり、人口が最も多い都市です。大阪は西日本の経済の中心です。短い。"),
         ("c4", "p3", "no"),  # nothing that fits
@@ -70,8 +74,14 @@ def test_pseudo_queries_are_one_fitting_sentence_per_document_the_same_every_tim
     first = pseudo_queries(chunks, 10)
     assert first == pseudo_queries(chunks, 10)  # deterministic (seeded by the chunk id)
     assert [p for _, p in first] == ["p1", "p2"]  # one per parent; p3 has no sentence
-    assert first[0][0] in ("This sentence has enough words to be searched for.", "Another one that also fits here.")
-    assert first[1][0] in ("東京は日本の首都であり、人口が最も多い都市です。", "大阪は西日本の経済の中心です。")
+    assert first[0][0] in (
+        "This sentence has enough words to be searched for.",
+        "Another one that also fits here.",
+    )
+    assert first[1][0] in (
+        "東京は日本の首都であり、人口が最も多い都市です。",
+        "大阪は西日本の経済の中心です。",
+    )
     assert len(pseudo_queries(chunks, 1)) == 1
 
 
@@ -86,14 +96,23 @@ def test_competence_closes_a_leg_that_finds_little() -> None:
     assert weak_vector.gates == {"vector": 0.0, "keyword": 1.0}
     both = GroupCompetence.of({"vector": [0.7] * n, "keyword": [0.9] * n})
     assert both.gates == {"vector": 1.0, "keyword": 1.0}
-    assert GroupCompetence.of({"vector": [0.0] * 5, "keyword": [1.0] * 5}).gates == {"vector": 1.0, "keyword": 1.0}
+    assert GroupCompetence.of({"vector": [0.0] * 5, "keyword": [1.0] * 5}).gates == {
+        "vector": 1.0,
+        "keyword": 1.0,
+    }
 
 
 def test_calibration_round_trips_and_knows_when_it_is_stale(caplog: pytest.LogCaptureFixture) -> None:
-    c = Calibration("m", 1000, 1.5, {"all": GroupCompetence(40, {"vector": 0.1, "keyword": 0.8},
-                                                            {"vector": 0.0, "keyword": 1.0})})
+    c = Calibration(
+        "m",
+        1000,
+        1.5,
+        {"all": GroupCompetence(40, {"vector": 0.1, "keyword": 0.8}, {"vector": 0.0, "keyword": 1.0})},
+    )
     assert Calibration.from_json(c.to_json()) == c
-    assert not c.is_stale(1200, "m") and c.is_stale(1300, "m") and c.is_stale(700, "m") and c.is_stale(1000, "x")
+    assert (
+        not c.is_stale(1200, "m") and c.is_stale(1300, "m") and c.is_stale(700, "m") and c.is_stale(1000, "x")
+    )
     with caplog.at_level(logging.WARNING, logger="finderledge.calibration"):
         assert Calibration.from_json('{"groups": 3}') is None
     assert "unreadable" in caplog.text
@@ -113,8 +132,9 @@ def test_a_weak_legs_top_hit_no_longer_outranks_the_strong_legs() -> None:
     assert evidence["vector"] == pytest.approx(0.5 / 0.7) and evidence["keyword"] == pytest.approx(0.05)
     chosen = leg_weights(evidence, {}, "not calibrated")
     assert chosen.weights["vector"] > 0.9 and "share" in chosen.reason
-    new = evidence_fusion({"vector": vector, "keyword": keyword}, chosen.weights, vector_baseline=0.3,
-                          keyword_ceiling=40.0)
+    new = evidence_fusion(
+        {"vector": vector, "keyword": keyword}, chosen.weights, vector_baseline=0.3, keyword_ceiling=40.0
+    )
     assert [h.id for h in new[:3]] == ["a", "b", "c"]  # the strong leg's order, the weak leg only breaks ties
 
 
@@ -123,27 +143,50 @@ def test_evidence_fusion_keeps_a_single_legs_order_and_treats_missing_hits_by_li
     keyword = [("b", 10.0), ("c", 5.0)]
     w = {"vector": 1.0, "keyword": 1.0}
     # exhaustive keyword list: "a" (not listed) gets keyword evidence 0; otherwise the last listed score's
-    exhaustive = {h.id: h.score for h in evidence_fusion({"vector": vector, "keyword": keyword}, w,
-                                                         vector_baseline=0.5, keyword_ceiling=20.0,
-                                                         exhaustive=("keyword",))}
-    cut = {h.id: h.score for h in evidence_fusion({"vector": vector, "keyword": keyword}, w, vector_baseline=0.5,
-                                                  keyword_ceiling=20.0)}
+    exhaustive = {
+        h.id: h.score
+        for h in evidence_fusion(
+            {"vector": vector, "keyword": keyword},
+            w,
+            vector_baseline=0.5,
+            keyword_ceiling=20.0,
+            exhaustive=("keyword",),
+        )
+    }
+    cut = {
+        h.id: h.score
+        for h in evidence_fusion(
+            {"vector": vector, "keyword": keyword}, w, vector_baseline=0.5, keyword_ceiling=20.0
+        )
+    }
     assert exhaustive["a"] == pytest.approx(0.8) and cut["a"] == pytest.approx(0.8 + 0.25)
     assert cut["c"] == pytest.approx(0.6 + 0.25)  # vector: the last listed cosine's evidence
-    assert [h.id for h in evidence_fusion({"keyword": keyword}, w, vector_baseline=0.5, keyword_ceiling=20.0)] == ["b", "c"]
+    assert [
+        h.id for h in evidence_fusion({"keyword": keyword}, w, vector_baseline=0.5, keyword_ceiling=20.0)
+    ] == ["b", "c"]
 
 
 # -- in the library --------------------------------------------------------------------------------------------
 def _texts(n: int) -> list[str]:
-    topics = ["solar panels convert sunlight into electricity", "the river flooded the valley after the storm",
-              "a violin has four strings tuned in fifths", "proteins fold into shapes that set their function",
-              "the central bank raised interest rates again", "glaciers carve deep valleys over millennia"]
-    return [f"Note {i} about {topics[i % 6].split()[1]}. In note {i} we learn that {topics[i % 6]}. "
-            f"It also records observation number {i * 7 % 13} of the series." for i in range(n)]
+    topics = [
+        "solar panels convert sunlight into electricity",
+        "the river flooded the valley after the storm",
+        "a violin has four strings tuned in fifths",
+        "proteins fold into shapes that set their function",
+        "the central bank raised interest rates again",
+        "glaciers carve deep valleys over millennia",
+    ]
+    return [
+        f"Note {i} about {topics[i % 6].split()[1]}. In note {i} we learn that {topics[i % 6]}. "
+        f"It also records observation number {i * 7 % 13} of the series."
+        for i in range(n)
+    ]
 
 
 def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_path: Path, minilm) -> None:
-    fl = FinderLedge(tmp_path / "ix", embedding=minilm, vector_store="faiss", show_progress=False, env_file=None)
+    fl = FinderLedge(
+        tmp_path / "ix", embedding=minilm, vector_store="faiss", show_progress=False, env_file=None
+    )
     try:
         fl.add_texts(_texts(60))
         assert fl._ledger.get_info(INFO_KEY) is None  # too small a corpus to measure: gates stay open
@@ -173,35 +216,50 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_pa
 
 def test_explicit_weights_and_fusions_are_obeyed(tmp_path: Path, minilm) -> None:
     texts = _texts(150)
-    fixed = FinderLedge(embedding=minilm, vector_store="faiss", show_progress=False, env_file=None,
-                        keyword_weight=0.5)
+    fixed = FinderLedge(
+        embedding=minilm, vector_store="faiss", show_progress=False, env_file=None, keyword_weight=0.5
+    )
     try:
         fixed.add_texts(texts)
         assert fixed._ledger.get_info(INFO_KEY) is None  # fixed weights: nothing to calibrate
         trace = fixed.search("violin strings").trace
-        assert trace.weights == {"vector": 1.0, "keyword": 0.5} and trace.weights_reason == "set by the caller"
+        assert (
+            trace.weights == {"vector": 1.0, "keyword": 0.5} and trace.weights_reason == "set by the caller"
+        )
         assert trace.gates == {}
     finally:
         fixed.close()
     for fusion, reference in (("rrf", reciprocal_rank_fusion), ("relative_score", relative_score_fusion)):
-        fl = FinderLedge(embedding=minilm, vector_store="faiss", show_progress=False, env_file=None, fusion=fusion)
+        fl = FinderLedge(
+            embedding=minilm, vector_store="faiss", show_progress=False, env_file=None, fusion=fusion
+        )
         try:
             fl.add_texts(texts)
             query = "interest rates of the central bank"
             results = fl.search(query, k=5)
             vector = fl.finder.search(query, mode="vector", k=100)
             keyword = fl.finder.search(query, mode="keyword", k=100)
-            legs = {"vector": [(h.id, h.score) for h in vector], "keyword": [(h.id, h.score) for h in keyword]}
-            expected = (reference(legs) if fusion == "rrf" else
-                        reference(legs, floors={"keyword": 0.0} if len(keyword) < 100 else None))
+            legs = {
+                "vector": [(h.id, h.score) for h in vector],
+                "keyword": [(h.id, h.score) for h in keyword],
+            }
+            expected = (
+                reference(legs)
+                if fusion == "rrf"
+                else reference(legs, floors={"keyword": 0.0} if len(keyword) < 100 else None)
+            )
             assert [r.id for r in results] == [h.id for h in expected[:5]]
-            assert results.trace.fusion_method == fusion and results.trace.weights == {"vector": 1.0, "keyword": 1.0}
+            assert results.trace.fusion_method == fusion and results.trace.weights == {
+                "vector": 1.0,
+                "keyword": 1.0,
+            }
         finally:
             fl.close()
 
 
-def test_a_failed_calibration_never_fails_the_write(minilm, monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failed_calibration_never_fails_the_write(
+    minilm, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken(self: Any, *, force: bool = False) -> None:
         raise RuntimeError("embedding service down")
 
@@ -219,7 +277,9 @@ def test_a_failed_calibration_never_fails_the_write(minilm, monkeypatch: pytest.
 def test_an_anonymous_wrapper_turns_the_script_check_off(minilm) -> None:
     fl = FinderLedge(embedding=Anonymous(minilm), show_progress=False, env_file=None)
     try:
-        assert fl.finder.vector_scripts == ANY_SCRIPT  # what benchmarks/bench_adaptive.py's "anon" column uses
+        assert (
+            fl.finder.vector_scripts == ANY_SCRIPT
+        )  # what benchmarks/bench_adaptive.py's "anon" column uses
     finally:
         fl.close()
 
@@ -235,8 +295,10 @@ def _rows(name: str, n: int) -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.mark.skipif(not (DATASETS / "jaquad-dev").is_dir() or not (DATASETS / "scifact").is_dir(),
-                    reason="needs ../shared/datasets/jaquad-dev and scifact")
+@pytest.mark.skipif(
+    not (DATASETS / "jaquad-dev").is_dir() or not (DATASETS / "scifact").is_dir(),
+    reason="needs ../shared/datasets/jaquad-dev and scifact",
+)
 def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: Path, minilm) -> None:
     ja, en = _rows("jaquad-dev", 150), _rows("scifact", 150)
     texts = [f"{r['title']}\n\n{r['text']}" for r in ja + en]
@@ -255,8 +317,15 @@ def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: 
                 queries[q["_id"]] = q["text"]
 
     directory = tmp_path / "mixed"
-    fl = FinderLedge(directory, embedding=Anonymous(minilm), vector_store="faiss", show_progress=False,
-                     env_file=None, chunk_size=100_000, chunk_overlap=0)
+    fl = FinderLedge(
+        directory,
+        embedding=Anonymous(minilm),
+        vector_store="faiss",
+        show_progress=False,
+        env_file=None,
+        chunk_size=100_000,
+        chunk_overlap=0,
+    )
     try:
         fl.add_texts(texts, metas)
         calibration = fl._calibrator.current()
@@ -276,8 +345,9 @@ def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: 
         assert trace.gates["vector"] == 0.0 and "cjk-script" in trace.weights_reason
     finally:
         fl.close()
-    old = FinderLedge(directory, embedding=Anonymous(minilm), show_progress=False, env_file=None,
-                      fusion="relative_score")
+    old = FinderLedge(
+        directory, embedding=Anonymous(minilm), show_progress=False, env_file=None, fusion="relative_score"
+    )
     try:
         previous = mean_ndcg(old, "hybrid")
     finally:

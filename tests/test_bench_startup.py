@@ -25,19 +25,36 @@ COMMANDS = ("import", "list", "stats", "first_search", "first_search_recorded_to
 def test_tiny_run_writes_every_section(minilm, session_cache: Path, tmp_path: Path) -> None:
     minilm.embed_query("warm the session's ONNX export")  # the one-time export, outside the benchmark
     out = tmp_path / "startup.json"
-    command = [sys.executable, str(BENCH), "--chunks", "200", "--repeats", "1", "--warmup", "0",
-               "--cache-dir", str(session_cache), "--out", str(out)]
+    command = [
+        sys.executable,
+        str(BENCH),
+        "--chunks",
+        "200",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--cache-dir",
+        str(session_cache),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=880, env=env, cwd=ROOT)
+    done = subprocess.run(
+        command, check=False, capture_output=True, text=True, timeout=880, env=env, cwd=ROOT
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text(encoding="utf-8"))
 
-    assert result["command"] == ("python benchmarks/bench_startup.py --chunks 200 --repeats 1 --warmup 0 "
-                                 "--baseline 5962840")
+    assert result["command"] == (
+        "python benchmarks/bench_startup.py --chunks 200 --repeats 1 --warmup 0 --baseline 5962840"
+    )
     assert result["index"]["chunks"] == 200 and result["index"]["documents"] == 20
-    assert result["index"]["recorded_model"] == {"old": "sentence-transformers:all-MiniLM-L6-v2",
-                                                 "new": "onnx-int8:all-MiniLM-L6-v2",
-                                                 "new_recorded_torch": "sentence-transformers:all-MiniLM-L6-v2"}
+    assert result["index"]["recorded_model"] == {
+        "old": "sentence-transformers:all-MiniLM-L6-v2",
+        "new": "onnx-int8:all-MiniLM-L6-v2",
+        "new_recorded_torch": "sentence-transformers:all-MiniLM-L6-v2",
+    }
     for name in COMMANDS:
         versions = ("new",) if name == "first_search_recorded_torch" else ("old", "new")
         for version in versions:
@@ -46,18 +63,27 @@ def test_tiny_run_writes_every_section(minilm, session_cache: Path, tmp_path: Pa
     for ref in ("python", "st_load", "onnx_load"):
         assert len(result["references_s"][ref]["runs"]) == 1
     phases = result["onnx_load_phases_s"]
-    assert set(phases) == {"import", "session", "first_embedding"} and all(v["median"] > 0 for v in phases.values())
+    assert set(phases) == {"import", "session", "first_embedding"} and all(
+        v["median"] > 0 for v in phases.values()
+    )
     # the one-time export was done before (the session's cache), and the JSON says the timed runs exclude it
     export = result["onnx_export"]
     assert export["cache"] == "given (--cache-dir)" and export["built_by_this_run"] is False
     assert "excluded" in export["note"]
-    assert set(result["targets"]) == {"list_s", "stats_s", "first_search_s", "first_search_vs_onnx_load_s",
-                                      "first_search_recorded_torch_s"}
+    assert set(result["targets"]) == {
+        "list_s",
+        "stats_s",
+        "first_search_s",
+        "first_search_vs_onnx_load_s",
+        "first_search_recorded_torch_s",
+    }
     assert all(isinstance(t["met"], bool) for t in result["targets"].values())
     # what each command loads: the new default's first search runs ONNX Runtime, not torch
     loaded = result["heavy_modules_loaded"]
     assert "onnxruntime" in loaded["new"]["first_search"] and "torch" not in loaded["new"]["first_search"]
     assert "torch" in loaded["old"]["first_search"]
-    assert not {"torch", "onnxruntime", "sentence_transformers"} & set(loaded["new"]["list"] + loaded["new"]["stats"])
+    assert not {"torch", "onnxruntime", "sentence_transformers"} & set(
+        loaded["new"]["list"] + loaded["new"]["stats"]
+    )
     assert result["files_changed_by_timed_runs"]["new"] == []
     assert "written:" in done.stdout and "first_search" in done.stdout

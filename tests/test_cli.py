@@ -20,12 +20,19 @@ def _json(capsys: pytest.CaptureFixture[str]) -> object:
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``python -m finderledge ARGS`` in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-m", "finderledge", *args], check=False, capture_output=True,
-                          text=True, env={**os.environ, "HF_HUB_OFFLINE": "1", **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "finderledge", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        timeout=120,
+    )
 
 
-def test_add_search_context_list_stats_remove(tmp_path: Path, example_dir: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_add_search_context_list_stats_remove(
+    tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = str(tmp_path / "idx")
     assert main(["add", str(example_dir), "-d", d, "--vector-store", "faiss", "--no-progress", "--json"]) == 0
     report = _json(capsys)
@@ -34,8 +41,22 @@ def test_add_search_context_list_stats_remove(tmp_path: Path, example_dir: Path,
     assert main(["search", "How long is a password reset link valid?", "-d", d, "-k", "2", "--json"]) == 0
     hits = _json(capsys)
     assert len(hits) == 2 and hits[0]["metadata"]["file_name"] == "password-reset.txt"
-    assert main(["search", "返金の申請", "-d", d, "-m", "keyword", "--filter", '{"file_name": "sla-ja.md"}',
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "返金の申請",
+                "-d",
+                d,
+                "-m",
+                "keyword",
+                "--filter",
+                '{"file_name": "sla-ja.md"}',
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert {h["metadata"]["file_name"] for h in _json(capsys)} == {"sla-ja.md"}
     assert main(["search", "qqzzxxyy", "-d", d, "-m", "keyword"]) == 1  # nothing found
     assert "no results" in capsys.readouterr().out
@@ -48,13 +69,18 @@ def test_add_search_context_list_stats_remove(tmp_path: Path, example_dir: Path,
     assert len(docs) == 7
     assert main(["stats", "-d", d, "--json"]) == 0
     stats = _json(capsys)
-    assert stats["documents"] == 7 and stats["keyword_index_chunks"] == stats["vector_index_chunks"] == stats["chunks"]
+    assert (
+        stats["documents"] == 7
+        and stats["keyword_index_chunks"] == stats["vector_index_chunks"] == stats["chunks"]
+    )
 
     assert main(["remove", docs[0]["id"], "nope", "-d", d, "--json"]) == 1  # one removed, one not found
     assert _json(capsys) == {"removed": [docs[0]["id"]], "not_found": ["nope"]}
     assert main(["add", str(example_dir), "-d", d, "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "added 1, unchanged 6" in out and "embedded 0, from cache 1" in out  # the removed file came back from cache
+    assert (
+        "added 1, unchanged 6" in out and "embedded 0, from cache 1" in out
+    )  # the removed file came back from cache
 
 
 def test_bad_input_exit_code_and_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,10 +98,12 @@ def test_python_m_help() -> None:
 
 
 def test_eval_reads_the_default_directory_like_the_other_commands(
-        tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     qa = tmp_path / "qa.jsonl"
-    qa.write_text('{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n')
+    qa.write_text(
+        '{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n'
+    )
     # no index yet: an error naming the directory, and nothing is created
     assert main(["eval", str(qa), "--no-progress"]) == 2
     assert ".finderledge" in capsys.readouterr().err and not Path(".finderledge").exists()
@@ -101,9 +129,25 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_add_text(tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = str(tmp_path / "idx")
-    assert main(["add", "--text", "The warranty covers the battery for two years.", "--text", "docs/faq.md",
-                 str(example_dir / "guides" / "billing-faq.md"), "-d", d, "--vector-store", "faiss",
-                 "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "add",
+                "--text",
+                "The warranty covers the battery for two years.",
+                "--text",
+                "docs/faq.md",
+                str(example_dir / "guides" / "billing-faq.md"),
+                "-d",
+                d,
+                "--vector-store",
+                "faiss",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert len(_json(capsys)["added"]) == 3
     assert main(["search", "warranty battery", "-d", d, "-m", "keyword", "-k", "1", "--json"]) == 0
     assert _json(capsys)[0]["content"] == "The warranty covers the battery for two years."
@@ -137,8 +181,10 @@ def _synthetic_report() -> object:
 
     ms = {"mean": 12345.6, "p50": 1.2, "p95": 99999.9}
     metrics = {"nDCG@10": 0.5, "Recall@100": 0.91234, "Retrieval@100": 1.0, "KeywordRecall@100": 0.25}
-    modes = [ModeReport(name, dict(metrics), dict(ms), {"p50": 1.0}, {"p50": 12345.67})
-             for name in ("hybrid", "keyword", "vector+rerank-long-name")]
+    modes = [
+        ModeReport(name, dict(metrics), dict(ms), {"p50": 1.0}, {"p50": 12345.67})
+        for name in ("hybrid", "keyword", "vector+rerank-long-name")
+    ]
     return EvalReport("scifact", "beir", 10, 20, 5, None, None, modes)
 
 
@@ -149,7 +195,7 @@ def test_eval_table_columns_align() -> None:
 
     lines = format_report(_synthetic_report()).splitlines()  # type: ignore[arg-type]
     header = next(i for i, line in enumerate(lines) if line.startswith("mode"))
-    table = lines[header:header + 4]
+    table = lines[header : header + 4]
 
     def right_edges(line: str) -> list[int]:  # where each value ends (a mode name has no spaces)
         return [m.end() for m in re.finditer(r"\S+", line)][1:]
@@ -186,8 +232,23 @@ def test_eval_plot_legend_does_not_cover_the_bars(tmp_path: Path, monkeypatch: p
 
 def test_list_shows_each_documents_chunk_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     d = str(tmp_path / "idx")
-    assert main(["add", "--text", "one short text", "--text", "another short text", "-d", d,
-                 "--vector-store", "faiss", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "add",
+                "--text",
+                "one short text",
+                "--text",
+                "another short text",
+                "-d",
+                d,
+                "--vector-store",
+                "faiss",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["list", "-d", d, "--json"]) == 0
     assert [doc["chunks"] for doc in _json(capsys)] == [1, 1]
@@ -202,18 +263,24 @@ LONG_TEXTS = [
 
 
 def test_reindex_splits_again_records_the_settings_and_switches_the_store(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = str(tmp_path / "idx")
-    assert main(["add", "--text", LONG_TEXTS[0], "--text", LONG_TEXTS[1], "-d", d, "--no-progress", "-q"]) == 0
+    assert (
+        main(["add", "--text", LONG_TEXTS[0], "--text", LONG_TEXTS[1], "-d", d, "--no-progress", "-q"]) == 0
+    )
     capsys.readouterr()
     assert main(["reindex", "-d", d, "--chunk-size", "200", "--chunk-overlap", "20", "--no-progress"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert re.fullmatch(r"split 2 documents again into (\d+) chunks \(embedded \d+, from cache \d+\) in [\d.]+ s",
-                        out[0]), out
+    assert re.fullmatch(
+        r"split 2 documents again into (\d+) chunks \(embedded \d+, from cache \d+\) in [\d.]+ s", out[0]
+    ), out
     chunks = int(out[0].split(" into ")[1].split()[0])
     assert chunks > 4  # ~500 and ~580 characters in chunks of at most 200
-    assert out[1:] == ["recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, vector_store chroma",
-                       f"index now holds 2 documents, {chunks} chunks"]
+    assert out[1:] == [
+        "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, vector_store chroma",
+        f"index now holds 2 documents, {chunks} chunks",
+    ]
     assert main(["stats", "-d", d, "--json"]) == 0  # a fresh open reads the recorded settings
     stats = _json(capsys)
     assert stats["chunks"] == stats["vector_index_chunks"] == stats["keyword_index_chunks"] == chunks

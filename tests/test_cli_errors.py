@@ -28,14 +28,28 @@ TEXTS = ["Password reset links are valid for thirty minutes.", "Refunds are paid
 def _cli(*args: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -m finderledge ARGS`` in a fresh interpreter (what a user's shell sees)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(extra_env or {})}
-    return subprocess.run([sys.executable, "-m", "finderledge", *args], check=False, capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "finderledge", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run a Python snippet in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=300,
+    )
 
 
 def _one_line(err: str) -> str:
@@ -57,13 +71,19 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # -- a directory that holds no index ------------------------------------------------------------------
-MISSING_INDEX_COMMANDS: list[list[str]] = [["search", "x"], ["context", "x"], ["list"], ["stats"],
-                                           ["remove", "some-id"]]
+MISSING_INDEX_COMMANDS: list[list[str]] = [
+    ["search", "x"],
+    ["context", "x"],
+    ["list"],
+    ["stats"],
+    ["remove", "some-id"],
+]
 
 
 @pytest.mark.parametrize("command", MISSING_INDEX_COMMANDS, ids=lambda c: c[0])
 def test_a_missing_index_is_one_line_exit_2_and_nothing_is_created(
-        tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "no" / "such" / "index"
     assert main([*command, "--dir", str(missing)]) == 2
     captured = capsys.readouterr()
@@ -83,7 +103,8 @@ def test_eval_of_a_question_file_without_an_index(tmp_path: Path, capsys: pytest
 
 @pytest.mark.parametrize("command", MISSING_INDEX_COMMANDS, ids=lambda c: c[0])
 def test_an_existing_directory_without_a_ledger_is_not_an_index(
-        tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "notes").mkdir()
     assert main([*command, "--dir", str(tmp_path / "notes")]) == 2
     assert "no FinderLedge index at" in _one_line(capsys.readouterr().err)
@@ -101,8 +122,9 @@ def test_a_dir_below_a_file_is_one_line_without_traceback(tmp_path: Path) -> Non
 # -- bad input on an existing index ---------------------------------------------------------------
 @pytest.mark.parametrize("query", ["", "   ", "\n"])
 @pytest.mark.parametrize("command", ["search", "context"])
-def test_an_empty_query_is_bad_input(index_dir: Path, command: str, query: str,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_query_is_bad_input(
+    index_dir: Path, command: str, query: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main([command, query, "--dir", str(index_dir)]) == 2
     assert "query" in _one_line(capsys.readouterr().err)
 
@@ -119,12 +141,19 @@ def test_nothing_found_is_exit_1(index_dir: Path, capsys: pytest.CaptureFixture[
     assert capsys.readouterr().err == ""
 
 
-def test_another_embedding_model_is_one_line_exit_2(index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["search", "password", "--dir", str(index_dir), "--embedding", "openai:text-embedding-3-small"]) == 2
+def test_another_embedding_model_is_one_line_exit_2(
+    index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["search", "password", "--dir", str(index_dir), "--embedding", "openai:text-embedding-3-small"])
+        == 2
+    )
     assert "--embedding" in _one_line(capsys.readouterr().err)
 
 
-@pytest.mark.parametrize("argv", [[], ["search"], ["search", "x", "-k", "many"], ["nope"], ["list", "--bogus"]])
+@pytest.mark.parametrize(
+    "argv", [[], ["search"], ["search", "x", "-k", "many"], ["nope"], ["list", "--bogus"]]
+)
 def test_usage_errors_are_one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     err = _one_line(capsys.readouterr().err)
@@ -132,7 +161,9 @@ def test_usage_errors_are_one_line_exit_2(argv: list[str], capsys: pytest.Captur
 
 
 # -- add ------------------------------------------------------------------------------------------
-def test_add_of_a_missing_path_is_not_indexed_as_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_add_of_a_missing_path_is_not_indexed_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for typo in ["typo", "docs/typo.md", str(tmp_path / "missing.txt")]:
         d = tmp_path / "new-index"
         assert main(["add", typo, "--dir", str(d), "--no-progress"]) == 2
@@ -142,7 +173,8 @@ def test_add_of_a_missing_path_is_not_indexed_as_text(tmp_path: Path, capsys: py
 
 
 def test_add_of_a_missing_path_leaves_an_existing_index_unchanged(
-        index_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["add", "typo", "--dir", str(index_dir)]) == 2
     _one_line(capsys.readouterr().err)
     assert main(["list", "--dir", str(index_dir), "--json"]) == 0
@@ -158,7 +190,8 @@ def test_add_where_every_file_is_skipped(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_add_where_every_file_is_skipped_keeps_an_existing_index(
-        index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "data.xyz").write_text("some text in an unsupported format")
     assert main(["add", str(tmp_path / "data.xyz"), "--dir", str(index_dir), "--no-progress"]) == 2
     assert "unsupported file type '.xyz'" in _one_line(capsys.readouterr().err)
@@ -181,21 +214,25 @@ def _raiser(exc: BaseException) -> Callable[[object], int]:
     return command
 
 
-@pytest.mark.parametrize(("exc", "code"), [
-    (ConfigurationError("setting 'k': expected a positive integer, got 0"), 2),
-    (IncompatibleIndexError("built with another model"), 2),
-    (LoadError("a.pdf", "cannot read PDF"), 2),
-    (LedgerCorruptError("idx/ledger.sqlite3", "not a database"), 2),
-    (LockTimeoutError("the write lock is held by pid 42"), 2),
-    (ValueError("bad value\nover two lines"), 2),
-    (FileNotFoundError(2, "No such file or directory", "x.txt"), 2),
-    (PermissionError(13, "Permission denied", "/root/idx"), 2),
-    (DocumentNotFoundError("no document with id 'abc'"), 1),
-    (RuntimeError("a bug"), 2),
-    (KeyError("parent_id"), 2),
-])
-def test_library_errors_map_to_exit_codes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                                          exc: Exception, code: int) -> None:
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [
+        (ConfigurationError("setting 'k': expected a positive integer, got 0"), 2),
+        (IncompatibleIndexError("built with another model"), 2),
+        (LoadError("a.pdf", "cannot read PDF"), 2),
+        (LedgerCorruptError("idx/ledger.sqlite3", "not a database"), 2),
+        (LockTimeoutError("the write lock is held by pid 42"), 2),
+        (ValueError("bad value\nover two lines"), 2),
+        (FileNotFoundError(2, "No such file or directory", "x.txt"), 2),
+        (PermissionError(13, "Permission denied", "/root/idx"), 2),
+        (DocumentNotFoundError("no document with id 'abc'"), 1),
+        (RuntimeError("a bug"), 2),
+        (KeyError("parent_id"), 2),
+    ],
+)
+def test_library_errors_map_to_exit_codes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exc: Exception, code: int
+) -> None:
     monkeypatch.setitem(cli.COMMANDS, "stats", _raiser(exc))
     assert main(["stats"]) == code
     err = _one_line(capsys.readouterr().err)
@@ -205,8 +242,9 @@ def test_library_errors_map_to_exit_codes(monkeypatch: pytest.MonkeyPatch, capsy
 
 
 @pytest.mark.parametrize("argv", [["--debug", "stats"], ["stats", "--debug"]])
-def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                                   argv: list[str]) -> None:
+def test_debug_shows_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
     monkeypatch.setitem(cli.COMMANDS, "stats", _raiser(RuntimeError("a bug")))
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -215,8 +253,15 @@ def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch, capsys: pyte
 
 def test_debug_on_every_subcommand() -> None:
     parser = cli.build_parser()
-    for argv in (["add", "x"], ["search", "q"], ["context", "q"], ["remove", "i"], ["list"], ["stats"],
-                 ["eval", "qa.json"]):
+    for argv in (
+        ["add", "x"],
+        ["search", "q"],
+        ["context", "q"],
+        ["remove", "i"],
+        ["list"],
+        ["stats"],
+        ["eval", "qa.json"],
+    ):
         assert parser.parse_args([*argv, "--debug"]).debug is True
         assert parser.parse_args(["--debug", *argv]).debug is True
         assert parser.parse_args(argv).debug is False
@@ -258,8 +303,16 @@ def mixed_folder(tmp_path: Path) -> Path:
 
 
 def test_add_prints_each_warning_once_on_one_line(mixed_folder: Path, tmp_path: Path) -> None:
-    proc = _cli("add", str(mixed_folder), "--dir", str(tmp_path / "idx"), "--vector-store", "faiss", "--no-progress",
-                cwd=tmp_path)
+    proc = _cli(
+        "add",
+        str(mixed_folder),
+        "--dir",
+        str(tmp_path / "idx"),
+        "--vector-store",
+        "faiss",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert all(line.startswith("finderledge: warning: ") for line in lines), proc.stderr
@@ -272,19 +325,38 @@ def test_add_prints_each_warning_once_on_one_line(mixed_folder: Path, tmp_path: 
 
 
 def test_verbose_shows_finderledge_info_but_no_third_party_noise(mixed_folder: Path, tmp_path: Path) -> None:
-    proc = _cli("add", str(mixed_folder), "--dir", str(tmp_path / "idx"), "--vector-store", "faiss", "--no-progress",
-                "-v", cwd=tmp_path)
+    proc = _cli(
+        "add",
+        str(mixed_folder),
+        "--dir",
+        str(tmp_path / "idx"),
+        "--vector-store",
+        "faiss",
+        "--no-progress",
+        "-v",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert any(line.startswith("finderledge: info: ") for line in lines), proc.stderr
-    assert all(line.startswith(("finderledge: info: ", "finderledge: warning: ")) for line in lines), proc.stderr
+    assert all(line.startswith(("finderledge: info: ", "finderledge: warning: ")) for line in lines), (
+        proc.stderr
+    )
     lowered = proc.stderr.lower()
-    for noise in ("faiss.loader", "avx", "loading faiss", "sentence_transformers", "loading sentencetransformer"):
+    for noise in (
+        "faiss.loader",
+        "avx",
+        "loading faiss",
+        "sentence_transformers",
+        "loading sentencetransformer",
+    ):
         assert noise not in lowered, proc.stderr
     assert len([line for line in lines if "incorrect startxref" in line]) == 1
 
 
-def test_quiet_shows_no_warnings(mixed_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_quiet_shows_no_warnings(
+    mixed_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     d = str(tmp_path / "idx")
     assert main(["add", str(mixed_folder), "--dir", d, "--vector-store", "faiss", "--no-progress", "-q"]) == 0
     captured = capsys.readouterr()
@@ -349,7 +421,8 @@ def _nothing_to_add(kind: str, folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["empty", "hidden", "excluded", "not-included"])
 def test_add_of_a_folder_with_nothing_to_add_fails_and_leaves_nothing(
-        tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "docs"
     extra = _nothing_to_add(kind, folder)
     d = tmp_path / "new" / "idx"
@@ -362,7 +435,8 @@ def test_add_of_a_folder_with_nothing_to_add_fails_and_leaves_nothing(
 
 
 def test_add_of_an_empty_folder_keeps_an_existing_index(
-        index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "empty").mkdir()
     assert main(["add", str(tmp_path / "empty"), "--dir", str(index_dir), "--no-progress"]) == 2
     assert "nothing added" in _one_line(capsys.readouterr().err)
@@ -378,8 +452,9 @@ def questions(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("k", ["0", "-2"])
-def test_eval_refuses_a_k_below_1(index_dir: Path, questions: Path, k: str,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_refuses_a_k_below_1(
+    index_dir: Path, questions: Path, k: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["eval", str(questions), "--dir", str(index_dir), "-k", k, "--no-progress"]) == 2
     captured = capsys.readouterr()
     assert f"-k: expected a positive number of results per query, got {k}" in _one_line(captured.err)
@@ -394,8 +469,9 @@ def test_evaluate_refuses_k_0_rather_than_defaulting(index_dir: Path, questions:
 
 
 @pytest.mark.parametrize("content", ["[]", "", "\n\n"], ids=["empty-list", "empty-file", "blank-lines"])
-def test_eval_of_an_empty_question_file_is_bad_input(index_dir: Path, tmp_path: Path, content: str,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_of_an_empty_question_file_is_bad_input(
+    index_dir: Path, tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     qa = tmp_path / ("qa.json" if content == "[]" else "qa.jsonl")
     qa.write_text(content)
     assert main(["eval", str(qa), "--dir", str(index_dir), "--no-progress"]) == 2
@@ -403,23 +479,40 @@ def test_eval_of_an_empty_question_file_is_bad_input(index_dir: Path, tmp_path: 
     assert f"{qa}: no questions" in _one_line(captured.err) and captured.out == ""
 
 
-def test_a_missing_openai_key_is_a_configuration_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_openai_key_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("langchain_openai")
     for key in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
         monkeypatch.delenv(key, raising=False)
     d = tmp_path / "idx"
-    assert main(["add", "--text", "hello", "--embedding", "openai:text-embedding-3-small", "--dir", str(d),
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "add",
+                "--text",
+                "hello",
+                "--embedding",
+                "openai:text-embedding-3-small",
+                "--dir",
+                str(d),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = _one_line(capsys.readouterr().err)
-    assert err.startswith("finderledge add: error: setting 'embedding': 'openai:text-embedding-3-small' needs an "
-                          "OpenAI API key: set OPENAI_API_KEY"), err
+    assert err.startswith(
+        "finderledge add: error: setting 'embedding': 'openai:text-embedding-3-small' needs an "
+        "OpenAI API key: set OPENAI_API_KEY"
+    ), err
     assert "unexpected" not in err and "OpenAIError" not in err
     assert not d.exists()
 
 
 def test_keys_list_and_revoke_need_an_index_like_the_other_read_commands(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "no" / "index"
     for argv in (["keys", "list"], ["keys", "revoke", "k1"]):
         assert main([*argv, "--dir", str(missing)]) == 2
@@ -455,8 +548,24 @@ def test_every_option_has_a_help_text() -> None:
 
 def test_a_recovered_corrupt_index_prints_warnings_not_errors(tmp_path: Path) -> None:
     d = tmp_path / "idx"
-    assert main(["add", "--text", TEXTS[0], "--text", TEXTS[1], "--dir", str(d), "--vector-store", "faiss",
-                 "--no-progress", "-q"]) == 0
+    assert (
+        main(
+            [
+                "add",
+                "--text",
+                TEXTS[0],
+                "--text",
+                TEXTS[1],
+                "--dir",
+                str(d),
+                "--vector-store",
+                "faiss",
+                "--no-progress",
+                "-q",
+            ]
+        )
+        == 0
+    )
     (d / "bm25" / "manifest.json").write_text("{ not json")
     proc = _cli("search", "password reset", "--dir", str(d), "-m", "keyword", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

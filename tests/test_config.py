@@ -24,7 +24,9 @@ def test_precedence_arguments_env_dotenv_defaults(tmp_path: Path) -> None:
     assert s.search_mode == "keyword"  # .env beats default
     assert s.chunk_overlap == 100  # default
     assert Settings.resolve({}, environ={}, env_file=env_file, defaults={"k": 9, "rrf_k": 20}).rrf_k == 20
-    assert Settings.resolve({}, environ={}, env_file=env_file, defaults={"k": 9}).k == 7  # .env beats recorded
+    assert (
+        Settings.resolve({}, environ={}, env_file=env_file, defaults={"k": 9}).k == 7
+    )  # .env beats recorded
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,12 @@ from finderledge.durable import manifest_checksum, npy_bytes
 from finderledge.errors import FinderLedgeError, IndexCorruptError, LedgerCorruptError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "data"
-QUERIES = ["How long is a password reset link valid?", "返金の申請期限", "upload large files resume", "retry backoff"]
+QUERIES = [
+    "How long is a password reset link valid?",
+    "返金の申請期限",
+    "upload large files resume",
+    "retry backoff",
+]
 MODES = ("hybrid", "keyword", "vector")
 LEDGER = "ledger.sqlite3"
 SEGMENT = "seg-00000000"
@@ -45,7 +50,9 @@ SEGMENT = "seg-00000000"
 # Helpers
 # ---------------------------------------------------------------------------------------------------
 def _answers(fl: FinderLedge) -> dict[str, Any]:
-    out: dict[str, Any] = {f"{q}|{m}": [r.id for r in fl.search(q, search_mode=m, k=5)] for q in QUERIES for m in MODES}
+    out: dict[str, Any] = {
+        f"{q}|{m}": [r.id for r in fl.search(q, search_mode=m, k=5)] for q in QUERIES for m in MODES
+    }
     out["count"] = fl.count()
     return out
 
@@ -81,7 +88,9 @@ def _manifest(index_dir: Path) -> dict[str, Any]:
 def _write_manifest(index_dir: Path, manifest: dict[str, Any]) -> None:
     """Write a manifest whose checksum vouches for it (a crafted one recomputes it, as anybody can)."""
     body = {k: v for k, v in manifest.items() if k != "checksum"}
-    (index_dir / "manifest.json").write_text(json.dumps({**body, "checksum": manifest_checksum(body)}), encoding="utf-8")
+    (index_dir / "manifest.json").write_text(
+        json.dumps({**body, "checksum": manifest_checksum(body)}), encoding="utf-8"
+    )
 
 
 def _info(data: bytes) -> dict[str, int]:
@@ -103,8 +112,12 @@ def _leaf_pages(db: Path, table: str) -> list[int]:
     shutil.copyfile(db, copy)
     con = sqlite3.connect(copy)
     try:
-        return [r[0] for r in con.execute(
-            "SELECT pageno FROM dbstat WHERE name=? AND pagetype='leaf' ORDER BY pageno", (table,))]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT pageno FROM dbstat WHERE name=? AND pagetype='leaf' ORDER BY pageno", (table,)
+            )
+        ]
     except sqlite3.OperationalError:
         pytest.skip("this SQLite has no dbstat table")
     finally:
@@ -141,15 +154,23 @@ print(json.dumps(out))
 
 def _open_in_subprocess(root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(OPEN_SCRIPT), str(root), json.dumps(QUERIES)],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(OPEN_SCRIPT), str(root), json.dumps(QUERIES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
 # Fixtures: one directory built per vector store, copied for every test
 # ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session", params=["chroma", "faiss"])
-def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> tuple[str, Path, dict[str, Any]]:
+def template(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any
+) -> tuple[str, Path, dict[str, Any]]:
     kind = str(request.param)
     base = tmp_path_factory.mktemp(f"template-{kind}")
     data = base / "data"
@@ -198,8 +219,9 @@ def _lose_ledger(path: Path, damage: str) -> None:
 
 
 @pytest.mark.parametrize("damage", ["missing", "empty", "not sqlite", "blank sqlite"])
-def test_lost_ledger_next_to_indexes_is_refused_and_changes_nothing(built: tuple[str, Path, dict[str, Any]],
-                                                                   minilm: Any, damage: str) -> None:
+def test_lost_ledger_next_to_indexes_is_refused_and_changes_nothing(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, damage: str
+) -> None:
     kind, root, expected = built
     ledger = root / LEDGER
     saved = ledger.read_bytes()
@@ -220,8 +242,9 @@ def test_lost_ledger_next_to_indexes_is_refused_and_changes_nothing(built: tuple
         fl.close()
 
 
-def test_a_fresh_ledger_next_to_full_indexes_never_empties_them(built: tuple[str, Path, dict[str, Any]],
-                                                                 minilm: Any, tmp_path: Path) -> None:
+def test_a_fresh_ledger_next_to_full_indexes_never_empties_them(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, tmp_path: Path
+) -> None:
     """A valid but new ledger (from another directory) is not the one the indexes were built from."""
     kind, root, expected = built
     fresh = _open(tmp_path / "fresh", minilm, vector_store=kind)
@@ -254,8 +277,9 @@ def test_a_fresh_ledger_next_to_full_indexes_never_empties_them(built: tuple[str
 
 
 @pytest.mark.parametrize("lost", ["bm25 folder", "vector folder", "bm25 manifest", "vector manifest"])
-def test_a_lost_index_folder_or_manifest_is_refilled_from_the_ledger(built: tuple[str, Path, dict[str, Any]],
-                                                                     minilm: Any, lost: str) -> None:
+def test_a_lost_index_folder_or_manifest_is_refilled_from_the_ledger(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, lost: str
+) -> None:
     kind, root, expected = built
     folder = root / ("bm25" if lost.startswith("bm25") else kind)
     if lost.endswith("folder"):
@@ -275,7 +299,9 @@ def test_a_lost_index_folder_or_manifest_is_refilled_from_the_ledger(built: tupl
 
 
 @pytest.mark.parametrize("layout", ["new", "existing empty", "empty index folders"])
-def test_a_new_or_empty_directory_still_opens(tmp_path: Path, minilm: Any, store_kind: str, layout: str) -> None:
+def test_a_new_or_empty_directory_still_opens(
+    tmp_path: Path, minilm: Any, store_kind: str, layout: str
+) -> None:
     root = tmp_path / "index"
     if layout != "new":
         root.mkdir()
@@ -293,7 +319,9 @@ def test_a_new_or_empty_directory_still_opens(tmp_path: Path, minilm: Any, store
 # ---------------------------------------------------------------------------------------------------
 # 2. Flipped bytes in the ledger: reported at open, naming the file
 # ---------------------------------------------------------------------------------------------------
-def test_flipped_bytes_in_the_ledger_are_reported_at_open(built: tuple[str, Path, dict[str, Any]], minilm: Any) -> None:
+def test_flipped_bytes_in_the_ledger_are_reported_at_open(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any
+) -> None:
     _, root, _ = built
     ledger = root / LEDGER
     _flip_chunk_pages(ledger)  # before the fix: it opened, then searches raised sqlite3.DatabaseError
@@ -316,15 +344,17 @@ def _flip_chunk_pages(ledger: Path) -> None:
     ledger.write_bytes(bytes(data))
 
 
-def test_ledger_damage_found_after_open_is_reported_as_such(built: tuple[str, Path, dict[str, Any]],
-                                                            minilm: Any) -> None:
+def test_ledger_damage_found_after_open_is_reported_as_such(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any
+) -> None:
     _, root, _ = built
     fl = _open(root, minilm)
     try:
         _flip_chunk_pages(root / LEDGER)
         errors: list[BaseException] = []
         worker = threading.Thread(  # a new thread reads through a new connection: from the damaged file
-            target=lambda: errors.append(_raised(lambda: fl.search(QUERIES[0], search_mode="keyword"))))
+            target=lambda: errors.append(_raised(lambda: fl.search(QUERIES[0], search_mode="keyword")))
+        )
         worker.start()
         worker.join()
         assert isinstance(errors[0], LedgerCorruptError), errors
@@ -344,9 +374,18 @@ def _raised(call: Any) -> BaseException | None:
 # ---------------------------------------------------------------------------------------------------
 # 3. Paths read from index files never leave the index directory
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("craft", ["relative segment name", "absolute segment name", "segment name of a differing index",
-                                   "tombstone file outside"])
-def test_crafted_bm25_paths_never_reach_outside(built: tuple[str, Path, dict[str, Any]], minilm: Any, craft: str) -> None:
+@pytest.mark.parametrize(
+    "craft",
+    [
+        "relative segment name",
+        "absolute segment name",
+        "segment name of a differing index",
+        "tombstone file outside",
+    ],
+)
+def test_crafted_bm25_paths_never_reach_outside(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, craft: str
+) -> None:
     _, root, expected = built
     other = _victim(root)
     precious = root.parent / "precious.npy"
@@ -385,8 +424,9 @@ def test_crafted_bm25_paths_never_reach_outside(built: tuple[str, Path, dict[str
 
 @pytest.mark.parametrize("manifest", ["kept", "removed"])
 @pytest.mark.parametrize("index", ["bm25", "faiss"])
-def test_a_symlinked_segments_folder_is_not_followed(built: tuple[str, Path, dict[str, Any]], minilm: Any,
-                                                     index: str, manifest: str) -> None:
+def test_a_symlinked_segments_folder_is_not_followed(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, index: str, manifest: str
+) -> None:
     kind, root, expected = built
     if index == "faiss" and kind != "faiss":
         pytest.skip("the FAISS layout only")
@@ -419,8 +459,15 @@ def _crafted_legacy(directory: Path, dimension: int, claimed_floats: int) -> Non
     index.add_with_ids(np.ones((3, dimension), dtype=np.float32), np.arange(3, dtype=np.int64))
     raw = bytearray(faiss.serialize_index(index).tobytes())
     struct.pack_into("<Q", raw, 74, claimed_floats)  # IxM2 header (37 bytes), IxFI header (37), float count
-    entries = {"format": 1, "dimension": dimension, "sha256": hashlib.sha256(raw).hexdigest(), "next": 3,
-               "ids": ["a", "b", "c"], "int_ids": [0, 1, 2], "metadatas": [{}, {}, {}]}
+    entries = {
+        "format": 1,
+        "dimension": dimension,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "next": 3,
+        "ids": ["a", "b", "c"],
+        "int_ids": [0, 1, 2],
+        "metadatas": [{}, {}, {}],
+    }
     shutil.rmtree(directory)
     directory.mkdir()
     (directory / "index.faiss").write_bytes(bytes(raw))
@@ -441,15 +488,21 @@ print("maxrss_kb", hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).r
 """
 
 
-def test_a_crafted_legacy_index_is_rejected_before_any_allocation(built: tuple[str, Path, dict[str, Any]],
-                                                                  minilm: Any) -> None:
+def test_a_crafted_legacy_index_is_rejected_before_any_allocation(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any
+) -> None:
     kind, root, expected = built
     if kind != "faiss":
         pytest.skip("the FAISS layout only")
     _crafted_legacy(root / "faiss", 384, (4600 << 20) // 4)  # 4.7 kB claiming 4.6 GB of vectors
     assert (root / "faiss" / "index.faiss").stat().st_size < 5000
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(MEMORY_SCRIPT), str(root / "faiss"), "384"],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(MEMORY_SCRIPT), str(root / "faiss"), "384"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "corrupt:" in proc.stdout
     maxrss_mb = int(re.search(r"maxrss_kb (\d+)", proc.stdout)[1]) / 1024  # type: ignore[index]
@@ -470,8 +523,9 @@ def _huge_npy(dtype: str, length: int, data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("target", ["faiss seq.npy", "faiss tombstones", "bm25 tombstones"])
-def test_npy_shapes_are_checked_against_the_file_size(built: tuple[str, Path, dict[str, Any]], minilm: Any,
-                                                      target: str) -> None:
+def test_npy_shapes_are_checked_against_the_file_size(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, target: str
+) -> None:
     kind, root, expected = built
     if target.startswith("faiss") and kind != "faiss":
         pytest.skip("the FAISS layout only")
@@ -545,13 +599,22 @@ def _craft(root: Path, kind: str, craft: str) -> str:
     return craft.split()[0]
 
 
-CRAFTS = ["bm25 manifest nested", "bm25 tokenizer unknown argument", "bm25 tokenizer bad value", "bm25 tokenizer nested",
-          "bm25 terms.json nested", "faiss manifest nested", "faiss ids.json nested", "faiss legacy entries.json nested"]
+CRAFTS = [
+    "bm25 manifest nested",
+    "bm25 tokenizer unknown argument",
+    "bm25 tokenizer bad value",
+    "bm25 tokenizer nested",
+    "bm25 terms.json nested",
+    "faiss manifest nested",
+    "faiss ids.json nested",
+    "faiss legacy entries.json nested",
+]
 
 
 @pytest.mark.parametrize("craft", CRAFTS)
-def test_crafted_index_files_are_moved_aside_and_rebuilt(built: tuple[str, Path, dict[str, Any]], minilm: Any,
-                                                         craft: str) -> None:
+def test_crafted_index_files_are_moved_aside_and_rebuilt(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any, craft: str
+) -> None:
     kind, root, expected = built
     if craft.startswith("faiss") and kind != "faiss":
         pytest.skip("the FAISS layout only")
@@ -566,8 +629,9 @@ def test_crafted_index_files_are_moved_aside_and_rebuilt(built: tuple[str, Path,
     assert len(aside) == 1 and _tree(aside[0]) == crafted
 
 
-def test_bm25_metadata_that_is_not_objects_is_moved_aside_and_rebuilt(built: tuple[str, Path, dict[str, Any]],
-                                                                      minilm: Any) -> None:
+def test_bm25_metadata_that_is_not_objects_is_moved_aside_and_rebuilt(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any
+) -> None:
     _, root, expected = built
     bm25 = root / "bm25"
     n = _manifest(bm25)["segments"][0]["n_docs"]
@@ -591,10 +655,13 @@ def test_bm25_metadata_that_is_not_objects_is_moved_aside_and_rebuilt(built: tup
 # 6. A damaged chroma.sqlite3 is moved aside and rebuilt (run in a subprocess: Chroma may abort it)
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["migrations text (Rust panic)", "queued vector metadata (log replay)",
-                                    "schema text (process abort)"])
-def test_a_damaged_chroma_database_is_moved_aside_and_rebuilt(built: tuple[str, Path, dict[str, Any]],
-                                                              damage: str) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    ["migrations text (Rust panic)", "queued vector metadata (log replay)", "schema text (process abort)"],
+)
+def test_a_damaged_chroma_database_is_moved_aside_and_rebuilt(
+    built: tuple[str, Path, dict[str, Any]], damage: str
+) -> None:
     kind, root, expected = built
     if kind != "chroma":
         pytest.skip("the Chroma layout only")
@@ -617,7 +684,9 @@ def test_a_damaged_chroma_database_is_moved_aside_and_rebuilt(built: tuple[str, 
 # ---------------------------------------------------------------------------------------------------
 # 7. Two move-asides in the same second both succeed and both are kept
 # ---------------------------------------------------------------------------------------------------
-def test_move_asides_in_the_same_second_do_not_collide(built: tuple[str, Path, dict[str, Any]], minilm: Any) -> None:
+def test_move_asides_in_the_same_second_do_not_collide(
+    built: tuple[str, Path, dict[str, Any]], minilm: Any
+) -> None:
     _, root, expected = built
     now = time.time()
     earlier = []
@@ -641,7 +710,9 @@ def test_move_asides_in_the_same_second_do_not_collide(built: tuple[str, Path, d
         fl.close()
     aside = _asides(root, "bm25")
     assert len(aside) == 5  # three earlier ones and two new ones, none overwritten
-    assert all((p / "manifest.json").read_text(encoding="utf-8") == "an earlier damaged index" for p in earlier)
+    assert all(
+        (p / "manifest.json").read_text(encoding="utf-8") == "an earlier damaged index" for p in earlier
+    )
     contents = {(p / "manifest.json").read_bytes() for p in aside if p not in earlier}
     assert contents == {b'{"format": "finderledge.keyword_sto', b"torn again"}
 

@@ -21,9 +21,20 @@ import pytest
 from conftest import EXAMPLES, ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-RUN_ELSEWHERE = {"context.md": "test_context.py", "filters.md": "test_filters.py", "scores.md": "test_scores.py"}
-RUN_HERE = ["README.md", "formats.md", "keyword_store.md", "evaluation.md", "strategies.md", "embeddings.md",
-            "scaling.md"]
+RUN_ELSEWHERE = {
+    "context.md": "test_context.py",
+    "filters.md": "test_filters.py",
+    "scores.md": "test_scores.py",
+}
+RUN_HERE = [
+    "README.md",
+    "formats.md",
+    "keyword_store.md",
+    "evaluation.md",
+    "strategies.md",
+    "embeddings.md",
+    "scaling.md",
+]
 
 
 def _blocks(page: Path, lang: str) -> list[str]:
@@ -40,7 +51,9 @@ def test_every_page_with_samples_is_run() -> None:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_model_in_samples) -> Iterator[Path]:
+def workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_model_in_samples
+) -> Iterator[Path]:
     """A working directory with the data the samples name; FinderLedge uses the already-loaded model."""
     import finderledge.facade
 
@@ -52,15 +65,20 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_mode
         return real(*args, **kwargs)
 
     monkeypatch.setattr(finderledge.facade, "FinderLedge", with_model)  # what the CLI opens
-    monkeypatch.setenv("FINDERLEDGE_CACHE_DIR", str(tmp_path / "cache"))  # an ONNX export never lands in ~/.cache
+    monkeypatch.setenv(
+        "FINDERLEDGE_CACHE_DIR", str(tmp_path / "cache")
+    )  # an ONNX export never lands in ~/.cache
     work = tmp_path / "work"
     shutil.copytree(EXAMPLES / "guides", work / "docs")
     (work / "docs" / "drafts").mkdir()
     (work / "docs" / "drafts" / "unfinished.md").write_text("# Draft\n\nNot yet.\n", encoding="utf-8")
-    questions = [{"question": "How long is a password reset link valid?", "gold_sources": ["docs/password-reset.txt"]},
-                 {"question": "返金の申請期限は？", "gold_sources": ["docs/sla-ja.md"]}]
-    (work / "questions.jsonl").write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in questions) + "\n",
-                                          encoding="utf-8")
+    questions = [
+        {"question": "How long is a password reset link valid?", "gold_sources": ["docs/password-reset.txt"]},
+        {"question": "返金の申請期限は？", "gold_sources": ["docs/sla-ja.md"]},
+    ]
+    (work / "questions.jsonl").write_text(
+        "\n".join(json.dumps(q, ensure_ascii=False) for q in questions) + "\n", encoding="utf-8"
+    )
     _tiny_beir(tmp_path / "shared" / "datasets" / "scifact")
     monkeypatch.chdir(work)
     yield work
@@ -69,14 +87,21 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_mode
 def _tiny_beir(folder: Path) -> None:
     """A 12-document BEIR folder with three judged queries."""
     (folder / "qrels").mkdir(parents=True)
-    topics = ["solar panels store energy in batteries", "glaciers retreat in warm summers",
-              "vaccines train the immune system", "bees pollinate almond trees"]
-    corpus = [{"_id": f"d{i}", "title": f"Note {i}", "text": f"{topics[i % 4]} (note {i})."} for i in range(12)]
+    topics = [
+        "solar panels store energy in batteries",
+        "glaciers retreat in warm summers",
+        "vaccines train the immune system",
+        "bees pollinate almond trees",
+    ]
+    corpus = [
+        {"_id": f"d{i}", "title": f"Note {i}", "text": f"{topics[i % 4]} (note {i})."} for i in range(12)
+    ]
     (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus) + "\n", encoding="utf-8")
     queries = [{"_id": f"q{i}", "text": topics[i]} for i in range(3)]
     (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n", encoding="utf-8")
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\td{i}\t1\n" for i in range(3)), encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(3)), encoding="utf-8"
+    )
 
 
 def _run_python(page: Path) -> dict:
@@ -95,7 +120,9 @@ def _run_shell(page: Path) -> list[str]:
             continue  # the service's samples start a server: that test runs them
         for line in block.splitlines():
             command = line.split("  #")[0].strip()
-            if not command or command.startswith(("pip install", "chroma run")):  # the test started the server
+            if not command or command.startswith(
+                ("pip install", "chroma run")
+            ):  # the test started the server
                 continue
             argv = shlex.split(command)
             assert argv[0] == "finderledge", f"{page.name}: only finderledge commands run here: {command}"
@@ -104,12 +131,21 @@ def _run_shell(page: Path) -> list[str]:
     return ran
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "embeddings.md" else n
-                                  for n in RUN_HERE])  # embeddings.md exports the ONNX model once (~20-80 s)
-def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.CaptureFixture[str],
-                                request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "embeddings.md" else n for n in RUN_HERE]
+)  # embeddings.md exports the ONNX model once (~20-80 s)
+def test_samples_run_as_written(
+    workdir: Path,
+    name: str,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     page = ROOT / name if name == "README.md" else ROOT / "docs" / name
-    if name in ("README.md", "scaling.md"):  # the servers the "Scaling out" samples name, each in a fresh namespace
+    if name in (
+        "README.md",
+        "scaling.md",
+    ):  # the servers the "Scaling out" samples name, each in a fresh namespace
         from pg_server import fresh_schema
 
         monkeypatch.setenv("DATABASE_URL", request.getfixturevalue("pg_url"))
@@ -125,7 +161,10 @@ def test_samples_run_as_written(workdir: Path, name: str, capsys: pytest.Capture
         assert "text:" in out  # the raw Japanese text was found, with its default source
         assert any(c.startswith("finderledge remove") for c in ran) and (workdir / ".finderledge").is_dir()
     if name == "strategies.md":
-        assert namespace["results"].trace.strategy == "decompose" and len(namespace["results"].trace.sub_queries) == 2
+        assert (
+            namespace["results"].trace.strategy == "decompose"
+            and len(namespace["results"].trace.sub_queries) == 2
+        )
     if name == "embeddings.md":
         assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/"]
     if name == "scaling.md":

@@ -31,14 +31,21 @@ def fl(tmp_path: Path, minilm, store_kind: str):
 
 
 def test_a_document_id_groups_a_files_rows_in_every_leg(fl: FinderLedge, tmp_path: Path) -> None:
-    rows = _csv(tmp_path / "plans.csv", [("basic", "The basic plan costs ten euros."),
-                                         ("pro", "The pro plan adds priority support."),
-                                         ("team", "The team plan shares one invoice.")])
+    rows = _csv(
+        tmp_path / "plans.csv",
+        [
+            ("basic", "The basic plan costs ten euros."),
+            ("pro", "The pro plan adds priority support."),
+            ("team", "The team plan shares one invoice."),
+        ],
+    )
     other = _csv(tmp_path / "other.csv", [("x", "The pro plan is also described in the brochure.")])
     ids = fl.add_document(rows, {"tags": ["pricing"]}, document_id="doc-plans")
     fl.add_document(other, document_id="doc-other")
     assert len(ids) == 3
-    assert {d.metadata["document_id"] for d in fl.list_documents(filter={"document_id": "doc-plans"})} == {"doc-plans"}
+    assert {d.metadata["document_id"] for d in fl.list_documents(filter={"document_id": "doc-plans"})} == {
+        "doc-plans"
+    }
     for mode in ("hybrid", "vector", "keyword"):
         found = fl.search("pro plan", k=10, search_mode=mode, filter={"document_id": "doc-plans"})
         assert found and {r.document.metadata["document_id"] for r in found} == {"doc-plans"}, mode
@@ -48,16 +55,21 @@ def test_a_document_id_groups_a_files_rows_in_every_leg(fl: FinderLedge, tmp_pat
     assert fl.list_document_ids(filter={"tags": {"$contains": "pricing"}}) == ["doc-plans"]
 
 
-def test_adding_under_the_same_document_id_replaces_what_it_no_longer_has(fl: FinderLedge, tmp_path: Path) -> None:
+def test_adding_under_the_same_document_id_replaces_what_it_no_longer_has(
+    fl: FinderLedge, tmp_path: Path
+) -> None:
     v1 = _csv(tmp_path / "v1.csv", [("a", "Alpha row about refunds."), ("b", "Beta row about invoices.")])
     v2 = _csv(tmp_path / "v2.csv", [("c", "Gamma row about passwords.")])
     fl.add_document(v1, document_id="manual")
     report = fl.ingest(v2, document_id="manual")
     assert len(report.replaced) == 2 and len(report.added) == 1
     assert [d.page_content for d in fl.list_documents(filter={"document_id": "manual"})] == [
-        "name: c\ntext: Gamma row about passwords."]
+        "name: c\ntext: Gamma row about passwords."
+    ]
     assert list(fl.search("refunds", search_mode="keyword", filter={"document_id": "manual"}, k=5)) == []
-    assert all("Gamma" in r.document.page_content for r in fl.search("refunds", filter={"document_id": "manual"}))
+    assert all(
+        "Gamma" in r.document.page_content for r in fl.search("refunds", filter={"document_id": "manual"})
+    )
     assert fl.count() == {"documents": 1, "chunks": 1}
 
 
@@ -72,12 +84,18 @@ def test_remove_document_takes_a_document_id(fl: FinderLedge, tmp_path: Path) ->
 
 
 def test_list_documents_pages_and_filters(fl: FinderLedge) -> None:
-    ids = fl.add_texts([f"text number {i}" for i in range(7)],
-                       metadatas=[{"n": i, "tags": ["even" if i % 2 == 0 else "odd"]} for i in range(7)])
+    ids = fl.add_texts(
+        [f"text number {i}" for i in range(7)],
+        metadatas=[{"n": i, "tags": ["even" if i % 2 == 0 else "odd"]} for i in range(7)],
+    )
     assert [d.id for d in fl.list_documents()] == ids
     assert [d.id for d in fl.list_documents(offset=2, limit=3)] == ids[2:5]
     assert [d.id for d in fl.list_documents(offset=6, limit=3)] == ids[6:]
-    assert [d.metadata["n"] for d in fl.list_documents(filter={"tags": {"$contains": "even"}}, offset=1)] == [2, 4, 6]
+    assert [d.metadata["n"] for d in fl.list_documents(filter={"tags": {"$contains": "even"}}, offset=1)] == [
+        2,
+        4,
+        6,
+    ]
     assert fl.count(filter={"n": {"$gte": 5}}) == {"documents": 2, "chunks": 2}
     for bad in ({"offset": -1}, {"limit": -2}, {"offset": 1.5}, {"filter": {"n": {"$bad": 1}}}):
         with pytest.raises(ConfigurationError):
@@ -116,7 +134,22 @@ def test_cli_list_pages_and_filters(tmp_path: Path, minilm, capsys: pytest.Captu
 
     with FinderLedge(tmp_path / "idx", embedding=minilm, show_progress=False) as fl:
         ids = fl.add_texts([f"note {i}" for i in range(4)], metadatas=[{"n": i} for i in range(4)])
-    assert main(["list", "--dir", str(tmp_path / "idx"), "--filter", '{"n": {"$gte": 1}}', "--offset", "1",
-                 "--limit", "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "list",
+                "--dir",
+                str(tmp_path / "idx"),
+                "--filter",
+                '{"n": {"$gte": 1}}',
+                "--offset",
+                "1",
+                "--limit",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert [d["id"] for d in json.loads(capsys.readouterr().out)] == ids[2:4]
     assert main(["list", "--dir", str(tmp_path / "idx"), "--offset", "-1"]) == 2

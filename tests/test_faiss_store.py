@@ -47,7 +47,9 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def _bytes_written(before: Mapping[str, tuple[int, int, int]], after: Mapping[str, tuple[int, int, int]]) -> int:
+def _bytes_written(
+    before: Mapping[str, tuple[int, int, int]], after: Mapping[str, tuple[int, int, int]]
+) -> int:
     """Sum of the sizes of files that are new or changed (every write goes to a new file or inode)."""
     return sum(v[0] for p, v in after.items() if before.get(p) != v)
 
@@ -249,8 +251,12 @@ def test_random_cycles_match_a_reference(tmp_path: Path) -> None:
         n_add = int(rng.choice([1, 3, 20, 150]))
         _fill(store, ref, [f"k{int(x)}" for x in np.unique(rng.integers(0, 3000, n_add))], rng)
         if ref.rows and rng.random() < 0.7:
-            victims = [str(x) for x in rng.choice(list(ref.rows), size=min(len(ref.rows), int(rng.integers(1, 60))),
-                                                  replace=False)]
+            victims = [
+                str(x)
+                for x in rng.choice(
+                    list(ref.rows), size=min(len(ref.rows), int(rng.integers(1, 60))), replace=False
+                )
+            ]
             store.delete(victims + ["never-there"])
             ref.delete(victims)
         store.flush()
@@ -439,7 +445,9 @@ def test_a_crash_leaves_files_that_the_next_open_and_flush_clean_up(
     assert _state(FaissVectorStore(root, dimension=D)) == _state(reopened)
 
 
-def test_failed_manifest_replace_keeps_the_previous_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_manifest_replace_keeps_the_previous_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "f"
     store = _crash_setup(root)
     old_state = _state(store)
@@ -496,8 +504,9 @@ def test_killed_process_during_flush(tmp_path: Path, mode: str) -> None:
     root = tmp_path / "f"
     store = _crash_setup(root)
     old_state = _state(store)
-    result = subprocess.run([sys.executable, "-c", _CHILD, str(root), mode], capture_output=True, timeout=120,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(root), mode], capture_output=True, timeout=120, check=False
+    )
     assert result.returncode == 9, result.stderr.decode()
     reopened = FaissVectorStore(root, dimension=D)
     if mode == "before":
@@ -669,7 +678,9 @@ def _legacy_rows(rng: np.random.Generator, n: int) -> Iterator[tuple[str, np.nda
         yield f"old{i}", _vectors(rng, 1)[0], {"group": i % 3, "tag": "ab"[i % 2]}
 
 
-def _write_format_1(path: Path, d: int, adds: list[tuple[str, np.ndarray, dict[str, Any]]], deletes: list[str]) -> Any:
+def _write_format_1(
+    path: Path, d: int, adds: list[tuple[str, np.ndarray, dict[str, Any]]], deletes: list[str]
+) -> Any:
     """Build an index as the format 1 store did (add/delete semantics and ``flush`` copied from it)."""
     index = faiss.IndexIDMap2(faiss.IndexFlatIP(d))
     int_of: dict[str, int] = {}
@@ -724,7 +735,9 @@ def test_format_1_opens_and_is_converted_on_flush(tmp_path: Path) -> None:
         assert store.search(q, 10) == old_search(q, 10)
     final_meta = {sid: md for sid, _, md in adds}
     for q in queries:
-        assert store.search(q, 200, {"group": 1}) == [h for h in old_search(q, 200) if final_meta[h[0]]["group"] == 1]
+        assert store.search(q, 200, {"group": 1}) == [
+            h for h in old_search(q, 200) if final_meta[h[0]]["group"] == 1
+        ]
     before = _state(store)
     reopened_before_flush = FaissVectorStore(root, dimension=D)  # opening alone changes nothing
     assert _state(reopened_before_flush) == before

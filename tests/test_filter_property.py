@@ -30,18 +30,48 @@ from finderledge import ConfigurationError, FinderLedge
 BACKENDS = ["chroma", "faiss", "pgvector"]
 
 
-def _open(kind: str, directory: Path, minilm: Any, request: pytest.FixtureRequest, schema: str | None) -> FinderLedge:
+def _open(
+    kind: str, directory: Path, minilm: Any, request: pytest.FixtureRequest, schema: str | None
+) -> FinderLedge:
     """An instance over ``directory`` with the ``kind`` backend; pgvector: Postgres mode (``schema`` in the test
     server), ``directory`` then holds only this instance's BM25 replica."""
     if kind == "pgvector":
-        return FinderLedge(directory, database_url=request.getfixturevalue("pg_url"), database_schema=schema,
-                           embedding=minilm, show_progress=False)
+        return FinderLedge(
+            directory,
+            database_url=request.getfixturevalue("pg_url"),
+            database_schema=schema,
+            embedding=minilm,
+            show_progress=False,
+        )
     return FinderLedge(directory, vector_store=kind, embedding=minilm, show_progress=False)
+
 
 FIELDS = ["a", "b", "c", "tags"]
 SCALARS: list[Any] = [
-    -1, 0, 1, 2, 3, 2019, 2020, 2**63, -(2**63) - 1, 0.5, 2.0, 2.5, 2019.5, -1.5, 1e300,
-    "a", "b", "ab", "A", "東京", "", "2", True, False,
+    -1,
+    0,
+    1,
+    2,
+    3,
+    2019,
+    2020,
+    2**63,
+    -(2**63) - 1,
+    0.5,
+    2.0,
+    2.5,
+    2019.5,
+    -1.5,
+    1e300,
+    "a",
+    "b",
+    "ab",
+    "A",
+    "東京",
+    "",
+    "2",
+    True,
+    False,
 ]
 VALUES: list[Any] = SCALARS + [None, ["a", "b"], [1, 2], ["a", 1, True], [], [2.0], ["東京"], {"x": 1}, {}]
 N_DOCS = 100
@@ -95,14 +125,25 @@ def _ref_op(v: Any, op: str, x: Any) -> bool:
         return isinstance(v, list) and not any(_eq(e, x) for e in v)
     if _kind(v) != _kind(x):
         return False
-    return {"$gt": v > x if op == "$gt" else False, "$gte": v >= x if op == "$gte" else False,
-            "$lt": v < x if op == "$lt" else False, "$lte": v <= x if op == "$lte" else False}[op]
+    return {
+        "$gt": v > x if op == "$gt" else False,
+        "$gte": v >= x if op == "$gte" else False,
+        "$lt": v < x if op == "$lt" else False,
+        "$lte": v <= x if op == "$lte" else False,
+    }[op]
 
 
 # -- random filters ---------------------------------------------------------------------------------------
-_near = sorted({x + d for x in (-1, 0, 1, 2, 3, 2019, 2020) for d in (-0.5, 0, 0.5)})  # just beside stored values
-_numbers = st.one_of(st.integers(-3, 2022), st.sampled_from(_near), st.sampled_from([float(x) for x in _near]),
-                     st.floats(-3, 2022, allow_nan=False), st.sampled_from([2**63, 2**64, -(2**63) - 1, 1e300]))
+_near = sorted(
+    {x + d for x in (-1, 0, 1, 2, 3, 2019, 2020) for d in (-0.5, 0, 0.5)}
+)  # just beside stored values
+_numbers = st.one_of(
+    st.integers(-3, 2022),
+    st.sampled_from(_near),
+    st.sampled_from([float(x) for x in _near]),
+    st.floats(-3, 2022, allow_nan=False),
+    st.sampled_from([2**63, 2**64, -(2**63) - 1, 1e300]),
+)
 _scalar = st.one_of(st.sampled_from(SCALARS), _numbers, st.text("abA東京2", max_size=2), st.booleans())
 _ordered = st.one_of(_numbers, st.text("abA東京2", max_size=2))
 
@@ -138,19 +179,23 @@ def _corpus(seed: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def indexes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-            minilm: Any) -> Iterator[tuple[str, list[dict[str, Any]], list[FinderLedge]]]:
+def indexes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any
+) -> Iterator[tuple[str, list[dict[str, Any]], list[FinderLedge]]]:
     """A writer and a follower over one directory; the last 20 documents reach the follower by its overlay."""
     kind = str(request.param)
     directory = tmp_path_factory.mktemp(f"filters-{kind}") / "index"
     metas = _corpus(7)
-    docs = [Document(page_content=f"common document number {i} word{i % 7}", metadata={**md, "doc_no": i})
-            for i, md in enumerate(metas)]
+    docs = [
+        Document(page_content=f"common document number {i} word{i % 7}", metadata={**md, "doc_no": i})
+        for i, md in enumerate(metas)
+    ]
     schema = fresh_schema()
     writer = _open(kind, directory, minilm, request, schema)
     writer.add_document(docs[:80])
-    follower = _open(kind, directory.with_name("follower") if kind == "pgvector" else directory, minilm, request,
-                     schema)
+    follower = _open(
+        kind, directory.with_name("follower") if kind == "pgvector" else directory, minilm, request, schema
+    )
     follower.search("common", k=1)  # opens its indexes now, from the checkpoint of the first 80
     writer.add_document(docs[80:])
     yield kind, metas, [writer, follower]
@@ -177,40 +222,71 @@ def test_every_backend_and_mode_agrees_with_the_reference(indexes: Any, flt: dic
 
 # -- the cases reported in the issue, by name ------------------------------------------------------------
 @pytest.fixture(scope="module", params=BACKENDS)
-def small(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Iterator[FinderLedge]:
+def small(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: Any
+) -> Iterator[FinderLedge]:
     fl = _open(str(request.param), tmp_path_factory.mktemp("small") / "i", minilm, request, fresh_schema())
-    mds: list[dict[str, Any]] = [{"year": 2019, "name": "x"}, {"year": 2020, "n": None}, {"year": 2020.5, "n": 1},
-                                 {"n": {"k": 1}, "name": "y"}, {"n": [1, 2], "tags": ["hr", "it"]}, {"big": 2**64}]
-    fl.add_document([Document(page_content=f"common text {i}", metadata={**md, "doc_no": i}) for i, md in enumerate(mds)])
+    mds: list[dict[str, Any]] = [
+        {"year": 2019, "name": "x"},
+        {"year": 2020, "n": None},
+        {"year": 2020.5, "n": 1},
+        {"n": {"k": 1}, "name": "y"},
+        {"n": [1, 2], "tags": ["hr", "it"]},
+        {"big": 2**64},
+    ]
+    fl.add_document(
+        [Document(page_content=f"common text {i}", metadata={**md, "doc_no": i}) for i, md in enumerate(mds)]
+    )
     yield fl
     fl.close()
 
 
-@pytest.mark.parametrize(("flt", "expected"), [
-    ({"name": {"$ne": "x"}}, {3}),  # chunks without "name" never match $ne
-    ({"name": {"$nin": ["x"]}}, {3}),
-    ({"year": {"$lt": 2020.5}}, {0, 1}),  # an int field against a float operand: no truncation
-    ({"year": {"$gte": 2019.5}}, {1, 2}),
-    ({"n": {"$ne": 1}}, {3, 4}),  # None is missing; a dict and a list are present and not 1
-    ({"n": 1}, {2}),
-    ({"tags": {"$contains": "hr"}}, {4}),
-    ({"tags": {"$in": ["hr"]}}, set()),  # a list never equals a scalar: use $contains
-    ({"name": {"$gte": "x"}}, {0, 3}),  # string ordering, refused by Chroma itself
-    ({"year": {"$in": [2019, "2020", True]}}, {0}),  # mixed-type $in
-    ({"big": {"$gte": 2**63}}, {5}),  # integers beyond 64 bits
-    ({"big": 2**64}, {5}),
-])
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        ({"name": {"$ne": "x"}}, {3}),  # chunks without "name" never match $ne
+        ({"name": {"$nin": ["x"]}}, {3}),
+        ({"year": {"$lt": 2020.5}}, {0, 1}),  # an int field against a float operand: no truncation
+        ({"year": {"$gte": 2019.5}}, {1, 2}),
+        ({"n": {"$ne": 1}}, {3, 4}),  # None is missing; a dict and a list are present and not 1
+        ({"n": 1}, {2}),
+        ({"tags": {"$contains": "hr"}}, {4}),
+        ({"tags": {"$in": ["hr"]}}, set()),  # a list never equals a scalar: use $contains
+        ({"name": {"$gte": "x"}}, {0, 3}),  # string ordering, refused by Chroma itself
+        ({"year": {"$in": [2019, "2020", True]}}, {0}),  # mixed-type $in
+        ({"big": {"$gte": 2**63}}, {5}),  # integers beyond 64 bits
+        ({"big": 2**64}, {5}),
+    ],
+)
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
 def test_reported_cases(small: FinderLedge, flt: dict[str, Any], expected: set[int], mode: str) -> None:
     assert _found(small, flt, mode) == expected
 
 
-@pytest.mark.parametrize("flt", [
-    {1: 2}, {"": 1}, {"a": None}, {"a": {"$eq": None}}, {"a": float("nan")}, {"a": {"$gt": math.inf}},
-    {"a": {"$gt": False}}, {"a": {"$in": []}}, {"a": {"$in": [[1]]}}, {"a": [1, 2]}, {"a": {"$like": "x"}},
-    {"$not": [{"a": 1}]}, {"$or": {"a": 1}}, {"$and": [{}]}, {"a": {}}, {"a": {"x": 1}}, "a=1", [("a", 1)],
-    {"a": {"$contains": [1]}},
-])
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {1: 2},
+        {"": 1},
+        {"a": None},
+        {"a": {"$eq": None}},
+        {"a": float("nan")},
+        {"a": {"$gt": math.inf}},
+        {"a": {"$gt": False}},
+        {"a": {"$in": []}},
+        {"a": {"$in": [[1]]}},
+        {"a": [1, 2]},
+        {"a": {"$like": "x"}},
+        {"$not": [{"a": 1}]},
+        {"$or": {"a": 1}},
+        {"$and": [{}]},
+        {"a": {}},
+        {"a": {"x": 1}},
+        "a=1",
+        [("a", 1)],
+        {"a": {"$contains": [1]}},
+    ],
+)
 def test_malformed_filters_are_refused_before_any_leg(small: FinderLedge, flt: Any) -> None:
     for mode in ("hybrid", "vector", "keyword"):
         with pytest.raises(ConfigurationError, match="filter"):
@@ -231,8 +307,12 @@ def test_metadata_is_checked_before_embedding(tmp_path: Path, minilm: Any) -> No
     import numpy as np
 
     fl = FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False)
-    for bad, hint in [({"when": datetime.datetime(2024, 1, 1)}, "isoformat"), ({"s": {1, 2}}, "list"),
-                      ({"x": float("nan")}, "finite"), ({"deep": {"k": object()}}, "deep")]:
+    for bad, hint in [
+        ({"when": datetime.datetime(2024, 1, 1)}, "isoformat"),
+        ({"s": {1, 2}}, "list"),
+        ({"x": float("nan")}, "finite"),
+        ({"deep": {"k": object()}}, "deep"),
+    ]:
         with pytest.raises(ConfigurationError, match=hint) as info:
             fl.add_document(Document(page_content="text", metadata=bad))
         assert next(iter(bad)) in str(info.value)  # the key is named

@@ -33,7 +33,14 @@ def test_semantics(flt: dict, expected: bool) -> None:
 
 @pytest.mark.parametrize(
     "flt",
-    [{"lang": {"$like": "j"}}, {"$not": [{"a": 1}]}, {"a": {"$in": []}}, {"a": [1, 2]}, {"$or": {"a": 1}}, "lang=ja"],
+    [
+        {"lang": {"$like": "j"}},
+        {"$not": [{"a": 1}]},
+        {"a": {"$in": []}},
+        {"a": [1, 2]},
+        {"$or": {"a": 1}},
+        "lang=ja",
+    ],
 )
 def test_malformed_filters_raise(flt: object) -> None:
     with pytest.raises(ValueError, match="filter"):

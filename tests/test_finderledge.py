@@ -23,12 +23,21 @@ def _all_ids(fl: FinderLedge) -> tuple[set[str], set[str], set[str]]:
 
 def test_folder_is_indexed_consistently(ledger: FinderLedge, example_dir: Path) -> None:
     sources = {Path(s).name for s in ledger.list_sources()}
-    assert sources == {"getting-started.md", "billing-faq.md", "password-reset.txt", "sla-ja.md",
-                       "datacenter-ja.txt", "retry.py", "regions.json"}
+    assert sources == {
+        "getting-started.md",
+        "billing-faq.md",
+        "password-reset.txt",
+        "sla-ja.md",
+        "datacenter-ja.txt",
+        "retry.py",
+        "regions.json",
+    }
     ledger_ids, vector_ids, keyword_ids = _all_ids(ledger)
     assert ledger_ids == vector_ids == keyword_ids
     assert ledger.count() == {"documents": 7, "chunks": len(ledger_ids)}
-    types = {Path(d.metadata["source"]).suffix: d.metadata["doc_type_detected"] for d in ledger.list_documents()}
+    types = {
+        Path(d.metadata["source"]).suffix: d.metadata["doc_type_detected"] for d in ledger.list_documents()
+    }
     assert types[".md"] == "markdown" and types[".py"] == "code" and types[".json"] == "json"
 
 
@@ -67,9 +76,14 @@ def test_filter_applies_inside_every_leg(ledger: FinderLedge, mode: str) -> None
     results = ledger.search("bucket region upload refund password 返金", search_mode=mode, k=3, filter=flt)
     assert len(results) == 3
     assert all(r.metadata["doc_type_detected"] == "markdown" for r in results)
-    one = ledger.search(PASSWORD_Q, search_mode=mode, k=5,
-                        filter={"$and": [{"doc_type_detected": {"$in": ["text", "code"]}},
-                                         {"file_name": "password-reset.txt"}]})
+    one = ledger.search(
+        PASSWORD_Q,
+        search_mode=mode,
+        k=5,
+        filter={
+            "$and": [{"doc_type_detected": {"$in": ["text", "code"]}}, {"file_name": "password-reset.txt"}]
+        },
+    )
     assert [_name(r) for r in one] == ["password-reset.txt"]
     assert ledger.search(PASSWORD_Q, search_mode=mode, filter={"file_name": "nope.md"}) == []
 
@@ -118,7 +132,9 @@ def test_identical_content_is_stored_once(tmp_path: Path, minilm) -> None:  # ty
     assert fl.count() == {"documents": 2, "chunks": 2}
     assert len(fl.vector_store) == len(fl.keyword_store) == 2
     stored = fl.get_document(fl.add_document(doc)[0])
-    assert stored is not None and stored.metadata["team"] == "ops" and stored.metadata["source"] == "notes://1"
+    assert (
+        stored is not None and stored.metadata["team"] == "ops" and stored.metadata["source"] == "notes://1"
+    )
     fl.close()
 
 
@@ -127,8 +143,10 @@ def test_changed_file_replaces_old_chunks_everywhere(ledger: FinderLedge, exampl
     old_ids = ledger.add_document(path)
     old_chunks = {c.id for c in ledger.get_split_documents(old_ids[0])}
     before = ledger.count()
-    path.write_text("Password resets are handled by your administrator. Reset links expire after 2 hours.\n",
-                    encoding="utf-8")
+    path.write_text(
+        "Password resets are handled by your administrator. Reset links expire after 2 hours.\n",
+        encoding="utf-8",
+    )
     report = ledger.ingest(path)
     assert report.replaced == old_ids and len(report.added) == 1
     assert ledger.count()["documents"] == before["documents"]

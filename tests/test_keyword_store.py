@@ -402,7 +402,9 @@ def test_100k_index_reopens_in_fresh_process(tmp_path: Path) -> None:
     with KeywordStore(tmp_path, tokenizer=SimpleTokenizer()) as ks:
         ks.add(ids, texts, [{"n": i} for i in range(100_000)])
         expected = [[i, round(s, 6)] for i, s in ks.search("w1 w2 w300", k=20)]
-        expected_filtered = [[i, round(s, 6)] for i, s in ks.search("w1 w2", k=5, filter={"n": {"$lt": 50_000}})]
+        expected_filtered = [
+            [i, round(s, 6)] for i, s in ks.search("w1 w2", k=5, filter={"n": {"$lt": 50_000}})
+        ]
     code = textwrap.dedent(
         f"""
         import json

@@ -12,10 +12,14 @@ from finderledge import ConfigurationError, FinderLedge
 
 
 def test_returned_documents_can_be_added_back(minilm: Any) -> None:
-    with FinderLedge(embedding=minilm, show_progress=False) as source, \
-            FinderLedge(embedding=minilm, show_progress=False) as target:
-        source.add_texts(["Refunds take five business days.", "Passwords reset links last 30 minutes."],
-                         metadatas=[{"source": "faq", "team": "billing"}, {"source": "faq", "team": "it"}])
+    with (
+        FinderLedge(embedding=minilm, show_progress=False) as source,
+        FinderLedge(embedding=minilm, show_progress=False) as target,
+    ):
+        source.add_texts(
+            ["Refunds take five business days.", "Passwords reset links last 30 minutes."],
+            metadatas=[{"source": "faq", "team": "billing"}, {"source": "faq", "team": "it"}],
+        )
         docs = source.as_retriever(k=2).invoke("refunds")
         assert all("_finderledge" in d.metadata for d in docs)
         ids = target.add_documents(docs)
@@ -26,7 +30,10 @@ def test_returned_documents_can_be_added_back(minilm: Any) -> None:
 
 def test_add_documents_takes_langchain_ids(minilm: Any, tmp_path: Any) -> None:
     with FinderLedge(embedding=minilm, show_progress=False) as fl:
-        docs = [Document(page_content="Tea is harvested in spring."), Document(page_content="Coffee grows in the shade.")]
+        docs = [
+            Document(page_content="Tea is harvested in spring."),
+            Document(page_content="Coffee grows in the shade."),
+        ]
         assert fl.add_documents(docs, ids=["tea", "coffee"]) == ["tea", "coffee"]
         assert fl.get_document("coffee").page_content == "Coffee grows in the shade."  # type: ignore[union-attr]
         with pytest.raises(ConfigurationError, match="ids: expected 2 item"):

@@ -77,8 +77,13 @@ class TestVectorStoreStandardPersistentFaiss(VectorStoreIntegrationTests):
 
     @pytest.fixture
     def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:
-        fl = FinderLedge(tmp_path / "vs", vector_store="faiss", search_mode="vector", embedding=self.get_embeddings(),
-                         show_progress=False)
+        fl = FinderLedge(
+            tmp_path / "vs",
+            vector_store="faiss",
+            search_mode="vector",
+            embedding=self.get_embeddings(),
+            show_progress=False,
+        )
         try:
             yield fl.as_vectorstore()
         finally:

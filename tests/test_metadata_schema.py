@@ -24,13 +24,21 @@ def ledger(tmp_path: Path, minilm, store_kind: str) -> Iterator[FinderLedge]:
         yield fl
 
 
-USER_MD = {"id": 7, "parent_id": "mine", "split_index": "x", "is_parent": "no", "split_count": [1],
-           "relevance_score": "user's", "source": "handbook"}
+USER_MD = {
+    "id": 7,
+    "parent_id": "mine",
+    "split_index": "x",
+    "is_parent": "no",
+    "split_count": [1],
+    "relevance_score": "user's",
+    "source": "handbook",
+}
 
 
 def test_any_user_key_round_trips(ledger: FinderLedge) -> None:
-    [pid] = ledger.add_document(Document(page_content="Refunds are processed within five business days.",
-                                         metadata=USER_MD))
+    [pid] = ledger.add_document(
+        Document(page_content="Refunds are processed within five business days.", metadata=USER_MD)
+    )
     stored = ledger.get_document(pid)
     assert stored is not None and stored.id == pid
     assert {k: v for k, v in stored.metadata.items() if k != FL_KEY} == USER_MD
@@ -54,19 +62,26 @@ def test_only_the_namespace_key_is_reserved(ledger: FinderLedge) -> None:
 
 
 def test_caller_ids_are_honoured_and_replace(ledger: FinderLedge) -> None:
-    ids = ledger.add_document([Document(page_content="Alpha beta gamma.", id="doc-a"),
-                               Document(page_content="Delta epsilon.", id="doc-b")])
+    ids = ledger.add_document(
+        [
+            Document(page_content="Alpha beta gamma.", id="doc-a"),
+            Document(page_content="Delta epsilon.", id="doc-b"),
+        ]
+    )
     assert ids == ["doc-a", "doc-b"]
     assert ledger.get_document("doc-a").page_content == "Alpha beta gamma."  # type: ignore[union-attr]
     assert [r.parent_id for r in ledger.search("alpha beta gamma", search_mode="keyword", k=1)] == ["doc-a"]
     # same id again: unchanged when identical, replaced when the content or metadata differs
     same = ledger.ingest(Document(page_content="Alpha beta gamma.", id="doc-a"))
-    assert same.unchanged == ["doc-a"] and same.embeddings_cached == same.embeddings_computed == 0  # not re-split
+    assert (
+        same.unchanged == ["doc-a"] and same.embeddings_cached == same.embeddings_computed == 0
+    )  # not re-split
     report = ledger.ingest(Document(page_content="Zeta eta theta.", id="doc-a", metadata={"v": 2}))
     assert report.added == ["doc-a"] and report.replaced == ["doc-a"]
     assert ledger.count() == {"documents": 2, "chunks": 2}
     assert not ledger.search("alpha beta gamma", search_mode="keyword", k=3, filter={"v": {"$ne": 2}}) or all(
-        r.parent_id != "doc-a" for r in ledger.search("alpha beta gamma", search_mode="keyword", k=3))
+        r.parent_id != "doc-a" for r in ledger.search("alpha beta gamma", search_mode="keyword", k=3)
+    )
     [hit] = ledger.search("zeta eta theta", search_mode="keyword", k=1)
     assert hit.parent_id == "doc-a" and hit.metadata["v"] == 2
     report = ledger.ingest(Document(page_content="Zeta eta theta.", id="doc-a", metadata={"v": 3}))
@@ -78,7 +93,9 @@ def test_caller_ids_are_checked(ledger: FinderLedge) -> None:
         with pytest.raises(ConfigurationError, match="id"):
             ledger.add_document(Document(page_content="text", id=bad))
     with pytest.raises(ConfigurationError, match="twice"):
-        ledger.add_document([Document(page_content="one", id="same"), Document(page_content="two", id="same")])
+        ledger.add_document(
+            [Document(page_content="one", id="same"), Document(page_content="two", id="same")]
+        )
 
 
 def _downgrade_to_schema_2(directory: Path) -> None:
@@ -89,8 +106,13 @@ def _downgrade_to_schema_2(directory: Path) -> None:
             for row_id, md_json in db.execute(f"SELECT id, metadata FROM {table}").fetchall():
                 md = json.loads(md_json)
                 info = md.pop(FL_KEY)
-                old = {"id": info["id"], "is_parent": not is_chunk, "is_split": info["split_count"] > 1,
-                       "split_count": info["split_count"], "doc_type_detected": info["doc_type"]}
+                old = {
+                    "id": info["id"],
+                    "is_parent": not is_chunk,
+                    "is_split": info["split_count"] > 1,
+                    "split_count": info["split_count"],
+                    "doc_type_detected": info["doc_type"],
+                }
                 if is_chunk:
                     old.update(parent_id=info["parent_id"], split_index=info["split_index"])
                 db.execute(f"UPDATE {table} SET metadata=? WHERE id=?", (json.dumps({**md, **old}), row_id))
@@ -101,15 +123,21 @@ def _downgrade_to_schema_2(directory: Path) -> None:
 def test_schema_2_directory_reads_right_and_migrates_on_first_write(tmp_path: Path, minilm) -> None:
     directory = tmp_path / "old"
     with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
-        [old_id] = fl.add_document(Document(page_content="Refunds take five business days.",
-                                            metadata={"source": "faq", "lang": "en"}))
+        [old_id] = fl.add_document(
+            Document(
+                page_content="Refunds take five business days.", metadata={"source": "faq", "lang": "en"}
+            )
+        )
     _downgrade_to_schema_2(directory)
     before = (directory / "ledger.sqlite3").stat().st_mtime_ns
     with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
         [hit] = fl.search("refunds business days", k=1)
         assert hit.parent_id == old_id and hit.metadata[FL_KEY]["split_index"] == 0
         assert {k: v for k, v in hit.metadata.items() if k != FL_KEY} == {
-            "source": "faq", "lang": "en", "doc_type_detected": "text"}
+            "source": "faq",
+            "lang": "en",
+            "doc_type_detected": "text",
+        }
         fl.add_document(Document(page_content="Passwords reset links last 30 minutes.", metadata={"id": 1}))
     db = sqlite3.connect(directory / "ledger.sqlite3")
     assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "4"  # 2 -> 3 -> 4

@@ -52,8 +52,13 @@ fl.close()
 
 def _start(script: str, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _index_ids(fl: FinderLedge) -> tuple[set[str], set[str], set[str]]:
@@ -67,8 +72,9 @@ def _index_ids(fl: FinderLedge) -> tuple[set[str], set[str], set[str]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pause_at", ["before-commit", "after-commit"])
-def test_opening_during_another_process_write_loses_nothing(tmp_path: Path, store_kind: str,
-                                                            pause_at: str) -> None:
+def test_opening_during_another_process_write_loses_nothing(
+    tmp_path: Path, store_kind: str, pause_at: str
+) -> None:
     """The reported failure: B opened while A was mid-write and rolled A's documents back (1 left of 51)."""
     directory, signal = tmp_path / "index", tmp_path / "inside-write"
     with FinderLedge(directory, vector_store=store_kind, show_progress=False) as fl:
@@ -100,8 +106,9 @@ def test_opening_during_another_process_write_loses_nothing(tmp_path: Path, stor
 
 
 @pytest.mark.slow
-def test_a_reader_process_follows_another_process_in_every_leg(tmp_path: Path, store_kind: str,
-                                                              caplog: pytest.LogCaptureFixture) -> None:
+def test_a_reader_process_follows_another_process_in_every_leg(
+    tmp_path: Path, store_kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
     directory = tmp_path / "index"
     fl = FinderLedge(directory, vector_store=store_kind, show_progress=False)
     fl.add_texts(["Tea plantations in Assam grow under shade trees."])
@@ -119,18 +126,31 @@ def test_a_reader_process_follows_another_process_in_every_leg(tmp_path: Path, s
         editor = _start(EDITOR, str(directory), "remove", new_id)
         assert editor.wait(timeout=180) == 0, editor.communicate()[1]
         for mode in ("keyword", "vector", "hybrid"):
-            assert all(r.metadata["_finderledge"]["parent_id"] != new_id for r in fl.search("Zanzibar clove", search_mode=mode))
+            assert all(
+                r.metadata["_finderledge"]["parent_id"] != new_id
+                for r in fl.search("Zanzibar clove", search_mode=mode)
+            )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     ledger, keyword, vector = _index_ids(fl)
     assert ledger == keyword == vector
     fl.close()
 
 
-def test_searches_during_ingest_in_threads_see_one_committed_version(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
-                                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_searches_during_ingest_in_threads_see_one_committed_version(
+    tmp_path: Path,
+    minilm,
+    store_kind: str,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """One thread keeps replacing a file while others search: never two versions, never a warning."""
-    fl = FinderLedge(tmp_path / "index", vector_store=store_kind, embedding=minilm, chunk_size=120,
-                     chunk_overlap=0, show_progress=False)
+    fl = FinderLedge(
+        tmp_path / "index",
+        vector_store=store_kind,
+        embedding=minilm,
+        chunk_size=120,
+        chunk_overlap=0,
+        show_progress=False,
+    )
     path = tmp_path / "notes.txt"
     paragraph = "Version {v} of the rota: the night shift checks the boiler pressure and logs it. "
 

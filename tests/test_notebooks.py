@@ -90,7 +90,9 @@ def test_committed_notebooks_are_builds_with_outputs() -> None:
     for name in build.NOTEBOOKS:
         nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
         nbformat.validate(nb)
-        assert build.problems(name, nb) == []  # cells as generated, outputs where expected, no error, no paths
+        assert (
+            build.problems(name, nb) == []
+        )  # cells as generated, outputs where expected, no error, no paths
         assert nb.metadata["kernelspec"]["name"] == "python3"
         assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
         text = outputs_text(nb)
@@ -131,13 +133,21 @@ def test_notebook_code_is_lint_clean() -> None:
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed")
-    done = subprocess.run([ruff, "check", "--output-format", "concise", str(NOTEBOOKS)], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [ruff, "check", "--output-format", "concise", str(NOTEBOOKS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_readme_lists_the_commands_this_file_runs() -> None:
-    assert readme_commands() == ["python examples/notebooks/build.py", "python examples/notebooks/build.py --check"]
+    assert readme_commands() == [
+        "python examples/notebooks/build.py",
+        "python examples/notebooks/build.py --check",
+    ]
 
 
 @pytest.mark.slow
@@ -147,12 +157,16 @@ def test_readme_commands_execute_every_notebook(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples" / "data", tmp_path / "examples" / "data")
     shutil.copytree(NOTEBOOKS, tmp_path / "examples" / "notebooks")
     for name in MARKERS:
-        (tmp_path / "examples" / "notebooks" / f"{name}.ipynb").unlink()  # so only a fresh build passes --check
+        (
+            tmp_path / "examples" / "notebooks" / f"{name}.ipynb"
+        ).unlink()  # so only a fresh build passes --check
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     for command in readme_commands():
         argv = shlex.split(command)
         argv[0] = sys.executable if argv[0] == "python" else argv[0]
-        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
+        done = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
         assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr[-6000:]}"
     for name, markers in MARKERS.items():
         fresh = nbformat.read(tmp_path / "examples" / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -161,8 +175,15 @@ def test_readme_commands_execute_every_notebook(tmp_path: Path) -> None:
         text = outputs_text(fresh)
         missing = [m for m in markers if m not in text]
         assert not missing, f"{name}.ipynb, executed afresh, lacks {missing}"
-    left = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "examples").rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts)
-    made = sorted(f"examples/{p.relative_to(ROOT / 'examples').as_posix()}" for d in ("data", "notebooks")
-                  for p in (ROOT / "examples" / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    left = sorted(
+        p.relative_to(tmp_path).as_posix()
+        for p in (tmp_path / "examples").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
+    made = sorted(
+        f"examples/{p.relative_to(ROOT / 'examples').as_posix()}"
+        for d in ("data", "notebooks")
+        for p in (ROOT / "examples" / d).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert left == made  # the notebooks wrote nothing but themselves (their scratch files were temporary)

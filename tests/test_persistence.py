@@ -14,7 +14,12 @@ from langchain_core.documents import Document
 
 from finderledge import FinderLedge
 
-QUERIES = ["How long is a password reset link valid?", "返金の申請期限", "upload large files resume", "retry backoff"]
+QUERIES = [
+    "How long is a password reset link valid?",
+    "返金の申請期限",
+    "upload large files resume",
+    "retry backoff",
+]
 
 SEARCH_SCRIPT = """
 import json, sys
@@ -32,8 +37,13 @@ print(json.dumps(out))
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def _snapshot(fl: FinderLedge) -> dict:
@@ -47,7 +57,9 @@ def _snapshot(fl: FinderLedge) -> dict:
 
 
 @pytest.mark.slow
-def test_reopen_in_new_process_gives_identical_results(tmp_path: Path, store_kind: str, example_dir: Path) -> None:
+def test_reopen_in_new_process_gives_identical_results(
+    tmp_path: Path, store_kind: str, example_dir: Path
+) -> None:
     directory = tmp_path / "index"
     fl = FinderLedge(directory, vector_store=store_kind, show_progress=False)
     fl.add_document(example_dir)
@@ -60,8 +72,13 @@ def test_reopen_in_new_process_gives_identical_results(tmp_path: Path, store_kin
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected
 
 
-def test_exception_before_the_commit_leaves_stores_as_before(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
-                                                            monkeypatch: pytest.MonkeyPatch, example_dir: Path) -> None:
+def test_exception_before_the_commit_leaves_stores_as_before(
+    tmp_path: Path,
+    minilm,
+    store_kind: str,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+    example_dir: Path,
+) -> None:
     fl = FinderLedge(tmp_path / "i", vector_store=store_kind, embedding=minilm)
     fl.add_document(example_dir / "guides")
     before = fl.count()
@@ -73,8 +90,12 @@ def test_exception_before_the_commit_leaves_stores_as_before(tmp_path: Path, min
 
     monkeypatch.setattr(fl._ledger, "commit_write", broken_commit)
     with pytest.raises(OSError, match="disk full"):
-        fl.add_document([Document(page_content="A brand new document about quantum gardening."),
-                         example_dir / "regions.json"])
+        fl.add_document(
+            [
+                Document(page_content="A brand new document about quantum gardening."),
+                example_dir / "regions.json",
+            ]
+        )
     monkeypatch.setattr(fl._ledger, "commit_write", real_commit)
     assert fl.count() == before
     assert fl.vector_store.ids() == fl.keyword_store.ids()
@@ -86,9 +107,13 @@ def test_exception_before_the_commit_leaves_stores_as_before(tmp_path: Path, min
     reopened.close()
 
 
-def test_failed_checkpoint_after_the_commit_keeps_the_documents(tmp_path: Path, minilm, store_kind: str,  # type: ignore[no-untyped-def]
-                                                               monkeypatch: pytest.MonkeyPatch,
-                                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_checkpoint_after_the_commit_keeps_the_documents(
+    tmp_path: Path,
+    minilm,
+    store_kind: str,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     fl = FinderLedge(tmp_path / "i", vector_store=store_kind, embedding=minilm)
     fl.add_texts(["Glaciers retreat in warm summers."])
 
@@ -96,7 +121,9 @@ def test_failed_checkpoint_after_the_commit_keeps_the_documents(tmp_path: Path, 
         raise OSError("disk full")  # the ledger committed; writing the BM25 checkpoint fails
 
     monkeypatch.setattr(fl.keyword_store, "flush", broken_flush)
-    ids = fl.add_texts(["Quantum gardening grows entangled tomatoes."])  # committed: not an error to the caller
+    ids = fl.add_texts(
+        ["Quantum gardening grows entangled tomatoes."]
+    )  # committed: not an error to the caller
     assert "checkpoint" in caplog.text and "disk full" in caplog.text
     for mode in ("keyword", "vector", "hybrid"):
         assert fl.search("quantum gardening tomatoes", search_mode=mode, k=1)[0].parent_id == ids[0]
@@ -142,7 +169,8 @@ def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: 
         ledger_ids = {c.id for d in fl.list_documents() for c in fl.get_split_documents(d.id)}
         fl.refresh()
         vector_ids = (fl.vector_store.ids() | set(fl._replica.overlay.ids)) - (
-            fl._replica.overlay.removed - set(fl._replica.overlay.ids))
+            fl._replica.overlay.removed - set(fl._replica.overlay.ids)
+        )
         assert ledger_ids == vector_ids == fl.keyword_store.ids()
         found = fl.search("Kilimanjaro expedition", search_mode="keyword")
         if where == "commit":  # killed before the commit point: as if the call never happened
@@ -152,10 +180,17 @@ def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: 
         else:  # killed after it: the documents are there, in every leg
             assert fl.count()["documents"] == before["documents"] + 2
             assert "Kilimanjaro" in found[0].content
-            assert "Kilimanjaro" in fl.search("Kilimanjaro expedition porters", search_mode="vector", k=1)[0].content
+            assert (
+                "Kilimanjaro"
+                in fl.search("Kilimanjaro expedition porters", search_mode="vector", k=1)[0].content
+            )
         # and the same add succeeds (or finds everything stored already)
-        fl.add_document([Document(page_content="Kilimanjaro expedition logistics and porters."),
-                         example_dir / "regions.json"])
+        fl.add_document(
+            [
+                Document(page_content="Kilimanjaro expedition logistics and porters."),
+                example_dir / "regions.json",
+            ]
+        )
         assert fl.count()["documents"] == before["documents"] + 2
         assert "Kilimanjaro" in fl.search("Kilimanjaro expedition", search_mode="keyword", k=1)[0].content
     finally:
@@ -176,20 +211,30 @@ def test_reopen_with_another_model_is_refused(tmp_path: Path, minilm) -> None:  
         FinderLedge(tmp_path / "i", embedding="sentence-transformers:/some/other-model")
 
 
-def test_switching_vector_store_rebuilds_it_from_the_ledger(tmp_path: Path, minilm, example_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_switching_vector_store_rebuilds_it_from_the_ledger(
+    tmp_path: Path, minilm, example_dir: Path
+) -> None:  # type: ignore[no-untyped-def]
     fl = FinderLedge(tmp_path / "i", vector_store="chroma", embedding=minilm)
     fl.add_document(example_dir)
-    chroma_top = [r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)]
+    chroma_top = [
+        r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)
+    ]
     fl.close()
     fl = FinderLedge(tmp_path / "i", vector_store="faiss", embedding=minilm)
     assert len(fl.vector_store) == fl.count()["chunks"]
-    assert [r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)] == chroma_top
+    assert [
+        r.id for r in fl.search("How long is a password reset link valid?", search_mode="vector", k=3)
+    ] == chroma_top
     fl.close()
 
 
 @pytest.mark.parametrize("damage", ["bm25", "faiss"])
-def test_corrupt_index_is_moved_aside_and_rebuilt_from_the_ledger(tmp_path: Path, minilm, example_dir: Path,  # type: ignore[no-untyped-def]
-                                                                  damage: str) -> None:
+def test_corrupt_index_is_moved_aside_and_rebuilt_from_the_ledger(
+    tmp_path: Path,
+    minilm,
+    example_dir: Path,  # type: ignore[no-untyped-def]
+    damage: str,
+) -> None:
     directory = tmp_path / "i"
     fl = FinderLedge(directory, vector_store="faiss", embedding=minilm)
     fl.add_document(example_dir)

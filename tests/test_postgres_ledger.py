@@ -43,16 +43,38 @@ FL = "_finderledge"
 
 
 # -- records --------------------------------------------------------------------------------------------
-def _doc(i: int, *, chunks: int = 2, source: str | None = None, content: str | None = None,
-         md: dict[str, Any] | None = None, dim: int = DIM, embed: bool = True) -> tuple[DocumentRecord, list[ChunkRecord]]:
+def _doc(
+    i: int,
+    *,
+    chunks: int = 2,
+    source: str | None = None,
+    content: str | None = None,
+    md: dict[str, Any] | None = None,
+    dim: int = DIM,
+    embed: bool = True,
+) -> tuple[DocumentRecord, list[ChunkRecord]]:
     doc_id = f"doc-{i}"
     meta = {"n": i, "document_id": f"D{i % 3}", FL: {"id": doc_id, "is_parent": True}, **(md or {})}
     vectors = _vectors(chunks, seed=i) if dim == DIM else np.ones((chunks, dim), dtype=np.float32)
-    record = DocumentRecord(doc_id, source if source is not None else f"src/{i % 2}.md", f"hash-{i}", COMPLETE,
-                            content if content is not None else f"document {i}", meta)
-    parts = [ChunkRecord(f"{doc_id}:{j}", doc_id, j, f"chunk {j} of {i}",
-                         {"n": i, "j": j, FL: {"id": f"{doc_id}:{j}", "parent_id": doc_id}},
-                         vectors[j] if embed else None) for j in range(chunks)]
+    record = DocumentRecord(
+        doc_id,
+        source if source is not None else f"src/{i % 2}.md",
+        f"hash-{i}",
+        COMPLETE,
+        content if content is not None else f"document {i}",
+        meta,
+    )
+    parts = [
+        ChunkRecord(
+            f"{doc_id}:{j}",
+            doc_id,
+            j,
+            f"chunk {j} of {i}",
+            {"n": i, "j": j, FL: {"id": f"{doc_id}:{j}", "parent_id": doc_id}},
+            vectors[j] if embed else None,
+        )
+        for j in range(chunks)
+    ]
     return record, parts
 
 
@@ -89,10 +111,16 @@ def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
     ledger = make_ledger()
     assert ledger.commit_write([_doc(i) for i in range(4)]) == 4
     assert [(c.seq, c.op, c.doc_id, c.chunk_count) for c in ledger.changes_since(1, upto=3)] == [
-        (2, "add", "doc-1", 2), (3, "add", "doc-2", 2)]
+        (2, "add", "doc-1", 2),
+        (3, "add", "doc-2", 2),
+    ]
     assert ledger.counts() == {"documents": 4, "chunks": 8, "unfinished": 0}
     doc = ledger.get_document("doc-2")
-    assert doc is not None and doc.content == "document 2" and doc.metadata[FL] == {"id": "doc-2", "is_parent": True}
+    assert (
+        doc is not None
+        and doc.content == "document 2"
+        and doc.metadata[FL] == {"id": "doc-2", "is_parent": True}
+    )
     assert ledger.document_state("doc-2") == COMPLETE and ledger.document_state("nope") is None
     assert ledger.complete_ids(["doc-1", "doc-3", "nope", "doc-1"]) == {"doc-1", "doc-3"}
     assert ledger.ids_in_state(COMPLETE) == ["doc-0", "doc-1", "doc-2", "doc-3"]
@@ -121,7 +149,9 @@ def test_removal_keeps_rows_for_the_grace_period_and_readding_replaces_them(make
     ledger = make_ledger()
     ledger.commit_write([_doc(i) for i in range(3)])
     assert ledger.commit_write(remove=["doc-1"]) == 4
-    assert ledger.changes_since(3) == [ledger.changes_since(3)[0]] and ledger.changes_since(3)[0].op == "remove"
+    assert (
+        ledger.changes_since(3) == [ledger.changes_since(3)[0]] and ledger.changes_since(3)[0].op == "remove"
+    )
     assert ledger.changes_since(3)[0].chunk_count == 2
     assert ledger.document_state("doc-1") == REMOVED and ledger.complete_ids(["doc-1"]) == set()
     assert ledger.counts()["documents"] == 2 and "doc-1" not in ledger.ids_in_state(COMPLETE)
@@ -148,10 +178,26 @@ def test_remove_and_readd_in_one_write(make_ledger: Any) -> None:
 
 def test_texts_metadata_and_sources_round_trip_exactly(make_ledger: Any) -> None:
     ledger = make_ledger()
-    md = {"f": 0.1, "big": 2**70, "huge": 1e300, "neg": -0.0, "nul": "a\x00b", "ja": "東京", "nested": {"x": [1, 2.0]},
-          "none": None, "document_id": "x y"}
-    ledger.commit_write([_doc(1, content="NUL \x00 inside, 日本語", md=md), _doc(2, source="B"), _doc(3, source="a"),
-                         _doc(4, source="東京"), _doc(5, source="a_%")])
+    md = {
+        "f": 0.1,
+        "big": 2**70,
+        "huge": 1e300,
+        "neg": -0.0,
+        "nul": "a\x00b",
+        "ja": "東京",
+        "nested": {"x": [1, 2.0]},
+        "none": None,
+        "document_id": "x y",
+    }
+    ledger.commit_write(
+        [
+            _doc(1, content="NUL \x00 inside, 日本語", md=md),
+            _doc(2, source="B"),
+            _doc(3, source="a"),
+            _doc(4, source="東京"),
+            _doc(5, source="a_%"),
+        ]
+    )
     doc = ledger.get_document("doc-1")
     assert doc is not None and doc.content == "NUL \x00 inside, 日本語"
     for key, value in md.items():
@@ -241,7 +287,9 @@ def test_vectors_are_written_and_removed_in_the_ledger_transaction(pg_ledger: Po
     assert hits[0][0] == "doc-1:0" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
     pg_ledger.commit_write(remove=["doc-1"])
     assert store.ids() == set()  # gone at once; the chunk rows stay for the grace period
-    assert [c.embedding for c in pg_ledger.get_chunks(["doc-1:0"], with_embedding=True, visible_at=2)] == [None]
+    assert [c.embedding for c in pg_ledger.get_chunks(["doc-1:0"], with_embedding=True, visible_at=2)] == [
+        None
+    ]
     # a failing write leaves nothing behind: no document, no change, no vector
     bad = _doc(3)
     with pytest.raises(psycopg.errors.UniqueViolation):
@@ -332,7 +380,9 @@ with ledger.write_lock(5).hold("indexing in the child"):
 """
 
 
-def test_write_lock_times_out_naming_the_holder_and_is_reentrant(pg_url: str, pg_ledger: PostgresLedger) -> None:
+def test_write_lock_times_out_naming_the_holder_and_is_reentrant(
+    pg_url: str, pg_ledger: PostgresLedger
+) -> None:
     mine, theirs = pg_ledger.write_lock(5), pg_ledger.write_lock(5)
     with mine.hold("adding documents"):
         with mine.hold("nested"):
@@ -353,13 +403,16 @@ def test_write_lock_times_out_naming_the_holder_and_is_reentrant(pg_url: str, pg
 
 
 def test_write_lock_is_released_when_its_process_dies(pg_url: str, pg_ledger: PostgresLedger) -> None:
-    child = subprocess.Popen([sys.executable, "-c", _HOLDER, pg_url, pg_ledger.schema], stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, pg_url, pg_ledger.schema], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         lock = pg_ledger.write_lock(5)
-        with pytest.raises(LockTimeoutError, match=f"pid {child.pid} .*indexing in the child"), \
-                lock.hold("waiting", timeout=0.3):
+        with (
+            pytest.raises(LockTimeoutError, match=f"pid {child.pid} .*indexing in the child"),
+            lock.hold("waiting", timeout=0.3),
+        ):
             pass
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
@@ -391,8 +444,9 @@ def password_user(pg_url: str) -> str:
     return "fl_pw_user"
 
 
-def test_connection_errors_never_show_the_password(pg_url: str, password_user: str,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_connection_errors_never_show_the_password(
+    pg_url: str, password_user: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     socket_dir = psycopg.conninfo.conninfo_to_dict(pg_url)["host"]
     good = f"postgresql://{password_user}:{SECRET}@/postgres?host={socket_dir}"
@@ -417,9 +471,17 @@ def test_connection_errors_never_show_the_password(pg_url: str, password_user: s
     ledger = PostgresLedger(good, schema=fresh_schema())
     try:
         lock = ledger.write_lock(1)
-        with lock.hold("x"), pytest.raises(LockTimeoutError) as timeout, ledger.write_lock(1).hold("y", timeout=0.1):
+        with (
+            lock.hold("x"),
+            pytest.raises(LockTimeoutError) as timeout,
+            ledger.write_lock(1).hold("y", timeout=0.1),
+        ):
             pass
-        assert SECRET not in ledger.name and password_user not in ledger.name and SECRET not in str(timeout.value)
+        assert (
+            SECRET not in ledger.name
+            and password_user not in ledger.name
+            and SECRET not in str(timeout.value)
+        )
     finally:
         ledger.close()
 
@@ -448,9 +510,15 @@ def test_metadata_jsonb_cannot_hold_is_decided_on_its_exact_json(pg_url: str) ->
     try:
         metas = [{"s": "a\x00"}, {"s": "a\ufffd"}, {"s": "a"}, {"s": "a\x00b", "t": ["x\x00"]}, {"s": "b"}]
         store.add([f"r{i}" for i in range(5)], _vectors(5), metas, ["text\x00"] * 5)
-        for flt, expected in [({"s": "a\x00"}, {"r0"}), ({"s": "a\ufffd"}, {"r1"}), ({"s": {"$lt": "a\x01"}}, {"r0", "r2", "r3"}),
-                              ({"s": {"$gt": "a\x00"}}, {"r1", "r3", "r4"}), ({"t": {"$contains": "x\x00"}}, {"r3"}),
-                              ({"s": {"$ne": "a\x00"}}, {"r1", "r2", "r3", "r4"}), ({"s": {"$nin": ["a\ufffd", "b"]}}, {"r0", "r2", "r3"})]:
+        for flt, expected in [
+            ({"s": "a\x00"}, {"r0"}),
+            ({"s": "a\ufffd"}, {"r1"}),
+            ({"s": {"$lt": "a\x01"}}, {"r0", "r2", "r3"}),
+            ({"s": {"$gt": "a\x00"}}, {"r1", "r3", "r4"}),
+            ({"t": {"$contains": "x\x00"}}, {"r3"}),
+            ({"s": {"$ne": "a\x00"}}, {"r1", "r2", "r3", "r4"}),
+            ({"s": {"$nin": ["a\ufffd", "b"]}}, {"r0", "r2", "r3"}),
+        ]:
             assert {i for i, _ in store.search(_vectors(1, seed=3)[0], 5, flt)} == expected, flt
             assert {i for i, _ in store.search(_vectors(1, seed=3)[0], 1, flt)} <= expected, flt
     finally:
@@ -490,8 +558,16 @@ class TestPgVectorThroughHnsw(TestPgVector):
         efs: list[int | None] = []
         query = pgv.PgVectorStore._query
 
-        def spy(self: Any, conn: Any, literal: str, n: int, where: str, params: list[Any], pred: Any,
-                ef: int | None) -> Any:
+        def spy(
+            self: Any,
+            conn: Any,
+            literal: str,
+            n: int,
+            where: str,
+            params: list[Any],
+            pred: Any,
+            ef: int | None,
+        ) -> Any:
             efs.append(ef)
             return query(self, conn, literal, n, where, params, pred, ef)
 
@@ -504,8 +580,12 @@ class TestPgVectorThroughHnsw(TestPgVector):
         # and the plan of that query is an HNSW index scan
         with store._conn() as conn, conn.transaction():
             conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
-            plan = "\n".join(r[0] for r in conn.execute(sql_explain(store._statement("TRUE", False)),
-                                                          (pgv.vector_literal(vectors[3]), 5)))
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    sql_explain(store._statement("TRUE", False)), (pgv.vector_literal(vectors[3]), 5)
+                )
+            )
         assert f"Index Scan using {store.table}_embedding_hnsw" in plan, plan
         with store._conn() as conn:  # built with it: the GIN index over the metadata
             assert pgv.has_index(conn, "contract", store.table, "gin")
@@ -518,8 +598,24 @@ def sql_explain(statement: Any) -> Any:
 
 
 # -- the filter translation: never narrower than compile_filter ----------------------------------------------
-EXTRA: list[Any] = ["a\x00", "a\x00b", "\x00", "a\ud800", "東京\x00", 0.1, 1e300, 5e-324, -0.0, 2.0**63,
-                    9007199254740993, 2**64, -(2**63) - 1, "", "B", "a"]
+EXTRA: list[Any] = [
+    "a\x00",
+    "a\x00b",
+    "\x00",
+    "a\ud800",
+    "東京\x00",
+    0.1,
+    1e300,
+    5e-324,
+    -0.0,
+    2.0**63,
+    9007199254740993,
+    2**64,
+    -(2**63) - 1,
+    "",
+    "B",
+    "a",
+]
 ROW_VALUES: list[Any] = [*VALUES, *EXTRA, [0.1, "a\x00"], [2**63], {"a": "\x00"}, ["b", ["a"]], [[1]]]
 _value = st.one_of(_scalar, st.sampled_from(EXTRA))
 _order_value = st.one_of(_ordered, st.sampled_from([e for e in EXTRA if not isinstance(e, bool)]))
@@ -536,8 +632,10 @@ def _pg_condition() -> st.SearchStrategy[Any]:
 
 pg_filters = st.recursive(
     st.dictionaries(st.sampled_from([*FIELDS, "x\x00"]), _pg_condition(), min_size=1, max_size=2),
-    lambda inner: st.one_of(st.lists(inner, min_size=1, max_size=3).map(lambda fs: {"$and": fs}),
-                            st.lists(inner, min_size=1, max_size=3).map(lambda fs: {"$or": fs})),
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda fs: {"$and": fs}),
+        st.lists(inner, min_size=1, max_size=3).map(lambda fs: {"$or": fs}),
+    ),
     max_leaves=4,
 )
 N_ROWS = 300
@@ -551,8 +649,10 @@ def filter_table(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], list[di
     rng = random.Random(11)
     rows = [{f: rng.choice(ROW_VALUES) for f in FIELDS if rng.random() < 0.8} for _ in range(N_ROWS)]
     conn = psycopg.connect(pg_url, autocommit=True)
-    conn.execute("CREATE SCHEMA IF NOT EXISTS filters; DROP TABLE IF EXISTS filters.rows;"
-                 " CREATE TABLE filters.rows (id int PRIMARY KEY, metadata jsonb NOT NULL, lossy boolean NOT NULL)")
+    conn.execute(
+        "CREATE SCHEMA IF NOT EXISTS filters; DROP TABLE IF EXISTS filters.rows;"
+        " CREATE TABLE filters.rows (id int PRIMARY KEY, metadata jsonb NOT NULL, lossy boolean NOT NULL)"
+    )
     lossy = set()
     with conn.cursor() as cur:
         params = []
@@ -567,10 +667,16 @@ def filter_table(pg_url: str) -> Iterator[tuple[psycopg.Connection[Any], list[di
     conn.close()
 
 
-@settings(max_examples=int(os.environ.get("FINDERLEDGE_FILTER_EXAMPLES", "300")), deadline=None,
-          suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(
+    max_examples=int(os.environ.get("FINDERLEDGE_FILTER_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
 @given(flt=pg_filters)
-def test_sql_filters_never_narrow_and_are_exact_on_rows_jsonb_holds(filter_table: Any, flt: dict[str, Any]) -> None:
+def test_sql_filters_never_narrow_and_are_exact_on_rows_jsonb_holds(
+    filter_table: Any, flt: dict[str, Any]
+) -> None:
     conn, rows, lossy = filter_table
     pred = compile_filter(flt)
     assert pred is not None
@@ -589,26 +695,58 @@ def test_how_often_sql_alone_is_exact() -> None:
     """Reported (run with -s): filters whose SQL alone, lossy rows included, returns exactly the right rows."""
     if _STATS["filters"]:
         share = _STATS["exact"] / _STATS["filters"]
-        print(f"\npg_filter: SQL alone exact for {_STATS['exact']}/{_STATS['filters']} random filters ({share:.1%});"
-              " on rows jsonb holds exactly: all of them")
+        print(
+            f"\npg_filter: SQL alone exact for {_STATS['exact']}/{_STATS['filters']} random filters ({share:.1%});"
+            " on rows jsonb holds exactly: all of them"
+        )
         assert share > 0.5
 
 
-@pytest.mark.parametrize(("flt", "matches"), [
-    ({"v": 2}, [2, 2.0]), ({"v": 9.223372036854776e18}, [2**63]), ({"v": {"$gt": 2**63}}, [2**63 + 1]),
-    ({"v": 0.1}, [0.1]), ({"v": {"$lt": 0.1}}, [0.09999999999999999]), ({"v": True}, [True]),
-    ({"v": {"$gte": "a"}}, ["a", "b", "東京"]), ({"v": {"$lt": "a"}}, ["B", ""]), ({"v": {"$contains": 2}}, [[2.0]]),
-    ({"v": {"$ne": 1}}, [2, 2.0, 2**63, 2**63 + 1, 0.1, 0.09999999999999999, True, "a", "b", "東京", "B", "", [2.0]]),
-])
+@pytest.mark.parametrize(
+    ("flt", "matches"),
+    [
+        ({"v": 2}, [2, 2.0]),
+        ({"v": 9.223372036854776e18}, [2**63]),
+        ({"v": {"$gt": 2**63}}, [2**63 + 1]),
+        ({"v": 0.1}, [0.1]),
+        ({"v": {"$lt": 0.1}}, [0.09999999999999999]),
+        ({"v": True}, [True]),
+        ({"v": {"$gte": "a"}}, ["a", "b", "東京"]),
+        ({"v": {"$lt": "a"}}, ["B", ""]),
+        ({"v": {"$contains": 2}}, [[2.0]]),
+        (
+            {"v": {"$ne": 1}},
+            [2, 2.0, 2**63, 2**63 + 1, 0.1, 0.09999999999999999, True, "a", "b", "東京", "B", "", [2.0]],
+        ),
+    ],
+)
 def test_reported_edge_cases_translate_exactly(pg_url: str, flt: dict[str, Any], matches: list[Any]) -> None:
-    values = [1, 2, 2.0, 2**63, 2**63 + 1, 0.1, 0.09999999999999999, True, "a", "b", "東京", "B", "", [2.0], None]
+    values = [
+        1,
+        2,
+        2.0,
+        2**63,
+        2**63 + 1,
+        0.1,
+        0.09999999999999999,
+        True,
+        "a",
+        "b",
+        "東京",
+        "B",
+        "",
+        [2.0],
+        None,
+    ]
     sql, params = to_sql(flt)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         got = []
         for value in values:
             text, _ = jsonb_text({"v": value} if value is not None else {})
-            row = conn.execute(f"WITH t AS (SELECT %s::jsonb AS metadata) SELECT {sql} FROM t",  # type: ignore[call-overload]
-                               [text, *params]).fetchone()
+            row = conn.execute(
+                f"WITH t AS (SELECT %s::jsonb AS metadata) SELECT {sql} FROM t",  # type: ignore[call-overload]
+                [text, *params],
+            ).fetchone()
             if row[0]:
                 got.append(value)
     assert got == matches

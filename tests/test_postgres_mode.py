@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [
     Document(page_content="The cat sat on the warm windowsill all afternoon.", metadata={"user": "alice"}),
     Document(page_content="Quarterly revenue grew by twelve percent in Europe.", metadata={"user": "bob"}),
-    Document(page_content="東京の桜は三月の終わりに満開になります。", metadata={"user": "alice", "lang": "ja"}),
+    Document(
+        page_content="東京の桜は三月の終わりに満開になります。", metadata={"user": "alice", "lang": "ja"}
+    ),
 ]
 
 
@@ -39,8 +41,13 @@ def schema() -> str:
 
 @pytest.fixture
 def fl(pg_url: str, schema: str, minilm: Any, tmp_path: Path) -> Iterator[FinderLedge]:
-    with FinderLedge(tmp_path / "replica", database_url=pg_url, database_schema=schema, embedding=minilm,
-                     show_progress=False) as ledger:
+    with FinderLedge(
+        tmp_path / "replica",
+        database_url=pg_url,
+        database_schema=schema,
+        embedding=minilm,
+        show_progress=False,
+    ) as ledger:
         yield ledger
 
 
@@ -52,10 +59,16 @@ def test_every_leg_searches_the_database(fl: FinderLedge) -> None:
     fl.add_document(DOCS)
     assert fl.vector_store.location == "ledger"
     assert fl.settings.vector_store == "pgvector"
-    for mode, query in (("vector", "a cat resting by a window"), ("keyword", "revenue Europe"),
-                        ("hybrid", "桜 満開"), ("keyword", "桜")):
+    for mode, query in (
+        ("vector", "a cat resting by a window"),
+        ("keyword", "revenue Europe"),
+        ("hybrid", "桜 満開"),
+        ("keyword", "桜"),
+    ):
         assert _contents(fl.search(query, search_mode=mode, k=1))[0] in {d.page_content for d in DOCS}, mode
-    assert _contents(fl.search("a cat resting by a window", search_mode="vector", k=1)) == [DOCS[0].page_content]
+    assert _contents(fl.search("a cat resting by a window", search_mode="vector", k=1)) == [
+        DOCS[0].page_content
+    ]
     assert _contents(fl.search("桜", search_mode="keyword", k=1)) == [DOCS[2].page_content]
     for mode in ("vector", "keyword", "hybrid"):
         found = fl.search("cat revenue 桜", search_mode=mode, k=10, filter={"user": "alice"})
@@ -72,8 +85,9 @@ def test_removal_reaches_both_legs(fl: FinderLedge) -> None:
     assert len(fl.vector_store) == 2
 
 
-def test_the_environment_variable_selects_postgres(pg_url: str, schema: str, minilm: Any, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_environment_variable_selects_postgres(
+    pg_url: str, schema: str, minilm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FINDERLEDGE_DATABASE_URL", pg_url)
     monkeypatch.setenv("FINDERLEDGE_DATABASE_SCHEMA", schema)
     with FinderLedge(embedding=minilm, show_progress=False) as fl:
@@ -84,21 +98,30 @@ def test_the_environment_variable_selects_postgres(pg_url: str, schema: str, min
         assert _contents(again.search("hello", search_mode="keyword")) == ["hello from the environment"]
 
 
-def test_the_cli_uses_the_database_named_by_the_environment(pg_url: str, schema: str, tmp_path: Path, minilm: Any,
-                                                            monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_uses_the_database_named_by_the_environment(
+    pg_url: str,
+    schema: str,
+    tmp_path: Path,
+    minilm: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import finderledge.facade
     from finderledge.cli import main
 
     real = finderledge.facade.FinderLedge
-    monkeypatch.setattr(finderledge.facade, "FinderLedge", lambda *a, **kw: real(*a, **{**kw, "embedding": minilm}))
+    monkeypatch.setattr(
+        finderledge.facade, "FinderLedge", lambda *a, **kw: real(*a, **{**kw, "embedding": minilm})
+    )
     monkeypatch.setenv("FINDERLEDGE_DATABASE_URL", pg_url)
     monkeypatch.setenv("FINDERLEDGE_DATABASE_SCHEMA", schema)
     (tmp_path / "notes.txt").write_text("The staff canteen opens at half past eleven.", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert main(["add", "notes.txt", "--dir", "machine-a"]) == 0
     capsys.readouterr()
-    assert main(["search", "canteen opening time", "--dir", "machine-b", "--json"]) == 0  # another machine's replica
+    assert (
+        main(["search", "canteen opening time", "--dir", "machine-b", "--json"]) == 0
+    )  # another machine's replica
     assert "half past eleven" in capsys.readouterr().out
     assert not (tmp_path / "machine-b" / "ledger.sqlite3").exists()
 
@@ -108,24 +131,31 @@ def test_other_vector_stores_are_refused_in_postgres_mode(pg_url: str, schema: s
         FinderLedge(database_url=pg_url, database_schema=schema, vector_store="faiss", embedding=minilm)
 
 
-def test_no_password_in_files_logs_or_errors(pg_url: str, schema: str, minilm: Any, tmp_path: Path,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_no_password_in_files_logs_or_errors(
+    pg_url: str, schema: str, minilm: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import psycopg
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fl_user') THEN "
-                     "CREATE ROLE fl_user LOGIN SUPERUSER PASSWORD 'Sup3rS3cret'; END IF; END$$")
+        conn.execute(
+            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'fl_user') THEN "
+            "CREATE ROLE fl_user LOGIN SUPERUSER PASSWORD 'Sup3rS3cret'; END IF; END$$"
+        )
     url = pg_url.replace("postgres:@", "fl_user:Sup3rS3cret@")
     cache = tmp_path / "cache"
     with caplog.at_level(logging.DEBUG):
-        with FinderLedge(cache / "replica", database_url=url, database_schema=schema, embedding=minilm,
-                         show_progress=True) as fl:
+        with FinderLedge(
+            cache / "replica", database_url=url, database_schema=schema, embedding=minilm, show_progress=True
+        ) as fl:
             fl.add_document(DOCS)
             fl.search("cat")
             dumped = json.dumps(fl.stats(), default=str)
         with pytest.raises(ConfigurationError) as refused:
-            FinderLedge(database_url=url.replace("/postgres?", "/no_such_db?"), database_schema=schema,
-                        embedding=minilm)
+            FinderLedge(
+                database_url=url.replace("/postgres?", "/no_such_db?"),
+                database_schema=schema,
+                embedding=minilm,
+            )
     assert "Sup3rS3cret" not in dumped
     assert "Sup3rS3cret" not in caplog.text
     assert "Sup3rS3cret" not in str(refused.value) and "no_such_db" in str(refused.value)
@@ -137,8 +167,9 @@ def test_no_password_in_files_logs_or_errors(pg_url: str, schema: str, minilm: A
     assert not any("Sup3rS3cret" in str(r[0]) for r in rows)
 
 
-def test_a_replica_catches_up_and_a_recreated_database_is_rebuilt(pg_url: str, schema: str, minilm: Any,
-                                                                   tmp_path: Path) -> None:
+def test_a_replica_catches_up_and_a_recreated_database_is_rebuilt(
+    pg_url: str, schema: str, minilm: Any, tmp_path: Path
+) -> None:
     import psycopg
 
     kw = {"database_url": pg_url, "database_schema": schema, "embedding": minilm, "show_progress": False}
@@ -150,7 +181,9 @@ def test_a_replica_catches_up_and_a_recreated_database_is_rebuilt(pg_url: str, s
     with FinderLedge(tmp_path / "a", **kw) as again:  # replays the 5 new changes from its checkpoint
         seen = json.loads((tmp_path / "a" / "replica.json").read_text())
         assert len(again.search("zebras", search_mode="keyword", k=10)) == 5
-    assert json.loads(seen["index:keyword"])["seq"] == 2  # opened from its own checkpoint (2 changes), replayed 5
+    assert (
+        json.loads(seen["index:keyword"])["seq"] == 2
+    )  # opened from its own checkpoint (2 changes), replayed 5
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
     with FinderLedge(tmp_path / "a", **kw) as fresh:  # same folder, new database: its old replica is not used
@@ -174,41 +207,71 @@ WORKER = textwrap.dedent("""
 
 def _other_machine(tmp_path: Path, name: str, *args: str) -> list[str]:
     env = {**os.environ, "FINDERLEDGE_CACHE_DIR": str(tmp_path / f"machine-{name}"), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", WORKER, *args], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 @pytest.mark.slow
-def test_another_machine_writes_and_this_one_sees_it_in_both_legs(pg_url: str, schema: str, tmp_path: Path) -> None:
-    with FinderLedge(tmp_path / "here", database_url=pg_url, database_schema=schema, show_progress=False) as here:
+def test_another_machine_writes_and_this_one_sees_it_in_both_legs(
+    pg_url: str, schema: str, tmp_path: Path
+) -> None:
+    with FinderLedge(
+        tmp_path / "here", database_url=pg_url, database_schema=schema, show_progress=False
+    ) as here:
         here.add_texts(["an unrelated note about gardening"])
         assert here.search("penguins", search_mode="keyword") == []
-        ids = _other_machine(tmp_path, "b", pg_url, schema, "add",
-                             json.dumps(["Emperor penguins huddle together through the Antarctic winter."]))
+        ids = _other_machine(
+            tmp_path,
+            "b",
+            pg_url,
+            schema,
+            "add",
+            json.dumps(["Emperor penguins huddle together through the Antarctic winter."]),
+        )
         for mode in ("keyword", "vector", "hybrid"):
-            assert _contents(here.search("penguins in Antarctica", search_mode=mode, k=1))[0].startswith("Emperor"), mode
+            assert _contents(here.search("penguins in Antarctica", search_mode=mode, k=1))[0].startswith(
+                "Emperor"
+            ), mode
         _other_machine(tmp_path, "b", pg_url, schema, "delete", json.dumps(ids))
         for mode in ("keyword", "vector", "hybrid"):
-            assert not any(c.startswith("Emperor") for c in _contents(here.search("penguins", search_mode=mode))), mode
+            assert not any(
+                c.startswith("Emperor") for c in _contents(here.search("penguins", search_mode=mode))
+            ), mode
 
 
 @pytest.mark.slow
-def test_two_machines_writing_at_once_lose_nothing(pg_url: str, schema: str, tmp_path: Path, minilm: Any) -> None:
+def test_two_machines_writing_at_once_lose_nothing(
+    pg_url: str, schema: str, tmp_path: Path, minilm: Any
+) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     procs = []
     for name in ("b", "c"):
         texts = [f"machine {name} document {i} with a unique word {name}word{i}" for i in range(15)]
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, pg_url, schema, "add", json.dumps(texts)],
-            env={**env, "FINDERLEDGE_CACHE_DIR": str(tmp_path / f"machine-{name}")},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, pg_url, schema, "add", json.dumps(texts)],
+                env={**env, "FINDERLEDGE_CACHE_DIR": str(tmp_path / f"machine-{name}")},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+            )
+        )
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err[-3000:]
-    with FinderLedge(tmp_path / "here", database_url=pg_url, database_schema=schema, embedding=minilm,
-                     show_progress=False) as here:
+    with FinderLedge(
+        tmp_path / "here", database_url=pg_url, database_schema=schema, embedding=minilm, show_progress=False
+    ) as here:
         assert len(here.list_documents()) == 30
         changes = here._ledger.changes_since(0)
         assert [c.seq for c in changes] == sorted({c.seq for c in changes}) and len(changes) == 30

@@ -24,7 +24,9 @@ def _quick_start_line() -> str:
     """The indented command line of README.md's "Quick start" section that runs the example."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    [line] = [ln.strip() for ln in section.splitlines() if ln.startswith("    ") and "examples/quickstart.py" in ln]
+    [line] = [
+        ln.strip() for ln in section.splitlines() if ln.startswith("    ") and "examples/quickstart.py" in ln
+    ]
     return line
 
 
@@ -50,13 +52,21 @@ def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     argv = shlex.split(steps[-1])
     assert argv[0] == "python"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, *argv[1:]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr
     out = proc.stdout
-    assert out.startswith("indexed 7 documents (7 new chunks), 0 files skipped; "
-                          "store holds {'documents': 7, 'chunks': 7}\n"), out[:300]
+    assert out.startswith(
+        "indexed 7 documents (7 new chunks), 0 files skipped; store holds {'documents': 7, 'chunks': 7}\n"
+    ), out[:300]
 
     english = _results_after("How long is a password reset link valid?", out)
     assert len(english) == 3 and "password-reset.txt chunk 1/1" in english[0], english

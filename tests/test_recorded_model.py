@@ -28,10 +28,13 @@ def _craft(directory: Path, model: str) -> None:
     con.close()
 
 
-@pytest.mark.parametrize("model", ["sentence-transformers:/any/local/path", "openai:text-embedding-3-large",
-                                   "ollama:nomic-embed-text"])
-def test_a_crafted_model_record_is_refused_before_anything_loads(tmp_path: Path, minilm: Any, model: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "model",
+    ["sentence-transformers:/any/local/path", "openai:text-embedding-3-large", "ollama:nomic-embed-text"],
+)
+def test_a_crafted_model_record_is_refused_before_anything_loads(
+    tmp_path: Path, minilm: Any, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     directory = tmp_path / "index"
     with FinderLedge(directory, show_progress=False) as fl:
         fl.add_texts(["FinderLedge keeps one chunk id across every store."])

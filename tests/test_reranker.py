@@ -39,11 +39,17 @@ def fl(minilm, example_dir: Path):  # type: ignore[no-untyped-def]
     ledger.close()
 
 
-def test_cross_encoder_by_path_orders_by_its_scores(minilm, example_dir: Path, cross_encoder_path: str) -> None:  # type: ignore[no-untyped-def]
+def test_cross_encoder_by_path_orders_by_its_scores(
+    minilm, example_dir: Path, cross_encoder_path: str
+) -> None:  # type: ignore[no-untyped-def]
     from sentence_transformers import CrossEncoder
 
-    fl = FinderLedge(embedding=minilm, vector_store="faiss", reranker=f"cross-encoder:{cross_encoder_path}",
-                     rerank_candidates=5)
+    fl = FinderLedge(
+        embedding=minilm,
+        vector_store="faiss",
+        reranker=f"cross-encoder:{cross_encoder_path}",
+        rerank_candidates=5,
+    )
     fl.add_document(example_dir)
     fused = fl.search(Q, k=5, rerank=False)
     results = fl.search(Q, k=3)
@@ -55,12 +61,19 @@ def test_cross_encoder_by_path_orders_by_its_scores(minilm, example_dir: Path, c
         assert r.score == pytest.approx(float(expected[i]), abs=1e-4) and 0.0 <= r.score <= 1.0
         assert r.info.get("rerank_score") == pytest.approx(float(expected[i]), abs=1e-4)
         assert r.metadata["_finderledge"]["relevance_score"] == r.score
-        assert r.metadata["_finderledge"]["fused_rank"] == i + 1 and r.metadata["_finderledge"]["fused_score"] == fused[i].score
-    assert getattr(fl.reranker, "score_scale", None) == "probability"  # the model applies a sigmoid: kept as is
+        assert (
+            r.metadata["_finderledge"]["fused_rank"] == i + 1
+            and r.metadata["_finderledge"]["fused_score"] == fused[i].score
+        )
+    assert (
+        getattr(fl.reranker, "score_scale", None) == "probability"
+    )  # the model applies a sigmoid: kept as is
     fl.close()
 
 
-def test_cross_encoder_logits_are_shown_in_the_unit_interval(fl: FinderLedge, cross_encoder_path: str) -> None:
+def test_cross_encoder_logits_are_shown_in_the_unit_interval(
+    fl: FinderLedge, cross_encoder_path: str
+) -> None:
     """A cross-encoder that outputs logits (as ms-marco models do): the score is their logistic map, the logit is
     kept as ``rerank_score``, and the retriever and the VectorStore threshold on the same [0, 1] scale."""
     import math
@@ -96,7 +109,9 @@ def test_cross_encoder_logits_are_shown_in_the_unit_interval(fl: FinderLedge, cr
     assert fl.reranker.score_scale == "logit"  # declared by the model's (identity-like) activation
 
 
-def test_unloadable_model_falls_back_or_raises(minilm, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unloadable_model_falls_back_or_raises(
+    minilm, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     with caplog.at_level(logging.WARNING, logger="finderledge"):
         fl = FinderLedge(embedding=minilm, reranker=str(tmp_path / "no-such-model"))
     assert fl.reranker is None
@@ -111,7 +126,9 @@ def test_unloadable_model_falls_back_or_raises(minilm, caplog: pytest.LogCapture
 class LongestFirst(BaseDocumentCompressor):
     """A user's LangChain compressor: keeps the two longest passages, longest first."""
 
-    def compress_documents(self, documents: Sequence[Document], query: str, callbacks=None) -> Sequence[Document]:  # type: ignore[no-untyped-def, override]
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks=None
+    ) -> Sequence[Document]:  # type: ignore[no-untyped-def, override]
         return sorted(documents, key=lambda d: -len(d.page_content))[:2]
 
 

@@ -27,7 +27,9 @@ def test_retriever_in_an_lcel_chain(ledger: FinderLedge) -> None:
     docs = retriever.invoke("How long is a password reset link valid?")
     assert len(docs) == 2 and docs[0].metadata["_finderledge"]["relevance_score"] > 0
     assert len(retriever.invoke("password", k=1)) == 1  # per-call override
-    only_md = retriever.invoke("refund bucket", filter={"doc_type_detected": "markdown"}, search_mode="keyword")
+    only_md = retriever.invoke(
+        "refund bucket", filter={"doc_type_detected": "markdown"}, search_mode="keyword"
+    )
     assert only_md and all(d.metadata["doc_type_detected"] == "markdown" for d in only_md)
 
     batch = retriever.batch(["password reset", "返金の申請"])
@@ -43,7 +45,9 @@ def test_as_retriever_rejects_unknown_options(ledger: FinderLedge) -> None:
 
 # -- LangChain's conventions ---------------------------------------------------------------------------
 def test_langchain_search_type_and_search_kwargs(ledger: FinderLedge) -> None:
-    r = ledger.as_retriever(search_type="similarity", search_kwargs={"k": 4, "filter": {"doc_type_detected": "markdown"}})
+    r = ledger.as_retriever(
+        search_type="similarity", search_kwargs={"k": 4, "filter": {"doc_type_detected": "markdown"}}
+    )
     docs = r.invoke("refund")
     assert 0 < len(docs) <= 4 and all(d.metadata["doc_type_detected"] == "markdown" for d in docs)
     r = ledger.as_retriever(search_type="vector", search_kwargs={"fetch_k": 30, "k": 2})
@@ -58,7 +62,9 @@ def test_langchain_search_type_and_search_kwargs(ledger: FinderLedge) -> None:
 
 def test_async_calls_take_the_same_per_call_options(ledger: FinderLedge) -> None:
     r = ledger.as_retriever(k=5)
-    docs = asyncio.run(r.ainvoke("refund", k=2, filter={"doc_type_detected": "markdown"}, search_mode="keyword"))
+    docs = asyncio.run(
+        r.ainvoke("refund", k=2, filter={"doc_type_detected": "markdown"}, search_mode="keyword")
+    )
     assert len(docs) <= 2 and all(d.metadata["doc_type_detected"] == "markdown" for d in docs)
     batches = asyncio.run(r.abatch(["refund", "password"], k=1))
     assert [len(b) for b in batches] == [1, 1]
@@ -79,7 +85,9 @@ def test_equal_chunks_compare_equal_so_multi_query_does_not_repeat_them(ledger: 
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
     base = ledger.as_retriever(k=4)
-    llm = FakeListChatModel(responses=["password reset link\nreset my password\nhow long is the reset link valid"])
+    llm = FakeListChatModel(
+        responses=["password reset link\nreset my password\nhow long is the reset link valid"]
+    )
     mq = MultiQueryRetriever.from_llm(retriever=base, llm=llm)
     docs = mq.invoke("How long is a password reset link valid?")
     ids = [d.id for d in docs]
@@ -87,7 +95,9 @@ def test_equal_chunks_compare_equal_so_multi_query_does_not_repeat_them(ledger: 
 
 
 def test_similarity_score_threshold_drops_noise(ledger: FinderLedge) -> None:
-    r = ledger.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.3, "k": 5})
+    r = ledger.as_retriever(
+        search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.3, "k": 5}
+    )
     good = r.invoke("How long is a password reset link valid?")
     assert good and all(d.metadata["_finderledge"]["relevance_score"] >= 0.3 for d in good)
     assert r.invoke("zebra quantum violin nebula") == []

@@ -28,16 +28,29 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "data"
 DATASETS = ROOT.parent / "shared" / "datasets"
 
-GOOD = ["How long is a password reset link valid?", "retry backoff", "upload large files resume",
-        "返金の申請期限はいつまでですか"]
-NONSENSE = ["zebra quantum violin nebula", "pancake glacier saxophone lantern", "シマウマ 量子 バイオリン 星雲"]
+GOOD = [
+    "How long is a password reset link valid?",
+    "retry backoff",
+    "upload large files resume",
+    "返金の申請期限はいつまでですか",
+]
+NONSENSE = [
+    "zebra quantum violin nebula",
+    "pancake glacier saxophone lantern",
+    "シマウマ 量子 バイオリン 星雲",
+]
 MODES = ("hybrid", "vector", "keyword")
 
 
 @pytest.fixture(scope="module")
 def fl(minilm, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FinderLedge]:  # type: ignore[no-untyped-def]
-    ledger = FinderLedge(tmp_path_factory.mktemp("scores") / "index", vector_store="faiss", embedding=minilm,
-                         show_progress=False, env_file=None)
+    ledger = FinderLedge(
+        tmp_path_factory.mktemp("scores") / "index",
+        vector_store="faiss",
+        embedding=minilm,
+        show_progress=False,
+        env_file=None,
+    )
     ledger.add_document(EXAMPLES)
     yield ledger
     ledger.close()
@@ -79,10 +92,14 @@ def test_japanese_query_is_scored_by_the_leg_that_reads_it(fl: FinderLedge) -> N
 def test_ordering_is_the_fusions(fl: FinderLedge, mode: str) -> None:
     for query in GOOD + NONSENSE:
         results = fl.search(query, search_mode=mode, k=10, score_threshold=None)
-        background = LedgerBackground(fl._ledger, fl.keyword_store)  # adaptive fusion reads the corpus background
+        background = LedgerBackground(
+            fl._ledger, fl.keyword_store
+        )  # adaptive fusion reads the corpus background
         reference = fl.finder.search(query, mode=mode, k=10, background=background)
         assert [r.id for r in results] == [h.id for h in reference]
-        assert [r.metadata["_finderledge"]["fusion_score"] for r in results] == pytest.approx([h.score for h in reference])
+        assert [r.metadata["_finderledge"]["fusion_score"] for r in results] == pytest.approx(
+            [h.score for h in reference]
+        )
 
 
 def test_score_threshold_keeps_the_prefix_that_passes(fl: FinderLedge) -> None:
@@ -105,7 +122,9 @@ def test_score_threshold_is_checked(fl: FinderLedge, bad: object) -> None:
 
 def test_get_context_says_no_context_when_nothing_passes(fl: FinderLedge) -> None:
     assert fl.get_context("zebra quantum violin nebula", score_threshold=0.3) == NO_CONTEXT
-    assert fl.get_context("zebra quantum violin nebula") != NO_CONTEXT  # without a threshold: whatever is nearest
+    assert (
+        fl.get_context("zebra quantum violin nebula") != NO_CONTEXT
+    )  # without a threshold: whatever is nearest
     context = fl.get_context("How long is a password reset link valid?", score_threshold=0.3)
     assert context.startswith("[1]") and "password-reset.txt" in context and "[2]" not in context
 
@@ -125,7 +144,9 @@ def test_reranked_scores_lie_in_the_unit_interval_and_keep_the_raw_score(minilm,
     def logits(query: str, docs: Any) -> list[float]:
         return [(len(d.page_content) - 400) / 100 for d in docs]
 
-    ledger = FinderLedge(embedding=minilm, vector_store="faiss", reranker=logits, rerank_candidates=5, env_file=None)
+    ledger = FinderLedge(
+        embedding=minilm, vector_store="faiss", reranker=logits, rerank_candidates=5, env_file=None
+    )
     ledger.add_document(example_dir)
     first = {r.id: r.score for r in ledger.search("password reset", k=5, rerank=False)}
     results = ledger.search("password reset", k=5)
@@ -140,7 +161,9 @@ def test_reranked_scores_lie_in_the_unit_interval_and_keep_the_raw_score(minilm,
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
 
     cut = results[1].score  # the same threshold keeps the same prefix everywhere
-    assert [r.id for r in ledger.search("password reset", k=5, score_threshold=cut)] == [r.id for r in results[:2]]
+    assert [r.id for r in ledger.search("password reset", k=5, score_threshold=cut)] == [
+        r.id for r in results[:2]
+    ]
     retriever = ledger.as_retriever(k=5, score_threshold=cut)
     assert [d.id for d in retriever.invoke("password reset")] == [r.id for r in results[:2]]
     for bad in (-3.0, 1.5):
@@ -164,8 +187,12 @@ def test_empty_corpus_and_blank_queries(minilm) -> None:  # type: ignore[no-unty
 
 
 def test_background_is_deterministic_and_resampled_when_the_corpus_grows(minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    texts = [f"Note {i}: the {w} report covers {w} figures for quarter {i % 4}." for i, w in
-             enumerate(["sales", "travel", "hiring", "energy", "rent", "support", "cloud", "legal"] * 3)]
+    texts = [
+        f"Note {i}: the {w} report covers {w} figures for quarter {i % 4}."
+        for i, w in enumerate(
+            ["sales", "travel", "hiring", "energy", "rent", "support", "cloud", "legal"] * 3
+        )
+    ]
     a = FinderLedge(tmp_path / "i", embedding=minilm, vector_store="faiss", env_file=None)
     a.add_texts(texts[:20])
     first = a.search("energy figures", k=5)
@@ -191,16 +218,24 @@ def test_evidence_functions() -> None:
 
 
 def test_score_hits_averages_counted_legs_and_never_rises() -> None:
-    hits = [FusedHit("a", 2.0, {"vector": 1, "keyword": 1}, {"vector": 0.8, "keyword": 6.0}),
-            FusedHit("b", 1.0, {"vector": 2}, {"vector": 0.9}),  # the keyword leg did not find it: adds 0
-            FusedHit("c", 0.5, {"keyword": 2}, {"keyword": 2.0})]
+    hits = [
+        FusedHit("a", 2.0, {"vector": 1, "keyword": 1}, {"vector": 0.8, "keyword": 6.0}),
+        FusedHit("b", 1.0, {"vector": 2}, {"vector": 0.9}),  # the keyword leg did not find it: adds 0
+        FusedHit("c", 0.5, {"keyword": 2}, {"keyword": 2.0}),
+    ]
     score_hits(hits, {"vector": 1.0, "keyword": 1.0}, vector_baseline=0.0, keyword_ceiling=10.0)
     assert hits[0].relevance == pytest.approx((0.8 + 0.6) / 2)  # the top hit: its own evidence
-    assert hits[1].relevance == pytest.approx(0.45 * 1.0 / 2.0)  # its evidence x its share of the top fused score
+    assert hits[1].relevance == pytest.approx(
+        0.45 * 1.0 / 2.0
+    )  # its evidence x its share of the top fused score
     assert hits[2].relevance == pytest.approx(0.1 * 0.5 / 2.0)
     score_hits(hits, {"vector": 1.0, "keyword": 1.0}, vector_baseline=0.0, keyword_ceiling=1.0)
-    assert hits[2].relevance == pytest.approx(0.45 * 0.5 / 2.0)  # evidence 1.0, capped by the hit above (0.45)
-    score_hits(hits, {"keyword": 1.0, "vector": 0.0}, vector_baseline=0.0, keyword_ceiling=10.0)  # vector only fills
+    assert hits[2].relevance == pytest.approx(
+        0.45 * 0.5 / 2.0
+    )  # evidence 1.0, capped by the hit above (0.45)
+    score_hits(
+        hits, {"keyword": 1.0, "vector": 0.0}, vector_baseline=0.0, keyword_ceiling=10.0
+    )  # vector only fills
     assert [h.relevance for h in hits] == pytest.approx([0.6, 0.0, 0.0])
     score_hits(hits, {"vector": 3.0, "keyword": 1.0}, vector_baseline=0.5, keyword_ceiling=10.0)
     assert hits[0].relevance == pytest.approx((3 * 0.6 + 0.6) / 4)
@@ -216,16 +251,28 @@ def test_background_idf_and_baseline() -> None:
     assert bg.sample_size == 20 and bg.doc_freq["cats"] == 10
     assert bg.idf("cats") == pytest.approx(np.log(1 + (20 - 10 + 0.5) / 10.5))
     assert bg.idf("unseen") == pytest.approx(np.log(1 + 20.5 / 0.5))  # the whole corpus sampled: df 0
-    assert bg.keyword_ceiling("cats cats unseen") == pytest.approx(1.9 * (2 * bg.idf("cats") + bg.idf("unseen")))
+    assert bg.keyword_ceiling("cats cats unseen") == pytest.approx(
+        1.9 * (2 * bg.idf("cats") + bg.idf("unseen"))
+    )
     mean = np.array([1 + 1 / np.sqrt(2), 1 + 1 / np.sqrt(2)]) / 3  # of the unit vectors
     assert bg.vector_baseline([1.0, 0.0]) == pytest.approx(float(mean @ mean))  # chunk-to-chunk is the higher
-    assert bg.vector_baseline([1.0, 0.0]) > float(np.mean([1.0, 0.0, 1 / np.sqrt(2)]))  # the query's mean cosine
+    assert bg.vector_baseline([1.0, 0.0]) > float(
+        np.mean([1.0, 0.0, 1 / np.sqrt(2)])
+    )  # the query's mean cosine
     assert bg.vector_baseline([0.0, -1.0]) == pytest.approx(float(mean @ mean))
-    near = sample_background(["a", "b"], [np.array([1.0, 0.0]), np.array([0.0, 1.0])], 2, tokenizer=None, k1=0.9)
-    assert near.vector_baseline([1.0, 1.0]) == pytest.approx(1 / np.sqrt(2))  # above the chunks' mean cosine 0.5
+    near = sample_background(
+        ["a", "b"], [np.array([1.0, 0.0]), np.array([0.0, 1.0])], 2, tokenizer=None, k1=0.9
+    )
+    assert near.vector_baseline([1.0, 1.0]) == pytest.approx(
+        1 / np.sqrt(2)
+    )  # above the chunks' mean cosine 0.5
     partial = CorpusBackground(corpus_size=1000, sample_size=100, doc_freq={"cats": 10})
-    assert partial.idf("cats") == pytest.approx(np.log(1 + (1000 - 100 + 0.5) / 100.5))  # scaled to the corpus
-    assert partial.idf("dogs") == pytest.approx(np.log(1 + (1000 - 5 + 0.5) / 5.5))  # unseen: half a sampled hit
+    assert partial.idf("cats") == pytest.approx(
+        np.log(1 + (1000 - 100 + 0.5) / 100.5)
+    )  # scaled to the corpus
+    assert partial.idf("dogs") == pytest.approx(
+        np.log(1 + (1000 - 5 + 0.5) / 5.5)
+    )  # unseen: half a sampled hit
     assert partial.vector_baseline([1.0, 0.0]) == 0.0 and partial.keyword_ceiling("cats") == 0.0
 
 
@@ -261,7 +308,9 @@ def test_real_queries_outscore_foreign_and_nonsense_ones_on_scifact(minilm) -> N
     rng = np.random.default_rng(0)
     others = [d for d in data.corpus if d not in gold]
     keep = sorted(gold) + [others[i] for i in rng.choice(len(others), 300, replace=False)]
-    ledger = FinderLedge(embedding=minilm, vector_store="faiss", chunk_size=1_000_000, chunk_overlap=0, env_file=None)
+    ledger = FinderLedge(
+        embedding=minilm, vector_store="faiss", chunk_size=1_000_000, chunk_overlap=0, env_file=None
+    )
     from langchain_core.documents import Document
 
     ledger.add_documents([Document(page_content=f"{data.corpus[d][0]}\n\n{data.corpus[d][1]}") for d in keep])
@@ -280,9 +329,14 @@ def test_the_scores_page_sample_runs(minilm: Any) -> None:
     import finderledge
 
     ledger = FinderLedge(embedding=minilm, show_progress=False)
-    ledger.add_texts(["To reset your password, open Settings and choose Reset password.",
-                         "Refunds are processed within five business days."])
-    namespace = run_doc_samples("scores.md", {"ledger": ledger, "question": "zebra quantum violin nebula",
-                                              "finderledge": finderledge})
+    ledger.add_texts(
+        [
+            "To reset your password, open Settings and choose Reset password.",
+            "Refunds are processed within five business days.",
+        ]
+    )
+    namespace = run_doc_samples(
+        "scores.md", {"ledger": ledger, "question": "zebra quantum violin nebula", "finderledge": finderledge}
+    )
     assert namespace["results"] and namespace["answer"] == "I found nothing about that in the documents."
     ledger.close()

@@ -36,8 +36,12 @@ def _upload(client: TestClient, name: str, data: bytes, mime: str = "application
 
 def test_upload_list_detail_delete(api, tmp_path: Path) -> None:
     client, fl = api
-    pdf = make_pdf(tmp_path / "manual.pdf", ["Page one explains the password reset.", "Page two covers refunds."])
-    created = _upload(client, "manual.pdf", pdf.read_bytes(), "application/pdf", title="Manual", tags="hr, it")
+    pdf = make_pdf(
+        tmp_path / "manual.pdf", ["Page one explains the password reset.", "Page two covers refunds."]
+    )
+    created = _upload(
+        client, "manual.pdf", pdf.read_bytes(), "application/pdf", title="Manual", tags="hr, it"
+    )
     assert created.status_code == 201, created.text
     doc = created.json()
     assert doc["filename"] == "manual.pdf" and doc["title"] == "Manual" and doc["tags"] == ["hr", "it"]
@@ -47,8 +51,13 @@ def test_upload_list_detail_delete(api, tmp_path: Path) -> None:
 
     listing = client.get("/api/v1/documents", params={"per_page": 1}).json()
     assert listing["total"] == 2 and [d["id"] for d in listing["items"]] == [doc["id"]]
-    assert client.get("/api/v1/documents", params={"page": 2, "per_page": 1}).json()["items"][0]["id"] == other["id"]
-    assert [d["id"] for d in client.get("/api/v1/documents", params={"tag": "support"}).json()["items"]] == [other["id"]]
+    assert (
+        client.get("/api/v1/documents", params={"page": 2, "per_page": 1}).json()["items"][0]["id"]
+        == other["id"]
+    )
+    assert [d["id"] for d in client.get("/api/v1/documents", params={"tag": "support"}).json()["items"]] == [
+        other["id"]
+    ]
 
     detail = client.get(f"/api/v1/documents/{doc['id']}").json()
     assert [c["page"] for c in detail["chunks"]] == [1, 2]
@@ -74,22 +83,35 @@ def test_search_explains_ranks_and_filters(api) -> None:
     assert top["document_id"] == ja["id"] and top["filename"] == "返金.txt"
     assert top["keyword_rank"] == 1 and top["keyword_score"] > 0 and 0 < top["score"] <= 1
     assert body["context"].startswith("[1]")
-    hits = client.post("/api/v1/search", json={"query": "refund", "tags": ["support"], "search_mode": "vector"}).json()
+    hits = client.post(
+        "/api/v1/search", json={"query": "refund", "tags": ["support"], "search_mode": "vector"}
+    ).json()
     assert {h["document_id"] for h in hits["results"]} == {en["id"]}
     assert all(h["vector_rank"] is not None for h in hits["results"])
     only = client.post("/api/v1/search", json={"query": "refund", "document_ids": [ja["id"]]}).json()
     assert {h["document_id"] for h in only["results"]} == {ja["id"]}
-    where = client.post("/api/v1/search", json={"query": "refund", "filter": {"filename": {"$ne": "faq.md"}}}).json()
+    where = client.post(
+        "/api/v1/search", json={"query": "refund", "filter": {"filename": {"$ne": "faq.md"}}}
+    ).json()
     assert {h["filename"] for h in where["results"]} == {"返金.txt"}
-    none = client.post("/api/v1/search", json={"query": "zebra quantum violin nebula", "score_threshold": 0.9}).json()
+    none = client.post(
+        "/api/v1/search", json={"query": "zebra quantum violin nebula", "score_threshold": 0.9}
+    ).json()
     assert none["results"] == [] and none["context"] == "[no relevant context found]"
 
 
-@pytest.mark.parametrize("body, status", [
-    ({"query": ""}, 422), ({"query": "x", "top_k": 0}, 422), ({"query": "x", "top_k": 101}, 422),
-    ({"query": "x", "score_threshold": 1.5}, 422), ({"query": "x", "search_mode": "fuzzy"}, 422),
-    ({"query": "x", "filter": {"year": {"$regex": "2"}}}, 422), ({"query": "x", "unknown": 1}, 422),
-])
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ({"query": ""}, 422),
+        ({"query": "x", "top_k": 0}, 422),
+        ({"query": "x", "top_k": 101}, 422),
+        ({"query": "x", "score_threshold": 1.5}, 422),
+        ({"query": "x", "search_mode": "fuzzy"}, 422),
+        ({"query": "x", "filter": {"year": {"$regex": "2"}}}, 422),
+        ({"query": "x", "unknown": 1}, 422),
+    ],
+)
 def test_bad_search_requests_are_clear_4xx(api, body, status) -> None:
     client, _ = api
     response = client.post("/api/v1/search", json=body)
@@ -102,10 +124,20 @@ def test_chat_extractive_and_streamed(api) -> None:
     doc = _upload(client, "faq.md", FAQ.encode()).json()
     answer = client.post("/api/v1/chat", json={"question": "How long do I have to ask for a refund?"}).json()
     assert answer["extractive"] is True and answer["model"] is None
-    assert answer["answer"].startswith(EXTRACTIVE_NOTE) and "[1]" in answer["answer"] and "30 days" in answer["answer"]
+    assert (
+        answer["answer"].startswith(EXTRACTIVE_NOTE)
+        and "[1]" in answer["answer"]
+        and "30 days" in answer["answer"]
+    )
     assert answer["sources"][0]["n"] == 1 and answer["sources"][0]["document_id"] == doc["id"]
-    with client.stream("POST", "/api/v1/chat/stream", json={"question": "refund deadline", "history": [
-            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) as response:
+    with client.stream(
+        "POST",
+        "/api/v1/chat/stream",
+        json={
+            "question": "refund deadline",
+            "history": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        },
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         events = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
     assert events[-1]["done"] is True and events[-1]["sources"][0]["document_id"] == doc["id"]
@@ -119,13 +151,23 @@ def test_health_version_page_and_docs(api) -> None:
     client, _ = api
     health = client.get("/api/v1/health")
     assert health.status_code == 200 and health.json()["status"] == "ok"
-    assert set(health.json()["components"]) >= {"ledger", "vector_index", "keyword_index", "embedding", "uploads"}
+    assert set(health.json()["components"]) >= {
+        "ledger",
+        "vector_index",
+        "keyword_index",
+        "embedding",
+        "uploads",
+    }
     assert client.get("/api/v1/version").json()["api"] == "v1"
     assert client.get("/").headers["content-type"].startswith("text/html")
     schema = client.get("/openapi.json").json()
-    assert {"/api/v1/documents", "/api/v1/search", "/api/v1/chat", "/api/v1/chat/stream"} <= set(schema["paths"])
+    assert {"/api/v1/documents", "/api/v1/search", "/api/v1/chat", "/api/v1/chat/stream"} <= set(
+        schema["paths"]
+    )
     docs = client.get("/docs")
-    assert docs.status_code == 200 and "cdn" not in docs.text  # Swagger UI is served locally (no network needed)
+    assert (
+        docs.status_code == 200 and "cdn" not in docs.text
+    )  # Swagger UI is served locally (no network needed)
     assert client.get("/static-offline-docs/swagger-ui-bundle.js").status_code == 200
 
 

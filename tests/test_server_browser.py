@@ -74,8 +74,10 @@ def chromium() -> tuple[str, str]:
     if browser and driver:
         return browser, driver
     if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium chromium-driver) "
-                    "and this user cannot install it")
+        pytest.skip(
+            "headless Chromium is not installed (Debian: apt-get install chromium chromium-driver) "
+            "and this user cannot install it"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for command in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium", "chromium-driver"]):
         try:
@@ -91,7 +93,9 @@ def chromium() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def make_driver(chromium: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], WebDriver]]:
+def make_driver(
+    chromium: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[], WebDriver]]:
     """A factory of headless Chromium sessions, each with a fresh profile (its own localStorage)."""
     browser, chromedriver = chromium
     drivers: list[WebDriver] = []
@@ -100,12 +104,24 @@ def make_driver(chromium: tuple[str, str], tmp_path_factory: pytest.TempPathFact
     def make() -> WebDriver:
         options = ChromeOptions()
         options.binary_location = browser
-        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                    "--window-size=1280,1600", "--lang=en-US", "--no-first-run", "--disable-extensions",
-                    "--disable-background-networking", "--disable-sync", "--disable-default-apps",
-                    f"--user-data-dir={tmp_path_factory.mktemp('profile')}"):
+        for arg in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+            "--disable-gpu",
+            "--window-size=1280,1600",
+            "--lang=en-US",
+            "--no-first-run",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-sync",
+            "--disable-default-apps",
+            f"--user-data-dir={tmp_path_factory.mktemp('profile')}",
+        ):
             options.add_argument(arg)
-        service = ChromeService(executable_path=chromedriver, log_output=str(logs / f"driver{len(drivers)}.log"))
+        service = ChromeService(
+            executable_path=chromedriver, log_output=str(logs / f"driver{len(drivers)}.log")
+        )
         driver = webdriver.Chrome(service=service, options=options)
         driver.set_page_load_timeout(WAIT)
         driver.set_script_timeout(WAIT)
@@ -140,23 +156,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _visible_errors(driver: WebDriver) -> str:
     try:
-        return str(driver.execute_script("""
+        return str(
+            driver.execute_script("""
             return ['auth-message', 'upload-error', 'docs-error', 'search-error', 'chat-error']
               .map(id => document.getElementById(id))
               .filter(node => node && !node.hidden && node.textContent)
-              .map(node => node.id + ': ' + node.textContent).join(' | ') || 'none';"""))
+              .map(node => node.id + ': ' + node.textContent).join(' | ') || 'none';""")
+        )
     except Exception as exc:  # noqa: BLE001 - only for a failure message
         return f"(could not read the page: {exc})"
 
 
-def wait_for(driver: WebDriver, condition: Callable[[WebDriver], Any], what: str, timeout: float = WAIT) -> Any:
+def wait_for(
+    driver: WebDriver, condition: Callable[[WebDriver], Any], what: str, timeout: float = WAIT
+) -> Any:
     """``condition``'s first truthy value, or a failure naming ``what`` and the errors the page shows."""
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.2,
-                             ignored_exceptions=(StaleElementReferenceException,)).until(condition)
+        return WebDriverWait(
+            driver, timeout, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(condition)
     except TimeoutException:
-        pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; errors on the page: "
-                    f"{_visible_errors(driver)}")
+        pytest.fail(
+            f"timed out after {timeout:.0f} s waiting for {what}; errors on the page: "
+            f"{_visible_errors(driver)}"
+        )
 
 
 def by_id(driver: WebDriver, element_id: str) -> Any:
@@ -171,13 +194,19 @@ def type_into(driver: WebDriver, element_id: str, text: str) -> None:
 
 
 def state_of(driver: WebDriver, element_id: str) -> str | None:
-    return driver.execute_script("return document.getElementById(arguments[0]).dataset.state || null;", element_id)
+    return driver.execute_script(
+        "return document.getElementById(arguments[0]).dataset.state || null;", element_id
+    )
 
 
 def shown_text(driver: WebDriver, element_id: str) -> str:
     """The element's text when it is visible, else ''."""
-    return str(driver.execute_script(
-        "const n = document.getElementById(arguments[0]); return n && !n.hidden ? n.textContent : '';", element_id))
+    return str(
+        driver.execute_script(
+            "const n = document.getElementById(arguments[0]); return n && !n.hidden ? n.textContent : '';",
+            element_id,
+        )
+    )
 
 
 ROWS_JS = """
@@ -213,8 +242,12 @@ def upload(driver: WebDriver, path: Path, *, title: str = "", tags: str = "") ->
     type_into(driver, "upload-title", title)
     type_into(driver, "upload-tags", tags)
     by_id(driver, "upload-submit").click()
-    wait_for(driver, lambda d: state_of(d, "upload-form") in ("done", "error")
-             and by_id(d, "upload-submit").is_enabled(), f"the upload of {path.name}", timeout=2 * WAIT)
+    wait_for(
+        driver,
+        lambda d: state_of(d, "upload-form") in ("done", "error") and by_id(d, "upload-submit").is_enabled(),
+        f"the upload of {path.name}",
+        timeout=2 * WAIT,
+    )
     return str(state_of(driver, "upload-form"))
 
 
@@ -222,9 +255,15 @@ def search(driver: WebDriver, query: str, *, mode: str = "hybrid") -> list[dict[
     type_into(driver, "search-query", query)
     Select(by_id(driver, "search-mode")).select_by_value(mode)
     by_id(driver, "search-submit").click()
-    wait_for(driver, lambda d: state_of(d, "search-results") in ("done", "error")
-             and d.execute_script("return document.getElementById('search-results').dataset.query") == query
-             or state_of(d, "search-results") == "error", f"the results for {query!r}")
+    wait_for(
+        driver,
+        lambda d: (
+            state_of(d, "search-results") in ("done", "error")
+            and d.execute_script("return document.getElementById('search-results').dataset.query") == query
+            or state_of(d, "search-results") == "error"
+        ),
+        f"the results for {query!r}",
+    )
     assert state_of(driver, "search-results") == "done", _visible_errors(driver)
     return list(driver.execute_script(RESULTS_JS))
 
@@ -233,13 +272,21 @@ def ask(driver: WebDriver, question: str) -> dict[str, Any]:
     turns_before = len(driver.find_elements(By.CSS_SELECTOR, '[data-testid="chat-turn"]'))
     type_into(driver, "chat-question", question)
     by_id(driver, "chat-submit").click()
-    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="chat-turn"]')) > turns_before
-             and d.execute_script("""
+    wait_for(
+        driver,
+        lambda d: (
+            len(d.find_elements(By.CSS_SELECTOR, '[data-testid="chat-turn"]')) > turns_before
+            and d.execute_script("""
                  const turns = document.querySelectorAll('[data-testid="chat-turn"]');
                  return turns[turns.length - 1].dataset.state !== 'streaming';""")
-             or bool(shown_text(d, "chat-error")), f"the answer to {question!r}", timeout=2 * WAIT)
+            or bool(shown_text(d, "chat-error"))
+        ),
+        f"the answer to {question!r}",
+        timeout=2 * WAIT,
+    )
     assert not shown_text(driver, "chat-error"), shown_text(driver, "chat-error")
-    return dict(driver.execute_script("""
+    return dict(
+        driver.execute_script("""
         const turns = document.querySelectorAll('[data-testid="chat-turn"]');
         const turn = turns[turns.length - 1];
         const badge = turn.querySelector('[data-testid="chat-extractive"]');
@@ -249,12 +296,17 @@ def ask(driver: WebDriver, question: str) -> dict[str, Any]:
                 badge: badge.hidden ? '' : badge.textContent,
                 sources: Array.from(turn.querySelectorAll('[data-testid="chat-source"]')).map(li => ({
                     document_id: li.dataset.documentId,
-                    title: li.querySelector('[data-testid="source-title"]').textContent}))};"""))
+                    title: li.querySelector('[data-testid="source-title"]').textContent}))};""")
+    )
 
 
 def open_page(driver: WebDriver, url: str) -> None:
     driver.get(url + "/")
-    wait_for(driver, lambda d: d.execute_script("return document.body.dataset.ready === 'true'"), "the page to start")
+    wait_for(
+        driver,
+        lambda d: d.execute_script("return document.body.dataset.ready === 'true'"),
+        "the page to start",
+    )
 
 
 def full_screenshot(driver: WebDriver, path: Path) -> None:
@@ -280,8 +332,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"english": english, "japanese": japanese, "image": image}
 
 
-def test_upload_list_search_chat_delete(server: str, make_driver: Callable[[], WebDriver],
-                                        files: dict[str, Path], tmp_path: Path) -> None:
+def test_upload_list_search_chat_delete(
+    server: str, make_driver: Callable[[], WebDriver], files: dict[str, Path], tmp_path: Path
+) -> None:
     from finderledge.cli import package_version
 
     driver = make_driver()
@@ -295,7 +348,9 @@ def test_upload_list_search_chat_delete(server: str, make_driver: Callable[[], W
     assert not shown_text(driver, "auth-message")  # no keys on this server: nothing to complain about
 
     # Upload: two files through the file input; each is shown as created, then listed.
-    assert upload(driver, files["english"], title=ENGLISH_TITLE, tags="hr, policy") == "done", _visible_errors(driver)
+    assert upload(driver, files["english"], title=ENGLISH_TITLE, tags="hr, policy") == "done", (
+        _visible_errors(driver)
+    )
     created = by_id(driver, "upload-result")
     english_id = created.get_attribute("data-document-id")
     assert english_id and created.is_displayed()
@@ -328,11 +383,20 @@ def test_upload_list_search_chat_delete(server: str, make_driver: Callable[[], W
     assert len(rows(driver)) == 2
 
     # A row opens its detail, with the chunks' text.
-    driver.find_element(By.CSS_SELECTOR, f'tr[data-document-id="{japanese_id}"] [data-testid="doc-title"]').click()
-    wait_for(driver, lambda d: d.execute_script("""
+    driver.find_element(
+        By.CSS_SELECTOR, f'tr[data-document-id="{japanese_id}"] [data-testid="doc-title"]'
+    ).click()
+    wait_for(
+        driver,
+        lambda d: d.execute_script(
+            """
         const panel = document.getElementById('doc-detail');
         return !panel.hidden && panel.dataset.documentId === arguments[0]
-          && panel.querySelectorAll('[data-testid="doc-chunk"]').length > 0;""", japanese_id), "the document's detail")
+          && panel.querySelectorAll('[data-testid="doc-chunk"]').length > 0;""",
+            japanese_id,
+        ),
+        "the document's detail",
+    )
     assert by_id(driver, "doc-detail-title").text == JAPANESE_NAME
     assert "返金の申請期限は購入から30日以内です。" in by_id(driver, "doc-detail-chunks").text
     by_id(driver, "doc-detail-close").click()
@@ -400,11 +464,17 @@ def test_upload_list_search_chat_delete(server: str, make_driver: Callable[[], W
     driver.set_window_size(1280, 1600)
 
     # Delete the English document: confirmed, then gone from the list and from search.
-    driver.find_element(By.CSS_SELECTOR, f'tr[data-document-id="{english_id}"] [data-testid="doc-delete"]').click()
+    driver.find_element(
+        By.CSS_SELECTOR, f'tr[data-document-id="{english_id}"] [data-testid="doc-delete"]'
+    ).click()
     alert = WebDriverWait(driver, WAIT).until(EC.alert_is_present())
     assert ENGLISH_TITLE in alert.text
     alert.accept()
-    wait_for(driver, lambda d: [r["id"] for r in rows(d)] == [japanese_id], "the deleted document to leave the list")
+    wait_for(
+        driver,
+        lambda d: [r["id"] for r in rows(d)] == [japanese_id],
+        "the deleted document to leave the list",
+    )
     assert "1 document" in by_id(driver, "docs-page-info").text
     results = search(driver, "paid vacation days per year")
     assert all(r["document_id"] != english_id for r in results), results
@@ -414,22 +484,42 @@ def test_upload_list_search_chat_delete(server: str, make_driver: Callable[[], W
     assert [r["id"] for r in wait_docs_loaded(driver)] == [japanese_id]
 
     # No script error on the way (refused requests, like the .png upload's 400, are logged by the browser too).
-    script_errors = [entry["message"] for entry in driver.get_log("browser")
-                     if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
+    script_errors = [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
+    ]
     assert script_errors == []
 
 
 def _create_key(directory: Path, tenant: str) -> str:
     """A new key for ``tenant``, made as an operator would: ``finderledge keys create``."""
-    done = subprocess.run([sys.executable, "-m", "finderledge", "keys", "create", "--tenant", tenant,
-                           "--dir", str(directory), "--json"], check=False, capture_output=True, text=True,
-                          env=_child_env(), timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "finderledge",
+            "keys",
+            "create",
+            "--tenant",
+            tenant,
+            "--dir",
+            str(directory),
+            "--json",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=_child_env(),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return str(json.loads(done.stdout)["key"])
 
 
-def test_api_key_missing_wrong_and_right(make_driver: Callable[[], WebDriver], tmp_path: Path,
-                                         files: dict[str, Path]) -> None:
+def test_api_key_missing_wrong_and_right(
+    make_driver: Callable[[], WebDriver], tmp_path: Path, files: dict[str, Path]
+) -> None:
     directory = tmp_path / "keyed"
     key = _create_key(directory, "alice")
     with running_server(directory, log=tmp_path / "keyed-server.log") as url:
@@ -446,8 +536,11 @@ def test_api_key_missing_wrong_and_right(make_driver: Callable[[], WebDriver], t
         # A wrong key: rejected, said so.
         type_into(driver, "api-key", "flk_not-a-real-key")
         by_id(driver, "api-key-save").click()
-        wait_for(driver, lambda d: shown_text(d, "auth-message").startswith("The server rejected the API key"),
-                 "the wrong key's message")
+        wait_for(
+            driver,
+            lambda d: shown_text(d, "auth-message").startswith("The server rejected the API key"),
+            "the wrong key's message",
+        )
         assert state_of(driver, "docs-body") == "error"
         assert rows(driver) == []
 

@@ -20,7 +20,9 @@ MARK = "(run by tests/test_server_docs.py)"
 
 def service_blocks() -> list[str]:
     """The README's bash blocks that start the service and call it."""
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.DOTALL)
+    blocks = re.findall(
+        r"```bash\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.DOTALL
+    )
     return [b for b in blocks if MARK in b.splitlines()[0]]
 
 
@@ -29,18 +31,40 @@ def test_readme_service_samples_run(tmp_path: Path) -> None:
     start, calls = service_blocks()
     port = str(free_port())
     start = "\n".join(line for line in start.splitlines() if not line.startswith("pip install"))
-    wait = ('for i in $(seq 1 300); do curl -sf http://127.0.0.1:8000/api/v1/health >/dev/null && break; '
-            'sleep 1; done\n')
-    script = ("set -euo pipefail\nfinderledge() { \"$PYTHON\" -m finderledge \"$@\"; }\n"
-              + start + "\n" + wait + calls).replace(":8000", ":" + port).replace("--port 8000", "--port " + port)
+    wait = (
+        "for i in $(seq 1 300); do curl -sf http://127.0.0.1:8000/api/v1/health >/dev/null && break; "
+        "sleep 1; done\n"
+    )
+    script = (
+        (
+            'set -euo pipefail\nfinderledge() { "$PYTHON" -m finderledge "$@"; }\n'
+            + start
+            + "\n"
+            + wait
+            + calls
+        )
+        .replace(":8000", ":" + port)
+        .replace("--port 8000", "--port " + port)
+    )
     work = tmp_path / "work"
     shutil.copytree(EXAMPLES / "guides", work / "docs")
-    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": str(ROOT / "src")}
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
     with (tmp_path / "out.txt").open("wb") as out_file, (tmp_path / "err.txt").open("wb") as err_file:
         # files, not pipes: the backgrounded server keeps its copy of them open after the script ends
-        proc = subprocess.Popen(["bash", "-c", script], cwd=work, env=env, stdout=out_file, stderr=err_file,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=work,
+            env=env,
+            stdout=out_file,
+            stderr=err_file,
+            start_new_session=True,
+        )
     try:
         proc.wait(timeout=600)
     finally:
@@ -53,5 +77,5 @@ def test_readme_service_samples_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"stdout: {out[-3000:]}\nstderr: {err[-3000:]}"
     assert '"total":1' in out and '"filename":"sla-ja.md"' in out
     assert '"keyword_rank":1' in out  # the Japanese query found the Japanese document by its keywords
-    assert "Extractive answer" in out and "\"done\": true" in out and '"status":"ok"' in out
+    assert "Extractive answer" in out and '"done": true' in out and '"status":"ok"' in out
     assert (work / "index" / "server" / "keys.json").is_file()

@@ -54,15 +54,26 @@ from finderledge.server.routes import PUBLIC_PATHS
 
 EXAMPLES = int(os.environ.get("FINDERLEDGE_FUZZ_EXAMPLES", "10"))
 SRC = Path(__file__).resolve().parents[1] / "src"
-REFUNDS = "# Refunds\n\nA refund must be requested within 30 days of purchase. Refunds go to the original card.\n"
-PASSWORDS = "# Passwords\n\nReset a forgotten password from the sign-in page; the link expires after one hour.\n"
+REFUNDS = (
+    "# Refunds\n\nA refund must be requested within 30 days of purchase. Refunds go to the original card.\n"
+)
+PASSWORDS = (
+    "# Passwords\n\nReset a forgotten password from the sign-in page; the link expires after one hour.\n"
+)
 SEED = {  # filename -> (content, tags): a small real index, English and Japanese
     "refunds.md": (REFUNDS, "support,billing"),
     "返金.txt": ("返金の申請期限は購入から30日以内です。返金は元のカードに戻ります。\n", "ja"),
     "passwords.md": (PASSWORDS, "it"),
 }
-QUERIES = ["refund", "how long do I have to ask for a refund?", "password reset link", "返金の申請期限",
-           "カード", "30 days", "original card"]
+QUERIES = [
+    "refund",
+    "how long do I have to ask for a refund?",
+    "password reset link",
+    "返金の申請期限",
+    "カード",
+    "30 days",
+    "original card",
+]
 
 
 COUNTS: dict[str, dict[str, Counter[int]]] = {}  # run -> operation -> status -> responses
@@ -89,8 +100,12 @@ def _seed(served: Served) -> list[str]:
         ids = {d["filename"]: d["id"] for d in listed.json()["items"]}
         for name, (text, tags) in SEED.items():
             if name not in ids:
-                created = client.post("/api/v1/documents", headers=_auth(served.key), data={"tags": tags},
-                                      files={"file": (name, text.encode("utf-8"), "text/plain")})
+                created = client.post(
+                    "/api/v1/documents",
+                    headers=_auth(served.key),
+                    data={"tags": tags},
+                    files={"file": (name, text.encode("utf-8"), "text/plain")},
+                )
                 assert created.status_code == 201, created.text
                 ids[name] = created.json()["id"]
     return [ids[name] for name in SEED]
@@ -160,7 +175,9 @@ enabled = {str(served.key is not None and send_key).lower()}
 """
     if served.key is not None and send_key:
         toml += f'\n[auth.openapi.HTTPBearer]\nbearer = "{served.key}"\n'
-    return schemathesis.openapi.from_asgi("/openapi.json", served.app, config=SchemathesisConfig.from_str(toml))
+    return schemathesis.openapi.from_asgi(
+        "/openapi.json", served.app, config=SchemathesisConfig.from_str(toml)
+    )
 
 
 @pytest.fixture
@@ -180,6 +197,7 @@ def keyless_schema(keyed_app: Served) -> Any:
 
 # ---- checks ---------------------------------------------------------------------------------------------
 
+
 def _text(response: Any) -> str:
     return response.content.decode("utf-8", errors="replace")
 
@@ -193,8 +211,14 @@ def _detail(response: Any) -> str:
 
 
 def _no_leak(served: Served) -> Callable[..., None]:
-    markers = ["Traceback (most recent call last)", 'File "/', str(SRC), str(served.directory), sys.prefix,
-               "site-packages"]
+    markers = [
+        "Traceback (most recent call last)",
+        'File "/',
+        str(SRC),
+        str(served.directory),
+        sys.prefix,
+        "site-packages",
+    ]
 
     def no_stack_trace_or_server_path(ctx: Any, response: Any, case: Any) -> None:
         text = _text(response)
@@ -214,7 +238,11 @@ def _accepted(*, keyless: bool) -> Callable[..., None]:
 
     def schema_valid_request_accepted(ctx: Any, response: Any, case: Any) -> None:
         meta = case.meta
-        if meta is None or not meta.generation.mode.is_positive or case.method.upper() != case.operation.method.upper():
+        if (
+            meta is None
+            or not meta.generation.mode.is_positive
+            or case.method.upper() != case.operation.method.upper()
+        ):
             return
         status, path, method = response.status_code, case.operation.path, case.operation.method.upper()
         if keyless and path not in PUBLIC_PATHS:
@@ -225,11 +253,14 @@ def _accepted(*, keyless: bool) -> Callable[..., None]:
             allowed = {200, 204, 404}
         elif path in ("/api/v1/search", "/api/v1/chat", "/api/v1/chat/stream"):
             body = case.body if isinstance(case.body, dict) else {}
-            allowed = {200} | ({422} if body.get("filter") and _detail(response).startswith("filter") else set())
+            allowed = {200} | (
+                {422} if body.get("filter") and _detail(response).startswith("filter") else set()
+            )
         else:
             allowed = {200}
-        assert status in allowed, f"schema-valid request answered {status} (expected {sorted(allowed)}): " \
-                                  f"{_text(response)[:300]}"
+        assert status in allowed, (
+            f"schema-valid request answered {status} (expected {sorted(allowed)}): {_text(response)[:300]}"
+        )
 
     return schema_valid_request_accepted
 
@@ -259,7 +290,9 @@ def _not_negative(failure: Failure, response: Any, case: Any) -> bool:
     # generated reached the server as valid tags (Schemathesis' own false positive).
     if "parameter `tag` in query" in message:
         return True
-    return _too_large(response)  # refused (by size, before it was validated): 413 is not on Schemathesis' list
+    return _too_large(
+        response
+    )  # refused (by size, before it was validated): 413 is not on Schemathesis' list
 
 
 def _too_large(response: Any) -> bool:
@@ -267,9 +300,12 @@ def _too_large(response: Any) -> bool:
 
 
 def _checks(served: Served, *, keyless: bool = False) -> list[Callable[..., Any]]:
-    return [_no_leak(served), _accepted(keyless=keyless),
-            _tolerating(schemathesis.checks.negative_data_rejection, _not_negative),
-            schemathesis.checks.status_code_conformance]
+    return [
+        _no_leak(served),
+        _accepted(keyless=keyless),
+        _tolerating(schemathesis.checks.negative_data_rejection, _not_negative),
+        schemathesis.checks.status_code_conformance,
+    ]
 
 
 def _run(case: Any, served: Served, run: str, *, keyless: bool = False) -> Any:
@@ -279,9 +315,13 @@ def _run(case: Any, served: Served, run: str, *, keyless: bool = False) -> Any:
     return response
 
 
-FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                         derandomize="FINDERLEDGE_FUZZ_EXAMPLES" not in os.environ,  # the long form explores
-                         suppress_health_check=list(HealthCheck))
+FUZZ_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize="FINDERLEDGE_FUZZ_EXAMPLES" not in os.environ,  # the long form explores
+    suppress_health_check=list(HealthCheck),
+)
 open_api = schemathesis.pytest.from_fixture("open_schema")
 keyed_api = schemathesis.pytest.from_fixture("keyed_schema")
 keyless_api = schemathesis.pytest.from_fixture("keyless_schema")
@@ -309,8 +349,11 @@ def test_fuzz_keys_required_but_none_sent(case: Any, keyed_app: Served) -> None:
     body may be answered 400/422 before the key is looked at (FastAPI reads the body first): no data is shown."""
     response = _run(case, keyed_app, "keys, none sent", keyless=True)
     if case.operation.path not in PUBLIC_PATHS:
-        assert not 200 <= response.status_code < 300, (case.operation.label, response.status_code,
-                                                       _text(response)[:300])
+        assert not 200 <= response.status_code < 300, (
+            case.operation.label,
+            response.status_code,
+            _text(response)[:300],
+        )
 
 
 @pytest.fixture
@@ -322,33 +365,89 @@ def client(open_app: Served) -> Iterator[TestClient]:
 
 # ---- uploads: Schemathesis names every file "file" (always 400), so real files are fuzzed here ------------
 
-_EXTS = [".txt", ".md", ".markdown", ".csv", ".json", ".jsonl", ".html", ".htm", ".pdf", ".docx", ".exe", ".TXT",
-         ".md.exe", ""]
-_MIMES = ["", "application/octet-stream", "text/plain", "text/markdown", "application/pdf", "application/json",
-          "image/png", "text/plain; charset=shift_jis", "application/zip", "multipart/form-data"]
+_EXTS = [
+    ".txt",
+    ".md",
+    ".markdown",
+    ".csv",
+    ".json",
+    ".jsonl",
+    ".html",
+    ".htm",
+    ".pdf",
+    ".docx",
+    ".exe",
+    ".TXT",
+    ".md.exe",
+    "",
+]
+_MIMES = [
+    "",
+    "application/octet-stream",
+    "text/plain",
+    "text/markdown",
+    "application/pdf",
+    "application/json",
+    "image/png",
+    "text/plain; charset=shift_jis",
+    "application/zip",
+    "multipart/form-data",
+]
 _NAME_CHARS = st.characters(codec="utf-8")
 _filenames = st.one_of(
     st.builds(lambda stem, ext: stem + ext, st.text(_NAME_CHARS, max_size=40), st.sampled_from(_EXTS)),
-    st.sampled_from(["../../etc/passwd.txt", "..\\..\\win.ini.txt", "/abs/path.md", "a/../../b.md", ".txt",
-                     "...", "CON.txt", "x" * 300 + ".txt", "名前 スペース.md", "null\x00byte.txt"]))
+    st.sampled_from(
+        [
+            "../../etc/passwd.txt",
+            "..\\..\\win.ini.txt",
+            "/abs/path.md",
+            "a/../../b.md",
+            ".txt",
+            "...",
+            "CON.txt",
+            "x" * 300 + ".txt",
+            "名前 スペース.md",
+            "null\x00byte.txt",
+        ]
+    ),
+)
 _contents = st.one_of(
     st.text(max_size=400).map(lambda t: t.encode("utf-8")),
     st.binary(max_size=400),
     st.text(min_size=1, max_size=200).map(lambda t: t.encode("utf-16")),
     st.text(max_size=200).map(lambda t: b"%PDF-1.4\n" + t.encode("utf-8", "replace")),
     st.binary(max_size=200).map(lambda b: b"PK\x03\x04" + b),
-    st.sampled_from([b"", b"   \n", "返金は30日以内".encode("shift_jis"), b'{"a": [1, 2, {"b": null}]}', b"a,b\n1,2\n"]))
+    st.sampled_from(
+        [b"", b"   \n", "返金は30日以内".encode("shift_jis"), b'{"a": [1, 2, {"b": null}]}', b"a,b\n1,2\n"]
+    ),
+)
 _tags = st.lists(st.text(max_size=120), max_size=60) | st.none()
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES * 4, deadline=None, database=None,
-          derandomize="FINDERLEDGE_FUZZ_EXAMPLES" not in os.environ,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(name=_filenames, content=_contents, mime=st.sampled_from(_MIMES),
-       title=st.none() | st.text(max_size=600), tags=_tags)
-def test_fuzz_uploads(client: TestClient, open_app: Served, name: str, content: bytes, mime: str,
-                      title: str | None, tags: list[str] | None) -> None:
+@settings(
+    max_examples=EXAMPLES * 4,
+    deadline=None,
+    database=None,
+    derandomize="FINDERLEDGE_FUZZ_EXAMPLES" not in os.environ,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    name=_filenames,
+    content=_contents,
+    mime=st.sampled_from(_MIMES),
+    title=st.none() | st.text(max_size=600),
+    tags=_tags,
+)
+def test_fuzz_uploads(
+    client: TestClient,
+    open_app: Served,
+    name: str,
+    content: bytes,
+    mime: str,
+    title: str | None,
+    tags: list[str] | None,
+) -> None:
     """Any file, name, declared type, title and tags: a clear 4xx, or a document that is listed, readable and
     stored inside the upload area; never a 5xx, a trace or a server path; nothing left behind when refused."""
     uploads = open_app.directory / "server" / "uploads"
@@ -360,7 +459,9 @@ def test_fuzz_uploads(client: TestClient, open_app: Served, name: str, content: 
         form["tags"] = tags
     response = client.post("/api/v1/documents", files={"file": (name, content, mime)}, data=form)
     text = response.text
-    COUNTS.setdefault("uploads", {}).setdefault("POST /api/v1/documents (files)", Counter())[response.status_code] += 1
+    COUNTS.setdefault("uploads", {}).setdefault("POST /api/v1/documents (files)", Counter())[
+        response.status_code
+    ] += 1
     for marker in ("Traceback", 'File "/', str(SRC), str(open_app.directory)):
         assert marker not in text, (name, response.status_code, text[:300])
     after = {p.name for p in uploads.iterdir()} if uploads.exists() else set()
@@ -376,7 +477,9 @@ def test_fuzz_uploads(client: TestClient, open_app: Served, name: str, content: 
     detail = client.get(f"/api/v1/documents/{doc.id}")
     assert detail.status_code == 200, detail.text[:300]
     full = DocumentDetail.model_validate(detail.json())
-    assert full.chunk_count == len(full.chunks) and [c.chunk_index for c in full.chunks] == list(range(len(full.chunks)))
+    assert full.chunk_count == len(full.chunks) and [c.chunk_index for c in full.chunks] == list(
+        range(len(full.chunks))
+    )
     assert client.delete(f"/api/v1/documents/{doc.id}").status_code == 204
     assert not (uploads / doc.id).exists()
 
@@ -387,13 +490,17 @@ def test_fuzz_uploads(client: TestClient, open_app: Served, name: str, content: 
 def test_search_shows_no_server_path(client: TestClient, open_app: Served) -> None:
     response = client.post("/api/v1/search", json={"query": "refund", "top_k": 3})
     assert response.status_code == 200 and response.json()["results"]
-    assert str(open_app.directory) not in response.text and "uploads/" not in response.text, response.text[:600]
+    assert str(open_app.directory) not in response.text and "uploads/" not in response.text, response.text[
+        :600
+    ]
 
 
 def test_405_allow_lists_every_method(client: TestClient) -> None:
     response = client.request("OPTIONS", "/api/v1/documents")
     assert response.status_code == 405
-    assert {m.strip() for m in response.headers["allow"].split(",")} == {"GET", "POST"}, response.headers["allow"]
+    assert {m.strip() for m in response.headers["allow"].split(",")} == {"GET", "POST"}, response.headers[
+        "allow"
+    ]
 
 
 @pytest.mark.parametrize("body", [{"top_k": "5"}, {"top_k": True}, {"score_threshold": False}])

@@ -27,28 +27,48 @@ def llm() -> Iterator[tuple[str, type[FakeOpenAI]]]:
 def client(tmp_path: Path, minilm, llm: tuple[str, type[FakeOpenAI]]) -> Iterator[TestClient]:
     llm_url = llm[0]
     fl = FinderLedge(tmp_path / "index", embedding=minilm, show_progress=False)
-    config = ServerConfig(directory=tmp_path / "index", llm="openai:local-test-model", llm_base_url=llm_url,
-                          llm_timeout=30)
+    config = ServerConfig(
+        directory=tmp_path / "index", llm="openai:local-test-model", llm_base_url=llm_url, llm_timeout=30
+    )
     with TestClient(create_app(config, ledger=fl)) as c:
-        r = c.post("/api/v1/documents", files={"file": ("refunds.md", b"# Refunds\n\nRefunds within 30 days.", "text/markdown")})
+        r = c.post(
+            "/api/v1/documents",
+            files={"file": ("refunds.md", b"# Refunds\n\nRefunds within 30 days.", "text/markdown")},
+        )
         assert r.status_code == 201
         yield c
     fl.close()
 
 
-def test_the_model_answers_from_the_cited_sources_and_the_history(client: TestClient, llm: tuple[str, type[FakeOpenAI]]) -> None:
-    r = client.post("/api/v1/chat", json={"question": "How long is the refund window?",
-                                          "history": [{"role": "user", "content": "Hello"},
-                                                      {"role": "assistant", "content": "Hi, ask me."}]})
+def test_the_model_answers_from_the_cited_sources_and_the_history(
+    client: TestClient, llm: tuple[str, type[FakeOpenAI]]
+) -> None:
+    r = client.post(
+        "/api/v1/chat",
+        json={
+            "question": "How long is the refund window?",
+            "history": [
+                {"role": "user", "content": "Hello"},
+                {"role": "assistant", "content": "Hi, ask me."},
+            ],
+        },
+    )
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["answer"] == "".join(REPLY) and body["extractive"] is False and body["model"] == "openai:local-test-model"
+    assert (
+        body["answer"] == "".join(REPLY)
+        and body["extractive"] is False
+        and body["model"] == "openai:local-test-model"
+    )
     assert body["sources"][0]["n"] == 1 and body["sources"][0]["filename"] == "refunds.md"
     sent = llm[1].requests[-1]
     assert sent["model"] == "local-test-model"
     roles = [m["role"] for m in sent["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
-    assert "[1] (source:" in sent["messages"][0]["content"] and "Refunds within 30 days" in sent["messages"][0]["content"]
+    assert (
+        "[1] (source:" in sent["messages"][0]["content"]
+        and "Refunds within 30 days" in sent["messages"][0]["content"]
+    )
     assert sent["messages"][-1]["content"] == "How long is the refund window?"
 
 
@@ -60,8 +80,9 @@ def test_the_answer_streams_as_server_sent_events(client: TestClient) -> None:
     assert events[-1]["sources"][0]["filename"] == "refunds.md"
 
 
-def test_a_failing_model_is_a_clear_502_or_a_final_error_event(client: TestClient,
-                                                               llm: tuple[str, type[FakeOpenAI]]) -> None:
+def test_a_failing_model_is_a_clear_502_or_a_final_error_event(
+    client: TestClient, llm: tuple[str, type[FakeOpenAI]]
+) -> None:
     llm[1].fail = True
     r = client.post("/api/v1/chat", json={"question": "refund window?"})
     assert r.status_code == 502 and r.json()["detail"].startswith("the language model failed")

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-if importlib.util.find_spec("locust") is None:  # looked up, never imported: importing it monkey-patches gevent in
+if (
+    importlib.util.find_spec("locust") is None
+):  # looked up, never imported: importing it monkey-patches gevent in
     pytest.skip("locust is not installed", allow_module_level=True)
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -33,14 +35,22 @@ USERS, DURATION_S = 8, 25
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_load_with_an_uploader_loses_nothing(tmp_path: Path) -> None:
-    result = bench.measure(tmp_path / "index", users=USERS, duration=DURATION_S, workers=2,
-                           workdir=tmp_path / "run")
+    result = bench.measure(
+        tmp_path / "index", users=USERS, duration=DURATION_S, workers=2, workdir=tmp_path / "run"
+    )
     print("\n" + bench.report(result))
     assert result["requests"] > 100, result["locust_output_tail"]
     assert result["failures"] == 0, result["failure_kinds"]
     assert result["locust_exit_code"] == 0, result["locust_output_tail"]
-    assert set(result["endpoints"]) >= {"POST upload", "POST search en", "POST search ja", "POST search filtered",
-                                        "POST chat", "POST chat stream", "GET list"}, sorted(result["endpoints"])
+    assert set(result["endpoints"]) >= {
+        "POST upload",
+        "POST search en",
+        "POST search ja",
+        "POST search filtered",
+        "POST chat",
+        "POST chat stream",
+        "GET list",
+    }, sorted(result["endpoints"])
     check = result["after_check"]
     assert check["uploads_recorded"] >= 10, check  # the uploader ran the whole time
     assert check["missing"] == [], f"uploads not listed: {check['missing']}"

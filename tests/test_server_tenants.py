@@ -26,7 +26,9 @@ DOC = "The {t} team's travel policy: book flights {n} weeks ahead. Marker {t}-se
 
 
 @pytest.fixture(scope="module")
-def tenants(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[tuple[TestClient, dict[str, str], Path]]:
+def tenants(
+    tmp_path_factory: pytest.TempPathFactory, minilm
+) -> Iterator[tuple[TestClient, dict[str, str], Path]]:
     directory = tmp_path_factory.mktemp("tenants") / "index"
     store = KeyStore(directory / "server")
     secrets = {t: store.create(t)[1] for t in ("alice", "bob")}
@@ -35,8 +37,12 @@ def tenants(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[tuple[
     with TestClient(create_app(ServerConfig(directory=directory), ledger=fl)) as client:
         for t, n in (("alice", 2), ("bob", 3)):
             for i in range(2):
-                r = client.post("/api/v1/documents", headers=_auth(secrets[t]), data={"tags": "travel"},
-                                files={"file": (f"{t}-{i}.md", DOC.format(t=t, n=n + i).encode(), "text/markdown")})
+                r = client.post(
+                    "/api/v1/documents",
+                    headers=_auth(secrets[t]),
+                    data={"tags": "travel"},
+                    files={"file": (f"{t}-{i}.md", DOC.format(t=t, n=n + i).encode(), "text/markdown")},
+                )
                 assert r.status_code == 201, r.text
         yield client, secrets, directory
     fl.close()
@@ -54,20 +60,34 @@ def test_each_key_sees_only_its_tenant(tenants) -> None:
     client, secrets, _ = tenants
     alice, bob = _ids(client, secrets["alice"]), _ids(client, secrets["bob"])
     assert len(alice) == 2 and len(bob) == 2 and not alice & bob
-    for filt in (None, {"tenant": "bob"}, {"$or": [{"tenant": "bob"}, {"tenant": "alice"}]}, {"tenant": {"$ne": "x"}}):
-        for path, body in (("/api/v1/search", {"query": "bob-secret travel policy", "top_k": 50}),
-                           ("/api/v1/chat", {"question": "bob-secret travel policy", "top_k": 20})):
+    for filt in (
+        None,
+        {"tenant": "bob"},
+        {"$or": [{"tenant": "bob"}, {"tenant": "alice"}]},
+        {"tenant": {"$ne": "x"}},
+    ):
+        for path, body in (
+            ("/api/v1/search", {"query": "bob-secret travel policy", "top_k": 50}),
+            ("/api/v1/chat", {"question": "bob-secret travel policy", "top_k": 20}),
+        ):
             r = client.post(path, headers=_auth(secrets["alice"]), json={**body, "filter": filt})
             assert r.status_code == 200, r.text
             found = r.json()["results" if path.endswith("search") else "sources"]
             assert {h["document_id"] for h in found} <= alice, (path, filt)
             assert bool(found) == (filt != {"tenant": "bob"}), (path, filt)  # narrowed, never widened
             assert "Marker bob" not in r.text and "Unowned" not in r.text
-    with client.stream("POST", "/api/v1/chat/stream", headers=_auth(secrets["alice"]),
-                       json={"question": "bob-secret", "document_ids": sorted(bob)}) as r:
+    with client.stream(
+        "POST",
+        "/api/v1/chat/stream",
+        headers=_auth(secrets["alice"]),
+        json={"question": "bob-secret", "document_ids": sorted(bob)},
+    ) as r:
         assert "Marker bob" not in r.read().decode()
-    hits = client.post("/api/v1/search", headers=_auth(secrets["alice"]),
-                       json={"query": "travel", "document_ids": sorted(bob)}).json()["results"]
+    hits = client.post(
+        "/api/v1/search",
+        headers=_auth(secrets["alice"]),
+        json={"query": "travel", "document_ids": sorted(bob)},
+    ).json()["results"]
     assert hits == []
 
 
@@ -76,16 +96,21 @@ def test_a_key_cannot_read_or_delete_another_tenants_document(tenants) -> None:
     bobs = sorted(_ids(client, secrets["bob"]))
     for doc_id in bobs:
         assert client.get(f"/api/v1/documents/{doc_id}", headers=_auth(secrets["alice"])).status_code == 404
-        assert client.delete(f"/api/v1/documents/{doc_id}", headers=_auth(secrets["alice"])).status_code == 404
+        assert (
+            client.delete(f"/api/v1/documents/{doc_id}", headers=_auth(secrets["alice"])).status_code == 404
+        )
     assert sorted(_ids(client, secrets["bob"])) == bobs
     assert client.get(f"/api/v1/documents/{bobs[0]}", headers=_auth(secrets["bob"])).status_code == 200
 
 
 def test_writes_are_tagged_with_the_tenant_whatever_the_form_says(tenants) -> None:
     client, secrets, _ = tenants
-    r = client.post("/api/v1/documents", headers={"X-API-Key": secrets["alice"]},
-                    data={"tags": "tenant:bob", "title": "bob"},
-                    files={"file": ("sneaky.txt", b"an attempt to write into bob's space", "text/plain")})
+    r = client.post(
+        "/api/v1/documents",
+        headers={"X-API-Key": secrets["alice"]},
+        data={"tags": "tenant:bob", "title": "bob"},
+        files={"file": ("sneaky.txt", b"an attempt to write into bob's space", "text/plain")},
+    )
     assert r.status_code == 201
     doc = client.get(f"/api/v1/documents/{r.json()['id']}", headers=_auth(secrets["alice"])).json()
     assert doc["id"] not in _ids(client, secrets["bob"])
@@ -160,7 +185,21 @@ def test_revoking_every_key_never_opens_the_server(tmp_path: Path, minilm) -> No
 
 
 def test_serve_without_keys_listens_on_loopback_only(tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "finderledge", "serve", str(tmp_path / "idx"), "--host", "0.0.0.0",
-                          "--port", "1"], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "finderledge",
+            "serve",
+            str(tmp_path / "idx"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and "no API key exists" in run.stderr
     assert not (tmp_path / "idx").exists()

@@ -25,7 +25,9 @@ from finderledge.vector_stores.langchain import UnsupportedFilterError
 DOCS = [
     Document(page_content="The cat sat on the warm windowsill all afternoon.", metadata={"user": "alice"}),
     Document(page_content="Quarterly revenue grew by twelve percent in Europe.", metadata={"user": "bob"}),
-    Document(page_content="東京の桜は三月の終わりに満開になります。", metadata={"user": "alice", "lang": "ja"}),
+    Document(
+        page_content="東京の桜は三月の終わりに満開になります。", metadata={"user": "alice", "lang": "ja"}
+    ),
 ]
 
 
@@ -39,12 +41,24 @@ def collection() -> str:
 
 
 @pytest.fixture
-def pair(tmp_path: Path, minilm: Any, chroma_server: str, collection: str) -> Iterator[tuple[FinderLedge, FinderLedge]]:
+def pair(
+    tmp_path: Path, minilm: Any, chroma_server: str, collection: str
+) -> Iterator[tuple[FinderLedge, FinderLedge]]:
     """A writer and a reader over one ledger directory, both using the Chroma server's collection."""
-    writer = FinderLedge(tmp_path / "i", embedding=minilm, chroma_url=chroma_server, chroma_collection=collection,
-                         show_progress=False)
-    reader = FinderLedge(tmp_path / "i", embedding=minilm, chroma_url=chroma_server, chroma_collection=collection,
-                         show_progress=False)
+    writer = FinderLedge(
+        tmp_path / "i",
+        embedding=minilm,
+        chroma_url=chroma_server,
+        chroma_collection=collection,
+        show_progress=False,
+    )
+    reader = FinderLedge(
+        tmp_path / "i",
+        embedding=minilm,
+        chroma_url=chroma_server,
+        chroma_collection=collection,
+        show_progress=False,
+    )
     yield writer, reader
     reader.close()
     writer.close()
@@ -63,7 +77,8 @@ def test_chroma_server_leg_follows_another_instances_writes(pair: tuple[FinderLe
 
 
 def test_a_writer_dying_before_the_shared_write_is_caught_up_by_the_next_search(
-        pair: tuple[FinderLedge, FinderLedge], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    pair: tuple[FinderLedge, FinderLedge], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     writer, reader = pair
     writer.add_document(DOCS[:1])
     assert len(reader.vector_store) == 1  # opened (and up to date) before the writer dies
@@ -90,17 +105,25 @@ def test_filters_hold_on_the_server(pair: tuple[FinderLedge, FinderLedge]) -> No
         assert found and {r.metadata["user"] for r in found} == {"alice"}, mode
 
 
-def test_reopening_keeps_the_server_and_never_records_credentials(tmp_path: Path, minilm: Any, chroma_server: str,
-                                                                   collection: str) -> None:
+def test_reopening_keeps_the_server_and_never_records_credentials(
+    tmp_path: Path, minilm: Any, chroma_server: str, collection: str
+) -> None:
     with_secret = chroma_server.replace("http://", "http://user:s3cret@")
-    with FinderLedge(tmp_path / "i", embedding=minilm, chroma_url=with_secret, chroma_collection=collection,
-                     show_progress=False) as fl:
+    with FinderLedge(
+        tmp_path / "i",
+        embedding=minilm,
+        chroma_url=with_secret,
+        chroma_collection=collection,
+        show_progress=False,
+    ) as fl:
         fl.add_document(DOCS)
         assert "s3cret" not in json.dumps(fl.stats(), default=str)
         recorded = fl._ledger.get_info("settings") or ""
     assert "s3cret" not in recorded and json.loads(recorded)["chroma_collection"] == collection
     assert not any(b"s3cret" in p.read_bytes() for p in (tmp_path / "i").rglob("*") if p.is_file())
-    with FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False) as again:  # no URL given: recorded
+    with FinderLedge(
+        tmp_path / "i", embedding=minilm, show_progress=False
+    ) as again:  # no URL given: recorded
         assert again.vector_store.location == "shared"
         assert _vector_hits(again, "a cat on a windowsill")[0] == DOCS[0].page_content
         assert not (tmp_path / "i" / "chroma").exists()
@@ -109,8 +132,9 @@ def test_reopening_keeps_the_server_and_never_records_credentials(tmp_path: Path
 def test_no_server_is_a_clear_error(tmp_path: Path, minilm: Any) -> None:
     from server_process import free_port
 
-    fl = FinderLedge(tmp_path / "i", embedding=minilm, chroma_url=f"http://127.0.0.1:{free_port()}",
-                     show_progress=False)
+    fl = FinderLedge(
+        tmp_path / "i", embedding=minilm, chroma_url=f"http://127.0.0.1:{free_port()}", show_progress=False
+    )
     try:
         with pytest.raises(ConfigurationError, match="no Chroma server answers at 127.0.0.1"):
             fl.add_texts(["hello"])
@@ -121,8 +145,10 @@ def test_no_server_is_a_clear_error(tmp_path: Path, minilm: Any) -> None:
 # -- LangChain vector stores ----------------------------------------------------------------------------
 def test_langchain_in_memory_store_as_the_vector_leg_scores_like_faiss(tmp_path: Path, minilm: Any) -> None:
     store = InMemoryVectorStore(embedding=minilm)
-    with FinderLedge(tmp_path / "lc", vector_store=store, embedding=minilm, show_progress=False) as fl, \
-            FinderLedge(tmp_path / "faiss", vector_store="faiss", embedding=minilm, show_progress=False) as ref:
+    with (
+        FinderLedge(tmp_path / "lc", vector_store=store, embedding=minilm, show_progress=False) as fl,
+        FinderLedge(tmp_path / "faiss", vector_store="faiss", embedding=minilm, show_progress=False) as ref,
+    ):
         fl.add_document(DOCS)
         ref.add_document(DOCS)
         assert len(store.store) == 3  # our chunks, with our ids
@@ -131,7 +157,8 @@ def test_langchain_in_memory_store_as_the_vector_leg_scores_like_faiss(tmp_path:
         want = ref.search("a cat by the window", search_mode="vector", k=3)
         assert [r.content for r in got] == [r.content for r in want]
         assert [r.info.get("vector_score") for r in got] == pytest.approx(
-            [r.info.get("vector_score") for r in want], abs=1e-4)
+            [r.info.get("vector_score") for r in want], abs=1e-4
+        )
         alice = fl.search("cat revenue", search_mode="vector", k=5, filter={"user": "alice"})
         assert {r.metadata["user"] for r in alice} == {"alice"} and len(alice) == 2
         fl.delete([fl.list_documents()[0].id])
@@ -139,8 +166,12 @@ def test_langchain_in_memory_store_as_the_vector_leg_scores_like_faiss(tmp_path:
 
 
 def test_a_reopened_process_refills_its_in_memory_store_from_the_ledger(tmp_path: Path, minilm: Any) -> None:
-    with FinderLedge(tmp_path / "lc", vector_store=InMemoryVectorStore(embedding=minilm), embedding=minilm,
-                     show_progress=False) as fl:
+    with FinderLedge(
+        tmp_path / "lc",
+        vector_store=InMemoryVectorStore(embedding=minilm),
+        embedding=minilm,
+        show_progress=False,
+    ) as fl:
         fl.add_document(DOCS)
     fresh = InMemoryVectorStore(embedding=minilm)
     with FinderLedge(tmp_path / "lc", vector_store=fresh, embedding=minilm, show_progress=False) as again:
@@ -151,27 +182,40 @@ def test_a_reopened_process_refills_its_in_memory_store_from_the_ledger(tmp_path
 class _UnknownStore(InMemoryVectorStore):
     """A store FinderLedge knows nothing about: its scores and filter language are not in the tested list."""
 
-    def add_embeddings(self, texts: list[str], embeddings: list[list[float]], metadatas: list[dict[str, Any]],
-                       ids: list[str]) -> list[str]:
+    def add_embeddings(
+        self, texts: list[str], embeddings: list[list[float]], metadatas: list[dict[str, Any]], ids: list[str]
+    ) -> list[str]:
         for i, v, md, text in zip(ids, embeddings, metadatas, texts):
             self.store[i] = {"id": i, "vector": v, "text": text, "metadata": md}
         return ids
 
-    def similarity_search_with_score_by_vector(self, embedding: list[float], k: int = 4,
-                                               **kwargs: Any) -> list[tuple[Document, float]]:
-        return [(doc, -5.0 * score) for doc, score in super().similarity_search_with_score_by_vector(embedding, k)]
+    def similarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        return [
+            (doc, -5.0 * score) for doc, score in super().similarity_search_with_score_by_vector(embedding, k)
+        ]
 
 
-def test_an_unknown_store_is_rescored_from_the_ledger_and_refuses_filters(tmp_path: Path, minilm: Any) -> None:
-    with FinderLedge(tmp_path / "x", vector_store=_UnknownStore(embedding=minilm), embedding=minilm,
-                     show_progress=False) as fl, \
-            FinderLedge(tmp_path / "faiss", vector_store="faiss", embedding=minilm, show_progress=False) as ref:
+def test_an_unknown_store_is_rescored_from_the_ledger_and_refuses_filters(
+    tmp_path: Path, minilm: Any
+) -> None:
+    with (
+        FinderLedge(
+            tmp_path / "x",
+            vector_store=_UnknownStore(embedding=minilm),
+            embedding=minilm,
+            show_progress=False,
+        ) as fl,
+        FinderLedge(tmp_path / "faiss", vector_store="faiss", embedding=minilm, show_progress=False) as ref,
+    ):
         fl.add_document(DOCS)
         ref.add_document(DOCS)
         got = fl.search("a cat by the window", search_mode="vector", k=3)
         want = ref.search("a cat by the window", search_mode="vector", k=3)
         assert [r.info.get("vector_score") for r in got] == pytest.approx(
-            [r.info.get("vector_score") for r in want], abs=1e-4)  # cosines, not the store's -5 x score
+            [r.info.get("vector_score") for r in want], abs=1e-4
+        )  # cosines, not the store's -5 x score
         with pytest.raises(UnsupportedFilterError, match="cannot translate filters for _UnknownStore"):
             fl.search("cat", search_mode="vector", filter={"user": "alice"})
 
@@ -208,7 +252,9 @@ def test_langchain_pgvector_as_the_vector_leg(tmp_path: Path, minilm: Any, pg_ur
     from langchain_postgres import PGVector
 
     url = pg_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    store = PGVector(embeddings=minilm, collection_name=f"c{uuid.uuid4().hex[:10]}", connection=url, use_jsonb=True)
+    store = PGVector(
+        embeddings=minilm, collection_name=f"c{uuid.uuid4().hex[:10]}", connection=url, use_jsonb=True
+    )
     with FinderLedge(tmp_path / "pgv", vector_store=store, embedding=minilm, show_progress=False) as fl:
         ids = fl.add_document(DOCS)
         assert fl.vector_store.location == "shared" and len(fl.vector_store) == 3

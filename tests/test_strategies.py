@@ -29,8 +29,11 @@ DOCS = {
 @pytest.fixture(scope="module")
 def fl(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[FinderLedge]:
     ledger = FinderLedge(tmp_path_factory.mktemp("strategies") / "idx", embedding=minilm, show_progress=False)
-    docs = [Document(page_content=text, metadata={"topic": key, "tenant": tenant}, id=f"{key}-{tenant}")
-            for key, text in DOCS.items() for tenant in ("alice", "bob")]
+    docs = [
+        Document(page_content=text, metadata={"topic": key, "tenant": tenant}, id=f"{key}-{tenant}")
+        for key, text in DOCS.items()
+        for tenant in ("alice", "bob")
+    ]
     ledger.add_document(docs)
     yield ledger
     ledger.close()
@@ -67,18 +70,23 @@ def _topics(results) -> list[str]:
 class TestStrategyContract:
     """What every registered strategy does."""
 
-    def test_sub_searches_keep_the_filter_and_results_say_who_found_them(self, fl: FinderLedge, name: str) -> None:
+    def test_sub_searches_keep_the_filter_and_results_say_who_found_them(
+        self, fl: FinderLedge, name: str
+    ) -> None:
         llm = FakeListChatModel(responses=[REPLIES[name]])
         results = fl.search(QUESTION, k=4, strategy=name, llm=llm, filter={"tenant": "alice"})
         assert results and {r.document.metadata["tenant"] for r in results} == {"alice"}
         assert results.trace.strategy == name and len(results.trace.sub_queries) >= 2
         for r in results:
-            assert r.info["found_by"] and set(r.info["found_by"]) <= {s["text"] for s in results.trace.sub_queries}
+            assert r.info["found_by"] and set(r.info["found_by"]) <= {
+                s["text"] for s in results.trace.sub_queries
+            }
         assert [r.rank for r in results] == list(range(1, len(results) + 1))
         assert "cancel" in _topics(results) and "refund" in _topics(results)
 
-    def test_an_llm_failure_falls_back_to_the_plain_search_or_raises(self, fl: FinderLedge, name: str,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    def test_an_llm_failure_falls_back_to_the_plain_search_or_raises(
+        self, fl: FinderLedge, name: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
         llm = Failing(responses=["unused"])
         with caplog.at_level("WARNING", logger="finderledge"):
             results = fl.search(QUESTION, k=3, strategy=name, llm=llm, filter={"tenant": "bob"})
@@ -88,7 +96,9 @@ class TestStrategyContract:
         with pytest.raises(ConnectionError):
             fl.search(QUESTION, strategy=name, llm=llm, strategy_on_error="raise")
 
-    def test_sub_searches_run_concurrently(self, fl: FinderLedge, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_sub_searches_run_concurrently(
+        self, fl: FinderLedge, name: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         n = len(get_strategy(name).plan(QUESTION, FakeListChatModel(responses=[REPLIES[name]])))
         barrier = threading.Barrier(n, timeout=20)  # every sub-search must be running at once to pass it
         real = fl._searcher.search
@@ -115,24 +125,40 @@ class TestStrategyContract:
 
 
 def test_multi_query_fuses_the_original_with_the_variants(fl: FinderLedge) -> None:
-    results = fl.search("cancel", k=3, strategy="multi_query", llm=FakeListChatModel(
-        responses=["terminate subscription End plan\nmoney back"]), search_mode="keyword", filter={"tenant": "alice"})
+    results = fl.search(
+        "cancel",
+        k=3,
+        strategy="multi_query",
+        llm=FakeListChatModel(responses=["terminate subscription End plan\nmoney back"]),
+        search_mode="keyword",
+        filter={"tenant": "alice"},
+    )
     roles = [s["role"] for s in results.trace.sub_queries]
     assert roles == ["original", "variant", "variant"]
     assert _topics(results)[0] == "cancel"  # "cancel" itself is in no document: only the variants find it
 
 
 def test_hyde_embeds_the_answer_and_keeps_the_question_for_keywords(fl: FinderLedge) -> None:
-    results = fl.search("How do I end my plan?", k=3, strategy="hyde", filter={"tenant": "alice"},
-                        llm=FakeListChatModel(responses=[REPLIES["hyde"]]))
+    results = fl.search(
+        "How do I end my plan?",
+        k=3,
+        strategy="hyde",
+        filter={"tenant": "alice"},
+        llm=FakeListChatModel(responses=[REPLIES["hyde"]]),
+    )
     modes = {s["role"]: s["mode"] for s in results.trace.sub_queries}
     assert modes == {"hypothetical": "vector", "original": "keyword"}
     assert _topics(results)[0] == "cancel"
 
 
 def test_decompose_represents_every_sub_question_in_the_top_k(fl: FinderLedge) -> None:
-    results = fl.search(QUESTION, k=2, strategy="decompose", filter={"tenant": "alice"},
-                        llm=FakeListChatModel(responses=[REPLIES["decompose"]]))
+    results = fl.search(
+        QUESTION,
+        k=2,
+        strategy="decompose",
+        filter={"tenant": "alice"},
+        llm=FakeListChatModel(responses=[REPLIES["decompose"]]),
+    )
     assert sorted(_topics(results)) == ["cancel", "refund"]
     assert len({tuple(r.info["found_by"]) for r in results}) == 2
 
@@ -160,16 +186,30 @@ def test_llm_list_answers_are_parsed() -> None:
 
 def test_a_scope_keeps_its_tenant_through_a_strategy(fl: FinderLedge) -> None:
     scoped = fl.scoped({"tenant": "bob"})
-    results = scoped.search(QUESTION, k=5, strategy="multi_query", filter={"tenant": "alice"},
-                            llm=FakeListChatModel(responses=[REPLIES["multi_query"]]))
+    results = scoped.search(
+        QUESTION,
+        k=5,
+        strategy="multi_query",
+        filter={"tenant": "alice"},
+        llm=FakeListChatModel(responses=[REPLIES["multi_query"]]),
+    )
     assert list(results) == []  # narrowed to bob AND alice: nothing, never alice's
-    results = scoped.search(QUESTION, k=5, strategy="decompose", llm=FakeListChatModel(responses=[REPLIES["decompose"]]))
+    results = scoped.search(
+        QUESTION, k=5, strategy="decompose", llm=FakeListChatModel(responses=[REPLIES["decompose"]])
+    )
     assert results and {r.document.metadata["tenant"] for r in results} == {"bob"}
 
 
 def test_parents_and_threshold_pass_through(fl: FinderLedge, tmp_path: Path) -> None:
-    results = fl.search(QUESTION, k=5, strategy="multi_query", return_parents=True, score_threshold=0.05,
-                        llm=FakeListChatModel(responses=[REPLIES["multi_query"]]), filter={"tenant": "alice"})
+    results = fl.search(
+        QUESTION,
+        k=5,
+        strategy="multi_query",
+        return_parents=True,
+        score_threshold=0.05,
+        llm=FakeListChatModel(responses=[REPLIES["multi_query"]]),
+        filter={"tenant": "alice"},
+    )
     assert results and all(r.info.get("is_parent") for r in results) and all(r.score >= 0.05 for r in results)
 
 
@@ -198,18 +238,34 @@ async def test_async_retriever_with_a_strategy_keeps_the_tenant(fl: FinderLedge)
 
 def test_a_strategy_with_a_reranker_shows_scores_in_the_unit_interval(tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
     """The same score scale as search's: a reranker's logits are mapped into [0, 1], the raw score kept."""
-    with FinderLedge(embedding=minilm, show_progress=False,
-                     reranker=lambda q, docs: [float(len(d.page_content)) - 80.0 for d in docs]) as ledger:
+    with FinderLedge(
+        embedding=minilm,
+        show_progress=False,
+        reranker=lambda q, docs: [float(len(d.page_content)) - 80.0 for d in docs],
+    ) as ledger:
         ledger.add_texts(list(DOCS.values()))
         plain = ledger.search("refund", k=3)
-        via = ledger.search("refund", k=3, strategy="multi_query",
-                            llm=FakeListChatModel(responses=["money back\nrefund window"]))
+        via = ledger.search(
+            "refund",
+            k=3,
+            strategy="multi_query",
+            llm=FakeListChatModel(responses=["money back\nrefund window"]),
+        )
         for results in (plain, via):
             assert results and all(0.0 <= r.score <= 1.0 for r in results)
             raws = [r.metadata["_finderledge"]["rerank_score"] for r in results]
             assert raws == sorted(raws, reverse=True) and any(raw > 1 for raw in raws)
-        kept = ledger.search("refund", k=5, strategy="multi_query", score_threshold=0.5,
-                             llm=FakeListChatModel(responses=["money back"]))
-        assert kept and all(r.metadata["_finderledge"]["rerank_score"] > 0 for r in kept)  # logit 0 = score 0.5
+        kept = ledger.search(
+            "refund",
+            k=5,
+            strategy="multi_query",
+            score_threshold=0.5,
+            llm=FakeListChatModel(responses=["money back"]),
+        )
+        assert kept and all(
+            r.metadata["_finderledge"]["rerank_score"] > 0 for r in kept
+        )  # logit 0 = score 0.5
         with pytest.raises(ConfigurationError, match="score_threshold"):
-            ledger.search("refund", strategy="multi_query", score_threshold=5.0, llm=FakeListChatModel(responses=["x"]))
+            ledger.search(
+                "refund", strategy="multi_query", score_threshold=5.0, llm=FakeListChatModel(responses=["x"])
+            )

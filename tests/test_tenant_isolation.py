@@ -25,8 +25,22 @@ from finderledge import ConfigurationError, FinderLedge
 
 TENANTS = ["alice", "bob", "carol"]
 TOPICS = ["password reset policy", "refund processing time", "hybrid search ranking", "invoice approval flow"]
-WORDS = ["policy", "refund", "password", "ledger", "invoice", "travel", "ranking", "search", "approval", "team",
-         "receipt", "manager", "deadline", "budget"]
+WORDS = [
+    "policy",
+    "refund",
+    "password",
+    "ledger",
+    "invoice",
+    "travel",
+    "ranking",
+    "search",
+    "approval",
+    "team",
+    "receipt",
+    "manager",
+    "deadline",
+    "budget",
+]
 EXAMPLES = int(os.environ.get("FINDERLEDGE_TENANT_EXAMPLES", "60"))
 
 
@@ -37,19 +51,31 @@ def owners() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ledgers(tmp_path_factory: pytest.TempPathFactory, minilm: Any,
-            owners: dict[str, str]) -> Iterator[tuple[FinderLedge, FinderLedge]]:
+def ledgers(
+    tmp_path_factory: pytest.TempPathFactory, minilm: Any, owners: dict[str, str]
+) -> Iterator[tuple[FinderLedge, FinderLedge]]:
     """One directory, opened plain and with a reranker; every tenant has documents on every topic."""
     directory = tmp_path_factory.mktemp("tenants") / "index"
     docs = []
     for t in TENANTS:
         for i, topic in enumerate(TOPICS):
-            body = " ".join(f"Tenant marker T-{t}. Note {n} about the {topic} for team {t}." for n in range(40))
-            docs.append(Document(page_content=body, metadata={"tenant": t, "topic": topic, "n": i, "tags": [t, "all"]}))
+            body = " ".join(
+                f"Tenant marker T-{t}. Note {n} about the {topic} for team {t}." for n in range(40)
+            )
+            docs.append(
+                Document(
+                    page_content=body, metadata={"tenant": t, "topic": topic, "n": i, "tags": [t, "all"]}
+                )
+            )
     plain = FinderLedge(directory, embedding=minilm, chunk_size=200, show_progress=False)
     owners.update(zip(plain.add_document(docs), [d.metadata["tenant"] for d in docs]))
-    reranked = FinderLedge(directory, embedding=minilm, chunk_size=200, show_progress=False,
-                           reranker=lambda q, ds: [float(len(d.page_content)) for d in ds])
+    reranked = FinderLedge(
+        directory,
+        embedding=minilm,
+        chunk_size=200,
+        show_progress=False,
+        reranker=lambda q, ds: [float(len(d.page_content)) for d in ds],
+    )
     yield plain, reranked
     reranked.close()
     plain.close()
@@ -58,29 +84,44 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory, minilm: Any,
 def _other_tenant_filters(tenant: str) -> st.SearchStrategy[Any]:
     others = [t for t in TENANTS if t != tenant]
     return st.one_of(
-        st.none(), st.just({}),
+        st.none(),
+        st.just({}),
         st.sampled_from(others).map(lambda o: {"tenant": o}),
         st.sampled_from(others).map(lambda o: {"$or": [{"tenant": o}, {"n": {"$gte": 0}}]}),
-        st.just({"tenant": {"$ne": tenant}}), st.just({"tenant": {"$in": TENANTS}}),
-        st.just({"tags": {"$contains": "all"}}), st.sampled_from(TOPICS).map(lambda tp: {"topic": tp}),
+        st.just({"tenant": {"$ne": tenant}}),
+        st.just({"tenant": {"$in": TENANTS}}),
+        st.just({"tags": {"$contains": "all"}}),
+        st.sampled_from(TOPICS).map(lambda tp: {"topic": tp}),
         st.integers(0, 3).map(lambda n: {"n": {"$lte": n}}),
     )
 
 
-PATHS = ["search", "get_context", "retriever", "retriever_async", "parents", "rerank", "multi_query", "compression",
-         "vectorstore", "vectorstore_get_by_ids"]
+PATHS = [
+    "search",
+    "get_context",
+    "retriever",
+    "retriever_async",
+    "parents",
+    "rerank",
+    "multi_query",
+    "compression",
+    "vectorstore",
+    "vectorstore_get_by_ids",
+]
 
 
 def _random_text(tenant: str) -> st.SearchStrategy[str]:
     """A random note of ``tenant`` (its marker, then random words)."""
     return st.lists(st.sampled_from(WORDS), min_size=3, max_size=10).map(
-        lambda words: f"Tenant marker T-{tenant}. " + " ".join(words) + ".")
+        lambda words: f"Tenant marker T-{tenant}. " + " ".join(words) + "."
+    )
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_no_result_ever_belongs_to_another_tenant(ledgers: tuple[FinderLedge, FinderLedge], minilm: Any,
-                                                   owners: dict[str, str], data: st.DataObject) -> None:
+def test_no_result_ever_belongs_to_another_tenant(
+    ledgers: tuple[FinderLedge, FinderLedge], minilm: Any, owners: dict[str, str], data: st.DataObject
+) -> None:
     plain, reranked = ledgers
     for owner in data.draw(st.lists(st.sampled_from(TENANTS), max_size=2), label="new documents' tenants"):
         text = data.draw(_random_text(owner))
@@ -110,8 +151,13 @@ def test_no_result_ever_belongs_to_another_tenant(ledgers: tuple[FinderLedge, Fi
     elif path == "vectorstore_get_by_ids":
         store = plain.as_vectorstore(base_filter={"tenant": tenant})
         known = sorted(owners) + ["no-such-id"]  # grows as examples add documents: draw positions, not ids
-        ids = [known[i % len(known)] for i in data.draw(st.lists(st.integers(0, 10_000), min_size=1, max_size=12),
-                                                        label="get_by_ids (positions among stored ids)")]
+        ids = [
+            known[i % len(known)]
+            for i in data.draw(
+                st.lists(st.integers(0, 10_000), min_size=1, max_size=12),
+                label="get_by_ids (positions among stored ids)",
+            )
+        ]
         docs = store.get_by_ids(ids)
         assert [d.id for d in docs] == [i for i in ids if owners.get(i) == tenant]
         assert {d.metadata["tenant"] for d in docs} <= {tenant}
@@ -128,7 +174,9 @@ def test_no_result_ever_belongs_to_another_tenant(ledgers: tuple[FinderLedge, Fi
         from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
 
         compressor = EmbeddingsFilter(embeddings=minilm, k=5)
-        docs = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=retriever).invoke(query)
+        docs = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=retriever).invoke(
+            query
+        )
     if not call_filter:
         assert docs, f"{path}: the tenant's own documents should be found"
     assert {d.metadata["tenant"] for d in docs} <= {tenant}, f"{path} {mode} {call_filter}"
@@ -143,38 +191,55 @@ def test_a_scope_needs_a_real_filter(ledgers: tuple[FinderLedge, FinderLedge]) -
         plain.scoped({"tenant": None})
 
 
-def test_a_retriever_base_filter_is_kept_by_search_kwargs_and_per_call_filters(ledgers: tuple[FinderLedge, FinderLedge]) -> None:
+def test_a_retriever_base_filter_is_kept_by_search_kwargs_and_per_call_filters(
+    ledgers: tuple[FinderLedge, FinderLedge],
+) -> None:
     plain, _ = ledgers
-    for r in (plain.as_retriever(filter={"tenant": "alice"}, k=6),
-              plain.as_retriever(search_kwargs={"filter": {"tenant": "alice"}, "k": 6})):
+    for r in (
+        plain.as_retriever(filter={"tenant": "alice"}, k=6),
+        plain.as_retriever(search_kwargs={"filter": {"tenant": "alice"}, "k": 6}),
+    ):
         for call in ({"tenant": "bob"}, None, {"$or": [{"tenant": "bob"}, {"tenant": "alice"}]}):
             docs = r.invoke("refund processing time", filter=call)
             assert {d.metadata["tenant"] for d in docs} <= {"alice"}
         assert r.invoke("refund", filter={"tenant": "bob"}) == []  # narrowing to nothing, not widening
 
 
-
 def _pinning_filter(tenant: str) -> st.SearchStrategy[dict[str, Any]]:
     """Base filters that accept exactly ``tenant``'s documents, written several ways."""
-    return st.sampled_from([{"tenant": tenant}, {"tenant": {"$in": [tenant]}},
-                            {"$and": [{"tenant": tenant}, {"n": {"$gte": 0}}]}])
+    return st.sampled_from(
+        [
+            {"tenant": tenant},
+            {"tenant": {"$in": [tenant]}},
+            {"$and": [{"tenant": tenant}, {"n": {"$gte": 0}}]},
+        ]
+    )
 
 
 @settings(max_examples=max(10, EXAMPLES // 3), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_a_pinned_vector_store_reads_deletes_and_adds_only_its_tenant(minilm: Any, data: st.DataObject) -> None:
+def test_a_pinned_vector_store_reads_deletes_and_adds_only_its_tenant(
+    minilm: Any, data: st.DataObject
+) -> None:
     """Random tenants and documents in a fresh ledger; the store pinned to one tenant never reads, deletes,
     replaces or labels another tenant's documents."""
-    tenants = data.draw(st.lists(st.text("abcdefgh", min_size=1, max_size=4), min_size=2, max_size=4, unique=True),
-                        label="tenants")
-    drawn = data.draw(st.lists(st.tuples(st.integers(0, len(tenants) - 1), st.booleans()), min_size=1, max_size=6),
-                      label="documents (tenant, caller id?)")
+    tenants = data.draw(
+        st.lists(st.text("abcdefgh", min_size=1, max_size=4), min_size=2, max_size=4, unique=True),
+        label="tenants",
+    )
+    drawn = data.draw(
+        st.lists(st.tuples(st.integers(0, len(tenants) - 1), st.booleans()), min_size=1, max_size=6),
+        label="documents (tenant, caller id?)",
+    )
     drawn.append((1, False))  # another tenant always has a document stored under a content id
     texts = [data.draw(_random_text(tenants[t])) + f" Note {i}." for i, (t, _) in enumerate(drawn)]
     shared = texts[-1]  # the other tenant's text, which the pinned tenant will also add
     with FinderLedge(embedding=minilm, vector_store="faiss", show_progress=False) as fl:
-        ids = fl.add_texts(texts, [{"tenant": tenants[t], "n": i} for i, (t, _) in enumerate(drawn)],
-                           ids=[f"doc-{i}" if caller else None for i, (_, caller) in enumerate(drawn)])
+        ids = fl.add_texts(
+            texts,
+            [{"tenant": tenants[t], "n": i} for i, (t, _) in enumerate(drawn)],
+            ids=[f"doc-{i}" if caller else None for i, (_, caller) in enumerate(drawn)],
+        )
         owner = {doc_id: tenants[t] for doc_id, (t, _) in zip(ids, drawn)}
         me, other_id = tenants[0], ids[-1]
         store = fl.as_vectorstore(base_filter=data.draw(_pinning_filter(me), label="base filter"))
@@ -191,7 +256,9 @@ def test_a_pinned_vector_store_reads_deletes_and_adds_only_its_tenant(minilm: An
         with pytest.raises(ConfigurationError, match="outside this store's base filter"):
             store.add_texts(["overwrite"], [{"tenant": me, "n": 0}], ids=[other_id])
         with pytest.raises(ConfigurationError, match="outside this store's base filter"):
-            store.add_documents([Document(page_content="overwrite", metadata={"tenant": me, "n": 0}, id=other_id)])
+            store.add_documents(
+                [Document(page_content="overwrite", metadata={"tenant": me, "n": 0}, id=other_id)]
+            )
         assert fl.count()["documents"] == before
         # the same text as the other tenant's: a document of its own, the other tenant's is not replaced
         mine = store.add_texts([shared], [{"tenant": me, "n": 0}])
@@ -199,7 +266,9 @@ def test_a_pinned_vector_store_reads_deletes_and_adds_only_its_tenant(minilm: An
         assert store.add_texts([shared], [{"tenant": me, "n": 0}]) == mine  # the same text again: the same id
 
         # deletes: only this tenant's documents go, whatever ids are asked for
-        doomed = data.draw(st.lists(st.sampled_from(ids + mine + ["no-such-id"]), unique=True), label="delete")
+        doomed = data.draw(
+            st.lists(st.sampled_from(ids + mine + ["no-such-id"]), unique=True), label="delete"
+        )
         assert store.delete(doomed) is True
         for doc_id, tenant in {**owner, mine[0]: me}.items():
             stored = fl.get_document(doc_id)
@@ -209,11 +278,16 @@ def test_a_pinned_vector_store_reads_deletes_and_adds_only_its_tenant(minilm: An
                 assert stored is not None and stored.metadata["tenant"] == tenant, doc_id
 
 
-def test_a_retrievers_base_filter_cannot_be_removed_after_construction(ledgers: tuple[FinderLedge, FinderLedge]) -> None:
+def test_a_retrievers_base_filter_cannot_be_removed_after_construction(
+    ledgers: tuple[FinderLedge, FinderLedge],
+) -> None:
     plain, _ = ledgers
     scope = plain.scoped({"tenant": "alice"})
-    for r in (scope.as_retriever(k=6), plain.as_retriever(filter={"tenant": "alice"}, k=6),
-              plain.as_retriever(search_kwargs={"filter": {"tenant": "alice"}, "k": 6})):
+    for r in (
+        scope.as_retriever(k=6),
+        plain.as_retriever(filter={"tenant": "alice"}, k=6),
+        plain.as_retriever(search_kwargs={"filter": {"tenant": "alice"}, "k": 6}),
+    ):
         with pytest.raises(ConfigurationError, match="base filter is fixed"):
             r.filter = None
         with pytest.raises(ConfigurationError, match="base filter is fixed"):

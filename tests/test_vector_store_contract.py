@@ -23,7 +23,15 @@ DIM = 16
 N = 120
 
 METADATA: list[dict[str, Any]] = [
-    {"user": "alice", "year": 2020, "score": 0.5, "tags": ["hr", "it"], "flag": True, "lang": "ja", "title": "東京"},
+    {
+        "user": "alice",
+        "year": 2020,
+        "score": 0.5,
+        "tags": ["hr", "it"],
+        "flag": True,
+        "lang": "ja",
+        "title": "東京",
+    },
     {"user": "bob", "year": 2021.0, "tags": ["it"], "flag": False, "lang": "en", "title": "大阪"},
     {"user": "carol", "year": 2019, "n": None, "flag": 1, "title": "apple"},
     {"user": "alice", "year": "2020", "tags": [], "title": "Zebra"},
@@ -230,5 +238,7 @@ class TestLangChainPGVector(VectorStoreContract):
 
         # no embedding_length: langchain-postgres builds its table classes once per process, with the first
         # store's dimension, and other tests of this session store 384-d vectors in the same table
-        store = PGVector(embeddings=_NoEmbeddings(), collection_name=place.name, connection=self.url, use_jsonb=True)
+        store = PGVector(
+            embeddings=_NoEmbeddings(), collection_name=place.name, connection=self.url, use_jsonb=True
+        )
         return LangChainVectorStore(store)

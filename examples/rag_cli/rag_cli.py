@@ -32,11 +32,14 @@ def open_index(path: str, settings: Settings, *, must_exist: bool) -> Any:
 
     if must_exist and not (Path(path) / "ledger.sqlite3").exists():
         raise SettingsError(f"no index at {path}: run 'rag_cli.py ingest DIR' first (or pass --index)")
-    return FinderLedge(path, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
-                       show_progress=False)
+    return FinderLedge(
+        path, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap, show_progress=False
+    )
 
 
-def make_app(ledger: Any, settings: Settings, timings: defaultdict[str, list[float]] | None = None) -> tuple[Any, str]:
+def make_app(
+    ledger: Any, settings: Settings, timings: defaultdict[str, list[float]] | None = None
+) -> tuple[Any, str]:
     """The compiled graph and a one-line description of its reranker and answerer."""
     from graph import build_graph, make_reranker
 
@@ -44,8 +47,9 @@ def make_app(ledger: Any, settings: Settings, timings: defaultdict[str, list[flo
 
     reranker, reranker_name = make_reranker(settings.reranker, ledger)
     llm = make_chat_model(settings.llm, base_url=settings.llm_base_url) if settings.llm else None
-    app = build_graph(ledger, reranker, llm, search_k=settings.search_k, rerank_top_k=settings.rerank_top_k,
-                      timings=timings)
+    app = build_graph(
+        ledger, reranker, llm, search_k=settings.search_k, rerank_top_k=settings.rerank_top_k, timings=timings
+    )
     return app, f"reranker: {reranker_name}; answers: {settings.llm or 'extractive (no LLM set)'}"
 
 
@@ -53,9 +57,11 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     with open_index(args.index, settings, must_exist=False) as ledger:
         report = ledger.ingest(args.dir)
         held = ledger.count()
-        print(f"indexed {len(report.ids)} pages/rows ({report.chunks_written} new chunks) into {args.index}; "
-              f"{len(report.skipped)} file(s) skipped; the index holds {held['documents']} pages/rows, "
-              f"{held['chunks']} chunks")
+        print(
+            f"indexed {len(report.ids)} pages/rows ({report.chunks_written} new chunks) into {args.index}; "
+            f"{len(report.skipped)} file(s) skipped; the index holds {held['documents']} pages/rows, "
+            f"{held['chunks']} chunks"
+        )
         for skipped in report.skipped:
             print(f"  skipped {skipped}")
     return 0
@@ -82,7 +88,9 @@ def faithfulness(answer: str, contexts: list[str]) -> float:
 
     known = set(_TOKEN.findall("\n".join(contexts).lower()))
     text = re.sub(r"\[\d+\]", " ", answer.replace(EXTRACTIVE_NOTE, " "))
-    sentences = [s for s in re.split(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+", text) if _TOKEN.search(s.lower())]
+    sentences = [
+        s for s in re.split(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+", text) if _TOKEN.search(s.lower())
+    ]
     if not sentences:
         return 0.0
     supported = 0
@@ -92,8 +100,9 @@ def faithfulness(answer: str, contexts: list[str]) -> float:
     return supported / len(sentences)
 
 
-def run_eval(app: Any, items: list[dict[str, Any]], timings: defaultdict[str, list[float]],
-             verbose: bool) -> dict[str, float]:
+def run_eval(
+    app: Any, items: list[dict[str, Any]], timings: defaultdict[str, list[float]], verbose: bool
+) -> dict[str, float]:
     """Run every question through the graph (after an untimed warm-up); the figures, as shares of questions."""
     from finderledge.evaluation import gold_matches
 
@@ -113,8 +122,10 @@ def run_eval(app: Any, items: list[dict[str, Any]], timings: defaultdict[str, li
         sums["exact_match"] += matched
         sums["faithfulness"] += faithfulness(state["answer"], state["contexts"])
         if verbose:
-            print(f"{'ok ' if found_top else 'MISS'} {'EM' if matched else '--'}  {item['query']}  -> "
-                  f"{', '.join(state['sources'])}  (expected {gold})")
+            print(
+                f"{'ok ' if found_top else 'MISS'} {'EM' if matched else '--'}  {item['query']}  -> "
+                f"{', '.join(state['sources'])}  (expected {gold})"
+            )
     return {name: total / len(items) for name, total in sums.items()}
 
 
@@ -124,10 +135,15 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     import numpy as np
 
     items = json.loads(Path(args.questions).read_text(encoding="utf-8"))
-    if not isinstance(items, list) or not items or not all(
-            isinstance(i, dict) and {"query", "expected_source"} <= i.keys() for i in items):
-        raise SettingsError(f"{args.questions}: expected a JSON list of {{query, expected_source, "
-                            "expected_keywords}} objects")
+    if (
+        not isinstance(items, list)
+        or not items
+        or not all(isinstance(i, dict) and {"query", "expected_source"} <= i.keys() for i in items)
+    ):
+        raise SettingsError(
+            f"{args.questions}: expected a JSON list of {{query, expected_source, "
+            "expected_keywords}} objects"
+        )
     timings: defaultdict[str, list[float]] = defaultdict(list)
     with open_index(args.index, settings, must_exist=True) as ledger:
         app, description = make_app(ledger, settings, timings)
@@ -142,33 +158,48 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
             ms = np.array(timings[stage]) * 1000
             print(f"  {stage:<9} {np.percentile(ms, 50):8.1f} / {np.percentile(ms, 95):8.1f}")
         if args.compare:  # the same questions with other RERANKER values, one row each
-            print(f"\n=== Rerankers compared: Retrieval@{settings.rerank_top_k}, Exact Match, rerank p50 ms ===")
+            print(
+                f"\n=== Rerankers compared: Retrieval@{settings.rerank_top_k}, Exact Match, rerank p50 ms ==="
+            )
             rows = [(description.split(";")[0], got, timings["rerank"])]
             for spec in args.compare.split(","):
                 timings = defaultdict(list)
-                other, other_description = make_app(ledger, dataclasses.replace(settings, reranker=spec.strip()),
-                                                    timings)
-                rows.append((other_description.split(";")[0], run_eval(other, items, timings, verbose=False),
-                             timings["rerank"]))
+                other, other_description = make_app(
+                    ledger, dataclasses.replace(settings, reranker=spec.strip()), timings
+                )
+                rows.append(
+                    (
+                        other_description.split(";")[0],
+                        run_eval(other, items, timings, verbose=False),
+                        timings["rerank"],
+                    )
+                )
             for name, figures, rerank_times in rows:
-                print(f"  {figures['retrieval_top']:.3f}  {figures['exact_match']:.3f}  "
-                      f"{np.percentile(np.array(rerank_times) * 1000, 50):8.1f}  {name}")
+                print(
+                    f"  {figures['retrieval_top']:.3f}  {figures['exact_match']:.3f}  "
+                    f"{np.percentile(np.array(rerank_times) * 1000, 50):8.1f}  {name}"
+                )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", default=DEFAULT_INDEX, help=f"index directory (default {DEFAULT_INDEX})")
-    parser.add_argument("--llm", help="openai:<model> | ollama:<model> | llamacpp:<path.gguf> (overrides LLM)")
+    parser.add_argument(
+        "--llm", help="openai:<model> | ollama:<model> | llamacpp:<path.gguf> (overrides LLM)"
+    )
     parser.add_argument("--llm-base-url", help="the LLM server's URL (overrides LLM_BASE_URL)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("ingest", help="index the PDFs, CSVs (and other documents) of a folder").add_argument("dir")
+    commands.add_parser("ingest", help="index the PDFs, CSVs (and other documents) of a folder").add_argument(
+        "dir"
+    )
     commands.add_parser("ask", help="answer a question").add_argument("question")
     evaluation = commands.add_parser("eval", help="evaluate over a JSON list of questions")
     evaluation.add_argument("questions")
-    evaluation.add_argument("--compare", help="also evaluate these RERANKER values (comma-separated), e.g. "
-                            "fused,embedding")
+    evaluation.add_argument(
+        "--compare", help="also evaluate these RERANKER values (comma-separated), e.g. fused,embedding"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     try:

@@ -42,12 +42,17 @@ def leg_weights(evidence: Mapping[str, float], gates: Mapping[str, float], sourc
     total = sum(evidence.values())
     shares = {leg: (e / total if total > 0 else 1.0 / len(evidence)) for leg, e in evidence.items()}
     weights = {leg: gates.get(leg, 1.0) * shares[leg] for leg in evidence}
-    parts = [f"{leg} {weights[leg]:.2f} = gate {gates.get(leg, 1.0):.2f} x share {shares[leg]:.2f} of top-hit "
-             f"evidence ({evidence[leg]:.2f})" for leg in evidence]
+    parts = [
+        f"{leg} {weights[leg]:.2f} = gate {gates.get(leg, 1.0):.2f} x share {shares[leg]:.2f} of top-hit "
+        f"evidence ({evidence[leg]:.2f})"
+        for leg in evidence
+    ]
     return LegWeights(weights, dict(gates), dict(evidence), "; ".join(parts) + f"; gates: {source}")
 
 
-def top_evidence(rankings: Mapping[str, Ranking], vector_baseline: float, keyword_ceiling: float) -> dict[str, float]:
+def top_evidence(
+    rankings: Mapping[str, Ranking], vector_baseline: float, keyword_ceiling: float
+) -> dict[str, float]:
     """Each leg's evidence for its best hit, in [0, 1] (0 for a leg that found nothing)."""
     out: dict[str, float] = {}
     for leg, ranking in rankings.items():
@@ -61,8 +66,14 @@ def top_evidence(rankings: Mapping[str, Ranking], vector_baseline: float, keywor
     return out
 
 
-def evidence_fusion(rankings: Mapping[str, Ranking], weights: Mapping[str, float], *, vector_baseline: float,
-                    keyword_ceiling: float, exhaustive: Collection[str] = ()) -> list[FusedHit]:
+def evidence_fusion(
+    rankings: Mapping[str, Ranking],
+    weights: Mapping[str, float],
+    *,
+    vector_baseline: float,
+    keyword_ceiling: float,
+    exhaustive: Collection[str] = (),
+) -> list[FusedHit]:
     """Weighted sum of each leg's scores on the absolute evidence scale (not clipped: a leg's order is kept).
 
     A candidate a leg did not return gets that leg's last listed evidence, or 0 for a leg in ``exhaustive``

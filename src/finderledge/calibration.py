@@ -92,7 +92,9 @@ def query_count(chunks: int) -> int:
 
 
 def _seed(chunk_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(chunk_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+    return int.from_bytes(
+        hashlib.blake2b(chunk_id.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big"
+    )
 
 
 def _sentence(chunk_id: str, text: str) -> str | None:
@@ -182,10 +184,17 @@ class Calibration:
             return None
         try:
             data = json.loads(raw)
-            groups = {name: GroupCompetence(int(g["queries"]), dict(g["mrr"]), dict(g["gates"]))
-                      for name, g in data["groups"].items()}
-            return cls(str(data["model_id"]), int(data["corpus_size"]), float(data["seconds"]), groups,
-                       int(data.get("version", 0)))
+            groups = {
+                name: GroupCompetence(int(g["queries"]), dict(g["mrr"]), dict(g["gates"]))
+                for name, g in data["groups"].items()
+            }
+            return cls(
+                str(data["model_id"]),
+                int(data["corpus_size"]),
+                float(data["seconds"]),
+                groups,
+                int(data.get("version", 0)),
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             logger.warning("the stored calibration is unreadable; it will be measured again")
             return None
@@ -198,8 +207,14 @@ def _reciprocal_rank(parents: Sequence[str], wanted: str, depth: int = 10) -> fl
     return 0.0
 
 
-def calibrate(queries: Sequence[tuple[str, str]], legs: Mapping[str, Callable[[str], Sequence[str]]], *,
-              model_id: str, corpus_size: int, spent: float = 0.0) -> Calibration:
+def calibrate(
+    queries: Sequence[tuple[str, str]],
+    legs: Mapping[str, Callable[[str], Sequence[str]]],
+    *,
+    model_id: str,
+    corpus_size: int,
+    spent: float = 0.0,
+) -> Calibration:
     """Search each pseudo-query ``(text, parent id)`` with each leg (a function: query -> parent ids, best
     first) and turn the legs' MRR@10 into gates, for the corpus and for each script group; ``spent``: seconds
     already spent on it (embedding the queries), counted in the calibration's time."""
@@ -211,8 +226,11 @@ def calibrate(queries: Sequence[tuple[str, str]], legs: Mapping[str, Callable[[s
             per_leg = by_group.setdefault(group, {leg: [] for leg in legs})
             for leg, rr in ranks.items():
                 per_leg[leg].append(rr)
-    groups = {name: GroupCompetence.of(rr) for name, rr in by_group.items()
-              if name == "all" or len(next(iter(rr.values()), [])) >= MIN_QUERIES}
+    groups = {
+        name: GroupCompetence.of(rr)
+        for name, rr in by_group.items()
+        if name == "all" or len(next(iter(rr.values()), [])) >= MIN_QUERIES
+    }
     if len(by_group) == 2:  # one script only: its group is the corpus
         groups = {"all": groups["all"]}
     return Calibration(model_id, corpus_size, round(spent + time.perf_counter() - start, 3), groups)
@@ -233,7 +251,11 @@ class LedgerCalibrator:
     def wanted(self) -> bool:
         """Only adaptive fusion without fixed weights uses the gates."""
         settings = self._fl.settings
-        return settings.fusion == "adaptive" and settings.vector_weight is None and settings.keyword_weight is None
+        return (
+            settings.fusion == "adaptive"
+            and settings.vector_weight is None
+            and settings.keyword_weight is None
+        )
 
     def current(self) -> Calibration | None:
         raw = self._fl._ledger.get_info(INFO_KEY)
@@ -256,12 +278,17 @@ class LedgerCalibrator:
             return None
         queries = pseudo_queries(self._chunks(sorted(fl._ledger.complete_chunk_ids(), key=sample_key)), n)
         if len(queries) < MIN_QUERIES:
-            logger.info("calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
-                        len(queries), n)
+            logger.info(
+                "calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
+                len(queries),
+                n,
+            )
             return None
         start = time.perf_counter()
         texts = [text for text, _ in queries]
-        vectors = dict(zip(texts, embed_queries(fl.finder.embeddings, texts)))  # batched where the model allows
+        vectors = dict(
+            zip(texts, embed_queries(fl.finder.embeddings, texts))
+        )  # batched where the model allows
         replica, vector_store = fl._replica, fl.finder.vector_store
 
         def vector_leg(text: str) -> list[str]:
@@ -272,17 +299,25 @@ class LedgerCalibrator:
             with replica.rw.read():
                 return self._parents(fl.finder.keyword_store.search(text, 10))
 
-        calibration = calibrate(queries, {"vector": vector_leg, "keyword": keyword_leg}, model_id=fl._model_id,
-                                corpus_size=size, spent=time.perf_counter() - start)
-        logger.info("calibrated the search legs on %d pseudo-queries in %.1f s: %s", len(queries),
-                    calibration.seconds, "; ".join(f"{g}: MRR@10 {c.mrr}, gates {c.gates}"
-                                                   for g, c in calibration.groups.items()))
+        calibration = calibrate(
+            queries,
+            {"vector": vector_leg, "keyword": keyword_leg},
+            model_id=fl._model_id,
+            corpus_size=size,
+            spent=time.perf_counter() - start,
+        )
+        logger.info(
+            "calibrated the search legs on %d pseudo-queries in %.1f s: %s",
+            len(queries),
+            calibration.seconds,
+            "; ".join(f"{g}: MRR@10 {c.mrr}, gates {c.gates}" for g, c in calibration.groups.items()),
+        )
         fl._ledger.set_info(INFO_KEY, calibration.to_json())
         return calibration
 
     def _chunks(self, ordered: Sequence[str], batch: int = 256) -> Iterable[tuple[str, str, str]]:
         for start in range(0, len(ordered), batch):
-            for chunk in self._fl._ledger.get_chunks(list(ordered[start:start + batch])):
+            for chunk in self._fl._ledger.get_chunks(list(ordered[start : start + batch])):
                 yield chunk.id, chunk.parent_id, chunk.content
 
     def _parents(self, hits: Sequence[tuple[str, float]]) -> list[str]:

@@ -69,25 +69,39 @@ class Catalog:
             return []
         return [as_document(c) for c in self._ledger.chunks_of(parent_id)]
 
-    def list_documents(self, *, source: str | None = None, filter: MetadataFilter | None = None,
-                       offset: int = 0, limit: int | None = None) -> list[Document]:
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        filter: MetadataFilter | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[Document]:
         """Parent documents in the order they were added: of one ``source``, matching ``filter`` (the search
         filter language, on the parent's metadata), the first ``offset`` skipped, at most ``limit``."""
         source = None if source is None else safe_path(source)
         offset = _count_argument("offset", offset, 0)
         limit = None if limit is None else _count_argument("limit", limit, 0)
-        records = self._ledger.list_documents(source=source, where=compile_filter(filter), offset=offset, limit=limit)
+        records = self._ledger.list_documents(
+            source=source, where=compile_filter(filter), offset=offset, limit=limit
+        )
         return [as_document(r) for r in records]
 
-    def list_document_ids(self, *, filter: MetadataFilter | None = None,
-                          offset: int = 0, limit: int | None = None) -> list[str]:
+    def list_document_ids(
+        self, *, filter: MetadataFilter | None = None, offset: int = 0, limit: int | None = None
+    ) -> list[str]:
         """The application document ids (``document_id=`` of :meth:`add_document`) of the parents matching
         ``filter``, each once, in the order first added; ``offset``/``limit`` page through them."""
         offset = _count_argument("offset", offset, 0)
         limit = None if limit is None else _count_argument("limit", limit, 0)
         pred = compile_filter(filter)
-        ids = list(dict.fromkeys(md[DOCUMENT_ID] for _, md in self._ledger.document_metadata()
-                                 if isinstance(md.get(DOCUMENT_ID), str) and (pred is None or pred(md))))
+        ids = list(
+            dict.fromkeys(
+                md[DOCUMENT_ID]
+                for _, md in self._ledger.document_metadata()
+                if isinstance(md.get(DOCUMENT_ID), str) and (pred is None or pred(md))
+            )
+        )
         return ids[offset:] if limit is None else ids[offset : offset + limit]
 
     def list_sources(self) -> list[str]:
@@ -121,7 +135,9 @@ class Catalog:
         with self._write_lock.hold("pruning the embedding cache"):
             removed = self._ledger.prune_embedding_cache()
         size = self._ledger.embedding_cache_size()
-        logger.info("gc: removed %d cached vectors; %d left (%d bytes)", removed, size["entries"], size["bytes"])
+        logger.info(
+            "gc: removed %d cached vectors; %d left (%d bytes)", removed, size["entries"], size["bytes"]
+        )
         return {"removed": removed, **size}
 
     def __len__(self) -> int:

@@ -68,21 +68,41 @@ def _default_dir() -> str:
 # -- the parser -----------------------------------------------------------------------------------
 def _output_options(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     """-v/-q/--debug, accepted before the subcommand and after it."""
-    keep: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}  # a subcommand's default must not undo the top's
+    keep: dict[str, Any] = (
+        {} if top else {"default": argparse.SUPPRESS}
+    )  # a subcommand's default must not undo the top's
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
-                       help="also show FinderLedge's progress details on stderr", **keep)
-    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
-                       help="show errors only", **keep)
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of a failure (and debug logs)", **keep)
+    group.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="store_const",
+        const=1,
+        help="also show FinderLedge's progress details on stderr",
+        **keep,
+    )
+    group.add_argument(
+        "-q", "--quiet", dest="verbosity", action="store_const", const=-1, help="show errors only", **keep
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of a failure (and debug logs)", **keep
+    )
 
 
 def _index_options(parser: argparse.ArgumentParser) -> None:
     """--dir, --embedding, --json and the output options of a command that opens an index."""
-    parser.add_argument("-d", "--dir", default=_default_dir(),
-                        help=f"persist directory (default: $FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR})")
-    parser.add_argument("--embedding", default=None, metavar="MODEL",
-                        help="the model the index is built with, e.g. sentence-transformers:/path/to/model")
+    parser.add_argument(
+        "-d",
+        "--dir",
+        default=_default_dir(),
+        help=f"persist directory (default: $FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR})",
+    )
+    parser.add_argument(
+        "--embedding",
+        default=None,
+        metavar="MODEL",
+        help="the model the index is built with, e.g. sentence-transformers:/path/to/model",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     _output_options(parser)
 
@@ -92,16 +112,28 @@ def _add_add(sub: Any) -> None:
     p = sub.add_parser("add", help=ADD_SUMMARY, description=ADD_SUMMARY[0].upper() + ADD_SUMMARY[1:] + ".")
     _index_options(p)
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (a folder is read recursively)")
-    p.add_argument("--text", action="append", metavar="TEXT", help="add TEXT itself as a document (repeatable)")
+    p.add_argument(
+        "--text", action="append", metavar="TEXT", help="add TEXT itself as a document (repeatable)"
+    )
     p.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     p.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
-    p.add_argument("--on-error", choices=["skip", "raise"], default="skip",
-                   help="a file that cannot be read: skip it and report it (default), or stop with an error")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None,
-                   help="vector store of a new index (default chroma); on an existing index, switch the index to "
-                        "this vector store (rebuilt from the ledger)")
+    p.add_argument(
+        "--on-error",
+        choices=["skip", "raise"],
+        default="skip",
+        help="a file that cannot be read: skip it and report it (default), or stop with an error",
+    )
+    p.add_argument(
+        "--vector-store",
+        choices=["chroma", "faiss"],
+        default=None,
+        help="vector store of a new index (default chroma); on an existing index, switch the index to "
+        "this vector store (rebuilt from the ledger)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--prune", action="store_true", help="remove documents whose files no longer exist under the folders")
+    p.add_argument(
+        "--prune", action="store_true", help="remove documents whose files no longer exist under the folders"
+    )
     p.add_argument("--follow-symlinks", action="store_true", help="follow symlinks found inside the folders")
 
 
@@ -111,42 +143,82 @@ def _add_search(sub: Any, name: str, summary: str) -> None:
     _index_options(p)
     p.add_argument("query", help="the question or keywords to search for")
     p.add_argument("-k", type=int, default=None, help="number of results")
-    p.add_argument("-m", "--mode", choices=["hybrid", "vector", "keyword"], default=None,
-                   help="both legs fused (default), the embedding leg only, or the BM25 leg only")
+    p.add_argument(
+        "-m",
+        "--mode",
+        choices=["hybrid", "vector", "keyword"],
+        default=None,
+        help="both legs fused (default), the embedding leg only, or the BM25 leg only",
+    )
     p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"lang": "ja"}\'')
     p.add_argument("--parents", action="store_true", help="return parent documents instead of chunks")
     if name == "context":
-        p.add_argument("--max-chars", type=int, default=None,
-                       help="cap the context at this many characters (passages that would overflow are left out)")
+        p.add_argument(
+            "--max-chars",
+            type=int,
+            default=None,
+            help="cap the context at this many characters (passages that would overflow are left out)",
+        )
 
 
 def _add_small_commands(sub: Any) -> None:
     """The ``remove``, ``list``, ``stats`` and ``gc`` subcommands."""
     p = sub.add_parser("remove", help="remove documents by parent id, source path or document id")
     _index_options(p)
-    p.add_argument("ids", nargs="+", metavar="ID",
-                   help="a parent id (from 'list'), a source path, or a document id given with add_document")
+    p.add_argument(
+        "ids",
+        nargs="+",
+        metavar="ID",
+        help="a parent id (from 'list'), a source path, or a document id given with add_document",
+    )
     p = sub.add_parser("list", help="list stored documents")
     _index_options(p)
     p.add_argument("--source", default=None, help="only the documents of this source path")
-    p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"document_id": "doc-42"}\'')
+    p.add_argument(
+        "--filter", default=None, help='metadata filter as JSON, e.g. \'{"document_id": "doc-42"}\''
+    )
     p.add_argument("--offset", type=int, default=0, help="skip this many documents first")
     p.add_argument("--limit", type=int, default=None, help="list at most this many documents (default: all)")
     _index_options(sub.add_parser("stats", help="counts and settings"))
     _index_options(sub.add_parser("gc", help="drop cached vectors no stored chunk uses"))
     summary = "split every stored document again with new chunk settings, or switch the vector store"
-    p = sub.add_parser("reindex", help=summary, description=(
-        summary[0].upper() + summary[1:] + ". The new settings are recorded with the index; chunk texts already "
-        "embedded keep their vectors. Without options the documents are split again with the recorded settings."))
+    p = sub.add_parser(
+        "reindex",
+        help=summary,
+        description=(
+            summary[0].upper()
+            + summary[1:]
+            + ". The new settings are recorded with the index; chunk texts already "
+            "embedded keep their vectors. Without options the documents are split again with the recorded settings."
+        ),
+    )
     _index_options(p)
-    p.add_argument("--chunk-size", type=int, default=None, metavar="N",
-                   help="chunk length, in --chunk-unit (default: the recorded one)")
-    p.add_argument("--chunk-overlap", type=int, default=None, metavar="N",
-                   help="overlap between consecutive chunks (default: the recorded one)")
-    p.add_argument("--chunk-unit", choices=list(CHUNK_UNITS), default=None,
-                   help="what the lengths count: weighted (a CJK character counts 3) or chars (default: recorded)")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None,
-                   help="switch the index to this vector store (rebuilt from the ledger)")
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="chunk length, in --chunk-unit (default: the recorded one)",
+    )
+    p.add_argument(
+        "--chunk-overlap",
+        type=int,
+        default=None,
+        metavar="N",
+        help="overlap between consecutive chunks (default: the recorded one)",
+    )
+    p.add_argument(
+        "--chunk-unit",
+        choices=list(CHUNK_UNITS),
+        default=None,
+        help="what the lengths count: weighted (a CJK character counts 3) or chars (default: recorded)",
+    )
+    p.add_argument(
+        "--vector-store",
+        choices=["chroma", "faiss"],
+        default=None,
+        help="switch the index to this vector store (rebuilt from the ledger)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -155,34 +227,62 @@ EVAL_DESCRIPTION = (
     "--dir (reused when it already holds documents), or a question file over an existing index (--dir, default "
     f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}): a JSON list of {{query, expected_source, "
     "expected_keywords} or JSONL of {question, gold_sources}. A gold source names a file (docs/faq.md), a page "
-    "or row (manual.pdf:p3, data.csv:r1) or a chunk (<source>#<split_index>).")
+    "or row (manual.pdf:p3, data.csv:r1) or a chunk (<source>#<split_index>)."
+)
 
 
 def _add_eval(sub: Any) -> None:
     """The ``eval`` subcommand."""
-    p = sub.add_parser("eval", help="evaluate hybrid, vector and keyword modes side by side",
-                       description=EVAL_DESCRIPTION)
+    p = sub.add_parser(
+        "eval", help="evaluate hybrid, vector and keyword modes side by side", description=EVAL_DESCRIPTION
+    )
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
     _output_options(p)
-    p.add_argument("-d", "--dir", default=None,
-                   help="persist directory to build or reuse (default for a question file: "
-                   f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}; a BEIR folder is indexed in memory)")
+    p.add_argument(
+        "-d",
+        "--dir",
+        default=None,
+        help="persist directory to build or reuse (default for a question file: "
+        f"$FINDERLEDGE_PERSIST_DIRECTORY or {DEFAULT_DIR}; a BEIR folder is indexed in memory)",
+    )
     p.add_argument("--one-chunk", action="store_true", help="index each corpus document as one chunk")
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
-    p.add_argument("-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None,
-                   help="vector store of the index a BEIR folder is indexed into (default chroma)")
-    p.add_argument("--embedding", default=None, metavar="MODEL",
-                   help="the model the index was built with, e.g. sentence-transformers:/path/to/model")
-    p.add_argument("--reranker", default=None,
-                   help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates")
-    p.add_argument("--rerank-candidates", type=int, default=None, help="candidates the reranker rescores (default 20)")
-    p.add_argument("--fusion", choices=list(FUSIONS), default=None,
-                   help="how hybrid fuses the two legs (default adaptive)")
-    p.add_argument("--modes", default="hybrid,vector,keyword",
-                   help="comma-separated modes to compare (default hybrid,vector,keyword)")
+    p.add_argument(
+        "-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)"
+    )
+    p.add_argument(
+        "--vector-store",
+        choices=["chroma", "faiss"],
+        default=None,
+        help="vector store of the index a BEIR folder is indexed into (default chroma)",
+    )
+    p.add_argument(
+        "--embedding",
+        default=None,
+        metavar="MODEL",
+        help="the model the index was built with, e.g. sentence-transformers:/path/to/model",
+    )
+    p.add_argument(
+        "--reranker",
+        default=None,
+        help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates",
+    )
+    p.add_argument(
+        "--rerank-candidates", type=int, default=None, help="candidates the reranker rescores (default 20)"
+    )
+    p.add_argument(
+        "--fusion",
+        choices=list(FUSIONS),
+        default=None,
+        help="how hybrid fuses the two legs (default adaptive)",
+    )
+    p.add_argument(
+        "--modes",
+        default="hybrid,vector,keyword",
+        help="comma-separated modes to compare (default hybrid,vector,keyword)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
 
@@ -190,12 +290,15 @@ def _add_eval(sub: Any) -> None:
 # every other option's help lives; an option that gains its own help there keeps it).
 SERVER_OPTION_HELP = {
     ("serve", "host"): "address to listen on (default 127.0.0.1; another address needs an API key or "
-                       "--allow-no-auth)",
+    "--allow-no-auth)",
     ("serve", "port"): "port to listen on (default 8000)",
     ("serve", "max_upload_mb"): "largest upload accepted, in MB (default 50)",
     ("serve", "embedding"): "the model the index is built with, e.g. sentence-transformers:/path/to/model",
-    ("serve", "vector_store"): "vector store of a new index (default chroma); on an existing index, switch the "
-                               "index to this vector store (rebuilt from the ledger)",
+    (
+        "serve",
+        "vector_store",
+    ): "vector store of a new index (default chroma); on an existing index, switch the "
+    "index to this vector store (rebuilt from the ledger)",
     ("create", "tenant"): "the tenant whose documents the key reads and writes",
     ("revoke", "key_id"): "the key's id (from 'finderledge keys list'; not the key itself)",
 }
@@ -236,8 +339,10 @@ def _require_index(directory: str | os.PathLike[str]) -> None:
     from .facade import LEDGER_FILE
 
     if not (Path(directory).expanduser() / LEDGER_FILE).is_file():
-        raise UsageError(f"no FinderLedge index at {os.fspath(directory)} "
-                         f"(build one with: finderledge add PATH --dir {os.fspath(directory)})")
+        raise UsageError(
+            f"no FinderLedge index at {os.fspath(directory)} "
+            f"(build one with: finderledge add PATH --dir {os.fspath(directory)})"
+        )
 
 
 def _open(args: argparse.Namespace, *, existing: bool = True, **extra: Any) -> Any:
@@ -288,7 +393,7 @@ def _filter(args: argparse.Namespace) -> Any:
     try:
         return json.loads(args.filter)
     except ValueError as exc:
-        raise UsageError(f"--filter: expected JSON such as '{{\"lang\": \"ja\"}}' ({exc})") from None
+        raise UsageError(f'--filter: expected JSON such as \'{{"lang": "ja"}}\' ({exc})') from None
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -332,10 +437,18 @@ def _cmd_add(args: argparse.Namespace) -> int:
     """finderledge add."""
     sources = _add_sources(args)
     progress = False if args.no_progress else None
-    with _removed_on_failure(args.dir), \
-            _open(args, existing=False, vector_store=args.vector_store, show_progress=progress) as fl:
-        report = fl.ingest(sources, include=args.include, exclude=args.exclude, on_error=args.on_error,
-                           prune=args.prune, follow_symlinks=args.follow_symlinks)
+    with (
+        _removed_on_failure(args.dir),
+        _open(args, existing=False, vector_store=args.vector_store, show_progress=progress) as fl,
+    ):
+        report = fl.ingest(
+            sources,
+            include=args.include,
+            exclude=args.exclude,
+            on_error=args.on_error,
+            prune=args.prune,
+            follow_symlinks=args.follow_symlinks,
+        )
         _check_added(report, args)
         totals = fl.count()
     text = report.summary() + f"\nindex now holds {totals['documents']} documents, {totals['chunks']} chunks"
@@ -347,11 +460,16 @@ def _cmd_search(args: argparse.Namespace) -> int:
     """finderledge search."""
     query, filter_ = _query(args), _filter(args)
     with _open(args) as fl:
-        results = fl.search(query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents)
+        results = fl.search(
+            query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents
+        )
     from .context import citation
 
-    text = "\n".join(f"{r.rank}. [{r.score:.4f}] ({citation(r.metadata, r.parent_id)}) id={r.id}\n   "
-                     + r.content[:200].replace("\n", " ") for r in results)
+    text = "\n".join(
+        f"{r.rank}. [{r.score:.4f}] ({citation(r.metadata, r.parent_id)}) id={r.id}\n   "
+        + r.content[:200].replace("\n", " ")
+        for r in results
+    )
     _emit(args, [r.to_dict() for r in results], text or "no results")
     return 0 if results else EXIT_NOT_FOUND
 
@@ -362,8 +480,14 @@ def _cmd_context(args: argparse.Namespace) -> int:
 
     query, filter_ = _query(args), _filter(args)
     with _open(args) as fl:
-        ctx = fl.get_context(query, k=args.k, search_mode=args.mode, filter=filter_,
-                             return_parents=args.parents, max_chars=args.max_chars)
+        ctx = fl.get_context(
+            query,
+            k=args.k,
+            search_mode=args.mode,
+            filter=filter_,
+            return_parents=args.parents,
+            max_chars=args.max_chars,
+        )
     _emit(args, {"query": query, "context": ctx, "found": ctx != NO_CONTEXT}, ctx)
     return 0 if ctx != NO_CONTEXT else EXIT_NOT_FOUND
 
@@ -386,9 +510,19 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
     with _open(args) as fl:
-        docs = fl.list_documents(source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit)
-    data = [{"id": d.id, "source": source_of(d.metadata, d.id), "locator": d.metadata.get("locator"),
-             "chunks": info_of(d.metadata).get("split_count"), "chars": len(d.page_content)} for d in docs]
+        docs = fl.list_documents(
+            source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit
+        )
+    data = [
+        {
+            "id": d.id,
+            "source": source_of(d.metadata, d.id),
+            "locator": d.metadata.get("locator"),
+            "chunks": info_of(d.metadata).get("split_count"),
+            "chars": len(d.page_content),
+        }
+        for d in docs
+    ]
     text = "\n".join(f"{d['id']}  {d['source']} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
     _emit(args, data, text or "no documents")
     return 0
@@ -407,29 +541,45 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     """finderledge gc."""
     with _open(args) as fl:
         report = fl.gc()
-    _emit(args, report, f"removed {report['removed']} cached vectors; the cache holds {report['entries']} "
-                        f"({report['bytes'] / 1e6:.1f} MB)")
+    _emit(
+        args,
+        report,
+        f"removed {report['removed']} cached vectors; the cache holds {report['entries']} "
+        f"({report['bytes'] / 1e6:.1f} MB)",
+    )
     return 0
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
     """finderledge reindex: FinderLedge.reindex with the given chunk settings; --vector-store switches the store
     as the index opens (alone, it re-splits nothing)."""
-    chunking = {"chunk_size": args.chunk_size, "chunk_overlap": args.chunk_overlap, "chunk_unit": args.chunk_unit}
+    chunking = {
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
+        "chunk_unit": args.chunk_unit,
+    }
     resplit = any(v is not None for v in chunking.values()) or args.vector_store is None
     progress = False if args.no_progress else None
     with _open(args, vector_store=args.vector_store, show_progress=progress) as fl:
         report = fl.reindex(**chunking) if resplit else None
-        settings = {k: getattr(fl.settings, k) for k in ("chunk_size", "chunk_overlap", "chunk_unit", "vector_store")}
+        settings = {
+            k: getattr(fl.settings, k) for k in ("chunk_size", "chunk_overlap", "chunk_unit", "vector_store")
+        }
         totals = fl.count()
     lines = []
     if report is not None:
-        lines.append(f"split {len(report.replaced)} documents again into {report.chunks_written} chunks "
-                     f"(embedded {report.embeddings_computed}, from cache {report.embeddings_cached}) "
-                     f"in {report.seconds_total:.1f} s")
+        lines.append(
+            f"split {len(report.replaced)} documents again into {report.chunks_written} chunks "
+            f"(embedded {report.embeddings_computed}, from cache {report.embeddings_cached}) "
+            f"in {report.seconds_total:.1f} s"
+        )
     lines.append("recorded settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()))
     lines.append(f"index now holds {totals['documents']} documents, {totals['chunks']} chunks")
-    data = {"reindexed": report.to_dict() if report is not None else None, "settings": settings, "totals": totals}
+    data = {
+        "reindexed": report.to_dict() if report is not None else None,
+        "settings": settings,
+        "totals": totals,
+    }
     _emit(args, data, "\n".join(lines))
     return 0
 
@@ -456,10 +606,20 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("--modes: give at least one of hybrid, vector, keyword")
     directory = _eval_directory(args)
     with _removed_on_failure(directory) if directory is not None else nullcontext():
-        report = evaluate(args.dataset, persist_directory=directory, modes=modes, split=args.split,
-                          one_chunk=args.one_chunk, k=args.k, show_progress=False if args.no_progress else None,
-                          vector_store=args.vector_store, embedding=args.embedding, fusion=args.fusion,
-                          reranker=args.reranker, rerank_candidates=args.rerank_candidates)
+        report = evaluate(
+            args.dataset,
+            persist_directory=directory,
+            modes=modes,
+            split=args.split,
+            one_chunk=args.one_chunk,
+            k=args.k,
+            show_progress=False if args.no_progress else None,
+            vector_store=args.vector_store,
+            embedding=args.embedding,
+            fusion=args.fusion,
+            reranker=args.reranker,
+            rerank_candidates=args.rerank_candidates,
+        )
     data = report.to_dict()
     if args.plot is not None:
         try:
@@ -483,25 +643,37 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     return int(SERVER_COMMANDS["keys"](args))
 
 
-COMMANDS = {"add": _cmd_add, "search": _cmd_search, "context": _cmd_context, "remove": _cmd_remove,
-            "list": _cmd_list, "stats": _cmd_stats, "gc": _cmd_gc, "reindex": _cmd_reindex, "eval": _cmd_eval,
-            **SERVER_COMMANDS,
-            "keys": _cmd_keys}
+COMMANDS = {
+    "add": _cmd_add,
+    "search": _cmd_search,
+    "context": _cmd_context,
+    "remove": _cmd_remove,
+    "list": _cmd_list,
+    "stats": _cmd_stats,
+    "gc": _cmd_gc,
+    "reindex": _cmd_reindex,
+    "eval": _cmd_eval,
+    **SERVER_COMMANDS,
+    "keys": _cmd_keys,
+}
 
 
 # -- failures -------------------------------------------------------------------------------------
 def _missing_openai_key(exc: BaseException) -> bool:
     """Whether ``exc`` is the OpenAI client refusing to start without an API key (a configuration error)."""
     message = str(exc)
-    return (type(exc).__module__.split(".")[0] == "openai"
-            and ("api_key" in message or "OPENAI_API_KEY" in message or "credentials" in message.lower()))
+    return type(exc).__module__.split(".")[0] == "openai" and (
+        "api_key" in message or "OPENAI_API_KEY" in message or "credentials" in message.lower()
+    )
 
 
 def _describe(exc: BaseException) -> str:
     """One line saying what failed."""
     if _missing_openai_key(exc):
-        return ("no OpenAI API key: set OPENAI_API_KEY in the environment (an 'openai:' model, e.g. "
-                "--embedding openai:text-embedding-3-small, needs it)")
+        return (
+            "no OpenAI API key: set OPENAI_API_KEY in the environment (an 'openai:' model, e.g. "
+            "--embedding openai:text-embedding-3-small, needs it)"
+        )
     if isinstance(exc, OSError) and not isinstance(exc, FinderLedgeError) and exc.filename is not None:
         reason = exc.strerror or str(exc)
         text = f"{reason[:1].lower()}{reason[1:]}: {exc.filename}"

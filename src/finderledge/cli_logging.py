@@ -42,7 +42,9 @@ class _Formatter(logging.Formatter):
         package = record.name.split(".", 1)[0]
         if package not in (LIBRARY_LOGGER, "py"):  # py.warnings: the message names its category
             message = f"{package}: {message}"
-        level = "warning" if record.levelno >= logging.ERROR else record.levelname.lower()  # see the module doc
+        level = (
+            "warning" if record.levelno >= logging.ERROR else record.levelname.lower()
+        )  # see the module doc
         line = f"{PROG}: {level}: {message}"
         if self.with_tracebacks and record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -84,8 +86,11 @@ def _printed_on_the_way(record: logging.LogRecord) -> bool:
     logger: logging.Logger | None = logging.getLogger(record.name)
     while logger is not None and logger is not logging.root:
         for handler in logger.handlers:
-            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler) \
-                    and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__, sys.stdout):
+            if (
+                isinstance(handler, logging.StreamHandler)
+                and not isinstance(handler, logging.FileHandler)
+                and getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__, sys.stdout)
+            ):
                 return True
         logger = logger.parent
     return False
@@ -93,11 +98,19 @@ def _printed_on_the_way(record: logging.LogRecord) -> bool:
 
 def _listed_in_the_report(record: logging.LogRecord) -> bool:
     """A loader's "skipping <path>: <reason>": ``finderledge add`` prints each skip in its report."""
-    return record.name.startswith(f"{LIBRARY_LOGGER}.document_loader") and str(record.msg).startswith("skipping ")
+    return record.name.startswith(f"{LIBRARY_LOGGER}.document_loader") and str(record.msg).startswith(
+        "skipping "
+    )
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: TextIO | None = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     """``warnings.showwarning`` replacement: one WARNING record, ``Category: message``."""
     logging.getLogger("py.warnings").warning("%s: %s", category.__name__, message)
 

@@ -22,8 +22,16 @@ from dotenv import dotenv_values
 from .errors import ConfigurationError
 from .fusion import KNOWN_SCRIPTS
 
-__all__ = ["CHUNK_UNITS", "ENV_PREFIX", "FUSIONS", "SEARCH_MODES", "SECRET_SETTINGS", "VECTOR_STORES", "Settings",
-           "redact_url"]
+__all__ = [
+    "CHUNK_UNITS",
+    "ENV_PREFIX",
+    "FUSIONS",
+    "SEARCH_MODES",
+    "SECRET_SETTINGS",
+    "VECTOR_STORES",
+    "Settings",
+    "redact_url",
+]
 
 ENV_PREFIX = "FINDERLEDGE_"
 VECTOR_STORES = ("chroma", "faiss", "pgvector")  # built in; vector_stores.register adds more
@@ -87,7 +95,9 @@ FRACTION = Rule(float, "a number in [0, 1]", lambda value: 0.0 <= value <= 1.0) 
 NAME = Rule(str, "a non-empty string", lambda value: value != "", optional=True)
 SCRIPTS = Rule(str, f"'auto', 'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}", _scripts_ok)
 SECONDS = Rule(float, "a finite number of seconds (a negative one waits forever)", math.isfinite)
-BACKEND = Rule(str, f"one of {list(VECTOR_STORES)} (or a name given to vector_stores.register)", _known_backend)
+BACKEND = Rule(
+    str, f"one of {list(VECTOR_STORES)} (or a name given to vector_stores.register)", _known_backend
+)
 DATABASE_URL = Rule(str, "a postgresql://user:password@host:port/dbname URL", _postgres_url, optional=True)
 IDENTIFIER = Rule(str, "a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters)", _identifier)
 FLAG = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)}) or auto", optional=True)
@@ -101,7 +111,9 @@ class Settings:
     vector_store: str = _setting("chroma", BACKEND)  # pgvector: set by database_url
     # PostgreSQL holding the ledger and the vectors (pgvector), shared by every machine; None: a local ledger
     database_url: str | None = _setting(None, DATABASE_URL)
-    database_schema: str = _setting("finderledge", IDENTIFIER)  # the Postgres schema holding the index's tables
+    database_schema: str = _setting(
+        "finderledge", IDENTIFIER
+    )  # the Postgres schema holding the index's tables
     chroma_url: str | None = _setting(None, NAME)  # a Chroma server (http://host:port) instead of local files
     chroma_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
     embedding_model: str | None = _setting(None, NAME)  # None: the offline MiniLM model
@@ -111,7 +123,9 @@ class Settings:
     search_mode: str = _setting("hybrid", _one_of(SEARCH_MODES))
     k: int = _setting(10, POSITIVE_INT)
     candidate_k: int = _setting(100, POSITIVE_INT)  # candidates each leg fetches before fusion
-    fusion: str = _setting("adaptive", _one_of(FUSIONS))  # adaptive: leg weights from evidence; docs/evaluation.md
+    fusion: str = _setting(
+        "adaptive", _one_of(FUSIONS)
+    )  # adaptive: leg weights from evidence; docs/evaluation.md
     rrf_k: int = _setting(60, POSITIVE_INT)
     # fixed leg weights (not both 0); None: adaptive fusion sets them per query, the other fusions use 1.0
     vector_weight: float | None = _setting(None, OPTIONAL_WEIGHT)
@@ -119,8 +133,12 @@ class Settings:
     bm25_k1: float = _setting(0.9, NON_NEGATIVE)  # keyword leg's BM25 parameters (Anserini's); query-time
     bm25_b: float = _setting(0.4, FRACTION)
     embedding_batch_size: int = _setting(64, POSITIVE_INT)
-    vector_scripts: str = _setting("auto", SCRIPTS)  # scripts the embedding model reads: auto (from its name), ...
-    min_vector_share: float = _setting(0.5, FRACTION)  # hybrid skips the vector leg below this share of the query
+    vector_scripts: str = _setting(
+        "auto", SCRIPTS
+    )  # scripts the embedding model reads: auto (from its name), ...
+    min_vector_share: float = _setting(
+        0.5, FRACTION
+    )  # hybrid skips the vector leg below this share of the query
     show_progress: bool | None = _setting(None, FLAG)  # None: only when stderr is a terminal
     lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
 
@@ -208,7 +226,9 @@ def _refuse(name: str, value: Any, source: str | None, expected: str | None = No
     origin = f" (from {source})" if source else ""
     if name in SECRET_SETTINGS and isinstance(value, str):
         value = redact_url(value)
-    return ConfigurationError(f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}")
+    return ConfigurationError(
+        f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}"
+    )
 
 
 def _check(name: str, value: Any, source: str | None) -> Any:
@@ -304,8 +324,12 @@ def _check_together(values: Mapping[str, Any], sources: Mapping[str, str]) -> No
         return f"{values[name]!r} (from {sources[name]})" if name in sources else repr(values[name])
 
     if values["chunk_overlap"] >= values["chunk_size"]:
-        raise _refuse("chunk_overlap", values["chunk_overlap"], sources.get("chunk_overlap"),
-                      f"an integer below chunk_size = {said('chunk_size')}")
+        raise _refuse(
+            "chunk_overlap",
+            values["chunk_overlap"],
+            sources.get("chunk_overlap"),
+            f"an integer below chunk_size = {said('chunk_size')}",
+        )
     if values["vector_weight"] == 0 and values["keyword_weight"] == 0:
         raise ConfigurationError(
             f"settings 'vector_weight' and 'keyword_weight': expected at least one above 0 (hybrid search would "

@@ -18,7 +18,14 @@ from .errors import ConfigurationError
 from .metadata import info_of, source_of
 from .results import SearchResult
 
-__all__ = ["CITATION_FIELDS", "DEFAULT_TEMPLATE", "NO_CONTEXT", "citation", "citation_fields", "format_context"]
+__all__ = [
+    "CITATION_FIELDS",
+    "DEFAULT_TEMPLATE",
+    "NO_CONTEXT",
+    "citation",
+    "citation_fields",
+    "format_context",
+]
 
 NO_CONTEXT = "[no relevant context found]"
 """Returned by ``get_context`` when nothing matched, so a prompt never silently receives an empty string."""
@@ -26,8 +33,19 @@ NO_CONTEXT = "[no relevant context found]"
 DEFAULT_TEMPLATE = "[{n}] ({citation})\n{content}"
 """One passage of a context: its number, its citation and its text."""
 
-CITATION_FIELDS = ("source", "file_name", "source_id", "locator", "page", "row", "chunk", "chunk_number",
-                   "chunks", "id", "parent_id")
+CITATION_FIELDS = (
+    "source",
+    "file_name",
+    "source_id",
+    "locator",
+    "page",
+    "row",
+    "chunk",
+    "chunk_number",
+    "chunks",
+    "id",
+    "parent_id",
+)
 """Fields a citation format string may use; a field the chunk lacks is empty (see :func:`citation_fields`)."""
 
 _TEMPLATE_FIELDS = ("n", "citation", "content")
@@ -88,25 +106,35 @@ def citation_fields(metadata: Mapping[str, Any], document_id: str | None = None)
 def _fields_of(name: str, fmt: str, allowed: Sequence[str]) -> set[str]:
     """The field names a format string uses; a syntax error or an unknown field is a ConfigurationError."""
     try:
-        used = {field.split(".")[0].split("[")[0] for _, field, _, _ in string.Formatter().parse(fmt) if field is not None}
+        used = {
+            field.split(".")[0].split("[")[0]
+            for _, field, _, _ in string.Formatter().parse(fmt)
+            if field is not None
+        }
     except ValueError as exc:
         raise ConfigurationError(f"{name}: not a valid format string {fmt!r} ({exc})") from None
     unknown = sorted(used - set(allowed))
     if unknown or "" in used:
         bad = unknown or ["{} (positional)"]
-        raise ConfigurationError(f"{name}: unknown field(s) {bad} in {fmt!r}; expected fields among {list(allowed)}")
+        raise ConfigurationError(
+            f"{name}: unknown field(s) {bad} in {fmt!r}; expected fields among {list(allowed)}"
+        )
     return used
 
 
 def check_format(*, start: Any = 1, citation: Any = None, template: Any = DEFAULT_TEMPLATE) -> None:
     """Validate ``format_context``'s layout options (ConfigurationError naming the argument)."""
     if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-        raise ConfigurationError(f"start: expected the number of the first passage (0 or 1, an int >= 0), got {start!r}")
+        raise ConfigurationError(
+            f"start: expected the number of the first passage (0 or 1, an int >= 0), got {start!r}"
+        )
     if isinstance(citation, str):
         _fields_of("citation", citation, CITATION_FIELDS)
     elif citation is not None and not callable(citation):
-        raise ConfigurationError(f"citation: expected None, a format string such as '{{source}}#chunk={{chunk}}' or "
-                                 f"a callable taking the metadata, got {type(citation).__name__}")
+        raise ConfigurationError(
+            f"citation: expected None, a format string such as '{{source}}#chunk={{chunk}}' or "
+            f"a callable taking the metadata, got {type(citation).__name__}"
+        )
     if not isinstance(template, str):
         raise ConfigurationError(f"template: expected a format string, got {type(template).__name__}")
     if "content" not in _fields_of("template", template, _TEMPLATE_FIELDS):
@@ -125,7 +153,9 @@ def _passages(results: Iterable[Any]) -> list[tuple[Mapping[str, Any], str, str 
     """(metadata, text, id) of each result: a :class:`SearchResult` or a LangChain ``Document`` (e.g. from a
     retriever)."""
     if isinstance(results, (str, bytes, Mapping)) or not isinstance(results, Iterable):
-        raise ConfigurationError(f"results: expected a list of search results or Documents, got {type(results).__name__}")
+        raise ConfigurationError(
+            f"results: expected a list of search results or Documents, got {type(results).__name__}"
+        )
     out: list[tuple[Mapping[str, Any], str, str | None]] = []
     for item in results:
         if isinstance(item, SearchResult):
@@ -133,12 +163,20 @@ def _passages(results: Iterable[Any]) -> list[tuple[Mapping[str, Any], str, str 
         elif isinstance(item, Document):
             out.append((item.metadata, item.page_content, item.id))
         else:
-            raise ConfigurationError(f"results: expected SearchResult or Document items, got {type(item).__name__}")
+            raise ConfigurationError(
+                f"results: expected SearchResult or Document items, got {type(item).__name__}"
+            )
     return out
 
 
-def format_context(results: Iterable[SearchResult | Document], *, max_chars: int | None = None, start: int = 1,
-                   citation: Citation = None, template: str = DEFAULT_TEMPLATE) -> str:
+def format_context(
+    results: Iterable[SearchResult | Document],
+    *,
+    max_chars: int | None = None,
+    start: int = 1,
+    citation: Citation = None,
+    template: str = DEFAULT_TEMPLATE,
+) -> str:
     """``[1] (source: …)`` then the passage, blank line between passages; :data:`NO_CONTEXT` when empty.
 
     ``start`` numbers the first passage; ``citation`` is a format string over :data:`CITATION_FIELDS`
@@ -157,8 +195,11 @@ def format_context(results: Iterable[SearchResult | Document], *, max_chars: int
         if max_chars is not None and used + len(block) > max_chars:
             if not blocks:  # the first passage is cut in its text, never in its citation
                 room = max_chars - len(template.format(n=n, citation=cite, content=""))
-                blocks.append(template.format(n=n, citation=cite, content=content.strip()[:room]) if room > 0
-                              else content.strip()[:max_chars])
+                blocks.append(
+                    template.format(n=n, citation=cite, content=content.strip()[:room])
+                    if room > 0
+                    else content.strip()[:max_chars]
+                )
             break
         blocks.append(block)
         used += len(block) + 2

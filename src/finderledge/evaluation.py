@@ -98,8 +98,10 @@ def load_beir(folder: str | Path, split: str = "test") -> BeirDataset:
     for required in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
         if not (root / required).is_file():
             raise FileNotFoundError(f"BEIR dataset {root}: missing {required}")
-    corpus = {str(d["_id"]): (str(d.get("title") or ""), str(d.get("text") or ""))
-              for d in _read_jsonl(root / "corpus.jsonl")}
+    corpus = {
+        str(d["_id"]): (str(d.get("title") or ""), str(d.get("text") or ""))
+        for d in _read_jsonl(root / "corpus.jsonl")
+    }
     queries = {str(d["_id"]): str(d["text"]) for d in _read_jsonl(root / "queries.jsonl")}
     qrels: dict[str, dict[str, int]] = {}
     with open(root / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
@@ -144,8 +146,12 @@ def score_run(run: Run, qrels: Qrels) -> dict[str, float]:
     if not qrels:
         return dict.fromkeys(names, 0.0)
     rows = [
-        (ndcg_at_k(run.get(q, []), g, 10), recall_at_k(run.get(q, []), g, 10),
-         recall_at_k(run.get(q, []), g, 100), mrr_at_k(run.get(q, []), g, 10))
+        (
+            ndcg_at_k(run.get(q, []), g, 10),
+            recall_at_k(run.get(q, []), g, 10),
+            recall_at_k(run.get(q, []), g, 100),
+            mrr_at_k(run.get(q, []), g, 10),
+        )
         for q, g in qrels.items()
     ]
     means = np.mean(np.array(rows), axis=0)
@@ -236,12 +242,18 @@ class ModeReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, without the run."""
-        return {"mode": self.mode, **self.metrics, "latency_ms": self.latency_ms, "search_ms": self.search_ms,
-                "embed_ms": self.embed_ms}
+        return {
+            "mode": self.mode,
+            **self.metrics,
+            "latency_ms": self.latency_ms,
+            "search_ms": self.search_ms,
+            "embed_ms": self.embed_ms,
+        }
 
 
-def index_beir(ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 512,
-               show_progress: bool | None = None) -> float:
+def index_beir(
+    ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 512, show_progress: bool | None = None
+) -> float:
     """Add every corpus document (``title`` + blank line + ``text``) with ``beir_id`` metadata; returns seconds."""
     start = time.perf_counter()
     items = list(dataset.corpus.items())
@@ -251,14 +263,22 @@ def index_beir(ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 5
 
         batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")  # type: ignore[assignment]
     for s in batches:
-        docs = [Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
-                for did, (title, text) in items[s : s + batch_size]]
+        docs = [
+            Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
+            for did, (title, text) in items[s : s + batch_size]
+        ]
         ledger.add_documents(docs)
     return time.perf_counter() - start
 
 
-def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], modes: Sequence[str], k: int, desc: str,
-                 show_progress: bool | None) -> dict[str, tuple[dict[str, list[Any]], dict[str, dict[str, float]]]]:
+def _run_queries(
+    ledger: FinderLedge,
+    queries: Sequence[tuple[str, str]],
+    modes: Sequence[str],
+    k: int,
+    desc: str,
+    show_progress: bool | None,
+) -> dict[str, tuple[dict[str, list[Any]], dict[str, dict[str, float]]]]:
     """Search every query in every mode, the modes interleaved query by query (so model warm-up, caches and
     machine load weigh on each mode alike) after one untimed warm-up search per mode; per mode: results per
     query id and latency summaries."""
@@ -284,18 +304,36 @@ def _run_queries(ledger: FinderLedge, queries: Sequence[tuple[str, str]], modes:
             search.append(_latency_without_embedding(elapsed, timings) * 1000)
             embed.append((timings.embed if timings is not None else 0.0) * 1000)
             results[mode][qid] = found
-    return {mode: (results[mode], {"latency_ms": _summary(timed[mode][0]), "search_ms": _summary(timed[mode][1]),
-                                   "embed_ms": _summary(timed[mode][2])}) for mode in modes}
+    return {
+        mode: (
+            results[mode],
+            {
+                "latency_ms": _summary(timed[mode][0]),
+                "search_ms": _summary(timed[mode][1]),
+                "embed_ms": _summary(timed[mode][2]),
+            },
+        )
+        for mode in modes
+    }
 
 
-def evaluate_modes(ledger: FinderLedge, dataset: BeirDataset, modes: Sequence[str] = ("hybrid", "vector", "keyword"),
-                   *, k: int = 100, show_progress: bool | None = None) -> list[ModeReport]:
+def evaluate_modes(
+    ledger: FinderLedge,
+    dataset: BeirDataset,
+    modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+    *,
+    k: int = 100,
+    show_progress: bool | None = None,
+) -> list[ModeReport]:
     """Run every query of ``dataset`` in each mode and score it (results mapped back to ``beir_id``)."""
     reports = []
     runs = _run_queries(ledger, list(dataset.queries.items()), modes, k, dataset.name, show_progress)
     for mode in modes:
         results, lat = runs[mode]
-        run = {qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found) for qid, found in results.items()}
+        run = {
+            qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found)
+            for qid, found in results.items()
+        }
         reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, **lat))
     return reports
 
@@ -344,11 +382,15 @@ def load_questions(path: str | Path) -> list[QaItem]:
         sources = _as_list(row.get("expected_source", row.get("gold_sources", row.get("expected_sources"))))
         keywords = _as_list(row.get("expected_keywords"))
         if not sources and not keywords:
-            raise ValueError(f"{path}: item {n} has neither 'expected_source'/'gold_sources' nor 'expected_keywords'")
+            raise ValueError(
+                f"{path}: item {n} has neither 'expected_source'/'gold_sources' nor 'expected_keywords'"
+            )
         items.append(QaItem(str(row.get("id", n)), query, sources, keywords))
     if not items:
-        raise ValueError(f"{path}: no questions (expected a JSON list of {{query, expected_source}} or JSONL of "
-                         "{question, gold_sources})")
+        raise ValueError(
+            f"{path}: no questions (expected a JSON list of {{query, expected_source}} or JSONL of "
+            "{question, gold_sources})"
+        )
     return items
 
 
@@ -402,8 +444,11 @@ def _document_matches(doc: str, md: Mapping[str, Any]) -> bool:
 def gold_matches(gold: str, metadata: Mapping[str, Any]) -> bool:
     """Whether a result chunk (its metadata) is ``gold``, at the gold id's level (see :func:`gold_level`)."""
     chunk = _CHUNK_GOLD.match(gold)
-    if chunk and info_of(metadata).get("split_index", 0) == int(chunk["n"]) \
-            and _document_matches(chunk["doc"], metadata):
+    if (
+        chunk
+        and info_of(metadata).get("split_index", 0) == int(chunk["n"])
+        and _document_matches(chunk["doc"], metadata)
+    ):
         return True
     return _document_matches(gold, metadata)  # a file whose name merely looks like a page or chunk id
 
@@ -411,7 +456,9 @@ def gold_matches(gold: str, metadata: Mapping[str, Any]) -> bool:
 def result_label(metadata: Mapping[str, Any], level: str = "file") -> str:
     """How a result is written in a run at ``level``: ``/path/file``, ``/path/file:p3``, ``/path/file:p3#2``."""
     info = info_of(metadata)
-    label = str(metadata.get("source") or metadata.get("source_id") or info.get("parent_id") or info.get("id"))
+    label = str(
+        metadata.get("source") or metadata.get("source_id") or info.get("parent_id") or info.get("id")
+    )
     if level != "file" and metadata.get("locator"):
         label += f":{metadata['locator']}"
     if level == "chunk":
@@ -419,8 +466,14 @@ def result_label(metadata: Mapping[str, Any], level: str = "file") -> str:
     return label
 
 
-def evaluate_questions(ledger: FinderLedge, items: Sequence[QaItem], modes: Sequence[str] = ("hybrid", "vector", "keyword"),
-                       *, k: int = 10, show_progress: bool | None = None) -> list[ModeReport]:
+def evaluate_questions(
+    ledger: FinderLedge,
+    items: Sequence[QaItem],
+    modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+    *,
+    k: int = 10,
+    show_progress: bool | None = None,
+) -> list[ModeReport]:
     """Retrieval@k, Recall@k (gold ids, each at its own level) and KeywordRecall@k (expected keywords) of each mode."""
     reports = []
     queries = [(it.id, it.query) for it in items]
@@ -440,7 +493,9 @@ def evaluate_questions(ledger: FinderLedge, items: Sequence[QaItem], modes: Sequ
                 recall.append(len(matched) / len(item.gold_sources))
             if item.expected_keywords:
                 text = "\n".join(r.content for r in found[:k]).casefold()
-                kw.append(sum(w.casefold() in text for w in item.expected_keywords) / len(item.expected_keywords))
+                kw.append(
+                    sum(w.casefold() in text for w in item.expected_keywords) / len(item.expected_keywords)
+                )
         metrics: dict[str, float] = {}
         if hit:
             metrics[f"Retrieval@{k}"] = float(np.mean(hit))
@@ -475,8 +530,12 @@ class EvalReport:
 ONE_CHUNK = {"chunk_size": 1_000_000, "chunk_overlap": 0}
 
 
-def _open_index(persist_directory: str | Path | None, one_chunk: bool, show_progress: bool | None,
-                settings: dict[str, Any]) -> FinderLedge:
+def _open_index(
+    persist_directory: str | Path | None,
+    one_chunk: bool,
+    show_progress: bool | None,
+    settings: dict[str, Any],
+) -> FinderLedge:
     """Open (or create) the index; ``one_chunk`` applies only to an index this call fills, never to a reused one."""
     from .facade import LEDGER_FILE, FinderLedge
 
@@ -487,18 +546,30 @@ def _open_index(persist_directory: str | Path | None, one_chunk: bool, show_prog
     if one_chunk and not existing:
         given.update(ONE_CHUNK)
     fl = FinderLedge(persist_directory, show_progress=show_progress, **given)
-    if one_chunk and existing and fl.count()["documents"] == 0:  # an empty index is filled here: one chunk each
+    if (
+        one_chunk and existing and fl.count()["documents"] == 0
+    ):  # an empty index is filled here: one chunk each
         fl.close()
         fl = FinderLedge(persist_directory, show_progress=show_progress, **{**given, **ONE_CHUNK})
     elif one_chunk and existing:
-        logger.info("%s already holds documents: reused as built, --one-chunk does not apply", persist_directory)
+        logger.info(
+            "%s already holds documents: reused as built, --one-chunk does not apply", persist_directory
+        )
     return fl
 
 
-def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None,
-             modes: Sequence[str] = ("hybrid", "vector", "keyword"), split: str = "test", one_chunk: bool = False,
-             k: int | None = None, show_progress: bool | None = None, ledger: FinderLedge | None = None,
-             **settings: Any) -> EvalReport:
+def evaluate(
+    dataset: str | Path,
+    *,
+    persist_directory: str | Path | None = None,
+    modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+    split: str = "test",
+    one_chunk: bool = False,
+    k: int | None = None,
+    show_progress: bool | None = None,
+    ledger: FinderLedge | None = None,
+    **settings: Any,
+) -> EvalReport:
     """Evaluate hybrid, vector and keyword search on ``dataset`` (a BEIR folder or a question file).
 
     A BEIR corpus is indexed into ``persist_directory`` (in memory when ``None``) unless that directory
@@ -517,11 +588,15 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
     else:
         items = load_questions(path)
         if ledger is None and persist_directory is None:
-            raise ValueError("a question file is evaluated against an existing index: pass persist_directory "
-                             "(finderledge eval FILE --dir INDEX)")
+            raise ValueError(
+                "a question file is evaluated against an existing index: pass persist_directory "
+                "(finderledge eval FILE --dir INDEX)"
+            )
         if ledger is None and not Path(persist_directory).is_dir():  # type: ignore[arg-type]
-            raise FileNotFoundError(f"no index at {persist_directory}: build it first "
-                                    f"(finderledge add PATH --dir {persist_directory})")
+            raise FileNotFoundError(
+                f"no index at {persist_directory}: build it first "
+                f"(finderledge add PATH --dir {persist_directory})"
+            )
     own = ledger is None
     fl = ledger if ledger is not None else _open_index(persist_directory, one_chunk, show_progress, settings)
     try:
@@ -540,8 +615,12 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
             name, n_queries, kind = data.name, len(data.queries), "beir"
         else:
             if fl.count()["documents"] == 0:
-                raise ValueError(f"the index at {persist_directory} is empty: add the documents first (finderledge add)")
-            reports = evaluate_questions(fl, items, modes, k=10 if k is None else k, show_progress=show_progress)
+                raise ValueError(
+                    f"the index at {persist_directory} is empty: add the documents first (finderledge add)"
+                )
+            reports = evaluate_questions(
+                fl, items, modes, k=10 if k is None else k, show_progress=show_progress
+            )
             name, n_queries, kind = path.name, len(items), "questions"
         counts = fl.count()
         report_settings = _report_settings(fl, settings.get("reranker"))
@@ -551,8 +630,17 @@ def evaluate(dataset: str | Path, *, persist_directory: str | Path | None = None
     finally:
         if own:
             fl.close()
-    return EvalReport(name, kind, counts["documents"], counts["chunks"], n_queries, index_s, embed_s, reports,
-                      report_settings)
+    return EvalReport(
+        name,
+        kind,
+        counts["documents"],
+        counts["chunks"],
+        n_queries,
+        index_s,
+        embed_s,
+        reports,
+        report_settings,
+    )
 
 
 def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
@@ -575,23 +663,38 @@ def format_report(report: EvalReport) -> str:
     index = "reused index" if report.index_seconds is None else f"index {report.index_seconds:.1f} s"
     if report.embedding_seconds is not None:
         index += f" (embedding {report.embedding_seconds:.1f} s)"
-    lines = [(f"{report.dataset}: {report.documents} documents, {report.chunks} chunks, "
-              f"{report.queries} queries, {index}")]
+    lines = [
+        (
+            f"{report.dataset}: {report.documents} documents, {report.chunks} chunks, "
+            f"{report.queries} queries, {index}"
+        )
+    ]
     names = list(report.modes[0].metrics) if report.modes else []
     header = ["mode", *names, "mean ms", "p50 ms", "p95 ms", "search p50", "embed p50"]
-    rows = [[m.mode, *(f"{m.metrics.get(n, float('nan')):.4f}" for n in names),
-             *(f"{m.latency_ms[q]:.1f}" for q in ("mean", "p50", "p95")),
-             f"{m.search_ms['p50']:.2f}", f"{m.embed_ms['p50']:.2f}"] for m in report.modes]
+    rows = [
+        [
+            m.mode,
+            *(f"{m.metrics.get(n, float('nan')):.4f}" for n in names),
+            *(f"{m.latency_ms[q]:.1f}" for q in ("mean", "p50", "p95")),
+            f"{m.search_ms['p50']:.2f}",
+            f"{m.embed_ms['p50']:.2f}",
+        ]
+        for m in report.modes
+    ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:  # the mode left-aligned, numbers right-aligned, two spaces between columns
         lines.append("  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:]))]))
-    lines.append("ms: whole search call (modes interleaved, one warm-up query each); 'search' excludes the query embedding "
-                 "(the results' SearchTrace)")
+    lines.append(
+        "ms: whole search call (modes interleaved, one warm-up query each); 'search' excludes the query embedding "
+        "(the results' SearchTrace)"
+    )
     levels = report.settings.get("gold_levels")
     if levels:
         lines.append("gold ids: " + ", ".join(f"{n} at {lv} level" for lv, n in levels.items() if n))
     if report.settings.get("reranker"):
-        lines.append(f"reranked by {report.settings['reranker']} (top {report.settings.get('rerank_candidates')})")
+        lines.append(
+            f"reranked by {report.settings['reranker']} (top {report.settings.get('rerank_candidates')})"
+        )
     return "\n".join(lines)
 
 
@@ -617,8 +720,12 @@ def plot_report(report: EvalReport, path: str | Path) -> Path:
     ax1.set_title(f"{report.dataset}: quality")
     ax1.legend(loc="upper left", bbox_to_anchor=(0, -0.12), ncols=len(report.modes), frameon=False)
     ax2.bar([m.mode for m in report.modes], [m.search_ms["p50"] for m in report.modes], label="search")
-    ax2.bar([m.mode for m in report.modes], [m.embed_ms["p50"] for m in report.modes],
-            bottom=[m.search_ms["p50"] for m in report.modes], label="query embedding")
+    ax2.bar(
+        [m.mode for m in report.modes],
+        [m.embed_ms["p50"] for m in report.modes],
+        bottom=[m.search_ms["p50"] for m in report.modes],
+        label="query embedding",
+    )
     ax2.set_title("p50 latency (ms)")
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
     fig.tight_layout()

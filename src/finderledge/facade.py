@@ -57,8 +57,15 @@ logger = logging.getLogger(__name__)
 Source = Union[str, os.PathLike, Document, Sequence[str | os.PathLike | Document]]
 
 # settings fixed when a persist directory is created, reused when it is reopened
-RECORDED_SETTINGS = ("vector_store", "embedding_model", "chunk_size", "chunk_overlap", "chunk_unit", "chroma_url",
-                     "chroma_collection")
+RECORDED_SETTINGS = (
+    "vector_store",
+    "embedding_model",
+    "chunk_size",
+    "chunk_overlap",
+    "chunk_unit",
+    "chroma_url",
+    "chroma_collection",
+)
 LEDGER_FILE = "ledger.sqlite3"
 
 
@@ -106,7 +113,11 @@ class FinderLedge(Catalog, Views):
         reranker_on_error: str = "warn",
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
-        instance = None if vector_store is None or isinstance(vector_store, str) else adapt_vector_store(vector_store)
+        instance = (
+            None
+            if vector_store is None or isinstance(vector_store, str)
+            else adapt_vector_store(vector_store)
+        )
         args: dict[str, Any] = {
             "persist_directory": None if persist_directory is None else os.fspath(persist_directory),
             "vector_store": vector_store if instance is None else None,
@@ -138,12 +149,15 @@ class FinderLedge(Catalog, Views):
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(embedding).__name__}"
             )
         # where does the data live? (needed before the rest: a reopened directory supplies defaults)
-        pre = Settings.resolve({k: args[k] for k in ("persist_directory", "database_url", "database_schema")},
-                               env_file=env_file)
+        pre = Settings.resolve(
+            {k: args[k] for k in ("persist_directory", "database_url", "database_schema")}, env_file=env_file
+        )
         directory = Path(pre.persist_directory) if pre.persist_directory else None
         if directory is not None:
             if directory.exists() and not directory.is_dir():
-                raise ConfigurationError(f"setting 'persist_directory': {directory} exists and is not a directory")
+                raise ConfigurationError(
+                    f"setting 'persist_directory': {directory} exists and is not a directory"
+                )
             directory.mkdir(parents=True, exist_ok=True)
         if pre.database_url is not None and instance is None and args["vector_store"] is None:
             args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
@@ -153,48 +167,74 @@ class FinderLedge(Catalog, Views):
             # the recorded model is never a default: opening must not load a model or call a service the
             # caller did not name (a crafted directory could name any path or API); it is checked below
             self.settings = _pin_recorded(
-                Settings.resolve(args, env_file=env_file,
-                                 defaults={k: v for k, v in recorded.items() if k != "embedding_model"}),
-                recorded, args, directory)
+                Settings.resolve(
+                    args,
+                    env_file=env_file,
+                    defaults={k: v for k, v in recorded.items() if k != "embedding_model"},
+                ),
+                recorded,
+                args,
+                directory,
+            )
             self.persist_directory = directory
             shared = pre.database_url is not None  # the ledger is a database many machines share
             # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
             local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
-            self._write_lock = (self._ledger.write_lock(self.settings.lock_timeout) if shared  # type: ignore[attr-defined]
-                                else WriteLock(directory, self.settings.lock_timeout))
+            self._write_lock = (
+                self._ledger.write_lock(self.settings.lock_timeout)
+                if shared  # type: ignore[attr-defined]
+                else WriteLock(directory, self.settings.lock_timeout)
+            )
             self._closed = False
 
             model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
             recorded_model = self._ledger.get_info("embedding_model_id")
             if model is None and recorded_model in BUNDLED_MODELS:
-                model = recorded_model  # no model named: a directory keeps the bundled model it was built with
+                model = (
+                    recorded_model  # no model named: a directory keeps the bundled model it was built with
+                )
             self._model_id = embedding_model_id(model)
             if recorded_model is not None and recorded_model != self._model_id:
                 raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
             self.embeddings = EmbeddingModelFactory.create_embeddings(
                 model, batch_size=self.settings.embedding_batch_size
             )
-            self.splitter = DocumentSplitter(self.settings.chunk_size, self.settings.chunk_overlap,
-                                             self.settings.chunk_unit)
+            self.splitter = DocumentSplitter(
+                self.settings.chunk_size, self.settings.chunk_overlap, self.settings.chunk_unit
+            )
             open_vector, vector_key = _vector_backend(self, instance, local)
             self._replica = Replica(
                 self._ledger,
                 self._write_lock,
-                lambda: KeywordStore(local / "bm25" if local else None, tokenizer=keyword_tokenizer,
-                                     k1=self.settings.bm25_k1, b=self.settings.bm25_b),
+                lambda: KeywordStore(
+                    local / "bm25" if local else None,
+                    tokenizer=keyword_tokenizer,
+                    k1=self.settings.bm25_k1,
+                    b=self.settings.bm25_b,
+                ),
                 open_vector,
                 vector_key,
                 persistent=local is not None,
                 directory=local,
                 records=LocalRecords(local, self._ledger.index_uuid) if shared and local else None,  # type: ignore[attr-defined]
                 checkpoint_lock=WriteLock(local, self.settings.lock_timeout) if shared else None,
-                progress=(sys.stderr.isatty() if self.settings.show_progress is None else self.settings.show_progress),
+                progress=(
+                    sys.stderr.isatty()
+                    if self.settings.show_progress is None
+                    else self.settings.show_progress
+                ),
             )
             self._writer = Writer(self)
             self._searcher = Searcher(self)
             self._calibrator = LedgerCalibrator(self)
-            fixed = {leg: w for leg, w in (("vector", self.settings.vector_weight),
-                                           ("keyword", self.settings.keyword_weight)) if w is not None}
+            fixed = {
+                leg: w
+                for leg, w in (
+                    ("vector", self.settings.vector_weight),
+                    ("keyword", self.settings.keyword_weight),
+                )
+                if w is not None
+            }
             self.finder = Finder(
                 lambda: _VectorLeg(self),
                 _KeywordLeg(self._replica),
@@ -208,15 +248,26 @@ class FinderLedge(Catalog, Views):
                 min_vector_share=self.settings.min_vector_share,
             )
             if recorded:
-                changed = {k: (recorded[k], getattr(self.settings, k))
-                           for k in ("chunk_size", "chunk_overlap", "chunk_unit")
-                           if k in recorded and recorded[k] != getattr(self.settings, k)}
+                changed = {
+                    k: (recorded[k], getattr(self.settings, k))
+                    for k in ("chunk_size", "chunk_overlap", "chunk_unit")
+                    if k in recorded and recorded[k] != getattr(self.settings, k)
+                }
                 if changed:
-                    logger.warning("chunking settings differ from the ones %s was built with (%s): only new "
-                                   "documents use the new ones", directory, changed)
-            if not isinstance(rerank_candidates, int) or isinstance(rerank_candidates, bool) or rerank_candidates < 1:
+                    logger.warning(
+                        "chunking settings differ from the ones %s was built with (%s): only new "
+                        "documents use the new ones",
+                        directory,
+                        changed,
+                    )
+            if (
+                not isinstance(rerank_candidates, int)
+                or isinstance(rerank_candidates, bool)
+                or rerank_candidates < 1
+            ):
                 raise ConfigurationError(
-                    f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}")
+                    f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}"
+                )
             self.rerank_candidates = rerank_candidates
             self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
             self._record_settings(recorded)
@@ -241,9 +292,15 @@ class FinderLedge(Catalog, Views):
         if not recorded:
             self._ledger.set_info("settings", json.dumps(wanted))
         elif recorded.get("vector_store") != wanted["vector_store"]:
-            logger.warning("%s: switching the vector store from %r to %r (rebuilt from the ledger's vectors)",
-                           self.persist_directory, recorded.get("vector_store"), wanted["vector_store"])
-            self._ledger.set_info("settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]}))
+            logger.warning(
+                "%s: switching the vector store from %r to %r (rebuilt from the ledger's vectors)",
+                self.persist_directory,
+                recorded.get("vector_store"),
+                wanted["vector_store"],
+            )
+            self._ledger.set_info(
+                "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
+            )
         if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
 
@@ -263,8 +320,11 @@ class FinderLedge(Catalog, Views):
         with self._write_lock.hold("finishing an interrupted version-1 write"):
             unfinished = self._ledger.ids_in_state(PENDING) + self._ledger.ids_in_state(DELETING)
             if unfinished:
-                logger.warning("%s: cleaning up %d unfinished document(s) from an interrupted run",
-                               self.persist_directory or "ledger", len(unfinished))
+                logger.warning(
+                    "%s: cleaning up %d unfinished document(s) from an interrupted run",
+                    self.persist_directory or "ledger",
+                    len(unfinished),
+                )
                 self._ledger.purge(unfinished)
 
     @property
@@ -318,29 +378,56 @@ class FinderLedge(Catalog, Views):
         Nothing is stored unless the whole call succeeds; vectors computed before a failure are cached,
         so running the same call again does not embed them twice.
         """
-        return self.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error, prune=prune,
-                           follow_symlinks=follow_symlinks, document_id=document_id).ids
+        return self.ingest(
+            source,
+            metadata,
+            include=include,
+            exclude=exclude,
+            on_error=on_error,
+            prune=prune,
+            follow_symlinks=follow_symlinks,
+            document_id=document_id,
+        ).ids
 
-    def add_documents(self, sources: Iterable[str | os.PathLike[str] | Document],
-                      metadata: Mapping[str, Any] | None = None, *, ids: Sequence[str | None] | None = None,
-                      **kwargs: Any) -> list[str]:
+    def add_documents(
+        self,
+        sources: Iterable[str | os.PathLike[str] | Document],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """Batch form of :meth:`add_document`; ``ids`` (LangChain's argument) gives each Document its id."""
-        if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(sources, Iterable):
-            raise ConfigurationError(f"add_documents: sources: expected a list of paths or Documents, got "
-                                     f"{type(sources).__name__} (use add_document for one source)")
+        if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(
+            sources, Iterable
+        ):
+            raise ConfigurationError(
+                f"add_documents: sources: expected a list of paths or Documents, got "
+                f"{type(sources).__name__} (use add_document for one source)"
+            )
         items = list(sources)
         given = check_parallel("ids", ids, len(items))
         if given is not None:
             docs = [d for d in items if isinstance(d, Document)]
             if len(docs) != len(items):
-                raise ConfigurationError("add_documents: ids applies to Documents only (a file's ids come from "
-                                         "its content; use document_id= to name a file)")
-            items = [Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
-                     for d, i in zip(docs, given)]
+                raise ConfigurationError(
+                    "add_documents: ids applies to Documents only (a file's ids come from "
+                    "its content; use document_id= to name a file)"
+                )
+            items = [
+                Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
+                for d, i in zip(docs, given)
+            ]
         return self.add_document(items, metadata, **kwargs)
 
-    def add_texts(self, texts: Iterable[str], metadatas: Sequence[Mapping[str, Any]] | None = None, *,
-                  ids: Sequence[str | None] | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """Add raw texts (LangChain's name and arguments): one document per text, with its metadata and id.
 
         Returns one stored id per text, in order; a text without an id gets a content id (adding the same
@@ -348,9 +435,17 @@ class FinderLedge(Catalog, Views):
         texts = check_texts(texts)
         metadatas = check_parallel("metadatas", metadatas, len(texts))
         ids = check_parallel("ids", ids, len(texts))
-        docs = [Document(page_content=t, metadata=dict(metadatas[i] or {}) if metadatas else {},
-                         id=ids[i] if ids else None) for i, t in enumerate(texts)]
-        return self.ingest(docs, **kwargs).document_ids if docs else []  # one id per text, as LangChain expects
+        docs = [
+            Document(
+                page_content=t,
+                metadata=dict(metadatas[i] or {}) if metadatas else {},
+                id=ids[i] if ids else None,
+            )
+            for i, t in enumerate(texts)
+        ]
+        return (
+            self.ingest(docs, **kwargs).document_ids if docs else []
+        )  # one id per text, as LangChain expects
 
     def ingest(
         self,
@@ -371,38 +466,75 @@ class FinderLedge(Catalog, Views):
         check_flag("prune", prune)
         check_flag("follow_symlinks", follow_symlinks)
         self.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
-        report = self._writer.ingest(source, metadata, include=include, exclude=exclude, on_error=on_error,
-                                     prune=prune, follow_symlinks=follow_symlinks, document_id=document_id)
+        report = self._writer.ingest(
+            source,
+            metadata,
+            include=include,
+            exclude=exclude,
+            on_error=on_error,
+            prune=prune,
+            follow_symlinks=follow_symlinks,
+            document_id=document_id,
+        )
         self._recalibrate()
         return report
 
-    def reindex(self, *, chunk_size: int | None = None, chunk_overlap: int | None = None,
-                chunk_unit: str | None = None) -> IngestReport:
+    def reindex(
+        self,
+        *,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        chunk_unit: str | None = None,
+    ) -> IngestReport:
         """Split every stored document again with these chunk settings (the current ones where not given) and
         record them for the directory: the explicit way to change chunking, since an argument on reopening
         only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded)."""
         started = time.perf_counter()
-        current = {"chunk_size": self.settings.chunk_size, "chunk_overlap": self.settings.chunk_overlap,
-                   "chunk_unit": self.settings.chunk_unit, "persist_directory": self.settings.persist_directory}
-        settings = Settings.resolve({"chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
-                                     "chunk_unit": chunk_unit}, env_file=None, environ={},
-                                    defaults=current)  # validated like any setting, errors naming the arguments
-        self.settings = dataclasses.replace(self.settings, chunk_size=settings.chunk_size,
-                                            chunk_overlap=settings.chunk_overlap, chunk_unit=settings.chunk_unit)
+        current = {
+            "chunk_size": self.settings.chunk_size,
+            "chunk_overlap": self.settings.chunk_overlap,
+            "chunk_unit": self.settings.chunk_unit,
+            "persist_directory": self.settings.persist_directory,
+        }
+        settings = Settings.resolve(
+            {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "chunk_unit": chunk_unit},
+            env_file=None,
+            environ={},
+            defaults=current,
+        )  # validated like any setting, errors naming the arguments
+        self.settings = dataclasses.replace(
+            self.settings,
+            chunk_size=settings.chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+            chunk_unit=settings.chunk_unit,
+        )
         self.splitter = DocumentSplitter(settings.chunk_size, settings.chunk_overlap, settings.chunk_unit)
         self.vector_store  # noqa: B018
         report = IngestReport()
         self._writer.reindex(report)
         with self._write_lock.hold("recording the chunk settings"):
             recorded = json.loads(self._ledger.get_info("settings") or "{}")
-            self._ledger.set_info("settings", json.dumps({**recorded, "chunk_size": settings.chunk_size,
-                                                          "chunk_overlap": settings.chunk_overlap,
-                                                          "chunk_unit": settings.chunk_unit}))
+            self._ledger.set_info(
+                "settings",
+                json.dumps(
+                    {
+                        **recorded,
+                        "chunk_size": settings.chunk_size,
+                        "chunk_overlap": settings.chunk_overlap,
+                        "chunk_unit": settings.chunk_unit,
+                    }
+                ),
+            )
         self._recalibrate()
         report.seconds_total = time.perf_counter() - started
-        logger.info("reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
-                    len(report.replaced), report.chunks_written, settings.chunk_size, settings.chunk_overlap,
-                    settings.chunk_unit)
+        logger.info(
+            "reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
+            len(report.replaced),
+            report.chunks_written,
+            settings.chunk_size,
+            settings.chunk_overlap,
+            settings.chunk_unit,
+        )
         return report
 
     # -- removal ------------------------------------------------------------------------------------
@@ -422,7 +554,9 @@ class FinderLedge(Catalog, Views):
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Remove documents by id (LangChain's ``delete``): unknown ids are ignored; returns the ids removed."""
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            raise ConfigurationError(f"delete: ids: expected a list of document ids, got {type(ids).__name__}")
+            raise ConfigurationError(
+                f"delete: ids: expected a list of document ids, got {type(ids).__name__}"
+            )
         keys = [document_key(i) for i in ids]
         self.vector_store  # noqa: B018
         removed = self._writer.delete(keys)
@@ -446,8 +580,11 @@ class FinderLedge(Catalog, Views):
         try:
             self._calibrator.refresh()
         except Exception as exc:  # the write is committed; searches keep the previous gates
-            logger.warning("calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
-                           exc, exc_info=logger.isEnabledFor(logging.DEBUG))
+            logger.warning(
+                "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
+                exc,
+                exc_info=logger.isEnabledFor(logging.DEBUG),
+            )
 
     # -- search -------------------------------------------------------------------------------------
     def search(
@@ -486,12 +623,30 @@ class FinderLedge(Catalog, Views):
         if strategy is not None:
             from .strategies import run_strategy
 
-            return run_strategy(self, query, strategy, llm, k=k, on_error=strategy_on_error,
-                                search_mode=search_mode, filter=filter, return_parents=return_parents,
-                                candidate_k=candidate_k, rerank=rerank, score_threshold=score_threshold)
-        return self._searcher.search(query, search_mode=search_mode, k=k, filter=filter,
-                                     return_parents=return_parents, candidate_k=candidate_k, rerank=rerank,
-                                     score_threshold=score_threshold)
+            return run_strategy(
+                self,
+                query,
+                strategy,
+                llm,
+                k=k,
+                on_error=strategy_on_error,
+                search_mode=search_mode,
+                filter=filter,
+                return_parents=return_parents,
+                candidate_k=candidate_k,
+                rerank=rerank,
+                score_threshold=score_threshold,
+            )
+        return self._searcher.search(
+            query,
+            search_mode=search_mode,
+            k=k,
+            filter=filter,
+            return_parents=return_parents,
+            candidate_k=candidate_k,
+            rerank=rerank,
+            score_threshold=score_threshold,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
@@ -516,7 +671,9 @@ class _KeywordLeg:
     def __init__(self, replica: Replica) -> None:
         self._replica = replica
 
-    def search(self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
+    def search(
+        self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
         return self._replica.keyword_search(query, k, filter)
 
 
@@ -527,44 +684,68 @@ class _VectorLeg:
         owner.vector_store  # noqa: B018 - opens it
         self._replica = owner._replica
 
-    def search(self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
+    def search(
+        self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
         return self._replica.vector_search(embedding, k, filter)
 
 
-def _vector_backend(fl: FinderLedge, instance: VectorStore | None,
-                    local: Path | None) -> tuple[Callable[[], VectorStore], str]:
+def _vector_backend(
+    fl: FinderLedge, instance: VectorStore | None, local: Path | None
+) -> tuple[Callable[[], VectorStore], str]:
     """How to open the vector leg, and the key its checkpoint record is kept under."""
     settings = fl.settings
     if settings.database_url is not None:
         if instance is not None or settings.vector_store != "pgvector":
             raise ConfigurationError(
                 "setting 'vector_store': with database_url the vector leg is pgvector in the same database "
-                f"(written in the ledger's transactions), got {settings.vector_store if instance is None else 'an instance'!r}")
+                f"(written in the ledger's transactions), got {settings.vector_store if instance is None else 'an instance'!r}"
+            )
         return lambda: fl._ledger.vector_store(fl._dimension()), "index:vector:pgvector"  # type: ignore[attr-defined]
     if instance is not None:
-        return lambda: instance, f"index:vector:langchain:{getattr(instance, 'kind', type(instance).__name__)}"
+        return (
+            lambda: instance,
+            f"index:vector:langchain:{getattr(instance, 'kind', type(instance).__name__)}",
+        )
     kind = settings.vector_store
     if kind == "pgvector":
-        raise ConfigurationError("setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
-                                 "database_url (or FINDERLEDGE_DATABASE_URL) to use it")
+        raise ConfigurationError(
+            "setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
+            "database_url (or FINDERLEDGE_DATABASE_URL) to use it"
+        )
     if kind == "chroma" and settings.chroma_url is not None:
         url, collection = settings.chroma_url, settings.chroma_collection
-        return (lambda: create_vector_store("chroma", None, fl._dimension(), url=url, collection=collection),
-                f"index:vector:chroma@{redact_url(url)}/{collection}")
+        return (
+            lambda: create_vector_store("chroma", None, fl._dimension(), url=url, collection=collection),
+            f"index:vector:chroma@{redact_url(url)}/{collection}",
+        )
     return lambda: create_vector_store(kind, local, fl._dimension()), f"index:vector:{kind}"
 
 
-def _pin_recorded(settings: Settings, recorded: Mapping[str, Any], args: Mapping[str, Any],
-                  directory: Path | None) -> Settings:
+def _pin_recorded(
+    settings: Settings, recorded: Mapping[str, Any], args: Mapping[str, Any], directory: Path | None
+) -> Settings:
     """A reopened directory keeps the vector store and chunking it was built with: environment variables and
     ``.env`` (defaults for new directories) never change them.  Arguments do: the chunking of the documents
     this instance adds, or the vector store (rebuilt from the ledger's vectors and recorded)."""
-    pinned = {k: recorded[k] for k in ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit", "chroma_url",
-                                       "chroma_collection")
-              if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]}
+    pinned = {
+        k: recorded[k]
+        for k in (
+            "vector_store",
+            "chunk_size",
+            "chunk_overlap",
+            "chunk_unit",
+            "chroma_url",
+            "chroma_collection",
+        )
+        if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]
+    }
     if pinned:
-        logger.info("%s keeps the settings it was built with %s (the environment's apply to new directories)",
-                    directory, pinned)
+        logger.info(
+            "%s keeps the settings it was built with %s (the environment's apply to new directories)",
+            directory,
+            pinned,
+        )
         settings = dataclasses.replace(settings, **pinned)
     return settings
 
@@ -573,9 +754,13 @@ def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
     """The error for a directory built with another embedding model: what it was built with and what to pass."""
     provider, _, name = recorded.partition(":")
     if provider in EmbeddingModelFactory.PROVIDERS and name:
-        hint = (f"pass embedding={recorded!r} (or set FINDERLEDGE_EMBEDDING_MODEL) if you trust that model, "
-                "or use a new persist_directory")
+        hint = (
+            f"pass embedding={recorded!r} (or set FINDERLEDGE_EMBEDDING_MODEL) if you trust that model, "
+            "or use a new persist_directory"
+        )
     else:
         hint = "pass the same Embeddings object it was built with, or use a new persist_directory"
-    return (f"setting 'embedding': {directory} was built with embedding model {recorded!r}, but this call uses "
-            f"{given!r}; FinderLedge never loads the recorded model by itself: {hint}")
+    return (
+        f"setting 'embedding': {directory} was built with embedding model {recorded!r}, but this call uses "
+        f"{given!r}; FinderLedge never loads the recorded model by itself: {hint}"
+    )

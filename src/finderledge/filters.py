@@ -37,7 +37,15 @@ from typing import Any
 from .errors import ConfigurationError
 from .metadata import MAX_DEPTH, kind_of
 
-__all__ = ["MetadataFilter", "Predicate", "and_filters", "compile_filter", "matches", "filter_key", "OPERATORS"]
+__all__ = [
+    "MetadataFilter",
+    "Predicate",
+    "and_filters",
+    "compile_filter",
+    "matches",
+    "filter_key",
+    "OPERATORS",
+]
 
 MetadataFilter = Mapping[str, Any]
 Predicate = Callable[[Mapping[str, Any]], bool]
@@ -56,7 +64,9 @@ def _operand(value: Any, where: str, *, ordered: bool = False) -> Any:
         value = item()
     if isinstance(value, bool):
         if ordered:
-            raise ConfigurationError(f"filter {where}: expected a number or a string to compare with, got {value!r}")
+            raise ConfigurationError(
+                f"filter {where}: expected a number or a string to compare with, got {value!r}"
+            )
         return value
     if isinstance(value, (int, str)):
         return value
@@ -88,8 +98,10 @@ def _condition(field: str, op: str, arg: Any) -> Predicate:
     if op == "$not_contains":
         return lambda md: isinstance(md.get(field), list) and not any(_equal(v, arg) for v in md[field])
     compare: Callable[[Any, Any], bool] = {
-        "$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b,
-        "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b,
+        "$gt": lambda a, b: a > b,
+        "$gte": lambda a, b: a >= b,
+        "$lt": lambda a, b: a < b,
+        "$lte": lambda a, b: a <= b,
     }[op]
     kind = kind_of(arg)
     return lambda md: kind_of(md.get(field)) == kind and bool(compare(md[field], arg))
@@ -111,7 +123,9 @@ def _compile_field(field: str, cond: Any) -> Predicate:
                 raise ConfigurationError(f"filter {where}: expected a non-empty list, got {arg!r}")
             preds.append(_condition(field, op, [_operand(v, where) for v in arg]))
         else:
-            raise ConfigurationError(f"filter field {field!r}: unknown operator {op!r}; expected one of {list(OPERATORS)}")
+            raise ConfigurationError(
+                f"filter field {field!r}: unknown operator {op!r}; expected one of {list(OPERATORS)}"
+            )
     return _all(preds)
 
 
@@ -123,7 +137,9 @@ def _compile(flt: Any, depth: int) -> Predicate | None:
     if depth > MAX_DEPTH:
         raise ConfigurationError(f"filter: nested more than {MAX_DEPTH} levels deep")
     if not isinstance(flt, Mapping):
-        raise ConfigurationError(f"filter: expected a dict such as {{'lang': 'ja'}}, got {type(flt).__name__}")
+        raise ConfigurationError(
+            f"filter: expected a dict such as {{'lang': 'ja'}}, got {type(flt).__name__}"
+        )
     preds: list[Predicate] = []
     for key, value in flt.items():
         if not isinstance(key, str) or not key:

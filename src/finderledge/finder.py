@@ -27,13 +27,17 @@ logger = logging.getLogger(__name__)
 class KeywordIndex(Protocol):
     """What the Finder needs from a keyword store."""
 
-    def search(self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]: ...
+    def search(
+        self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]: ...
 
 
 class VectorIndex(Protocol):
     """What the Finder needs from a vector store (:class:`~finderledge.vector_store.VectorStore` or a replica)."""
 
-    def search(self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]: ...
+    def search(
+        self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]: ...
 
 
 class Finder:
@@ -73,11 +77,15 @@ class Finder:
         self.embeddings = embeddings
         self.fusion = fusion
         self.rank_constant = rank_constant
-        self.weights = None if weights is None else {"vector": 1.0, "keyword": 1.0, **weights}  # None: adaptive
+        self.weights = (
+            None if weights is None else {"vector": 1.0, "keyword": 1.0, **weights}
+        )  # None: adaptive
         self.calibration = calibration or (lambda: None)
         self.candidate_k = candidate_k
         if not 0.0 <= min_vector_share <= 1.0:
-            raise ConfigurationError(f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}")
+            raise ConfigurationError(
+                f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}"
+            )
         self.min_vector_share = float(min_vector_share)
         self.vector_scripts = self._resolve_scripts(vector_scripts, embeddings)
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
@@ -92,16 +100,21 @@ class Finder:
 
             scripts = model_scripts(embedding_model_id(embeddings))
             if scripts != ANY_SCRIPT:
-                logger.info("embedding model reads %s script only: hybrid search skips the vector leg for "
-                            "queries written mostly in other scripts", sorted(scripts))
+                logger.info(
+                    "embedding model reads %s script only: hybrid search skips the vector leg for "
+                    "queries written mostly in other scripts",
+                    sorted(scripts),
+                )
             return scripts
         if value in ("any", "*", ""):
             return ANY_SCRIPT
         scripts = frozenset(part.strip().lower() for part in value.split(",") if part.strip())
         unknown = scripts - KNOWN_SCRIPTS
         if unknown:
-            raise ConfigurationError(f"setting 'vector_scripts': unknown script(s) {sorted(unknown)}; expected 'auto', "
-                             f"'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}")
+            raise ConfigurationError(
+                f"setting 'vector_scripts': unknown script(s) {sorted(unknown)}; expected 'auto', "
+                f"'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}"
+            )
         return scripts
 
     @property
@@ -110,8 +123,14 @@ class Finder:
             self._vector_store = self._vector_store()  # type: ignore[operator]
         return self._vector_store  # type: ignore[return-value]
 
-    def _vector_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace,
-                    seen: list[Any] | None = None) -> list[tuple[str, float]]:
+    def _vector_leg(
+        self,
+        query: str,
+        depth: int,
+        flt: Mapping[str, Any] | None,
+        timings: SearchTrace,
+        seen: list[Any] | None = None,
+    ) -> list[tuple[str, float]]:
         start = time.perf_counter()
         vector = self.embeddings.embed_query(query)
         timings.embed = time.perf_counter() - start
@@ -122,7 +141,9 @@ class Finder:
         timings.vector = time.perf_counter() - start
         return hits
 
-    def _keyword_leg(self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace) -> list[tuple[str, float]]:
+    def _keyword_leg(
+        self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace
+    ) -> list[tuple[str, float]]:
         start = time.perf_counter()
         hits = self.keyword_store.search(query, depth, flt)
         timings.keyword = time.perf_counter() - start
@@ -164,8 +185,10 @@ class Finder:
         elif vector_leg_share(query, self.vector_scripts) < self.min_vector_share:
             # the embedding model cannot read this query: rank by the keyword leg alone (fused score scale);
             # the vector leg only fills up the list when the keyword leg finds fewer than k
-            logger.debug("hybrid: vector leg left out for a query outside the model's scripts %s",
-                         sorted(self.vector_scripts))
+            logger.debug(
+                "hybrid: vector leg left out for a query outside the model's scripts %s",
+                sorted(self.vector_scripts),
+            )
             rankings = {"keyword": self._keyword_leg(query, depth, filter, timings)}
             if len(rankings["keyword"]) < k:
                 fill = self._vector_leg(query, k, filter, timings)
@@ -179,7 +202,9 @@ class Finder:
         bg: CorpusBackground | None = None  # measured before fusion when adaptive fusion needs it
         if mode != "hybrid":
             leg, ranking = next(iter(rankings.items()))
-            hits = [FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)]
+            hits = [
+                FusedHit(i, float(s), {leg: r}, {leg: float(s)}) for r, (i, s) in enumerate(ranking, start=1)
+            ]
             timings.weights = {leg: 1.0}
         else:
             keyword = rankings.get("keyword")
@@ -191,19 +216,36 @@ class Finder:
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
                 method = self.fusion
-                if method == "adaptive":  # a Finder used on its own, without a corpus to measure evidence against
-                    method, reason = "relative_score", "adaptive fusion needs the corpus background: equal weights"
+                if (
+                    method == "adaptive"
+                ):  # a Finder used on its own, without a corpus to measure evidence against
+                    method, reason = (
+                        "relative_score",
+                        "adaptive fusion needs the corpus background: equal weights",
+                    )
                 else:
-                    reason = "set by the caller" if self.weights is not None else "equal (default for this fusion)"
-                hits = fuse(method, rankings, weights, self.rank_constant, {"keyword": 0.0} if exhaustive else None)
-                timings.weights, timings.weights_reason = {leg: weights.get(leg, 1.0) for leg in rankings}, reason
+                    reason = (
+                        "set by the caller" if self.weights is not None else "equal (default for this fusion)"
+                    )
+                hits = fuse(
+                    method, rankings, weights, self.rank_constant, {"keyword": 0.0} if exhaustive else None
+                )
+                timings.weights, timings.weights_reason = (
+                    {leg: weights.get(leg, 1.0) for leg in rankings},
+                    reason,
+                )
             if "vector" not in rankings:
                 timings.weights["vector"] = 0.0
-                timings.weights_reason = "the embedding model does not read this query's script (vector leg left out)"
+                timings.weights_reason = (
+                    "the embedding model does not read this query's script (vector leg left out)"
+                )
             if fill:  # after every keyword match, in the vector leg's order, score 0
                 found = {h.id for h in hits}
-                hits += [FusedHit(i, 0.0, {"vector": r}, {"vector": float(s)})
-                         for r, (i, s) in enumerate(fill, start=1) if i not in found]
+                hits += [
+                    FusedHit(i, 0.0, {"vector": r}, {"vector": float(s)})
+                    for r, (i, s) in enumerate(fill, start=1)
+                    if i not in found
+                ]
         timings.fusion = time.perf_counter() - start
         timings.fusion_method = self.fusion if mode == "hybrid" else mode
         timings.candidates = {leg: len(ranking) for leg, ranking in rankings.items()}
@@ -215,8 +257,9 @@ class Finder:
             self._score(hits, timings)
         return hits[:k]
 
-    def _measure(self, query: str, vectors: list[Any], source: BackgroundSource,
-                 timings: SearchTrace) -> CorpusBackground:
+    def _measure(
+        self, query: str, vectors: list[Any], source: BackgroundSource, timings: SearchTrace
+    ) -> CorpusBackground:
         """Put the query's background cosine and attainable BM25 score in ``timings`` (once per search: fusion
         and relevance both read them there)."""
         background, timings.background = self.backgrounds.get(source)
@@ -224,12 +267,15 @@ class Finder:
         timings.keyword_ceiling = background.keyword_ceiling(query) if timings.mode != "vector" else None
         return background
 
-    def _adaptive(self, query: str, rankings: Mapping[str, Ranking], exhaustive: bool,
-                  timings: SearchTrace) -> list[FusedHit]:
+    def _adaptive(
+        self, query: str, rankings: Mapping[str, Ranking], exhaustive: bool, timings: SearchTrace
+    ) -> list[FusedHit]:
         """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights."""
         baseline, ceiling = timings.vector_baseline or 0.0, timings.keyword_ceiling or 0.0
         if self.weights is not None:
-            chosen = LegWeights({leg: self.weights.get(leg, 1.0) for leg in rankings}, reason="set by the caller")
+            chosen = LegWeights(
+                {leg: self.weights.get(leg, 1.0) for leg in rankings}, reason="set by the caller"
+            )
         elif len(rankings) < 2:
             chosen = LegWeights({leg: 1.0 for leg in rankings}, reason="one leg")
         else:
@@ -240,19 +286,29 @@ class Finder:
             else:
                 gates = competence.gates
                 script = "" if group == "all" else f" {group}-script"
-                source = (f"calibrated on {competence.queries}{script} pseudo-queries, MRR@10 "
-                          + ", ".join(f"{leg} {m:.2f}" for leg, m in competence.mrr.items()))
+                source = f"calibrated on {competence.queries}{script} pseudo-queries, MRR@10 " + ", ".join(
+                    f"{leg} {m:.2f}" for leg, m in competence.mrr.items()
+                )
             chosen = leg_weights(top_evidence(rankings, baseline, ceiling), gates, source)
         timings.weights, timings.weights_reason = dict(chosen.weights), chosen.reason
         timings.gates, timings.evidence = chosen.gates, chosen.evidence
-        return evidence_fusion(rankings, chosen.weights, vector_baseline=baseline, keyword_ceiling=ceiling,
-                               exhaustive=("keyword",) if exhaustive else ())
+        return evidence_fusion(
+            rankings,
+            chosen.weights,
+            vector_baseline=baseline,
+            keyword_ceiling=ceiling,
+            exhaustive=("keyword",) if exhaustive else (),
+        )
 
     def _score(self, hits: list[FusedHit], timings: SearchTrace) -> None:
         """Set every hit's absolute relevance (before the list is cut to ``k``, so it does not depend on ``k``)."""
         start = time.perf_counter()
-        score_hits(hits, timings.weights, vector_baseline=timings.vector_baseline or 0.0,
-                   keyword_ceiling=timings.keyword_ceiling or 0.0)
+        score_hits(
+            hits,
+            timings.weights,
+            vector_baseline=timings.vector_baseline or 0.0,
+            keyword_ceiling=timings.keyword_ceiling or 0.0,
+        )
         timings.relevance = time.perf_counter() - start
 
     def to_dict(self) -> dict[str, Any]:
@@ -262,7 +318,9 @@ class Finder:
             "rank_constant": self.rank_constant,
             "weights": None if self.weights is None else dict(self.weights),
             "candidate_k": self.candidate_k,
-            "vector_scripts": "any" if self.vector_scripts == ANY_SCRIPT else ",".join(sorted(self.vector_scripts)),
+            "vector_scripts": "any"
+            if self.vector_scripts == ANY_SCRIPT
+            else ",".join(sorted(self.vector_scripts)),
             "min_vector_share": self.min_vector_share,
         }
 

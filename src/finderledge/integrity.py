@@ -47,7 +47,16 @@ _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
 Corrupt = Callable[[Path, str], IndexCorruptError]  # the store's error class: ``error(path, reason)``
 # what a damaged or crafted file can make parsing and checking raise
-PARSE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, RecursionError, OSError)
+PARSE_ERRORS = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+    OSError,
+)
 
 
 @contextmanager
@@ -133,7 +142,9 @@ def parse_npy(raw: bytes, path: Path, error: Corrupt) -> np.ndarray:
     count = math.prod(shape)
     have = len(raw) - buf.tell()
     if count * dtype.itemsize != have:
-        raise error(path, f"the header describes {count * dtype.itemsize} bytes of data, the file holds {have}")
+        raise error(
+            path, f"the header describes {count * dtype.itemsize} bytes of data, the file holds {have}"
+        )
     return np.frombuffer(raw, dtype=dtype, count=count, offset=buf.tell()).reshape(shape).copy()
 
 
@@ -196,7 +207,9 @@ def chroma_open_guard(path: Path | None, alias: str | None) -> Iterator[None]:
         if not _is_chroma_failure(exc):
             raise
         _forget_chroma_system(alias)
-        raise IndexCorruptError(db, f"Chroma cannot open it ({type(exc).__name__}: {str(exc)[:300]})") from exc
+        raise IndexCorruptError(
+            db, f"Chroma cannot open it ({type(exc).__name__}: {str(exc)[:300]})"
+        ) from exc
 
 
 def _forget_chroma_system(alias: str | None) -> None:

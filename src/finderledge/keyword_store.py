@@ -146,8 +146,14 @@ class _Segment:
             if info is not None and (len(raw) != info["bytes"] or zlib.crc32(raw) != info["crc32"]):
                 raise KeywordIndexCorruptError(self.meta_path, "checksum mismatch")
             metas = parse_json(raw, self.meta_path, KeywordIndexCorruptError)
-            if not isinstance(metas, list) or len(metas) != self.n_docs or not all(isinstance(m, dict) for m in metas):
-                raise KeywordIndexCorruptError(self.meta_path, f"expected a list of {self.n_docs} metadata objects")
+            if (
+                not isinstance(metas, list)
+                or len(metas) != self.n_docs
+                or not all(isinstance(m, dict) for m in metas)
+            ):
+                raise KeywordIndexCorruptError(
+                    self.meta_path, f"expected a list of {self.n_docs} metadata objects"
+                )
             self.metas = metas
         return self.metas
 
@@ -306,7 +312,8 @@ def _stored_tokenizer(path: Path | None, spec: dict[str, Any]) -> Tokenizer:
     except (Exception, RecursionError) as exc:  # noqa: BLE001 - whatever a factory raises on crafted arguments
         raise KeywordIndexCorruptError(
             Path(path or ".") / MANIFEST,
-            f"its tokenizer {str(spec)[:200]} cannot be rebuilt ({type(exc).__name__}: {str(exc)[:200]})") from None
+            f"its tokenizer {str(spec)[:200]} cannot be rebuilt ({type(exc).__name__}: {str(exc)[:200]})",
+        ) from None
 
 
 def _top_candidates(scores: np.ndarray, k: int) -> np.ndarray:
@@ -922,7 +929,9 @@ class KeywordStore:
                 unused.append(s["deletes"]["file"])
         for rel in unused:  # checked on open; checked again: nothing outside the index is ever deleted
             path = self.path / rel
-            if not (_SEGMENT_REL.fullmatch(rel) or _DELETES_NAME.fullmatch(rel)) or not is_inside(self.path, path.parent):
+            if not (_SEGMENT_REL.fullmatch(rel) or _DELETES_NAME.fullmatch(rel)) or not is_inside(
+                self.path, path.parent
+            ):
                 logger.warning("%s: not deleting %r, which is not a file of this index", self.path, rel)
             elif path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
@@ -993,7 +1002,9 @@ def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segmen
     sdir = checked_path(root / _SEGMENTS_DIR, name, SEGMENT_NAME, KeywordIndexCorruptError, mpath)
     n_docs, n_terms, n_postings = int(entry["n_docs"]), int(entry["n_terms"]), int(entry["n_postings"])
     files: dict[str, dict[str, int]] = entry["files"]
-    if not isinstance(files, dict) or not all(isinstance(files.get(f), dict) for f in (*_NPY_FILES, *_JSON_FILES)):
+    if not isinstance(files, dict) or not all(
+        isinstance(files.get(f), dict) for f in (*_NPY_FILES, *_JSON_FILES)
+    ):
         raise KeywordIndexCorruptError(mpath, f"segment {name}: bad file list")
     expected_len = {"n_terms+1": n_terms + 1, "n_postings": n_postings, "n_docs": n_docs}
 
@@ -1051,7 +1062,9 @@ def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segmen
         rel = deletes["file"]
         dpath = checked_path(root, rel, _DELETES_NAME, KeywordIndexCorruptError, mpath)
         if not rel.startswith(f"{_DELETES_DIR}/{name}."):
-            raise KeywordIndexCorruptError(mpath, f"segment {name}: tombstones {rel!r} belong to another segment")
+            raise KeywordIndexCorruptError(
+                mpath, f"segment {name}: tombstones {rel!r} belong to another segment"
+            )
         data = check_file(dpath, deletes, True)
         assert data is not None
         dead = parse_npy(data, dpath, KeywordIndexCorruptError)

@@ -73,8 +73,14 @@ class FinderLedgeVectorStore(VectorStore):
         return doc
 
     # -- writing ------------------------------------------------------------------------------------
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict[str, Any]] | None = None, *,
-                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """Store each text as one document (under ``ids[i]`` when given); returns the ids in order."""
         if self._accepts is None:
             return self.ledger.add_texts(texts, metadatas, ids=ids, **kwargs)
@@ -82,25 +88,38 @@ class FinderLedgeVectorStore(VectorStore):
         given_metadatas = check_parallel("metadatas", metadatas, len(texts))
         given_ids = check_parallel("ids", ids, len(texts))
         if kwargs.get(DOCUMENT_ID) is not None:
-            raise ConfigurationError(f"add_texts: {DOCUMENT_ID}= replaces every stored document with that "
-                                     "document id, which may lie outside this store's base filter; give ids= instead")
+            raise ConfigurationError(
+                f"add_texts: {DOCUMENT_ID}= replaces every stored document with that "
+                "document id, which may lie outside this store's base filter; give ids= instead"
+            )
         extra = normalize_metadata(kwargs.get("metadata") or {}, "metadata argument")
         final_ids: list[str] = []
         for i, text in enumerate(texts):
-            md = {**normalize_metadata(user_metadata((given_metadatas[i] if given_metadatas else None) or {}),
-                                       f"metadatas[{i}]"), **extra}
+            md = {
+                **normalize_metadata(
+                    user_metadata((given_metadatas[i] if given_metadatas else None) or {}), f"metadatas[{i}]"
+                ),
+                **extra,
+            }
             if not self._accepts(md):
                 fields = ", ".join(repr(f) for f in _failing_fields(self._base_filter or {}, md))
-                raise ConfigurationError(f"add_texts: metadatas[{i}] field(s) {fields} do not satisfy this store's "
-                                         f"base filter {self._base_filter!r}: a document added here must be one "
-                                         f"its searches can return")
+                raise ConfigurationError(
+                    f"add_texts: metadatas[{i}] field(s) {fields} do not satisfy this store's "
+                    f"base filter {self._base_filter!r}: a document added here must be one "
+                    f"its searches can return"
+                )
             chosen = given_ids[i] if given_ids and given_ids[i] is not None else None
-            final_ids.append(chosen if chosen is not None else
-                             content_id("scoped", filter_key(self._base_filter), str(md.get("source") or ""), text))
+            final_ids.append(
+                chosen
+                if chosen is not None
+                else content_id("scoped", filter_key(self._base_filter), str(md.get("source") or ""), text)
+            )
         for doc_id in dict.fromkeys(final_ids):
             if self.ledger.get_document(doc_id) is not None and self._visible(doc_id) is None:
-                raise ConfigurationError(f"add_texts: id {doc_id!r} is taken by a document outside this store's "
-                                         "base filter; choose another id")
+                raise ConfigurationError(
+                    f"add_texts: id {doc_id!r} is taken by a document outside this store's "
+                    "base filter; choose another id"
+                )
         return self.ledger.add_texts(texts, given_metadatas, ids=final_ids, **kwargs)
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -108,17 +127,22 @@ class FinderLedgeVectorStore(VectorStore):
         ids = kwargs.pop("ids", None)
         if ids is None and any(d.id for d in documents):
             ids = [d.id for d in documents]
-        return self.add_texts([d.page_content for d in documents], [d.metadata for d in documents], ids=ids,
-                              **kwargs)
+        return self.add_texts(
+            [d.page_content for d in documents], [d.metadata for d in documents], ids=ids, **kwargs
+        )
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Remove documents by id; ids that are not stored (or, with a base filter, that it does not accept)
         are ignored (LangChain's contract)."""
         if ids is None or kwargs:
-            raise ConfigurationError("delete: expected ids=[...] and no other argument (deleting everything is "
-                                     "not offered; remove the persist directory instead)")
+            raise ConfigurationError(
+                "delete: expected ids=[...] and no other argument (deleting everything is "
+                "not offered; remove the persist directory instead)"
+            )
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
-            raise ConfigurationError(f"delete: ids: expected a list of document ids, got {type(ids).__name__}")
+            raise ConfigurationError(
+                f"delete: ids: expected a list of document ids, got {type(ids).__name__}"
+            )
         keys = [document_key(i) for i in ids]
         if self._accepts is not None:
             keys = [k for k in keys if self._visible(k) is not None]
@@ -134,10 +158,14 @@ class FinderLedgeVectorStore(VectorStore):
         for doc_id in ids:
             doc = self._visible(doc_id)
             if doc is not None:
-                out.append(Document(page_content=doc.page_content, metadata=user_metadata(doc.metadata), id=doc.id))
+                out.append(
+                    Document(page_content=doc.page_content, metadata=user_metadata(doc.metadata), id=doc.id)
+                )
         return out
 
-    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
         """FinderLedge's best ``k`` chunks with their relevance in [0, 1] (higher is better)."""
         if self._base_filter:
             kwargs["filter"] = and_filters(copy.deepcopy(self._base_filter), kwargs.get("filter"))
@@ -150,8 +178,15 @@ class FinderLedgeVectorStore(VectorStore):
         return lambda score: score  # already a relevance in [0, 1]
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict[str, Any]] | None = None,
-                   *, ids: list[str] | None = None, **kwargs: Any) -> FinderLedgeVectorStore:
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> FinderLedgeVectorStore:
         """A new FinderLedge (``kwargs``: its settings, e.g. ``persist_directory``) holding ``texts``."""
         from .facade import FinderLedge
 

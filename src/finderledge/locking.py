@@ -38,7 +38,9 @@ class WriteLock:
         self.timeout = float(timeout)
         self._thread_lock = threading.RLock()
         self._depth = 0
-        self._file_lock = None if directory is None else FileLock(str(directory / LOCK_FILE), thread_local=False)
+        self._file_lock = (
+            None if directory is None else FileLock(str(directory / LOCK_FILE), thread_local=False)
+        )
 
     @contextmanager
     def hold(self, what: str, timeout: float | None = None, *, note: bool = True) -> Iterator[None]:
@@ -48,8 +50,10 @@ class WriteLock:
         directory); a waiter that times out meanwhile names the last holder that wrote a note."""
         wait = self.timeout if timeout is None else float(timeout)
         if not self._thread_lock.acquire(timeout=wait if wait >= 0 else -1):
-            raise LockTimeoutError(f"{self.directory or 'index'}: another thread of this process holds the write "
-                                   f"lock for more than {wait:g} s")
+            raise LockTimeoutError(
+                f"{self.directory or 'index'}: another thread of this process holds the write "
+                f"lock for more than {wait:g} s"
+            )
         try:
             if self._depth == 0 and self._file_lock is not None:
                 self._acquire_file(what, wait, note)

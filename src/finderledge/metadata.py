@@ -27,8 +27,19 @@ from typing import Any
 
 from .errors import ConfigurationError
 
-__all__ = ["DOCUMENT_ID", "FL_KEY", "MAX_DEPTH", "TEXT_SOURCE_PREFIX", "clean_text", "info_of", "kind_of",
-           "normalize_metadata", "source_of", "upgrade_schema_2", "user_metadata"]
+__all__ = [
+    "DOCUMENT_ID",
+    "FL_KEY",
+    "MAX_DEPTH",
+    "TEXT_SOURCE_PREFIX",
+    "clean_text",
+    "info_of",
+    "kind_of",
+    "normalize_metadata",
+    "source_of",
+    "upgrade_schema_2",
+    "user_metadata",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +66,9 @@ def clean_text(text: str, what: str) -> str:
     fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     replaced = fixed.count("\ufffd") - text.count("\ufffd")
     if replaced:
-        logger.warning("%s: replaced %d lone surrogate(s) with U+FFFD (text must be valid Unicode)", what, replaced)
+        logger.warning(
+            "%s: replaced %d lone surrogate(s) with U+FFFD (text must be valid Unicode)", what, replaced
+        )
     return fixed
 
 
@@ -83,7 +96,9 @@ def _value(value: Any, where: str, depth: int) -> Any:
         return clean_text(value, where)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ConfigurationError(f"{where}: expected a finite number, got {value!r} (store None or leave it out)")
+            raise ConfigurationError(
+                f"{where}: expected a finite number, got {value!r} (store None or leave it out)"
+            )
         return value
     if isinstance(value, (list, tuple)):
         return [_value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
@@ -97,8 +112,14 @@ def _value(value: Any, where: str, depth: int) -> Any:
     item = getattr(value, "item", None)  # numpy scalars and 0-d arrays
     if callable(item) and getattr(value, "ndim", None) == 0:
         return _value(item(), where, depth)
-    hint = {"datetime": "an ISO 8601 string (value.isoformat())", "date": "an ISO 8601 string (value.isoformat())",
-            "set": "a list", "frozenset": "a list", "bytes": "a string", "ndarray": "a list (value.tolist())"}
+    hint = {
+        "datetime": "an ISO 8601 string (value.isoformat())",
+        "date": "an ISO 8601 string (value.isoformat())",
+        "set": "a list",
+        "frozenset": "a list",
+        "bytes": "a string",
+        "ndarray": "a list (value.tolist())",
+    }
     expected = hint.get(type(value).__name__, "a string, number, bool, None, list or dict")
     raise ConfigurationError(f"{where}: cannot store {type(value).__name__} {value!r}; store {expected}")
 
@@ -153,8 +174,12 @@ def upgrade_schema_2(md: Mapping[str, Any], is_chunk: bool) -> dict[str, Any]:
     if FL_KEY in out:  # already upgraded
         return out
     old = {k: out.pop(k) for k in _SCHEMA_2_KEYS if k in out}
-    info: dict[str, Any] = {"id": old.get("id"), "is_parent": not is_chunk, "split_count": old.get("split_count"),
-                            "doc_type": out.get("doc_type_detected", "text")}
+    info: dict[str, Any] = {
+        "id": old.get("id"),
+        "is_parent": not is_chunk,
+        "split_count": old.get("split_count"),
+        "doc_type": out.get("doc_type_detected", "text"),
+    }
     if is_chunk:
         info.update(parent_id=old.get("parent_id"), split_index=old.get("split_index"))
     out[FL_KEY] = info

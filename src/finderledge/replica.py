@@ -96,7 +96,9 @@ class LocalRecords(Records):
         for name in folders:
             try:
                 (directory / name).rename(directory / f"{name}.other-ledger-{stamp}")
-                logger.warning("%s was built from another ledger; moved it aside and rebuilding", directory / name)
+                logger.warning(
+                    "%s was built from another ledger; moved it aside and rebuilding", directory / name
+                )
             except FileNotFoundError:
                 continue
         try:
@@ -148,8 +150,15 @@ class Checkpoint:
 class _Leg:
     """One index replica: its handle, the checkpoint it was loaded from, and the ``seq`` it reflects."""
 
-    def __init__(self, name: str, key: str, opener: Callable[[], Any], records: Ledger | Records, lock: WriteLock,
-                 directory: Path | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        key: str,
+        opener: Callable[[], Any],
+        records: Ledger | Records,
+        lock: WriteLock,
+        directory: Path | None,
+    ) -> None:
         self.name, self.key, self._opener, self._ledger, self._lock = name, key, opener, records, lock
         self.directory = directory  # where its folder lives (None: in memory)
         self.handle: Any = None
@@ -168,7 +177,11 @@ class _Leg:
 
     @property
     def needs_checkpoint(self) -> bool:
-        return self.handle is not None and self.location == LOCAL and (self.rebuilt or self.pending > BACKLOG_LIMIT)
+        return (
+            self.handle is not None
+            and self.location == LOCAL
+            and (self.rebuilt or self.pending > BACKLOG_LIMIT)
+        )
 
     def load(self) -> None:
         """Open the handle from disk; the checkpoint is read first, so ``seq`` never overstates the files."""
@@ -340,8 +353,12 @@ class Replica:
             vectors = _vectors_of(rows, self.ledger)
             leg.handle.delete(removes)
             if rows:
-                leg.handle.add([c.id for c in rows], vectors, [user_metadata(c.metadata) for c in rows],
-                               [c.content for c in rows])
+                leg.handle.add(
+                    [c.id for c in rows],
+                    vectors,
+                    [user_metadata(c.metadata) for c in rows],
+                    [c.content for c in rows],
+                )
             leg.handle.flush()
             Checkpoint(target, None).write(self.ledger, leg.key)
             with self.rw.write():
@@ -430,13 +447,18 @@ class Replica:
 
             logger.info("building the keyword index from the ledger: %d chunks", len(rows))
             batches = tqdm(batches, desc="keyword index", unit="batch", total=len(batches))  # type: ignore[assignment]
-        prepared = [store.prepare([c.id for c in batch], [c.content for c in batch],
-                                  [user_metadata(c.metadata) for c in batch]) for batch in batches]
+        prepared = [
+            store.prepare(
+                [c.id for c in batch], [c.content for c in batch], [user_metadata(c.metadata) for c in batch]
+            )
+            for batch in batches
+        ]
 
         def step() -> None:
             store.delete(removes)
             for batch in prepared:
                 store.add_prepared(batch)
+
         return step
 
     def _vector_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
@@ -445,8 +467,13 @@ class Replica:
         def step() -> None:
             self.overlay.remove(removes)
             if vectors is not None:
-                self.overlay.add([c.id for c in rows], vectors, [user_metadata(c.metadata) for c in rows],
-                                 [c.content for c in rows])
+                self.overlay.add(
+                    [c.id for c in rows],
+                    vectors,
+                    [user_metadata(c.metadata) for c in rows],
+                    [c.content for c in rows],
+                )
+
         return step
 
     def _plan(self, leg: _Leg, target: int) -> tuple[list[str], list[str], list[Any]]:
@@ -459,11 +486,16 @@ class Replica:
                     self.ledger.path or self.ledger.name or ":memory:",
                     f"it has never recorded a document, but the {leg.name} index next to it holds {len(have)} chunks",
                     "restore the ledger these indexes were built from (a backup), or move the index folders away "
-                    "to start an empty index; nothing was changed")
+                    "to start an empty index; nothing was changed",
+                )
             adds, removes = sorted(truth - have), sorted(have - truth)
             if adds or removes:
-                logger.warning("%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
-                               leg.name, len(adds), len(removes))
+                logger.warning(
+                    "%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
+                    leg.name,
+                    len(adds),
+                    len(removes),
+                )
         else:
             final: dict[str, bool] = {}
             removed: set[str] = set()  # a caller's id re-added with new content: remove the old chunk first
@@ -522,7 +554,13 @@ class Replica:
         records = leg._ledger
         record = Checkpoint.read(records, leg.key)
         current = (record.token if record else None) == leg.token
-        if current and record is not None and record.seq == leg.seq and leg.pending == 0 and (leg is not self.vector or self.overlay.empty):
+        if (
+            current
+            and record is not None
+            and record.seq == leg.seq
+            and leg.pending == 0
+            and (leg is not self.vector or self.overlay.empty)
+        ):
             return
         if not current:
             if not (force or leg.pending > BACKLOG_LIMIT):
@@ -544,7 +582,9 @@ class Replica:
             leg.handle.flush()
         except LedgerCorruptError:
             raise
-        except IndexCorruptError as exc:  # a file read lazily (to merge) is damaged: it is ours, we hold the lock
+        except (
+            IndexCorruptError
+        ) as exc:  # a file read lazily (to merge) is damaged: it is ours, we hold the lock
             self._rebuild(leg, exc)
             return
         token = uuid.uuid4().hex
@@ -599,5 +639,7 @@ class Replica:
 def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:
     """The chunks' vectors stacked; a chunk stored without one means the ledger cannot rebuild this index."""
     if any(c.embedding is None for c in rows):
-        raise IndexCorruptError(ledger.path or ledger.name or "ledger", "the ledger lacks vectors; rebuild the index")
+        raise IndexCorruptError(
+            ledger.path or ledger.name or "ledger", "the ledger lacks vectors; rebuild the index"
+        )
     return np.stack([c.embedding for c in rows]) if rows else np.zeros((0, 0), dtype=np.float32)

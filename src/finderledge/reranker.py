@@ -67,12 +67,17 @@ def score_scale_of(reranker: Any) -> ScoreScale:
     return scale  # type: ignore[no-any-return]
 
 
-def rerank_documents(reranker: Any, query: str, documents: Sequence[Document]) -> list[tuple[int, float, float]]:
+def rerank_documents(
+    reranker: Any, query: str, documents: Sequence[Document]
+) -> list[tuple[int, float, float]]:
     """``(index, raw score, score in [0, 1])`` of each document, best first: what every entry point that
     reranks (search, query strategies) shows, so one threshold scale holds everywhere."""
     raw = reranker.score(query, list(documents))
     scale = score_scale_of(reranker)
-    return [(i, float(raw[i]), unit_score(float(raw[i]), scale)) for i in sorted(range(len(raw)), key=lambda i: -raw[i])]
+    return [
+        (i, float(raw[i]), unit_score(float(raw[i]), scale))
+        for i in sorted(range(len(raw)), key=lambda i: -raw[i])
+    ]
 
 
 @runtime_checkable
@@ -86,14 +91,16 @@ class Reranker(Protocol):
 class CrossEncoderReranker:
     """A sentence-transformers ``CrossEncoder`` scoring (query, passage) pairs."""
 
-    def __init__(self, model_name_or_path: str, *, batch_size: int = 32, max_length: int | None = 512,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, model_name_or_path: str, *, batch_size: int = 32, max_length: int | None = 512, **kwargs: Any
+    ) -> None:
         from sentence_transformers import CrossEncoder
 
         self.model_name_or_path = model_name_or_path
         self.batch_size = batch_size
-        self._model = CrossEncoder(model_name_or_path, device=kwargs.pop("device", "cpu"), max_length=max_length,
-                                   **kwargs)
+        self._model = CrossEncoder(
+            model_name_or_path, device=kwargs.pop("device", "cpu"), max_length=max_length, **kwargs
+        )
         #: a model whose output goes through a sigmoid gives probabilities; otherwise (ms-marco models) logits
         activation = getattr(self._model, "activation_fn", None)
         self.score_scale: ScoreScale = "probability" if type(activation).__name__ == "Sigmoid" else "logit"
@@ -102,8 +109,9 @@ class CrossEncoderReranker:
         if not documents:
             return []
         pairs = [(query, d.page_content) for d in documents]
-        scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False,
-                                     convert_to_numpy=True)
+        scores = self._model.predict(
+            pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True
+        )
         return [float(s) for s in scores]
 
 
@@ -120,9 +128,13 @@ class CompressorReranker:
 
     def score(self, query: str, documents: Sequence[Document]) -> list[float]:
         # our own relevance_score is removed so that only a score the compressor sets (e.g. Cohere's) is read back
-        tagged = [Document(page_content=d.page_content,
-                           metadata={**{k: v for k, v in d.metadata.items() if k != "relevance_score"}, "_fl_pos": i})
-                  for i, d in enumerate(documents)]
+        tagged = [
+            Document(
+                page_content=d.page_content,
+                metadata={**{k: v for k, v in d.metadata.items() if k != "relevance_score"}, "_fl_pos": i},
+            )
+            for i, d in enumerate(documents)
+        ]
         kept = list(self.compressor.compress_documents(tagged, query))
         scores = [float("-inf")] * len(documents)
         for rank, doc in enumerate(kept):
@@ -136,17 +148,22 @@ class CallableReranker:
     """Wraps ``fn(query, documents) -> list[float]``; ``score_scale="probability"`` for a function that returns
     probabilities (the default, ``"logit"``, maps its scores by the logistic function)."""
 
-    def __init__(self, fn: Callable[[str, Sequence[Document]], Sequence[float]], *,
-                 score_scale: ScoreScale = "logit") -> None:
+    def __init__(
+        self, fn: Callable[[str, Sequence[Document]], Sequence[float]], *, score_scale: ScoreScale = "logit"
+    ) -> None:
         self.fn = fn
         if score_scale not in SCORE_SCALES:
-            raise ValueError(f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {score_scale!r}")
+            raise ValueError(
+                f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {score_scale!r}"
+            )
         self.score_scale = score_scale
 
     def score(self, query: str, documents: Sequence[Document]) -> list[float]:
         scores = [float(s) for s in self.fn(query, documents)]
         if len(scores) != len(documents):
-            raise ValueError(f"reranker callable returned {len(scores)} scores for {len(documents)} documents")
+            raise ValueError(
+                f"reranker callable returned {len(scores)} scores for {len(documents)} documents"
+            )
         return scores
 
 

@@ -58,8 +58,14 @@ class SearchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form (used by the command line's ``--json``)."""
-        return {"id": self.id, "rank": self.rank, "score": self.score, "source": self.source,
-                "content": self.content, "metadata": dict(self.metadata)}
+        return {
+            "id": self.id,
+            "rank": self.rank,
+            "score": self.score,
+            "source": self.source,
+            "content": self.content,
+            "metadata": dict(self.metadata),
+        }
 
 
 @dataclass
@@ -88,7 +94,9 @@ class SearchTrace:
     vector_baseline: float | None = None  # the query's mean cosine to the corpus (None: no vector leg)
     keyword_ceiling: float | None = None  # the highest BM25 score a chunk could reach (None: no keyword leg)
     strategy: str | None = None  # the query strategy (multi_query, hyde, decompose), if any
-    sub_queries: list[dict[str, Any]] = field(default_factory=list)  # each search it ran: text, role, mode, found
+    sub_queries: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # each search it ran: text, role, mode, found
     strategy_fallback: str | None = None  # why the strategy fell back to the plain search (the LLM's error)
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,8 +31,10 @@ SEARCH_TYPES = ("similarity", "similarity_score_threshold", "hybrid", "vector", 
 _LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options
 STRATEGY_OPTIONS = ("strategy", "llm", "strategy_on_error")
 _KNOWN = {*SEARCH_OPTIONS, "score_threshold", *STRATEGY_OPTIONS}
-_FIXED_FILTER = ("filter: a retriever's base filter is fixed when it is built (a per-call filter=... narrows it); "
-                 "build another retriever for another filter")
+_FIXED_FILTER = (
+    "filter: a retriever's base filter is fixed when it is built (a per-call filter=... narrows it); "
+    "build another retriever for another filter"
+)
 _FILTER_FIELDS = frozenset({"filter", "_base_filter"})
 
 
@@ -76,38 +78,50 @@ class FinderLedgeRetriever(BaseRetriever):
     strategy_on_error: Any = "fallback"
     search_type: Any = "similarity"
     search_kwargs: Any = Field(default_factory=dict)
-    _base_filter: Any = PrivateAttr(default=None)  # the copy searches use: changing ``filter`` in place does nothing
+    _base_filter: Any = PrivateAttr(
+        default=None
+    )  # the copy searches use: changing ``filter`` in place does nothing
 
     @model_validator(mode="after")
     def _settle(self) -> FinderLedgeRetriever:
         """Fold LangChain's ``search_type``/``search_kwargs`` into the fields and validate them once."""
         if not isinstance(self.search_kwargs, dict):
-            raise ConfigurationError(f"search_kwargs: expected a dict, got {type(self.search_kwargs).__name__}")
+            raise ConfigurationError(
+                f"search_kwargs: expected a dict, got {type(self.search_kwargs).__name__}"
+            )
         if self.search_type not in SEARCH_TYPES:
             hint = " (MMR is not supported)" if self.search_type == "mmr" else ""
-            raise ConfigurationError(f"search_type: expected one of {list(SEARCH_TYPES)}, got {self.search_type!r}{hint}")
+            raise ConfigurationError(
+                f"search_type: expected one of {list(SEARCH_TYPES)}, got {self.search_type!r}{hint}"
+            )
         extra = dict(self.search_kwargs)
         for theirs, ours in _LANGCHAIN_ONLY.items():
             if theirs in extra:
                 extra[ours] = extra.pop(theirs)
         unknown = set(extra) - _KNOWN
         if unknown:
-            raise ConfigurationError(f"search_kwargs: unknown search option(s) {sorted(unknown)}; expected "
-                                     f"{sorted(_KNOWN | set(_LANGCHAIN_ONLY))}")
+            raise ConfigurationError(
+                f"search_kwargs: unknown search option(s) {sorted(unknown)}; expected "
+                f"{sorted(_KNOWN | set(_LANGCHAIN_ONLY))}"
+            )
         # the one place the frozen base filter is set: folding search_kwargs' filter in, during construction
         base = and_filters(self.filter, extra.pop("filter", None))
         self.__dict__["filter"] = copy.deepcopy(base)
         self.__pydantic_private__["_base_filter"] = copy.deepcopy(base)  # type: ignore[index]
         for name, value in extra.items():
             if getattr(self, name) not in (None, False, True, "fallback") and getattr(self, name) != value:
-                raise ConfigurationError(f"{name} given twice: {getattr(self, name)!r} and search_kwargs {value!r}")
+                raise ConfigurationError(
+                    f"{name} given twice: {getattr(self, name)!r} and search_kwargs {value!r}"
+                )
             setattr(self, name, value)
         self.search_kwargs = {}
         if self.search_type in ("hybrid", "vector", "keyword"):
             self.search_mode = self.search_mode or self.search_type
         if self.search_type == "similarity_score_threshold" and self.score_threshold is None:
-            raise ConfigurationError("search_type 'similarity_score_threshold': expected search_kwargs={'score_threshold': "
-                                     "a number in [0, 1]}")
+            raise ConfigurationError(
+                "search_type 'similarity_score_threshold': expected search_kwargs={'score_threshold': "
+                "a number in [0, 1]}"
+            )
         check_search_options({name: getattr(self, name) for name in SEARCH_OPTIONS})
         check_score_threshold(self.score_threshold)
         if self.strategy is not None:
@@ -115,7 +129,9 @@ class FinderLedgeRetriever(BaseRetriever):
 
             get_strategy(self.strategy)
             if self.llm is None:
-                raise ConfigurationError(f"strategy {self.strategy!r} needs an LLM: pass llm=<a LangChain chat model>")
+                raise ConfigurationError(
+                    f"strategy {self.strategy!r} needs an LLM: pass llm=<a LangChain chat model>"
+                )
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -124,13 +140,17 @@ class FinderLedgeRetriever(BaseRetriever):
             raise ConfigurationError(_FIXED_FILTER)
         super().__setattr__(name, value)
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> FinderLedgeRetriever:
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> FinderLedgeRetriever:
         """A copy (``update`` may change any option but the base filter, as on the original)."""
         if update and _FILTER_FIELDS & set(update):
             raise ConfigurationError(_FIXED_FILTER)
         return super().model_copy(update=update, deep=deep)
 
-    def copy(self, *args: Any, **kwargs: Any) -> FinderLedgeRetriever:  # pydantic's deprecated form of model_copy
+    def copy(
+        self, *args: Any, **kwargs: Any
+    ) -> FinderLedgeRetriever:  # pydantic's deprecated form of model_copy
         """Deprecated pydantic copy: like :meth:`model_copy`, the base filter cannot be updated."""
         if _FILTER_FIELDS & set(kwargs.get("update") or {}):
             raise ConfigurationError(_FIXED_FILTER)
@@ -164,5 +184,9 @@ class FinderLedgeRetriever(BaseRetriever):
 
 
 def _documents(results: Any) -> list[Document]:
-    return [RetrievedDocument(page_content=r.document.page_content, metadata=r.document.metadata, id=r.document.id)
-            for r in results]
+    return [
+        RetrievedDocument(
+            page_content=r.document.page_content, metadata=r.document.metadata, id=r.document.id
+        )
+        for r in results
+    ]

@@ -36,15 +36,32 @@ class Searcher:
     def __init__(self, owner: FinderLedge) -> None:
         self._fl = owner
 
-    def search(self, query: str, *, search_mode: str | None, k: int | None, filter: Mapping[str, Any] | None,
-               return_parents: bool, candidate_k: int | None, rerank: bool,
-               score_threshold: float | None) -> SearchResults:
+    def search(
+        self,
+        query: str,
+        *,
+        search_mode: str | None,
+        k: int | None,
+        filter: Mapping[str, Any] | None,
+        return_parents: bool,
+        candidate_k: int | None,
+        rerank: bool,
+        score_threshold: float | None,
+    ) -> SearchResults:
         """See :meth:`FinderLedge.search <finderledge.facade.FinderLedge.search>`."""
         fl = self._fl
         started = time.perf_counter()
         query = query_text(query)
-        check_search_options({"search_mode": search_mode, "k": k, "filter": filter, "return_parents": return_parents,
-                              "candidate_k": candidate_k, "rerank": rerank})
+        check_search_options(
+            {
+                "search_mode": search_mode,
+                "k": k,
+                "filter": filter,
+                "return_parents": return_parents,
+                "candidate_k": candidate_k,
+                "rerank": rerank,
+            }
+        )
         threshold = check_score_threshold(score_threshold)
         trace = SearchTrace()
         mode = search_mode or fl.settings.search_mode
@@ -60,27 +77,41 @@ class Searcher:
         fl._replica.follow(wait=False)
         with fl._replica.rw.read():  # both legs reflect one ledger seq
             trace.ledger_seq = fl._replica.seq
-            hits = fl.finder.search(query, mode=mode, k=fetch, filter=filter, candidate_k=depth, trace=trace,
-                                      background=LedgerBackground(fl._ledger, fl.keyword_store))
-        found = [(doc, info_of(doc.metadata)["relevance_score"])
-                 for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)]
+            hits = fl.finder.search(
+                query,
+                mode=mode,
+                k=fetch,
+                filter=filter,
+                candidate_k=depth,
+                trace=trace,
+                background=LedgerBackground(fl._ledger, fl.keyword_store),
+            )
+        found = [
+            (doc, info_of(doc.metadata)["relevance_score"])
+            for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)
+        ]
         if reranking and found:
             assert fl.reranker is not None
             reranked = []
-            for i, raw, shown in rerank_documents(fl.reranker, query, [doc for doc, _ in found]):  # shown: in [0, 1]
+            for i, raw, shown in rerank_documents(
+                fl.reranker, query, [doc for doc, _ in found]
+            ):  # shown: in [0, 1]
                 doc, first = found[i]
-                info_of(doc.metadata).update(fused_score=first, fused_rank=i + 1, rerank_score=raw,
-                                             relevance_score=shown)
+                info_of(doc.metadata).update(
+                    fused_score=first, fused_rank=i + 1, rerank_score=raw, relevance_score=shown
+                )
                 reranked.append((doc, shown))
             found = reranked
         if threshold is not None:
             found = [(doc, score) for doc, score in found if score >= threshold]
         trace.total = time.perf_counter() - started
-        return SearchResults((SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)),
-                             trace)
+        return SearchResults(
+            (SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)), trace
+        )
 
-    def _documents_for(self, hits: Sequence[FusedHit], parents: bool, limit: int,
-                       seq: int) -> list[tuple[Document, FusedHit]]:
+    def _documents_for(
+        self, hits: Sequence[FusedHit], parents: bool, limit: int, seq: int
+    ) -> list[tuple[Document, FusedHit]]:
         """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details.
 
         Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed

@@ -22,8 +22,14 @@ from langchain_core.structured_query import (
 __all__ = ["FinderLedgeTranslator"]
 
 _COMPARATORS = {
-    Comparator.EQ: "$eq", Comparator.NE: "$ne", Comparator.GT: "$gt", Comparator.GTE: "$gte",
-    Comparator.LT: "$lt", Comparator.LTE: "$lte", Comparator.IN: "$in", Comparator.NIN: "$nin",
+    Comparator.EQ: "$eq",
+    Comparator.NE: "$ne",
+    Comparator.GT: "$gt",
+    Comparator.GTE: "$gte",
+    Comparator.LT: "$lt",
+    Comparator.LTE: "$lte",
+    Comparator.IN: "$in",
+    Comparator.NIN: "$nin",
     Comparator.CONTAIN: "$contains",
 }
 _OPERATORS = {Operator.AND: "$and", Operator.OR: "$or"}

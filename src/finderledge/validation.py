@@ -65,8 +65,9 @@ def check_patterns(name: str, value: Any) -> Sequence[str] | None:
 def check_texts(texts: Any) -> list[str]:
     """``add_texts``' texts: an iterable of non-empty strings (not one string)."""
     if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
-        raise ConfigurationError(f"texts: expected a list of strings, got {type(texts).__name__} "
-                                 "(for one text, pass [text])")
+        raise ConfigurationError(
+            f"texts: expected a list of strings, got {type(texts).__name__} (for one text, pass [text])"
+        )
     out = list(texts)
     for i, text in enumerate(out):
         if not isinstance(text, str):
@@ -81,7 +82,9 @@ def check_parallel(name: str, values: Any, length: int) -> list[Any] | None:
     if values is None:
         return None
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
-        raise ConfigurationError(f"{name}: expected a list with one item per text, got {type(values).__name__}")
+        raise ConfigurationError(
+            f"{name}: expected a list with one item per text, got {type(values).__name__}"
+        )
     if len(values) != length:
         raise ConfigurationError(f"{name}: expected {length} item(s), one per text, got {len(values)}")
     return list(values)
@@ -98,7 +101,9 @@ def check_search_options(options: Mapping[str, Any]) -> None:
     """Validate ``search``'s per-call options (``None`` means "the setting's default")."""
     unknown = set(options) - set(SEARCH_OPTIONS)
     if unknown:
-        raise ConfigurationError(f"unknown search option(s) {sorted(unknown)}; expected {sorted(SEARCH_OPTIONS)}")
+        raise ConfigurationError(
+            f"unknown search option(s) {sorted(unknown)}; expected {sorted(SEARCH_OPTIONS)}"
+        )
     mode = options.get("search_mode")
     if mode is not None and mode not in SEARCH_MODES:
         raise ConfigurationError(f"search_mode: expected one of {list(SEARCH_MODES)} or None, got {mode!r}")
@@ -113,7 +118,9 @@ def check_search_options(options: Mapping[str, Any]) -> None:
 def document_key(doc_id: Any) -> str:
     """A parent id or source path given to ``remove_document``, as a string."""
     if not isinstance(doc_id, (str, os.PathLike)):
-        raise ConfigurationError(f"doc_id: expected a document id or a source path, got {type(doc_id).__name__}")
+        raise ConfigurationError(
+            f"doc_id: expected a document id or a source path, got {type(doc_id).__name__}"
+        )
     key = os.fspath(doc_id)
     if not isinstance(key, str) or not key.strip():
         raise ConfigurationError(f"doc_id: expected a non-empty document id or source path, got {doc_id!r}")

@@ -60,18 +60,35 @@ class Views:
         check_positive_int("max_chars", max_chars)
         check_format(start=start, citation=citation, template=template)
         if (query is None) == (results is None):
-            raise ConfigurationError("get_context: pass a query or results (results you already have), not both")
+            raise ConfigurationError(
+                "get_context: pass a query or results (results you already have), not both"
+            )
         if results is None:
-            results = self._owner().search(query, k=k, search_mode=search_mode, filter=filter,  # type: ignore[arg-type]
-                                  return_parents=return_parents, score_threshold=score_threshold,
-                                  strategy=strategy, llm=llm, strategy_on_error=strategy_on_error)
+            results = self._owner().search(
+                query,
+                k=k,
+                search_mode=search_mode,
+                filter=filter,  # type: ignore[arg-type]
+                return_parents=return_parents,
+                score_threshold=score_threshold,
+                strategy=strategy,
+                llm=llm,
+                strategy_on_error=strategy_on_error,
+            )
         else:
-            options = {"k": k, "search_mode": search_mode, "filter": filter, "return_parents": return_parents or None,
-                       "score_threshold": score_threshold}
+            options = {
+                "k": k,
+                "search_mode": search_mode,
+                "filter": filter,
+                "return_parents": return_parents or None,
+                "score_threshold": score_threshold,
+            }
             for name, value in options.items():
                 if value is not None:
-                    raise ConfigurationError(f"get_context: {name!r} applies to a search and cannot be combined with "
-                                             "results (they are formatted as given)")
+                    raise ConfigurationError(
+                        f"get_context: {name!r} applies to a search and cannot be combined with "
+                        "results (they are formatted as given)"
+                    )
         return format_context(results, max_chars=max_chars, start=start, citation=citation, template=template)
 
     def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
@@ -86,7 +103,8 @@ class Views:
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg'].removeprefix('Value error, ')}"
-                for e in exc.errors())
+                for e in exc.errors()
+            )
             raise ConfigurationError(f"as_retriever: {problems}") from None
 
     def as_vectorstore(self, *, base_filter: Mapping[str, Any] | None = None) -> FinderLedgeVectorStore:

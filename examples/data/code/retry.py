@@ -15,7 +15,7 @@ def retry(call, attempts=5, base_delay=0.5):
         except ConnectionError:
             if attempt == attempts - 1:
                 raise
-            time.sleep(base_delay * 2 ** attempt * (1 + random.random()))
+            time.sleep(base_delay * 2**attempt * (1 + random.random()))
 
 
 class UploadSession:

@@ -24,8 +24,22 @@ from .sqlite import SQLiteLedger
 if TYPE_CHECKING:
     from ..config import Settings
 
-__all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "Change", "ChunkRecord",
-           "DocumentRecord", "Ledger", "SQLiteLedger", "content_id", "open_ledger"]
+__all__ = [
+    "ADD",
+    "COMPLETE",
+    "DELETING",
+    "INDEX_FOLDERS",
+    "PENDING",
+    "REMOVE",
+    "REMOVED",
+    "Change",
+    "ChunkRecord",
+    "DocumentRecord",
+    "Ledger",
+    "SQLiteLedger",
+    "content_id",
+    "open_ledger",
+]
 
 
 def open_ledger(settings: Settings, path: Path | None) -> Ledger:

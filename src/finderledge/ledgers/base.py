@@ -19,8 +19,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ADD", "COMPLETE", "DELETING", "INDEX_FOLDERS", "PENDING", "REMOVE", "REMOVED", "REMOVED_GRACE_SECONDS",
-           "SCHEMA_VERSION", "Change", "ChunkRecord", "DocumentRecord", "Ledger", "content_id"]
+__all__ = [
+    "ADD",
+    "COMPLETE",
+    "DELETING",
+    "INDEX_FOLDERS",
+    "PENDING",
+    "REMOVE",
+    "REMOVED",
+    "REMOVED_GRACE_SECONDS",
+    "SCHEMA_VERSION",
+    "Change",
+    "ChunkRecord",
+    "DocumentRecord",
+    "Ledger",
+    "content_id",
+]
 
 PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
 REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
@@ -29,7 +43,12 @@ REMOVED_GRACE_SECONDS = 600.0
 # 3: FinderLedge's fields under metadata["_finderledge"]; 2: at the top level
 SCHEMA_VERSION = "4"
 ADD, REMOVE = "add", "remove"
-INDEX_FOLDERS = ("bm25", "chroma", "faiss")  # indexes built from the ledger, next to it in a persist directory
+INDEX_FOLDERS = (
+    "bm25",
+    "chroma",
+    "faiss",
+)  # indexes built from the ledger, next to it in a persist directory
+
 
 def content_id(*parts: str) -> str:
     """A 128-bit content id (32 hex characters) of the parts; of one text: its hash in the embedding cache."""
@@ -74,7 +93,6 @@ class Change:
     chunk_count: int
 
 
-
 class Ledger(ABC):
     """The source of truth of one index.  Reads see committed writes only; every write is one transaction."""
 
@@ -98,8 +116,9 @@ class Ledger(ABC):
 
     # -- writes -------------------------------------------------------------------------------------
     @abstractmethod
-    def commit_write(self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
-                     remove: Sequence[str] = ()) -> int:
+    def commit_write(
+        self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (), remove: Sequence[str] = ()
+    ) -> int:
         """In one transaction: mark ``remove`` removed, add documents with their chunks, log each change;
         returns the last change's ``seq``."""
 
@@ -143,12 +162,19 @@ class Ledger(ABC):
     def get_document(self, doc_id: str) -> DocumentRecord | None: ...
 
     @abstractmethod
-    def list_documents(self, *, source: str | None = None, where: Callable[[dict[str, Any]], bool] | None = None,
-                       offset: int = 0, limit: int | None = None) -> list[DocumentRecord]:
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[DocumentRecord]:
         """Complete documents in insertion order (of ``source``; accepted by ``where``), paged."""
 
-    def document_ids(self, *, source: str | None = None,
-                     where: Callable[[dict[str, Any]], bool] | None = None) -> list[str]:
+    def document_ids(
+        self, *, source: str | None = None, where: Callable[[dict[str, Any]], bool] | None = None
+    ) -> list[str]:
         """Ids of complete documents in insertion order (of ``source``; whose metadata ``where`` accepts)."""
         return [i for i, md in self.document_metadata(source=source) if where is None or where(md)]
 
@@ -168,8 +194,9 @@ class Ledger(ABC):
         return rows[0] if rows else None
 
     @abstractmethod
-    def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False,
-                   visible_at: int | None = None) -> list[ChunkRecord]:
+    def get_chunks(
+        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
+    ) -> list[ChunkRecord]:
         """Chunks by id in the order asked (unknown ids left out); ``visible_at=seq``: only chunks of documents
         stored at that change (added at or before it, not removed by then)."""
 

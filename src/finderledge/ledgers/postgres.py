@@ -88,8 +88,10 @@ def _parse(url: str) -> dict[str, str]:
     try:
         return {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
     except Exception:  # noqa: BLE001 - whatever it raises, its message may echo the string: never shown
-        raise ConfigurationError("database_url: not a PostgreSQL connection string "
-                                 "(expected postgresql://user:password@host:port/dbname)") from None
+        raise ConfigurationError(
+            "database_url: not a PostgreSQL connection string "
+            "(expected postgresql://user:password@host:port/dbname)"
+        ) from None
 
 
 def safe_name(url: str, suffix: str) -> str:
@@ -147,8 +149,9 @@ def prepare_schema(conn: psycopg.Connection[Any], schema: str, name: str) -> str
 
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("init", ""),))
-        row = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
-                           ).fetchone()
+        row = conn.execute(
+            "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
         if row is None:
             try:
                 with conn.transaction():
@@ -157,9 +160,11 @@ def prepare_schema(conn: psycopg.Connection[Any], schema: str, name: str) -> str
                 raise ConfigurationError(
                     f"{name}: the pgvector extension is not installed and could not be created "
                     f"({exc.diag.message_primary or type(exc).__name__}); ask an administrator to run "
-                    "CREATE EXTENSION vector in this database") from None
-            row = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
-                               ).fetchone()
+                    "CREATE EXTENSION vector in this database"
+                ) from None
+            row = conn.execute(
+                "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
     assert row is not None
     return str(row[0]).strip('"')
@@ -175,13 +180,23 @@ def make_pool(url: str, ext_schema: str, name: str, max_size: int = POOL_MAX_SIZ
     def configure(conn: psycopg.Connection[Any]) -> None:
         conn.execute("SELECT set_config('search_path', %s, false)", (path,))
 
-    pool: ConnectionPool[Any] = ConnectionPool(url, min_size=1, max_size=max_size, open=False, configure=configure,
-                                               kwargs=_connect_kwargs(url, "finderledge"), name=name, timeout=60.0)
+    pool: ConnectionPool[Any] = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        configure=configure,
+        kwargs=_connect_kwargs(url, "finderledge"),
+        name=name,
+        timeout=60.0,
+    )
     try:
         pool.open(wait=True, timeout=30.0)
     except Exception as exc:  # noqa: BLE001 - PoolTimeout or a psycopg error: reported without secrets
         pool.close()
-        raise PostgresConnectionError(f"cannot connect to PostgreSQL at {name}: {scrub(str(exc), url)}") from None
+        raise PostgresConnectionError(
+            f"cannot connect to PostgreSQL at {name}: {scrub(str(exc), url)}"
+        ) from None
     return pool
 
 
@@ -193,22 +208,30 @@ def _ledger_ddl(schema: str) -> list[Any]:
     s = sql.Identifier(schema)
     statements = [
         "CREATE TABLE IF NOT EXISTS {s}.info (key text PRIMARY KEY, value text NOT NULL)",
-        ("CREATE TABLE IF NOT EXISTS {s}.documents (seq bigserial PRIMARY KEY, id text NOT NULL UNIQUE, source text,"
-         " content_hash text NOT NULL, state text NOT NULL, content text NOT NULL,"
-         " content_json boolean NOT NULL DEFAULT false, metadata text NOT NULL, document_id text,"
-         " added_at double precision NOT NULL, added_seq bigint, removed_seq bigint, removed_at double precision)"),
+        (
+            "CREATE TABLE IF NOT EXISTS {s}.documents (seq bigserial PRIMARY KEY, id text NOT NULL UNIQUE, source text,"
+            " content_hash text NOT NULL, state text NOT NULL, content text NOT NULL,"
+            " content_json boolean NOT NULL DEFAULT false, metadata text NOT NULL, document_id text,"
+            " added_at double precision NOT NULL, added_seq bigint, removed_seq bigint, removed_at double precision)"
+        ),
         "CREATE INDEX IF NOT EXISTS documents_source_state ON {s}.documents (source, state, seq)",
         "CREATE INDEX IF NOT EXISTS documents_state ON {s}.documents (state, seq)",
         "CREATE INDEX IF NOT EXISTS documents_document_id ON {s}.documents (document_id, seq)",
-        ("CREATE TABLE IF NOT EXISTS {s}.chunks (id text PRIMARY KEY, parent_id text NOT NULL,"
-         " split_index integer NOT NULL, content text NOT NULL, content_json boolean NOT NULL DEFAULT false,"
-         " metadata text NOT NULL, text_hash text)"),
+        (
+            "CREATE TABLE IF NOT EXISTS {s}.chunks (id text PRIMARY KEY, parent_id text NOT NULL,"
+            " split_index integer NOT NULL, content text NOT NULL, content_json boolean NOT NULL DEFAULT false,"
+            " metadata text NOT NULL, text_hash text)"
+        ),
         "CREATE INDEX IF NOT EXISTS chunks_parent ON {s}.chunks (parent_id, split_index)",
         _TEXT_HASH_INDEX,
-        ("CREATE TABLE IF NOT EXISTS {s}.changes (seq bigserial PRIMARY KEY, op text NOT NULL, doc_id text NOT NULL,"
-         " chunk_count integer NOT NULL)"),
-        ("CREATE TABLE IF NOT EXISTS {s}.embedding_cache (model text NOT NULL, text_hash text NOT NULL,"
-         " vector bytea NOT NULL, PRIMARY KEY (model, text_hash))"),
+        (
+            "CREATE TABLE IF NOT EXISTS {s}.changes (seq bigserial PRIMARY KEY, op text NOT NULL, doc_id text NOT NULL,"
+            " chunk_count integer NOT NULL)"
+        ),
+        (
+            "CREATE TABLE IF NOT EXISTS {s}.embedding_cache (model text NOT NULL, text_hash text NOT NULL,"
+            " vector bytea NOT NULL, PRIMARY KEY (model, text_hash))"
+        ),
     ]
     return [sql.SQL(q).format(s=s) for q in statements] + table_ddl(schema, VECTORS_TABLE)
 
@@ -236,7 +259,9 @@ def _text_out(stored: str, is_json: bool) -> str:
 
 def _checked(value: str | None, what: str) -> str | None:
     if value is not None and _UNSTORABLE.search(value):
-        raise ConfigurationError(f"{what} {value!r:.80}: PostgreSQL cannot store NUL characters or lone surrogates")
+        raise ConfigurationError(
+            f"{what} {value!r:.80}: PostgreSQL cannot store NUL characters or lone surrogates"
+        )
     return value
 
 
@@ -263,8 +288,9 @@ class PgWriteLock:
         """Hold the lock for the block; raise :class:`LockTimeoutError` naming the holder after ``timeout`` s."""
         wait = self.timeout if timeout is None else float(timeout)
         if not self._thread_lock.acquire(timeout=wait if wait >= 0 else -1):
-            raise LockTimeoutError(f"{self.name}: another thread of this process holds the write lock for more "
-                                   f"than {wait:g} s")
+            raise LockTimeoutError(
+                f"{self.name}: another thread of this process holds the write lock for more than {wait:g} s"
+            )
         try:
             if self._depth == 0:
                 self._acquire(what, wait)
@@ -291,7 +317,9 @@ class PgWriteLock:
     def _acquire(self, what: str, wait: float) -> None:
         conn = self._connection()
         label = f"finderledge pid {os.getpid()} on {socket.gethostname()}: {what}"
-        conn.execute("SELECT set_config('application_name', %s, false)", (label.encode()[:63].decode(errors="ignore"),))
+        conn.execute(
+            "SELECT set_config('application_name', %s, false)", (label.encode()[:63].decode(errors="ignore"),)
+        )
         deadline = time.monotonic() + wait
         pause = 0.02
         while True:
@@ -300,8 +328,10 @@ class PgWriteLock:
                 return
             remaining = deadline - time.monotonic()
             if wait >= 0 and remaining <= 0:
-                raise LockTimeoutError(f"{self.name}: the write lock is held by {self.holder() or 'another session'} "
-                                       f"(waited {wait:g} s; raise lock_timeout to wait longer)")
+                raise LockTimeoutError(
+                    f"{self.name}: the write lock is held by {self.holder() or 'another session'} "
+                    f"(waited {wait:g} s; raise lock_timeout to wait longer)"
+                )
             time.sleep(pause if wait < 0 else min(pause, max(remaining, 0.0)))
             pause = min(pause * 2, 0.2)
 
@@ -313,8 +343,11 @@ class PgWriteLock:
             conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
             conn.execute("SELECT set_config('application_name', 'finderledge write lock', false)")
         except Exception as exc:  # noqa: BLE001 - a lost connection releases the lock on the server
-            logger.warning("%s: releasing the write lock failed (%s); closing its connection", self.name,
-                           type(exc).__name__)
+            logger.warning(
+                "%s: releasing the write lock failed (%s); closing its connection",
+                self.name,
+                type(exc).__name__,
+            )
             conn.close()
 
     def holder(self) -> str | None:
@@ -325,7 +358,8 @@ class PgWriteLock:
             " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
             " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.pid <> pg_backend_pid()",
-            ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF)).fetchone()
+            ((self.key >> 32) & 0xFFFFFFFF, self.key & 0xFFFFFFFF),
+        ).fetchone()
         if row is None:
             return None
         app = row[0] or "a session"
@@ -349,7 +383,12 @@ class PostgresLedger(Ledger):
     path = None
 
     def __init__(self, url: str, *, schema: str = "finderledge", dimension_hint: int | None = None) -> None:
-        if not isinstance(schema, str) or not schema or _UNSTORABLE.search(schema) or len(schema.encode()) > 63:
+        if (
+            not isinstance(schema, str)
+            or not schema
+            or _UNSTORABLE.search(schema)
+            or len(schema.encode()) > 63
+        ):
             raise ConfigurationError(f"setting 'schema': expected a PostgreSQL schema name, got {schema!r}")
         from psycopg import sql
 
@@ -378,36 +417,49 @@ class PostgresLedger(Ledger):
         self._writer: psycopg.Connection[Any] | None = None
         version = self.get_info("schema_version")
         if version != SCHEMA_VERSION:
-            raise IncompatibleIndexError(f"ledger {self.name}: schema version {version}, this FinderLedge reads "
-                                         f"{SCHEMA_VERSION}")
+            raise IncompatibleIndexError(
+                f"ledger {self.name}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}"
+            )
         self.index_uuid: str = self.get_info("index_uuid") or ""
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables (once, under the init lock); refuse a schema holding other tables of our names."""
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("init", self.schema),))
-            tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
-                                                 (self.schema,))}
+            tables = {
+                r[0]
+                for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (self.schema,))
+            }
             ours = {"documents", "chunks", "changes"} & tables
             if ours:
                 version = None
                 if "info" in tables:
-                    row = conn.execute(self._sql("SELECT value FROM {s}.info WHERE key = 'schema_version'")).fetchone()
+                    row = conn.execute(
+                        self._sql("SELECT value FROM {s}.info WHERE key = 'schema_version'")
+                    ).fetchone()
                     version = None if row is None else row[0]
                 if version is None:
                     raise IncompatibleIndexError(
                         f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
-                        "FinderLedge ledger's; choose another schema")
+                        "FinderLedge ledger's; choose another schema"
+                    )
                 if version == "3":  # schema 4 adds chunks.text_hash (rows stored before keep it empty)
                     conn.execute(self._sql("ALTER TABLE {s}.chunks ADD COLUMN IF NOT EXISTS text_hash text"))
                     conn.execute(self._sql(_TEXT_HASH_INDEX))
-                    conn.execute(self._sql("UPDATE {s}.info SET value = %s WHERE key = 'schema_version'"),
-                                 (SCHEMA_VERSION,))
+                    conn.execute(
+                        self._sql("UPDATE {s}.info SET value = %s WHERE key = 'schema_version'"),
+                        (SCHEMA_VERSION,),
+                    )
                 return
             for statement in _ledger_ddl(self.schema):
                 conn.execute(statement)
-            conn.execute(self._sql("INSERT INTO {s}.info (key, value) VALUES ('schema_version', %s), ('index_uuid', %s)"
-                                   " ON CONFLICT (key) DO NOTHING"), (SCHEMA_VERSION, uuid.uuid4().hex))
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.info (key, value) VALUES ('schema_version', %s), ('index_uuid', %s)"
+                    " ON CONFLICT (key) DO NOTHING"
+                ),
+                (SCHEMA_VERSION, uuid.uuid4().hex),
+            )
             logger.info("ledger %s: created", self.name)
 
     def _sql(self, query: str) -> Any:
@@ -422,8 +474,10 @@ class PostgresLedger(Ledger):
         if self._dimension == dimension:
             return
         if self._dimension is not None:
-            raise IncompatibleIndexError(f"ledger {self.name}: its vectors have dimension {self._dimension}; "
-                                         f"this embedding model produces {dimension}")
+            raise IncompatibleIndexError(
+                f"ledger {self.name}: its vectors have dimension {self._dimension}; "
+                f"this embedding model produces {dimension}"
+            )
         if conn.info.transaction_status == 0:  # idle in autocommit: make it one transaction
             with conn.transaction():
                 ensure_dimension(conn, self.schema, VECTORS_TABLE, dimension, f"ledger {self.name}")
@@ -471,8 +525,9 @@ class PostgresLedger(Ledger):
                 raise ConfigurationError(f"ledger {self.name}: closed")
             if self._writer is None or self._writer.closed or self._writer.broken:
                 self._writer = connect_checked(self._url, self.name, "finderledge writer")
-                self._writer.execute("SELECT set_config('search_path', %s, false)",
-                                     (json.dumps(self._ext_schema),))
+                self._writer.execute(
+                    "SELECT set_config('search_path', %s, false)", (json.dumps(self._ext_schema),)
+                )
             yield self._writer
 
     # -- info ---------------------------------------------------------------------------------------
@@ -486,12 +541,18 @@ class PostgresLedger(Ledger):
             if value is None:
                 conn.execute(self._sql("DELETE FROM {s}.info WHERE key = %s"), (key,))
             else:
-                conn.execute(self._sql("INSERT INTO {s}.info (key, value) VALUES (%s, %s)"
-                                       " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"), (key, value))
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO {s}.info (key, value) VALUES (%s, %s)"
+                        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+                    ),
+                    (key, value),
+                )
 
     # -- writes -------------------------------------------------------------------------------------
-    def commit_write(self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
-                     remove: Sequence[str] = ()) -> int:
+    def commit_write(
+        self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (), remove: Sequence[str] = ()
+    ) -> int:
         """In one transaction: mark ``remove`` removed (deleting their vectors), add documents with their chunks
         and vectors, log each change; returns the last change's ``seq``."""
         from ..vector_stores.pgvector import build_index_when_large, upsert_rows
@@ -499,8 +560,12 @@ class PostgresLedger(Ledger):
         now = time.time()
         dims = {len(c.embedding) for _, chunks in add for c in chunks if c.embedding is not None}
         if len(dims) > 1:
-            raise IncompatibleIndexError(f"ledger {self.name}: one write holds vectors of dimensions {sorted(dims)}")
-        docs = [(self._document_row(doc), [self._chunk_row(c) for c in chunks], chunks) for doc, chunks in add]
+            raise IncompatibleIndexError(
+                f"ledger {self.name}: one write holds vectors of dimensions {sorted(dims)}"
+            )
+        docs = [
+            (self._document_row(doc), [self._chunk_row(c) for c in chunks], chunks) for doc, chunks in add
+        ]
         with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._commit_key,))
             if dims:
@@ -514,63 +579,130 @@ class PostgresLedger(Ledger):
                 for doc_row, chunk_rows, chunks in docs:
                     if len(set(ids)) != len(ids):
                         self._delete_rows(cur, [doc_row[0]])
-                    cur.execute(self._sql("INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s)"
-                                          " RETURNING seq"), (ADD, doc_row[0], len(chunk_rows)))
+                    cur.execute(
+                        self._sql(
+                            "INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s)"
+                            " RETURNING seq"
+                        ),
+                        (ADD, doc_row[0], len(chunk_rows)),
+                    )
                     seq = cur.fetchone()[0]  # type: ignore[index]
-                    cur.execute(self._sql(
-                        "INSERT INTO {s}.documents (id, source, content_hash, state, content, content_json, metadata,"
-                        " document_id, added_at, added_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"),
-                        (*doc_row, now, seq))
+                    cur.execute(
+                        self._sql(
+                            "INSERT INTO {s}.documents (id, source, content_hash, state, content, content_json, metadata,"
+                            " document_id, added_at, added_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                        ),
+                        (*doc_row, now, seq),
+                    )
                     if chunk_rows:
-                        cur.executemany(self._sql(
-                            "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
-                            " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"), chunk_rows)
-                        cur.execute(self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
-                                    ([row[-1] for row, c in zip(chunk_rows, chunks) if c.embedding is not None],))
-                    upsert_rows(cur, self.schema, VECTORS_TABLE,
-                                [(c.id, c.embedding, user_metadata(c.metadata), None)
-                                 for c in chunks if c.embedding is not None])
-                if self._dimension is not None and any(c.embedding is not None for _, _, cs in docs for c in cs):
-                    build_index_when_large(conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}")
+                        cur.executemany(
+                            self._sql(
+                                "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
+                                " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                            ),
+                            chunk_rows,
+                        )
+                        cur.execute(
+                            self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
+                            ([row[-1] for row, c in zip(chunk_rows, chunks) if c.embedding is not None],),
+                        )
+                    upsert_rows(
+                        cur,
+                        self.schema,
+                        VECTORS_TABLE,
+                        [
+                            (c.id, c.embedding, user_metadata(c.metadata), None)
+                            for c in chunks
+                            if c.embedding is not None
+                        ],
+                    )
+                if self._dimension is not None and any(
+                    c.embedding is not None for _, _, cs in docs for c in cs
+                ):
+                    build_index_when_large(
+                        conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}"
+                    )
             row = cur.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
         return int(row[0]) if row else 0
 
     def _document_row(self, doc: DocumentRecord) -> tuple[Any, ...]:
         content, is_json = _text_in(doc.content)
-        return (_checked(doc.id, "document id"), _checked(doc.source, "source"), doc.content_hash, COMPLETE, content,
-                is_json, _dumps(doc.metadata), _document_id(doc.metadata))
+        return (
+            _checked(doc.id, "document id"),
+            _checked(doc.source, "source"),
+            doc.content_hash,
+            COMPLETE,
+            content,
+            is_json,
+            _dumps(doc.metadata),
+            _document_id(doc.metadata),
+        )
 
     def _chunk_row(self, chunk: ChunkRecord) -> tuple[Any, ...]:
         content, is_json = _text_in(chunk.content)
-        return (_checked(chunk.id, "chunk id"), chunk.parent_id, chunk.split_index, content, is_json,
-                _dumps(chunk.metadata), content_id(chunk.content))
+        return (
+            _checked(chunk.id, "chunk id"),
+            chunk.parent_id,
+            chunk.split_index,
+            content,
+            is_json,
+            _dumps(chunk.metadata),
+            content_id(chunk.content),
+        )
 
     def _mark_removed(self, cur: psycopg.Cursor[Any], remove: list[str], now: float) -> None:
         for batch in iter_batches(remove):
-            counts = dict(cur.execute(self._sql(
-                "SELECT parent_id, count(*) FROM {s}.chunks WHERE parent_id = ANY(%s) GROUP BY parent_id"),
-                (batch,)).fetchall())
+            counts = dict(
+                cur.execute(
+                    self._sql(
+                        "SELECT parent_id, count(*) FROM {s}.chunks WHERE parent_id = ANY(%s) GROUP BY parent_id"
+                    ),
+                    (batch,),
+                ).fetchall()
+            )
             for doc_id in batch:
-                cur.execute(self._sql("INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s)"
-                                      " RETURNING seq"), (REMOVE, doc_id, int(counts.get(doc_id, 0))))
+                cur.execute(
+                    self._sql(
+                        "INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s) RETURNING seq"
+                    ),
+                    (REMOVE, doc_id, int(counts.get(doc_id, 0))),
+                )
                 seq = cur.fetchone()[0]  # type: ignore[index]
-                cur.execute(self._sql("UPDATE {s}.documents SET state = %s, removed_seq = %s, removed_at = %s"
-                                      " WHERE id = %s"), (REMOVED, seq, now, doc_id))
-            cur.execute(self._sql("DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
-                                  " WHERE parent_id = ANY(%s))"), (batch,))
+                cur.execute(
+                    self._sql(
+                        "UPDATE {s}.documents SET state = %s, removed_seq = %s, removed_at = %s WHERE id = %s"
+                    ),
+                    (REMOVED, seq, now, doc_id),
+                )
+            cur.execute(
+                self._sql(
+                    "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
+                    " WHERE parent_id = ANY(%s))"
+                ),
+                (batch,),
+            )
 
     def _delete_rows(self, cur: psycopg.Cursor[Any], ids: Sequence[str]) -> None:
         for batch in iter_batches(ids):
-            cur.execute(self._sql("DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
-                                  " WHERE parent_id = ANY(%s))"), (batch,))
+            cur.execute(
+                self._sql(
+                    "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
+                    " WHERE parent_id = ANY(%s))"
+                ),
+                (batch,),
+            )
             cur.execute(self._sql("DELETE FROM {s}.chunks WHERE parent_id = ANY(%s)"), (batch,))
             cur.execute(self._sql("DELETE FROM {s}.documents WHERE id = ANY(%s)"), (batch,))
 
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            ids = [r[0] for r in cur.execute(self._sql(
-                "SELECT id FROM {s}.documents WHERE state = %s AND removed_at < %s"),
-                (REMOVED, time.time() - older_than))]
+            ids = [
+                r[0]
+                for r in cur.execute(
+                    self._sql("SELECT id FROM {s}.documents WHERE state = %s AND removed_at < %s"),
+                    (REMOVED, time.time() - older_than),
+                )
+            ]
             if ids:
                 self._delete_rows(cur, ids)
         return len(ids)
@@ -600,7 +732,9 @@ class PostgresLedger(Ledger):
         if _UNSTORABLE.search(doc_id):
             return None
         with self._read() as conn:
-            row = conn.execute(self._sql("SELECT state FROM {s}.documents WHERE id = %s"), (doc_id,)).fetchone()
+            row = conn.execute(
+                self._sql("SELECT state FROM {s}.documents WHERE id = %s"), (doc_id,)
+            ).fetchone()
         return None if row is None else str(row[0])
 
     def complete_ids(self, doc_ids: Iterable[str]) -> set[str]:
@@ -608,30 +742,49 @@ class PostgresLedger(Ledger):
         found: set[str] = set()
         with self._read() as conn:
             for batch in iter_batches(ids, 5000):
-                found.update(r[0] for r in conn.execute(self._sql(
-                    "SELECT id FROM {s}.documents WHERE state = %s AND id = ANY(%s)"), (COMPLETE, batch)))
+                found.update(
+                    r[0]
+                    for r in conn.execute(
+                        self._sql("SELECT id FROM {s}.documents WHERE state = %s AND id = ANY(%s)"),
+                        (COMPLETE, batch),
+                    )
+                )
         return found
 
     def ids_in_state(self, state: str) -> list[str]:
         with self._read() as conn:
-            return [r[0] for r in conn.execute(self._sql("SELECT id FROM {s}.documents WHERE state = %s ORDER BY seq"),
-                                               (state,))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql("SELECT id FROM {s}.documents WHERE state = %s ORDER BY seq"), (state,)
+                )
+            ]
 
     def ids_by_source(self, source: str) -> list[str]:
         if _UNSTORABLE.search(source):
             return []
         with self._read() as conn:
-            return [r[0] for r in conn.execute(self._sql(
-                "SELECT id FROM {s}.documents WHERE source = %s AND state = %s ORDER BY seq"), (source, COMPLETE))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql("SELECT id FROM {s}.documents WHERE source = %s AND state = %s ORDER BY seq"),
+                    (source, COMPLETE),
+                )
+            ]
 
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         ids = [i for i in doc_ids if not _UNSTORABLE.search(i)]
         found: dict[str, str] = {}
         with self._read() as conn:
             for batch in iter_batches(ids, 5000):
-                found.update(conn.execute(self._sql(
-                    "SELECT id, content_hash FROM {s}.documents WHERE state = %s AND id = ANY(%s)"),
-                    (COMPLETE, batch)).fetchall())
+                found.update(
+                    conn.execute(
+                        self._sql(
+                            "SELECT id, content_hash FROM {s}.documents WHERE state = %s AND id = ANY(%s)"
+                        ),
+                        (COMPLETE, batch),
+                    ).fetchall()
+                )
         return found
 
     def _document(self, row: Sequence[Any]) -> DocumentRecord:
@@ -643,28 +796,46 @@ class PostgresLedger(Ledger):
         if _UNSTORABLE.search(doc_id):
             return None
         with self._read() as conn:
-            row = conn.execute(self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = %s"),
-                               (doc_id,)).fetchone()
+            row = conn.execute(
+                self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = %s"), (doc_id,)
+            ).fetchone()
         return None if row is None else self._document(row)
 
-    def list_documents(self, *, source: str | None = None, where: Callable[[dict[str, Any]], bool] | None = None,
-                       offset: int = 0, limit: int | None = None) -> list[DocumentRecord]:
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[DocumentRecord]:
         if source is not None and _UNSTORABLE.search(source):
             return []
         if where is None:  # page in SQL: no metadata is parsed
-            query = "SELECT id FROM {s}.documents WHERE state = %s" + (" AND source = %s" if source is not None else "")
+            query = "SELECT id FROM {s}.documents WHERE state = %s" + (
+                " AND source = %s" if source is not None else ""
+            )
             args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
             with self._read() as conn:
-                chosen = [r[0] for r in conn.execute(self._sql(query + " ORDER BY seq LIMIT %s OFFSET %s"),
-                                                     [*args, limit, offset])]
+                chosen = [
+                    r[0]
+                    for r in conn.execute(
+                        self._sql(query + " ORDER BY seq LIMIT %s OFFSET %s"), [*args, limit, offset]
+                    )
+                ]
         else:
             ids = self.document_ids(source=source, where=where)
             chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
         records: list[DocumentRecord] = []
         with self._read() as conn:
             for batch in iter_batches(chosen, 500):
-                rows = {r[0]: r for r in conn.execute(self._sql(
-                    f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = ANY(%s)"), (batch,))}
+                rows = {
+                    r[0]: r
+                    for r in conn.execute(
+                        self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = ANY(%s)"),
+                        (batch,),
+                    )
+                }
                 records.extend(self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
         return records
 
@@ -686,16 +857,23 @@ class PostgresLedger(Ledger):
         if "\x00" in document_id:  # not in the column (PostgreSQL text cannot hold NUL): scan the metadata
             return [i for i, md in self.document_metadata() if md.get(DOCUMENT_ID) == document_id]
         with self._read() as conn:
-            return [r[0] for r in conn.execute(self._sql(
-                "SELECT id FROM {s}.documents WHERE state = %s AND document_id = %s ORDER BY seq"),
-                (COMPLETE, document_id))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql(
+                        "SELECT id FROM {s}.documents WHERE state = %s AND document_id = %s ORDER BY seq"
+                    ),
+                    (COMPLETE, document_id),
+                )
+            ]
 
     def chunk_count(self, doc_ids: Sequence[str]) -> int:
         total = 0
         with self._read() as conn:
             for batch in iter_batches([i for i in doc_ids if not _UNSTORABLE.search(i)], 5000):
-                row = conn.execute(self._sql("SELECT count(*) FROM {s}.chunks WHERE parent_id = ANY(%s)"),
-                                   (batch,)).fetchone()
+                row = conn.execute(
+                    self._sql("SELECT count(*) FROM {s}.chunks WHERE parent_id = ANY(%s)"), (batch,)
+                ).fetchone()
                 total += int(row[0]) if row else 0
         return total
 
@@ -709,16 +887,21 @@ class PostgresLedger(Ledger):
             emb = np.asarray(row[6], dtype=np.float32)
         return ChunkRecord(row[0], row[1], int(row[2]), _text_out(row[3], row[4]), json.loads(row[5]), emb)
 
-    def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False,
-                   visible_at: int | None = None) -> list[ChunkRecord]:
+    def get_chunks(
+        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
+    ) -> list[ChunkRecord]:
         found: dict[str, ChunkRecord] = {}
         join = " LEFT JOIN {s}.vectors v ON v.id = c.id" if with_embedding else ""
         extra: list[Any] = []
         if visible_at is not None:
-            join += (" JOIN {s}.documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= %s"
-                     " AND (d.state = 'complete' OR d.removed_seq > %s)")
+            join += (
+                " JOIN {s}.documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= %s"
+                " AND (d.state = 'complete' OR d.removed_seq > %s)"
+            )
             extra = [visible_at, visible_at]
-        query = self._sql(f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join} WHERE c.id = ANY(%s)")
+        query = self._sql(
+            f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join} WHERE c.id = ANY(%s)"
+        )
         ids = [i for i in chunk_ids if not _UNSTORABLE.search(i)]
         with self._read() as conn:
             for batch in iter_batches(ids, 5000):
@@ -731,15 +914,26 @@ class PostgresLedger(Ledger):
             return []
         join = " LEFT JOIN {s}.vectors v ON v.id = c.id" if with_embedding else ""
         with self._read() as conn:
-            rows = conn.execute(self._sql(f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join}"
-                                          " WHERE c.parent_id = %s ORDER BY c.split_index"), (parent_id,)).fetchall()
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join}"
+                    " WHERE c.parent_id = %s ORDER BY c.split_index"
+                ),
+                (parent_id,),
+            ).fetchall()
         return [self._chunk(r, with_embedding) for r in rows]
 
     def complete_chunk_ids(self) -> set[str]:
         with self._read() as conn:
-            return {r[0] for r in conn.execute(self._sql(
-                "SELECT c.id FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"),
-                (COMPLETE,))}
+            return {
+                r[0]
+                for r in conn.execute(
+                    self._sql(
+                        "SELECT c.id FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"
+                    ),
+                    (COMPLETE,),
+                )
+            }
 
     # -- embedding cache ----------------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -748,16 +942,23 @@ class PostgresLedger(Ledger):
             return found
         with self._read() as conn:
             for batch in iter_batches(list(text_hashes), 5000):
-                rows = conn.execute(self._sql(
-                    "SELECT text_hash, vector FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"),
-                    (model, batch))
+                rows = conn.execute(
+                    self._sql(
+                        "SELECT text_hash, vector FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"
+                    ),
+                    (model, batch),
+                )
                 found.update((h, np.frombuffer(bytes(v), dtype="<f4")) for h, v in rows)
             missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
             if missing and self.get_info("embedding_model_id") == model:  # vectors stored chunks hold
                 for batch in iter_batches(missing, 5000):
-                    rows = conn.execute(self._sql(
-                        "SELECT DISTINCT ON (c.text_hash) c.text_hash, v.embedding::real[] FROM {s}.chunks c"
-                        f" JOIN {{s}}.{VECTORS_TABLE} v ON v.id = c.id WHERE c.text_hash = ANY(%s)"), (batch,))
+                    rows = conn.execute(
+                        self._sql(
+                            "SELECT DISTINCT ON (c.text_hash) c.text_hash, v.embedding::real[] FROM {s}.chunks c"
+                            f" JOIN {{s}}.{VECTORS_TABLE} v ON v.id = c.id WHERE c.text_hash = ANY(%s)"
+                        ),
+                        (batch,),
+                    )
                     found.update((h, np.asarray(v, dtype=np.float32)) for h, v in rows)
         return found
 
@@ -766,13 +967,19 @@ class PostgresLedger(Ledger):
         if not rows:
             return
         with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(self._sql("INSERT INTO {s}.embedding_cache (model, text_hash, vector) VALUES (%s, %s, %s)"
-                                      " ON CONFLICT DO NOTHING"), rows)
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO {s}.embedding_cache (model, text_hash, vector) VALUES (%s, %s, %s)"
+                    " ON CONFLICT DO NOTHING"
+                ),
+                rows,
+            )
 
     def embedding_cache_size(self) -> dict[str, int]:
         with self._read() as conn:
-            entries, size = conn.execute(self._sql(
-                "SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")).fetchone()
+            entries, size = conn.execute(
+                self._sql("SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")
+            ).fetchone()
         return {"entries": int(entries), "bytes": int(size)}
 
     def prune_embedding_cache(self) -> int:
@@ -784,31 +991,58 @@ class PostgresLedger(Ledger):
         if _UNSTORABLE.search(prefix):
             return []
         with self._read() as conn:
-            return [r[0] for r in conn.execute(self._sql(  # left(), not LIKE: LIKE treats _ and % specially
-                "SELECT DISTINCT source FROM {s}.documents WHERE state = %s AND left(source, %s) = %s"),
-                (COMPLETE, len(prefix), prefix))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql(  # left(), not LIKE: LIKE treats _ and % specially
+                        "SELECT DISTINCT source FROM {s}.documents WHERE state = %s AND left(source, %s) = %s"
+                    ),
+                    (COMPLETE, len(prefix), prefix),
+                )
+            ]
 
     def has_unfinished(self) -> bool:
         with self._read() as conn:
-            return conn.execute(self._sql("SELECT 1 FROM {s}.documents WHERE state IN (%s, %s) LIMIT 1"),
-                                (PENDING, DELETING)).fetchone() is not None
+            return (
+                conn.execute(
+                    self._sql("SELECT 1 FROM {s}.documents WHERE state IN (%s, %s) LIMIT 1"),
+                    (PENDING, DELETING),
+                ).fetchone()
+                is not None
+            )
 
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
-            docs = conn.execute(self._sql("SELECT count(*) FROM {s}.documents WHERE state = %s"), (COMPLETE,)).fetchone()
-            chunks = conn.execute(self._sql(
-                "SELECT count(*) FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"),
-                (COMPLETE,)).fetchone()
-            unfinished = conn.execute(self._sql("SELECT count(*) FROM {s}.documents WHERE state IN (%s, %s)"),
-                                      (PENDING, DELETING)).fetchone()
-        return {"documents": int(docs[0]) if docs else 0, "chunks": int(chunks[0]) if chunks else 0,
-                "unfinished": int(unfinished[0]) if unfinished else 0}
+            docs = conn.execute(
+                self._sql("SELECT count(*) FROM {s}.documents WHERE state = %s"), (COMPLETE,)
+            ).fetchone()
+            chunks = conn.execute(
+                self._sql(
+                    "SELECT count(*) FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"
+                ),
+                (COMPLETE,),
+            ).fetchone()
+            unfinished = conn.execute(
+                self._sql("SELECT count(*) FROM {s}.documents WHERE state IN (%s, %s)"), (PENDING, DELETING)
+            ).fetchone()
+        return {
+            "documents": int(docs[0]) if docs else 0,
+            "chunks": int(chunks[0]) if chunks else 0,
+            "unfinished": int(unfinished[0]) if unfinished else 0,
+        }
 
     def sources(self) -> list[str]:
         with self._read() as conn:
-            return [r[0] for r in conn.execute(self._sql(
-                "SELECT DISTINCT source COLLATE \"C\" AS s FROM {s}.documents WHERE state = %s AND source IS NOT NULL"
-                " ORDER BY s"), (COMPLETE,))]
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql(
+                        'SELECT DISTINCT source COLLATE "C" AS s FROM {s}.documents WHERE state = %s AND source IS NOT NULL'
+                        " ORDER BY s"
+                    ),
+                    (COMPLETE,),
+                )
+            ]
 
     # -- the shared machinery -----------------------------------------------------------------------
     def write_lock(self, timeout: float) -> PgWriteLock:
@@ -827,8 +1061,13 @@ class PostgresLedger(Ledger):
         if self._dimension != int(dimension):
             with self._writing() as conn:
                 self._ensure_dimension(conn, int(dimension))
-        store = PgVectorStore(dimension=int(dimension), schema=self.schema, table=VECTORS_TABLE, _pool=self._pool,
-                              _label=f"ledger {self.name}")
+        store = PgVectorStore(
+            dimension=int(dimension),
+            schema=self.schema,
+            table=VECTORS_TABLE,
+            _pool=self._pool,
+            _label=f"ledger {self.name}",
+        )
         with self._lock:
             self._stores.append(store)
         return store

@@ -135,7 +135,8 @@ class SQLiteLedger(Ledger):
             self.set_info("schema_version", SCHEMA_VERSION)
         elif version not in ("2", "3", SCHEMA_VERSION):
             raise IncompatibleIndexError(
-                f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}")
+                f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._target, check_same_thread=False, isolation_level=None, timeout=60.0)
@@ -211,30 +212,55 @@ class SQLiteLedger(Ledger):
             for start in range(0, len(remove), 500):
                 batch = list(remove[start : start + 500])
                 marks = ",".join("?" * len(batch))
-                counts = dict(self._db.execute(
-                    f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id", batch))
+                counts = dict(
+                    self._db.execute(
+                        f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
+                        batch,
+                    )
+                )
                 for doc_id in batch:
-                    cur = self._db.execute("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                                           (REMOVE, doc_id, int(counts.get(doc_id, 0))))
-                    self._db.execute("UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
-                                     (REMOVED, cur.lastrowid, now, doc_id))
+                    cur = self._db.execute(
+                        "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
+                        (REMOVE, doc_id, int(counts.get(doc_id, 0))),
+                    )
+                    self._db.execute(
+                        "UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
+                        (REMOVED, cur.lastrowid, now, doc_id),
+                    )
             for doc, chunks in add:
                 self._delete_rows([doc.id])  # a removed earlier copy of the same content
-                cur = self._db.execute("INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                                       (ADD, doc.id, len(chunks)))
+                cur = self._db.execute(
+                    "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
+                    (ADD, doc.id, len(chunks)),
+                )
                 self._db.execute(
                     "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (doc.id, doc.source, doc.content_hash, COMPLETE, doc.content, _dumps(doc.metadata), now,
-                     cur.lastrowid),
+                    (
+                        doc.id,
+                        doc.source,
+                        doc.content_hash,
+                        COMPLETE,
+                        doc.content,
+                        _dumps(doc.metadata),
+                        now,
+                        cur.lastrowid,
+                    ),
                 )
                 hashes = [content_id(c.content) for c in chunks]
                 self._db.executemany(
                     "INSERT INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (c.id, c.parent_id, c.split_index, c.content, _dumps(c.metadata),
-                         None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(), h)
+                        (
+                            c.id,
+                            c.parent_id,
+                            c.split_index,
+                            c.content,
+                            _dumps(c.metadata),
+                            None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
+                            h,
+                        )
                         for c, h in zip(chunks, hashes)
                     ],
                 )
@@ -247,8 +273,10 @@ class SQLiteLedger(Ledger):
         if self._db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "2":
             for table, is_chunk in (("documents", False), ("chunks", True)):
                 rows = self._db.execute(f"SELECT id, metadata FROM {table}").fetchall()
-                self._db.executemany(f"UPDATE {table} SET metadata=? WHERE id=?",
-                                     [(_dumps(upgrade_schema_2(json.loads(md), is_chunk)), i) for i, md in rows])
+                self._db.executemany(
+                    f"UPDATE {table} SET metadata=? WHERE id=?",
+                    [(_dumps(upgrade_schema_2(json.loads(md), is_chunk)), i) for i, md in rows],
+                )
             self._db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
             logger.info("ledger %s: metadata moved to schema 3", self._target)
         self._schema_2 = False
@@ -258,19 +286,29 @@ class SQLiteLedger(Ledger):
         rows = self._db.execute("SELECT id, content FROM chunks").fetchall()
         if "text_hash" not in {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}:
             self._db.execute("ALTER TABLE chunks ADD COLUMN text_hash TEXT")
-        self._db.executemany("UPDATE chunks SET text_hash=? WHERE id=?", [(content_id(c), i) for i, c in rows])
+        self._db.executemany(
+            "UPDATE chunks SET text_hash=? WHERE id=?", [(content_id(c), i) for i, c in rows]
+        )
         self._db.execute(_TEXT_HASH_INDEX)
-        self._db.execute("DELETE FROM embedding_cache WHERE text_hash IN"
-                         " (SELECT text_hash FROM chunks WHERE embedding IS NOT NULL)")
+        self._db.execute(
+            "DELETE FROM embedding_cache WHERE text_hash IN"
+            " (SELECT text_hash FROM chunks WHERE embedding IS NOT NULL)"
+        )
         self._db.execute("UPDATE info SET value=? WHERE key='schema_version'", (SCHEMA_VERSION,))
-        logger.info("ledger %s: schema %s (%d chunks hashed; cached copies of their vectors dropped)",
-                    self._target, SCHEMA_VERSION, len(rows))
+        logger.info(
+            "ledger %s: schema %s (%d chunks hashed; cached copies of their vectors dropped)",
+            self._target,
+            SCHEMA_VERSION,
+            len(rows),
+        )
         self._text_hashes = True
 
     def _uncache(self, hashes: Sequence[str]) -> None:
         """Inside a write transaction: the cache lets go of vectors that stored chunks now hold."""
         for batch in iter_batches(list(hashes)):
-            self._db.execute(f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(batch))})", batch)
+            self._db.execute(
+                f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(batch))})", batch
+            )
 
     def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
         md = json.loads(text)
@@ -279,8 +317,13 @@ class SQLiteLedger(Ledger):
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
         with self._lock:
-            ids = [r[0] for r in self._db.execute(
-                "SELECT id FROM documents WHERE state=? AND removed_at < ?", (REMOVED, time.time() - older_than))]
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM documents WHERE state=? AND removed_at < ?",
+                    (REMOVED, time.time() - older_than),
+                )
+            ]
             if ids:
                 with self._transaction():
                     self._delete_rows(ids)
@@ -332,8 +375,12 @@ class SQLiteLedger(Ledger):
             for start in range(0, len(ids), 500):
                 batch = ids[start : start + 500]
                 marks = ",".join("?" * len(batch))
-                found.update(r[0] for r in db.execute(
-                    f"SELECT id FROM documents WHERE state=? AND id IN ({marks})", [COMPLETE, *batch]))
+                found.update(
+                    r[0]
+                    for r in db.execute(
+                        f"SELECT id FROM documents WHERE state=? AND id IN ({marks})", [COMPLETE, *batch]
+                    )
+                )
         return found
 
     def ids_in_state(self, state: str) -> list[str]:
@@ -343,7 +390,9 @@ class SQLiteLedger(Ledger):
     def ids_by_source(self, source: str) -> list[str]:
         """Complete documents recorded for ``source``, in insertion order."""
         with self._read() as db:
-            rows = db.execute("SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE))
+            rows = db.execute(
+                "SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE)
+            )
             return [r[0] for r in rows]
 
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
@@ -353,28 +402,47 @@ class SQLiteLedger(Ledger):
             for start in range(0, len(doc_ids), 500):
                 batch = list(doc_ids[start : start + 500])
                 marks = ",".join("?" * len(batch))
-                found.update(db.execute(f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
-                                        [COMPLETE, *batch]).fetchall())
+                found.update(
+                    db.execute(
+                        f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
+                        [COMPLETE, *batch],
+                    ).fetchall()
+                )
         return found
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         with self._read() as db:
             row = db.execute(
-                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?", (doc_id,)
+                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
+                (doc_id,),
             ).fetchone()
-        return None if row is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4],
-                                                       self._metadata(row[5], False))
+        return (
+            None
+            if row is None
+            else DocumentRecord(row[0], row[1], row[2], row[3], row[4], self._metadata(row[5], False))
+        )
 
-    def list_documents(self, *, source: str | None = None, where: Callable[[dict[str, Any]], bool] | None = None,
-                       offset: int = 0, limit: int | None = None) -> list[DocumentRecord]:
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[DocumentRecord]:
         """Complete documents in insertion order, optionally only those of one source and those whose metadata
         ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
         if where is None:  # page in SQL: no metadata is parsed
             sql = "SELECT id FROM documents WHERE state=?" + (" AND source=?" if source is not None else "")
             args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
             with self._read() as db:
-                chosen = [r[0] for r in db.execute(sql + " ORDER BY seq LIMIT ? OFFSET ?",
-                                                   [*args, -1 if limit is None else limit, offset])]
+                chosen = [
+                    r[0]
+                    for r in db.execute(
+                        sql + " ORDER BY seq LIMIT ? OFFSET ?",
+                        [*args, -1 if limit is None else limit, offset],
+                    )
+                ]
         else:
             ids = self.document_ids(source=source, where=where)
             chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
@@ -382,11 +450,19 @@ class SQLiteLedger(Ledger):
         with self._read() as db:
             for start in range(0, len(chosen), 500):
                 batch = chosen[start : start + 500]
-                rows = {r[0]: r for r in db.execute(
-                    "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
-                    f"({','.join('?' * len(batch))})", batch)}
-                records.extend(DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
-                               for r in (rows.get(i) for i in batch) if r is not None)
+                rows = {
+                    r[0]: r
+                    for r in db.execute(
+                        "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
+                        f"({','.join('?' * len(batch))})",
+                        batch,
+                    )
+                }
+                records.extend(
+                    DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
+                    for r in (rows.get(i) for i in batch)
+                    if r is not None
+                )
         return records
 
     def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -406,8 +482,11 @@ class SQLiteLedger(Ledger):
         except UnicodeEncodeError:  # lone surrogates: stored metadata never holds them (clean_text)
             return []
         with self._read() as db:
-            rows = db.execute("SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
-                              "ORDER BY seq", (COMPLETE, document_id))
+            rows = db.execute(
+                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
+                "ORDER BY seq",
+                (COMPLETE, document_id),
+            )
             return [r[0] for r in rows]
 
     def chunk_count(self, doc_ids: Sequence[str]) -> int:
@@ -416,42 +495,53 @@ class SQLiteLedger(Ledger):
         with self._read() as db:
             for start in range(0, len(doc_ids), 500):
                 batch = list(doc_ids[start : start + 500])
-                total += db.execute(f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})",
-                                    batch).fetchone()[0]
+                total += db.execute(
+                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
+                ).fetchone()[0]
         return int(total)
 
-    def get_chunks(self, chunk_ids: Sequence[str], *, with_embedding: bool = False,
-                   visible_at: int | None = None) -> list[ChunkRecord]:
+    def get_chunks(
+        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
+    ) -> list[ChunkRecord]:
         """Chunks by id, in the order asked; unknown ids are left out.
 
         With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
         added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
         another process checkpointed may already hold later chunks)."""
         found: dict[str, ChunkRecord] = {}
-        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (", c.embedding" if with_embedding else "")
+        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
+            ", c.embedding" if with_embedding else ""
+        )
         join, extra = "", list[Any]()
         if visible_at is not None:
-            join = (" JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
-                    " AND (d.state = 'complete' OR d.removed_seq > ?)")
+            join = (
+                " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
+                " AND (d.state = 'complete' OR d.removed_seq > ?)"
+            )
             extra = [visible_at, visible_at]
         with self._read() as db:
             for start in range(0, len(chunk_ids), 500):
                 batch = list(chunk_ids[start : start + 500])
                 marks = ",".join("?" * len(batch))
-                for row in db.execute(f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch):
+                for row in db.execute(
+                    f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
+                ):
                     found[row[0]] = self._chunk(row, with_embedding)
         return [found[i] for i in chunk_ids if i in found]
 
     def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
         cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
         with self._read() as db:
-            rows = db.execute(f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,))
+            rows = db.execute(
+                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
+            )
             return [self._chunk(r, with_embedding) for r in rows]
 
     def complete_chunk_ids(self) -> set[str]:
         with self._read() as db:
             rows = db.execute(
-                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
+                (COMPLETE,),
             )
             return {r[0] for r in rows}
 
@@ -471,8 +561,11 @@ class SQLiteLedger(Ledger):
             missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
             if missing and self._text_hashes and self.get_info("embedding_model_id") == model:
                 for batch in iter_batches(missing):
-                    rows = db.execute(f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
-                                      f" AND text_hash IN ({','.join('?' * len(batch))})", batch)
+                    rows = db.execute(
+                        f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
+                        f" AND text_hash IN ({','.join('?' * len(batch))})",
+                        batch,
+                    )
                     found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
         return found
 
@@ -487,7 +580,9 @@ class SQLiteLedger(Ledger):
 
     def embedding_cache_size(self) -> dict[str, int]:
         with self._read() as db:
-            entries, size = db.execute("SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache").fetchone()
+            entries, size = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache"
+            ).fetchone()
         return {"entries": int(entries), "bytes": int(size)}
 
     def prune_embedding_cache(self) -> int:
@@ -506,18 +601,24 @@ class SQLiteLedger(Ledger):
     def has_unfinished(self) -> bool:
         """Whether a version-1 write left documents ``pending``/``deleting`` (an index lookup, not a count)."""
         with self._read() as db:
-            return db.execute("SELECT 1 FROM documents WHERE state IN (?, ?) LIMIT 1",
-                              (PENDING, DELETING)).fetchone() is not None
+            return (
+                db.execute(
+                    "SELECT 1 FROM documents WHERE state IN (?, ?) LIMIT 1", (PENDING, DELETING)
+                ).fetchone()
+                is not None
+            )
 
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
         with self._read() as db:
             docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
             chunks = db.execute(
-                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?", (COMPLETE,)
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
+                (COMPLETE,),
             ).fetchone()[0]
-            unfinished = db.execute("SELECT COUNT(*) FROM documents WHERE state IN (?, ?)",
-                                    (PENDING, DELETING)).fetchone()[0]
+            unfinished = db.execute(
+                "SELECT COUNT(*) FROM documents WHERE state IN (?, ?)", (PENDING, DELETING)
+            ).fetchone()[0]
         return {"documents": int(docs), "chunks": int(chunks), "unfinished": int(unfinished)}
 
     def sources(self) -> list[str]:
@@ -564,9 +665,11 @@ def _indexes_beside(path: Path) -> list[str]:
 def _lost(path: Path, state: str, indexes: list[str]) -> LedgerCorruptError:
     folders = ", ".join(f"{i}/" for i in indexes)
     return LedgerCorruptError(
-        path, f"{state}, but {path.parent} holds indexes ({folders}) built from it",
+        path,
+        f"{state}, but {path.parent} holds indexes ({folders}) built from it",
         "restore it from a backup (the indexes cannot rebuild it and were left as they are), or move "
-        f"{folders} away to start an empty index")
+        f"{folders} away to start an empty index",
+    )
 
 
 def _check_file(path: Path) -> bool:

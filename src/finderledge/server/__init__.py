@@ -24,6 +24,7 @@ def create_app(config: ServerConfig | None = None, **kwargs: Any) -> FastAPI:
     except ImportError as exc:  # fastapi, uvicorn or python-multipart missing
         from ..errors import ConfigurationError
 
-        raise ConfigurationError(f"the server needs its extra ({exc.name} is missing): "
-                                 'pip install "finderledge[server]"') from None
+        raise ConfigurationError(
+            f'the server needs its extra ({exc.name} is missing): pip install "finderledge[server]"'
+        ) from None
     return build(config, **kwargs)

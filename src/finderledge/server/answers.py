@@ -19,7 +19,9 @@ SYSTEM_PROMPT = (
     "Answer in the language of the question.\n\nSources:\n{context}"
 )
 NO_ANSWER = "No relevant passage was found in the documents, so there is nothing to answer from."
-EXTRACTIVE_NOTE = "[Extractive answer: no language model is configured; these are the most relevant passages.]"
+EXTRACTIVE_NOTE = (
+    "[Extractive answer: no language model is configured; these are the most relevant passages.]"
+)
 
 
 class Answerer(Protocol):
@@ -33,8 +35,9 @@ class Answerer(Protocol):
     def extractive(self) -> bool:
         """Whether the answer quotes passages instead of a model's words."""
 
-    def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
-               passages: Sequence[str]) -> Iterator[str]: ...
+    def stream(
+        self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
+    ) -> Iterator[str]: ...
 
 
 class ExtractiveAnswerer:
@@ -46,8 +49,9 @@ class ExtractiveAnswerer:
     def __init__(self, max_chars: int = 400) -> None:
         self.max_chars = max_chars
 
-    def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
-               passages: Sequence[str]) -> Iterator[str]:
+    def stream(
+        self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
+    ) -> Iterator[str]:
         yield EXTRACTIVE_NOTE
         for n, text in enumerate(passages[:3], start=1):
             snippet = " ".join(text.split())
@@ -66,8 +70,9 @@ class ModelAnswerer:
         self.name = name
         self.system_prompt = system_prompt
 
-    def stream(self, question: str, history: Sequence[tuple[str, str]], context: str,
-               passages: Sequence[str]) -> Iterator[str]:
+    def stream(
+        self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
+    ) -> Iterator[str]:
         from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
         messages: list[Any] = [SystemMessage(self.system_prompt.format(context=context))]

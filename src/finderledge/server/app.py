@@ -34,7 +34,9 @@ __all__ = ["app_from_environment", "create_app"]
 logger = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+ASGIApp = Callable[
+    [Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
 _MULTIPART_SLACK = 256 * 1024  # form fields and part headers around the file
 _JSON_LIMIT = 1024 * 1024  # a search or chat request
 
@@ -47,8 +49,12 @@ class BodyLimit:
         self.app = app
         self.upload_limit = limit + _MULTIPART_SLACK
 
-    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
-                       send: Callable[[Message], Awaitable[None]]) -> None:
+    async def __call__(
+        self,
+        scope: Scope,
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
@@ -111,8 +117,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         ref = uuid.uuid4().hex[:12]
-        logger.error("request %s %s failed (ref %s)", request.method, request.url.path, ref,
-                     exc_info=(type(exc), exc, exc.__traceback__))
+        logger.error(
+            "request %s %s failed (ref %s)",
+            request.method,
+            request.url.path,
+            ref,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
         return _error(500, f"internal server error (ref {ref}; the server log has the details)")
 
 
@@ -123,15 +134,19 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
         from ..facade import FinderLedge
 
         settings = {"vector_store": config.vector_store, "embedding": config.embedding, **config.extra}
-        ledger = FinderLedge(config.directory, show_progress=False,
-                             **{k: v for k, v in settings.items() if v is not None})
+        ledger = FinderLedge(
+            config.directory, show_progress=False, **{k: v for k, v in settings.items() if v is not None}
+        )
         owned = True
     else:
         owned = False
     state = ServerState(
-        config=config, ledger=ledger, keys=KeyStore(config.server_dir),
+        config=config,
+        ledger=ledger,
+        keys=KeyStore(config.server_dir),
         uploads=UploadArea(config.server_dir / "uploads", config.max_upload_bytes, config.max_unpacked_bytes),
-        answerer=answerer or make_answerer(config.llm, base_url=config.llm_base_url, timeout=config.llm_timeout),
+        answerer=answerer
+        or make_answerer(config.llm, base_url=config.llm_base_url, timeout=config.llm_timeout),
     )
 
     @asynccontextmanager
@@ -148,16 +163,25 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
 
     from ..cli import package_version
 
-    app = FastAPIOffline(title="FinderLedge", version=package_version(), lifespan=lifespan,
-                  description="Hybrid (BM25 + vector) document search with tenants: upload, search, cited chat.")
+    app = FastAPIOffline(
+        title="FinderLedge",
+        version=package_version(),
+        lifespan=lifespan,
+        description="Hybrid (BM25 + vector) document search with tenants: upload, search, cited chat.",
+    )
     app.state.finderledge = state
     _install_error_handlers(app)
     for router in routers():
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, limit=config.max_upload_bytes)
-    logger.info("serving %s (api %s; keys %s; llm %s)", config.directory, API_PREFIX,
-                "required" if state.keys.required else "not configured", config.llm or "none (extractive)")
+    logger.info(
+        "serving %s (api %s; keys %s; llm %s)",
+        config.directory,
+        API_PREFIX,
+        "required" if state.keys.required else "not configured",
+        config.llm or "none (extractive)",
+    )
     return app
 
 

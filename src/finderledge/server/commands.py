@@ -14,29 +14,48 @@ __all__ = ["COMMANDS", "add_commands"]
 
 def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
     """Add ``serve`` and ``keys`` to the ``finderledge`` parser."""
-    p = sub.add_parser("serve", help="run the HTTP service (API, web page) over an index",
-                       description="Run the HTTP API (/api/v1, OpenAPI docs at /docs) and the web page (/) over "
-                                   "DIR. Without API keys it only listens on a loopback address.")
-    p.add_argument("dir", nargs="?", default=index_dir_default, help=f"index directory (default: {index_dir_default}; "
-                   "created when missing)")
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP service (API, web page) over an index",
+        description="Run the HTTP API (/api/v1, OpenAPI docs at /docs) and the web page (/) over "
+        "DIR. Without API keys it only listens on a loopback address.",
+    )
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=index_dir_default,
+        help=f"index directory (default: {index_dir_default}; created when missing)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1, help="worker processes (each opens the index)")
-    p.add_argument("--llm", default=os.environ.get("FINDERLEDGE_LLM"),
-                   help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> (default $FINDERLEDGE_LLM; "
-                        "none: extractive answers)")
-    p.add_argument("--llm-base-url", default=os.environ.get("FINDERLEDGE_LLM_BASE_URL"),
-                   help="an OpenAI-compatible or Ollama server's URL")
+    p.add_argument(
+        "--llm",
+        default=os.environ.get("FINDERLEDGE_LLM"),
+        help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> (default $FINDERLEDGE_LLM; "
+        "none: extractive answers)",
+    )
+    p.add_argument(
+        "--llm-base-url",
+        default=os.environ.get("FINDERLEDGE_LLM_BASE_URL"),
+        help="an OpenAI-compatible or Ollama server's URL",
+    )
     p.add_argument("--max-upload-mb", type=float, default=50.0)
     p.add_argument("--embedding", default=None, metavar="MODEL")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
-    p.add_argument("--allow-no-auth", action="store_true",
-                   help="listen on a non-loopback address although no API key exists (everyone sees everything)")
+    p.add_argument(
+        "--allow-no-auth",
+        action="store_true",
+        help="listen on a non-loopback address although no API key exists (everyone sees everything)",
+    )
     output_options(p)
     k = sub.add_parser("keys", help="create, revoke or list API keys (each maps to a tenant)")
     ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
-    for name, summary in (("create", "create a key for a tenant (printed once)"), ("revoke", "revoke a key by id"),
-                          ("list", "list keys (ids, tenants; never the keys)")):
+    for name, summary in (
+        ("create", "create a key for a tenant (printed once)"),
+        ("revoke", "revoke a key by id"),
+        ("list", "list keys (ids, tenants; never the keys)"),
+    ):
         q = ksub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
         q.add_argument("-d", "--dir", default=index_dir_default, help="index directory")
         if name == "create":
@@ -63,26 +82,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .config import ServerConfig
     from .keys import KeyStore
 
-    config = ServerConfig(directory=Path(args.dir), llm=args.llm, llm_base_url=args.llm_base_url,
-                          max_upload_mb=args.max_upload_mb, embedding=args.embedding, vector_store=args.vector_store)
+    config = ServerConfig(
+        directory=Path(args.dir),
+        llm=args.llm,
+        llm_base_url=args.llm_base_url,
+        max_upload_mb=args.max_upload_mb,
+        embedding=args.embedding,
+        vector_store=args.vector_store,
+    )
     if args.workers < 1:
         raise ConfigurationError(f"--workers: expected 1 or more, got {args.workers}")
     if not _loopback(args.host) and not KeyStore(config.server_dir).required and not args.allow_no_auth:
-        raise ConfigurationError(f"--host {args.host}: no API key exists, so the server listens on a loopback "
-                                 "address only; create one with 'finderledge keys create --tenant NAME' "
-                                 "(or pass --allow-no-auth)")
+        raise ConfigurationError(
+            f"--host {args.host}: no API key exists, so the server listens on a loopback "
+            "address only; create one with 'finderledge keys create --tenant NAME' "
+            "(or pass --allow-no-auth)"
+        )
     try:
         import uvicorn
 
         from . import app as _  # noqa: F401 - fail here, with the extra's name, when fastapi is missing
     except ImportError as exc:
-        raise ConfigurationError(f"the server needs its extra ({exc.name} is missing): "
-                                 'pip install "finderledge[server]"') from None
+        raise ConfigurationError(
+            f'the server needs its extra ({exc.name} is missing): pip install "finderledge[server]"'
+        ) from None
     os.environ.update(config.to_env())
-    sys.stderr.write(f"finderledge: serving {config.directory} on http://{args.host}:{args.port} "
-                     f"({args.workers} worker(s); API docs at /docs)\n")
-    uvicorn.run("finderledge.server.app:app_from_environment", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level="warning" if args.verbosity < 1 else "info")
+    sys.stderr.write(
+        f"finderledge: serving {config.directory} on http://{args.host}:{args.port} "
+        f"({args.workers} worker(s); API docs at /docs)\n"
+    )
+    uvicorn.run(
+        "finderledge.server.app:app_from_environment",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="warning" if args.verbosity < 1 else "info",
+    )
     return 0
 
 
@@ -97,7 +133,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_command == "create":
         key, secret = store.create(args.tenant, args.name)
         data: Any = {"id": key.id, "tenant": key.tenant, "key": secret}
-        text = (f"{secret}\n" if not args.json else "")
+        text = f"{secret}\n" if not args.json else ""
         sys.stderr.write(f"key {key.id} for tenant {key.tenant!r} created; it is shown only now\n")
     elif args.keys_command == "revoke":
         key = store.revoke(args.key_id)
@@ -105,11 +141,24 @@ def cmd_keys(args: argparse.Namespace) -> int:
         text = f"key {key.id} (tenant {key.tenant}) revoked at {key.revoked_at}\n"
     else:
         keys = store.keys()
-        data = [{"id": k.id, "tenant": k.tenant, "name": k.name, "created_at": k.created_at,
-                 "revoked_at": k.revoked_at} for k in keys]
-        text = "".join(f"{k.id}  {k.tenant}  created {k.created_at}"
-                       f"{'  REVOKED ' + k.revoked_at if k.revoked_at else ''}{'  ' + k.name if k.name else ''}\n"
-                       for k in keys) or "no keys\n"
+        data = [
+            {
+                "id": k.id,
+                "tenant": k.tenant,
+                "name": k.name,
+                "created_at": k.created_at,
+                "revoked_at": k.revoked_at,
+            }
+            for k in keys
+        ]
+        text = (
+            "".join(
+                f"{k.id}  {k.tenant}  created {k.created_at}"
+                f"{'  REVOKED ' + k.revoked_at if k.revoked_at else ''}{'  ' + k.name if k.name else ''}\n"
+                for k in keys
+            )
+            or "no keys\n"
+        )
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n" if args.json else text)
     return 0
 

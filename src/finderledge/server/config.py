@@ -37,8 +37,10 @@ class ServerConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise ConfigurationError(f"server setting {name}: expected a positive number, got {value!r}")
         if self.llm is not None and (not isinstance(self.llm, str) or ":" not in self.llm):
-            raise ConfigurationError(f"server setting llm: expected openai:<model>, ollama:<model> or "
-                                     f"llamacpp:<path>, got {self.llm!r}")
+            raise ConfigurationError(
+                f"server setting llm: expected openai:<model>, ollama:<model> or "
+                f"llamacpp:<path>, got {self.llm!r}"
+            )
 
     @property
     def max_upload_bytes(self) -> int:
@@ -54,8 +56,11 @@ class ServerConfig:
 
     def to_env(self) -> dict[str, str]:
         """The settings as environment variables, so every worker process builds the same app."""
-        return {ENV_PREFIX + "CONFIG": json.dumps({k: str(v) if isinstance(v, Path) else v
-                                                  for k, v in asdict(self).items()})}
+        return {
+            ENV_PREFIX + "CONFIG": json.dumps(
+                {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+            )
+        }
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> ServerConfig:
@@ -63,7 +68,9 @@ class ServerConfig:
         env = os.environ if environ is None else environ
         raw = env.get(ENV_PREFIX + "CONFIG")
         if not raw:
-            raise ConfigurationError(f"{ENV_PREFIX}CONFIG is not set: start the server with 'finderledge serve DIR'")
+            raise ConfigurationError(
+                f"{ENV_PREFIX}CONFIG is not set: start the server with 'finderledge serve DIR'"
+            )
         data = json.loads(raw)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -75,8 +75,11 @@ def get_caller(
     secret = bearer.credentials if bearer is not None else header
     key = state.keys.authenticate(secret) if secret else None
     if key is None:
-        raise HTTPException(401, "a valid API key is required (Authorization: Bearer <key> or X-API-Key)",
-                            headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401,
+            "a valid API key is required (Authorization: Bearer <key> or X-API-Key)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return Caller(key.tenant)
 
 

@@ -95,10 +95,14 @@ class KeyStore:
     def create(self, tenant: str, name: str | None = None) -> tuple[ApiKey, str]:
         """A new key for ``tenant``; returns it with the secret (shown once, never stored)."""
         if not isinstance(tenant, str) or not TENANT_PATTERN.match(tenant):
-            raise ConfigurationError(f"tenant: expected 1-128 letters, digits or _.@- (starting with a letter or "
-                                     f"digit), got {tenant!r}")
+            raise ConfigurationError(
+                f"tenant: expected 1-128 letters, digits or _.@- (starting with a letter or "
+                f"digit), got {tenant!r}"
+            )
         secret = KEY_PREFIX + secrets.token_urlsafe(32)
-        key = ApiKey(id=secrets.token_hex(6), tenant=tenant, sha256=_digest(secret), created_at=_now(), name=name)
+        key = ApiKey(
+            id=secrets.token_hex(6), tenant=tenant, sha256=_digest(secret), created_at=_now(), name=name
+        )
         with self._file_lock():
             self._write([*self._load(), key])
         return key, secret

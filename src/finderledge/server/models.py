@@ -7,8 +7,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
-    "ChatRequest", "ChatResponse", "ChatTurn", "ChunkOut", "DocumentDetail", "DocumentList", "DocumentOut",
-    "ErrorOut", "HealthOut", "JSON_ERRORS", "SearchHit", "SearchRequest", "SearchResponse", "SourceOut", "VersionOut",
+    "ChatRequest",
+    "ChatResponse",
+    "ChatTurn",
+    "ChunkOut",
+    "DocumentDetail",
+    "DocumentList",
+    "DocumentOut",
+    "ErrorOut",
+    "HealthOut",
+    "JSON_ERRORS",
+    "SearchHit",
+    "SearchRequest",
+    "SearchResponse",
+    "SourceOut",
+    "VersionOut",
 ]
 
 
@@ -51,7 +64,9 @@ class DocumentOut(BaseModel):
     size: int = Field(description="bytes uploaded")
     tags: list[str]
     status: Literal["indexed"]
-    parts: int = Field(description="parent documents the file was stored as (PDF pages, CSV rows; 1 otherwise)")
+    parts: int = Field(
+        description="parent documents the file was stored as (PDF pages, CSV rows; 1 otherwise)"
+    )
     chunk_count: int
     created_at: str
     updated_at: str
@@ -131,8 +146,11 @@ class ChatRequest(_Retrieval):
     """A question, answered from the ``top_k`` passages retrieved for it."""
 
     question: str = Field(min_length=1, max_length=4000)
-    history: list[ChatTurn] = Field(default_factory=list, max_length=20,
-                                    description="earlier turns, oldest first (the largest valid request fits in 1 MiB)")
+    history: list[ChatTurn] = Field(
+        default_factory=list,
+        max_length=20,
+        description="earlier turns, oldest first (the largest valid request fits in 1 MiB)",
+    )
     top_k: int = Field(5, ge=1, le=20)
 
 
@@ -152,7 +170,9 @@ class SourceOut(BaseModel):
 class ChatResponse(BaseModel):
     answer: str
     sources: list[SourceOut]
-    extractive: bool = Field(description="true: no language model answered; the answer quotes the best passages")
+    extractive: bool = Field(
+        description="true: no language model answered; the answer quotes the best passages"
+    )
     model: str | None
 
 

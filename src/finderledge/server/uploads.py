@@ -25,14 +25,19 @@ CHUNK = 1024 * 1024
 #: extension -> (canonical MIME type, the declared types accepted for it besides generic ones)
 TYPES: dict[str, tuple[str, tuple[str, ...]]] = {
     ".pdf": ("application/pdf", ("application/pdf", "application/x-pdf")),
-    ".docx": ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-              ("application/vnd.openxmlformats-officedocument.wordprocessingml.document", "application/zip")),
+    ".docx": (
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ("application/vnd.openxmlformats-officedocument.wordprocessingml.document", "application/zip"),
+    ),
     ".txt": ("text/plain", ("text/",)),
     ".md": ("text/markdown", ("text/",)),
     ".markdown": ("text/markdown", ("text/",)),
     ".csv": ("text/csv", ("text/", "application/csv", "application/vnd.ms-excel")),
     ".json": ("application/json", ("application/json", "text/")),
-    ".jsonl": ("application/x-ndjson", ("application/x-ndjson", "application/jsonl", "application/json", "text/")),
+    ".jsonl": (
+        "application/x-ndjson",
+        ("application/x-ndjson", "application/jsonl", "application/json", "text/"),
+    ),
     ".html": ("text/html", ("text/html", "application/xhtml+xml", "text/")),
     ".htm": ("text/html", ("text/html", "application/xhtml+xml", "text/")),
 }
@@ -64,7 +69,9 @@ def safe_filename(name: str | None) -> str:
     if not base or base in (".", ".."):
         raise UploadError(400, "file: the file name is empty or not a file name")
     if "/" in base or "\\" in base:
-        raise UploadError(400, f"file: the file name {base[:100]!r} contains a path; send the file's name only")
+        raise UploadError(
+            400, f"file: the file name {base[:100]!r} contains a path; send the file's name only"
+        )
     if _CONTROL.search(base):
         raise UploadError(400, "file: the file name contains control characters")
     if base.startswith("."):
@@ -80,8 +87,10 @@ def _check_declared(ext: str, declared: str | None) -> None:
     if kind in _GENERIC:
         return
     if not any(kind == a or (a.endswith("/") and kind.startswith(a)) for a in TYPES[ext][1]):
-        raise UploadError(415, f"file: declared type {kind!r} does not match the extension {ext!r} "
-                               f"(expected {TYPES[ext][0]})")
+        raise UploadError(
+            415,
+            f"file: declared type {kind!r} does not match the extension {ext!r} (expected {TYPES[ext][0]})",
+        )
 
 
 def _check_content(path: Path, ext: str, max_unpacked: int) -> None:
@@ -104,8 +113,11 @@ def _check_content(path: Path, ext: str, max_unpacked: int) -> None:
         if "word/document.xml" not in names:
             raise UploadError(400, "file: not a DOCX (no word/document.xml)")
         if unpacked > max_unpacked or len(infos) > 10_000:
-            raise UploadError(400, f"file: the DOCX unpacks to {unpacked} bytes in {len(infos)} entries, over the "
-                                   f"limit of {max_unpacked} bytes (a zip bomb?)")
+            raise UploadError(
+                400,
+                f"file: the DOCX unpacks to {unpacked} bytes in {len(infos)} entries, over the "
+                f"limit of {max_unpacked} bytes (a zip bomb?)",
+            )
     elif b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UploadError(400, f"file: binary content in a {ext} file (expected text)")
 
@@ -123,13 +135,18 @@ class UploadArea:
         name = safe_filename(filename)
         ext = os.path.splitext(name)[1].lower()
         if ext not in TYPES:
-            raise UploadError(400, f"file: unsupported type {ext or '(no extension)'!r} of {name!r}; "
-                                   f"expected one of {', '.join(sorted(TYPES))}")
+            raise UploadError(
+                400,
+                f"file: unsupported type {ext or '(no extension)'!r} of {name!r}; "
+                f"expected one of {', '.join(sorted(TYPES))}",
+            )
         _check_declared(ext, declared)
         document_id = uuid.uuid4().hex
         folder = self.root / document_id
         target = (folder / name).resolve()
-        if not target.is_relative_to(self.root.resolve()):  # belt and braces: safe_filename already ensures it
+        if not target.is_relative_to(
+            self.root.resolve()
+        ):  # belt and braces: safe_filename already ensures it
             raise UploadError(400, "file: the filename points outside the upload area")
         folder.mkdir(parents=True)
         try:

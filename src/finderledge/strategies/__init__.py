@@ -27,8 +27,16 @@ from .multi_query import MultiQuery
 if TYPE_CHECKING:
     from ..facade import FinderLedge
 
-__all__ = ["STRATEGIES", "Decompose", "HyDE", "MultiQuery", "QueryStrategy", "SubQuery", "get_strategy",
-           "run_strategy"]
+__all__ = [
+    "STRATEGIES",
+    "Decompose",
+    "HyDE",
+    "MultiQuery",
+    "QueryStrategy",
+    "SubQuery",
+    "get_strategy",
+    "run_strategy",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,16 +49,28 @@ def get_strategy(strategy: str | QueryStrategy, **options: Any) -> QueryStrategy
     if isinstance(strategy, QueryStrategy):
         return strategy
     if strategy not in STRATEGIES:
-        raise ConfigurationError(f"strategy: expected one of {list(STRATEGIES)} or a QueryStrategy, got {strategy!r}")
+        raise ConfigurationError(
+            f"strategy: expected one of {list(STRATEGIES)} or a QueryStrategy, got {strategy!r}"
+        )
     return STRATEGIES[strategy](**options)
 
 
-def run_strategy(fl: FinderLedge, query: str, strategy: str | QueryStrategy, llm: Any, *, k: int | None,
-                 on_error: str = "fallback", **search: Any) -> SearchResults:
+def run_strategy(
+    fl: FinderLedge,
+    query: str,
+    strategy: str | QueryStrategy,
+    llm: Any,
+    *,
+    k: int | None,
+    on_error: str = "fallback",
+    **search: Any,
+) -> SearchResults:
     """``fl.search(query, **search)`` through ``strategy`` (see the module docstring)."""
     chosen = get_strategy(strategy)
     if llm is None:
-        raise ConfigurationError(f"strategy {chosen.name!r} needs an LLM: pass llm=<a LangChain chat model or LLM>")
+        raise ConfigurationError(
+            f"strategy {chosen.name!r} needs an LLM: pass llm=<a LangChain chat model or LLM>"
+        )
     if on_error not in ON_ERROR:
         raise ConfigurationError(f"strategy_on_error: expected one of {list(ON_ERROR)}, got {on_error!r}")
     started = time.perf_counter()
@@ -65,8 +85,12 @@ def run_strategy(fl: FinderLedge, query: str, strategy: str | QueryStrategy, llm
     except Exception as exc:
         if on_error == "raise":
             raise
-        logger.warning("strategy %s: the LLM failed (%s: %s); searching the question as it is",
-                       chosen.name, type(exc).__name__, exc)
+        logger.warning(
+            "strategy %s: the LLM failed (%s: %s); searching the question as it is",
+            chosen.name,
+            type(exc).__name__,
+            exc,
+        )
         results = fl.search(query, k=k, score_threshold=threshold, rerank=rerank, **search)
         results.trace.strategy = chosen.name
         results.trace.strategy_fallback = f"{type(exc).__name__}: {exc}"[:300]
@@ -81,11 +105,17 @@ def run_strategy(fl: FinderLedge, query: str, strategy: str | QueryStrategy, llm
         runs = list(zip(subs, pool.map(one, subs)))
     merged = chosen.merge(runs, depth)
     if rerank and fl.reranker is not None and merged:
-        ranked = rerank_documents(fl.reranker, query, [r.document for r, _ in merged])  # scores shown in [0, 1], as search's
+        ranked = rerank_documents(
+            fl.reranker, query, [r.document for r, _ in merged]
+        )  # scores shown in [0, 1], as search's
         for i, raw, shown in ranked:
-            info_of(merged[i][0].document.metadata).update(fused_rank=i + 1, rerank_score=raw, relevance_score=shown)
-        merged = [(SearchResult(merged[i][0].document, shown, merged[i][0].rank), merged[i][1])
-                  for i, _, shown in ranked]
+            info_of(merged[i][0].document.metadata).update(
+                fused_rank=i + 1, rerank_score=raw, relevance_score=shown
+            )
+        merged = [
+            (SearchResult(merged[i][0].document, shown, merged[i][0].rank), merged[i][1])
+            for i, _, shown in ranked
+        ]
     out: list[SearchResult] = []
     for result, found_by in merged:
         if threshold is not None and result.score < threshold:
@@ -96,7 +126,14 @@ def run_strategy(fl: FinderLedge, query: str, strategy: str | QueryStrategy, llm
             break
     trace = runs[0][1].trace if runs else SearchResults().trace
     trace.strategy = chosen.name
-    trace.sub_queries = [{"text": s.text, "role": s.role, "mode": s.mode or search.get("search_mode") or
-                          fl.settings.search_mode, "found": len(r)} for s, r in runs]
+    trace.sub_queries = [
+        {
+            "text": s.text,
+            "role": s.role,
+            "mode": s.mode or search.get("search_mode") or fl.settings.search_mode,
+            "found": len(r),
+        }
+        for s, r in runs
+    ]
     trace.total = time.perf_counter() - started
     return SearchResults(out, trace)

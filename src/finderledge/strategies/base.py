@@ -62,7 +62,9 @@ def parse_lines(text: str, limit: int) -> list[str]:
     return list(out)[:limit]
 
 
-def rrf_merge(runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]]) -> list[tuple[SearchResult, list[str]]]:
+def rrf_merge(
+    runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]],
+) -> list[tuple[SearchResult, list[str]]]:
     """Reciprocal-rank fusion of several searches: each result once (its highest-scored copy), ordered by the
     sum of 1/(60 + rank) over the searches that found it, with the sub-queries that found it."""
     fused: dict[str, float] = {}
@@ -87,7 +89,9 @@ class QueryStrategy(ABC):
 
     def __init__(self, *, prompt: str | None = None, n: int = 3) -> None:
         if prompt is not None and (not isinstance(prompt, str) or "{question}" not in prompt):
-            raise ConfigurationError(f"{self.name}: prompt: expected a string with a {{question}} field, got {prompt!r}")
+            raise ConfigurationError(
+                f"{self.name}: prompt: expected a string with a {{question}} field, got {prompt!r}"
+            )
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10:
             raise ConfigurationError(f"{self.name}: n: expected a whole number from 1 to 10, got {n!r}")
         self.prompt = prompt
@@ -102,7 +106,8 @@ class QueryStrategy(ABC):
     def plan(self, question: str, llm: Any) -> list[SubQuery]:
         """The searches to run for ``question`` (the LLM is asked here; it may raise)."""
 
-    def merge(self, runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]],
-              k: int) -> list[tuple[SearchResult, list[str]]]:
+    def merge(
+        self, runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]], k: int
+    ) -> list[tuple[SearchResult, list[str]]]:
         """The merged ranking (default: reciprocal-rank fusion of every search)."""
         return rrf_merge(runs)[:k]

@@ -15,11 +15,15 @@ __all__ = ["Decompose"]
 class Decompose(QueryStrategy):
     name = "decompose"
     prompts = {
-        "en": ("Split the question below into at most {n} simple sub-questions that together answer it, each "
-               "answerable on its own. If it is already simple, repeat it. One per line, nothing else.\n\n"
-               "Question: {question}"),
-        "ja": ("次の質問を、それぞれ単独で答えられる{n}個以内の簡単な質問に分けてください。すでに簡単な質問なら、"
-               "そのまま書いてください。1行に1つずつ、質問だけを書いてください。\n\n質問: {question}"),
+        "en": (
+            "Split the question below into at most {n} simple sub-questions that together answer it, each "
+            "answerable on its own. If it is already simple, repeat it. One per line, nothing else.\n\n"
+            "Question: {question}"
+        ),
+        "ja": (
+            "次の質問を、それぞれ単独で答えられる{n}個以内の簡単な質問に分けてください。すでに簡単な質問なら、"
+            "そのまま書いてください。1行に1つずつ、質問だけを書いてください。\n\n質問: {question}"
+        ),
     }
 
     def plan(self, question: str, llm: Any) -> list[SubQuery]:
@@ -28,8 +32,9 @@ class Decompose(QueryStrategy):
             raise ValueError("the LLM wrote no sub-question")
         return [SubQuery(p, "sub_question") for p in parts]
 
-    def merge(self, runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]],
-              k: int) -> list[tuple[SearchResult, list[str]]]:
+    def merge(
+        self, runs: Sequence[tuple[SubQuery, Sequence[SearchResult]]], k: int
+    ) -> list[tuple[SearchResult, list[str]]]:
         merged = {r.id: (r, subs) for r, subs in rrf_merge(runs)}  # each result's best copy and who found it
         taken: list[str] = []
         queues = [[r.id for r in results] for _, results in runs]

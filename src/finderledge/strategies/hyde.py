@@ -18,14 +18,21 @@ __all__ = ["HyDE"]
 class HyDE(QueryStrategy):
     name = "hyde"
     prompts = {
-        "en": ("Write a short passage (3-5 sentences) that answers the question below, as a document in the "
-               "collection would. Write only the passage.\n\nQuestion: {question}"),
-        "ja": ("次の質問に答える短い文章（3〜5文）を、文書に書かれているような文体で書いてください。"
-               "文章だけを書いてください。\n\n質問: {question}"),
+        "en": (
+            "Write a short passage (3-5 sentences) that answers the question below, as a document in the "
+            "collection would. Write only the passage.\n\nQuestion: {question}"
+        ),
+        "ja": (
+            "次の質問に答える短い文章（3〜5文）を、文書に書かれているような文体で書いてください。"
+            "文章だけを書いてください。\n\n質問: {question}"
+        ),
     }
 
     def plan(self, question: str, llm: Any) -> list[SubQuery]:
         passage = ask(llm, self.prompt_for(question)).strip()
         if not passage:
             raise ValueError("the LLM wrote no passage")
-        return [SubQuery(passage[:4000], "hypothetical", mode="vector"), SubQuery(question, "original", mode="keyword")]
+        return [
+            SubQuery(passage[:4000], "hypothetical", mode="vector"),
+            SubQuery(question, "original", mode="keyword"),
+        ]

@@ -12,10 +12,14 @@ __all__ = ["MultiQuery"]
 class MultiQuery(QueryStrategy):
     name = "multi_query"
     prompts = {
-        "en": ("Write {n} different rephrasings of the question below, for searching a document collection. "
-               "Use other words and synonyms; keep the meaning. One per line, nothing else.\n\nQuestion: {question}"),
-        "ja": ("次の質問を、文書検索のために{n}通りに言い換えてください。意味は変えずに、別の言葉や同義語を使ってください。"
-               "1行に1つずつ、言い換えだけを書いてください。\n\n質問: {question}"),
+        "en": (
+            "Write {n} different rephrasings of the question below, for searching a document collection. "
+            "Use other words and synonyms; keep the meaning. One per line, nothing else.\n\nQuestion: {question}"
+        ),
+        "ja": (
+            "次の質問を、文書検索のために{n}通りに言い換えてください。意味は変えずに、別の言葉や同義語を使ってください。"
+            "1行に1つずつ、言い換えだけを書いてください。\n\n質問: {question}"
+        ),
     }
 
     def plan(self, question: str, llm: Any) -> list[SubQuery]:

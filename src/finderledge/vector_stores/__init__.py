@@ -15,8 +15,17 @@ from typing import Any
 from ..errors import ConfigurationError
 from .base import LEDGER, LOCAL, SHARED, VectorStore
 
-__all__ = ["LEDGER", "LOCAL", "SHARED", "BackendFactory", "VectorStore", "adapt_vector_store", "backend_names",
-           "create_vector_store", "register"]
+__all__ = [
+    "LEDGER",
+    "LOCAL",
+    "SHARED",
+    "BackendFactory",
+    "VectorStore",
+    "adapt_vector_store",
+    "backend_names",
+    "create_vector_store",
+    "register",
+]
 
 # factory(directory, dimension, **options): directory is where a local backend keeps its files (None: memory)
 BackendFactory = Callable[..., VectorStore]
@@ -45,8 +54,10 @@ def backend_names() -> list[str]:
 def _factory(name: str) -> BackendFactory:
     entry = _REGISTRY.get(name)
     if entry is None:
-        raise ConfigurationError(f"setting 'vector_store': expected one of {backend_names()} or a LangChain "
-                                 f"VectorStore instance, got {name!r}")
+        raise ConfigurationError(
+            f"setting 'vector_store': expected one of {backend_names()} or a LangChain "
+            f"VectorStore instance, got {name!r}"
+        )
     if isinstance(entry, str):
         module, attr = entry.split(":")
         entry = getattr(importlib.import_module(module), attr)
@@ -54,7 +65,9 @@ def _factory(name: str) -> BackendFactory:
     return entry
 
 
-def create_vector_store(kind: str, directory: str | Path | None, dimension: int, **options: Any) -> VectorStore:
+def create_vector_store(
+    kind: str, directory: str | Path | None, dimension: int, **options: Any
+) -> VectorStore:
     """Open (or create) the named backend; a local one keeps its files under ``directory/<kind>/``."""
     factory = _factory(kind)
     path = None if directory is None else Path(directory) / kind
@@ -71,5 +84,7 @@ def adapt_vector_store(store: Any) -> VectorStore:
         from .langchain import LangChainVectorStore
 
         return LangChainVectorStore(store)
-    raise ConfigurationError(f"setting 'vector_store': expected a backend name, a LangChain VectorStore or a "
-                             f"finderledge VectorStore, got {type(store).__name__}")
+    raise ConfigurationError(
+        f"setting 'vector_store': expected a backend name, a LangChain VectorStore or a "
+        f"finderledge VectorStore, got {type(store).__name__}"
+    )

@@ -12,7 +12,9 @@ __all__ = ["LEDGER", "LOCAL", "SHARED", "VectorStore"]
 
 # where a backend keeps its vectors, which decides how it follows the ledger (see finderledge.replica)
 LOCAL = "local"  # files of this process/machine: a replica loaded from a checkpoint, following the change log
-SHARED = "shared"  # one store every process uses (a server): written through under the write lock after a commit
+SHARED = (
+    "shared"  # one store every process uses (a server): written through under the write lock after a commit
+)
 LEDGER = "ledger"  # inside the ledger's own database, written in the same transaction (nothing to follow)
 
 

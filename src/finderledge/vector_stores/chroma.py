@@ -63,8 +63,14 @@ class ChromaVectorStore(VectorStore):
 
     name = "chroma"
 
-    def __init__(self, path: str | Path | None = None, *, collection_name: str = COLLECTION,
-                 lock_timeout: float = 300.0, url: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        collection_name: str = COLLECTION,
+        lock_timeout: float = 300.0,
+        url: str | None = None,
+    ) -> None:
         from chromadb.config import Settings as ChromaSettings
 
         self._settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
@@ -94,7 +100,8 @@ class ChromaVectorStore(VectorStore):
         if self.url is not None:
             self._client = _http_client(self.url, self._settings)
             self._collection = self._client.get_or_create_collection(
-                self._collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
+                self._collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            )
             self._max_batch = max(1, int(self._client.get_max_batch_size()))
             return
         alias = None
@@ -137,7 +144,9 @@ class ChromaVectorStore(VectorStore):
             yield
             return
         # a read (or close) holds the lock without writing its owner note: reading never writes to our files
-        with self._lock.hold("writing the Chroma index" if writing else "reading the Chroma index", note=writing):
+        with self._lock.hold(
+            "writing the Chroma index" if writing else "reading the Chroma index", note=writing
+        ):
             if self.path is None:
                 if self._generation < 0:
                     self._connect()
@@ -204,8 +213,11 @@ class ChromaVectorStore(VectorStore):
             ids = result["ids"][0]
             distances = (result.get("distances") or [[]])[0]
             metadatas = (result.get("metadatas") or [[None] * len(ids)])[0]
-            hits = [(i, 1.0 - float(d)) for i, d, md in zip(ids, distances, metadatas)
-                    if pred is None or pred(stored_metadata(md))]
+            hits = [
+                (i, 1.0 - float(d))
+                for i, d, md in zip(ids, distances, metadatas)
+                if pred is None or pred(stored_metadata(md))
+            ]
             if len(hits) >= k or len(ids) < n:
                 return hits[:k]
             n *= 4
@@ -240,7 +252,9 @@ def server_address(url: str) -> tuple[str, int, bool]:
 
     parts = urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"setting 'chroma_url': expected http(s)://host:port, got {parts.scheme}://…")
+        raise ConfigurationError(
+            f"setting 'chroma_url': expected http(s)://host:port, got {parts.scheme}://…"
+        )
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 8000), parts.scheme == "https"
 
 
@@ -253,11 +267,13 @@ def _http_client(url: str, settings: Any) -> Any:
     try:
         return chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
     except Exception as exc:  # noqa: BLE001 - chromadb raises ValueError or ConnectionError variants when down
-        raise ConfigurationError(f"setting 'chroma_url': no Chroma server answers at {host}:{port} "
-                                 f"({type(exc).__name__})") from None
+        raise ConfigurationError(
+            f"setting 'chroma_url': no Chroma server answers at {host}:{port} ({type(exc).__name__})"
+        ) from None
 
 
-def open_chroma(path: Path | None, dimension: int, *, url: str | None = None,
-                collection: str = COLLECTION) -> ChromaVectorStore:
+def open_chroma(
+    path: Path | None, dimension: int, *, url: str | None = None, collection: str = COLLECTION
+) -> ChromaVectorStore:
     """The registry's factory: a local Chroma under ``path``, or the collection on the server at ``url``."""
     return ChromaVectorStore(path, url=url, collection_name=collection)

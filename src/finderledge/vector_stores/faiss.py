@@ -113,10 +113,18 @@ class _Segment:
         if self.metas is None:
             assert self.directory is not None
             path = self.directory / META_FILE
-            raw = self.meta_raw if self.meta_raw is not None else _check_file(path, self.files[META_FILE], read=True)
+            raw = (
+                self.meta_raw
+                if self.meta_raw is not None
+                else _check_file(path, self.files[META_FILE], read=True)
+            )
             assert raw is not None
             metas = parse_json(raw, path, VectorIndexCorruptError)
-            if not isinstance(metas, list) or len(metas) != self.rows or not all(isinstance(m, dict) for m in metas):
+            if (
+                not isinstance(metas, list)
+                or len(metas) != self.rows
+                or not all(isinstance(m, dict) for m in metas)
+            ):
                 raise VectorIndexCorruptError(path, f"expected a list of {self.rows} metadata objects")
             self.metas, self.meta_raw = metas, None
         return self.metas
@@ -134,7 +142,8 @@ class _Segment:
             raise VectorIndexCorruptError(path, f"unreadable .npy ({exc})") from None
         if arr.dtype != np.dtype("<f4") or arr.shape != (self.rows, dimension) or not arr.flags.c_contiguous:
             raise VectorIndexCorruptError(
-                path, f"expected C-ordered <f4 of shape ({self.rows}, {dimension}), got {arr.dtype} {arr.shape}"
+                path,
+                f"expected C-ordered <f4 of shape ({self.rows}, {dimension}), got {arr.dtype} {arr.shape}",
             )
         self.vectors = arr
         return arr
@@ -179,7 +188,9 @@ class FaissVectorStore(VectorStore):
     # -- opening ------------------------------------------------------------------------------------
     def _open(self, verify: bool) -> None:
         assert self.path is not None
-        with corrupt_on_error(self.path / MANIFEST, VectorIndexCorruptError):  # whatever a crafted file raises
+        with corrupt_on_error(
+            self.path / MANIFEST, VectorIndexCorruptError
+        ):  # whatever a crafted file raises
             manifest, segments, id_lists = _load_manifest(self.path, self.dimension, verify)
             mpath = self.path / MANIFEST
             for seg, ids in zip(segments, id_lists):
@@ -191,12 +202,17 @@ class FaissVectorStore(VectorStore):
             if len(self._seq_of) != live or len(self._str_of) != live:
                 raise VectorIndexCorruptError(mpath, "a chunk id or sequence number occurs twice")
             if live != manifest["live_count"]:
-                raise VectorIndexCorruptError(mpath, f"segments hold {live} rows, the manifest says {manifest['live_count']}")
+                raise VectorIndexCorruptError(
+                    mpath, f"segments hold {live} rows, the manifest says {manifest['live_count']}"
+                )
             parts = [(s.load_vectors(self.dimension), np.flatnonzero(s.live)) for s in segments]
-            seqs, part_idx, row_idx = _sorted_layout([s.seq[rows] for s, (_, rows) in zip(segments, parts)],
-                                                     [rows for _, rows in parts])
+            seqs, part_idx, row_idx = _sorted_layout(
+                [s.seq[rows] for s, (_, rows) in zip(segments, parts)], [rows for _, rows in parts]
+            )
             if len(seqs):
-                self._index.add_with_ids(_gather([v for v, _ in parts], part_idx, row_idx, self.dimension), seqs)
+                self._index.add_with_ids(
+                    _gather([v for v, _ in parts], part_idx, row_idx, self.dimension), seqs
+                )
             self._segments, self._committed = segments, manifest
             self._next_seq = manifest["next_seq"]
             self._next_segment = manifest["next_segment"]
@@ -213,7 +229,11 @@ class FaissVectorStore(VectorStore):
             self._pending[sid] = (seq, vec, md)
         self._next_seq = next_seq
         self._dirty = True
-        logger.info("%s: FAISS index in format %d; it is converted on the next flush", self.path, LEGACY_FORMAT_VERSION)
+        logger.info(
+            "%s: FAISS index in format %d; it is converted on the next flush",
+            self.path,
+            LEGACY_FORMAT_VERSION,
+        )
 
     # -- persistence --------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -241,7 +261,11 @@ class FaissVectorStore(VectorStore):
             tombstones: list[tuple[_Segment, dict[str, int]]] = []
             for group in _plan_merges(segments):
                 seg = group[0]
-                if len(group) == 1 and seg.directory is not None and seg.n_deleted <= MAX_DELETED_RATIO * seg.rows:
+                if (
+                    len(group) == 1
+                    and seg.directory is not None
+                    and seg.n_deleted <= MAX_DELETED_RATIO * seg.rows
+                ):
                     deletes = seg.deletes
                     if seg.deletes_dirty:
                         deletes = self._write_tombstones(seg, generation)
@@ -318,9 +342,17 @@ class FaissVectorStore(VectorStore):
         fsync_dir(tmp)
         os.rename(tmp, final)
         fsync_dir(final.parent)
-        logger.debug("%s: wrote segment %s (%d rows from %d source(s))", self.path, name, len(seqs), len(sources))
-        return _Segment(name=name, seq=seqs, live=np.ones(len(seqs), dtype=bool), directory=final,
-                        files=files, metas=metas)
+        logger.debug(
+            "%s: wrote segment %s (%d rows from %d source(s))", self.path, name, len(seqs), len(sources)
+        )
+        return _Segment(
+            name=name,
+            seq=seqs,
+            live=np.ones(len(seqs), dtype=bool),
+            directory=final,
+            files=files,
+            metas=metas,
+        )
 
     def _write_tombstones(self, seg: _Segment, generation: int) -> dict[str, int]:
         """Write the deleted row numbers of ``seg`` to a new file (never one a committed manifest names)."""
@@ -341,7 +373,9 @@ class FaissVectorStore(VectorStore):
         if len(ids) == 0:
             return
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension or len(vectors) != len(ids):
-            raise ValueError(f"FAISS add: expected {len(ids)} vectors of dimension {self.dimension}, got {vectors.shape}")
+            raise ValueError(
+                f"FAISS add: expected {len(ids)} vectors of dimension {self.dimension}, got {vectors.shape}"
+            )
         if len(metadatas) != len(ids):
             raise ValueError(f"FAISS add: {len(ids)} ids but {len(metadatas)} metadata dicts")
         vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
@@ -447,14 +481,18 @@ class FaissVectorStore(VectorStore):
 # --------------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------------
-def _load_manifest(root: Path, dimension: int, verify: bool) -> tuple[dict[str, Any], list[_Segment], list[list[str]]]:
+def _load_manifest(
+    root: Path, dimension: int, verify: bool
+) -> tuple[dict[str, Any], list[_Segment], list[list[str]]]:
     """Read and check the manifest and every segment it names; returns it, the segments and their ids."""
     mpath = root / MANIFEST
     manifest = parse_json(read_file(mpath, VectorIndexCorruptError), mpath, VectorIndexCorruptError)
     if not isinstance(manifest, dict):
         raise VectorIndexCorruptError(mpath, "manifest is not a JSON object")
     if manifest.get("format") != FORMAT_NAME:
-        raise VectorIndexCorruptError(mpath, f"not a FinderLedge FAISS index (format {manifest.get('format')!r})")
+        raise VectorIndexCorruptError(
+            mpath, f"not a FinderLedge FAISS index (format {manifest.get('format')!r})"
+        )
     if manifest.get("version") != FORMAT_VERSION:
         raise VectorIndexCorruptError(mpath, f"unsupported format version {manifest.get('version')!r}")
     body = {k: v for k, v in manifest.items() if k != "checksum"}
@@ -477,7 +515,9 @@ def _load_manifest(root: Path, dimension: int, verify: bool) -> tuple[dict[str, 
         if seg.name in names:
             raise VectorIndexCorruptError(mpath, f"segment {seg.name} is listed twice")
         # a flush reuses names from next_segment and generations after generation: they must be unused
-        if int(seg.name[4:]) >= manifest["next_segment"] or (seg.deletes and seg.deletes["gen"] > manifest["generation"]):
+        if int(seg.name[4:]) >= manifest["next_segment"] or (
+            seg.deletes and seg.deletes["gen"] > manifest["generation"]
+        ):
             raise VectorIndexCorruptError(mpath, f"segment {seg.name} is newer than the manifest's counters")
         names.add(seg.name)
         segments.append(seg)
@@ -510,14 +550,17 @@ def _load_segment(
         raise VectorIndexCorruptError(sdir / IDS_FILE, f"expected a list of {rows} string ids")
     seq = _parse_npy(sdir / SEQ_FILE, infos[SEQ_FILE])
     if seq.dtype != np.dtype("<i8") or seq.shape != (rows,):
-        raise VectorIndexCorruptError(sdir / SEQ_FILE, f"expected <i8 of shape ({rows},), got {seq.dtype} {seq.shape}")
+        raise VectorIndexCorruptError(
+            sdir / SEQ_FILE, f"expected <i8 of shape ({rows},), got {seq.dtype} {seq.shape}"
+        )
     if seq[0] < 0 or seq[-1] >= next_seq or (rows > 1 and not bool(np.all(np.diff(seq) > 0))):
         raise VectorIndexCorruptError(sdir / SEQ_FILE, "sequence numbers are not ascending below next_seq")
     meta_raw = _check_file(sdir / META_FILE, infos[META_FILE], read=True)  # parsed when a filter needs it
     if verify and _file_crc(sdir / VECTORS_FILE) != infos[VECTORS_FILE]["crc32"]:
         raise VectorIndexCorruptError(sdir / VECTORS_FILE, "checksum mismatch")
-    seg = _Segment(name=name, seq=seq, live=np.ones(rows, dtype=bool), directory=sdir, files=infos,
-                   meta_raw=meta_raw)
+    seg = _Segment(
+        name=name, seq=seq, live=np.ones(rows, dtype=bool), directory=sdir, files=infos, meta_raw=meta_raw
+    )
     seg.load_vectors(dimension)  # size, dtype and shape
     deletes = entry.get("deletes")
     if deletes is not None:
@@ -525,7 +568,9 @@ def _load_segment(
             raise VectorIndexCorruptError(mpath, f"segment {name}: 'deletes' is not an object")
         gen = _non_negative(deletes.get("gen"), f"{name} deletes gen", mpath)
         count = _non_negative(deletes.get("count"), f"{name} deletes count", mpath)
-        dpath = checked_path(root / DELETES_DIR, _deletes_name(name, gen), _DELETES_NAME, VectorIndexCorruptError, mpath)
+        dpath = checked_path(
+            root / DELETES_DIR, _deletes_name(name, gen), _DELETES_NAME, VectorIndexCorruptError, mpath
+        )
         dead = _parse_npy(dpath, _file_info(deletes, f"{name} deletes", mpath))
         if (
             dead.dtype.kind != "i"
@@ -540,10 +585,14 @@ def _load_segment(
     return seg, ids
 
 
-def _load_legacy(root: Path, dimension: int) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]], int]:
+def _load_legacy(
+    root: Path, dimension: int
+) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]], int]:
     """Read format 1 (``index.faiss`` + ``entries.json``): ids, sequence numbers, vectors, metadata, next seq."""
     entries_path, index_path = root / LEGACY_ENTRIES_FILE, root / LEGACY_INDEX_FILE
-    entries = parse_json(read_file(entries_path, VectorIndexCorruptError), entries_path, VectorIndexCorruptError)
+    entries = parse_json(
+        read_file(entries_path, VectorIndexCorruptError), entries_path, VectorIndexCorruptError
+    )
     raw = read_file(index_path, VectorIndexCorruptError)
     if (
         not isinstance(entries, dict)
@@ -555,7 +604,9 @@ def _load_legacy(root: Path, dimension: int) -> tuple[list[str], np.ndarray, np.
         )
     d, id_map, vectors = _parse_legacy_index(raw, index_path)
     if d != dimension:
-        raise IncompatibleIndexError(f"FAISS index at {root} has dimension {d}, the embedding model gives {dimension}")
+        raise IncompatibleIndexError(
+            f"FAISS index at {root} has dimension {d}, the embedding model gives {dimension}"
+        )
     n = len(id_map)
     try:
         ids, int_ids, metas = list(entries["ids"]), list(entries["int_ids"]), list(entries["metadatas"])
@@ -563,9 +614,9 @@ def _load_legacy(root: Path, dimension: int) -> tuple[list[str], np.ndarray, np.
         row_of = {int(v): i for i, v in enumerate(id_map.tolist())}
         if not all(isinstance(md, dict) for md in metas) or not all(isinstance(i, str) for i in ids):
             raise VectorIndexCorruptError(entries_path, "ids must be strings and metadata objects")
-        if not (len(ids) == len(int_ids) == len(metas) == n == len(row_of) == len(set(ids))) or set(row_of) != set(
-            int_ids
-        ):
+        if not (len(ids) == len(int_ids) == len(metas) == n == len(row_of) == len(set(ids))) or set(
+            row_of
+        ) != set(int_ids):
             raise VectorIndexCorruptError(entries_path, f"{len(ids)} ids for {n} vectors")
         order = np.argsort(np.asarray(int_ids, dtype=np.int64), kind="stable")
         seqs = np.asarray(int_ids, dtype=np.int64)[order]
@@ -597,7 +648,9 @@ def _parse_legacy_index(raw: bytes, path: Path) -> tuple[int, np.ndarray, np.nda
     if d <= 0 or ntotal < 0 or (inner[1], inner[2]) != (d, ntotal) or floats != ntotal * d:
         raise VectorIndexCorruptError(path, f"inconsistent header (d={d}, ntotal={ntotal}, {floats} floats)")
     if len(raw) != data + 4 * floats + 8 + 8 * ntotal:
-        raise VectorIndexCorruptError(path, f"{len(raw)} bytes, the header describes {data + 4 * floats + 8 + 8 * ntotal}")
+        raise VectorIndexCorruptError(
+            path, f"{len(raw)} bytes, the header describes {data + 4 * floats + 8 + 8 * ntotal}"
+        )
     (n_ids,) = struct.unpack_from("<Q", raw, data + 4 * floats)
     if n_ids != ntotal:
         raise VectorIndexCorruptError(path, f"{n_ids} ids for {ntotal} vectors")
@@ -620,7 +673,9 @@ def _check_file(path: Path, info: Mapping[str, int], *, read: bool) -> bytes | N
     except OSError as exc:
         raise VectorIndexCorruptError(path, f"cannot read ({exc})") from None
     if size != info["bytes"]:
-        raise VectorIndexCorruptError(path, f"file has {size} bytes, the manifest says {info['bytes']} (truncated?)")
+        raise VectorIndexCorruptError(
+            path, f"file has {size} bytes, the manifest says {info['bytes']} (truncated?)"
+        )
     return None
 
 
@@ -657,16 +712,18 @@ def _non_negative(value: Any, what: str, where: Path) -> int:
 def _file_info(obj: Any, what: str, where: Path) -> dict[str, int]:
     if not isinstance(obj, dict):
         raise VectorIndexCorruptError(where, f"{what}: expected size and CRC32")
-    return {"bytes": _non_negative(obj.get("bytes"), f"{what} bytes", where),
-            "crc32": _non_negative(obj.get("crc32"), f"{what} crc32", where)}
+    return {
+        "bytes": _non_negative(obj.get("bytes"), f"{what} bytes", where),
+        "crc32": _non_negative(obj.get("crc32"), f"{what} crc32", where),
+    }
 
 
 # --------------------------------------------------------------------------------------------------
 # Row order, merging and writing
 # --------------------------------------------------------------------------------------------------
-def _sorted_layout(seq_parts: Sequence[np.ndarray], row_parts: Sequence[np.ndarray]) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray
-]:
+def _sorted_layout(
+    seq_parts: Sequence[np.ndarray], row_parts: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sequence numbers of rows from several parts in ascending order, with each row's part and row number."""
     if not seq_parts:
         empty = np.empty(0, dtype=np.int64)
@@ -698,7 +755,9 @@ def _iter_blocks(
         yield run, lo, lo + len(rows)
 
 
-def _gather(vectors: Sequence[np.ndarray], part_idx: np.ndarray, row_idx: np.ndarray, dimension: int) -> np.ndarray:
+def _gather(
+    vectors: Sequence[np.ndarray], part_idx: np.ndarray, row_idx: np.ndarray, dimension: int
+) -> np.ndarray:
     """All the rows of :func:`_iter_blocks` as one array (FAISS copies its whole storage on each add)."""
     run = _as_run(vectors, part_idx, row_idx)
     if run is not None:
@@ -759,14 +818,31 @@ def _collect_garbage(root: Path, manifest: Mapping[str, Any]) -> None:
     files.  Only names this store writes are touched.
     """
     keep_segments = {s["name"] for s in manifest["segments"]}
-    keep_deletes = {_deletes_name(s["name"], s["deletes"]["gen"]) for s in manifest["segments"] if s["deletes"]}
-    unused = [root / name for name in (LEGACY_INDEX_FILE, LEGACY_ENTRIES_FILE,
-                                       LEGACY_INDEX_FILE + ".tmp", LEGACY_ENTRIES_FILE + ".tmp")]
+    keep_deletes = {
+        _deletes_name(s["name"], s["deletes"]["gen"]) for s in manifest["segments"] if s["deletes"]
+    }
+    unused = [
+        root / name
+        for name in (
+            LEGACY_INDEX_FILE,
+            LEGACY_ENTRIES_FILE,
+            LEGACY_INDEX_FILE + ".tmp",
+            LEGACY_ENTRIES_FILE + ".tmp",
+        )
+    ]
     try:
-        for folder, pattern, keep in ((SEGMENTS_DIR, _SEGMENT_NAME, keep_segments), (DELETES_DIR, _DELETES_NAME, keep_deletes)):
-            path = real_folder(root, folder, VectorIndexCorruptError)  # never list (and delete) through a link out
-            unused += [Path(e.path) for e in os.scandir(path)
-                       if pattern.fullmatch(e.name.removesuffix(".tmp")) and e.name not in keep]
+        for folder, pattern, keep in (
+            (SEGMENTS_DIR, _SEGMENT_NAME, keep_segments),
+            (DELETES_DIR, _DELETES_NAME, keep_deletes),
+        ):
+            path = real_folder(
+                root, folder, VectorIndexCorruptError
+            )  # never list (and delete) through a link out
+            unused += [
+                Path(e.path)
+                for e in os.scandir(path)
+                if pattern.fullmatch(e.name.removesuffix(".tmp")) and e.name not in keep
+            ]
     except (OSError, VectorIndexCorruptError) as exc:
         logger.warning("%s: could not list FAISS files (%s)", root, exc)
     for path in unused:
@@ -802,7 +878,11 @@ def _write_vectors(path: Path, shape: tuple[int, int], blocks: Iterable[np.ndarr
     """Stream ``blocks`` into a float32 ``.npy`` of ``shape`` durably; returns its size and CRC32."""
     with open(path, "wb") as fh:
         out = _CrcWriter(fh)
-        header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False, "shape": shape}
+        header = {
+            "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+            "fortran_order": False,
+            "shape": shape,
+        }
         np.lib.format.write_array_header_1_0(out, header)  # type: ignore[arg-type]
         written = 0
         for block in blocks:
@@ -813,8 +893,6 @@ def _write_vectors(path: Path, shape: tuple[int, int], blocks: Iterable[np.ndarr
         fh.flush()
         os.fsync(fh.fileno())
     return {"bytes": out.size, "crc32": out.crc}
-
-
 
 
 def _json_bytes(obj: Any) -> bytes:

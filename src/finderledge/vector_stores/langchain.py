@@ -64,28 +64,44 @@ class LangChainVectorStore(VectorStore):
         self._ids: set[str] = set()  # what this object added (stores have no standard "list ids")
         self._add = self._adder()
         if not callable(getattr(store, "similarity_search_with_score_by_vector", None)):
-            raise ConfigurationError(f"vector_store: {self.kind} has no similarity_search_with_score_by_vector; "
-                                     "FinderLedge needs it to search with its own query vectors")
+            raise ConfigurationError(
+                f"vector_store: {self.kind} has no similarity_search_with_score_by_vector; "
+                "FinderLedge needs it to search with its own query vectors"
+            )
 
     def _adder(self) -> Callable[[list[str], np.ndarray, list[dict[str, Any]], list[str]], None]:
         store = self.store
         if self.kind == "InMemoryVectorStore":
-            def add_in_memory(ids: list[str], vectors: np.ndarray, metas: list[dict[str, Any]], texts: list[str]) -> None:
+
+            def add_in_memory(
+                ids: list[str], vectors: np.ndarray, metas: list[dict[str, Any]], texts: list[str]
+            ) -> None:
                 for i, v, md, text in zip(ids, vectors, metas, texts):  # its documented record layout
                     store.store[i] = {"id": i, "vector": v.tolist(), "text": text, "metadata": md}
+
             return add_in_memory
         add = getattr(store, "add_embeddings", None)
         if not callable(add):
-            raise ConfigurationError(f"vector_store: {self.kind} cannot take precomputed vectors (no add_embeddings); "
-                                     "FinderLedge embeds once and gives every leg the same vectors")
+            raise ConfigurationError(
+                f"vector_store: {self.kind} cannot take precomputed vectors (no add_embeddings); "
+                "FinderLedge embeds once and gives every leg the same vectors"
+            )
         params = inspect.signature(add).parameters
         if "text_embeddings" in params:  # langchain_community FAISS style
-            return lambda ids, vectors, metas, texts: add(text_embeddings=list(zip(texts, vectors.tolist())),
-                                                          metadatas=metas, ids=ids)
-        return lambda ids, vectors, metas, texts: add(texts=texts, embeddings=vectors.tolist(), metadatas=metas, ids=ids)
+            return lambda ids, vectors, metas, texts: add(
+                text_embeddings=list(zip(texts, vectors.tolist())), metadatas=metas, ids=ids
+            )
+        return lambda ids, vectors, metas, texts: add(
+            texts=texts, embeddings=vectors.tolist(), metadatas=metas, ids=ids
+        )
 
-    def add(self, ids: Sequence[str], embeddings: np.ndarray | Sequence[Sequence[float]],
-            metadatas: Sequence[Mapping[str, Any]], texts: Sequence[str] | None = None) -> None:
+    def add(
+        self,
+        ids: Sequence[str],
+        embeddings: np.ndarray | Sequence[Sequence[float]],
+        metadatas: Sequence[Mapping[str, Any]],
+        texts: Sequence[str] | None = None,
+    ) -> None:
         if len(ids) == 0:
             return
         vectors = np.asarray(embeddings, dtype=np.float32)
@@ -101,8 +117,9 @@ class LangChainVectorStore(VectorStore):
             self.store.delete(ids=id_list)
             self._ids.difference_update(id_list)
 
-    def search(self, embedding: Sequence[float] | np.ndarray, k: int,
-               filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
+    def search(
+        self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
         if k < 1:
             return []
         pred = compile_filter(filter)
@@ -115,8 +132,11 @@ class LangChainVectorStore(VectorStore):
         n = k
         while True:  # the store narrows (never too far), compile_filter decides; widen until k pass
             docs = self.store.similarity_search_with_score_by_vector(query, k=n, **kwargs)
-            hits = [(str(doc.id or doc.metadata.get(ID_KEY)), convert(float(score))) for doc, score in docs
-                    if pred is None or pred(_user_metadata(doc))]
+            hits = [
+                (str(doc.id or doc.metadata.get(ID_KEY)), convert(float(score)))
+                for doc, score in docs
+                if pred is None or pred(_user_metadata(doc))
+            ]
             if pred is None or len(hits) >= k or len(docs) < n:
                 return sorted(hits, key=lambda hit: -hit[1])[:k]
             n *= 4
@@ -126,8 +146,10 @@ class LangChainVectorStore(VectorStore):
             return lambda doc: pred(_user_metadata(doc))
         if self.kind in _MONGO_FILTERS:
             return _narrowing(flt or {}) or None
-        raise UnsupportedFilterError(f"filter: FinderLedge cannot translate filters for {self.kind}; search without "
-                                     "a filter, or use a backend that filters (chroma, faiss, pgvector)")
+        raise UnsupportedFilterError(
+            f"filter: FinderLedge cannot translate filters for {self.kind}; search without "
+            "a filter, or use a backend that filters (chroma, faiss, pgvector)"
+        )
 
     def ids(self) -> set[str]:
         """Every id in the store where it can be listed (in-memory records, PGVector's collection); otherwise

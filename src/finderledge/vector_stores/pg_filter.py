@@ -171,15 +171,19 @@ class _Builder:
                 return "FALSE"
             self.field(name)
             self.params.append(text)
-            return (f"COALESCE(jsonb_typeof({value}) = 'string'"
-                    f" AND ({self.column} ->> %s) COLLATE \"C\" {sql_op} %s COLLATE \"C\", FALSE)")
+            return (
+                f"COALESCE(jsonb_typeof({value}) = 'string'"
+                f' AND ({self.column} ->> %s) COLLATE "C" {sql_op} %s COLLATE "C", FALSE)'
+            )
         value = self.field(name)
         if value is None:
             return "FALSE"
         self.field(name)
         self.params.append(_number_text(operand))
-        return (f"COALESCE(jsonb_typeof({value}) = 'number'"
-                f" AND ({self.column} -> %s) {_ORDER_SQL[op]} %s::jsonb, FALSE)")
+        return (
+            f"COALESCE(jsonb_typeof({value}) = 'number'"
+            f" AND ({self.column} -> %s) {_ORDER_SQL[op]} %s::jsonb, FALSE)"
+        )
 
     def condition(self, name: str, op: str, arg: Any) -> str:
         if op == "$eq":

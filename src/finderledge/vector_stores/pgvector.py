@@ -95,7 +95,9 @@ def metadata_columns(metadata: Mapping[str, Any]) -> tuple[str, str | None]:
     """``(jsonb_json, exact_json)``: what the ``metadata`` and ``exact_metadata`` columns hold for a row
     (``exact_json`` only when ``jsonb`` cannot hold the metadata exactly)."""
     text, lossy = jsonb_text(metadata)
-    return text, (json.dumps(dict(metadata), ensure_ascii=True, sort_keys=True, default=str) if lossy else None)
+    return text, (
+        json.dumps(dict(metadata), ensure_ascii=True, sort_keys=True, default=str) if lossy else None
+    )
 
 
 def table_ddl(schema: str, table: str) -> list[Any]:
@@ -104,11 +106,14 @@ def table_ddl(schema: str, table: str) -> list[Any]:
 
     t = sql.Identifier(schema, table)
     return [
-        sql.SQL("CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, embedding vector, metadata jsonb NOT NULL"
-                " DEFAULT '{{}}'::jsonb, exact_metadata text, content text)").format(t),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, embedding vector, metadata jsonb NOT NULL"
+            " DEFAULT '{{}}'::jsonb, exact_metadata text, content text)"
+        ).format(t),
         # the filter's "OR exact_metadata IS NOT NULL" arm: with it, a metadata index stays usable (BitmapOr)
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (id) WHERE exact_metadata IS NOT NULL").format(
-            sql.Identifier(f"{table}_lossy"), t),
+            sql.Identifier(f"{table}_lossy"), t
+        ),
     ]
 
 
@@ -118,13 +123,16 @@ def column_dimension(conn: psycopg.Connection[Any], schema: str, table: str) -> 
         "SELECT a.atttypmod FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
         " JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding' AND NOT a.attisdropped",
-        (schema, table)).fetchone()
+        (schema, table),
+    ).fetchone()
     if row is None or row[0] is None or int(row[0]) < 0:
         return None
     return int(row[0])
 
 
-def ensure_dimension(conn: psycopg.Connection[Any], schema: str, table: str, dimension: int, where: str) -> None:
+def ensure_dimension(
+    conn: psycopg.Connection[Any], schema: str, table: str, dimension: int, where: str
+) -> None:
     """Record ``dimension`` in the column type and build the HNSW index (inside the caller's transaction), or
     raise :class:`IncompatibleIndexError` when another dimension is recorded."""
     from psycopg import errors as pg_errors
@@ -140,17 +148,26 @@ def ensure_dimension(conn: psycopg.Connection[Any], schema: str, table: str, dim
     if current is not None:
         if current != dimension:
             raise IncompatibleIndexError(
-                f"{where}: its vectors have dimension {current}; this embedding model produces {dimension}")
+                f"{where}: its vectors have dimension {current}; this embedding model produces {dimension}"
+            )
         return
     try:
-        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE vector({})").format(
-            sql.Identifier(schema, table), sql.Literal(dimension)))
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ALTER COLUMN embedding TYPE vector({})").format(
+                sql.Identifier(schema, table), sql.Literal(dimension)
+            )
+        )
     except pg_errors.DataException as exc:
-        raise IncompatibleIndexError(f"{where}: stored vectors do not all have dimension {dimension} "
-                                     f"({exc.diag.message_primary})") from None
+        raise IncompatibleIndexError(
+            f"{where}: stored vectors do not all have dimension {dimension} ({exc.diag.message_primary})"
+        ) from None
     if dimension > MAX_INDEXED_DIMENSION:
-        logger.info("%s: dimension %d is above pgvector's HNSW limit (%d); searches scan exactly",
-                    where, dimension, MAX_INDEXED_DIMENSION)
+        logger.info(
+            "%s: dimension %d is above pgvector's HNSW limit (%d); searches scan exactly",
+            where,
+            dimension,
+            MAX_INDEXED_DIMENSION,
+        )
     else:
         build_index_when_large(conn, schema, table, dimension, where)
 
@@ -161,14 +178,17 @@ def index_name(table: str, kind: str = "hnsw") -> str:
 
 def has_index(conn: psycopg.Connection[Any], schema: str, table: str, kind: str = "hnsw") -> bool:
     """Whether the HNSW (``kind="hnsw"``) or the metadata GIN (``"gin"``) index exists and is valid."""
-    row = conn.execute("SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-                       " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
-                       (schema, index_name(table, kind))).fetchone()
+    row = conn.execute(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+        (schema, index_name(table, kind)),
+    ).fetchone()
     return bool(row and row[0])
 
 
-def build_index_when_large(conn: psycopg.Connection[Any], schema: str, table: str, dimension: int | None,
-                           where: str) -> None:
+def build_index_when_large(
+    conn: psycopg.Connection[Any], schema: str, table: str, dimension: int | None, where: str
+) -> None:
     """Inside a write transaction: once the table holds more than :data:`EXACT_THRESHOLD` rows, build the
     HNSW index and a GIN index over ``metadata`` (``jsonb_path_ops``: selective filters read only their rows).
     Below the threshold every search is exact and an index only slows writes (HNSW inserts cost ~3-4 ms a row
@@ -181,8 +201,9 @@ def build_index_when_large(conn: psycopg.Connection[Any], schema: str, table: st
     if all(has_index(conn, schema, table, kind) for kind in wanted):
         return
     t = sql.Identifier(schema, table)
-    row = conn.execute(sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(t),
-                       (EXACT_THRESHOLD + 1,)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(t), (EXACT_THRESHOLD + 1,)
+    ).fetchone()
     if not row or int(row[0]) <= EXACT_THRESHOLD:
         return
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("index", f"{schema}.{table}"),))
@@ -192,13 +213,20 @@ def build_index_when_large(conn: psycopg.Connection[Any], schema: str, table: st
             continue
         started = time.perf_counter()
         method = "hnsw (embedding vector_cosine_ops)" if kind == "hnsw" else "gin (metadata jsonb_path_ops)"
-        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING " + method).format(
-            sql.Identifier(index_name(table, kind)), t))
+        conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING " + method).format(
+                sql.Identifier(index_name(table, kind)), t
+            )
+        )
         logger.info("%s: built the %s index in %.1f s", where, kind.upper(), time.perf_counter() - started)
 
 
-def upsert_rows(cur: psycopg.Cursor[Any], schema: str, table: str,
-                rows: Iterable[tuple[str, Any, Mapping[str, Any], str | None]]) -> None:
+def upsert_rows(
+    cur: psycopg.Cursor[Any],
+    schema: str,
+    table: str,
+    rows: Iterable[tuple[str, Any, Mapping[str, Any], str | None]],
+) -> None:
     """Insert or replace ``(id, embedding, metadata, content)`` rows (``executemany``: one pipeline)."""
     from psycopg import sql
 
@@ -208,11 +236,14 @@ def upsert_rows(cur: psycopg.Cursor[Any], schema: str, table: str,
         params.append((cid, vector_literal(emb), js, exact, text))
     if not params:
         return
-    cur.executemany(sql.SQL(
-        "INSERT INTO {} (id, embedding, metadata, exact_metadata, content) VALUES (%s, %s::vector, %s::jsonb, %s, %s)"
-        " ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata,"
-        " exact_metadata = EXCLUDED.exact_metadata, content = EXCLUDED.content").format(
-            sql.Identifier(schema, table)), params)
+    cur.executemany(
+        sql.SQL(
+            "INSERT INTO {} (id, embedding, metadata, exact_metadata, content) VALUES (%s, %s::vector, %s::jsonb, %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata,"
+            " exact_metadata = EXCLUDED.exact_metadata, content = EXCLUDED.content"
+        ).format(sql.Identifier(schema, table)),
+        params,
+    )
 
 
 class PgVectorStore(VectorStore):
@@ -223,9 +254,17 @@ class PgVectorStore(VectorStore):
 
     name = "pgvector"
 
-    def __init__(self, url: str | None = None, *, dimension: int, schema: str = "finderledge",
-                 table: str = "vectors", _pool: ConnectionPool[Any] | None = None, _label: str | None = None,
-                 _on_close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        dimension: int,
+        schema: str = "finderledge",
+        table: str = "vectors",
+        _pool: ConnectionPool[Any] | None = None,
+        _label: str | None = None,
+        _on_close: Callable[[], None] | None = None,
+    ) -> None:
         from ..ledgers.postgres import connect_checked, make_pool, prepare_schema, safe_name
 
         self.schema, self.table, self.dimension = schema, table, int(dimension)
@@ -261,16 +300,24 @@ class PgVectorStore(VectorStore):
             yield conn
 
     # -- writes -------------------------------------------------------------------------------------
-    def add(self, ids: Sequence[str], embeddings: np.ndarray | Sequence[Sequence[float]],
-            metadatas: Sequence[Mapping[str, Any]], texts: Sequence[str] | None = None) -> None:
+    def add(
+        self,
+        ids: Sequence[str],
+        embeddings: np.ndarray | Sequence[Sequence[float]],
+        metadatas: Sequence[Mapping[str, Any]],
+        texts: Sequence[str] | None = None,
+    ) -> None:
         if len(ids) == 0:
             return
         vectors = np.asarray(embeddings, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
-            raise IncompatibleIndexError(f"{self.label}: expected vectors of dimension {self.dimension}, "
-                                         f"got shape {vectors.shape}")
-        rows = [(i, v, md, None if texts is None else _storable(texts[n]))
-                for n, (i, v, md) in enumerate(zip(ids, vectors, metadatas))]
+            raise IncompatibleIndexError(
+                f"{self.label}: expected vectors of dimension {self.dimension}, got shape {vectors.shape}"
+            )
+        rows = [
+            (i, v, md, None if texts is None else _storable(texts[n]))
+            for n, (i, v, md) in enumerate(zip(ids, vectors, metadatas))
+        ]
         with self._conn() as conn, conn.transaction(), conn.cursor() as cur:
             upsert_rows(cur, self.schema, self.table, rows)
             build_index_when_large(conn, self.schema, self.table, self.dimension, self.label)
@@ -306,24 +353,29 @@ class PgVectorStore(VectorStore):
         now = time.monotonic()
         if now < self._large_until:
             return True
-        row = conn.execute(sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(self._t),
-                           (EXACT_THRESHOLD + 1,)).fetchone()
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(self._t),
+            (EXACT_THRESHOLD + 1,),
+        ).fetchone()
         large = bool(row and int(row[0]) > EXACT_THRESHOLD) and has_index(conn, self.schema, self.table)
         if large:
             with self._size_lock:
                 self._large_until = now + _SIZE_CACHE_SECONDS
         return large
 
-    def search(self, embedding: Sequence[float] | np.ndarray, k: int,
-               filter: Mapping[str, Any] | None = None) -> list[tuple[str, float]]:
+    def search(
+        self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
         if k < 1:
             return []
         pred = compile_filter(filter)
         where, params = to_sql(filter)
         query = np.asarray(embedding, dtype=np.float32)
         if query.shape != (self.dimension,):
-            raise IncompatibleIndexError(f"{self.label}: expected a query vector of dimension {self.dimension}, "
-                                         f"got shape {query.shape}")
+            raise IncompatibleIndexError(
+                f"{self.label}: expected a query vector of dimension {self.dimension}, "
+                f"got shape {query.shape}"
+            )
         literal = vector_literal(query)
         with self._conn() as conn:
             if k <= MAX_EF_SEARCH and self._is_large(conn):
@@ -344,11 +396,21 @@ class PgVectorStore(VectorStore):
 
         cols = ", metadata, exact_metadata" if with_metadata else ""
         lossy = " OR exact_metadata IS NOT NULL" if where != "TRUE" else ""
-        return sql.SQL("SELECT id, embedding <=> %s::vector AS d" + cols + " FROM {} WHERE embedding IS NOT NULL"
-                       " AND (" + where + lossy + ") ORDER BY d LIMIT %s").format(self._t)
+        return sql.SQL(
+            "SELECT id, embedding <=> %s::vector AS d" + cols + " FROM {} WHERE embedding IS NOT NULL"
+            " AND (" + where + lossy + ") ORDER BY d LIMIT %s"
+        ).format(self._t)
 
-    def _query(self, conn: psycopg.Connection[Any], literal: str, n: int, where: str, params: list[Any],
-               pred: Callable[[Mapping[str, Any]], bool] | None, ef: int | None) -> tuple[list[tuple[str, float]], bool]:
+    def _query(
+        self,
+        conn: psycopg.Connection[Any],
+        literal: str,
+        n: int,
+        where: str,
+        params: list[Any],
+        pred: Callable[[Mapping[str, Any]], bool] | None,
+        ef: int | None,
+    ) -> tuple[list[tuple[str, float]], bool]:
         """The ``n`` nearest rows passing ``where`` (HNSW with ``ef``, or exact when ``ef`` is None), checked
         with ``pred``; returns them and whether the scan ran out of rows."""
         statement = self._statement(where, pred is not None)
@@ -356,8 +418,10 @@ class PgVectorStore(VectorStore):
             if ef is None:
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
             else:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true)",
-                             (str(ef),))
+                conn.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true)",
+                    (str(ef),),
+                )
             rows = conn.execute(statement, (literal, *params, n)).fetchall()
         hits: list[tuple[str, float]] = []
         for row in rows:
@@ -385,11 +449,19 @@ def _storable(text: str | None) -> str | None:
     return None if text is None else text.replace("\x00", "\ufffd")
 
 
-def open_pgvector(path: Path | None, dimension: int, *, url: str | None = None, schema: str = "finderledge",
-                  table: str = "vectors") -> PgVectorStore:
+def open_pgvector(
+    path: Path | None,
+    dimension: int,
+    *,
+    url: str | None = None,
+    schema: str = "finderledge",
+    table: str = "vectors",
+) -> PgVectorStore:
     """The registry's factory: the pgvector table ``schema.table`` in the database at ``url`` (``path`` is not
     used: the store lives in the database)."""
     if not url:
-        raise ConfigurationError("vector_store='pgvector': pass url='postgresql://…' (or use database_url=…, "
-                                 "whose ledger holds the vectors itself)")
+        raise ConfigurationError(
+            "vector_store='pgvector': pass url='postgresql://…' (or use database_url=…, "
+            "whose ledger holds the vectors itself)"
+        )
     return PgVectorStore(url, dimension=dimension, schema=schema, table=table)

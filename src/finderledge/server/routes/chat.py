@@ -24,10 +24,14 @@ router = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=JSON_ERRORS)
 
 def _sources(results: list[SearchResult]) -> list[dict[str, Any]]:
     keys = ("document_id", "chunk_id", "filename", "title", "page", "score", "content")
-    return [{"n": n, **{k: v for k, v in hit(r).items() if k in keys}} for n, r in enumerate(results, start=1)]
+    return [
+        {"n": n, **{k: v for k, v in hit(r).items() if k in keys}} for n, r in enumerate(results, start=1)
+    ]
 
 
-def _pieces(state: ServerState, caller: Caller, body: ChatRequest) -> tuple[Iterator[str], list[SearchResult]]:
+def _pieces(
+    state: ServerState, caller: Caller, body: ChatRequest
+) -> tuple[Iterator[str], list[SearchResult]]:
     """The answer's pieces (lazily: a model streams them) and the sources it is written from (results with no
     evidence at all, score 0, are never cited)."""
     results = [r for r in run_search(state, caller, body) if r.score > 0]
@@ -44,8 +48,12 @@ def _model_failed(exc: Exception) -> HTTPException:
     return HTTPException(502, f"the language model failed: {type(exc).__name__}: {str(exc)[:300]}")
 
 
-@router.post("", response_model=ChatResponse, summary="Answer a question from the documents",
-             responses={502: {"model": ErrorOut}})
+@router.post(
+    "",
+    response_model=ChatResponse,
+    summary="Answer a question from the documents",
+    responses={502: {"model": ErrorOut}},
+)
 def chat(state: StateDep, caller: CallerDep, body: ChatRequest) -> dict[str, Any]:
     """An answer citing its sources as [n]; without a language model, the best passages, marked extractive."""
     pieces, results = _pieces(state, caller, body)
@@ -53,19 +61,30 @@ def chat(state: StateDep, caller: CallerDep, body: ChatRequest) -> dict[str, Any
         answer = "".join(pieces)
     except Exception as exc:  # noqa: BLE001 - the model's client raises its own kinds
         raise _model_failed(exc) from None
-    return {"answer": answer, "sources": _sources(results), "extractive": state.answerer.extractive,
-            "model": state.answerer.name}
+    return {
+        "answer": answer,
+        "sources": _sources(results),
+        "extractive": state.answerer.extractive,
+        "model": state.answerer.name,
+    }
 
 
 def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-@router.post("/stream", summary="Answer a question, streamed as Server-Sent Events",
-             response_class=StreamingResponse,
-             responses={200: {"content": {"text/event-stream": {}},
-                              "description": 'events `{"content": …, "done": false}` … then '
-                                             '`{"done": true, "sources": [...], "extractive": …, "model": …}`'}})
+@router.post(
+    "/stream",
+    summary="Answer a question, streamed as Server-Sent Events",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {}},
+            "description": 'events `{"content": …, "done": false}` … then '
+            '`{"done": true, "sources": [...], "extractive": …, "model": …}`',
+        }
+    },
+)
 def chat_stream(state: StateDep, caller: CallerDep, body: ChatRequest) -> StreamingResponse:
     """The answer piece by piece, then the sources (an error after the first piece ends the stream with
     ``{"done": true, "error": …}``)."""
@@ -78,7 +97,13 @@ def chat_stream(state: StateDep, caller: CallerDep, body: ChatRequest) -> Stream
         except Exception as exc:  # noqa: BLE001
             yield _event({"done": True, "error": _model_failed(exc).detail})
             return
-        yield _event({"done": True, "sources": _sources(results), "extractive": state.answerer.extractive,
-                      "model": state.answerer.name})
+        yield _event(
+            {
+                "done": True,
+                "sources": _sources(results),
+                "extractive": state.answerer.extractive,
+                "model": state.answerer.name,
+            }
+        )
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})

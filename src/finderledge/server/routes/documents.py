@@ -19,8 +19,11 @@ from ..uploads import UploadError
 __all__ = ["router"]
 
 logger = logging.getLogger(__name__)
-router = APIRouter(prefix="/api/v1/documents", tags=["documents"],
-                   responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+router = APIRouter(
+    prefix="/api/v1/documents",
+    tags=["documents"],
+    responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}},
+)
 
 MAX_TAGS = 50
 MAX_TAG_CHARS = 100
@@ -78,8 +81,13 @@ def _parents(state: StateDep, caller: CallerDep, ids: list[str]) -> dict[str, li
     return grouped
 
 
-@router.post("", status_code=201, response_model=DocumentOut, summary="Upload a file",
-             responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}})
+@router.post(
+    "",
+    status_code=201,
+    response_model=DocumentOut,
+    summary="Upload a file",
+    responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}},
+)
 def upload(
     state: StateDep,
     caller: CallerDep,
@@ -94,15 +102,24 @@ def upload(
     except UploadError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    metadata = {"filename": stored.filename, "title": (title or "").strip() or stored.filename,
-                "mime_type": stored.mime_type, "size": stored.size, "tags": tag_list, "uploaded_at": now,
-                **caller.stamp()}
+    metadata = {
+        "filename": stored.filename,
+        "title": (title or "").strip() or stored.filename,
+        "mime_type": stored.mime_type,
+        "size": stored.size,
+        "tags": tag_list,
+        "uploaded_at": now,
+        **caller.stamp(),
+    }
     try:
         report = state.ledger.ingest(stored.path, metadata, document_id=stored.document_id, on_error="raise")
     except LoadError as exc:
         state.uploads.discard(stored.document_id)
-        raise HTTPException(400, f"file: {stored.filename!r} could not be read: "
-                                 f"{str(exc).replace(str(stored.path), stored.filename)}") from None
+        raise HTTPException(
+            400,
+            f"file: {stored.filename!r} could not be read: "
+            f"{str(exc).replace(str(stored.path), stored.filename)}",
+        ) from None
     except BaseException:
         state.uploads.discard(stored.document_id)
         raise
@@ -132,8 +149,12 @@ def list_documents(
     return {"items": items, "total": len(ids), "page": page, "per_page": per_page}
 
 
-@router.get("/{document_id}", response_model=DocumentDetail, summary="A document and its chunks",
-            responses={404: {"model": ErrorOut}})
+@router.get(
+    "/{document_id}",
+    response_model=DocumentDetail,
+    summary="A document and its chunks",
+    responses={404: {"model": ErrorOut}},
+)
 def get_document(state: StateDep, caller: CallerDep, document_id: str) -> dict[str, Any]:
     """One document with its chunks in reading order (page/row and position)."""
     parents = _parents(state, caller, [document_id]).get(document_id)
@@ -144,14 +165,26 @@ def get_document(state: StateDep, caller: CallerDep, document_id: str) -> dict[s
         for chunk in state.ledger.get_split_documents(str(parent.id)):
             info = info_of(chunk.metadata)
             page, row = chunk.metadata.get("page"), chunk.metadata.get("row")
-            chunks.append({"chunk_id": info["id"], "chunk_index": len(chunks), "split_index": info["split_index"],
-                           "page": page if isinstance(page, int) else None,
-                           "row": row if isinstance(row, int) else None, "content": chunk.page_content})
+            chunks.append(
+                {
+                    "chunk_id": info["id"],
+                    "chunk_index": len(chunks),
+                    "split_index": info["split_index"],
+                    "page": page if isinstance(page, int) else None,
+                    "row": row if isinstance(row, int) else None,
+                    "content": chunk.page_content,
+                }
+            )
     return {**_summary(document_id, parents), "chunks": [ChunkOut(**c) for c in chunks]}
 
 
-@router.delete("/{document_id}", status_code=204, summary="Delete a document", response_class=Response,
-               responses={404: {"model": ErrorOut}})
+@router.delete(
+    "/{document_id}",
+    status_code=204,
+    summary="Delete a document",
+    response_class=Response,
+    responses={404: {"model": ErrorOut}},
+)
 def delete_document(state: StateDep, caller: CallerDep, document_id: str) -> Response:
     """Remove the document from every store and its file from the upload area."""
     parents = _parents(state, caller, [document_id]).get(document_id)

@@ -19,7 +19,9 @@ __all__ = ["hit", "router", "run_search"]
 router = APIRouter(prefix="/api/v1", tags=["search"], responses=JSON_ERRORS)
 
 
-_SERVER_ONLY = frozenset({"source", "source_id"})  # where the server keeps the file: not the caller's business
+_SERVER_ONLY = frozenset(
+    {"source", "source_id"}
+)  # where the server keeps the file: not the caller's business
 
 
 def _int(value: Any) -> int | None:
@@ -32,10 +34,15 @@ def hit(result: SearchResult) -> dict[str, Any]:
     info = info_of(md)
     doc_id = md.get(DOCUMENT_ID)
     return {
-        "rank": result.rank, "document_id": doc_id if isinstance(doc_id, str) else None, "chunk_id": result.id,
-        "parent_id": result.parent_id, "filename": md.get("filename") if isinstance(md.get("filename"), str) else None,
-        "title": md.get("title") if isinstance(md.get("title"), str) else None, "page": _int(md.get("page")),
-        "content": result.document.page_content, "score": float(result.score),
+        "rank": result.rank,
+        "document_id": doc_id if isinstance(doc_id, str) else None,
+        "chunk_id": result.id,
+        "parent_id": result.parent_id,
+        "filename": md.get("filename") if isinstance(md.get("filename"), str) else None,
+        "title": md.get("title") if isinstance(md.get("title"), str) else None,
+        "page": _int(md.get("page")),
+        "content": result.document.page_content,
+        "score": float(result.score),
         **{key: info.get(key) for key in ("vector_rank", "vector_score", "keyword_rank", "keyword_score")},
         "metadata": {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY},
     }
@@ -58,13 +65,19 @@ def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResu
     flt = caller.narrow(tag_filter(body.tags), ids, body.filter)
     k = getattr(body, "top_k", 10)
     query = getattr(body, "query", None) or body.question
-    return list(state.ledger.search(query, k=k, search_mode=body.search_mode, filter=flt,
-                                    score_threshold=body.score_threshold))
+    return list(
+        state.ledger.search(
+            query, k=k, search_mode=body.search_mode, filter=flt, score_threshold=body.score_threshold
+        )
+    )
 
 
 @router.post("/search", response_model=SearchResponse, summary="Search the documents")
 def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str, Any]:
     """The best ``top_k`` chunks, with why each ranked (vector and keyword rank and score) and a cited context."""
     results = run_search(state, caller, body)
-    return {"query": body.query, "results": [SearchHit(**hit(r)) for r in results],
-            "context": context_of(state, results)}
+    return {
+        "query": body.query,
+        "results": [SearchHit(**hit(r)) for r in results],
+        "context": context_of(state, results),
+    }

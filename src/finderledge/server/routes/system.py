@@ -35,10 +35,14 @@ def _components(state: ServerState) -> dict[str, dict[str, Any]]:
     fl = state.ledger
     return {
         "ledger": _check("ledger", lambda: {"readable": fl.count() is not None}),
-        "vector_index": _check("vector_index", lambda: {"backend": fl.settings.vector_store,
-                                                        "searched": _searched(state, "vector")}),
+        "vector_index": _check(
+            "vector_index",
+            lambda: {"backend": fl.settings.vector_store, "searched": _searched(state, "vector")},
+        ),
         "keyword_index": _check("keyword_index", lambda: {"searched": _searched(state, "keyword")}),
-        "embedding": _check("embedding", lambda: {"dimension": len(fl.embeddings.embed_query("health check"))}),
+        "embedding": _check(
+            "embedding", lambda: {"dimension": len(fl.embeddings.embed_query("health check"))}
+        ),
         "uploads": _check("uploads", lambda: {"writable": _writable(state)}),
         "llm": _check("llm", lambda: {"model": state.answerer.name or "extractive (none configured)"}),
     }
@@ -46,7 +50,9 @@ def _components(state: ServerState) -> dict[str, dict[str, Any]]:
 
 def _searched(state: ServerState, mode: str) -> bool:
     """One real search in one leg (matching nothing: no caller's data is read or shown)."""
-    state.ledger.search("health check", k=1, search_mode=mode, filter={"$and": [{"_health": 1}, {"_health": 2}]})
+    state.ledger.search(
+        "health check", k=1, search_mode=mode, filter={"$and": [{"_health": 1}, {"_health": 2}]}
+    )
     return True
 
 
@@ -59,13 +65,19 @@ def _writable(state: ServerState) -> bool:
     return True
 
 
-@router.get("/health", response_model=HealthOut, summary="Check every component",
-            responses={503: {"model": HealthOut}})
+@router.get(
+    "/health",
+    response_model=HealthOut,
+    summary="Check every component",
+    responses={503: {"model": HealthOut}},
+)
 def health(state: StateDep) -> JSONResponse:
     """200 when the ledger, both indexes, the embedding model and the upload area work; else 503."""
     components = _components(state)
     ok = all(c["ok"] for c in components.values())
-    return JSONResponse({"status": "ok" if ok else "failing", "components": components}, status_code=200 if ok else 503)
+    return JSONResponse(
+        {"status": "ok" if ok else "failing", "components": components}, status_code=200 if ok else 503
+    )
 
 
 @router.get("/version", response_model=VersionOut, summary="Versions")
