@@ -51,7 +51,7 @@ from build_dense_dominant import OUT as DD_ROOT
 from explore_adaptive_fusion import MAX_TEST, ROOT, _sample, ndcg10, rr10
 
 from finderledge.adaptive import evidence_fusion, top_evidence
-from finderledge.calibration import gate, pseudo_queries, query_count
+from finderledge.calibration import MAX_HELD_OUT, gate, leg_priors, pseudo_queries, query_count
 from finderledge.evaluation import load_beir
 from finderledge.fusion import model_scripts, vector_leg_share
 from finderledge.relevance import LedgerBackground, sample_key
@@ -248,7 +248,7 @@ def current_gates(blob: Mapping[str, Any]) -> dict[str, float]:
     return {"vector": gate(v / k) if k else 1.0, "keyword": gate(k / v) if v else 1.0}
 
 
-def analyse(name: str) -> dict[str, Any]:
+def analyse(name: str, show_heldout: bool = False) -> dict[str, Any]:
     with open(CACHE / f"{name}.pkl", "rb") as fh:
         blob = pickle.load(fh)
     gates = current_gates(blob)
@@ -261,8 +261,16 @@ def analyse(name: str) -> dict[str, Any]:
             "keyword": float(np.mean([rr10([d for d, _ in r["keyword"]], qrels[r["qid"]]) for r in rows])),
             "fused_by_alpha": curve,
         }
+    rows, qrels = blob["sets"]["pseudo-removed"][:MAX_HELD_OUT], blob["qrels"]["pseudo-removed"]
+    held = {
+        leg: float(np.mean([rr10([d for d, _ in r[leg]], qrels[r["qid"]]) for r in rows]))
+        for leg in ("vector", "keyword")
+    }  # the first MAX_HELD_OUT, as the library measures them
+    out["held_out_mrr"] = held
+    alpha = leg_priors(held)["vector"] / 2
+    out["alpha_rule"] = alpha  # the library's rule: alpha = MRR_v / (MRR_v + MRR_k) held out, bounded
     for set_name, rows in blob["sets"].items():
-        if set_name.startswith("pseudo-"):
+        if set_name.startswith("pseudo-") or (set_name.startswith("heldout-") and not show_heldout):
             continue
         qrels = blob["qrels"][set_name]
         row = {
@@ -274,6 +282,9 @@ def analyse(name: str) -> dict[str, Any]:
             row["named" if named else "anon"] = {
                 a: metric(rows, qrels, "ndcg", alpha=a, gates=gates, named=named) for a in GRID
             }
+            row[f"{'named' if named else 'anon'}_rule"] = metric(
+                rows, qrels, "ndcg", alpha=alpha, gates=gates, named=named
+            )
         out["sets"][set_name] = row
     return out
 
@@ -285,16 +296,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prepare", action="store_true")
     parser.add_argument("--datasets", nargs="*", default=list(DATASETS))
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--heldout", action="store_true", help="also the held-out sets (after choosing)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.prepare:
         for name in args.datasets:
             logger.info("prepared %s", prepare(name))
         return 0
-    results = [analyse(name) for name in args.datasets]
+    results = [analyse(name, args.heldout) for name in args.datasets]
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     for r in results:
-        print(f"\n{r['dataset']}: gates {r['gates_sent']}")
+        print(f"\n{r['dataset']}: gates {r['gates_sent']}, alpha (rule) {r['alpha_rule']:.3f}")
         for kind, p in r["pseudo_mrr"].items():
             curve = " ".join(f"{v:.3f}" for v in p["fused_by_alpha"].values())
             print(f"  pseudo-{kind:8s} v {p['vector']:.3f} k {p['keyword']:.3f} | fused by alpha {curve}")
@@ -302,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for ident in ("named", "anon"):
                 curve = " ".join(f"{v:.3f}" for v in s[ident].values())
                 print(
-                    f"  {set_name:32s} {ident:5s} n={s['queries']:4d} v {s['vector']:.3f} k {s['keyword']:.3f} | {curve}"
+                    f"  {set_name:32s} {ident:5s} n={s['queries']:4d} v {s['vector']:.3f} k {s['keyword']:.3f} "
+                    f"| before {s[ident][0.5]:.3f} rule {s[ident + '_rule']:.3f} | {curve}"
                 )
     return 0
 
