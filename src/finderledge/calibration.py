@@ -293,29 +293,30 @@ def calibrate(
     first) and turn the legs' MRR@10 into gates, for the corpus and for each script group; ``held_out``: per
     leg, a function of the query's index -> parent ids, best first, with the query's sentence taken out of its
     chunk, for the first ``held_out_queries`` queries (default all; their MRR@10 sets the priors, which stay 1
-    without them or with fewer than :data:`MIN_QUERIES` in a group); ``spent``: seconds already spent on it
+    without them, with fewer than :data:`MIN_QUERIES` in a group, or when a leg's corpus-wide gate is
+    closed: they are not searched then); ``spent``: seconds already spent on it
     (embedding the queries), counted in the calibration's time."""
     start = time.perf_counter()
-    held_legs = held_out or {}
     by_group: dict[str, dict[str, list[float]]] = {"all": {leg: [] for leg in legs}}
-    held_by_group: dict[str, dict[str, list[float]]] = {"all": {leg: [] for leg in held_legs}}
-    for i, (text, parent) in enumerate(queries):
+    for text, parent in queries:
         ranks = {leg: _reciprocal_rank(search(text), parent) for leg, search in legs.items()}
-        measured = held_out_queries is None or i < held_out_queries
-        held = (
-            {leg: _reciprocal_rank(search(i), parent) for leg, search in held_legs.items()}
-            if measured
-            else {}
-        )
         for group in ("all", script_group(text)):
             per_leg = by_group.setdefault(group, {leg: [] for leg in legs})
             for leg, rr in ranks.items():
                 per_leg[leg].append(rr)
+    # held out only while every leg keeps some gate corpus-wide: next to a closed leg a prior changes nothing
+    held_legs = held_out or {}
+    if held_legs and min(GroupCompetence.of(by_group["all"]).gates.values()) == 0.0:
+        held_legs = {}
+    held_by_group: dict[str, dict[str, list[float]]] = {"all": {leg: [] for leg in held_legs}}
+    for i, (text, parent) in enumerate(queries[:held_out_queries] if held_legs else ()):
+        held = {leg: _reciprocal_rank(search(i), parent) for leg, search in held_legs.items()}
+        for group in ("all", script_group(text)):
             held_per_leg = held_by_group.setdefault(group, {leg: [] for leg in held_legs})
             for leg, rr in held.items():
                 held_per_leg[leg].append(rr)
     groups = {
-        name: GroupCompetence.of(rr, held_by_group[name] if held_legs else None)
+        name: GroupCompetence.of(rr, held_by_group.get(name) if held_legs else None)
         for name, rr in by_group.items()
         if name == "all" or len(next(iter(rr.values()), [])) >= MIN_QUERIES
     }
@@ -379,7 +380,9 @@ class LedgerCalibrator:
         vectors = dict(zip(texts, embed_queries(embeddings, texts)))  # batched where the model allows
         # each chunk with its sentence taken out, embedded as a passage (the held-out pseudo-queries' targets)
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
-        rest_vectors = [np.asarray(v, dtype=np.float64) for v in embeddings.embed_documents(rests)]
+        rest_vectors: list[
+            np.ndarray
+        ] = []  # embedded on first use: calibrate skips them next to a closed gate
         replica, vector_store, keyword_store = fl._replica, fl.finder.vector_store, fl.finder.keyword_store
         bm25 = fl.keyword_store  # this process's BM25 index: scores a text that is not stored
 
@@ -392,6 +395,10 @@ class LedgerCalibrator:
                 return self._parents(keyword_store.search(text, 10))
 
         def held_out_vector(i: int) -> list[str]:
+            if not rest_vectors:
+                rest_vectors.extend(
+                    np.asarray(v, dtype=np.float64) for v in embeddings.embed_documents(rests)
+                )
             sentence, _, chunk_id, _ = drawn[i]
             q = np.asarray(vectors[sentence], dtype=np.float64)
             denom = float(np.linalg.norm(q) * np.linalg.norm(rest_vectors[i]))

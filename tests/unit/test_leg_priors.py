@@ -215,3 +215,29 @@ def test_a_corpus_where_the_legs_are_alike_keeps_priors_near_one(tmp_path: Path)
         assert g.priors["vector"] == pytest.approx(1.0, abs=0.1)
     finally:
         fl.close()
+
+
+def test_held_out_searches_are_skipped_next_to_a_closed_gate_and_capped() -> None:
+    queries = [(f"sentence number {i}", f"p{i}") for i in range(2 * MIN_QUERIES)]
+    calls: list[int] = []
+
+    def held(i: int) -> list[str]:
+        calls.append(i)
+        return [f"p{i}"]
+
+    blind = {"vector": lambda q: ["nothing"], "keyword": lambda q: [q.replace("sentence number ", "p")]}
+    closed = calibrate(
+        queries, blind, model_id="m", corpus_size=100, held_out={"vector": held, "keyword": held}
+    )
+    assert closed.groups["all"].gates["vector"] == 0.0 and not calls  # no re-embedding for nothing
+    assert closed.groups["all"].priors == {"vector": 1.0, "keyword": 1.0}
+    both = {leg: (lambda q: [q.replace("sentence number ", "p")]) for leg in ("vector", "keyword")}
+    calibrate(
+        queries,
+        both,
+        model_id="m",
+        corpus_size=100,
+        held_out={"vector": held, "keyword": held},
+        held_out_queries=MIN_QUERIES,
+    )
+    assert sorted(set(calls)) == list(range(MIN_QUERIES))  # only the first held_out_queries
