@@ -375,7 +375,7 @@ def load_questions(path: str | Path) -> list[QaItem]:
     items = []
     for n, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise ValueError(f"{path}: item {n} is not an object")  # noqa: TRY004 - bad file content
+            raise ValueError(f"{path}: item {n} is not an object")
         query = row.get("query", row.get("question"))
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"{path}: item {n} has no 'query' or 'question' text")
