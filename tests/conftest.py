@@ -1,4 +1,9 @@
-"""Shared fixtures: the real offline MiniLM model (loaded once), the example folder, a real Chroma server."""
+"""Shared fixtures: the real offline MiniLM model (loaded once), the example folder, a real Chroma server.
+
+The suite is layered by folder (``unit``, ``contract``, ``integration``, ``e2e``); each test gets its layer's
+marker from the folder it lives in, so ``-m unit`` or a folder path selects a layer. Helpers shared by the
+layers (servers, fake LLM, file builders, paths) live in ``tests/helpers/``, importable by module name.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +18,30 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from paths import DATASETS, EXAMPLES, ROOT, dataset  # noqa: F401 - re-exported for tests that import conftest
 from pg_server import pg_url  # noqa: F401 - PostgreSQL + pgvector for the session, on first use
 from server_process import free_port
 
 from finderledge import EmbeddingModelFactory, FinderLedge
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "data"
-DATASETS = ROOT.parent / "shared" / "datasets"
+LAYERS = ("unit", "contract", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the layer of its folder; a test outside the layer folders is an error."""
+    for item in items:
+        layer = Path(str(item.path)).resolve().relative_to(Path(__file__).resolve().parent).parts[0]
+        if layer not in LAYERS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: tests live in tests/{{{','.join(LAYERS)}}}/, not in {layer}"
+            )
+        item.add_marker(getattr(pytest.mark, layer))
 
 
 @pytest.fixture(scope="session")

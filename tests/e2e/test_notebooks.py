@@ -17,7 +17,7 @@ from types import ModuleType
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "examples" / "notebooks"
 
 # Facts each notebook's outputs show and its markdown relies on (robust to timings and small score changes).

@@ -15,7 +15,7 @@ from langchain_core.embeddings import Embeddings
 
 from finderledge.embeddings import embedding_model_id
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import score_separation as sep  # the benchmark is a script, not a package
 

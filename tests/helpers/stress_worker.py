@@ -162,7 +162,7 @@ class FileLock:
         self.path = path.with_name(path.name + ".lock")
         self.fd = -1
 
-    def __enter__(self) -> FileLock:  # noqa: PYI034
+    def __enter__(self) -> FileLock:
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self

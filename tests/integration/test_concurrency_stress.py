@@ -3,7 +3,7 @@ in a loop, and random SIGKILLs of writers — afterwards the ledger, the vector 
 exactly the same ids, every write that returned is there, nothing is duplicated, and no reader ever saw a
 chunk of an uncommitted (or no longer committed) document, or two versions of one source.
 
-The processes are ``tests/stress_worker.py`` (see its docstring for the journal and the checks readers make).
+The processes are ``tests/helpers/stress_worker.py`` (see its docstring for the journal and the checks readers make).
 Each run prints a one-line summary (operations, kills, searches, probes).  ``FL_STRESS_SEED`` fixes the random
 choices (not the timing), ``FL_STRESS_SECONDS`` / ``FL_STRESS_LONG_SECONDS`` change the durations.
 """
@@ -25,12 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stress_worker as sw  # tests/helpers/, on sys.path through tests/conftest.py
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-import stress_worker as sw
+WORKER = Path(sw.__file__).resolve()
 
 from finderledge.document_splitter import child_id
 from finderledge.ingest import content_id
@@ -75,7 +72,7 @@ class Stress:
         log = self.logs / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, str(HERE / "stress_worker.py"), *args],
+                [sys.executable, str(WORKER), *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.root,

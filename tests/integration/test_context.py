@@ -15,7 +15,7 @@ from finderledge import NO_CONTEXT, FinderLedge
 from finderledge.context import citation_fields, format_context
 from finderledge.errors import ConfigurationError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 Q = "How long is a password reset link valid?"
 TODAIJI = (
     "東大寺は奈良県奈良市にある華厳宗の大本山の寺院である。\n\n"

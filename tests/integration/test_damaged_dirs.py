@@ -34,7 +34,7 @@ from finderledge import FinderLedge
 from finderledge.durable import manifest_checksum, npy_bytes
 from finderledge.errors import FinderLedgeError, IndexCorruptError, LedgerCorruptError
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "data"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 QUERIES = [
     "How long is a password reset link valid?",
     "返金の申請期限",

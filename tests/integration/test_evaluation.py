@@ -11,6 +11,10 @@ import ir_measures
 import pytest
 from ir_measures import RR, R, nDCG
 from langchain_core.documents import Document
+from paths import (
+    DATASETS,
+    dataset,
+)
 
 from finderledge import FinderLedge
 from finderledge.cli import main
@@ -28,7 +32,6 @@ from finderledge.evaluation import (
 )
 from finderledge.keyword_store import KeywordStore
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 MEASURES = {"nDCG@10": nDCG @ 10, "Recall@10": R @ 10, "Recall@100": R @ 100, "MRR@10": RR @ 10}
 
 
@@ -90,8 +93,8 @@ def test_metrics_match_ir_measures_with_graded_qrels(tmp_path: Path) -> None:
     assert score_run(run, qrels)["nDCG@10"] > 0.1
 
 
-@pytest.mark.skipif(not (DATASETS / "msmarco-5k").is_dir(), reason="msmarco-5k dataset not present")
 def test_metrics_match_ir_measures_on_a_real_bm25_run(tmp_path: Path) -> None:
+    dataset("msmarco-5k")  # fails, never skips, when the shared dataset is missing
     data = load_beir(DATASETS / "msmarco-5k")  # graded qrels (0-3)
     assert any(g >= 2 for grades in data.qrels.values() for g in grades.values())
     store = KeywordStore()

@@ -84,7 +84,7 @@ def test_bad_file_is_reported_or_raised_and_nothing_is_lost(tmp_path: Path, mini
     fl = FinderLedge(embedding=minilm)
     report = fl.ingest(folder)
     reasons = dict(report.skipped)
-    assert set(map(lambda p: Path(p).name, reasons)) == {"broken.pdf", "photo.png"}
+    assert {Path(p).name for p in reasons} == {"broken.pdf", "photo.png"}
     assert fl.count()["documents"] == 3
     with pytest.raises(LoadError, match="broken.pdf"):
         fl.ingest(folder, on_error="raise")
@@ -122,7 +122,7 @@ def test_sigkill_mid_folder_then_rerun_finishes(tmp_path: Path, store_kind: str)
     _write_corpus(folder, 40)
     script = textwrap.dedent(INGEST_SCRIPT)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    killed = subprocess.run(
+    killed = subprocess.run(  # noqa: PLW1510 - the exit code is asserted
         [sys.executable, "-c", script, str(directory), str(folder), "4", store_kind],
         capture_output=True,
         text=True,
@@ -130,7 +130,7 @@ def test_sigkill_mid_folder_then_rerun_finishes(tmp_path: Path, store_kind: str)
         timeout=300,
     )
     assert killed.returncode == -9, killed.stderr
-    done = subprocess.run(
+    done = subprocess.run(  # noqa: PLW1510 - the exit code is asserted
         [sys.executable, "-c", script, str(directory), str(folder), "0", store_kind],
         capture_output=True,
         text=True,

@@ -37,7 +37,7 @@ print(json.dumps(out))
 
 def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
+    return subprocess.run(  # noqa: PLW1510 - the exit code is asserted
         [sys.executable, "-c", textwrap.dedent(script), *args],
         capture_output=True,
         text=True,

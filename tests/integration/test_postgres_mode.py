@@ -23,7 +23,7 @@ from pg_server import fresh_schema
 from finderledge import FinderLedge
 from finderledge.errors import ConfigurationError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DOCS = [
     Document(page_content="The cat sat on the warm windowsill all afternoon.", metadata={"user": "alice"}),

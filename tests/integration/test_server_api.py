@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from test_document_loader import make_pdf
+from files import make_pdf
 
 from finderledge import FinderLedge
 from finderledge.server import ServerConfig, create_app

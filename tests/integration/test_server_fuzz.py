@@ -53,7 +53,7 @@ from finderledge.server.models import ChatRequest, DocumentDetail, DocumentOut
 from finderledge.server.routes import PUBLIC_PATHS
 
 EXAMPLES = int(os.environ.get("FINDERLEDGE_FUZZ_EXAMPLES", "10"))
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 REFUNDS = (
     "# Refunds\n\nA refund must be requested within 30 days of purchase. Refunds go to the original card.\n"
 )

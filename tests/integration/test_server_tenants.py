@@ -185,7 +185,7 @@ def test_revoking_every_key_never_opens_the_server(tmp_path: Path, minilm) -> No
 
 
 def test_serve_without_keys_listens_on_loopback_only(tmp_path: Path) -> None:
-    run = subprocess.run(
+    run = subprocess.run(  # noqa: PLW1510 - the exit code is asserted
         [
             sys.executable,
             "-m",

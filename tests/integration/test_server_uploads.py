@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from test_document_loader import make_docx
+from files import make_docx
 
 from finderledge import FinderLedge
 from finderledge.server import ServerConfig, create_app

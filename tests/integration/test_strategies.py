@@ -44,7 +44,7 @@ class Recording(FakeListChatModel):
 
     prompts: list[str] = []
 
-    def invoke(self, input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - LangChain's name
+    def invoke(self, input: Any, *args: Any, **kwargs: Any) -> Any:
         type(self).prompts.append(str(input))
         return super().invoke(input, *args, **kwargs)
 

@@ -17,7 +17,6 @@ import faiss
 import numpy as np
 import pytest
 
-import finderledge.vector_stores.faiss as fs
 from finderledge.durable import manifest_checksum
 from finderledge.errors import IncompatibleIndexError, IndexCorruptError
 from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError

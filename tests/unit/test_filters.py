@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from conftest import run_doc_samples
 
-from finderledge.vector_stores.chroma_filter import prefilter_where
 from finderledge.filters import compile_filter, matches
+from finderledge.vector_stores.chroma_filter import prefilter_where
 
 MD = {"lang": "ja", "year": 2021, "draft": False, "source": "a.md"}
 

@@ -17,12 +17,56 @@ import pytest
 from finderledge.keyword_store import KeywordIndexCorruptError, KeywordStore
 from finderledge.tokenizer import AutoTokenizer, SimpleTokenizer
 
-WORDS = (
-    "protein cell gene expression tumor cancer immune response patient treatment therapy risk "
-    "study trial mouse model signal pathway receptor binding virus infection vaccine dose brain "
-    "neuron memory learning heart blood pressure insulin glucose diabetes obesity diet exercise "
-    "sleep stress inflammation antibody mutation dna rna sequence genome population cohort"
-).split()
+WORDS = [
+    "protein",
+    "cell",
+    "gene",
+    "expression",
+    "tumor",
+    "cancer",
+    "immune",
+    "response",
+    "patient",
+    "treatment",
+    "therapy",
+    "risk",
+    "study",
+    "trial",
+    "mouse",
+    "model",
+    "signal",
+    "pathway",
+    "receptor",
+    "binding",
+    "virus",
+    "infection",
+    "vaccine",
+    "dose",
+    "brain",
+    "neuron",
+    "memory",
+    "learning",
+    "heart",
+    "blood",
+    "pressure",
+    "insulin",
+    "glucose",
+    "diabetes",
+    "obesity",
+    "diet",
+    "exercise",
+    "sleep",
+    "stress",
+    "inflammation",
+    "antibody",
+    "mutation",
+    "dna",
+    "rna",
+    "sequence",
+    "genome",
+    "population",
+    "cohort",
+]
 
 
 def make_corpus(n: int, seed: int = 0) -> tuple[list[str], list[str], list[dict[str, object]]]:
