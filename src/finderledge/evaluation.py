@@ -6,7 +6,7 @@ Two kinds of dataset:
   Recall@10, Recall@100 and MRR@10.  BEIR conventions: only queries present in both ``queries.jsonl``
   and the qrels, with at least one relevant document, are evaluated; a qrel score > 0 is relevant and
   its value is the gain for nDCG (linear gains, as trec_eval); a query without results scores 0.
-  The metrics are tested against ``ir_measures`` on the same run (``tests/test_evaluation.py``).
+  The metrics are tested against ``ir_measures`` on the same run (``tests/integration/test_evaluation.py``).
 * a question file over an index you built (``finderledge add``): a JSON list of
   ``{"query", "expected_source", "expected_keywords"}`` or JSONL of ``{"question", "gold_sources"}``,
   scored with Retrieval@k (a gold source among the top k), Recall@k (share of gold sources in the top k)
