@@ -44,6 +44,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(getattr(pytest.mark, layer))
 
 
+@pytest.fixture
+def fake_embeddings():
+    """Deterministic 16-d LangChain fake embeddings: the unit layer's only model (same text, same vector)."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    return DeterministicFakeEmbedding(size=16)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In tests/unit a real embedding model is never loaded: the layer must stay fast and model-free."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    from finderledge import embeddings, onnx_embeddings
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("a unit test loaded a real embedding model: pass embedding=fake_embeddings")
+
+    monkeypatch.setattr(onnx_embeddings.OnnxEmbeddings, "_loaded", refuse)
+    monkeypatch.setattr(embeddings.SentenceTransformerEmbeddings, "_loaded", refuse)
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """The default embeddings: the real bundled all-MiniLM-L6-v2 through ONNX Runtime int8, shared by all tests."""

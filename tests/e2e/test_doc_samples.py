@@ -23,12 +23,12 @@ from conftest import EXAMPLES, ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN_ELSEWHERE = {
     "context.md": "test_context.py",
-    "filters.md": "test_filters.py",
     "scores.md": "test_scores.py",
 }
 RUN_HERE = [
     "README.md",
     "formats.md",
+    "filters.md",
     "keyword_store.md",
     "evaluation.md",
     "strategies.md",

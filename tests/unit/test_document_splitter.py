@@ -124,7 +124,9 @@ def test_chars_unit_sizes_japanese_chunks_in_characters() -> None:
     assert all(len(c) <= 450 for c in overlapping)
 
 
-def test_chunk_unit_setting_argument_environment_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunk_unit_setting_argument_environment_and_validation(
+    monkeypatch: pytest.MonkeyPatch, fake_embeddings
+) -> None:
     from finderledge import FinderLedge
     from finderledge.config import Settings
     from finderledge.errors import ConfigurationError
@@ -140,13 +142,15 @@ def test_chunk_unit_setting_argument_environment_and_validation(monkeypatch: pyt
     with pytest.raises(ValueError, match="chunk_unit"):
         DocumentSplitter(chunk_unit="bytes")
     monkeypatch.setenv("FINDERLEDGE_CHUNK_UNIT", "chars")
-    with FinderLedge(chunk_size=450, chunk_overlap=0, show_progress=False, env_file=None) as fl:
+    with FinderLedge(
+        chunk_size=450, chunk_overlap=0, embedding=fake_embeddings, show_progress=False, env_file=None
+    ) as fl:
         (pid,) = fl.add_texts([JA_LONG])
         sizes = [len(c.page_content) for c in fl.get_split_documents(pid)]
     assert max(sizes) <= 450 and min(sizes[:-1]) > 400
 
 
-def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path) -> None:
+def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path, fake_embeddings) -> None:
     from finderledge import FinderLedge
 
     with FinderLedge(
@@ -154,11 +158,14 @@ def test_chunk_unit_is_recorded_with_the_directory(tmp_path: Path) -> None:
         chunk_unit="chars",
         chunk_size=450,
         chunk_overlap=0,
+        embedding=fake_embeddings,
         show_progress=False,
         env_file=None,
     ) as fl:
         assert fl.splitter.chunk_unit == "chars"
-    with FinderLedge(tmp_path / "idx", show_progress=False, env_file=None) as fl:  # reopens as built
+    with FinderLedge(
+        tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None
+    ) as fl:  # reopens as built
         assert (fl.settings.chunk_unit, fl.settings.chunk_size) == ("chars", 450)
         (pid,) = fl.add_texts([JA_LONG])
         assert max(len(c.page_content) for c in fl.get_split_documents(pid)) > 150

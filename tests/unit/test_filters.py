@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_doc_samples
 
 from finderledge.filters import compile_filter, matches
 from finderledge.vector_stores.chroma_filter import prefilter_where
@@ -61,8 +60,3 @@ def test_chroma_prefilter_only_narrows_where_chroma_agrees() -> None:
     # an $or with one branch Chroma cannot narrow lets everything through
     assert prefilter_where({"$or": [{"a": 1}, {"b": {"$ne": 2}}]}) is None
     assert prefilter_where(None) is None
-
-
-def test_the_filters_page_runs_as_written(shared_model_in_samples: None) -> None:
-    """Every Python block of docs/filters.md runs (with the shared model, to save loading it again)."""
-    run_doc_samples("filters.md")
