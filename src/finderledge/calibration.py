@@ -190,9 +190,11 @@ class GroupCompetence:
         n = len(next(iter(reciprocal_ranks.values()), []))
         mrr = {leg: (sum(rr) / n if n else 0.0) for leg, rr in reciprocal_ranks.items()}
         v, k = mrr.get("vector", 0.0), mrr.get("keyword", 0.0)
-        m = len(next(iter((held_out or {}).values()), []))
+        n_held = len(next(iter((held_out or {}).values()), []))
         held = (
-            {leg: round(sum(rr) / m, 4) for leg, rr in (held_out or {}).items()} if m >= MIN_QUERIES else {}
+            {leg: round(sum(rr) / n_held, 4) for leg, rr in (held_out or {}).items()}
+            if n_held >= MIN_QUERIES
+            else {}
         )
         if n < MIN_QUERIES or (v == 0.0 and k == 0.0):
             gates = {"vector": 1.0, "keyword": 1.0}
@@ -201,10 +203,6 @@ class GroupCompetence:
             gates = {"vector": gate(v / k) if k > 0 else 1.0, "keyword": gate(k / v) if v > 0 else 1.0}
             priors = leg_priors(held)
         return cls(n, {leg: round(m, 4) for leg, m in mrr.items()}, gates, held, priors)
-
-    def weights(self) -> dict[str, float]:
-        """The per-corpus factor of each leg's weight: gate x prior."""
-        return {leg: g * self.priors.get(leg, 1.0) for leg, g in self.gates.items()}
 
 
 @dataclass(frozen=True)
@@ -380,9 +378,8 @@ class LedgerCalibrator:
         vectors = dict(zip(texts, embed_queries(embeddings, texts)))  # batched where the model allows
         # each chunk with its sentence taken out, embedded as a passage (the held-out pseudo-queries' targets)
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
-        rest_vectors: list[
-            np.ndarray
-        ] = []  # embedded on first use: calibrate skips them next to a closed gate
+        # ... embedded on first use: calibrate skips them next to a closed gate
+        rest_vectors: list[np.ndarray] = []
         replica, vector_store, keyword_store = fl._replica, fl.finder.vector_store, fl.finder.keyword_store
         bm25 = fl.keyword_store  # this process's BM25 index: scores a text that is not stored
 
