@@ -127,7 +127,8 @@ def _add_add(sub: Any) -> None:
         "--vector-store",
         choices=["chroma", "faiss"],
         default=None,
-        help="vector store of a new index (default chroma); on an existing index, switch the index to "
+        help="vector store of a new index (default faiss; chroma needs finderledge[chroma]); on an existing "
+        "index, switch the index to "
         "this vector store (rebuilt from the ledger)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -256,7 +257,7 @@ def _add_eval(sub: Any) -> None:
         "--vector-store",
         choices=["chroma", "faiss"],
         default=None,
-        help="vector store of the index a BEIR folder is indexed into (default chroma)",
+        help="vector store of the index a BEIR folder is indexed into (default faiss)",
     )
     p.add_argument(
         "--embedding",
@@ -297,7 +298,7 @@ SERVER_OPTION_HELP = {
     (
         "serve",
         "vector_store",
-    ): "vector store of a new index (default chroma); on an existing index, switch the "
+    ): "vector store of a new index (default faiss); on an existing index, switch the "
     "index to this vector store (rebuilt from the ledger)",
     ("create", "tenant"): "the tenant whose documents the key reads and writes",
     ("revoke", "key_id"): "the key's id (from 'finderledge keys list'; not the key itself)",

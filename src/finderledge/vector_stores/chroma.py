@@ -6,6 +6,7 @@ Local (a persistent client in the index directory, a replica like FAISS) or a Ch
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
@@ -18,18 +19,36 @@ from typing import Any
 import numpy as np
 
 from ..durable import write_file
+from ..errors import MissingExtraError
 from ..filters import compile_filter
 from ..locking import WriteLock
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
-__all__ = ["ChromaVectorStore", "open_chroma", "server_address"]
+__all__ = ["ChromaVectorStore", "import_chromadb", "open_chroma", "require_chromadb", "server_address"]
 
 COLLECTION = "finderledge"
 GENERATION_FILE = "generation"
 logger = logging.getLogger(__name__)
 
 _aliases_lock = threading.Lock()
+
+
+def require_chromadb() -> None:
+    """Refuse at open, without importing it (a second or more), when ``chromadb`` is not installed."""
+    if importlib.util.find_spec("chromadb") is None:
+        raise MissingExtraError("vector_store='chroma'", "chromadb", "chroma")
+
+
+def import_chromadb() -> Any:
+    """The ``chromadb`` module, or :class:`MissingExtraError` naming the extra that installs it."""
+    try:
+        import chromadb
+    except ImportError as exc:
+        raise MissingExtraError("vector_store='chroma'", "chromadb", "chroma") from exc
+    return chromadb
+
+
 _aliases_in_use: dict[str, set[int]] = {}
 
 
@@ -71,6 +90,7 @@ class ChromaVectorStore(VectorStore):
         lock_timeout: float = 300.0,
         url: str | None = None,
     ) -> None:
+        import_chromadb()
         from chromadb.config import Settings as ChromaSettings
 
         self._settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
@@ -93,7 +113,7 @@ class ChromaVectorStore(VectorStore):
             pass
 
     def _connect(self) -> None:
-        import chromadb
+        chromadb = import_chromadb()
 
         from ..integrity import chroma_open_guard
 
@@ -259,7 +279,7 @@ def server_address(url: str) -> tuple[str, int, bool]:
 
 
 def _http_client(url: str, settings: Any) -> Any:
-    import chromadb
+    chromadb = import_chromadb()
 
     from ..errors import ConfigurationError
 
