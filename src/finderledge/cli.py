@@ -598,7 +598,7 @@ def _eval_directory(args: argparse.Namespace) -> str | None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     """finderledge eval."""
-    from .evaluation import evaluate, format_report, plot_report
+    from .evaluation import EvaluationInterrupted, format_report, plot_report
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"-k: expected a positive number of results per query, got {args.k}")
@@ -606,21 +606,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not modes:
         raise UsageError("--modes: give at least one of hybrid, vector, keyword")
     directory = _eval_directory(args)
+    stopped: EvaluationInterrupted | None = None
     with _removed_on_failure(directory) if directory is not None else nullcontext():
-        report = evaluate(
-            args.dataset,
-            persist_directory=directory,
-            modes=modes,
-            split=args.split,
-            one_chunk=args.one_chunk,
-            k=args.k,
-            show_progress=False if args.no_progress else None,
-            vector_store=args.vector_store,
-            embedding=args.embedding,
-            fusion=args.fusion,
-            reranker=args.reranker,
-            rerank_candidates=args.rerank_candidates,
-        )
+        try:
+            report = _evaluate(args, directory, modes)
+        except EvaluationInterrupted as stop:  # Ctrl-C while the queries ran: print what was measured
+            if stop.report is None:
+                raise
+            stopped, report = stop, stop.report
     data = report.to_dict()
     if args.plot is not None:
         try:
@@ -628,7 +621,27 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         except ImportError as exc:
             raise UsageError(str(exc)) from None
     _emit(args, data, format_report(report) + (f"\nplot: {args.plot}" if args.plot is not None else ""))
-    return 0
+    return 130 if stopped is not None else 0
+
+
+def _evaluate(args: argparse.Namespace, directory: str | None, modes: list[str]) -> Any:
+    """evaluation.evaluate with the command's arguments."""
+    from .evaluation import evaluate
+
+    return evaluate(
+        args.dataset,
+        persist_directory=directory,
+        modes=modes,
+        split=args.split,
+        one_chunk=args.one_chunk,
+        k=args.k,
+        show_progress=False if args.no_progress else None,
+        vector_store=args.vector_store,
+        embedding=args.embedding,
+        fusion=args.fusion,
+        reranker=args.reranker,
+        rerank_candidates=args.rerank_candidates,
+    )
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
