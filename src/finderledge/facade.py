@@ -44,8 +44,7 @@ from .validation import (
     check_texts,
     document_key,
 )
-from .vector_stores import VectorStore, adapt_vector_store, create_vector_store
-from .vector_stores.chroma import require_chromadb
+from .vector_stores import VectorStore, adapt_vector_store, create_vector_store, require_backend
 from .views import Views
 
 if TYPE_CHECKING:
@@ -717,8 +716,7 @@ def _vector_backend(
             "setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
             "database_url (or FINDERLEDGE_DATABASE_URL) to use it"
         )
-    if kind == "chroma":
-        require_chromadb()  # an extra since FAISS became the default: say which, before anything is written
+    require_backend(kind)  # chroma is an extra since FAISS became the default: say which, before any write
     if kind == "chroma" and settings.chroma_url is not None:
         url, collection = settings.chroma_url, settings.chroma_collection
         return (

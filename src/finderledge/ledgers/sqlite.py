@@ -553,7 +553,9 @@ class SQLiteLedger(Ledger):
         does not grow with the corpus (a fresh process draws the relevance background on its first search).
         The same ledger state gives the same sample in every process; a small table is read whole."""
         with self._read() as db:
-            low, high = db.execute("SELECT MIN(rowid), MAX(rowid) FROM chunks").fetchone()
+            # two statements: SQLite answers a lone MIN or MAX from the index, both together by a full scan
+            low = db.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
+            high = db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
             if low is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
                 return super().sample_chunk_ids(size)
             span = high - low + 1

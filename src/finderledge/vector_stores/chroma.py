@@ -6,7 +6,6 @@ Local (a persistent client in the index directory, a replica like FAISS) or a Ch
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import threading
@@ -25,19 +24,13 @@ from ..locking import WriteLock
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
-__all__ = ["ChromaVectorStore", "import_chromadb", "open_chroma", "require_chromadb", "server_address"]
+__all__ = ["ChromaVectorStore", "import_chromadb", "open_chroma", "server_address"]
 
 COLLECTION = "finderledge"
 GENERATION_FILE = "generation"
 logger = logging.getLogger(__name__)
 
 _aliases_lock = threading.Lock()
-
-
-def require_chromadb() -> None:
-    """Refuse at open, without importing it (a second or more), when ``chromadb`` is not installed."""
-    if importlib.util.find_spec("chromadb") is None:
-        raise MissingExtraError("vector_store='chroma'", "chromadb", "chroma")
 
 
 def import_chromadb() -> Any:
