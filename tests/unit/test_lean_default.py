@@ -133,4 +133,5 @@ def test_chromadb_is_an_extra_not_a_core_dependency() -> None:
     assert "chromadb" not in names and "faiss-cpu" in names
     extras = project["optional-dependencies"]
     assert any(dep.startswith("chromadb") for dep in extras["chroma"])
-    assert any(dep.startswith("chromadb") for dep in extras["dev"])  # the test suite runs Chroma
+    assert any(dep.startswith("chromadb") for dep in extras["test"])  # the test layers run Chroma
+    assert any(dep.startswith("finderledge[test") for dep in extras["dev"])  # and so does the whole suite
