@@ -14,9 +14,8 @@ import pytest
 
 from finderledge import FinderLedge
 
-pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp import ClientSession, StdioServerParameters  # the dev extra installs the SDK
+from mcp.client.stdio import stdio_client
 
 TOOLS = {"search", "get_context", "answer", "add", "list"}
 
