@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from finderledge import FinderLedge
-
 from mcp import ClientSession, StdioServerParameters  # the dev extra installs the SDK
 from mcp.client.stdio import stdio_client
+
+from finderledge import FinderLedge
 
 TOOLS = {"search", "get_context", "answer", "add", "list"}
 
