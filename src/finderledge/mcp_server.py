@@ -38,13 +38,13 @@ Metadata = dict[str, str | int | float | bool]
 def _server_class() -> Any:
     """The SDK's server class (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 1), or an error naming the extra."""
     try:
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import MCPServer  # mcp 2
 
         return MCPServer
     except ImportError:
         pass
     try:
-        from mcp.server.fastmcp import FastMCP
+        from mcp.server.fastmcp import FastMCP  # type: ignore[attr-defined]  # mcp 1
 
         return FastMCP
     except ImportError as exc:

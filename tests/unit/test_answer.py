@@ -133,6 +133,14 @@ def test_prompts_are_configurable(fl: FinderLedge) -> None:
         fl.answer("  ")
 
 
+def test_a_scope_answers_from_its_own_documents_only(fl: FinderLedge) -> None:
+    tenant_b = fl.scoped({"tenant": "b"})
+    assert [s.source for s in tenant_b.answer("refund window days?", k=4).sources] == ["b.md"]
+    assert (
+        tenant_b.answer("refund window days?", filter={"tenant": "a"}).sources == []
+    )  # narrows, never widens
+
+
 def test_nothing_found_is_a_plain_no_answer_without_sources(fl: FinderLedge) -> None:
     answer = fl.answer("refund?", Recording(responses=["never used"]), filter={"tenant": "nobody"})
     assert answer.sources == [] and answer.text == DEFAULT_PROMPTS["en"].no_answer
