@@ -23,8 +23,8 @@ from typing import Any, NoReturn
 from .cli_logging import PROG, stderr_logging
 from .config import CHUNK_UNITS, FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
-from .mcp_server import COMMANDS as MCP_COMMANDS
-from .mcp_server import add_command as add_mcp_command
+from .mcp_command import COMMANDS as MCP_COMMANDS
+from .mcp_command import add_command as add_mcp_command
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands

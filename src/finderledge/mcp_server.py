@@ -10,32 +10,30 @@ given one tenant's server never sees nor writes another tenant's documents.  Use
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from .errors import ConfigurationError
 from .filters import and_filters, compile_filter
+from .mcp_command import INSTALL_HINT
 from .metadata import user_metadata
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
 
-__all__ = ["COMMANDS", "add_command", "build_server", "stamp_of"]
+__all__ = ["build_server", "server_class", "stamp_of"]
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = 'pip install "finderledge[mcp]"'
 Metadata = dict[str, str | int | float | bool]
 
 
-def _server_class() -> Any:
+def server_class() -> Any:
     """The SDK's server class (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 1), or an error naming the extra."""
     try:
         from mcp.server.mcpserver import MCPServer  # mcp 2
@@ -89,7 +87,7 @@ def build_server(ledger: FinderLedge, base_filter: Mapping[str, Any] | None = No
     stamp = stamp_of(base)
     if accepts is not None and not accepts(stamp):
         logger.warning("--filter %s has conditions add cannot stamp: the add tool is refused", base)
-    server = _server_class()(
+    server = server_class()(
         "finderledge",
         instructions="Hybrid (BM25 + vector) search over a document index: search, get_context or answer "
         "a question with cited sources; add text or files; list the documents.",
@@ -179,66 +177,3 @@ def build_server(ledger: FinderLedge, base_filter: Mapping[str, Any] | None = No
         }
 
     return server
-
-
-def add_command(sub: Any, index_dir_default: str, output_options: Any) -> None:
-    """Add ``mcp`` to the ``finderledge`` parser."""
-    p = sub.add_parser(
-        "mcp",
-        help="serve an index to agents over the Model Context Protocol (stdio)",
-        description="Run a Model Context Protocol server over stdio exposing search, get_context, answer, "
-        f"add and list on DIR (needs {INSTALL_HINT}).",
-    )
-    p.add_argument(
-        "dir", nargs="?", default=index_dir_default, help=f"index directory (default: {index_dir_default})"
-    )
-    p.add_argument(
-        "--filter",
-        default=None,
-        metavar="JSON",
-        help='base filter applied to every tool, e.g. \'{"tenant": "a"}\' (add stamps its fields)',
-    )
-    p.add_argument(
-        "--embedding",
-        default=None,
-        metavar="MODEL",
-        help="the model the index is built with (if not the default)",
-    )
-    p.add_argument(
-        "--llm",
-        default=os.environ.get("FINDERLEDGE_LLM"),
-        help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> for the answer tool (default "
-        "$FINDERLEDGE_LLM; none: extractive answers)",
-    )
-    p.add_argument(
-        "--llm-base-url",
-        default=os.environ.get("FINDERLEDGE_LLM_BASE_URL"),
-        help="an OpenAI-compatible or Ollama server's URL (default $FINDERLEDGE_LLM_BASE_URL)",
-    )
-    output_options(p)
-
-
-def _run(args: argparse.Namespace) -> int:
-    """``finderledge mcp``: open the index, then serve it over stdio until the client closes."""
-    _server_class()  # a missing SDK fails before the index is opened
-    base = None
-    if args.filter:
-        try:
-            base = json.loads(args.filter)
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(
-                f"--filter: expected a JSON object, got {args.filter!r} ({exc})"
-            ) from None
-        if not isinstance(base, dict):
-            raise ConfigurationError(f"--filter: expected a JSON object, got {args.filter!r}")
-        compile_filter(base)
-    from .facade import FinderLedge
-    from .llms import make_chat_model
-
-    llm = make_chat_model(args.llm, base_url=args.llm_base_url) if args.llm else None
-    with FinderLedge(Path(args.dir).expanduser(), embedding=args.embedding, show_progress=False) as ledger:
-        build_server(ledger, base, llm).run("stdio")
-    return 0
-
-
-COMMANDS = {"mcp": _run}

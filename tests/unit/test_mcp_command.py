@@ -29,6 +29,14 @@ def test_a_bad_base_filter_is_refused(value: str, tmp_path: Path, capsys: pytest
     assert "filter" in capsys.readouterr().err.lower()
 
 
+def test_the_command_line_does_not_import_the_server() -> None:
+    import subprocess
+
+    code = "import sys, finderledge.cli; print('finderledge.mcp_server' in sys.modules, 'mcp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]  # only `finderledge mcp` pays for the SDK and the tools
+
+
 def test_add_stamps_the_equality_fields() -> None:
     assert stamp_of({"tenant": "a", "lang": {"$eq": "ja"}, "year": {"$gte": 2020}}) == {
         "tenant": "a",
