@@ -357,8 +357,13 @@ def answer(ledger: FinderLedge, question: str, **options: Any) -> Answer:
 
 
 def stream_answer(ledger: FinderLedge, question: str, **options: Any) -> Iterator[str | Answer]:
-    """The answer's text piece by piece, then the whole :class:`Answer` (its sources included) as the last item."""
-    plan = _plan(ledger, question, **options)
+    """The answer's text piece by piece, then the whole :class:`Answer` (its sources included) as the last item.
+
+    The search runs (and bad options raise) when this is called; the model writes as it is iterated."""
+    return _streamed(_plan(ledger, question, **options))
+
+
+def _streamed(plan: _Plan) -> Iterator[str | Answer]:
     pieces: list[str] = []
     for piece in plan.pieces():
         pieces.append(piece)

@@ -153,6 +153,8 @@ def test_streaming_yields_pieces_then_the_answer(fl: FinderLedge) -> None:
     assert len(pieces) > 1 and all(isinstance(p, str) for p in pieces)  # streamed piece by piece
     assert isinstance(final, Answer) and final.text == "".join(pieces) == "Within 30 days [1]."
     assert final.sources[0].source == "refunds.md"
+    with pytest.raises(ConfigurationError, match="k"):
+        fl.stream_answer("refund?", k=0)  # refused on the call, not at the first piece
 
 
 def test_async_answer_stream_search_and_context(fl: FinderLedge) -> None:
