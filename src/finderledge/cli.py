@@ -237,7 +237,12 @@ def _add_eval(sub: Any) -> None:
         "eval", help="evaluate hybrid, vector and keyword modes side by side", description=EVAL_DESCRIPTION
     )
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
-    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout (always with each query's hits)")
+    p.add_argument(
+        "--per-query",
+        action="store_true",
+        help="after the table, each query's gold ids and their rank in each mode",
+    )
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
     _output_options(p)
     p.add_argument(
@@ -626,7 +631,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             data["plot"] = str(plot_report(report, args.plot))
         except ImportError as exc:
             raise UsageError(str(exc)) from None
-    _emit(args, data, format_report(report) + (f"\nplot: {args.plot}" if args.plot is not None else ""))
+    table = format_report(report, per_query=args.per_query)
+    _emit(args, data, table + (f"\nplot: {args.plot}" if args.plot is not None else ""))
     return 0
 
 
