@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from .cli_logging import PROG, stderr_logging
 from .config import CHUNK_UNITS, FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
+from .filters import and_filters
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
@@ -514,10 +515,10 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
+    flt = _filter(args)
     with _open(args) as fl:
-        docs = fl.list_documents(
-            source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit
-        )
+        docs = fl.list_documents(source=args.source, filter=flt, offset=args.offset, limit=args.limit)
+        total = fl.count(filter=and_filters(flt, {"source": args.source} if args.source else None))
     data = [
         {
             "id": d.id,
@@ -529,7 +530,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for d in docs
     ]
     text = "\n".join(f"{d['id']}  {d['source']} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
-    _emit(args, data, text or "no documents")
+    shown = f"{len(data)} of {total['documents']} documents ({total['chunks']} chunks)"
+    if args.offset:
+        shown += f", from #{args.offset + 1}"
+    _emit(args, data, (text + "\n" if text else "no documents listed\n") + shown)
     return 0
 
 
@@ -537,9 +541,30 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     """finderledge stats."""
     with _open(args) as fl:
         stats = fl.stats()
-    text = "\n".join(f"{k}: {v}" for k, v in stats.items() if k != "settings")
-    _emit(args, stats, text)
+    _emit(args, stats, format_stats(stats))
     return 0
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """``FinderLedge.stats()`` as lines a person reads (``--json`` prints the dict itself)."""
+    cache = stats.get("embedding_cache") or {}
+    settings = stats.get("settings") or {}
+    lines = [
+        f"documents: {stats.get('documents')}, chunks: {stats.get('chunks')}",
+        (
+            f"keyword index: {stats.get('keyword_index_chunks')} chunks; "
+            f"vector index: {stats.get('vector_index_chunks')} chunks"
+        ),
+        f"embedding model: {stats.get('embedding_model')}",
+        (
+            f"embedding cache: {cache.get('entries', 0)} vectors ({cache.get('bytes', 0) / 1e6:.1f} MB; "
+            "finderledge gc empties it)"
+        ),
+        f"persist directory: {stats.get('persist_directory') or 'in memory'}",
+    ]
+    shown = ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit", "search_mode", "fusion", "k")
+    lines.append("settings: " + ", ".join(f"{k} {settings[k]}" for k in shown if settings.get(k) is not None))
+    return "\n".join(lines)
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
