@@ -122,7 +122,8 @@ def test_citation_fields_of_a_pdf_page_chunk() -> None:
         3,
         "",
     )
-    assert (fields["chunk"], fields["chunk_number"], fields["chunks"], fields["id"]) == (1, 2, 4, "P-0001")
+    assert (fields["chunk"], fields["chunk_number"], fields["chunks"], fields["id"]) == (2, 2, 4, "P-0001")
+    assert fields["chunk_index"] == 1  # split_index: {chunk} counts from 1 like "chunk 2/4" (issue 31)
 
 
 def test_nothing_to_format_is_no_context(fl: FinderLedge) -> None:
