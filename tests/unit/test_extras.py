@@ -23,7 +23,16 @@ EXAMPLES = sorted(p.parent for p in (ROOT / "examples").glob("*/README.md"))
 
 
 def _names(requirements: list[str]) -> set[str]:
-    return {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+    """Distribution names of requirements; ``finderledge[a,b]`` stands for the extras a and b."""
+    names: set[str] = set()
+    for req in requirements:
+        own = re.fullmatch(r"finderledge\[([\w,]+)\]", req.strip())
+        if own:
+            for extra in own[1].split(","):
+                names |= _names(PROJECT["optional-dependencies"][extra])
+        else:
+            names.add(re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].lower().replace("_", "-"))
+    return names
 
 
 def test_the_examples_extra_names_what_the_examples_import() -> None:
@@ -50,7 +59,7 @@ def _third_party_imports(folder: Path) -> set[str]:
                 found.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 found.add(node.module.split(".")[0])
-    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"finderledge", "conftest"}
+    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"finderledge", "conftest"}
     local |= {p.stem for p in (ROOT / "examples").glob("*/*.py")}  # the examples' own modules
     return {m for m in found if m not in sys.stdlib_module_names and m not in local}
 
