@@ -230,7 +230,9 @@ class Writer:
                 for src in ledger.sources_under(prefix)
                 if not any(src.startswith(u) for u in unread) and known_gone(src)
             ]
-            extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
+            extra_deletes = [  # a vanished file's parents that this call's owner added; another owner's stay
+                pid for src in gone for pid in _owned_ids(ledger.document_metadata(source=src), document_id)
+            ]
             new, to_delete = self._plan(groups, report, extra_deletes, document_id, listed)
             self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
             if new or to_delete:

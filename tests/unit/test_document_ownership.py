@@ -131,3 +131,18 @@ def test_a_document_id_still_replaces_what_it_no_longer_has(fl: FinderLedge, fol
     fl.add_document(pdf, document_id="doc-42")
     assert _texts(fl, document_id="doc-42") == ["Refunds are paid within ten days."]
     assert len(_texts(fl, source=str(pdf))) == 3  # the folder's two old pages stay until the folder is added
+
+
+def test_pruning_a_folder_leaves_a_document_ids_copy_of_a_vanished_file(
+    fl: FinderLedge, folder: Path
+) -> None:
+    """prune=True removes the folder ingest's parents of a deleted file, not the copy doc-42 owns."""
+    notes = folder / "notes.txt"
+    fl.add_document(folder)
+    fl.add_document(notes, document_id="doc-42")
+    notes.unlink()
+    report = fl.ingest(folder, prune=True)
+    assert len(report.pruned) == 1
+    assert [d.metadata.get("document_id") for d in fl.list_documents(filter={"source": str(notes)})] == [
+        "doc-42"
+    ]
