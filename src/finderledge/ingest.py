@@ -34,6 +34,7 @@ from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
+from .sources import source_key
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -475,7 +476,7 @@ class Writer:
             else:
                 ids = (
                     _source_ids(ledger.document_metadata(source=safe_path(key)))
-                    or _source_ids(ledger.document_metadata(source=safe_path(absolute_path(key))))
+                    or _source_ids(ledger.document_metadata(source=source_key(key)))
                     or ledger.ids_with_document_id(key)
                 )
                 raw_text = key[len(TEXT_SOURCE_PREFIX) :] if key.startswith(TEXT_SOURCE_PREFIX) else None
