@@ -107,7 +107,7 @@ def _run_shell(page: Path) -> list[str]:
 
     ran = []
     for block in _blocks(page, "bash"):
-        if "(run by tests/test_server_docs.py)" in block.splitlines()[0]:
+        if "(run by tests/e2e/test_server_docs.py)" in block.splitlines()[0]:
             continue  # the service's samples start a server: that test runs them
         for line in block.splitlines():
             command = line.split("  #")[0].strip()

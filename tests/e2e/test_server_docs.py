@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from server_process import free_port
 
-MARK = "(run by tests/test_server_docs.py)"
+MARK = "(run by tests/e2e/test_server_docs.py)"
 
 
 def service_blocks() -> list[str]:
