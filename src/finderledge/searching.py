@@ -21,6 +21,7 @@ from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_mmr_options, mmr_or
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
+from .sources import resolve_source_filter
 from .validation import check_search_options, query_text
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Searcher:
         )
         threshold = check_score_threshold(score_threshold)
         check_mmr_options(mmr, fetch_k, lambda_mult)
+        filter = resolve_source_filter(filter)  # a source path as add_document was given it
         trace = SearchTrace()
         mode = search_mode or fl.settings.search_mode
         k = fl.settings.k if k is None else k
