@@ -37,6 +37,8 @@ _EXPORTS = {
     "LockTimeoutError": "errors",
     "LoadError": "errors",
     "SourceNotFoundError": "errors",
+    "StorageFullError": "errors",
+    "UnsafePathError": "errors",
     "FinderLedgeVectorStore": "langchain_vectorstore",
     "FinderLedgeTranslator": "self_query",
     "Settings": "config",
@@ -78,6 +80,8 @@ __all__ = [
     "SearchTrace",
     "Settings",
     "SourceNotFoundError",
+    "StorageFullError",
+    "UnsafePathError",
     "compile_filter",
     "create_reranker",
     "distribution_based_score_fusion",
@@ -102,6 +106,8 @@ if TYPE_CHECKING:
         LoadError,
         LockTimeoutError,
         SourceNotFoundError,
+        StorageFullError,
+        UnsafePathError,
     )
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter

@@ -36,6 +36,7 @@ from .replica import LocalRecords, Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResults
 from .searching import Searcher
+from .storage import Storage
 from .validation import (
     check_flag,
     check_mapping,
@@ -159,6 +160,7 @@ class FinderLedge(Catalog, Views):
                     f"setting 'persist_directory': {directory} exists and is not a directory"
                 )
             directory.mkdir(parents=True, exist_ok=True)
+            Storage(directory).check_fixed_names()  # no link in it is ever followed: refused first
         if pre.database_url is not None and instance is None and args["vector_store"] is None:
             args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
         self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
@@ -180,6 +182,8 @@ class FinderLedge(Catalog, Views):
             shared = pre.database_url is not None  # the ledger is a database many machines share
             # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
             local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
+            if local is not None and local != directory:
+                Storage(local).check_fixed_names()
             self._write_lock = (
                 self._ledger.write_lock(self.settings.lock_timeout)
                 if shared  # type: ignore[attr-defined]

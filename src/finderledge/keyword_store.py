@@ -56,6 +56,7 @@ from finderledge.integrity import (
     read_file,
     real_folder,
 )
+from finderledge.storage import index_folder
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 
 __all__ = ["KeywordIndexCorruptError", "KeywordStore"]
@@ -382,6 +383,8 @@ class KeywordStore:
         )
         self._closed = False
         stored_spec: dict[str, Any] | None = None
+        if self.path is not None:
+            index_folder(self.path)  # a link at bm25/ would lead every write elsewhere: refused
         if self.path is not None and self.path.exists() and not self.path.is_dir():
             raise NotADirectoryError(f"keyword index path {self.path} is a file, not a directory")
         if self.path is not None and self.path.is_dir():

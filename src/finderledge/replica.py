@@ -41,7 +41,7 @@ import numpy as np
 
 from .document_splitter import child_id
 from .durable import write_file
-from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError
+from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
 from .keyword_store import KeywordStore
 from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
@@ -167,6 +167,7 @@ class _Leg:
         self.pending = 0  # changes applied in memory and not yet checkpointed
         self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
         self.damage: IndexCorruptError | None = None  # found after loading (a lazily read file): rebuild soon
+        self.memory_only = False  # its files could not be opened (a full disk): served from the ledger
         # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)
         self.folder = "bm25" if key == "index:keyword" else key.rsplit(":", 1)[-1]
 
@@ -180,6 +181,7 @@ class _Leg:
         return (
             self.handle is not None
             and self.location == LOCAL
+            and not self.memory_only
             and (self.rebuilt or self.pending > BACKLOG_LIMIT)
         )
 
@@ -191,6 +193,13 @@ class _Leg:
                 handle = self._opener()
             except LedgerCorruptError:
                 raise  # the ledger is damaged, not this index: nothing is moved
+            except StorageFullError as exc:
+                if self.name != "vector":
+                    raise
+                # the vector library cannot even open its files on a full disk (Chroma writes at start):
+                # this process searches the ledger's vectors in memory instead, and never checkpoints them
+                logger.warning("%s; the vector index is searched from the ledger's vectors in memory", exc)
+                handle, record, self.memory_only = _NoFiles(), None, True
             except IndexCorruptError as exc:
                 if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self._ledger, self.key) != record:
                     time.sleep(0.05)  # another process checkpointed while we read: read the new files
@@ -382,6 +391,8 @@ class Replica:
                 self.checkpoint(force=True)
         except LockTimeoutError:
             logger.debug("checkpoint deferred: another process is writing")
+        except StorageFullError as exc:  # searches go on from memory; the next write or open retries
+            logger.warning("checkpoint deferred: %s", exc)
 
     def _catch_up(self, legs: list[_Leg]) -> None:
         """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``).
@@ -567,6 +578,8 @@ class Replica:
                 return
             logger.info("%s index: another process checkpointed it; reloading before persisting", leg.name)
             self._reload(leg)
+        if leg.memory_only:  # nothing to persist to: its changes stay in the overlay
+            return
         if not self.persistent:
             if leg is self.vector:
                 self._move_overlay()
@@ -630,10 +643,34 @@ class Replica:
             logger.info("closing: another process is writing; it (or the next open) checkpoints the indexes")
         except LedgerCorruptError as exc:  # reported when it was found; close the files anyway
             logger.error("closing without a checkpoint: %s", exc)
+        except (OSError, IndexCorruptError) as exc:  # a full disk, say: the ledger holds every change
+            logger.warning("closing without a checkpoint (%s); the next open replays the ledger", exc)
         if self.keyword.handle is not None:
             self.keyword.handle.close(flush=False)
         if self.vector.handle is not None:
             self.vector.handle.close()
+
+
+class _NoFiles(VectorStore):
+    """The base of a vector leg whose files could not be opened: empty, so the ledger's vectors (applied to
+    the overlay) answer every search; it holds nothing and writes nothing."""
+
+    name = "unopened"
+
+    def add(self, ids: Any, embeddings: Any, metadatas: Any, texts: Any = None) -> None:
+        raise StorageFullError("vector index", "its files could not be opened")
+
+    def delete(self, ids: Any) -> None:
+        return None
+
+    def search(self, embedding: Any, k: int, filter: Any = None) -> list[tuple[str, float]]:
+        return []
+
+    def ids(self) -> set[str]:
+        return set()
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:

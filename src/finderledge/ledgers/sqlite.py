@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import IncompatibleIndexError, LedgerCorruptError
 from ..integrity import is_sqlite_corruption
 from ..metadata import upgrade_schema_2
+from ..storage import Storage, full_disk_error
 from .base import (
     ADD,
     COMPLETE,
@@ -106,6 +107,10 @@ class SQLiteLedger(Ledger):
         self.path = Path(path) if path is not None else None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # SQLite follows links (and opens -wal/-shm beside them): the ledger and its journals are real files
+            Storage(self.path.parent).check(
+                self.path.name + suffix for suffix in ("", "-wal", "-shm", "-journal")
+            )
         self._target = str(self.path) if self.path is not None else ":memory:"
         self.name = self._target
         self._lock = threading.RLock()
@@ -186,7 +191,7 @@ class SQLiteLedger(Ledger):
 
     def set_info(self, key: str, value: str | None) -> None:
         """Set (or with ``None`` delete) a key of the info table."""
-        with self._lock:
+        with self._lock, _full_disk(self._target):
             if value is None:
                 self._db.execute("DELETE FROM info WHERE key=?", (key,))
             else:
@@ -342,7 +347,7 @@ class SQLiteLedger(Ledger):
             self._delete_rows(list(doc_ids))
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+        return _Transaction(self._db, self._target)
 
     # -- the change log -----------------------------------------------------------------------------
     def last_seq(self) -> int:
@@ -699,6 +704,7 @@ def _check_database(path: Path) -> None:
     try:
         rows = db.execute("PRAGMA quick_check").fetchall()
         has_info = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='info'").fetchone()
+        tables = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     except sqlite3.DatabaseError as exc:
         raise _unreadable(str(path), exc) from exc
     except UnicodeDecodeError as exc:
@@ -713,6 +719,11 @@ def _check_database(path: Path) -> None:
         indexes = _indexes_beside(path)
         if indexes:
             raise _lost(path, "holds no FinderLedge tables", indexes)
+        if tables:  # another application's database: never adopted (our tables are never added to it)
+            raise IncompatibleIndexError(
+                f"ledger {path}: an SQLite database of another application (tables {', '.join(tables[:5])}), "
+                "not a FinderLedge ledger; nothing was written to it (use another persist_directory)"
+            )
 
 
 def _unreadable(target: str, exc: sqlite3.DatabaseError) -> Exception:
@@ -725,11 +736,37 @@ def _unreadable(target: str, exc: sqlite3.DatabaseError) -> Exception:
 class _Transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+    def __init__(self, db: sqlite3.Connection, target: str) -> None:
+        self._db, self._target = db, target
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        with _full_disk(self._target):
+            self._db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                with _full_disk(self._target):
+                    self._db.execute("COMMIT")
+                return
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        if self._db.in_transaction:  # SQLite may have rolled back already (a full disk does)
+            self._db.execute("ROLLBACK")
+        full = full_disk_error(exc, Path(self._target).parent)
+        if full is not None and full is not exc:
+            raise full from exc
+
+
+@contextmanager
+def _full_disk(target: str) -> Iterator[None]:
+    """SQLite's "database or disk is full" (``SQLITE_FULL``) as :class:`StorageFullError` naming the folder."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        full = full_disk_error(exc, Path(target).parent)
+        if full is None:
+            raise
+        raise full from exc

@@ -52,6 +52,7 @@ from ..integrity import (
     read_file,
     real_folder,
 )
+from ..storage import index_folder
 from .base import VectorStore
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
@@ -178,6 +179,7 @@ class FaissVectorStore(VectorStore):
         self._mask_cache: dict[str, np.ndarray] = {}
         self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
         if self.path is not None:
+            index_folder(self.path)  # a link at faiss/ would lead every write elsewhere: refused
             for folder in (SEGMENTS_DIR, DELETES_DIR):  # a flush writes into these: never through a link out
                 real_folder(self.path, folder, VectorIndexCorruptError)
             if (self.path / MANIFEST).exists():
