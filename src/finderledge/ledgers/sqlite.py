@@ -44,6 +44,14 @@ from .base import (
     content_id,
     iter_batches,
 )
+from .rows import (
+    Quarantine,
+    RowDamage,
+    check_chunk_id,
+    decode_embedding,
+    decode_metadata,
+    owner_of,
+)
 
 __all__ = ["SQLiteLedger"]
 
@@ -117,6 +125,8 @@ class SQLiteLedger(Ledger):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
+        self.quarantine = Quarantine(self._target)  # documents with a row that cannot be decoded
+        self._dimension: int | None = None
         if self.path is not None and _check_file(self.path):
             _check_database(self.path)
         try:
@@ -209,6 +219,7 @@ class SQLiteLedger(Ledger):
         Removed rows stay readable for :data:`REMOVED_GRACE_SECONDS` so that a search whose indexes reflect
         an earlier ``seq`` still finds the texts of what it matched (see :meth:`get_chunks`)."""
         now = time.time()
+        self.quarantine.release([doc.id for doc, _ in add] + list(remove))
         with self._lock, self._transaction():
             if self._schema_2:
                 self._upgrade_to_3()
@@ -316,8 +327,9 @@ class SQLiteLedger(Ledger):
             )
 
     def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
-        md = json.loads(text)
-        return upgrade_schema_2(md, is_chunk) if self._schema_2 else md
+        """Stored metadata (upgraded from schema 2); :class:`RowDamage` when it cannot be decoded."""
+        upgrade = (lambda md: upgrade_schema_2(md, is_chunk)) if self._schema_2 else None
+        return decode_metadata(text, upgrade)
 
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
@@ -421,11 +433,7 @@ class SQLiteLedger(Ledger):
                 "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
                 (doc_id,),
             ).fetchone()
-        return (
-            None
-            if row is None
-            else DocumentRecord(row[0], row[1], row[2], row[3], row[4], self._metadata(row[5], False))
-        )
+        return None if row is None else self._document(row)
 
     def list_documents(
         self,
@@ -463,11 +471,8 @@ class SQLiteLedger(Ledger):
                         batch,
                     )
                 }
-                records.extend(
-                    DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
-                    for r in (rows.get(i) for i in batch)
-                    if r is not None
-                )
+                decoded = (self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
+                records.extend(d for d in decoded if d is not None)
         return records
 
     def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -478,7 +483,10 @@ class SQLiteLedger(Ledger):
             sql += " AND source=?"
             args.append(source)
         with self._read() as db:
-            return [(r[0], self._metadata(r[1], False)) for r in db.execute(sql + " ORDER BY seq", args)]
+            rows = [
+                (r[0], self._document_metadata(r[0], r[1])) for r in db.execute(sql + " ORDER BY seq", args)
+            ]
+        return [(i, md) for i, md in rows if md is not None]
 
     def ids_with_document_id(self, document_id: str) -> list[str]:
         """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
@@ -531,8 +539,10 @@ class SQLiteLedger(Ledger):
                 for row in db.execute(
                     f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
                 ):
-                    found[row[0]] = self._chunk(row, with_embedding)
-        return [found[i] for i in chunk_ids if i in found]
+                    chunk = self._chunk(row, with_embedding)
+                    if chunk is not None:
+                        found[row[0]] = chunk
+        return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
 
     def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
         cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
@@ -540,7 +550,8 @@ class SQLiteLedger(Ledger):
             rows = db.execute(
                 f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
             )
-            return [self._chunk(r, with_embedding) for r in rows]
+            chunks = [self._chunk(r, with_embedding) for r in rows]
+        return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
 
     def complete_chunk_ids(self) -> set[str]:
         with self._read() as db:
@@ -634,11 +645,41 @@ class SQLiteLedger(Ledger):
             )
             return [r[0] for r in rows]
 
-    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
-        emb = None
-        if with_embedding and row[5] is not None:
-            emb = np.frombuffer(row[5], dtype="<f4")
-        return ChunkRecord(row[0], row[1], int(row[2]), row[3], self._metadata(row[4], True), emb)
+    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
+        """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
+        owner = owner_of(str(row[0]))
+        try:
+            check_chunk_id(row[0], row[1], row[2])
+            emb = None
+            if with_embedding and row[5] is not None:
+                emb = decode_embedding(row[5], self._embedding_dimension())
+            md = self._metadata(row[4], True)
+        except RowDamage as exc:
+            self.quarantine.add(owner, f"chunk {row[0]}", exc)
+            return None
+        if owner in self.quarantine:
+            return None
+        return ChunkRecord(row[0], row[1], int(row[2]), row[3], md, emb)
+
+    def _document(self, row: Sequence[Any]) -> DocumentRecord | None:
+        """A document row decoded, or None (quarantined) when its metadata is damaged."""
+        md = self._document_metadata(row[0], row[5])
+        return None if md is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], md)
+
+    def _document_metadata(self, doc_id: str, text: Any) -> dict[str, Any] | None:
+        if doc_id in self.quarantine:
+            return None
+        try:
+            return self._metadata(text, False)
+        except RowDamage as exc:
+            self.quarantine.add(doc_id, f"document {doc_id}", exc)
+            return None
+
+    def _embedding_dimension(self) -> int | None:
+        if self._dimension is None:
+            value = self.get_info("embedding_dimension")
+            self._dimension = int(value) if value and value.isdigit() else None
+        return self._dimension
 
     def close(self) -> None:
         with self._lock:
