@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 # a stale replica persists anyway (reloading from disk first) once this many changes wait in memory
 BACKLOG_LIMIT = 5000
 _OPEN_RETRIES = 5
+KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the oldest are removed)
 _PROGRESS_ABOVE = 20000  # rebuilding more chunks than this shows a progress bar (when progress is on)
 
 
@@ -243,7 +245,20 @@ class _Leg:
         directory.rename(aside)
         self._ledger.set_info(self.key, None)
         logger.error("%s; moved %s to %s and rebuilding the index from the ledger", exc, directory, aside)
+        _prune_asides(directory)
         return aside
+
+
+def _prune_asides(directory: Path) -> None:
+    """Keep the newest :data:`KEEP_ASIDE` moved-aside copies of ``directory`` (real folders only, never a
+    link), so that repeated damage cannot fill the disk with copies of an index the ledger can rebuild."""
+    found = []
+    for entry in os.scandir(directory.parent):
+        if entry.name.startswith(f"{directory.name}.corrupt-") and entry.is_dir(follow_symlinks=False):
+            found.append((entry.stat(follow_symlinks=False).st_ctime, entry.name))
+    for _, name in sorted(found, reverse=True)[KEEP_ASIDE:]:
+        logger.info("removing an old moved-aside index %s (keeping the newest %d)", name, KEEP_ASIDE)
+        shutil.rmtree(directory.parent / name, ignore_errors=True)
 
 
 class Replica:
