@@ -21,6 +21,8 @@ from langchain_core.embeddings import Embeddings
 
 from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
+from .checking import CheckReport, check_directory
+from .checking import repair as run_repair
 from .config import Settings, redact_url
 from .context import NO_CONTEXT
 from .document_splitter import DocumentSplitter
@@ -653,6 +655,17 @@ class FinderLedge(Catalog, Views):
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------
+    def check(self, repair: bool = False) -> CheckReport:
+        """Verify the persist directory against its ledger (pages, rows, each index's ids, checksums and
+        vectors) and report in plain words; ``repair=True`` rebuilds the indexes the ledger can rebuild and
+        says what it cannot.  ``report.clean`` is True when nothing is damaged."""
+        if self.persist_directory is None or self.settings.database_url is not None:
+            raise ConfigurationError("check: needs a persist directory with its SQLite ledger")
+        self.refresh()
+        self._replica.maybe_checkpoint()
+        report = check_directory(self.persist_directory)
+        return run_repair(report, self._replica.rebuild_index) if repair else report
+
     def close(self) -> None:
         """Checkpoint the indexes (when no other process is writing) and close every store; again: no-op."""
         if self._closed:

@@ -443,6 +443,21 @@ class Replica:
         finally:
             self._sync.release()
 
+    def rebuild_index(self, name: str, reason: str) -> None:
+        """Move the ``keyword`` or ``vector`` index aside and rebuild it from the ledger now (``check --repair``)."""
+        if name == "vector" and self.vector.handle is None:
+            self.load_vector()
+        leg = self.keyword if name == "keyword" else self.vector
+        if leg.location != LOCAL or leg.directory is None:
+            return
+        with self._sync:
+            with self.checkpoint_lock.hold(f"moving the damaged {leg.name} index aside"):
+                leg.move_aside(IndexCorruptError(leg.directory / leg.folder, reason))
+                self._reload(leg)
+            leg.damage = None
+        with self.checkpoint_lock.hold("checkpointing the rebuilt index"):
+            self.checkpoint(force=True)
+
     def _rebuild(self, leg: _Leg, exc: IndexCorruptError) -> None:
         """Move ``leg``'s files aside unless another process has replaced them since it loaded them, then
         reload it from disk (empty after the move) and refill it from the ledger (caller holds ``_sync``)."""
