@@ -38,13 +38,13 @@ from .errors import ConfigurationError
 from .metadata import MAX_DEPTH, kind_of
 
 __all__ = [
+    "OPERATORS",
     "MetadataFilter",
     "Predicate",
     "and_filters",
     "compile_filter",
-    "matches",
     "filter_key",
-    "OPERATORS",
+    "matches",
 ]
 
 MetadataFilter = Mapping[str, Any]
@@ -133,6 +133,10 @@ def _all(preds: list[Predicate]) -> Predicate:
     return preds[0] if len(preds) == 1 else (lambda md: all(p(md) for p in preds))
 
 
+def _any(preds: list[Predicate]) -> Predicate:
+    return preds[0] if len(preds) == 1 else (lambda md: any(p(md) for p in preds))
+
+
 def _compile(flt: Any, depth: int) -> Predicate | None:
     if depth > MAX_DEPTH:
         raise ConfigurationError(f"filter: nested more than {MAX_DEPTH} levels deep")
@@ -151,7 +155,7 @@ def _compile(flt: Any, depth: int) -> Predicate | None:
             if any(s is None for s in subs):
                 raise ConfigurationError(f"filter {key}: contains an empty filter")
             checked = [s for s in subs if s is not None]
-            preds.append(_all(checked) if key == "$and" else (lambda md, c=checked: any(p(md) for p in c)))
+            preds.append(_all(checked) if key == "$and" else _any(checked))
         elif key.startswith("$"):
             raise ConfigurationError(f"filter: unknown logical operator {key!r}; expected $and or $or")
         else:
