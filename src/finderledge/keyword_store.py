@@ -126,7 +126,7 @@ class _Segment:
                 "tfs.npy": self.tfs,
                 "lens.npy": self.lens,
             }
-            if zlib.crc32(np.ascontiguousarray(arr[fname]), zlib.crc32(head)) != crc:
+            if zlib.crc32(np.ascontiguousarray(arr[fname]).data, zlib.crc32(head)) != crc:
                 where = self.meta_path.parent / fname if self.meta_path is not None else Path(fname)
                 raise KeywordIndexCorruptError(where, "checksum mismatch")
             del self.unverified[fname]
