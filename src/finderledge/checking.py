@@ -28,8 +28,11 @@ from typing import Any
 import numpy as np
 
 from .errors import FinderLedgeError, IncompatibleIndexError, IndexCorruptError, UnsafePathError
+from .keyword_store import KeywordStore
 from .ledgers.rows import RowDamage, check_chunk_id, decode_embedding, decode_metadata
 from .storage import Storage
+from .vector_stores.chroma import ChromaVectorStore
+from .vector_stores.faiss import FaissVectorStore
 
 __all__ = ["CheckReport", "check_directory", "repair"]
 
@@ -218,8 +221,6 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
 def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
     """The index in ``path`` opened read-only, every checksum verified."""
     if folder == "bm25":
-        from .keyword_store import KeywordStore
-
         store: Any = KeywordStore(path, verify=True)
         try:
             yield store
@@ -229,12 +230,8 @@ def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
     if dimension is None:
         raise IndexCorruptError(path, "the ledger records no embedding dimension for it")
     if folder == "faiss":
-        from .vector_stores.faiss import FaissVectorStore
-
         store = FaissVectorStore(path, dimension=dimension, verify=True)
     else:
-        from .vector_stores.chroma import ChromaVectorStore
-
         store = ChromaVectorStore(path)
     try:
         yield store
