@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
+
+OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
 
 Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
 
@@ -307,8 +310,23 @@ class FinderLedge(Catalog, Views):
             self._ledger.set_info(
                 "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
             )
+            self._replace_vector_store(str(recorded.get("vector_store")))
         if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
+
+    def _replace_vector_store(self, old: str) -> None:
+        """After a switch: build the new vector index and checkpoint it now (so the next open does not
+        "restore" it from the ledger), then remove the old store's folder in the persist directory, which
+        nothing reads any more."""
+        if self.persist_directory is None:
+            return
+        with self._write_lock.hold("switching the vector store"):
+            self.vector_store  # noqa: B018 - open (build) the new index from the ledger's vectors
+            self._replica.checkpoint(force=True)
+        folder = Path(self.persist_directory) / old
+        if old in OLD_STORE_FOLDERS and old != self.settings.vector_store and folder.is_dir():
+            shutil.rmtree(folder)
+            logger.info("%s: removed the old %s index folder %s", self.persist_directory, old, folder)
 
     def _dimension(self) -> int:
         """The embedding dimension, recorded in the ledger (probing the model once for a new directory)."""

@@ -20,6 +20,7 @@ from .metadata import FL_KEY, info_of
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
+from .sources import resolve_source_filter
 from .validation import check_search_options, query_text
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class Searcher:
             }
         )
         threshold = check_score_threshold(score_threshold)
+        filter = resolve_source_filter(filter)  # a source path as add_document was given it
         trace = SearchTrace()
         mode = search_mode or fl.settings.search_mode
         k = fl.settings.k if k is None else k
