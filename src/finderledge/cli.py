@@ -26,6 +26,8 @@ from .cli_logging import PROG, stderr_logging
 from .config import CHUNK_UNITS, FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from .filters import and_filters
+from .mcp_command import COMMANDS as MCP_COMMANDS
+from .mcp_command import add_command as add_mcp_command
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
@@ -350,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_small_commands(sub)
     _add_eval(sub)
     add_commands(sub, _default_dir(), _output_options)
+    add_mcp_command(sub, _default_dir(), _output_options)
     _fill_server_help(sub)
     return parser
 
@@ -724,6 +727,7 @@ COMMANDS = {
     "eval": _cmd_eval,
     **SERVER_COMMANDS,
     "keys": _cmd_keys,
+    **MCP_COMMANDS,
 }
 
 

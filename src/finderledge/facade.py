@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from .asking import Asking
 from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
 from .checking import CheckReport, check_directory
@@ -75,7 +76,7 @@ RECORDED_SETTINGS = (
 LEDGER_FILE = "ledger.sqlite3"
 
 
-class FinderLedge(Catalog, Views):
+class FinderLedge(Catalog, Views, Asking):
     """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
 
     >>> ledger = FinderLedge("./index")              # doctest: +SKIP
@@ -625,6 +626,9 @@ class FinderLedge(Catalog, Views):
         strategy: str | QueryStrategy | None = None,
         llm: Any = None,
         strategy_on_error: str = "fallback",
+        mmr: bool = False,
+        fetch_k: int | None = None,
+        lambda_mult: float | None = None,
     ) -> SearchResults:
         """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``).
 
@@ -643,9 +647,17 @@ class FinderLedge(Catalog, Views):
         has ``llm`` (a LangChain chat model or LLM) turn the question into several searches, run concurrently
         with ``filter``, and merges them; each result's ``info["found_by"]`` lists the sub-queries that found
         it.  When the LLM fails the plain search runs with a warning (``strategy_on_error="raise"``: raise).
+
+        ``mmr=True`` (LangChain's ``search_type="mmr"``) returns relevant results that do not repeat each
+        other: among the best ``fetch_k`` fused candidates (default 20) each next result maximises
+        ``lambda_mult * relevance - (1 - lambda_mult) * similarity to the ones already chosen`` (default 0.5),
+        similarity being the cosine of the chunks' stored vectors; the results are in that order.
         """
         if strategy is not None:
             from .strategies import run_strategy
+
+            if mmr or fetch_k is not None or lambda_mult is not None:
+                raise ConfigurationError("search: mmr cannot be combined with a query strategy")
 
             return run_strategy(
                 self,
@@ -670,6 +682,9 @@ class FinderLedge(Catalog, Views):
             candidate_k=candidate_k,
             rerank=rerank,
             score_threshold=score_threshold,
+            mmr=mmr,
+            fetch_k=fetch_k,
+            lambda_mult=lambda_mult,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------
