@@ -39,6 +39,8 @@ from langchain_core.documents import Document
 
 from .errors import ConfigurationError
 from .metadata import info_of, source_of
+from .progress import ProgressLog
+from .sources import resolve_source
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BeirDataset",
     "EvalReport",
+    "EvaluationInterrupted",
     "ModeReport",
     "QaItem",
     "evaluate",
@@ -239,16 +242,36 @@ class ModeReport:
     search_ms: dict[str, float] = field(default_factory=dict)
     embed_ms: dict[str, float] = field(default_factory=dict)
     run: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    per_query: list[dict[str, Any]] = field(default_factory=list, repr=False)  # see :func:`query_row`
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, without the run."""
+        """JSON-ready, without the run; with each query's hits (``per_query``)."""
         return {
             "mode": self.mode,
             **self.metrics,
             "latency_ms": self.latency_ms,
             "search_ms": self.search_ms,
             "embed_ms": self.embed_ms,
+            "per_query": self.per_query,
         }
+
+
+def query_row(qid: str, query: str, gold_ranks: Mapping[str, int | None]) -> dict[str, Any]:
+    """One query's line of a report: whether a gold id was found (``hit``), how many (``hits``), and each
+    gold id with the rank (from 1) of its first result in the top k, ``None`` when it was not there."""
+    found = sum(r is not None for r in gold_ranks.values())
+    return {
+        "id": qid,
+        "query": query,
+        "hit": found > 0,
+        "hits": found,
+        "gold": [{"id": g, "rank": r} for g, r in gold_ranks.items()],
+    }
+
+
+def _first_rank(ranked: Sequence[Any], match: Any) -> int | None:
+    """The rank (from 1) of the first of ``ranked`` that ``match`` accepts, else ``None``."""
+    return next((i for i, item in enumerate(ranked, start=1) if match(item)), None)
 
 
 def index_beir(
@@ -258,16 +281,25 @@ def index_beir(
     start = time.perf_counter()
     items = list(dataset.corpus.items())
     batches = range(0, len(items), batch_size)
+    log = None
     if show_progress if show_progress is not None else sys.stderr.isatty():
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")  # type: ignore[assignment]
-    for s in batches:
-        docs = [
-            Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
-            for did, (title, text) in items[s : s + batch_size]
-        ]
-        ledger.add_documents(docs)
+    else:  # no bar: a log line every few seconds
+        log = ProgressLog(f"indexing {dataset.name}", len(items), "document")
+    try:
+        for s in batches:
+            docs = [
+                Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
+                for did, (title, text) in items[s : s + batch_size]
+            ]
+            ledger.add_documents(docs)
+            if log is not None:
+                log.update(len(docs))
+    finally:
+        if log is not None:
+            log.close()
     return time.perf_counter() - start
 
 
@@ -283,28 +315,49 @@ def _run_queries(
     machine load weigh on each mode alike) after one untimed warm-up search per mode; per mode: results per
     query id and latency summaries."""
     iterator: Any = queries
+    log = None
     if show_progress if show_progress is not None else sys.stderr.isatty():
         from tqdm.auto import tqdm
 
         iterator = tqdm(queries, desc=desc, unit="query")
+    else:  # no bar: a log line every few seconds
+        log = ProgressLog(f"searching {desc} ({len(modes)} modes a query)", len(queries), "query")
     results: dict[str, dict[str, list[Any]]] = {mode: {} for mode in modes}
     timed: dict[str, tuple[list[float], list[float], list[float]]] = {mode: ([], [], []) for mode in modes}
     if queries:  # untimed: model loading, index opening and first-call caches are not query latency
         for mode in modes:
             logger.debug("warming up %s with %r", mode, queries[0][1])
             ledger.search(queries[0][1], search_mode=mode, k=k)
-    for qid, text in iterator:
+    done = 0
+    try:
+        for qid, text in iterator:
+            for mode in modes:
+                t0 = time.perf_counter()
+                found = ledger.search(text, search_mode=mode, k=k)
+                elapsed = time.perf_counter() - t0
+                timings = getattr(found, "trace", None)
+                wall, search, embed = timed[mode]
+                wall.append(elapsed * 1000)
+                search.append(_latency_without_embedding(elapsed, timings) * 1000)
+                embed.append((timings.embed if timings is not None else 0.0) * 1000)
+                results[mode][qid] = found
+            done += 1
+            if log is not None:
+                log.update()
+    except KeyboardInterrupt:  # Ctrl-C: keep the queries every mode finished, score those
+        finished = {qid for qid, _ in queries[:done]}
         for mode in modes:
-            t0 = time.perf_counter()
-            found = ledger.search(text, search_mode=mode, k=k)
-            elapsed = time.perf_counter() - t0
-            timings = getattr(found, "trace", None)
-            wall, search, embed = timed[mode]
-            wall.append(elapsed * 1000)
-            search.append(_latency_without_embedding(elapsed, timings) * 1000)
-            embed.append((timings.embed if timings is not None else 0.0) * 1000)
-            results[mode][qid] = found
-    return {
+            results[mode] = {q: r for q, r in results[mode].items() if q in finished}
+            for series in timed[mode]:
+                del series[done:]
+        logger.warning("interrupted after %d of %d queries: scoring those", done, len(queries))
+        interrupted = True
+    else:
+        interrupted = False
+    finally:
+        if log is not None:
+            log.close()
+    runs = {
         mode: (
             results[mode],
             {
@@ -315,6 +368,27 @@ def _run_queries(
         )
         for mode in modes
     }
+    if interrupted:
+        raise _Partial(done, len(queries), runs)
+    return runs
+
+
+class _Partial(Exception):
+    """_run_queries was interrupted: the runs of the ``done`` queries every mode finished."""
+
+    def __init__(self, done: int, total: int, runs: dict[str, Any]) -> None:
+        super().__init__(f"interrupted after {done} of {total} queries")
+        self.done, self.total, self.runs = done, total, runs
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C while the queries ran: ``reports`` score the ``done`` queries every mode finished (of ``total``);
+    from :func:`evaluate`, ``report`` is the whole :class:`EvalReport` of those queries."""
+
+    def __init__(self, done: int, total: int, reports: list[ModeReport]) -> None:
+        super().__init__(f"interrupted after {done} of {total} queries")
+        self.done, self.total, self.reports = done, total, reports
+        self.report: EvalReport | None = None
 
 
 def evaluate_modes(
@@ -327,14 +401,36 @@ def evaluate_modes(
 ) -> list[ModeReport]:
     """Run every query of ``dataset`` in each mode and score it (results mapped back to ``beir_id``)."""
     reports = []
-    runs = _run_queries(ledger, list(dataset.queries.items()), modes, k, dataset.name, show_progress)
+    partial = None
+    try:
+        runs = _run_queries(ledger, list(dataset.queries.items()), modes, k, dataset.name, show_progress)
+    except _Partial as stop:
+        partial, runs = stop, stop.runs
+    qrels = dataset.qrels
+    if partial is not None:  # scored over the queries that ran
+        ran = set(runs[modes[0]][0]) if modes else set()
+        qrels = {q: g for q, g in qrels.items() if q in ran}
     for mode in modes:
         results, lat = runs[mode]
         run = {
             qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found)
             for qid, found in results.items()
         }
-        reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, **lat))
+        rows = [
+            query_row(
+                qid,
+                dataset.queries[qid],
+                {
+                    g: _first_rank(run[qid], g.__eq__)
+                    for g, grade in dataset.qrels.get(qid, {}).items()
+                    if grade > 0
+                },
+            )
+            for qid in run
+        ]
+        reports.append(ModeReport(mode, score_run(run, qrels), run=run, per_query=rows, **lat))
+    if partial is not None:
+        raise EvaluationInterrupted(partial.done, partial.total, reports)
     return reports
 
 
@@ -478,17 +574,27 @@ def evaluate_questions(
     reports = []
     queries = [(it.id, it.query) for it in items]
     by_id = {it.id: it for it in items}
-    runs = _run_queries(ledger, queries, modes, k, "questions", show_progress)
+    partial = None
+    try:
+        runs = _run_queries(ledger, queries, modes, k, "questions", show_progress)
+    except _Partial as stop:
+        partial, runs = stop, stop.runs
     for mode in modes:
         results, lat = runs[mode]
         hit, recall, kw = [], [], []
         run: dict[str, list[str]] = {}
+        rows: list[dict[str, Any]] = []
         for qid, found in results.items():
             item = by_id[qid]
             top = [r.metadata for r in found[:k]]
             run[qid] = first_occurrence(result_label(md, _finest(item.gold_sources)) for md in top)
+            ranks = {
+                g: _first_rank(top, lambda md, g=g: gold_matches(resolve_gold(g), md))
+                for g in item.gold_sources
+            }
+            rows.append(query_row(qid, item.query, ranks))
             if item.gold_sources:
-                matched = [g for g in item.gold_sources if any(gold_matches(g, md) for md in top)]
+                matched = [g for g, r in ranks.items() if r is not None]
                 hit.append(1.0 if matched else 0.0)
                 recall.append(len(matched) / len(item.gold_sources))
             if item.expected_keywords:
@@ -502,8 +608,44 @@ def evaluate_questions(
             metrics[f"Recall@{k}"] = float(np.mean(recall))
         if kw:
             metrics[f"KeywordRecall@{k}"] = float(np.mean(kw))
-        reports.append(ModeReport(mode, metrics, run=run, **lat))
+        reports.append(ModeReport(mode, metrics, run=run, per_query=rows, **lat))
+    if partial is not None:
+        raise EvaluationInterrupted(partial.done, partial.total, reports)
     return reports
+
+
+def resolve_gold(gold: str) -> str:
+    """A gold id with its path part in the stored form (:func:`finderledge.sources.resolve_source`: a path
+    relative to the working directory, as given to ``add_document``, becomes absolute)."""
+    chunk = _CHUNK_GOLD.match(gold)
+    if chunk:
+        return f"{resolve_gold(chunk['doc'])}#{chunk['n']}"
+    page = _PAGE_GOLD.match(gold)
+    if page and resolve_source(gold) == gold:  # not itself the name of an existing file
+        return f"{resolve_source(page['path'])}:{page['locator']}"
+    return resolve_source(gold)
+
+
+def unmatched_golds(ledger: FinderLedge, items: Sequence[QaItem]) -> list[str]:
+    """The gold ids of ``items`` that no stored document matches (by source, ``source_id`` or id), each once
+    and logged once as a warning: such a question can only score 0."""
+    golds = list(dict.fromkeys(g for it in items for g in it.gold_sources))
+    if not golds:
+        return []
+    parents = [doc.metadata for doc in ledger.list_documents()]
+    missing = []
+    for gold in golds:
+        chunk = _CHUNK_GOLD.match(gold)
+        doc = resolve_gold(chunk["doc"] if chunk else gold)
+        if not any(_document_matches(doc, md) for md in parents):
+            missing.append(gold)
+            logger.warning(
+                "gold id %r matches no stored document or source (a relative path is resolved from the "
+                "working directory, as add_document resolves it: %s); its questions can only score 0",
+                gold,
+                doc,
+            )
+    return missing
 
 
 # -- one call: load, index (or reuse), evaluate ---------------------------------------------------------------
@@ -520,6 +662,7 @@ class EvalReport:
     embedding_seconds: float | None  # time inside the embedding model while indexing
     modes: list[ModeReport]
     settings: dict[str, Any] = field(default_factory=dict)
+    interrupted: str | None = None  # "interrupted after N of M queries": the figures cover those N
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -599,6 +742,7 @@ def evaluate(
             )
     own = ledger is None
     fl = ledger if ledger is not None else _open_index(persist_directory, one_chunk, show_progress, settings)
+    stopped: EvaluationInterrupted | None = None
     try:
         index_s: float | None = None
         embed_s: float | None = None
@@ -611,36 +755,51 @@ def evaluate(
                 finally:
                     timer.close()
                 embed_s = timer.seconds if measured else None
-            reports = evaluate_modes(fl, data, modes, k=100 if k is None else k, show_progress=show_progress)
+            try:
+                reports = evaluate_modes(
+                    fl, data, modes, k=100 if k is None else k, show_progress=show_progress
+                )
+            except EvaluationInterrupted as stop:
+                stopped, reports = stop, stop.reports
             name, n_queries, kind = data.name, len(data.queries), "beir"
         else:
             if fl.count()["documents"] == 0:
                 raise ValueError(
                     f"the index at {persist_directory} is empty: add the documents first (finderledge add)"
                 )
-            reports = evaluate_questions(
-                fl, items, modes, k=10 if k is None else k, show_progress=show_progress
-            )
+            missing = unmatched_golds(fl, items)
+            try:
+                reports = evaluate_questions(
+                    fl, items, modes, k=10 if k is None else k, show_progress=show_progress
+                )
+            except EvaluationInterrupted as stop:
+                stopped, reports = stop, stop.reports
             name, n_queries, kind = path.name, len(items), "questions"
         counts = fl.count()
         report_settings = _report_settings(fl, settings.get("reranker"))
         if not beir:
             levels = [gold_level(g) for it in items for g in it.gold_sources]
             report_settings["gold_levels"] = {lv: levels.count(lv) for lv in GOLD_LEVELS}
+            report_settings["unmatched_gold"] = missing
     finally:
         if own:
             fl.close()
-    return EvalReport(
+    report = EvalReport(
         name,
         kind,
         counts["documents"],
         counts["chunks"],
-        n_queries,
+        n_queries if stopped is None else stopped.done,
         index_s,
         embed_s,
         reports,
         report_settings,
+        interrupted=None if stopped is None else str(stopped),
     )
+    if stopped is not None:  # Ctrl-C still stops the caller, with the report of what ran
+        stopped.report = report
+        raise stopped
+    return report
 
 
 def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
@@ -661,8 +820,9 @@ def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
     return out
 
 
-def format_report(report: EvalReport) -> str:
-    """The table ``finderledge eval`` prints: one row per mode, metrics then latency in ms."""
+def format_report(report: EvalReport, *, per_query: bool = False) -> str:
+    """The table ``finderledge eval`` prints: one row per mode, metrics then latency in ms; with
+    ``per_query``, then each query's gold ids with their ranks in each mode (``-``: not in the top k)."""
     index = "reused index" if report.index_seconds is None else f"index {report.index_seconds:.1f} s"
     if report.embedding_seconds is not None:
         index += f" (embedding {report.embedding_seconds:.1f} s)"
@@ -672,6 +832,8 @@ def format_report(report: EvalReport) -> str:
             f"{report.queries} queries, {index}"
         )
     ]
+    if report.interrupted:
+        lines.append(f"{report.interrupted} (Ctrl-C): the figures below cover those queries only")
     names = list(report.modes[0].metrics) if report.modes else []
     header = ["mode", *names, "mean ms", "p50 ms", "p95 ms", "search p50", "embed p50"]
     rows = [
@@ -698,9 +860,32 @@ def format_report(report: EvalReport) -> str:
         lines.append(
             f"reranked by {report.settings['reranker']} (top {report.settings.get('rerank_candidates')})"
         )
+    if report.settings.get("unmatched_gold"):
+        lines.append("gold ids matching no stored document: " + ", ".join(report.settings["unmatched_gold"]))
     for group, c in (report.settings.get("calibration") or {}).items():
         lines.append(f"adaptive fusion, {group}: " + _calibration_line(c))
+    if per_query:
+        lines.extend(_per_query_lines(report))
     return "\n".join(lines)
+
+
+def _per_query_lines(report: EvalReport) -> list[str]:
+    """One line per query: its id, hits per mode, each gold id with its rank per mode, and the query."""
+    if not report.modes:
+        return []
+    modes = [m.mode for m in report.modes]
+    lines = ["", "per query (rank of each gold id per mode: " + " / ".join(modes) + "; - = not in the top k)"]
+    rows = zip(*(m.per_query for m in report.modes))
+    for same in rows:
+        first = same[0]
+        hits = " ".join(f"{m}={row['hits']}" for m, row in zip(modes, same))
+        golds = "; ".join(
+            f"{g['id']} "
+            + "/".join("-" if row["gold"][i]["rank"] is None else str(row["gold"][i]["rank"]) for row in same)
+            for i, g in enumerate(first["gold"])
+        )
+        lines.append(f"{first['id']}: hits {hits} | {golds or 'no gold ids'} | {first['query']}")
+    return lines
 
 
 def _calibration_line(c: Mapping[str, Any]) -> str:
