@@ -34,6 +34,7 @@ RUN_HERE = [
     "strategies.md",
     "embeddings.md",
     "scaling.md",
+    "partitions.md",
 ]
 
 

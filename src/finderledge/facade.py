@@ -65,6 +65,7 @@ RECORDED_SETTINGS = (
     "chunk_unit",
     "chroma_url",
     "chroma_collection",
+    "partition_key",
 )
 LEDGER_FILE = "ledger.sqlite3"
 
@@ -107,6 +108,7 @@ class FinderLedge(Catalog, Views):
         min_vector_share: float | None = None,
         show_progress: bool | None = None,
         lock_timeout: float | None = None,
+        partition_key: str | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
         rerank_candidates: int = 20,
@@ -143,6 +145,7 @@ class FinderLedge(Catalog, Views):
             "min_vector_share": min_vector_share,
             "show_progress": show_progress,
             "lock_timeout": lock_timeout,
+            "partition_key": partition_key,
         }
         if embedding is not None and not isinstance(embedding, (str, Embeddings)):
             raise ConfigurationError(
@@ -211,6 +214,7 @@ class FinderLedge(Catalog, Views):
                     tokenizer=keyword_tokenizer,
                     k1=self.settings.bm25_k1,
                     b=self.settings.bm25_b,
+                    partition_key=self.settings.partition_key,
                 ),
                 open_vector,
                 vector_key,
@@ -246,6 +250,7 @@ class FinderLedge(Catalog, Views):
                 candidate_k=self.settings.candidate_k,
                 vector_scripts=self.settings.vector_scripts,
                 min_vector_share=self.settings.min_vector_share,
+                partition_key=self.settings.partition_key,
             )
             if recorded:
                 changed = {
@@ -300,6 +305,17 @@ class FinderLedge(Catalog, Views):
             )
             self._ledger.set_info(
                 "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
+            )
+        elif recorded.get("partition_key") != wanted["partition_key"]:
+            # statistics per partition are computed at search time: switching needs no rebuild
+            logger.info(
+                "%s: partition_key %r recorded (was %r)",
+                self.persist_directory,
+                wanted["partition_key"],
+                recorded.get("partition_key"),
+            )
+            self._ledger.set_info(
+                "settings", json.dumps({**recorded, "partition_key": wanted["partition_key"]})
             )
         if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
@@ -579,6 +595,8 @@ class FinderLedge(Catalog, Views):
             return
         try:
             self._calibrator.refresh()
+            if self.settings.partition_key is not None:
+                self._calibrator.refresh_partitions()
         except Exception as exc:  # the write is committed; searches keep the previous gates
             logger.warning(
                 "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",

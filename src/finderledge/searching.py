@@ -17,6 +17,7 @@ from .embeddings import prefetch
 from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
+from .partitions import partition_of
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
@@ -84,7 +85,9 @@ class Searcher:
                 filter=filter,
                 candidate_k=depth,
                 trace=trace,
-                background=LedgerBackground(fl._ledger, fl.keyword_store),
+                background=LedgerBackground(
+                    fl._ledger, fl.keyword_store, partition_of(filter, fl.settings.partition_key)
+                ),
             )
         found = [
             (doc, info_of(doc.metadata)["relevance_score"])
