@@ -23,7 +23,7 @@ from ..errors import (
 )
 from .answers import make_answerer
 from .config import ServerConfig
-from .deps import ServerState
+from .deps import TENANT_FIELD, ServerState
 from .keys import KeyStore
 from .routes import API_PREFIX, routers
 from .routes.page import STATIC_DIR
@@ -133,13 +133,28 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
     if ledger is None:
         from ..facade import FinderLedge
 
-        settings = {"vector_store": config.vector_store, "embedding": config.embedding, **config.extra}
+        # each API-key tenant is a partition: its scores never depend on other tenants' documents
+        settings = {
+            "vector_store": config.vector_store,
+            "embedding": config.embedding,
+            "partition_key": TENANT_FIELD,
+            **config.extra,
+        }
         ledger = FinderLedge(
             config.directory, show_progress=False, **{k: v for k, v in settings.items() if v is not None}
         )
         owned = True
     else:
         owned = False
+    partition_key = getattr(getattr(ledger, "settings", None), "partition_key", None)
+    if partition_key != TENANT_FIELD and KeyStore(config.server_dir).required:
+        logger.warning(
+            "the index's partition_key is %r, not %r: a tenant's scores (BM25 statistics, relevance, "
+            "calibration) depend on other tenants' documents; open it with partition_key=%r",
+            partition_key,
+            TENANT_FIELD,
+            TENANT_FIELD,
+        )
     state = ServerState(
         config=config,
         ledger=ledger,
