@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import (
     ConfigurationError,
     DocumentNotFoundError,
+    FilterTooLargeError,
     FinderLedgeError,
     LoadError,
     LockTimeoutError,
@@ -104,6 +105,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(FinderLedgeError)
     async def _library_error(request: Request, exc: FinderLedgeError) -> JSONResponse:
+        if isinstance(exc, FilterTooLargeError):
+            return _error(400, str(exc))
         if isinstance(exc, ConfigurationError):
             return _error(422, str(exc))
         if isinstance(exc, DocumentNotFoundError):
