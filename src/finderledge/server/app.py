@@ -28,7 +28,7 @@ from .deps import TENANT_FIELD, ServerState
 from .keys import KeyStore
 from .routes import API_PREFIX, routers
 from .routes.page import STATIC_DIR
-from .uploads import UploadArea
+from .uploads import UnpackLimits, UploadArea
 
 __all__ = ["app_from_environment", "create_app"]
 
@@ -162,7 +162,12 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
         config=config,
         ledger=ledger,
         keys=KeyStore(config.server_dir),
-        uploads=UploadArea(config.server_dir / "uploads", config.max_upload_bytes, config.max_unpacked_bytes),
+        uploads=UploadArea(
+            config.server_dir / "uploads",
+            config.max_upload_bytes,
+            config.max_unpacked_bytes,
+            UnpackLimits(rows=config.max_rows, pages=config.max_pages),
+        ),
         answerer=answerer
         or make_answerer(config.llm, base_url=config.llm_base_url, timeout=config.llm_timeout),
     )

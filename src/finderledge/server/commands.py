@@ -41,6 +41,13 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
         help="an OpenAI-compatible or Ollama server's URL",
     )
     p.add_argument("--max-upload-mb", type=float, default=50.0)
+    p.add_argument(
+        "--max-unpacked-mb", type=float, default=25.0, help="what a DOCX may unpack to (more: 413)"
+    )
+    p.add_argument(
+        "--max-rows", type=int, default=50_000, help="CSV/JSONL rows or JSON items per upload (more: 413)"
+    )
+    p.add_argument("--max-pages", type=int, default=2_000, help="pages per PDF upload (more: 413)")
     p.add_argument("--embedding", default=None, metavar="MODEL")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
     p.add_argument(
@@ -87,6 +94,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         llm=args.llm,
         llm_base_url=args.llm_base_url,
         max_upload_mb=args.max_upload_mb,
+        max_unpacked_mb=args.max_unpacked_mb,
+        max_rows=args.max_rows,
+        max_pages=args.max_pages,
         embedding=args.embedding,
         vector_store=args.vector_store,
     )
