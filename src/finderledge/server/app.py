@@ -136,6 +136,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 #: set by ``finderledge serve --workers N`` (N > 1): a worker whose supervisor is gone exits
 SUPERVISED_ENV = "FINDERLEDGE_SERVER_SUPERVISED"
+#: set by ``finderledge serve``: its worker processes end themselves once stopped (see :data:`EXIT_SECONDS`)
+SERVE_ENV = "FINDERLEDGE_SERVER_PROCESS"
 #: seconds a stopping worker has, after the server stopped serving, before it exits whatever still runs
 EXIT_SECONDS = 5.0
 #: seconds uvicorn waits for open requests when asked to stop (``finderledge serve`` sets it)
@@ -221,7 +223,8 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
         except Exception as exc:  # noqa: BLE001 - /health reports it
             logger.warning("the embedding model could not be loaded at startup: %s", exc)
         yield
-        _exit_soon(EXIT_SECONDS)  # a job's thread (or a stuck request) never keeps a stopped worker alive
+        if os.environ.get(SERVE_ENV):  # a worker of finderledge serve (never an app embedded in a process)
+            _exit_soon(EXIT_SECONDS)  # a job's thread (or a stuck request) never keeps a stopped worker alive
         if owned:
             ledger.close()
 

@@ -119,15 +119,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from .app import GRACEFUL_SECONDS  # fail here, with the extra's name, when fastapi is missing
+        # fail here, with the extra's name, when fastapi is missing
+        from .app import GRACEFUL_SECONDS, SERVE_ENV, SUPERVISED_ENV
     except ImportError as exc:
         raise ConfigurationError(
             f'the server needs its extra ({exc.name} is missing): pip install "finderledge[server]"'
         ) from None
     os.environ.update(config.to_env())
+    os.environ[SERVE_ENV] = "1"
     if args.workers > 1:
-        from .app import SUPERVISED_ENV
-
         os.environ[SUPERVISED_ENV] = "1"
     sys.stderr.write(
         f"finderledge: serving {config.directory} on http://{args.host}:{args.port} "
