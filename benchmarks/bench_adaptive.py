@@ -10,7 +10,7 @@ takes: the share of ingest), then searched in every mode with the library's own 
 Model identities: ``named`` is the model as FinderLedge knows it (MiniLM is recognised as English-only, so
 hybrid leaves the vector leg out for a query in another script); ``anon`` is the same model with the script
 check off, ``vector_scripts="any"``, which is what FinderLedge resolves for an ``Embeddings`` whose name it
-does not recognise (``tests/test_adaptive_fusion.py`` checks that an anonymous wrapper resolves so).  The
+does not recognise (``tests/integration/test_adaptive_fusion.py`` checks that an anonymous wrapper resolves so).  The
 same vectors and the same directory serve both: no name can leak into the result.
 
 LangChain: ``EnsembleRetriever([BM25Retriever, FAISS], weights=[0.5, 0.5])`` (RRF, c=60, k=100 each) over the

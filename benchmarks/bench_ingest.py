@@ -18,7 +18,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from finderledge import FinderLedge  # noqa: E402
+from finderledge import FinderLedge
 
 
 def write_files(dataset: Path, folder: Path, limit: int | None) -> int:

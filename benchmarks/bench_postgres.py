@@ -86,7 +86,7 @@ NOTES = {
 
 # -- PostgreSQL ----------------------------------------------------------------------------------------------
 def start_postgres(directory: Path) -> tuple[str, Any]:
-    """PostgreSQL 16 + pgvector from the pgserver wheel, its data in ``directory`` (as tests/pg_server.py)."""
+    """PostgreSQL 16 + pgvector from the pgserver wheel, its data in ``directory`` (as tests/helpers/pg_server.py)."""
     import pgserver
     import psycopg
 

@@ -10,7 +10,7 @@ with and without a filter on its document id, and the server log must hold no er
     python benchmarks/bench_server_load.py [--users 24] [--duration 90] [--workers 2] [--out PATH]
 
 Writes benchmarks/results/server_load.json (p50/p99 per endpoint, requests/s, failures, the after-check).
-tests/test_server_load.py runs the short form (about 8 users for 25 s) through :func:`measure`.
+tests/e2e/test_server_load.py runs the short form (about 8 users for 25 s) through :func:`measure`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Locust users for the load test of ``finderledge serve`` (run by benchmarks/bench_server_load.py and
-tests/test_server_load.py in a subprocess; never imported by them: Locust monkey-patches with gevent).
+tests/e2e/test_server_load.py in a subprocess; never imported by them: Locust monkey-patches with gevent).
 
 * :class:`Searcher` (all users but one): searches in English and Japanese, in every mode, some narrowed by
   tags, document ids, a filter or a score threshold, some as chat (plain and streamed), some listing.

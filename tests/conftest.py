@@ -1,4 +1,9 @@
-"""Shared fixtures: the real offline MiniLM model (loaded once), the example folder, a real Chroma server."""
+"""Shared fixtures: the real offline MiniLM model (loaded once), the example folder, a real Chroma server.
+
+The suite is layered by folder (``unit``, ``contract``, ``integration``, ``e2e``); each test gets its layer's
+marker from the folder it lives in, so ``-m unit`` or a folder path selects a layer. Helpers shared by the
+layers (servers, fake LLM, file builders, paths) live in ``tests/helpers/``, importable by module name.
+"""
 
 from __future__ import annotations
 
@@ -13,18 +18,52 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from paths import DATASETS, EXAMPLES, ROOT, dataset  # noqa: F401 - re-exported for tests that import conftest
 from pg_server import pg_url  # noqa: F401 - PostgreSQL + pgvector for the session, on first use
 from server_process import free_port
 
 from finderledge import EmbeddingModelFactory, FinderLedge
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "data"
-DATASETS = ROOT.parent / "shared" / "datasets"
+LAYERS = ("unit", "contract", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with the layer of its folder; a test outside the layer folders is an error."""
+    for item in items:
+        layer = Path(str(item.path)).resolve().relative_to(Path(__file__).resolve().parent).parts[0]
+        if layer not in LAYERS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: tests live in tests/{{{','.join(LAYERS)}}}/, not in {layer}"
+            )
+        item.add_marker(getattr(pytest.mark, layer))
+
+
+@pytest.fixture
+def fake_embeddings():
+    """Deterministic 16-d LangChain fake embeddings: the unit layer's only model (same text, same vector)."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    return DeterministicFakeEmbedding(size=16)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In tests/unit a real embedding model is never loaded: the layer must stay fast and model-free."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    from finderledge import embeddings, onnx_embeddings
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("a unit test loaded a real embedding model: pass embedding=fake_embeddings")
+
+    monkeypatch.setattr(onnx_embeddings.OnnxEmbeddings, "_loaded", refuse)
+    monkeypatch.setattr(embeddings.SentenceTransformerEmbeddings, "_loaded", refuse)
 
 
 @pytest.fixture(scope="session")

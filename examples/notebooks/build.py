@@ -1,7 +1,7 @@
 """Write the example notebooks from the cell lists below (nbformat) and execute them in place (nbclient).
 
 The notebooks are generated, never edited by hand, so their code cannot drift from this file; each is committed
-with its outputs.  ``tests/test_notebooks.py`` checks the committed ones against :func:`build` and executes them.
+with its outputs.  ``tests/e2e/test_notebooks.py`` checks the committed ones against :func:`build` and executes them.
 
     python examples/notebooks/build.py                  # all notebooks: write, execute, save with outputs
     python examples/notebooks/build.py 02_japanese      # only the named ones

@@ -26,7 +26,7 @@ from langchain_text_splitters import (
 from .config import CHUNK_UNITS
 from .metadata import FL_KEY
 
-__all__ = ["DocumentSplitter", "TEXT_SEPARATORS", "CJK_CHAR_WEIGHT", "weighted_length"]
+__all__ = ["CJK_CHAR_WEIGHT", "TEXT_SEPARATORS", "DocumentSplitter", "weighted_length"]
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class DocumentSplitter:
                 convert_lists=True,
                 ensure_ascii=False,
             )
-        except Exception:  # noqa: BLE001 - fall back to plain text splitting for odd JSON
+        except Exception:
             logger.debug("JSON splitter failed; splitting as text", exc_info=True)
             return None
         text_splitter = self.splitter_for("text")

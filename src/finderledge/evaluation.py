@@ -6,7 +6,7 @@ Two kinds of dataset:
   Recall@10, Recall@100 and MRR@10.  BEIR conventions: only queries present in both ``queries.jsonl``
   and the qrels, with at least one relevant document, are evaluated; a qrel score > 0 is relevant and
   its value is the gain for nDCG (linear gains, as trec_eval); a query without results scores 0.
-  The metrics are tested against ``ir_measures`` on the same run (``tests/test_evaluation.py``).
+  The metrics are tested against ``ir_measures`` on the same run (``tests/integration/test_evaluation.py``).
 * a question file over an index you built (``finderledge add``): a JSON list of
   ``{"query", "expected_source", "expected_keywords"}`` or JSONL of ``{"question", "gold_sources"}``,
   scored with Retrieval@k (a gold source among the top k), Recall@k (share of gold sources in the top k)
@@ -375,7 +375,7 @@ def load_questions(path: str | Path) -> list[QaItem]:
     items = []
     for n, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise ValueError(f"{path}: item {n} is not an object")  # noqa: TRY004 - bad file content
+            raise ValueError(f"{path}: item {n} is not an object")
         query = row.get("query", row.get("question"))
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"{path}: item {n} has no 'query' or 'question' text")

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -54,7 +54,7 @@ __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
-Source = Union[str, os.PathLike, Document, Sequence[str | os.PathLike | Document]]
+Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
 
 # settings fixed when a persist directory is created, reused when it is reopened
 RECORDED_SETTINGS = (
@@ -184,8 +184,8 @@ class FinderLedge(Catalog, Views):
             # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
             local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
             self._write_lock = (
-                self._ledger.write_lock(self.settings.lock_timeout)
-                if shared  # type: ignore[attr-defined]
+                self._ledger.write_lock(self.settings.lock_timeout)  # type: ignore[attr-defined]
+                if shared
                 else WriteLock(directory, self.settings.lock_timeout)
             )
             self._closed = False

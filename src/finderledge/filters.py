@@ -140,6 +140,10 @@ def _all(preds: list[Predicate]) -> Predicate:
     return preds[0] if len(preds) == 1 else (lambda md: all(p(md) for p in preds))
 
 
+def _any(preds: list[Predicate]) -> Predicate:
+    return preds[0] if len(preds) == 1 else (lambda md: any(p(md) for p in preds))
+
+
 def _compile(flt: Any, depth: int) -> Predicate | None:
     if depth > MAX_DEPTH:
         raise ConfigurationError(f"filter: nested more than {MAX_DEPTH} levels deep")
@@ -158,7 +162,7 @@ def _compile(flt: Any, depth: int) -> Predicate | None:
             if any(s is None for s in subs):
                 raise ConfigurationError(f"filter {key}: contains an empty filter")
             checked = [s for s in subs if s is not None]
-            preds.append(_all(checked) if key == "$and" else (lambda md, c=checked: any(p(md) for p in c)))
+            preds.append(_all(checked) if key == "$and" else _any(checked))
         elif key.startswith("$"):
             raise ConfigurationError(f"filter: unknown logical operator {key!r}; expected $and or $or")
         else:

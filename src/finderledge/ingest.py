@@ -83,12 +83,18 @@ class IngestReport:
     def summary(self) -> str:
         """One human-readable paragraph (printed by ``finderledge add``)."""
         lines = [
-            f"files seen: {self.files_seen} (added {self.files_added}, unchanged {self.files_unchanged}, "
-            f"replaced {self.files_replaced}, skipped {len(self.skipped)})",
-            f"documents: {len(self.added)} added, {len(self.unchanged)} unchanged, {len(self.replaced)} replaced, "
-            f"{len(self.pruned)} pruned",
-            f"chunks written: {self.chunks_written} (embedded {self.embeddings_computed}, "
-            f"from cache {self.embeddings_cached})",
+            (
+                f"files seen: {self.files_seen} (added {self.files_added}, unchanged {self.files_unchanged}, "
+                f"replaced {self.files_replaced}, skipped {len(self.skipped)})"
+            ),
+            (
+                f"documents: {len(self.added)} added, {len(self.unchanged)} unchanged, "
+                f"{len(self.replaced)} replaced, {len(self.pruned)} pruned"
+            ),
+            (
+                f"chunks written: {self.chunks_written} (embedded {self.embeddings_computed}, "
+                f"from cache {self.embeddings_cached})"
+            ),
             f"time: {self.seconds_total:.1f} s, of which embedding {self.seconds_embedding:.1f} s",
         ]
         lines += [f"skipped {path}: {reason}" for path, reason in self.skipped]

@@ -30,6 +30,7 @@ def make_chat_model(spec: str, *, base_url: str | None = None, timeout: float = 
     try:
         if provider == "openai":
             from langchain_openai import ChatOpenAI
+            from pydantic import SecretStr
 
             key = os.environ.get("OPENAI_API_KEY") or ("unused" if base_url else None)
             if key is None:
@@ -40,8 +41,8 @@ def make_chat_model(spec: str, *, base_url: str | None = None, timeout: float = 
             return ChatOpenAI(
                 model=model,
                 base_url=base_url,
-                api_key=key,
-                timeout=timeout,  # type: ignore[arg-type]
+                api_key=SecretStr(key),
+                timeout=timeout,
                 max_retries=1,
             )
         if provider == "ollama":

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
 
@@ -167,7 +167,7 @@ class CallableReranker:
         return scores
 
 
-RerankerSpec = Union[str, Reranker, Callable[[str, Sequence[Document]], Sequence[float]], Any, None]
+RerankerSpec = str | Reranker | Callable[[str, Sequence[Document]], Sequence[float]] | Any | None
 
 
 def create_reranker(spec: RerankerSpec, *, on_error: str = "warn") -> Reranker | None:
@@ -186,7 +186,7 @@ def create_reranker(spec: RerankerSpec, *, on_error: str = "warn") -> Reranker |
         name = spec.split(":", 1)[1] if spec.startswith("cross-encoder:") else spec
         try:
             return CrossEncoderReranker(name)
-        except Exception as exc:  # noqa: BLE001 - any load failure has the same remedy
+        except Exception as exc:
             message = f"setting 'reranker': cross-encoder {name!r} could not be loaded ({exc})"
             if on_error == "raise":
                 raise ValueError(message) from exc

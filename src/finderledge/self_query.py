@@ -38,8 +38,8 @@ _OPERATORS = {Operator.AND: "$and", Operator.OR: "$or"}
 class FinderLedgeTranslator(Visitor):
     """Structured query → FinderLedge filter (see docs/filters.md)."""
 
-    allowed_comparators = tuple(_COMPARATORS)
-    allowed_operators = tuple(_OPERATORS)
+    allowed_comparators = tuple(Comparator(c) for c in _COMPARATORS)
+    allowed_operators = tuple(Operator(o) for o in _OPERATORS)
 
     def visit_operation(self, operation: Operation) -> dict[str, Any]:
         self._validate_func(operation.operator)

@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
-    "Tokenizer",
+    "ENGLISH_STOP_WORDS",
     "AutoTokenizer",
     "SimpleTokenizer",
-    "ENGLISH_STOP_WORDS",
+    "Tokenizer",
+    "UnknownTokenizerError",
     "register_tokenizer",
     "tokenizer_from_dict",
-    "UnknownTokenizerError",
 ]
 
 logger = logging.getLogger(__name__)
@@ -41,8 +41,41 @@ logger = logging.getLogger(__name__)
 #: Lucene's classic English stop-word list (also what bm25s uses): short on purpose, so that
 #: stop-word removal never drops content words.
 ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
 )
 
 # Sudachi rejects inputs above 49,149 bytes; stay well below and cut at sentence ends.

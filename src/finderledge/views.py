@@ -64,6 +64,7 @@ class Views:
                 "get_context: pass a query or results (results you already have), not both"
             )
         if results is None:
+            assert query is not None  # exactly one of query and results, checked above
             results = self._owner().search(
                 query,
                 k=k,

@@ -30,4 +30,3 @@ class UploadSession:
 
     def resume(self):
         """Upload only the parts that are not yet on the server."""
-        ...

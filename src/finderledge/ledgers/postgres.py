@@ -977,9 +977,10 @@ class PostgresLedger(Ledger):
 
     def embedding_cache_size(self) -> dict[str, int]:
         with self._read() as conn:
-            entries, size = conn.execute(
+            row = conn.execute(
                 self._sql("SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")
             ).fetchone()
+            entries, size = row if row is not None else (0, 0)
         return {"entries": int(entries), "bytes": int(size)}
 
     def prune_embedding_cache(self) -> int:

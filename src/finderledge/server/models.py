@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "JSON_ERRORS",
     "ChatRequest",
     "ChatResponse",
     "ChatTurn",
@@ -16,7 +17,6 @@ __all__ = [
     "DocumentOut",
     "ErrorOut",
     "HealthOut",
-    "JSON_ERRORS",
     "SearchHit",
     "SearchRequest",
     "SearchResponse",

@@ -1,7 +1,7 @@
 """Query strategies: ``search(question, strategy="multi_query" | "hyde" | "decompose", llm=...)``.
 
 Each strategy is a module with one :class:`~finderledge.strategies.base.QueryStrategy`, registered by name in
-:data:`STRATEGIES`; ``tests/test_strategies.py`` holds the contract every registered strategy passes.
+:data:`STRATEGIES`; ``tests/integration/test_strategies.py`` holds the contract every registered strategy passes.
 :func:`run_strategy` plans with the LLM, runs every search concurrently with the caller's filter, merges,
 reranks once against the question, and marks each result with the sub-queries that found it.
 """

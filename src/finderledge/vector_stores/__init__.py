@@ -1,7 +1,7 @@
 """Vector backends: one module per backend behind :class:`VectorStore`, created by name from a registry.
 
 Adding a backend (Qdrant, Elasticsearch …) is one new module with a :class:`VectorStore` subclass and a
-``register("name", factory)`` line here or in the caller's code; ``tests/test_vector_store_contract.py``
+``register("name", factory)`` line here or in the caller's code; ``tests/contract/test_vector_store_contract.py``
 runs the same contract against each one.
 """
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FULL_KEY", "chroma_metadata", "stored_metadata", "prefilter_where"]
+__all__ = ["FULL_KEY", "chroma_metadata", "prefilter_where", "stored_metadata"]
 
 FULL_KEY = "_finderledge"  # the chunk's metadata as JSON: what the store checks filters against
 _INT64 = 2**63
@@ -26,7 +26,7 @@ def _copyable_key(key: str) -> bool:
 
 
 def _copyable_scalar(value: Any) -> bool:
-    if isinstance(value, bool) or isinstance(value, str):
+    if isinstance(value, (bool, str)):
         return True
     if isinstance(value, int):
         return -_INT64 <= value < _INT64
@@ -93,8 +93,8 @@ def _narrowing(field: str, op: str, arg: Any) -> dict[str, Any] | None:
         if not _narrows(arg):
             return None
         if op in ("$gt", "$gte"):
-            return {field: {"$gte": int(math.floor(arg))}}
-        return {field: {"$lte": int(math.ceil(arg))}}
+            return {field: {"$gte": math.floor(arg)}}
+        return {field: {"$lte": math.ceil(arg)}}
     if op == "$contains" and isinstance(arg, str):
         return {field: {"$contains": arg}}
     return None  # $ne, $nin, $not_contains, string ordering: Chroma's meaning differs, check afterwards
@@ -117,7 +117,8 @@ def prefilter_where(flt: Mapping[str, Any] | None) -> dict[str, Any] | None:
             if key == "$and":
                 clauses.extend(s for s in subs if s is not None)
             elif all(s is not None for s in subs):  # one unnarrowed branch lets everything through
-                clauses.append(_and([s for s in subs if s is not None]) if len(subs) == 1 else {"$or": subs})
+                narrowed = [s for s in subs if s is not None]
+                clauses.append(narrowed[0] if len(narrowed) == 1 else {"$or": narrowed})
             continue
         cond = value if isinstance(value, Mapping) else {"$eq": value}
         for op, arg in cond.items():

@@ -1,7 +1,7 @@
 """The service's routes, one module per group; each module exposes ``router`` (a FastAPI ``APIRouter``).
 
 :data:`ROUTE_MODULES` is the registry :func:`finderledge.server.create_app` mounts, in order; the contract
-tests (``tests/test_server_contract.py``) check every route of every module: it needs a key when keys are
+tests (``tests/integration/test_server_tenants.py``) check every route of every module: it needs a key when keys are
 configured (unless :data:`PUBLIC_PATHS` lists it), answers errors as JSON without a stack trace, and is
 described in the OpenAPI schema.
 """

