@@ -85,7 +85,7 @@ class Finder:
         self.weights = (
             None if weights is None else {"vector": 1.0, "keyword": 1.0, **weights}
         )  # None: adaptive
-        self.calibration = calibration or (lambda: None)
+        self.calibration: Callable[..., Calibration | None] = calibration or (lambda *_: None)
         self.candidate_k = candidate_k
         if not 0.0 <= min_vector_share <= 1.0:
             raise ConfigurationError(
