@@ -347,6 +347,10 @@ class _Partitions:
         self.key = key
         self._codes: dict[str, int] = {}
         self._totals: dict[str, tuple[int, int, int]] = {}  # partition -> (write version, n_live, tokens)
+        self._buffered: tuple[int, dict[str, set[str]]] = (
+            -1,
+            {},
+        )  # (write version, partition -> buffered ids)
 
     def code(self, value: str) -> int:
         return self._codes.setdefault(value, len(self._codes))
@@ -368,7 +372,14 @@ class _Partitions:
         """Partition ``value`` in the store's current state (``version`` counts its writes)."""
         code = self.code(value)
         masks = [self.of_segment(seg) == code for seg in segments]
-        buffered = {cid for cid, d in buffer.docs.items() if partition_value(d.meta, self.key) == value}
+        if self._buffered[0] != version:  # the buffer's ids per partition, once per write
+            index: dict[str, set[str]] = {}
+            for cid, d in buffer.docs.items():
+                found = partition_value(d.meta, self.key)
+                if found is not None:
+                    index.setdefault(found, set()).add(cid)
+            self._buffered = (version, index)
+        buffered = self._buffered[1].get(value, set())
         cached = self._totals.get(value)
         if cached is not None and cached[0] == version:
             return _PartitionView(masks, buffered, cached[1], cached[2])
@@ -815,7 +826,9 @@ class KeywordStore:
                     mask[inside] = np.fromiter((pred(metas[i]) for i in inside.tolist()), bool, len(inside))
                     masks[seg.name] = mask
         if buf is None:
-            buf = {cid for cid, d in self._buffer.docs.items() if pred(d.meta)}
+            docs = self._buffer.docs
+            pool = docs if part is None else part.buffered  # with a partition: its buffered docs only
+            buf = {cid for cid in pool if pred(docs[cid].meta)}
             self._filter_cache[key] = (pred, masks, buf)
         return masks, buf
 
