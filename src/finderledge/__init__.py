@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Answer": "answer",
+    "AnswerPrompts": "answer",
+    "AnswerSource": "answer",
     "FinderLedge": "facade",
     "IngestReport": "facade",
     "Finder": "finder",
@@ -54,6 +57,9 @@ _EXPORTS = {
 }
 __all__ = [
     "NO_CONTEXT",
+    "Answer",
+    "AnswerPrompts",
+    "AnswerSource",
     "ConfigurationError",
     "DocumentLoader",
     "DocumentNotFoundError",
@@ -87,6 +93,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .answer import Answer, AnswerPrompts, AnswerSource
     from .config import Settings
     from .context import NO_CONTEXT
     from .document_loader import DocumentLoader

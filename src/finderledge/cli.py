@@ -23,6 +23,9 @@ from typing import Any, NoReturn
 from .cli_logging import PROG, stderr_logging
 from .config import CHUNK_UNITS, FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
+from .filters import and_filters
+from .mcp_command import COMMANDS as MCP_COMMANDS
+from .mcp_command import add_command as add_mcp_command
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
@@ -237,7 +240,12 @@ def _add_eval(sub: Any) -> None:
         "eval", help="evaluate hybrid, vector and keyword modes side by side", description=EVAL_DESCRIPTION
     )
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
-    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout (always with each query's hits)")
+    p.add_argument(
+        "--per-query",
+        action="store_true",
+        help="after the table, each query's gold ids and their rank in each mode",
+    )
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
     _output_options(p)
     p.add_argument(
@@ -329,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_small_commands(sub)
     _add_eval(sub)
     add_commands(sub, _default_dir(), _output_options)
+    add_mcp_command(sub, _default_dir(), _output_options)
     _fill_server_help(sub)
     return parser
 
@@ -509,10 +518,10 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
+    flt = _filter(args)
     with _open(args) as fl:
-        docs = fl.list_documents(
-            source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit
-        )
+        docs = fl.list_documents(source=args.source, filter=flt, offset=args.offset, limit=args.limit)
+        total = fl.count(filter=and_filters(flt, {"source": args.source} if args.source else None))
     data = [
         {
             "id": d.id,
@@ -524,7 +533,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for d in docs
     ]
     text = "\n".join(f"{d['id']}  {d['source']} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
-    _emit(args, data, text or "no documents")
+    shown = f"{len(data)} of {total['documents']} documents ({total['chunks']} chunks)"
+    if args.offset:
+        shown += f", from #{args.offset + 1}"
+    _emit(args, data, (text + "\n" if text else "no documents listed\n") + shown)
     return 0
 
 
@@ -532,9 +544,30 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     """finderledge stats."""
     with _open(args) as fl:
         stats = fl.stats()
-    text = "\n".join(f"{k}: {v}" for k, v in stats.items() if k != "settings")
-    _emit(args, stats, text)
+    _emit(args, stats, format_stats(stats))
     return 0
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """``FinderLedge.stats()`` as lines a person reads (``--json`` prints the dict itself)."""
+    cache = stats.get("embedding_cache") or {}
+    settings = stats.get("settings") or {}
+    lines = [
+        f"documents: {stats.get('documents')}, chunks: {stats.get('chunks')}",
+        (
+            f"keyword index: {stats.get('keyword_index_chunks')} chunks; "
+            f"vector index: {stats.get('vector_index_chunks')} chunks"
+        ),
+        f"embedding model: {stats.get('embedding_model')}",
+        (
+            f"embedding cache: {cache.get('entries', 0)} vectors ({cache.get('bytes', 0) / 1e6:.1f} MB; "
+            "finderledge gc empties it)"
+        ),
+        f"persist directory: {stats.get('persist_directory') or 'in memory'}",
+    ]
+    shown = ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit", "search_mode", "fusion", "k")
+    lines.append("settings: " + ", ".join(f"{k} {settings[k]}" for k in shown if settings.get(k) is not None))
+    return "\n".join(lines)
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
@@ -626,7 +659,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             data["plot"] = str(plot_report(report, args.plot))
         except ImportError as exc:
             raise UsageError(str(exc)) from None
-    _emit(args, data, format_report(report) + (f"\nplot: {args.plot}" if args.plot is not None else ""))
+    table = format_report(report, per_query=args.per_query)
+    _emit(args, data, table + (f"\nplot: {args.plot}" if args.plot is not None else ""))
     return 0
 
 
@@ -655,6 +689,7 @@ COMMANDS = {
     "eval": _cmd_eval,
     **SERVER_COMMANDS,
     "keys": _cmd_keys,
+    **MCP_COMMANDS,
 }
 
 

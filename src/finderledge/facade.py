@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from .asking import Asking
 from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
 from .config import Settings, redact_url
@@ -54,6 +56,8 @@ __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
+OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
+
 Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
 
 # settings fixed when a persist directory is created, reused when it is reopened
@@ -70,7 +74,7 @@ RECORDED_SETTINGS = (
 LEDGER_FILE = "ledger.sqlite3"
 
 
-class FinderLedge(Catalog, Views):
+class FinderLedge(Catalog, Views, Asking):
     """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
 
     >>> ledger = FinderLedge("./index")              # doctest: +SKIP
@@ -306,6 +310,7 @@ class FinderLedge(Catalog, Views):
             self._ledger.set_info(
                 "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
             )
+            self._replace_vector_store(str(recorded.get("vector_store")))
         elif recorded.get("partition_key") != wanted["partition_key"]:
             # statistics per partition are computed at search time: switching needs no rebuild
             logger.info(
@@ -319,6 +324,20 @@ class FinderLedge(Catalog, Views):
             )
         if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
+
+    def _replace_vector_store(self, old: str) -> None:
+        """After a switch: build the new vector index and checkpoint it now (so the next open does not
+        "restore" it from the ledger), then remove the old store's folder in the persist directory, which
+        nothing reads any more."""
+        if self.persist_directory is None:
+            return
+        with self._write_lock.hold("switching the vector store"):
+            self.vector_store  # noqa: B018 - open (build) the new index from the ledger's vectors
+            self._replica.checkpoint(force=True)
+        folder = Path(self.persist_directory) / old
+        if old in OLD_STORE_FOLDERS and old != self.settings.vector_store and folder.is_dir():
+            shutil.rmtree(folder)
+            logger.info("%s: removed the old %s index folder %s", self.persist_directory, old, folder)
 
     def _dimension(self) -> int:
         """The embedding dimension, recorded in the ledger (probing the model once for a new directory)."""
@@ -619,6 +638,9 @@ class FinderLedge(Catalog, Views):
         strategy: str | QueryStrategy | None = None,
         llm: Any = None,
         strategy_on_error: str = "fallback",
+        mmr: bool = False,
+        fetch_k: int | None = None,
+        lambda_mult: float | None = None,
     ) -> SearchResults:
         """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``).
 
@@ -637,9 +659,17 @@ class FinderLedge(Catalog, Views):
         has ``llm`` (a LangChain chat model or LLM) turn the question into several searches, run concurrently
         with ``filter``, and merges them; each result's ``info["found_by"]`` lists the sub-queries that found
         it.  When the LLM fails the plain search runs with a warning (``strategy_on_error="raise"``: raise).
+
+        ``mmr=True`` (LangChain's ``search_type="mmr"``) returns relevant results that do not repeat each
+        other: among the best ``fetch_k`` fused candidates (default 20) each next result maximises
+        ``lambda_mult * relevance - (1 - lambda_mult) * similarity to the ones already chosen`` (default 0.5),
+        similarity being the cosine of the chunks' stored vectors; the results are in that order.
         """
         if strategy is not None:
             from .strategies import run_strategy
+
+            if mmr or fetch_k is not None or lambda_mult is not None:
+                raise ConfigurationError("search: mmr cannot be combined with a query strategy")
 
             return run_strategy(
                 self,
@@ -664,6 +694,9 @@ class FinderLedge(Catalog, Views):
             candidate_k=candidate_k,
             rerank=rerank,
             score_threshold=score_threshold,
+            mmr=mmr,
+            fetch_k=fetch_k,
+            lambda_mult=lambda_mult,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------

@@ -489,7 +489,9 @@ class Replica:
                     "to start an empty index; nothing was changed",
                 )
             adds, removes = sorted(truth - have), sorted(have - truth)
-            if adds or removes:
+            if adds and not have:  # a new (or switched-to) index: built, nothing was lost
+                logger.info("%s index: building it from the ledger (%d chunks)", leg.name, len(adds))
+            elif adds or removes:
                 logger.warning(
                     "%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
                     leg.name,

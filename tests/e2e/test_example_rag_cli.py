@@ -46,7 +46,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def copy_example(tmp: Path) -> Path:
     """A working directory holding examples/rag_cli (the commands' paths are relative to the repository root)."""
-    shutil.copytree(EXAMPLE, tmp / "examples" / "rag_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        EXAMPLE, tmp / "examples" / "rag_cli", ignore=shutil.ignore_patterns("__pycache__", ".rag_index")
+    )
     return tmp
 
 
@@ -238,6 +240,7 @@ def test_bad_settings_name_the_variable(tmp_path: Path, env: dict[str, str], mes
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert "Traceback" not in result.stderr and not (work / ".rag_index").exists()
+    assert not (work / "examples" / "rag_cli" / ".rag_index").exists()  # the default index: beside the script
 
 
 def test_bad_setting_in_dotenv(tmp_path: Path) -> None:
