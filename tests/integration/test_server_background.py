@@ -92,7 +92,9 @@ def test_background_indexing_stop_and_restart(tmp_path: Path) -> None:
         assert seen["status"] == "indexed" and seen["chunk_count"] >= 600, seen
         second = _upload(url, "second.csv", _csv(20_000, "beta"))
         assert second["status"] == "processing"
-        time.sleep(2)  # mid-indexing
+        time.sleep(2)
+        busy = httpx.get(f"{url}/api/v1/documents/{second['id']}", timeout=30).json()
+        assert busy["status"] == "processing", busy  # stopped mid-indexing
     finally:
         took, left = _stop(proc)
     assert not left, f"processes still alive {STOP_BOUND} s after SIGTERM: {left}"
