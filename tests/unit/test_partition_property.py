@@ -171,3 +171,20 @@ def test_calibration_and_trace_are_the_partitions_own() -> None:
     finally:
         together.close()
         alone.close()
+
+
+def test_partition_key_from_the_environment_is_recorded(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from finderledge.errors import ConfigurationError
+
+    monkeypatch.setenv("FINDERLEDGE_PARTITION_KEY", "tenant")
+    fl = FinderLedge(tmp_path / "index", embedding=DeterministicFakeEmbedding(size=8), env_file=None)
+    assert fl.settings.partition_key == "tenant"
+    fl.close()
+    monkeypatch.delenv("FINDERLEDGE_PARTITION_KEY")
+    fl = FinderLedge(tmp_path / "index", embedding=DeterministicFakeEmbedding(size=8), env_file=None)
+    assert fl.settings.partition_key == "tenant"  # recorded with the directory
+    fl.close()
+    with pytest.raises(ConfigurationError, match="partition_key"):
+        FinderLedge(embedding=DeterministicFakeEmbedding(size=8), env_file=None, partition_key="$and")
