@@ -40,6 +40,8 @@ _EXPORTS = {
     "LockTimeoutError": "errors",
     "LoadError": "errors",
     "SourceNotFoundError": "errors",
+    "StorageFullError": "errors",
+    "UnsafePathError": "errors",
     "FinderLedgeVectorStore": "langchain_vectorstore",
     "FinderLedgeTranslator": "self_query",
     "Settings": "config",
@@ -84,6 +86,8 @@ __all__ = [
     "SearchTrace",
     "Settings",
     "SourceNotFoundError",
+    "StorageFullError",
+    "UnsafePathError",
     "compile_filter",
     "create_reranker",
     "distribution_based_score_fusion",
@@ -109,6 +113,8 @@ if TYPE_CHECKING:
         LoadError,
         LockTimeoutError,
         SourceNotFoundError,
+        StorageFullError,
+        UnsafePathError,
     )
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter

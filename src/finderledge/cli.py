@@ -1,6 +1,8 @@
-"""The ``finderledge`` command line: add, search, context, remove, list, stats, gc, reindex, eval, serve and keys.
+"""The ``finderledge`` command line: add, search, context, remove, list, stats, gc, check, reindex, eval, serve
+and keys.
 
-Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id);
+Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id) or
+damage found (check);
 2 bad usage or input (a missing index, path or option value), or any other failure; 130 interrupted.
 A failure is one line on stderr (``--debug`` shows the traceback instead); warnings are one line each
 (``-v`` adds FinderLedge's progress details, ``-q`` leaves errors only).  ``--json`` prints
@@ -184,6 +186,19 @@ def _add_small_commands(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="list at most this many documents (default: all)")
     _index_options(sub.add_parser("stats", help="counts and settings"))
     _index_options(sub.add_parser("gc", help="drop cached vectors no stored chunk uses"))
+    p = sub.add_parser(
+        "check",
+        help="verify the ledger and each index against it (exit 0 clean, 1 damage found)",
+        description=(
+            "Verify the ledger (every page, every row, parents and chunks) and each index against it (ids, "
+            "checksums, vectors), and report what is wrong in plain words; nothing is changed unless "
+            "--repair is given.  Exit codes: 0 no damage, 1 damage found (repaired or not), 2 bad usage."
+        ),
+    )
+    p.add_argument(
+        "--repair", action="store_true", help="rebuild what the ledger can rebuild and say what it cannot"
+    )
+    _index_options(p)
     summary = "split every stored document again with new chunk settings, or switch the vector store"
     p = sub.add_parser(
         "reindex",
@@ -583,6 +598,28 @@ def _cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    """finderledge check [--repair]: exit 0 when no damage is found, 1 when some is (repaired or not)."""
+    from .checking import check_directory
+
+    _require_index(args.dir)
+    if args.repair:  # opening rebuilds; the report still says what was found
+        found = check_directory(args.dir)
+        with _open(args) as fl:
+            report = fl.check(repair=True)
+        report.problems = found.problems + [p for p in report.problems if p not in found.problems]
+        report.notes = found.notes + [n for n in report.notes if n not in found.notes]
+        for leg in found.damaged_indexes:  # opening moved it aside and rebuilt it already
+            if leg not in report.damaged_indexes and not any(
+                r.startswith(f"{leg} index") for r in report.repaired
+            ):
+                report.repaired.append(f"{leg} index: moved aside and rebuilt from the ledger")
+    else:
+        report = check_directory(args.dir)
+    _emit(args, report.to_dict(), report.text())
+    return 0 if report.clean else 1
+
+
 def _cmd_reindex(args: argparse.Namespace) -> int:
     """finderledge reindex: FinderLedge.reindex with the given chunk settings; --vector-store switches the store
     as the index opens (alone, it re-splits nothing)."""
@@ -685,6 +722,7 @@ COMMANDS = {
     "list": _cmd_list,
     "stats": _cmd_stats,
     "gc": _cmd_gc,
+    "check": _cmd_check,
     "reindex": _cmd_reindex,
     "eval": _cmd_eval,
     **SERVER_COMMANDS,

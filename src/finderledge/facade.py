@@ -23,6 +23,8 @@ from langchain_core.embeddings import Embeddings
 from .asking import Asking
 from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
+from .checking import CheckReport, check_directory
+from .checking import repair as run_repair
 from .config import Settings, redact_url
 from .context import NO_CONTEXT
 from .document_splitter import DocumentSplitter
@@ -38,6 +40,7 @@ from .replica import LocalRecords, Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResults
 from .searching import Searcher
+from .storage import Storage
 from .validation import (
     check_flag,
     check_mapping,
@@ -166,6 +169,7 @@ class FinderLedge(Catalog, Views, Asking):
                     f"setting 'persist_directory': {directory} exists and is not a directory"
                 )
             directory.mkdir(parents=True, exist_ok=True)
+            Storage(directory).check_fixed_names()  # no link in it is ever followed: refused first
         if pre.database_url is not None and instance is None and args["vector_store"] is None:
             args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
         self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
@@ -187,6 +191,8 @@ class FinderLedge(Catalog, Views, Asking):
             shared = pre.database_url is not None  # the ledger is a database many machines share
             # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
             local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
+            if local is not None and local != directory:
+                Storage(local).check_fixed_names()
             self._write_lock = (
                 self._ledger.write_lock(self.settings.lock_timeout)  # type: ignore[attr-defined]
                 if shared
@@ -700,6 +706,17 @@ class FinderLedge(Catalog, Views, Asking):
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------
+    def check(self, repair: bool = False) -> CheckReport:
+        """Verify the persist directory against its ledger (pages, rows, each index's ids, checksums and
+        vectors) and report in plain words; ``repair=True`` rebuilds the indexes the ledger can rebuild and
+        says what it cannot.  ``report.clean`` is True when nothing is damaged."""
+        if self.persist_directory is None or self.settings.database_url is not None:
+            raise ConfigurationError("check: needs a persist directory with its SQLite ledger")
+        self.refresh()
+        self._replica.maybe_checkpoint()
+        report = check_directory(self.persist_directory)
+        return run_repair(report, self._replica.rebuild_index) if repair else report
+
     def close(self) -> None:
         """Checkpoint the indexes (when no other process is writing) and close every store; again: no-op."""
         if self._closed:
