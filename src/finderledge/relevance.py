@@ -131,8 +131,10 @@ class BackgroundSource(Protocol):
 class LedgerBackground:
     """The background of a FinderLedge corpus: chunk texts and vectors from the ledger, the BM25 store's tokenizer.
 
-    The sample is the ``size`` chunk ids with the smallest hashes, so every process draws the same one.  With a
-    ``partition`` (see :mod:`finderledge.partitions`) the corpus is that partition's chunks only."""
+    The sample is the ledger's :meth:`~finderledge.ledgers.base.Ledger.sample_chunk_ids`: the same in every
+    process for the same ledger state, drawn without reading every chunk id where the ledger can seek.  With a
+    ``partition`` (see :mod:`finderledge.partitions`) the corpus is that partition's chunks only, sampled as the
+    ``size`` ids with the smallest hashes (so the sample depends on the partition's chunks alone)."""
 
     def __init__(self, ledger: Any, keyword_store: Any, partition: str | None = None) -> None:
         self._ledger = ledger
@@ -146,10 +148,9 @@ class LedgerBackground:
 
     def sample(self, size: int) -> CorpusBackground:
         if self.partition is not None:  # the keyword index holds exactly the committed chunks
-            pool: Iterable[str] = self._keyword_store.partition_ids(self.partition)
+            ids = sorted(self._keyword_store.partition_ids(self.partition), key=sample_key)[:size]
         else:
-            pool = self._ledger.complete_chunk_ids()
-        ids = sorted(pool, key=sample_key)[:size]
+            ids = self._ledger.sample_chunk_ids(size)
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
         return sample_background(
             (c.content for c in chunks),
