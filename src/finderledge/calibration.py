@@ -50,6 +50,7 @@ __all__ = [
     "LedgerCalibrator",
     "calibrate",
     "gate",
+    "info_key",
     "leg_priors",
     "pseudo_queries",
     "query_count",
@@ -270,6 +271,11 @@ def _with_target(
     return out[:depth]
 
 
+def info_key(partition: str | None) -> str:
+    """The ledger info key a calibration is kept under: the corpus's, or one partition's."""
+    return INFO_KEY if partition is None else f"{INFO_KEY}:{partition}"
+
+
 def _reciprocal_rank(parents: Sequence[str], wanted: str, depth: int = 10) -> float:
     for rank, parent in enumerate(parents[:depth], start=1):
         if parent == wanted:
@@ -331,8 +337,8 @@ class LedgerCalibrator:
 
     def __init__(self, owner: Any) -> None:
         self._fl = owner
-        self._raw: str | None = None
-        self._parsed: Calibration | None = None
+        self._cache: dict[str, tuple[str | None, Calibration | None]] = {}  # info key -> (raw, parsed)
+        self._sizes: dict[str, int] = {}  # partition -> chunks when last refreshed
 
     @property
     def wanted(self) -> bool:
@@ -344,26 +350,46 @@ class LedgerCalibrator:
             and settings.keyword_weight is None
         )
 
-    def current(self) -> Calibration | None:
-        raw = self._fl._ledger.get_info(INFO_KEY)
-        if raw != self._raw:
-            self._raw, self._parsed = raw, Calibration.from_json(raw)
-        return self._parsed
+    def current(self, partition: str | None = None) -> Calibration | None:
+        """The stored calibration of the corpus, or of ``partition`` (see :mod:`finderledge.partitions`)."""
+        key = info_key(partition)
+        raw = self._fl._ledger.get_info(key)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        parsed = Calibration.from_json(raw)
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[key] = (raw, parsed)
+        return parsed
 
-    def refresh(self, *, force: bool = False) -> Calibration | None:
-        """Measure the gates again if the corpus moved enough since the last time (always with ``force``) and
-        store them; returns the calibration in force (None: too small a corpus to measure)."""
+    def refresh(self, *, force: bool = False, partition: str | None = None) -> Calibration | None:
+        """Measure the gates of the corpus (or of ``partition``: its chunks, each leg searching it alone) again
+        if it moved enough since the last time (always with ``force``) and store them; returns the calibration
+        in force (None: too small a corpus to measure)."""
         fl = self._fl
-        size = fl._ledger.counts()["chunks"]  # a count: a write that leaves the gates standing stays cheap
-        stored = self.current()
+        key = info_key(partition)
+        if partition is None:
+            size = fl._ledger.counts()[
+                "chunks"
+            ]  # a count: a write that leaves the gates standing stays cheap
+        else:
+            size = fl.keyword_store.partition_size(partition)
+        stored = self.current(partition)
         if not force and stored is not None and not stored.is_stale(size, fl._model_id):
             return stored
         n = query_count(size)
         if n == 0:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
-                fl._ledger.set_info(INFO_KEY, None)
+                fl._ledger.set_info(key, None)
             return None
-        drawn = _drawn(self._chunks(sorted(fl._ledger.complete_chunk_ids(), key=sample_key)), n)
+        if partition is None:
+            pool: Iterable[str] = fl._ledger.complete_chunk_ids()
+            flt: dict[str, Any] | None = None
+        else:
+            pool = fl.keyword_store.partition_ids(partition)
+            flt = {fl.settings.partition_key: partition}
+        drawn = _drawn(self._chunks(sorted(pool, key=sample_key)), n)
         queries = [(sentence, parent) for sentence, parent, _, _ in drawn]
         if len(queries) < MIN_QUERIES:
             logger.info(
@@ -385,11 +411,11 @@ class LedgerCalibrator:
 
         def vector_leg(text: str) -> list[str]:
             with replica.rw.read():
-                return self._parents(vector_store.search(vectors[text], 10))
+                return self._parents(vector_store.search(vectors[text], 10, flt))
 
         def keyword_leg(text: str) -> list[str]:
             with replica.rw.read():
-                return self._parents(keyword_store.search(text, 10))
+                return self._parents(keyword_store.search(text, 10, flt))
 
         def held_out_vector(i: int) -> list[str]:
             if not rest_vectors:
@@ -401,13 +427,13 @@ class LedgerCalibrator:
             denom = float(np.linalg.norm(q) * np.linalg.norm(rest_vectors[i]))
             cosine = float(q @ rest_vectors[i]) / denom if denom > 0 else 0.0
             with replica.rw.read():
-                hits = vector_store.search(vectors[sentence], 11)
+                hits = vector_store.search(vectors[sentence], 11, flt)
             return self._parents(_with_target(hits, chunk_id, cosine))
 
         def held_out_keyword(i: int) -> list[str]:
             sentence, _, chunk_id, _ = drawn[i]
             with replica.rw.read():
-                hits = keyword_store.search(sentence, 11)
+                hits = keyword_store.search(sentence, 11, flt)
                 score = bm25.score_text(sentence, rests[i])
             return self._parents(_with_target(hits, chunk_id, score if score > 0 else None))
 
@@ -417,11 +443,15 @@ class LedgerCalibrator:
             model_id=fl._model_id,
             corpus_size=size,
             spent=time.perf_counter() - start,
-            held_out={"vector": held_out_vector, "keyword": held_out_keyword},
+            # a partition's BM25 has its own statistics; score_text knows the corpus's: no priors there (yet)
+            held_out=None
+            if partition is not None
+            else {"vector": held_out_vector, "keyword": held_out_keyword},
             held_out_queries=MAX_HELD_OUT,
         )
         logger.info(
-            "calibrated the search legs on %d pseudo-queries in %.1f s: %s",
+            "calibrated the search legs%s on %d pseudo-queries in %.1f s: %s",
+            "" if partition is None else f" of partition {partition!r}",
             len(queries),
             calibration.seconds,
             "; ".join(
@@ -429,8 +459,18 @@ class LedgerCalibrator:
                 for g, c in calibration.groups.items()
             ),
         )
-        fl._ledger.set_info(INFO_KEY, calibration.to_json())
+        fl._ledger.set_info(key, calibration.to_json())
         return calibration
+
+    def refresh_partitions(self) -> None:
+        """After a write: refresh the calibration of every partition whose size changed since the last call
+        (each one only if it moved by more than a quarter since its own calibration)."""
+        sizes = self._fl.keyword_store.partition_sizes()
+        changed = [p for p, n in sizes.items() if self._sizes.get(p) != n]
+        changed += [p for p in self._sizes if p not in sizes]
+        for partition in sorted(changed):
+            self.refresh(partition=partition)
+        self._sizes = sizes
 
     def _chunks(self, ordered: Sequence[str], batch: int = 256) -> Iterable[tuple[str, str, str]]:
         for start in range(0, len(ordered), batch):
