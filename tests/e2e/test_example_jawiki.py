@@ -86,8 +86,8 @@ def localize(
     ):  # the design's scripts: as written, the work dir from the env
         assert tokens[0] == "python" and tokens[1] in DESIGN_SCRIPTS, line
         argv = [sys.executable, *tokens[1:]]
-        if "--max" in argv:  # the design indexes 30,000 articles; here the first LIMIT paragraphs
-            argv[argv.index("--max") + 1] = str(LIMIT)
+        if "--max" in argv:  # the design indexes 30,000 articles; here the first DESIGN_ARTICLES
+            argv[argv.index("--max") + 1] = str(DESIGN_ARTICLES)
         if port is not None:
             argv[argv.index("--port") + 1] = str(port)
         return {**env, "JAWIKI_WORKDIR": str(workdir)}, argv
@@ -105,6 +105,7 @@ def localize(
     return env, argv
 
 
+DESIGN_ARTICLES = 3  # --max counts articles, as the design's MAX_ARTICLES: the first 3 hold 37 paragraphs
 DESIGN_SCRIPTS = {
     f"examples/jawiki/{name}.py" for name in ("build_wiki_index", "rag_wiki", "app_wiki", "eval_retrieval")
 }
@@ -316,7 +317,7 @@ def test_reranker_option_rescores_the_16(quick: dict[str, str], work: Path, tmp_
 
 
 def test_design_commands_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The design's four scripts with its options (``--max`` lowered to LIMIT paragraphs): index in FAISS with
+    """The design's four scripts with its options (``--max`` lowered to 3 articles): index in FAISS with
     the design's metas file and gold ids, one-shot answers with the ``参照:`` line and one log line per search,
     Recall@5 with the design's verdict, and the UI on the design's ``--host``/``--port`` options."""
     work = tmp_path_factory.mktemp("jawiki-design")
@@ -326,11 +327,11 @@ def test_design_commands_as_written(tmp_path_factory: pytest.TempPathFactory) ->
     summary = json.loads((work / "ingest.json").read_text(encoding="utf-8"))
     assert f"Loaded {summary['articles']} articles → {summary['chunks']} chunks" in log, log  # Appendix B
     assert f"FAISS ntotal={summary['chunks']}, dim=384" in log, log
-    assert (summary["vector_store"], summary["config"], summary["paragraphs"]) == (
-        "faiss",
-        "20231101.ja",
-        LIMIT,
-    )
+    assert (summary["vector_store"], summary["config"]) == ("faiss", "20231101.ja")
+    assert (summary["articles"], summary["paragraphs"]) == (
+        DESIGN_ARTICLES,
+        37,
+    )  # every paragraph of 3 articles
     assert (work / "index" / "faiss").is_dir() and not (work / "index" / "chroma").exists()
     metas = [json.loads(ln) for ln in (work / "wiki_metas.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(metas) == summary["chunks"] and set(metas[0]) == {"id", "source", "chunk_id", "text"}
