@@ -206,7 +206,7 @@ show(fl.search("How long is a password reset link valid?", k=3))
     """),
     code("""
     hits = fl.search("How long is a password reset link valid?", k=2)
-    print(fl.get_context(results=hits, start=0, citation="{file_name}#chunk={chunk}",
+    print(fl.get_context(results=hits, start=0, citation="{file_name}#chunk={chunk_index}",
                          template="<doc id={n} source='{citation}'>\\n{content}\\n</doc>"))
     """),
     md("""

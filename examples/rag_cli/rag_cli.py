@@ -25,7 +25,8 @@ from metrics import exact_match, measure_latency, retrieval_at_k
 from metrics import faithfulness as keyword_faithfulness
 from settings import Settings, SettingsError, load_settings
 
-DEFAULT_INDEX = ".rag_index"
+DEFAULT_INDEX = str(Path(__file__).resolve().parent / ".rag_index")  # beside this script, git-ignored
+EXTRA = 'pip install "finderledge[examples]"'  # what this example needs beyond FinderLedge itself
 COLLECTION_NAME = "documents"  # the design's pgvector collection: here the PostgreSQL schema of the index
 _TOKEN = re.compile(r"[0-9a-z]+|[\u3040-\u30ff\u3400-\u9fff]")  # Latin words/numbers, single kana or kanji
 
@@ -93,7 +94,10 @@ def make_app(
     ledger: Any, settings: Settings, timings: defaultdict[str, list[float]] | None = None
 ) -> tuple[Any, str]:
     """The compiled graph and a one-line description of its reranker and answerer."""
-    from graph import build_graph, make_reranker
+    try:
+        from graph import build_graph, make_reranker
+    except ModuleNotFoundError as exc:  # langgraph: an optional dependency, named with its extra
+        raise SettingsError(f"this example needs {exc.name}, which is not installed: {EXTRA}") from exc
 
     reranker, reranker_name = make_reranker(settings.reranker, ledger)
     llm = get_llm(settings)

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Answer": "answer",
+    "AnswerPrompts": "answer",
+    "AnswerSource": "answer",
     "FinderLedge": "facade",
     "IngestReport": "facade",
     "Finder": "finder",
@@ -37,6 +40,8 @@ _EXPORTS = {
     "LockTimeoutError": "errors",
     "LoadError": "errors",
     "SourceNotFoundError": "errors",
+    "StorageFullError": "errors",
+    "UnsafePathError": "errors",
     "FinderLedgeVectorStore": "langchain_vectorstore",
     "FinderLedgeTranslator": "self_query",
     "Settings": "config",
@@ -54,6 +59,9 @@ _EXPORTS = {
 }
 __all__ = [
     "NO_CONTEXT",
+    "Answer",
+    "AnswerPrompts",
+    "AnswerSource",
     "ConfigurationError",
     "DocumentLoader",
     "DocumentNotFoundError",
@@ -78,6 +86,8 @@ __all__ = [
     "SearchTrace",
     "Settings",
     "SourceNotFoundError",
+    "StorageFullError",
+    "UnsafePathError",
     "compile_filter",
     "create_reranker",
     "distribution_based_score_fusion",
@@ -87,6 +97,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .answer import Answer, AnswerPrompts, AnswerSource
     from .config import Settings
     from .context import NO_CONTEXT
     from .document_loader import DocumentLoader
@@ -102,6 +113,8 @@ if TYPE_CHECKING:
         LoadError,
         LockTimeoutError,
         SourceNotFoundError,
+        StorageFullError,
+        UnsafePathError,
     )
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter

@@ -18,6 +18,7 @@ from .filters import MetadataFilter, compile_filter
 from .ledgers import COMPLETE
 from .metadata import DOCUMENT_ID
 from .searching import as_document
+from .sources import resolve_source, resolve_source_filter
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -79,11 +80,11 @@ class Catalog:
     ) -> list[Document]:
         """Parent documents in the order they were added: of one ``source``, matching ``filter`` (the search
         filter language, on the parent's metadata), the first ``offset`` skipped, at most ``limit``."""
-        source = None if source is None else safe_path(source)
+        source = None if source is None else safe_path(resolve_source(source))
         offset = _count_argument("offset", offset, 0)
         limit = None if limit is None else _count_argument("limit", limit, 0)
         records = self._ledger.list_documents(
-            source=source, where=compile_filter(filter), offset=offset, limit=limit
+            source=source, where=compile_filter(resolve_source_filter(filter)), offset=offset, limit=limit
         )
         return [as_document(r) for r in records]
 
@@ -94,7 +95,7 @@ class Catalog:
         ``filter``, each once, in the order first added; ``offset``/``limit`` page through them."""
         offset = _count_argument("offset", offset, 0)
         limit = None if limit is None else _count_argument("limit", limit, 0)
-        pred = compile_filter(filter)
+        pred = compile_filter(resolve_source_filter(filter))
         ids = list(
             dict.fromkeys(
                 md[DOCUMENT_ID]
@@ -113,7 +114,7 @@ class Catalog:
         if filter is None:
             counts = self._ledger.counts()
             return {"documents": counts["documents"], "chunks": counts["chunks"]}
-        ids = self._ledger.document_ids(where=compile_filter(filter))
+        ids = self._ledger.document_ids(where=compile_filter(resolve_source_filter(filter)))
         return {"documents": len(ids), "chunks": self._ledger.chunk_count(ids)}
 
     def stats(self) -> dict[str, Any]:

@@ -1,6 +1,8 @@
-"""The ``finderledge`` command line: add, search, context, remove, list, stats, gc, reindex, eval, serve and keys.
+"""The ``finderledge`` command line: add, search, context, remove, list, stats, gc, check, reindex, eval, serve
+and keys.
 
-Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id);
+Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id) or
+damage found (check);
 2 bad usage or input (a missing index, path or option value), or any other failure; 130 interrupted.
 A failure is one line on stderr (``--debug`` shows the traceback instead); warnings are one line each
 (``-v`` adds FinderLedge's progress details, ``-q`` leaves errors only).  ``--json`` prints
@@ -23,6 +25,9 @@ from typing import Any, NoReturn
 from .cli_logging import PROG, stderr_logging
 from .config import CHUNK_UNITS, FUSIONS
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
+from .filters import and_filters
+from .mcp_command import COMMANDS as MCP_COMMANDS
+from .mcp_command import add_command as add_mcp_command
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
@@ -181,6 +186,19 @@ def _add_small_commands(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="list at most this many documents (default: all)")
     _index_options(sub.add_parser("stats", help="counts and settings"))
     _index_options(sub.add_parser("gc", help="drop cached vectors no stored chunk uses"))
+    p = sub.add_parser(
+        "check",
+        help="verify the ledger and each index against it (exit 0 clean, 1 damage found)",
+        description=(
+            "Verify the ledger (every page, every row, parents and chunks) and each index against it (ids, "
+            "checksums, vectors), and report what is wrong in plain words; nothing is changed unless "
+            "--repair is given.  Exit codes: 0 no damage, 1 damage found (repaired or not), 2 bad usage."
+        ),
+    )
+    p.add_argument(
+        "--repair", action="store_true", help="rebuild what the ledger can rebuild and say what it cannot"
+    )
+    _index_options(p)
     summary = "split every stored document again with new chunk settings, or switch the vector store"
     p = sub.add_parser(
         "reindex",
@@ -237,7 +255,12 @@ def _add_eval(sub: Any) -> None:
         "eval", help="evaluate hybrid, vector and keyword modes side by side", description=EVAL_DESCRIPTION
     )
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
-    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout (always with each query's hits)")
+    p.add_argument(
+        "--per-query",
+        action="store_true",
+        help="after the table, each query's gold ids and their rank in each mode",
+    )
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write a PNG comparing the modes")
     _output_options(p)
     p.add_argument(
@@ -329,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_small_commands(sub)
     _add_eval(sub)
     add_commands(sub, _default_dir(), _output_options)
+    add_mcp_command(sub, _default_dir(), _output_options)
     _fill_server_help(sub)
     return parser
 
@@ -509,10 +533,10 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     """finderledge list."""
+    flt = _filter(args)
     with _open(args) as fl:
-        docs = fl.list_documents(
-            source=args.source, filter=_filter(args), offset=args.offset, limit=args.limit
-        )
+        docs = fl.list_documents(source=args.source, filter=flt, offset=args.offset, limit=args.limit)
+        total = fl.count(filter=and_filters(flt, {"source": args.source} if args.source else None))
     data = [
         {
             "id": d.id,
@@ -524,7 +548,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for d in docs
     ]
     text = "\n".join(f"{d['id']}  {d['source']} {d['locator'] or ''}  chunks={d['chunks']}" for d in data)
-    _emit(args, data, text or "no documents")
+    shown = f"{len(data)} of {total['documents']} documents ({total['chunks']} chunks)"
+    if args.offset:
+        shown += f", from #{args.offset + 1}"
+    _emit(args, data, (text + "\n" if text else "no documents listed\n") + shown)
     return 0
 
 
@@ -532,9 +559,30 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     """finderledge stats."""
     with _open(args) as fl:
         stats = fl.stats()
-    text = "\n".join(f"{k}: {v}" for k, v in stats.items() if k != "settings")
-    _emit(args, stats, text)
+    _emit(args, stats, format_stats(stats))
     return 0
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """``FinderLedge.stats()`` as lines a person reads (``--json`` prints the dict itself)."""
+    cache = stats.get("embedding_cache") or {}
+    settings = stats.get("settings") or {}
+    lines = [
+        f"documents: {stats.get('documents')}, chunks: {stats.get('chunks')}",
+        (
+            f"keyword index: {stats.get('keyword_index_chunks')} chunks; "
+            f"vector index: {stats.get('vector_index_chunks')} chunks"
+        ),
+        f"embedding model: {stats.get('embedding_model')}",
+        (
+            f"embedding cache: {cache.get('entries', 0)} vectors ({cache.get('bytes', 0) / 1e6:.1f} MB; "
+            "finderledge gc empties it)"
+        ),
+        f"persist directory: {stats.get('persist_directory') or 'in memory'}",
+    ]
+    shown = ("vector_store", "chunk_size", "chunk_overlap", "chunk_unit", "search_mode", "fusion", "k")
+    lines.append("settings: " + ", ".join(f"{k} {settings[k]}" for k in shown if settings.get(k) is not None))
+    return "\n".join(lines)
 
 
 def _cmd_gc(args: argparse.Namespace) -> int:
@@ -548,6 +596,28 @@ def _cmd_gc(args: argparse.Namespace) -> int:
         f"({report['bytes'] / 1e6:.1f} MB)",
     )
     return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    """finderledge check [--repair]: exit 0 when no damage is found, 1 when some is (repaired or not)."""
+    from .checking import check_directory
+
+    _require_index(args.dir)
+    if args.repair:  # opening rebuilds; the report still says what was found
+        found = check_directory(args.dir)
+        with _open(args) as fl:
+            report = fl.check(repair=True)
+        report.problems = found.problems + [p for p in report.problems if p not in found.problems]
+        report.notes = found.notes + [n for n in report.notes if n not in found.notes]
+        for leg in found.damaged_indexes:  # opening moved it aside and rebuilt it already
+            if leg not in report.damaged_indexes and not any(
+                r.startswith(f"{leg} index") for r in report.repaired
+            ):
+                report.repaired.append(f"{leg} index: moved aside and rebuilt from the ledger")
+    else:
+        report = check_directory(args.dir)
+    _emit(args, report.to_dict(), report.text())
+    return 0 if report.clean else 1
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
@@ -626,7 +696,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             data["plot"] = str(plot_report(report, args.plot))
         except ImportError as exc:
             raise UsageError(str(exc)) from None
-    _emit(args, data, format_report(report) + (f"\nplot: {args.plot}" if args.plot is not None else ""))
+    table = format_report(report, per_query=args.per_query)
+    _emit(args, data, table + (f"\nplot: {args.plot}" if args.plot is not None else ""))
     return 0
 
 
@@ -651,10 +722,12 @@ COMMANDS = {
     "list": _cmd_list,
     "stats": _cmd_stats,
     "gc": _cmd_gc,
+    "check": _cmd_check,
     "reindex": _cmd_reindex,
     "eval": _cmd_eval,
     **SERVER_COMMANDS,
     "keys": _cmd_keys,
+    **MCP_COMMANDS,
 }
 
 

@@ -42,6 +42,7 @@ CITATION_FIELDS = (
     "row",
     "chunk",
     "chunk_number",
+    "chunk_index",
     "chunks",
     "id",
     "parent_id",
@@ -83,8 +84,9 @@ def citation(metadata: Mapping[str, Any], document_id: str | None = None) -> str
 
 
 def citation_fields(metadata: Mapping[str, Any], document_id: str | None = None) -> dict[str, Any]:
-    """The values a citation format string sees: ``chunk`` is ``split_index`` (from 0), ``chunk_number`` from 1;
-    ``source`` is ``text:<parent id>`` for raw text added without one."""
+    """The values a citation format string sees: ``chunk`` counts from 1 like the default citation
+    (``chunk 2/5``; ``chunk_number`` is the same), ``chunk_index`` is ``split_index`` (from 0, as in chunk ids
+    and chunk-level gold ids); ``source`` is ``text:<parent id>`` for raw text added without one."""
     info = info_of(metadata)
     index = int(info["split_index"]) if info.get("split_index") is not None else None
     values = {
@@ -94,8 +96,9 @@ def citation_fields(metadata: Mapping[str, Any], document_id: str | None = None)
         "locator": metadata.get("locator"),
         "page": metadata.get("page"),
         "row": metadata.get("row"),
-        "chunk": index,
+        "chunk": None if index is None else index + 1,
         "chunk_number": None if index is None else index + 1,
+        "chunk_index": index,
         "chunks": info.get("split_count") if index is not None else None,
         "id": info.get("id"),
         "parent_id": info.get("parent_id", info.get("id")),

@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 from .errors import LoadError
+from .front_matter import split_front_matter
 from .metadata import clean_text
 
 logger = logging.getLogger(__name__)
@@ -155,6 +156,21 @@ _PLAIN_CODE_EXTENSIONS = frozenset(
 )
 
 _TEXT_EXTENSIONS = frozenset({".txt", ".text", ".rst", ".log"}) | _PLAIN_CODE_EXTENSIONS
+# the metadata keys the loader (and FinderLedge) set: front matter does not override them
+_LOADER_KEYS = frozenset(
+    {
+        "source",
+        "file_name",
+        "doc_type_detected",
+        "locator",
+        "source_id",
+        "encoding",
+        "language",
+        "page",
+        "row",
+    }
+    | {"_finderledge", "document_id"}
+)
 _MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd"})
 _HTML_EXTENSIONS = frozenset({".html", ".htm", ".xhtml"})
 _JSON_EXTENSIONS = frozenset({".json"})
@@ -1012,7 +1028,12 @@ class DocumentLoader:
             return [self._make(path, text, doc_type, encoding=codec, language=language)]
         doc_type = _EXTENSION_TYPES[suffix]
         language = CODE_LANGUAGES.get(suffix)
-        return [self._make(path, text, doc_type, encoding=codec, language=language)]
+        fields: dict[str, Any] = {}
+        if doc_type == "markdown":  # YAML front matter: metadata, not text
+            fields, text = split_front_matter(text, safe_path(path), _LOADER_KEYS)
+            if not text.strip():
+                raise EmptyDocumentError(path, "only front matter, no text")
+        return [self._make(path, text, doc_type, fields=fields, encoding=codec, language=language)]
 
     def _load_pdf(self, path: Path, data: bytes) -> list[Document]:
         from pypdf import PdfReader
@@ -1094,6 +1115,15 @@ class DocumentLoader:
         header = [h.strip() or f"column_{i + 1}" for i, h in enumerate(rows[0])]
         docs: list[Document] = []
         for number, row in enumerate(rows[1:], start=1):
+            if len(row) > len(header) and any(c.strip() for c in row[len(header) :]):
+                logger.warning(
+                    "%s: row %d has %d fields but the header has %d; the extra values are kept as %s",
+                    safe_path(path),
+                    number,
+                    len(row),
+                    len(header),
+                    ", ".join(f"column_{i + 1}" for i in range(len(header), len(row))),
+                )
             lines = []
             for i, value in enumerate(row):
                 value = value.strip()

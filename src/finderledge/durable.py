@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -11,6 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .errors import UnsafePathError
+from .storage import full_disk_error
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 __all__ = ["fsync_dir", "manifest_checksum", "npy_bytes", "write_file"]
 
@@ -23,11 +29,33 @@ def npy_bytes(arr: np.ndarray) -> bytes:
 
 
 def write_file(path: Path, data: bytes) -> dict[str, int]:
-    """Write ``data`` durably (fsync); returns the size and CRC32 a manifest records for it."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Write ``data`` durably (fsync); returns the size and CRC32 a manifest records for it.
+
+    A link at ``path`` is never followed (:class:`UnsafePathError`); a full disk raises
+    :class:`StorageFullError` and removes the partial file."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(path, "is a symbolic link") from None
+        full = full_disk_error(exc, path)
+        if full is None:
+            raise
+        raise full from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        full = full_disk_error(exc, path)
+        if full is None:
+            raise
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise full from exc
     return {"bytes": len(data), "crc32": zlib.crc32(data)}
 
 

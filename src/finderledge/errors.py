@@ -7,6 +7,7 @@ written against the built-ins keeps working.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "LedgerCorruptError",
     "LoadError",
     "LockTimeoutError",
+    "StorageFullError",
+    "UnsafePathError",
 ]
 
 
@@ -84,3 +87,34 @@ class LoadError(FinderLedgeError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+class StorageFullError(FinderLedgeError, OSError):
+    """The disk (or quota) holding ``directory`` is full: nothing is damaged and nothing was moved aside.
+
+    Free some space and retry the write; searches keep working meanwhile.  Also an ``OSError`` (``ENOSPC``).
+    """
+
+    def __init__(self, directory: str | Path, detail: str) -> None:
+        self.directory = Path(directory)
+        self.detail = detail
+        OSError.__init__(self, errno.ENOSPC, f"no space left for {self.directory} ({detail})")
+
+    def __str__(self) -> str:
+        return (
+            f"{self.directory}: the disk is full ({self.detail}); nothing was changed or moved aside; "
+            "free some space and retry"
+        )
+
+
+class UnsafePathError(FinderLedgeError):
+    """A fixed-name file or folder of a persist directory is a symbolic link (or leads outside it, or is
+    not the kind of file expected); the directory is refused before anything is read as ours or written."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(
+            f"{self.path}: {reason}; FinderLedge never opens a persist directory's files through links "
+            "(replace it with a real file or folder, or remove it)"
+        )

@@ -39,6 +39,7 @@ from langchain_core.documents import Document
 
 from .errors import ConfigurationError
 from .metadata import info_of, source_of
+from .sources import resolve_source
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
@@ -239,16 +240,36 @@ class ModeReport:
     search_ms: dict[str, float] = field(default_factory=dict)
     embed_ms: dict[str, float] = field(default_factory=dict)
     run: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    per_query: list[dict[str, Any]] = field(default_factory=list, repr=False)  # see :func:`query_row`
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, without the run."""
+        """JSON-ready, without the run; with each query's hits (``per_query``)."""
         return {
             "mode": self.mode,
             **self.metrics,
             "latency_ms": self.latency_ms,
             "search_ms": self.search_ms,
             "embed_ms": self.embed_ms,
+            "per_query": self.per_query,
         }
+
+
+def query_row(qid: str, query: str, gold_ranks: Mapping[str, int | None]) -> dict[str, Any]:
+    """One query's line of a report: whether a gold id was found (``hit``), how many (``hits``), and each
+    gold id with the rank (from 1) of its first result in the top k, ``None`` when it was not there."""
+    found = sum(r is not None for r in gold_ranks.values())
+    return {
+        "id": qid,
+        "query": query,
+        "hit": found > 0,
+        "hits": found,
+        "gold": [{"id": g, "rank": r} for g, r in gold_ranks.items()],
+    }
+
+
+def _first_rank(ranked: Sequence[Any], match: Any) -> int | None:
+    """The rank (from 1) of the first of ``ranked`` that ``match`` accepts, else ``None``."""
+    return next((i for i, item in enumerate(ranked, start=1) if match(item)), None)
 
 
 def index_beir(
@@ -334,7 +355,19 @@ def evaluate_modes(
             qid: first_occurrence(str(r.metadata.get("beir_id")) for r in found)
             for qid, found in results.items()
         }
-        reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, **lat))
+        rows = [
+            query_row(
+                qid,
+                dataset.queries[qid],
+                {
+                    g: _first_rank(run[qid], g.__eq__)
+                    for g, grade in dataset.qrels.get(qid, {}).items()
+                    if grade > 0
+                },
+            )
+            for qid in run
+        ]
+        reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, per_query=rows, **lat))
     return reports
 
 
@@ -483,12 +516,18 @@ def evaluate_questions(
         results, lat = runs[mode]
         hit, recall, kw = [], [], []
         run: dict[str, list[str]] = {}
+        rows: list[dict[str, Any]] = []
         for qid, found in results.items():
             item = by_id[qid]
             top = [r.metadata for r in found[:k]]
             run[qid] = first_occurrence(result_label(md, _finest(item.gold_sources)) for md in top)
+            ranks = {
+                g: _first_rank(top, lambda md, g=g: gold_matches(resolve_gold(g), md))
+                for g in item.gold_sources
+            }
+            rows.append(query_row(qid, item.query, ranks))
             if item.gold_sources:
-                matched = [g for g in item.gold_sources if any(gold_matches(g, md) for md in top)]
+                matched = [g for g, r in ranks.items() if r is not None]
                 hit.append(1.0 if matched else 0.0)
                 recall.append(len(matched) / len(item.gold_sources))
             if item.expected_keywords:
@@ -502,8 +541,42 @@ def evaluate_questions(
             metrics[f"Recall@{k}"] = float(np.mean(recall))
         if kw:
             metrics[f"KeywordRecall@{k}"] = float(np.mean(kw))
-        reports.append(ModeReport(mode, metrics, run=run, **lat))
+        reports.append(ModeReport(mode, metrics, run=run, per_query=rows, **lat))
     return reports
+
+
+def resolve_gold(gold: str) -> str:
+    """A gold id with its path part in the stored form (:func:`finderledge.sources.resolve_source`: a path
+    relative to the working directory, as given to ``add_document``, becomes absolute)."""
+    chunk = _CHUNK_GOLD.match(gold)
+    if chunk:
+        return f"{resolve_gold(chunk['doc'])}#{chunk['n']}"
+    page = _PAGE_GOLD.match(gold)
+    if page and resolve_source(gold) == gold:  # not itself the name of an existing file
+        return f"{resolve_source(page['path'])}:{page['locator']}"
+    return resolve_source(gold)
+
+
+def unmatched_golds(ledger: FinderLedge, items: Sequence[QaItem]) -> list[str]:
+    """The gold ids of ``items`` that no stored document matches (by source, ``source_id`` or id), each once
+    and logged once as a warning: such a question can only score 0."""
+    golds = list(dict.fromkeys(g for it in items for g in it.gold_sources))
+    if not golds:
+        return []
+    parents = [doc.metadata for doc in ledger.list_documents()]
+    missing = []
+    for gold in golds:
+        chunk = _CHUNK_GOLD.match(gold)
+        doc = resolve_gold(chunk["doc"] if chunk else gold)
+        if not any(_document_matches(doc, md) for md in parents):
+            missing.append(gold)
+            logger.warning(
+                "gold id %r matches no stored document or source (a relative path is resolved from the "
+                "working directory, as add_document resolves it: %s); its questions can only score 0",
+                gold,
+                doc,
+            )
+    return missing
 
 
 # -- one call: load, index (or reuse), evaluate ---------------------------------------------------------------
@@ -618,6 +691,7 @@ def evaluate(
                 raise ValueError(
                     f"the index at {persist_directory} is empty: add the documents first (finderledge add)"
                 )
+            missing = unmatched_golds(fl, items)
             reports = evaluate_questions(
                 fl, items, modes, k=10 if k is None else k, show_progress=show_progress
             )
@@ -627,6 +701,7 @@ def evaluate(
         if not beir:
             levels = [gold_level(g) for it in items for g in it.gold_sources]
             report_settings["gold_levels"] = {lv: levels.count(lv) for lv in GOLD_LEVELS}
+            report_settings["unmatched_gold"] = missing
     finally:
         if own:
             fl.close()
@@ -658,8 +733,9 @@ def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
     return out
 
 
-def format_report(report: EvalReport) -> str:
-    """The table ``finderledge eval`` prints: one row per mode, metrics then latency in ms."""
+def format_report(report: EvalReport, *, per_query: bool = False) -> str:
+    """The table ``finderledge eval`` prints: one row per mode, metrics then latency in ms; with
+    ``per_query``, then each query's gold ids with their ranks in each mode (``-``: not in the top k)."""
     index = "reused index" if report.index_seconds is None else f"index {report.index_seconds:.1f} s"
     if report.embedding_seconds is not None:
         index += f" (embedding {report.embedding_seconds:.1f} s)"
@@ -695,7 +771,30 @@ def format_report(report: EvalReport) -> str:
         lines.append(
             f"reranked by {report.settings['reranker']} (top {report.settings.get('rerank_candidates')})"
         )
+    if report.settings.get("unmatched_gold"):
+        lines.append("gold ids matching no stored document: " + ", ".join(report.settings["unmatched_gold"]))
+    if per_query:
+        lines.extend(_per_query_lines(report))
     return "\n".join(lines)
+
+
+def _per_query_lines(report: EvalReport) -> list[str]:
+    """One line per query: its id, hits per mode, each gold id with its rank per mode, and the query."""
+    if not report.modes:
+        return []
+    modes = [m.mode for m in report.modes]
+    lines = ["", "per query (rank of each gold id per mode: " + " / ".join(modes) + "; - = not in the top k)"]
+    rows = zip(*(m.per_query for m in report.modes))
+    for same in rows:
+        first = same[0]
+        hits = " ".join(f"{m}={row['hits']}" for m, row in zip(modes, same))
+        golds = "; ".join(
+            f"{g['id']} "
+            + "/".join("-" if row["gold"][i]["rank"] is None else str(row["gold"][i]["rank"]) for row in same)
+            for i, g in enumerate(first["gold"])
+        )
+        lines.append(f"{first['id']}: hits {hits} | {golds or 'no gold ids'} | {first['query']}")
+    return lines
 
 
 def plot_report(report: EvalReport, path: str | Path) -> Path:

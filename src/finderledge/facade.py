@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from .asking import Asking
 from .calibration import Calibration, LedgerCalibrator
 from .catalog import Catalog
+from .checking import CheckReport, check_directory
+from .checking import repair as run_repair
 from .config import Settings, redact_url
 from .context import NO_CONTEXT
 from .document_splitter import DocumentSplitter
@@ -36,6 +40,7 @@ from .replica import LocalRecords, Replica
 from .reranker import Reranker, create_reranker
 from .results import SearchResults
 from .searching import Searcher
+from .storage import Storage
 from .validation import (
     check_flag,
     check_mapping,
@@ -54,6 +59,8 @@ __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
+OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
+
 Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
 
 # settings fixed when a persist directory is created, reused when it is reopened
@@ -69,7 +76,7 @@ RECORDED_SETTINGS = (
 LEDGER_FILE = "ledger.sqlite3"
 
 
-class FinderLedge(Catalog, Views):
+class FinderLedge(Catalog, Views, Asking):
     """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
 
     >>> ledger = FinderLedge("./index")              # doctest: +SKIP
@@ -159,6 +166,7 @@ class FinderLedge(Catalog, Views):
                     f"setting 'persist_directory': {directory} exists and is not a directory"
                 )
             directory.mkdir(parents=True, exist_ok=True)
+            Storage(directory).check_fixed_names()  # no link in it is ever followed: refused first
         if pre.database_url is not None and instance is None and args["vector_store"] is None:
             args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
         self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
@@ -180,6 +188,8 @@ class FinderLedge(Catalog, Views):
             shared = pre.database_url is not None  # the ledger is a database many machines share
             # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
             local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
+            if local is not None and local != directory:
+                Storage(local).check_fixed_names()
             self._write_lock = (
                 self._ledger.write_lock(self.settings.lock_timeout)  # type: ignore[attr-defined]
                 if shared
@@ -301,8 +311,23 @@ class FinderLedge(Catalog, Views):
             self._ledger.set_info(
                 "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
             )
+            self._replace_vector_store(str(recorded.get("vector_store")))
         if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
+
+    def _replace_vector_store(self, old: str) -> None:
+        """After a switch: build the new vector index and checkpoint it now (so the next open does not
+        "restore" it from the ledger), then remove the old store's folder in the persist directory, which
+        nothing reads any more."""
+        if self.persist_directory is None:
+            return
+        with self._write_lock.hold("switching the vector store"):
+            self.vector_store  # noqa: B018 - open (build) the new index from the ledger's vectors
+            self._replica.checkpoint(force=True)
+        folder = Path(self.persist_directory) / old
+        if old in OLD_STORE_FOLDERS and old != self.settings.vector_store and folder.is_dir():
+            shutil.rmtree(folder)
+            logger.info("%s: removed the old %s index folder %s", self.persist_directory, old, folder)
 
     def _dimension(self) -> int:
         """The embedding dimension, recorded in the ledger (probing the model once for a new directory)."""
@@ -601,6 +626,9 @@ class FinderLedge(Catalog, Views):
         strategy: str | QueryStrategy | None = None,
         llm: Any = None,
         strategy_on_error: str = "fallback",
+        mmr: bool = False,
+        fetch_k: int | None = None,
+        lambda_mult: float | None = None,
     ) -> SearchResults:
         """Best ``k`` chunks for ``query`` (or their parents, de-duplicated, with ``return_parents=True``).
 
@@ -619,9 +647,17 @@ class FinderLedge(Catalog, Views):
         has ``llm`` (a LangChain chat model or LLM) turn the question into several searches, run concurrently
         with ``filter``, and merges them; each result's ``info["found_by"]`` lists the sub-queries that found
         it.  When the LLM fails the plain search runs with a warning (``strategy_on_error="raise"``: raise).
+
+        ``mmr=True`` (LangChain's ``search_type="mmr"``) returns relevant results that do not repeat each
+        other: among the best ``fetch_k`` fused candidates (default 20) each next result maximises
+        ``lambda_mult * relevance - (1 - lambda_mult) * similarity to the ones already chosen`` (default 0.5),
+        similarity being the cosine of the chunks' stored vectors; the results are in that order.
         """
         if strategy is not None:
             from .strategies import run_strategy
+
+            if mmr or fetch_k is not None or lambda_mult is not None:
+                raise ConfigurationError("search: mmr cannot be combined with a query strategy")
 
             return run_strategy(
                 self,
@@ -646,9 +682,23 @@ class FinderLedge(Catalog, Views):
             candidate_k=candidate_k,
             rerank=rerank,
             score_threshold=score_threshold,
+            mmr=mmr,
+            fetch_k=fetch_k,
+            lambda_mult=lambda_mult,
         )
 
     # -- lifecycle ----------------------------------------------------------------------------------
+    def check(self, repair: bool = False) -> CheckReport:
+        """Verify the persist directory against its ledger (pages, rows, each index's ids, checksums and
+        vectors) and report in plain words; ``repair=True`` rebuilds the indexes the ledger can rebuild and
+        says what it cannot.  ``report.clean`` is True when nothing is damaged."""
+        if self.persist_directory is None or self.settings.database_url is not None:
+            raise ConfigurationError("check: needs a persist directory with its SQLite ledger")
+        self.refresh()
+        self._replica.maybe_checkpoint()
+        report = check_directory(self.persist_directory)
+        return run_repair(report, self._replica.rebuild_index) if repair else report
+
     def close(self) -> None:
         """Checkpoint the indexes (when no other process is writing) and close every store; again: no-op."""
         if self._closed:

@@ -34,6 +34,7 @@ from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
+from .sources import source_key
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class _Group:
     parents: list[tuple[str, Document]]
     replace: bool
     caller_ids: bool = False  # ids the caller chose: same id, other content or metadata = a new version
+    owner: str | None = None  # the call's document_id: a file given again replaces only its owner's parents
 
 
 @dataclass
@@ -229,7 +231,9 @@ class Writer:
                 for src in ledger.sources_under(prefix)
                 if not any(src.startswith(u) for u in unread) and known_gone(src)
             ]
-            extra_deletes = [pid for src in gone for pid in ledger.ids_by_source(src)]
+            extra_deletes = [  # a vanished file's parents that this call's owner added; another owner's stay
+                pid for src in gone for pid in _owned_ids(ledger.document_metadata(source=src), document_id)
+            ]
             new, to_delete = self._plan(groups, report, extra_deletes, document_id, listed)
             self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
             if new or to_delete:
@@ -259,12 +263,14 @@ class Writer:
         md = {**own, **extra}
         src = md.get("source")
         caller = item.id is not None
-        pid = check_document_id(item.id) if caller else content_id(str(src or ""), text)
+        owner = md.get(DOCUMENT_ID)
+        pid = check_document_id(item.id) if caller else content_id(str(src or ""), text, *_owned(owner))
         return _Group(
             str(src) if src else None,
             [(pid, Document(page_content=text, metadata=md))],
             replace=False,
             caller_ids=caller,
+            owner=owner,
         )
 
     @staticmethod
@@ -276,11 +282,12 @@ class Writer:
         try:
             for file_path, docs in loader.iter_load(path, result):
                 parents = []
+                owner = extra.get(DOCUMENT_ID)
                 for doc in docs:
                     md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **extra}
-                    pid = content_id(file_path, str(md.get("locator", "")), doc.page_content)
+                    pid = content_id(file_path, str(md.get("locator", "")), doc.page_content, *_owned(owner))
                     parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
-                yield _Group(file_path, parents, replace=True)
+                yield _Group(file_path, parents, replace=True, owner=owner)
         finally:
             report.files_seen += result.files_seen
             report.skipped.extend((s.path, s.reason) for s in result.skipped)
@@ -296,13 +303,18 @@ class Writer:
         """Which parents are new and which stored ones they replace, decided under the write lock.
 
         A stored parent with the same id but other content or metadata is replaced; so are the other parents
-        of a file given again and, with ``document_id``, the parents of that document id not given again."""
+        of a file given again that the same owner (``document_id`` or none) added and, with ``document_id``,
+        the parents of that document id not given again.  Another owner's copy of the file is never touched."""
         ledger = self._fl._ledger
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
         versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
         for group in groups:
-            existing = ledger.ids_by_source(group.source) if (group.replace and group.source) else []
+            existing = (
+                _owned_ids(ledger.document_metadata(source=group.source), group.owner)
+                if (group.replace and group.source)
+                else []
+            )
             wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
             added_here = 0
             for pid, doc in group.parents:
@@ -463,8 +475,8 @@ class Writer:
                 ids = [key]
             else:
                 ids = (
-                    ledger.ids_by_source(safe_path(key))
-                    or ledger.ids_by_source(safe_path(absolute_path(key)))
+                    _source_ids(ledger.document_metadata(source=safe_path(key)))
+                    or _source_ids(ledger.document_metadata(source=source_key(key)))
                     or ledger.ids_with_document_id(key)
                 )
                 raw_text = key[len(TEXT_SOURCE_PREFIX) :] if key.startswith(TEXT_SOURCE_PREFIX) else None
@@ -509,6 +521,23 @@ class Writer:
                 "it is replayed from the ledger at the next write or open",
                 exc,
             )
+
+
+def _owned(owner: Any) -> tuple[str, ...]:
+    """The extra id part of a parent that a ``document_id`` owns: the same content under another owner (or
+    none) is another parent, so removing one owner never removes another's copy."""
+    return () if owner is None else (f"{DOCUMENT_ID}={owner}",)
+
+
+def _owned_ids(rows: Sequence[tuple[str, dict[str, Any]]], owner: str | None) -> list[str]:
+    """The ids among ``(id, metadata)`` rows that ``owner`` (a ``document_id``, or ``None``: no id) added."""
+    return [pid for pid, md in rows if md.get(DOCUMENT_ID) == owner]
+
+
+def _source_ids(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What removing a source path removes: the parents added without a ``document_id``; when only document
+    ids hold the path, theirs (the path is then the only name the caller gave for them)."""
+    return _owned_ids(rows, None) or [pid for pid, _ in rows]
 
 
 def version_hash(doc: Document) -> str:

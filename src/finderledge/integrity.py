@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IncompatibleIndexError, IndexCorruptError
+from .errors import IncompatibleIndexError, IndexCorruptError, StorageFullError, UnsafePathError
+from .storage import full_disk_error
 
 __all__ = [
     "PARSE_ERRORS",
@@ -64,7 +65,7 @@ def corrupt_on_error(where: Path, error: Corrupt) -> Iterator[None]:
     """Turn anything a damaged file makes the block raise (``TypeError``, ``RecursionError`` …) into ``error``."""
     try:
         yield
-    except (IndexCorruptError, IncompatibleIndexError):
+    except (IndexCorruptError, IncompatibleIndexError, StorageFullError, UnsafePathError):
         raise
     except PARSE_ERRORS as exc:
         raise error(where, f"{type(exc).__name__}: {str(exc)[:300]}") from None
@@ -204,6 +205,12 @@ def chroma_open_guard(path: Path | None, alias: str | None) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
+        full = full_disk_error(exc, path)
+        if full is not None:  # Chroma writes as it starts: a full disk is no damage, nothing is moved
+            _forget_chroma_system(alias)
+            if full is exc:
+                raise
+            raise full from exc
         if not _is_chroma_failure(exc):
             raise
         _forget_chroma_system(alias)

@@ -56,6 +56,7 @@ from finderledge.integrity import (
     read_file,
     real_folder,
 )
+from finderledge.storage import index_folder
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 
 __all__ = ["KeywordIndexCorruptError", "KeywordStore"]
@@ -111,6 +112,24 @@ class _Segment:
     positions: dict[str, int] | None = None  # id -> local doc number, built on first delete
     norm: np.ndarray | None = None  # k1 * (1 - b + b * dl / avgdl) per doc, for ``norm_key``
     norm_key: tuple[float, float] | None = None
+    # CRC32s of the mapped arrays still to check (header bytes, expected CRC), done on first use
+    unverified: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+
+    def verify(self) -> None:
+        """Check the CRC32 of each mapped array the first time the segment is used (not at open, which
+        stays O(manifest)); a flipped byte is :class:`KeywordIndexCorruptError`, never a wrong score."""
+        while self.unverified:
+            fname, (head, crc) = next(iter(self.unverified.items()))
+            arr = {
+                "indptr.npy": self.indptr,
+                "docs.npy": self.docs,
+                "tfs.npy": self.tfs,
+                "lens.npy": self.lens,
+            }
+            if zlib.crc32(np.ascontiguousarray(arr[fname]).data, zlib.crc32(head)) != crc:
+                where = self.meta_path.parent / fname if self.meta_path is not None else Path(fname)
+                raise KeywordIndexCorruptError(where, "checksum mismatch")
+            del self.unverified[fname]
 
     def length_norm(self, c0: float, c1: float) -> np.ndarray:
         """``c0 + c1 * dl`` per doc, cached until avgdl/k1/b change (O(docs) to refresh)."""
@@ -234,6 +253,8 @@ def _build_segment(
 
 def _merge_segments(name: str, segs: Sequence[_Segment]) -> _Segment:
     """Merge ``segs`` into one segment without their tombstoned docs and unused terms."""
+    for seg in segs:  # a merge copies postings: never damaged ones
+        seg.verify()
     vocab: dict[str, int] = {}
     tid_parts: list[np.ndarray] = []
     doc_parts: list[np.ndarray] = []
@@ -382,6 +403,8 @@ class KeywordStore:
         )
         self._closed = False
         stored_spec: dict[str, Any] | None = None
+        if self.path is not None:
+            index_folder(self.path)  # a link at bm25/ would lead every write elsewhere: refused
         if self.path is not None and self.path.exists() and not self.path.is_dir():
             raise NotADirectoryError(f"keyword index path {self.path} is a file, not a directory")
         if self.path is not None and self.path.is_dir():
@@ -697,6 +720,8 @@ class KeywordStore:
         return masks, buf
 
     def _score(self, query: str, k: int | None, flt: Mapping[str, Any] | None) -> list[tuple[str, float]]:
+        for seg in self._segments:
+            seg.verify()
         allowed = self._filter_masks(flt) if flt else None
         if self._live_count == 0:
             return []
@@ -1027,6 +1052,7 @@ def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segmen
         return data
 
     arrays: dict[str, np.ndarray] = {}
+    unverified: dict[str, tuple[bytes, int]] = {}
     for fname, (dtype, length_key) in _NPY_FILES.items():
         fpath = sdir / fname
         check_file(fpath, files[fname], False)
@@ -1040,6 +1066,10 @@ def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segmen
                 f"expected {dtype} of shape ({expected_len[length_key]},), got {arr.dtype} {arr.shape}",
             )
         arrays[fname] = np.asarray(arr)  # plain ndarray view of the map: cheaper slicing
+        if not verify:  # the header now, the data's CRC32 when the segment is first used
+            head_len = int(files[fname]["bytes"]) - arr.nbytes
+            with open(fpath, "rb") as fh:
+                unverified[fname] = (fh.read(head_len), int(files[fname]["crc32"]))
     parsed: dict[str, Any] = {}
     for fname in ("terms.json", "ids.json"):
         fpath = sdir / fname
@@ -1093,6 +1123,7 @@ def _open_segment(root: Path, entry: Mapping[str, Any], verify: bool) -> _Segmen
         files=files,
         meta_path=sdir / "meta.json",
         meta_file=meta_file,
+        unverified=unverified,
     )
     if dead is not None and deletes:
         live[dead] = False

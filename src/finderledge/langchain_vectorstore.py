@@ -15,6 +15,7 @@ same text get two documents instead of one replacing the other.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -173,6 +174,26 @@ class FinderLedgeVectorStore(VectorStore):
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """The best ``k`` chunks that do not repeat each other, chosen among ``fetch_k`` fused candidates
+        (FinderLedge's ``search(mmr=True)``: the chunks' stored vectors measure redundancy)."""
+        if self._base_filter:
+            kwargs["filter"] = and_filters(copy.deepcopy(self._base_filter), kwargs.get("filter"))
+        results = self.ledger.search(
+            query, k=k, mmr=True, fetch_k=max(fetch_k, k), lambda_mult=lambda_mult, **kwargs
+        )
+        return [_plain(r) for r in results]
+
+    async def amax_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """:meth:`max_marginal_relevance_search` in a worker thread."""
+        return await asyncio.to_thread(
+            self.max_marginal_relevance_search, query, k, fetch_k, lambda_mult, **kwargs
+        )
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         return lambda score: score  # already a relevance in [0, 1]

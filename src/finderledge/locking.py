@@ -18,7 +18,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from .errors import LockTimeoutError
+from .errors import LockTimeoutError, UnsafePathError
+from .storage import Storage
 
 __all__ = ["LOCK_FILE", "ReadWriteLock", "WriteLock"]
 
@@ -38,6 +39,7 @@ class WriteLock:
         self.timeout = float(timeout)
         self._thread_lock = threading.RLock()
         self._depth = 0
+        self._storage = None if directory is None else Storage(directory)
         self._file_lock = (
             None if directory is None else FileLock(str(directory / LOCK_FILE), thread_local=False)
         )
@@ -73,7 +75,9 @@ class WriteLock:
         return self._depth > 0
 
     def _acquire_file(self, what: str, wait: float, note: bool = True) -> None:
-        assert self._file_lock is not None and self.directory is not None
+        assert self._file_lock is not None and self._storage is not None
+        # the lock file is opened (and truncated) by filelock, which follows links: refuse one first
+        self._storage.check((LOCK_FILE, LOCK_FILE + _OWNER_SUFFIX))
         try:
             self._file_lock.acquire(timeout=wait)
         except Timeout:
@@ -85,19 +89,22 @@ class WriteLock:
             return
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "what": what, "since": time.time()}
         try:
-            (self.directory / (LOCK_FILE + _OWNER_SUFFIX)).write_text(json.dumps(owner), encoding="utf-8")
-        except OSError:  # the owner note is for messages only
+            self._storage.write_text(LOCK_FILE + _OWNER_SUFFIX, json.dumps(owner), durable=False)
+        except OSError:  # the owner note is for messages only (a full disk included)
             pass
+        except UnsafePathError:
+            self._file_lock.release()
+            raise
 
     def holder(self) -> str | None:
         """Who last took the lock, as ``"pid 123 on host (what) since 12:00:00"``, if recorded."""
-        if self.directory is None:
+        if self._storage is None:
             return None
         try:
-            owner = json.loads((self.directory / (LOCK_FILE + _OWNER_SUFFIX)).read_text(encoding="utf-8"))
+            owner = json.loads(self._storage.read_text(LOCK_FILE + _OWNER_SUFFIX))
             since = time.strftime("%H:%M:%S", time.localtime(float(owner["since"])))
             return f"pid {owner['pid']} on {owner['host']} ({owner['what']}) since {since}"
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, UnsafePathError):
             return None
 
 

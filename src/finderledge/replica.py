@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -41,7 +42,7 @@ import numpy as np
 
 from .document_splitter import child_id
 from .durable import write_file
-from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError
+from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
 from .keyword_store import KeywordStore
 from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 # a stale replica persists anyway (reloading from disk first) once this many changes wait in memory
 BACKLOG_LIMIT = 5000
 _OPEN_RETRIES = 5
+KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the oldest are removed)
 _PROGRESS_ABOVE = 20000  # rebuilding more chunks than this shows a progress bar (when progress is on)
 
 
@@ -167,6 +169,7 @@ class _Leg:
         self.pending = 0  # changes applied in memory and not yet checkpointed
         self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
         self.damage: IndexCorruptError | None = None  # found after loading (a lazily read file): rebuild soon
+        self.memory_only = False  # its files could not be opened (a full disk): served from the ledger
         # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)
         self.folder = "bm25" if key == "index:keyword" else key.rsplit(":", 1)[-1]
 
@@ -180,6 +183,7 @@ class _Leg:
         return (
             self.handle is not None
             and self.location == LOCAL
+            and not self.memory_only
             and (self.rebuilt or self.pending > BACKLOG_LIMIT)
         )
 
@@ -191,6 +195,13 @@ class _Leg:
                 handle = self._opener()
             except LedgerCorruptError:
                 raise  # the ledger is damaged, not this index: nothing is moved
+            except StorageFullError as exc:
+                if self.name != "vector":
+                    raise
+                # the vector library cannot even open its files on a full disk (Chroma writes at start):
+                # this process searches the ledger's vectors in memory instead, and never checkpoints them
+                logger.warning("%s; the vector index is searched from the ledger's vectors in memory", exc)
+                handle, record, self.memory_only = _NoFiles(), None, True
             except IndexCorruptError as exc:
                 if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self._ledger, self.key) != record:
                     time.sleep(0.05)  # another process checkpointed while we read: read the new files
@@ -234,7 +245,20 @@ class _Leg:
         directory.rename(aside)
         self._ledger.set_info(self.key, None)
         logger.error("%s; moved %s to %s and rebuilding the index from the ledger", exc, directory, aside)
+        _prune_asides(directory)
         return aside
+
+
+def _prune_asides(directory: Path) -> None:
+    """Keep the newest :data:`KEEP_ASIDE` moved-aside copies of ``directory`` (real folders only, never a
+    link), so that repeated damage cannot fill the disk with copies of an index the ledger can rebuild."""
+    found = []
+    for entry in os.scandir(directory.parent):
+        if entry.name.startswith(f"{directory.name}.corrupt-") and entry.is_dir(follow_symlinks=False):
+            found.append((entry.stat(follow_symlinks=False).st_ctime, entry.name))
+    for _, name in sorted(found, reverse=True)[KEEP_ASIDE:]:
+        logger.info("removing an old moved-aside index %s (keeping the newest %d)", name, KEEP_ASIDE)
+        shutil.rmtree(directory.parent / name, ignore_errors=True)
 
 
 class Replica:
@@ -382,6 +406,8 @@ class Replica:
                 self.checkpoint(force=True)
         except LockTimeoutError:
             logger.debug("checkpoint deferred: another process is writing")
+        except StorageFullError as exc:  # searches go on from memory; the next write or open retries
+            logger.warning("checkpoint deferred: %s", exc)
 
     def _catch_up(self, legs: list[_Leg]) -> None:
         """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``).
@@ -416,6 +442,21 @@ class Replica:
                     self._rebuild(leg, leg.damage)
         finally:
             self._sync.release()
+
+    def rebuild_index(self, name: str, reason: str) -> None:
+        """Move the ``keyword`` or ``vector`` index aside and rebuild it from the ledger now (``check --repair``)."""
+        if name == "vector" and self.vector.handle is None:
+            self.load_vector()
+        leg = self.keyword if name == "keyword" else self.vector
+        if leg.location != LOCAL or leg.directory is None:
+            return
+        with self._sync:
+            with self.checkpoint_lock.hold(f"moving the damaged {leg.name} index aside"):
+                leg.move_aside(IndexCorruptError(leg.directory / leg.folder, reason))
+                self._reload(leg)
+            leg.damage = None
+        with self.checkpoint_lock.hold("checkpointing the rebuilt index"):
+            self.checkpoint(force=True)
 
     def _rebuild(self, leg: _Leg, exc: IndexCorruptError) -> None:
         """Move ``leg``'s files aside unless another process has replaced them since it loaded them, then
@@ -489,7 +530,9 @@ class Replica:
                     "to start an empty index; nothing was changed",
                 )
             adds, removes = sorted(truth - have), sorted(have - truth)
-            if adds or removes:
+            if adds and not have:  # a new (or switched-to) index: built, nothing was lost
+                logger.info("%s index: building it from the ledger (%d chunks)", leg.name, len(adds))
+            elif adds or removes:
                 logger.warning(
                     "%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
                     leg.name,
@@ -567,6 +610,8 @@ class Replica:
                 return
             logger.info("%s index: another process checkpointed it; reloading before persisting", leg.name)
             self._reload(leg)
+        if leg.memory_only:  # nothing to persist to: its changes stay in the overlay
+            return
         if not self.persistent:
             if leg is self.vector:
                 self._move_overlay()
@@ -630,10 +675,34 @@ class Replica:
             logger.info("closing: another process is writing; it (or the next open) checkpoints the indexes")
         except LedgerCorruptError as exc:  # reported when it was found; close the files anyway
             logger.error("closing without a checkpoint: %s", exc)
+        except (OSError, IndexCorruptError) as exc:  # a full disk, say: the ledger holds every change
+            logger.warning("closing without a checkpoint (%s); the next open replays the ledger", exc)
         if self.keyword.handle is not None:
             self.keyword.handle.close(flush=False)
         if self.vector.handle is not None:
             self.vector.handle.close()
+
+
+class _NoFiles(VectorStore):
+    """The base of a vector leg whose files could not be opened: empty, so the ledger's vectors (applied to
+    the overlay) answer every search; it holds nothing and writes nothing."""
+
+    name = "unopened"
+
+    def add(self, ids: Any, embeddings: Any, metadatas: Any, texts: Any = None) -> None:
+        raise StorageFullError("vector index", "its files could not be opened")
+
+    def delete(self, ids: Any) -> None:
+        return None
+
+    def search(self, embedding: Any, k: int, filter: Any = None) -> list[tuple[str, float]]:
+        return []
+
+    def ids(self) -> set[str]:
+        return set()
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:

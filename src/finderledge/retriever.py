@@ -21,16 +21,18 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from .errors import ConfigurationError
 from .filters import and_filters
+from .mmr import check_mmr_options
 from .relevance import check_score_threshold
 from .validation import SEARCH_OPTIONS, check_search_options
 
 __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_filters"]
 
 #: LangChain's ``search_type`` names (and FinderLedge's modes) this retriever accepts
-SEARCH_TYPES = ("similarity", "similarity_score_threshold", "hybrid", "vector", "keyword")
-_LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options
+SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr", "hybrid", "vector", "keyword")
+_LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options (but fetch_k with MMR)
 STRATEGY_OPTIONS = ("strategy", "llm", "strategy_on_error")
-_KNOWN = {*SEARCH_OPTIONS, "score_threshold", *STRATEGY_OPTIONS}
+MMR_OPTIONS = ("mmr", "fetch_k", "lambda_mult")
+_KNOWN = {*SEARCH_OPTIONS, "score_threshold", *STRATEGY_OPTIONS, *MMR_OPTIONS}
 _FIXED_FILTER = (
     "filter: a retriever's base filter is fixed when it is built (a per-call filter=... narrows it); "
     "build another retriever for another filter"
@@ -59,7 +61,9 @@ class FinderLedgeRetriever(BaseRetriever):
     ``FinderLedgeRetriever(ledger=fl, k=3, filter={"user_id": "alice"})`` or ``fl.as_retriever(...)``;
     ``retriever.invoke("質問", k=5, filter={"lang": "ja"})`` overrides the options for one call, except the
     base ``filter``, which every call keeps.  ``search_type="similarity"`` searches in the ledger's default
-    mode; ``"similarity_score_threshold"`` requires ``score_threshold`` (0–1).
+    mode; ``"similarity_score_threshold"`` requires ``score_threshold`` (0–1); ``"mmr"`` returns relevant chunks
+    that do not repeat each other (``search_kwargs``: ``k``, ``fetch_k``, ``lambda_mult``; see
+    :meth:`FinderLedge.search <finderledge.facade.FinderLedge.search>`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -68,6 +72,9 @@ class FinderLedgeRetriever(BaseRetriever):
     ledger: Any = Field(exclude=True)
     k: Any = None
     search_mode: Any = None
+    mmr: Any = False  # maximal marginal relevance (search_type="mmr"), with fetch_k and lambda_mult
+    fetch_k: Any = None
+    lambda_mult: Any = None
     filter: Any = Field(default=None, frozen=True)  # the base filter: fixed once built (see __setattr__)
     return_parents: Any = False
     candidate_k: Any = None
@@ -90,14 +97,16 @@ class FinderLedgeRetriever(BaseRetriever):
                 f"search_kwargs: expected a dict, got {type(self.search_kwargs).__name__}"
             )
         if self.search_type not in SEARCH_TYPES:
-            hint = " (MMR is not supported)" if self.search_type == "mmr" else ""
             raise ConfigurationError(
-                f"search_type: expected one of {list(SEARCH_TYPES)}, got {self.search_type!r}{hint}"
+                f"search_type: expected one of {list(SEARCH_TYPES)}, got {self.search_type!r}"
             )
         extra = dict(self.search_kwargs)
-        for theirs, ours in _LANGCHAIN_ONLY.items():
-            if theirs in extra:
-                extra[ours] = extra.pop(theirs)
+        if self.search_type == "mmr":
+            self.mmr = True
+        else:
+            for theirs, ours in _LANGCHAIN_ONLY.items():
+                if theirs in extra and not (self.mmr or extra.get("mmr")):
+                    extra[ours] = extra.pop(theirs)
         unknown = set(extra) - _KNOWN
         if unknown:
             raise ConfigurationError(
@@ -124,6 +133,7 @@ class FinderLedgeRetriever(BaseRetriever):
             )
         check_search_options({name: getattr(self, name) for name in SEARCH_OPTIONS})
         check_score_threshold(self.score_threshold)
+        check_mmr_options(self.mmr, self.fetch_k, self.lambda_mult)
         if self.strategy is not None:
             from .strategies import get_strategy
 
@@ -161,7 +171,7 @@ class FinderLedgeRetriever(BaseRetriever):
         unknown = set(call) - _KNOWN
         if unknown:
             raise ConfigurationError(f"unknown search option(s) {sorted(unknown)}; expected {sorted(_KNOWN)}")
-        options = {name: getattr(self, name) for name in (*SEARCH_OPTIONS, *STRATEGY_OPTIONS)}
+        options = {name: getattr(self, name) for name in (*SEARCH_OPTIONS, *STRATEGY_OPTIONS, *MMR_OPTIONS)}
         options.update({k: v for k, v in call.items() if k != "filter"})
         options["filter"] = and_filters(copy.deepcopy(self._base_filter), call.get("filter"))
         threshold = options.pop("score_threshold", self.score_threshold)

@@ -1,6 +1,6 @@
 """A read-only view of a FinderLedge narrowed by a base filter, e.g. one tenant's documents.
 
-``alice = fl.scoped({"user_id": "alice"})`` gives ``search``, ``get_context`` and ``as_retriever`` that
+``alice = fl.scoped({"user_id": "alice"})`` gives ``search``, ``get_context``, ``answer`` and ``as_retriever`` that
 AND every filter a caller passes with the base filter: a caller can narrow the view, never widen or
 remove it (``filter=None`` keeps it).  The base filter is fixed when the scope is built, and so is that
 of the retrievers it makes.  Writes go through the FinderLedge itself.
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .filters import and_filters, compile_filter
 
 if TYPE_CHECKING:  # the retriever imports langchain_core.retrievers (and langsmith): only when one is built
+    from .answer import Answer
     from .facade import FinderLedge
     from .results import SearchResults
     from .retriever import FinderLedgeRetriever
@@ -48,6 +49,12 @@ class Scope:
     def get_context(self, query: str, *, filter: Mapping[str, Any] | None = None, **options: Any) -> str:
         """:meth:`FinderLedge.get_context` within the scope."""
         return self.ledger.get_context(query, filter=self._narrow(filter), **options)
+
+    def answer(
+        self, question: str, llm: Any = None, *, filter: Mapping[str, Any] | None = None, **options: Any
+    ) -> Answer:
+        """:meth:`FinderLedge.answer` within the scope: only the scope's documents are cited."""
+        return self.ledger.answer(question, llm, filter=self._narrow(filter), **options)
 
     def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
         """A retriever whose base filter is this scope's (AND-ed with any ``filter`` given here)."""

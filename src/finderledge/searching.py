@@ -17,9 +17,11 @@ from .embeddings import prefetch
 from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
+from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_mmr_options, mmr_order
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
+from .sources import resolve_source_filter
 from .validation import check_search_options, query_text
 
 if TYPE_CHECKING:
@@ -47,6 +49,9 @@ class Searcher:
         candidate_k: int | None,
         rerank: bool,
         score_threshold: float | None,
+        mmr: bool = False,
+        fetch_k: int | None = None,
+        lambda_mult: float | None = None,
     ) -> SearchResults:
         """See :meth:`FinderLedge.search <finderledge.facade.FinderLedge.search>`."""
         fl = self._fl
@@ -63,6 +68,8 @@ class Searcher:
             }
         )
         threshold = check_score_threshold(score_threshold)
+        check_mmr_options(mmr, fetch_k, lambda_mult)
+        filter = resolve_source_filter(filter)  # a source path as add_document was given it
         trace = SearchTrace()
         mode = search_mode or fl.settings.search_mode
         k = fl.settings.k if k is None else k
@@ -71,6 +78,9 @@ class Searcher:
         depth, fetch = candidate_k, wanted
         if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
             depth = fetch = max(candidate_k or fl.settings.candidate_k, 4 * wanted)
+        if mmr:  # diversify among more fused candidates than are returned
+            fetch = max(fetch, fetch_k or DEFAULT_FETCH_K)
+            depth = max(depth or 0, fetch)
         if mode != "keyword":
             prefetch(fl.embeddings)  # the model loads while the indexes open
             fl.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
@@ -85,6 +95,10 @@ class Searcher:
                 candidate_k=depth,
                 trace=trace,
                 background=LedgerBackground(fl._ledger, fl.keyword_store),
+            )
+        if mmr:
+            hits = self._diversified(
+                hits, DEFAULT_LAMBDA_MULT if lambda_mult is None else float(lambda_mult), trace.ledger_seq
             )
         found = [
             (doc, info_of(doc.metadata)["relevance_score"])
@@ -108,6 +122,16 @@ class Searcher:
         return SearchResults(
             (SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)), trace
         )
+
+    def _diversified(self, hits: Sequence[FusedHit], lambda_mult: float, seq: int) -> list[FusedHit]:
+        """The fused hits in maximal-marginal-relevance order (:mod:`finderledge.mmr`), by their stored vectors."""
+        chunks = {
+            c.id: c
+            for c in self._fl._ledger.get_chunks([h.id for h in hits], with_embedding=True, visible_at=seq)
+        }
+        relevance = [h.score if h.relevance is None else h.relevance for h in hits]
+        vectors = [getattr(chunks.get(h.id), "embedding", None) for h in hits]
+        return [hits[i] for i in mmr_order(relevance, vectors, lambda_mult, len(hits))]
 
     def _documents_for(
         self, hits: Sequence[FusedHit], parents: bool, limit: int, seq: int

@@ -1,16 +1,15 @@
 """Every code sample in README.md and docs/ runs as written, so a sample can never drift from the code.
 
-Python blocks run in order in one namespace per page; ```bash blocks run each ``finderledge`` line through
-the CLI.  Both run in a temporary working directory holding small data under the names the samples use:
-``docs/`` (a copy of examples/data), ``questions.jsonl``, and ``../shared/datasets/scifact`` (a tiny
-BEIR folder).  The shell lines that install packages are what CI itself runs (.ci/run), and the
-benchmark invocations under "Reproducing" are the benchmarks themselves (tens of minutes), so neither is
-run here.  context.md, filters.md and scores.md run in their own test files (listed below).
+Each Python block runs in its own namespace (a block is self-contained: its imports and objects are its
+own); ```bash blocks run each ``finderledge`` line through the CLI.  They run in a clean working directory
+that holds only what a fresh clone has and the samples read (a copy of ``examples/``), so a sample naming a
+file the repository does not have fails here.  The shell lines that install packages are what CI itself runs
+(.ci/run), and the benchmark invocations under "Reproducing" are the benchmarks themselves (tens of
+minutes), so neither is run here.  context.md, filters.md and scores.md run in their own test files.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -50,65 +49,57 @@ def test_every_page_with_samples_is_run() -> None:
         assert not re.search(r"```(sh|shell|console)\n", text), f"{page.name}: fence shell samples as bash"
 
 
+def test_every_path_a_sample_names_is_in_the_repository() -> None:
+    """A sample that uploads or adds a file names one a fresh clone has (``docs/sla-ja.md`` did not exist)."""
+    named = re.compile(r"""(?:@|["'\s=])((?:examples|docs|benchmarks)/[\w./-]+)""")
+    for page in PAGES:
+        for block in _blocks(page, "python") + _blocks(page, "bash"):
+            for path in named.findall(block):
+                assert (ROOT / path.rstrip(".")).exists(), (
+                    f"{page.name}: a sample names {path}, not in the repo"
+                )
+
+
 @pytest.fixture
 def workdir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, minilm, shared_model_in_samples
 ) -> Iterator[Path]:
-    """A working directory with the data the samples name; FinderLedge uses the already-loaded model."""
+    """A clean working directory holding a copy of the clone's ``examples/`` and nothing else; FinderLedge
+    (and the default embedding factory) use the already-loaded model."""
     import finderledge.facade
+    from finderledge.embeddings import EmbeddingModelFactory
 
     real = finderledge.facade.FinderLedge
+    real_create = EmbeddingModelFactory.create_embeddings
 
     def with_model(*args, **kwargs):
         if kwargs.get("embedding") is None:
             kwargs["embedding"] = minilm
         return real(*args, **kwargs)
 
+    def default_model(*args, **kwargs):
+        return minilm if not args and not kwargs else real_create(*args, **kwargs)
+
     monkeypatch.setattr(finderledge.facade, "FinderLedge", with_model)  # what the CLI opens
+    monkeypatch.setattr(EmbeddingModelFactory, "create_embeddings", staticmethod(default_model))
     monkeypatch.setenv(
         "FINDERLEDGE_CACHE_DIR", str(tmp_path / "cache")
     )  # an ONNX export never lands in ~/.cache
     work = tmp_path / "work"
-    shutil.copytree(EXAMPLES / "guides", work / "docs")
-    (work / "docs" / "drafts").mkdir()
-    (work / "docs" / "drafts" / "unfinished.md").write_text("# Draft\n\nNot yet.\n", encoding="utf-8")
-    questions = [
-        {"question": "How long is a password reset link valid?", "gold_sources": ["docs/password-reset.txt"]},
-        {"question": "返金の申請期限は？", "gold_sources": ["docs/sla-ja.md"]},
-    ]
-    (work / "questions.jsonl").write_text(
-        "\n".join(json.dumps(q, ensure_ascii=False) for q in questions) + "\n", encoding="utf-8"
-    )
-    _tiny_beir(tmp_path / "shared" / "datasets" / "scifact")
+    shutil.copytree(EXAMPLES.parent, work / "examples", ignore=shutil.ignore_patterns(".*", "__pycache__"))
     monkeypatch.chdir(work)
     yield work
 
 
-def _tiny_beir(folder: Path) -> None:
-    """A 12-document BEIR folder with three judged queries."""
-    (folder / "qrels").mkdir(parents=True)
-    topics = [
-        "solar panels store energy in batteries",
-        "glaciers retreat in warm summers",
-        "vaccines train the immune system",
-        "bees pollinate almond trees",
-    ]
-    corpus = [
-        {"_id": f"d{i}", "title": f"Note {i}", "text": f"{topics[i % 4]} (note {i})."} for i in range(12)
-    ]
-    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in corpus) + "\n", encoding="utf-8")
-    queries = [{"_id": f"q{i}", "text": topics[i]} for i in range(3)]
-    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n", encoding="utf-8")
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(3)), encoding="utf-8"
-    )
-
-
 def _run_python(page: Path) -> dict:
-    namespace: dict = {}
+    """Each block in a fresh namespace (a block that uses a name it does not define fails); returns their
+    names together for the checks below."""
+    names: dict = {}
     for block in _blocks(page, "python"):
+        namespace: dict = {}
         exec(compile(block, page.name, "exec"), namespace)  # noqa: S102 - the page's own sample
-    return namespace
+        names.update(namespace)
+    return names
 
 
 def _run_shell(page: Path) -> list[str]:
@@ -116,7 +107,7 @@ def _run_shell(page: Path) -> list[str]:
 
     ran = []
     for block in _blocks(page, "bash"):
-        if "(run by tests/test_server_docs.py)" in block.splitlines()[0]:
+        if "(run by tests/e2e/test_server_docs.py)" in block.splitlines()[0]:
             continue  # the service's samples start a server: that test runs them
         for line in block.splitlines():
             command = line.split("  #")[0].strip()
@@ -166,7 +157,9 @@ def test_samples_run_as_written(
             and len(namespace["results"].trace.sub_queries) == 2
         )
     if name == "embeddings.md":
-        assert namespace["fast"].embeddings.effective_variant == "int8" and ran == ["finderledge add docs/"]
+        assert namespace["fast"].embeddings.effective_variant == "int8" and ran == [
+            "finderledge add examples/data/guides/"
+        ]
     if name == "scaling.md":
         out = capsys.readouterr().out
         assert "password-reset.txt" in out and "sla-ja.md" in out and "my-faiss" in out

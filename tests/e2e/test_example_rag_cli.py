@@ -74,7 +74,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def copy_example(tmp: Path) -> Path:
     """A working directory holding examples/rag_cli (the commands' paths are relative to the repository root)."""
-    shutil.copytree(EXAMPLE, tmp / "examples" / "rag_cli", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        EXAMPLE, tmp / "examples" / "rag_cli", ignore=shutil.ignore_patterns("__pycache__", ".rag_index")
+    )
     return tmp
 
 
@@ -166,7 +168,7 @@ def test_ingest_and_ask(runs: dict[str, Any]) -> None:
     ingest = run_of(runs, INGEST)
     assert ingest.returncode == 0, ingest.stderr
     assert re.search(
-        r"indexed 19 pages/rows \(\d+ new chunks\) into \.rag_index; 0 file\(s\) skipped", ingest.stdout
+        r"indexed 19 pages/rows \(\d+ new chunks\) into \S*\.rag_index; 0 file\(s\) skipped", ingest.stdout
     )
 
     english = run_of(runs, ASK_EN)
@@ -309,6 +311,7 @@ def test_bad_settings_name_the_variable(tmp_path: Path, env: dict[str, str], mes
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert "Traceback" not in result.stderr and not (work / ".rag_index").exists()
+    assert not (work / "examples" / "rag_cli" / ".rag_index").exists()  # the default index: beside the script
 
 
 def test_bad_setting_in_dotenv(tmp_path: Path) -> None:
@@ -389,8 +392,6 @@ def test_design_make_targets_on_postgres(runs: dict[str, Any]) -> None:
     ingest = run_of(runs, MAKE_INGEST).stdout
     assert f"into PostgreSQL {db['DB_NAME']} at {db['DB_HOST']} (schema documents)" in ingest
     assert "python -m rag_cli ingest data" in ingest  # the design: every target runs as python -m
-    folder = runs["work"] / "examples" / "rag_cli"
-    assert not (folder / ".rag_index").exists()
     url = runs["pg_url"].replace("/postgres?", f"/{db['DB_NAME']}?")
     with psycopg.connect(url) as conn:
         (chunks,) = conn.execute("SELECT count(*) FROM documents.chunks").fetchone()  # type: ignore[misc]

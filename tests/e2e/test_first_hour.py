@@ -74,7 +74,7 @@ def test_raw_text_shows_one_source_on_every_surface(
         assert (hit.source, hit.to_dict()["source"], source_of(hit.metadata)) == (want, want, want)
         assert "source" not in hit.metadata  # computed, never stored: the caller's metadata stays as given
         assert fl.get_context(results=[hit]).startswith(f"[1] (source: {want}, chunk 1/1)\n")
-        assert fl.get_context(results=[hit], citation="{source}#{chunk}").startswith(f"[1] ({want}#0)")
+        assert fl.get_context(results=[hit], citation="{source}#{chunk}").startswith(f"[1] ({want}#1)")
         assert citation_fields(hit.metadata)["source"] == want
         docs = fl.as_retriever(k=1, filter={"lang": "en"}).invoke("refunds raw text")
         assert format_context(docs).startswith(f"[1] (source: {want}, chunk 1/1)")

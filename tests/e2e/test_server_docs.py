@@ -15,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from server_process import free_port
 
-MARK = "(run by tests/test_server_docs.py)"
+MARK = "(run by tests/e2e/test_server_docs.py)"
 
 
 def service_blocks() -> list[str]:
@@ -46,8 +46,8 @@ def test_readme_service_samples_run(tmp_path: Path) -> None:
         .replace(":8000", ":" + port)
         .replace("--port 8000", "--port " + port)
     )
-    work = tmp_path / "work"
-    shutil.copytree(EXAMPLES / "guides", work / "docs")
+    work = tmp_path / "work"  # only what a fresh clone has: a sample naming a file it lacks fails
+    shutil.copytree(EXAMPLES.parent, work / "examples", ignore=shutil.ignore_patterns(".*", "__pycache__"))
     env = {
         **os.environ,
         "PYTHON": sys.executable,
@@ -75,7 +75,17 @@ def test_readme_service_samples_run(tmp_path: Path) -> None:
     out = (tmp_path / "out.txt").read_text(encoding="utf-8", errors="replace")
     err = (tmp_path / "err.txt").read_text(encoding="utf-8", errors="replace")
     assert proc.returncode == 0, f"stdout: {out[-3000:]}\nstderr: {err[-3000:]}"
-    assert '"total":1' in out and '"filename":"sla-ja.md"' in out
+    assert '"total":1' in out and '"filename":"sla-ja.md"' in (work / "upload.json").read_text(
+        encoding="utf-8"
+    )
     assert '"keyword_rank":1' in out  # the Japanese query found the Japanese document by its keywords
     assert "Extractive answer" in out and '"done": true' in out and '"status":"ok"' in out
     assert (work / "index" / "server" / "keys.json").is_file()
+
+
+def test_readme_curl_lines_show_their_errors() -> None:
+    """``curl -sf`` fails silently: every curl line of the README says ``-S`` so a failed call is shown."""
+    for block in service_blocks():
+        for line in block.splitlines():
+            if line.lstrip().startswith(("curl", "DOC=$(curl")) or " curl " in line:
+                assert "-fsS" in line, f"README: a curl line that hides its error: {line}"

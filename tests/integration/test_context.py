@@ -78,8 +78,11 @@ def test_numbering_from_zero_and_citation_formats(fl: FinderLedge) -> None:
         "[0] (source: jawiki:東大寺, chunk 3/3)\n正倉院"
     )
     assert fl.get_context(results=results, citation="{source}#chunk={chunk}").startswith(
-        "[1] (jawiki:東大寺#chunk=2)\n"
-    )
+        "[1] (jawiki:東大寺#chunk=3)\n"
+    )  # {chunk} counts from 1 like the default citation's "chunk 3/3" (issue 31)
+    assert fl.get_context(results=results, citation="{source}#{chunk_index}").startswith(
+        "[1] (jawiki:東大寺#2)\n"
+    )  # split_index, as in chunk-level gold ids
     assert format_context(results, citation="{source_id}{page}{row} {chunk_number}/{chunks}").startswith(
         "[1] ( 3/3)"
     )  # fields a chunk lacks are empty
@@ -119,7 +122,8 @@ def test_citation_fields_of_a_pdf_page_chunk() -> None:
         3,
         "",
     )
-    assert (fields["chunk"], fields["chunk_number"], fields["chunks"], fields["id"]) == (1, 2, 4, "P-0001")
+    assert (fields["chunk"], fields["chunk_number"], fields["chunks"], fields["id"]) == (2, 2, 4, "P-0001")
+    assert fields["chunk_index"] == 1  # split_index: {chunk} counts from 1 like "chunk 2/4" (issue 31)
 
 
 def test_nothing_to_format_is_no_context(fl: FinderLedge) -> None:

@@ -279,3 +279,23 @@ def test_two_machines_writing_at_once_lose_nothing(
             for i in (0, 14):
                 assert len(here.search(f"{name}word{i}", search_mode="keyword", k=1)) == 1
         assert len(here.vector_store) == 30
+
+
+def test_a_document_id_owns_only_its_copy_in_postgres(fl: FinderLedge, tmp_path: Path) -> None:
+    """Issue 31: folder ingest, the same file under doc-42, remove doc-42: the folder's copy stays (and the
+    mirror image: removing the path leaves doc-42's copy)."""
+    folder = tmp_path / "mydocs"
+    folder.mkdir()
+    handbook = folder / "handbook.txt"
+    handbook.write_text("Refunds are paid within thirty days.", encoding="utf-8")
+    fl.add_document(folder)
+    fl.add_document(handbook, document_id="doc-42")
+    assert fl.count(filter={"source": str(handbook)})["documents"] == 2
+    fl.remove_document("doc-42")
+    assert fl.count(filter={"source": str(handbook)})["documents"] == 1
+    assert _contents(fl.search("refunds", k=3)) == ["Refunds are paid within thirty days."]
+    fl.add_document(handbook, document_id="doc-42")
+    fl.remove_document(str(handbook))
+    assert [d.metadata["document_id"] for d in fl.list_documents(filter={"source": str(handbook)})] == [
+        "doc-42"
+    ]

@@ -52,8 +52,8 @@ def test_langchain_search_type_and_search_kwargs(ledger: FinderLedge) -> None:
     assert 0 < len(docs) <= 4 and all(d.metadata["doc_type_detected"] == "markdown" for d in docs)
     r = ledger.as_retriever(search_type="vector", search_kwargs={"fetch_k": 30, "k": 2})
     assert r.search_mode == "vector" and r.candidate_k == 30 and len(r.invoke("password")) == 2
-    with pytest.raises(ValueError, match="MMR is not supported"):
-        ledger.as_retriever(search_type="mmr")
+    r = ledger.as_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 10, "lambda_mult": 0.3})
+    assert r.mmr and r.fetch_k == 10 and r.candidate_k is None and len(r.invoke("refund")) == 2
     with pytest.raises(ValueError, match="score_threshold"):
         ledger.as_retriever(search_type="similarity_score_threshold")
     with pytest.raises(ValueError, match="lambda_mult"):

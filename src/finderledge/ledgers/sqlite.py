@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import IncompatibleIndexError, LedgerCorruptError
 from ..integrity import is_sqlite_corruption
 from ..metadata import upgrade_schema_2
+from ..storage import Storage, full_disk_error
 from .base import (
     ADD,
     COMPLETE,
@@ -42,6 +43,14 @@ from .base import (
     Ledger,
     content_id,
     iter_batches,
+)
+from .rows import (
+    Quarantine,
+    RowDamage,
+    check_chunk_id,
+    decode_embedding,
+    decode_metadata,
+    owner_of,
 )
 
 __all__ = ["SQLiteLedger"]
@@ -106,12 +115,18 @@ class SQLiteLedger(Ledger):
         self.path = Path(path) if path is not None else None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            # SQLite follows links (and opens -wal/-shm beside them): the ledger and its journals are real files
+            Storage(self.path.parent).check(
+                self.path.name + suffix for suffix in ("", "-wal", "-shm", "-journal")
+            )
         self._target = str(self.path) if self.path is not None else ":memory:"
         self.name = self._target
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
+        self.quarantine = Quarantine(self._target)  # documents with a row that cannot be decoded
+        self._dimension: int | None = None
         if self.path is not None and _check_file(self.path):
             _check_database(self.path)
         try:
@@ -186,7 +201,7 @@ class SQLiteLedger(Ledger):
 
     def set_info(self, key: str, value: str | None) -> None:
         """Set (or with ``None`` delete) a key of the info table."""
-        with self._lock:
+        with self._lock, _full_disk(self._target):
             if value is None:
                 self._db.execute("DELETE FROM info WHERE key=?", (key,))
             else:
@@ -204,6 +219,7 @@ class SQLiteLedger(Ledger):
         Removed rows stay readable for :data:`REMOVED_GRACE_SECONDS` so that a search whose indexes reflect
         an earlier ``seq`` still finds the texts of what it matched (see :meth:`get_chunks`)."""
         now = time.time()
+        self.quarantine.release([doc.id for doc, _ in add] + list(remove))
         with self._lock, self._transaction():
             if self._schema_2:
                 self._upgrade_to_3()
@@ -311,8 +327,9 @@ class SQLiteLedger(Ledger):
             )
 
     def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
-        md = json.loads(text)
-        return upgrade_schema_2(md, is_chunk) if self._schema_2 else md
+        """Stored metadata (upgraded from schema 2); :class:`RowDamage` when it cannot be decoded."""
+        upgrade = (lambda md: upgrade_schema_2(md, is_chunk)) if self._schema_2 else None
+        return decode_metadata(text, upgrade)
 
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
@@ -342,7 +359,7 @@ class SQLiteLedger(Ledger):
             self._delete_rows(list(doc_ids))
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+        return _Transaction(self._db, self._target)
 
     # -- the change log -----------------------------------------------------------------------------
     def last_seq(self) -> int:
@@ -416,11 +433,7 @@ class SQLiteLedger(Ledger):
                 "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
                 (doc_id,),
             ).fetchone()
-        return (
-            None
-            if row is None
-            else DocumentRecord(row[0], row[1], row[2], row[3], row[4], self._metadata(row[5], False))
-        )
+        return None if row is None else self._document(row)
 
     def list_documents(
         self,
@@ -458,11 +471,8 @@ class SQLiteLedger(Ledger):
                         batch,
                     )
                 }
-                records.extend(
-                    DocumentRecord(r[0], r[1], r[2], r[3], r[4], self._metadata(r[5], False))
-                    for r in (rows.get(i) for i in batch)
-                    if r is not None
-                )
+                decoded = (self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
+                records.extend(d for d in decoded if d is not None)
         return records
 
     def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -473,7 +483,10 @@ class SQLiteLedger(Ledger):
             sql += " AND source=?"
             args.append(source)
         with self._read() as db:
-            return [(r[0], self._metadata(r[1], False)) for r in db.execute(sql + " ORDER BY seq", args)]
+            rows = [
+                (r[0], self._document_metadata(r[0], r[1])) for r in db.execute(sql + " ORDER BY seq", args)
+            ]
+        return [(i, md) for i, md in rows if md is not None]
 
     def ids_with_document_id(self, document_id: str) -> list[str]:
         """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
@@ -526,8 +539,10 @@ class SQLiteLedger(Ledger):
                 for row in db.execute(
                     f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
                 ):
-                    found[row[0]] = self._chunk(row, with_embedding)
-        return [found[i] for i in chunk_ids if i in found]
+                    chunk = self._chunk(row, with_embedding)
+                    if chunk is not None:
+                        found[row[0]] = chunk
+        return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
 
     def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
         cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
@@ -535,7 +550,8 @@ class SQLiteLedger(Ledger):
             rows = db.execute(
                 f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
             )
-            return [self._chunk(r, with_embedding) for r in rows]
+            chunks = [self._chunk(r, with_embedding) for r in rows]
+        return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
 
     def complete_chunk_ids(self) -> set[str]:
         with self._read() as db:
@@ -629,11 +645,41 @@ class SQLiteLedger(Ledger):
             )
             return [r[0] for r in rows]
 
-    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
-        emb = None
-        if with_embedding and row[5] is not None:
-            emb = np.frombuffer(row[5], dtype="<f4")
-        return ChunkRecord(row[0], row[1], int(row[2]), row[3], self._metadata(row[4], True), emb)
+    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
+        """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
+        owner = owner_of(str(row[0]))
+        try:
+            check_chunk_id(row[0], row[1], row[2])
+            emb = None
+            if with_embedding and row[5] is not None:
+                emb = decode_embedding(row[5], self._embedding_dimension())
+            md = self._metadata(row[4], True)
+        except RowDamage as exc:
+            self.quarantine.add(owner, f"chunk {row[0]}", exc)
+            return None
+        if owner in self.quarantine:
+            return None
+        return ChunkRecord(row[0], row[1], int(row[2]), row[3], md, emb)
+
+    def _document(self, row: Sequence[Any]) -> DocumentRecord | None:
+        """A document row decoded, or None (quarantined) when its metadata is damaged."""
+        md = self._document_metadata(row[0], row[5])
+        return None if md is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], md)
+
+    def _document_metadata(self, doc_id: str, text: Any) -> dict[str, Any] | None:
+        if doc_id in self.quarantine:
+            return None
+        try:
+            return self._metadata(text, False)
+        except RowDamage as exc:
+            self.quarantine.add(doc_id, f"document {doc_id}", exc)
+            return None
+
+    def _embedding_dimension(self) -> int | None:
+        if self._dimension is None:
+            value = self.get_info("embedding_dimension")
+            self._dimension = int(value) if value and value.isdigit() else None
+        return self._dimension
 
     def close(self) -> None:
         with self._lock:
@@ -688,31 +734,58 @@ def _check_file(path: Path) -> bool:
     return False
 
 
+def _check_header(path: Path) -> None:
+    """What can be checked of an existing ledger at a cost that does not grow with it: the 100-byte SQLite
+    header (magic, page size) and that the file holds the pages it declares (not truncated).  Every page
+    is checked by ``finderledge check`` (``PRAGMA integrity_check``); damage met later is reported then."""
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+        size = os.fstat(fh.fileno()).st_size
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        raise LedgerCorruptError(path, "not an SQLite database (its header is not SQLite's)")
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        raise LedgerCorruptError(path, f"the database is damaged (page size {page} in its header)")
+    pages, counter, valid_for = (int.from_bytes(header[i : i + 4], "big") for i in (28, 24, 92))
+    if (
+        counter == valid_for
+        and pages
+        and size < pages * page
+        and not path.with_name(path.name + "-wal").exists()
+    ):
+        raise LedgerCorruptError(path, f"the database is damaged (truncated: {size} of {pages * page} bytes)")
+
+
 def _check_database(path: Path) -> None:
-    """Check every page of an existing ledger (``PRAGMA quick_check``) and that it is FinderLedge's, on a
-    connection of its own that writes nothing (the journal mode is set only once it passed)."""
+    """Check an existing ledger's header and that it is FinderLedge's, at a cost that does not grow with it,
+    on a connection of its own that writes nothing (the journal mode is set only once it passed)."""
     started = time.perf_counter()
+    _check_header(path)
     try:
         db = sqlite3.connect(path, timeout=60.0)
     except sqlite3.DatabaseError as exc:
         raise _unreadable(str(path), exc) from exc
     try:
-        rows = db.execute("PRAGMA quick_check").fetchall()
+        db.execute("PRAGMA schema_version").fetchone()  # reads page 1 (every page: ``finderledge check``)
         has_info = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='info'").fetchone()
+        tables = [str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     except sqlite3.DatabaseError as exc:
         raise _unreadable(str(path), exc) from exc
     except UnicodeDecodeError as exc:
         raise LedgerCorruptError(path, f"the database is damaged ({exc})") from exc
     finally:
         db.close()
-    if rows != [("ok",)]:
-        problems = "; ".join(str(r[0]) for r in rows[:3]).replace("\n", " ")
-        raise LedgerCorruptError(path, f"the database is damaged ({problems[:500]})")
-    logger.debug("ledger %s: quick_check took %.3f s", path, time.perf_counter() - started)
+    logger.debug("ledger %s: checked at open in %.3f s", path, time.perf_counter() - started)
     if has_info is None:
         indexes = _indexes_beside(path)
         if indexes:
             raise _lost(path, "holds no FinderLedge tables", indexes)
+        if tables:  # another application's database: never adopted (our tables are never added to it)
+            raise IncompatibleIndexError(
+                f"ledger {path}: an SQLite database of another application (tables {', '.join(tables[:5])}), "
+                "not a FinderLedge ledger; nothing was written to it (use another persist_directory)"
+            )
 
 
 def _unreadable(target: str, exc: sqlite3.DatabaseError) -> Exception:
@@ -725,11 +798,37 @@ def _unreadable(target: str, exc: sqlite3.DatabaseError) -> Exception:
 class _Transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+    def __init__(self, db: sqlite3.Connection, target: str) -> None:
+        self._db, self._target = db, target
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        with _full_disk(self._target):
+            self._db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                with _full_disk(self._target):
+                    self._db.execute("COMMIT")
+                return
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        if self._db.in_transaction:  # SQLite may have rolled back already (a full disk does)
+            self._db.execute("ROLLBACK")
+        full = full_disk_error(exc, Path(self._target).parent)
+        if full is not None and full is not exc:
+            raise full from exc
+
+
+@contextmanager
+def _full_disk(target: str) -> Iterator[None]:
+    """SQLite's "database or disk is full" (``SQLITE_FULL``) as :class:`StorageFullError` naming the folder."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        full = full_disk_error(exc, Path(target).parent)
+        if full is None:
+            raise
+        raise full from exc

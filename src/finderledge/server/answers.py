@@ -1,27 +1,38 @@
 """Chat answers: a language model (any LangChain chat model or LLM) answering from cited passages, or,
-with none configured, an extractive answer that quotes the best passages and says it is one."""
+with none configured, an extractive answer that quotes the best passages and says it is one.
+
+The answer itself is written by :mod:`finderledge.answer` (the library's ``FinderLedge.answer``); an answerer
+names the model and the prompts the server uses.  The extractive note stays English whatever the question's
+language (clients look for it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from ..answer import (
+    DEFAULT_PROMPTS,
+    EXTRACTIVE_NOTE,
+    NO_ANSWER,
+    AnswerPrompts,
+    extractive_pieces,
+    model_pieces,
+    resolve_prompts,
+)
 from ..llms import make_chat_model
 
 __all__ = ["EXTRACTIVE_NOTE", "NO_ANSWER", "Answerer", "ExtractiveAnswerer", "ModelAnswerer", "make_answerer"]
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_PROMPT = (
-    "You answer questions about the user's documents. Use only the numbered sources below and cite each "
-    "fact with its number, e.g. [1]. If the sources do not contain the answer, say that you do not know. "
-    "Answer in the language of the question.\n\nSources:\n{context}"
-)
-NO_ANSWER = "No relevant passage was found in the documents, so there is nothing to answer from."
-EXTRACTIVE_NOTE = (
-    "[Extractive answer: no language model is configured; these are the most relevant passages.]"
-)
+SYSTEM_PROMPT = DEFAULT_PROMPTS["en"].system
+#: the server's prompts: the library's defaults by language, the notes in English
+SERVER_PROMPTS: dict[str, AnswerPrompts] = {
+    lang: dataclasses.replace(p, extractive_note=EXTRACTIVE_NOTE, no_answer=NO_ANSWER)
+    for lang, p in DEFAULT_PROMPTS.items()
+}
 
 
 class Answerer(Protocol):
@@ -35,6 +46,14 @@ class Answerer(Protocol):
     def extractive(self) -> bool:
         """Whether the answer quotes passages instead of a model's words."""
 
+    @property
+    def model(self) -> Any:
+        """The LangChain model (``None``: extractive), for :meth:`FinderLedge.stream_answer`."""
+
+    @property
+    def prompts(self) -> Any:
+        """The prompts for :meth:`FinderLedge.stream_answer` (see :mod:`finderledge.answer`)."""
+
     def stream(
         self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
     ) -> Iterator[str]: ...
@@ -45,6 +64,8 @@ class ExtractiveAnswerer:
 
     name = None
     extractive = True
+    model = None
+    prompts = SERVER_PROMPTS
 
     def __init__(self, max_chars: int = 400) -> None:
         self.max_chars = max_chars
@@ -52,12 +73,7 @@ class ExtractiveAnswerer:
     def stream(
         self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
     ) -> Iterator[str]:
-        yield EXTRACTIVE_NOTE
-        for n, text in enumerate(passages[:3], start=1):
-            snippet = " ".join(text.split())
-            if len(snippet) > self.max_chars:
-                snippet = snippet[: self.max_chars].rstrip() + "…"
-            yield f"\n\n[{n}] {snippet}"
+        return extractive_pieces(passages, EXTRACTIVE_NOTE, max_chars=self.max_chars)
 
 
 class ModelAnswerer:
@@ -65,24 +81,16 @@ class ModelAnswerer:
 
     extractive = False
 
-    def __init__(self, model: Any, name: str, system_prompt: str = SYSTEM_PROMPT) -> None:
+    def __init__(self, model: Any, name: str, system_prompt: str | None = None) -> None:
         self.model = model
         self.name = name
-        self.system_prompt = system_prompt
+        self.prompts: Any = SERVER_PROMPTS if system_prompt is None else system_prompt
 
     def stream(
         self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
     ) -> Iterator[str]:
-        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-
-        messages: list[Any] = [SystemMessage(self.system_prompt.format(context=context))]
-        for role, content in history:
-            messages.append(HumanMessage(content) if role == "user" else AIMessage(content))
-        messages.append(HumanMessage(question))
-        for piece in self.model.stream(messages):
-            text = piece if isinstance(piece, str) else getattr(piece, "content", "")
-            if isinstance(text, str) and text:
-                yield text
+        system = resolve_prompts(self.prompts, question).system
+        return model_pieces(self.model, question, context, history=history, system=system)
 
 
 def make_answerer(spec: str | None, *, base_url: str | None = None, timeout: float = 120.0) -> Answerer:

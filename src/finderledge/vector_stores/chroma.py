@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..durable import write_file
 from ..filters import compile_filter
 from ..locking import WriteLock
+from ..storage import Storage, full_disk_error
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
@@ -27,6 +27,16 @@ __all__ = ["ChromaVectorStore", "open_chroma", "server_address"]
 
 COLLECTION = "finderledge"
 GENERATION_FILE = "generation"
+# Chroma's fixed files: never links (Chroma, SQLite and filelock would follow them)
+CHROMA_FILES = (
+    "chroma.sqlite3",
+    "chroma.sqlite3-wal",
+    "chroma.sqlite3-shm",
+    "chroma.sqlite3-journal",
+    "write.lock",
+    "write.lock.owner",
+    GENERATION_FILE,
+)
 logger = logging.getLogger(__name__)
 
 _aliases_lock = threading.Lock()
@@ -87,7 +97,9 @@ class ChromaVectorStore(VectorStore):
             self._collection_name = f"{collection_name}-{uuid.uuid4().hex}"
             self._lock = WriteLock(None, lock_timeout)
         else:
-            self.path.mkdir(parents=True, exist_ok=True)
+            # chroma/ and the fixed files in it are opened by Chroma and filelock, which follow links
+            Storage(self.path.parent).mkdir(self.path.name)
+            Storage(self.path).check(CHROMA_FILES)
             self._lock = WriteLock(self.path, lock_timeout)
         with self._access():
             pass
@@ -106,6 +118,7 @@ class ChromaVectorStore(VectorStore):
             return
         alias = None
         if self.path is not None:
+            Storage(self.path).check(CHROMA_FILES)  # again: it may have changed since the last connect
             alias, self._alias = _take_alias(self.path)
         with chroma_open_guard(self.path, alias):  # damage (even a Rust panic) -> IndexCorruptError: rebuilt
             if alias is None:
@@ -128,8 +141,11 @@ class ChromaVectorStore(VectorStore):
 
     def _read_generation(self) -> int:
         try:
-            return int((self.path / GENERATION_FILE).read_text(encoding="ascii"))  # type: ignore[operator]
-        except (OSError, ValueError):
+            return int(Storage(self.path).read_text(GENERATION_FILE, encoding="ascii"))  # type: ignore[arg-type]
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:  # unreadable: treated as changed, so the client reloads
+            logger.debug("Chroma at %s: unreadable %s (%s)", self.path, GENERATION_FILE, exc)
             return 0
 
     @contextmanager
@@ -144,8 +160,11 @@ class ChromaVectorStore(VectorStore):
             yield
             return
         # a read (or close) holds the lock without writing its owner note: reading never writes to our files
-        with self._lock.hold(
-            "writing the Chroma index" if writing else "reading the Chroma index", note=writing
+        with (
+            _full_disk(self.path),
+            self._lock.hold(
+                "writing the Chroma index" if writing else "reading the Chroma index", note=writing
+            ),
         ):
             if self.path is None:
                 if self._generation < 0:
@@ -162,7 +181,7 @@ class ChromaVectorStore(VectorStore):
                 self._generation = current
             if writing:  # bumped first: if this process dies mid-write, the others still reload
                 self._generation += 1
-                write_file(self.path / GENERATION_FILE, str(self._generation).encode("ascii"))
+                Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))
             yield
 
     def add(
@@ -242,6 +261,18 @@ class ChromaVectorStore(VectorStore):
             with self._lock.hold("closing the Chroma index", note=False):
                 self._disconnect()
             self._generation = -1
+
+
+@contextmanager
+def _full_disk(path: Path | None) -> Iterator[None]:
+    """Chroma's "database or disk is full" (SQLite code 13, ENOSPC) as :class:`StorageFullError`."""
+    try:
+        yield
+    except BaseException as exc:
+        full = full_disk_error(exc, path)
+        if full is None or full is exc:
+            raise
+        raise full from exc
 
 
 def server_address(url: str) -> tuple[str, int, bool]:

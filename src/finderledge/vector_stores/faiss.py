@@ -15,7 +15,7 @@ A flush writes the new rows as one segment and new tombstone files, replaces the
 the files it does not name.  Committed files are never rewritten, so a crash leaves the previous state
 readable.  A tier of ``MERGE_FACTOR`` similar-sized segments is merged and a segment with over
 ``MAX_DELETED_RATIO`` deleted rows is rewritten: O(log n) segments, each row rewritten O(log n) times.
-Opening checks sizes, the small files' CRC32s and the vectors' shape, and memory-maps the vectors.  The
+Opening checks sizes, every file's CRC32 and the vectors' shape, and memory-maps the vectors.  The
 format 1 layout (``index.faiss`` + ``entries.json``) is still read and is converted by the next flush.
 """
 
@@ -52,6 +52,7 @@ from ..integrity import (
     read_file,
     real_folder,
 )
+from ..storage import index_folder
 from .base import VectorStore
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
@@ -152,8 +153,8 @@ class _Segment:
 class FaissVectorStore(VectorStore):
     """Exact cosine search (``IndexFlatIP`` over L2-normalised vectors) with an id map and metadata filters.
 
-    ``verify=True`` also checks the CRC32 of every ``vectors.npy`` on open; by default only its size and
-    shape are checked, because reading every vector would make opening a large index slow.
+    Opening checks the CRC32 of every file of every segment (the vectors are all read into the in-memory
+    index then anyway); ``verify`` is kept for compatibility and changes nothing.
     """
 
     name = "faiss"
@@ -178,6 +179,7 @@ class FaissVectorStore(VectorStore):
         self._mask_cache: dict[str, np.ndarray] = {}
         self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
         if self.path is not None:
+            index_folder(self.path)  # a link at faiss/ would lead every write elsewhere: refused
             for folder in (SEGMENTS_DIR, DELETES_DIR):  # a flush writes into these: never through a link out
                 real_folder(self.path, folder, VectorIndexCorruptError)
             if (self.path / MANIFEST).exists():
@@ -556,7 +558,9 @@ def _load_segment(
     if seq[0] < 0 or seq[-1] >= next_seq or (rows > 1 and not bool(np.all(np.diff(seq) > 0))):
         raise VectorIndexCorruptError(sdir / SEQ_FILE, "sequence numbers are not ascending below next_seq")
     meta_raw = _check_file(sdir / META_FILE, infos[META_FILE], read=True)  # parsed when a filter needs it
-    if verify and _file_crc(sdir / VECTORS_FILE) != infos[VECTORS_FILE]["crc32"]:
+    # every vector is read into the in-memory index right after this anyway: checking its CRC32 here
+    # costs one more pass over bytes just read, and turns a flipped byte into a rebuild instead of NaNs
+    if _file_crc(sdir / VECTORS_FILE) != infos[VECTORS_FILE]["crc32"]:
         raise VectorIndexCorruptError(sdir / VECTORS_FILE, "checksum mismatch")
     seg = _Segment(
         name=name, seq=seq, live=np.ones(rows, dtype=bool), directory=sdir, files=infos, meta_raw=meta_raw

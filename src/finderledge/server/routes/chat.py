@@ -14,7 +14,7 @@ from ...results import SearchResult
 from ..answers import NO_ANSWER
 from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..models import JSON_ERRORS, ChatRequest, ChatResponse, ErrorOut
-from .search import context_of, hit, run_search
+from .search import cite, hit, run_search
 
 __all__ = ["router"]
 
@@ -32,15 +32,28 @@ def _sources(results: list[SearchResult]) -> list[dict[str, Any]]:
 def _pieces(
     state: ServerState, caller: Caller, body: ChatRequest
 ) -> tuple[Iterator[str], list[SearchResult]]:
-    """The answer's pieces (lazily: a model streams them) and the sources it is written from (results with no
-    evidence at all, score 0, are never cited)."""
+    """The answer's pieces (lazily: a model streams them), written by :meth:`FinderLedge.stream_answer` from this
+    request's results, and the sources it is written from (results with no evidence at all, score 0, are never
+    cited)."""
     results = [r for r in run_search(state, caller, body) if r.score > 0]
-    if not results:
-        return iter([NO_ANSWER]), results
-    context = context_of(state, results)
     history = [(t.role, t.content) for t in body.history]
-    passages = [r.document.page_content for r in results]
-    return state.answerer.stream(body.question, history, context, passages), results
+    if not hasattr(
+        state.answerer, "prompts"
+    ):  # an answerer of an earlier version: it writes the answer itself
+        if not results:
+            return iter([NO_ANSWER]), results
+        passages = [r.content for r in results]
+        context = state.ledger.get_context(results=results, citation=cite)
+        return state.answerer.stream(body.question, history, context, passages), results
+    stream = state.ledger.stream_answer(
+        body.question,
+        state.answerer.model,
+        results=results,
+        history=history,
+        prompts=state.answerer.prompts,
+        citation=cite,  # no server path in what the model is given
+    )
+    return (piece for piece in stream if isinstance(piece, str)), results
 
 
 def _model_failed(exc: Exception) -> HTTPException:

@@ -1,0 +1,83 @@
+"""``finderledge mcp DIR``: the command-line side of the Model Context Protocol server
+(:mod:`finderledge.mcp_server`, imported only when the command runs so the CLI starts fast)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigurationError
+
+__all__ = ["COMMANDS", "add_command"]
+
+INSTALL_HINT = 'pip install "finderledge[mcp]"'
+
+
+def add_command(sub: Any, index_dir_default: str, output_options: Any) -> None:
+    """Add ``mcp`` to the ``finderledge`` parser."""
+    p = sub.add_parser(
+        "mcp",
+        help="serve an index to agents over the Model Context Protocol (stdio)",
+        description="Run a Model Context Protocol server over stdio exposing search, get_context, answer, "
+        f"add and list on DIR (needs {INSTALL_HINT}).",
+    )
+    p.add_argument(
+        "dir", nargs="?", default=index_dir_default, help=f"index directory (default: {index_dir_default})"
+    )
+    p.add_argument(
+        "--filter",
+        default=None,
+        metavar="JSON",
+        help='base filter applied to every tool, e.g. \'{"tenant": "a"}\' (add stamps its fields)',
+    )
+    p.add_argument(
+        "--embedding",
+        default=None,
+        metavar="MODEL",
+        help="the model the index is built with (if not the default)",
+    )
+    p.add_argument(
+        "--llm",
+        default=os.environ.get("FINDERLEDGE_LLM"),
+        help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> for the answer tool (default "
+        "$FINDERLEDGE_LLM; none: extractive answers)",
+    )
+    p.add_argument(
+        "--llm-base-url",
+        default=os.environ.get("FINDERLEDGE_LLM_BASE_URL"),
+        help="an OpenAI-compatible or Ollama server's URL (default $FINDERLEDGE_LLM_BASE_URL)",
+    )
+    output_options(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``finderledge mcp``: open the index, then serve it over stdio until the client closes."""
+    from .mcp_server import build_server, server_class
+
+    server_class()  # a missing SDK fails before the index is opened
+    base = None
+    if args.filter:
+        try:
+            base = json.loads(args.filter)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(
+                f"--filter: expected a JSON object, got {args.filter!r} ({exc})"
+            ) from None
+        if not isinstance(base, dict):
+            raise ConfigurationError(f"--filter: expected a JSON object, got {args.filter!r}")
+        from .filters import compile_filter
+
+        compile_filter(base)
+    from .facade import FinderLedge
+    from .llms import make_chat_model
+
+    llm = make_chat_model(args.llm, base_url=args.llm_base_url) if args.llm else None
+    with FinderLedge(Path(args.dir).expanduser(), embedding=args.embedding, show_progress=False) as ledger:
+        build_server(ledger, base, llm).run("stdio")
+    return 0
+
+
+COMMANDS = {"mcp": _run}

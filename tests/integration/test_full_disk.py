@@ -1,0 +1,147 @@
+"""A full disk is a full disk: on a real 16 MiB tmpfs, ENOSPC is :class:`StorageFullError` naming the
+directory, never :class:`IndexCorruptError`; nothing is moved aside; the directory still opens and searches
+while the disk is full; once space is freed, writes go on with nothing lost and no copies left behind.
+
+Mounting needs root (CI runs as root): where it cannot be done, these tests fail rather than skip.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+from finderledge import FinderLedge
+from finderledge.errors import IndexCorruptError, StorageFullError
+
+DIM = 384
+BALLAST_BLOCK = 256 << 10
+
+
+def _open(root: Path, **kwargs: object) -> FinderLedge:
+    return FinderLedge(
+        root, embedding=DeterministicFakeEmbedding(size=DIM), show_progress=False, env_file=None, **kwargs
+    )  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 16 MiB tmpfs, unmounted afterwards."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"cannot mount a tmpfs (run as root, as CI does): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> list[Path]:
+    """Fill ``disk`` to the last block with ballast files (several, so that part can be freed)."""
+    files: list[Path] = []
+    block = os.urandom(BALLAST_BLOCK)
+    while True:
+        path = disk / f"ballast-{len(files):04d}"
+        files.append(path)
+        try:
+            with open(path, "wb") as fh:
+                fh.write(block * 4)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            break
+    for size in (4096, 512, 1):  # the last bytes, in smaller pieces
+        try:
+            with open(disk / f"ballast-tail-{size}", "ab") as fh:
+                while True:
+                    fh.write(b"\0" * size)
+                    fh.flush()
+        except OSError:
+            pass
+    return files
+
+
+def _texts(n: int, start: int = 0) -> list[str]:
+    return [f"Document {i} about glaciers, tides and passwords number {i}." for i in range(start, start + n)]
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Copies or temp files a failed write left behind (moved-aside indexes included)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            if ".corrupt-" in name or ".tmp" in name:
+                out.append(os.path.join(dirpath, name))
+    return out
+
+
+def _consistent(fl: FinderLedge) -> set[str]:
+    """The chunk ids every leg holds (ledger, BM25 and vectors must agree)."""
+    keyword = set(fl.keyword_store.ids())
+    vector = set(fl.vector_store.ids())
+    assert keyword == vector, (len(keyword), len(vector))
+    assert fl.count()["chunks"] == len(keyword)
+    return keyword
+
+
+@pytest.mark.parametrize("kind", ["faiss", "chroma"])
+def test_a_full_disk_is_reported_as_such_and_loses_nothing(
+    small_disk: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = small_disk / "index"
+    stored: list[str] = []
+    with _open(root, vector_store=kind) as fl:
+        fl.add_texts(_texts(40))
+        stored += _texts(40)
+    reader = _open(root)  # opened before the disk fills; it only searches
+    writer = _open(root)
+    writer.add_texts(_texts(5, 40))  # the reader has changes to apply (and would like to checkpoint)
+    stored += _texts(5, 40)
+    ballast = _fill(small_disk)
+    failures = 0
+    for i in range(20):
+        batch = _texts(30, 1000 + 30 * i)
+        try:
+            writer.add_texts(batch)
+            stored += batch  # returned: it must survive
+        except StorageFullError as exc:
+            failures += 1
+            assert isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+            assert str(root) in str(exc) or str(small_disk) in str(exc)
+        except IndexCorruptError as exc:  # pragma: no cover - the failure this test guards against
+            pytest.fail(f"a full disk was reported as damage: {exc}")
+    assert failures > 0, "the disk never filled up"
+    assert not _leftovers(root)  # nothing was moved aside for a full disk
+    # still full: a search-only instance opens, searches and closes without an error
+    assert reader.search("glaciers", k=3)
+    reader.close()
+    with _open(root) as fl:
+        hits = fl.search("Document 3 about glaciers", k=50, search_mode="keyword")
+        assert hits
+        assert fl.search("tides", k=3, search_mode="vector")
+    writer.close()
+    assert not _leftovers(root)
+    # space freed: writes go on, nothing that was returned is lost, no copies left behind
+    for path in ballast + list(small_disk.glob("ballast-tail-*")):
+        path.unlink(missing_ok=True)
+    with _open(root) as fl:
+        fl.add_texts(_texts(10, 5000))
+        stored += _texts(10, 5000)
+    with _open(root) as fl:
+        contents = {d.page_content for d in fl.list_documents(limit=100000)}
+        assert set(stored) <= contents
+        _consistent(fl)
+    assert not _leftovers(root)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR and "corrupt" in r.getMessage()]
