@@ -108,7 +108,8 @@ class Settings:
     """Every tunable of a FinderLedge instance, validated.  Build it with :meth:`resolve`."""
 
     persist_directory: str | None = _setting(None, NAME)  # None: in memory
-    vector_store: str = _setting("chroma", BACKEND)  # pgvector: set by database_url
+    # of a new directory (a reopened one keeps its own); chroma: finderledge[chroma]; pgvector: database_url
+    vector_store: str = _setting("faiss", BACKEND)
     # PostgreSQL holding the ledger and the vectors (pgvector), shared by every machine; None: a local ledger
     database_url: str | None = _setting(None, DATABASE_URL)
     database_schema: str = _setting(
@@ -188,6 +189,9 @@ class Settings:
                 continue
             values[f.name] = _check(f.name, _coerce(f.name, raw, source), source)
             sources[f.name] = source
+        if values.get("chroma_url") is not None and "vector_store" not in values:
+            # a Chroma server names its store: no vector_store said (or recorded) means chroma, not the default
+            values["vector_store"], sources["vector_store"] = "chroma", sources["chroma_url"]
         _check_together({**{f.name: f.default for f in fields(cls)}, **values}, sources)
         return cls(**values)
 

@@ -19,6 +19,7 @@ __all__ = [
     "LedgerCorruptError",
     "LoadError",
     "LockTimeoutError",
+    "MissingExtraError",
     "StorageFullError",
     "UnsafePathError",
 ]
@@ -87,6 +88,17 @@ class LoadError(FinderLedgeError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+class MissingExtraError(FinderLedgeError, ImportError):
+    """An optional feature's package is not installed; the message names the ``pip install`` extra to add."""
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f'{feature} needs the {package} package, which is not installed: pip install "finderledge[{extra}]"',
+            name=package,
+        )
 
 
 class StorageFullError(FinderLedgeError, OSError):

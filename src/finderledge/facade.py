@@ -49,7 +49,7 @@ from .validation import (
     check_texts,
     document_key,
 )
-from .vector_stores import VectorStore, adapt_vector_store, create_vector_store
+from .vector_stores import VectorStore, adapt_vector_store, create_vector_store, require_backend
 from .views import Views
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ RECORDED_SETTINGS = (
     "chroma_collection",
 )
 LEDGER_FILE = "ledger.sqlite3"
+LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
 
 class FinderLedge(Catalog, Views, Asking):
@@ -172,6 +173,8 @@ class FinderLedge(Catalog, Views, Asking):
         self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
         try:
             recorded = json.loads(self._ledger.get_info("settings") or "{}")
+            if recorded and "vector_store" not in recorded:
+                recorded["vector_store"] = LEGACY_VECTOR_STORE  # recorded before the default changed
             # the recorded model is never a default: opening must not load a model or call a service the
             # caller did not name (a crafted directory could name any path or API); it is checked below
             self.settings = _pin_recorded(
@@ -763,6 +766,7 @@ def _vector_backend(
             "setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
             "database_url (or FINDERLEDGE_DATABASE_URL) to use it"
         )
+    require_backend(kind)  # chroma is an extra since FAISS became the default: say which, before any write
     if kind == "chroma" and settings.chroma_url is not None:
         url, collection = settings.chroma_url, settings.chroma_collection
         return (

@@ -131,7 +131,8 @@ class BackgroundSource(Protocol):
 class LedgerBackground:
     """The background of a FinderLedge corpus: chunk texts and vectors from the ledger, the BM25 store's tokenizer.
 
-    The sample is the ``size`` chunk ids with the smallest hashes, so every process draws the same one."""
+    The sample is the ledger's :meth:`~finderledge.ledgers.base.Ledger.sample_chunk_ids`: the same in every
+    process for the same ledger state, drawn without reading every chunk id where the ledger can seek."""
 
     def __init__(self, ledger: Any, keyword_store: Any) -> None:
         self._ledger = ledger
@@ -141,7 +142,7 @@ class LedgerBackground:
         return len(self._keyword_store)
 
     def sample(self, size: int) -> CorpusBackground:
-        ids = sorted(self._ledger.complete_chunk_ids(), key=sample_key)[:size]
+        ids = self._ledger.sample_chunk_ids(size)
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
         return sample_background(
             (c.content for c in chunks),
