@@ -100,6 +100,12 @@ BACKEND = Rule(
 )
 DATABASE_URL = Rule(str, "a postgresql://user:password@host:port/dbname URL", _postgres_url, optional=True)
 IDENTIFIER = Rule(str, "a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters)", _identifier)
+PARTITION_KEY = Rule(
+    str,
+    "a metadata key (a non-empty string not starting with '$' and not '_finderledge') or unset",
+    lambda value: value != "" and not value.startswith("$") and value != "_finderledge",
+    optional=True,
+)
 FLAG = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)}) or auto", optional=True)
 
 
@@ -142,6 +148,8 @@ class Settings:
     )  # hybrid skips the vector leg below this share of the query
     show_progress: bool | None = _setting(None, FLAG)  # None: only when stderr is a terminal
     lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
+    # a metadata key whose values are partitions with their own statistics (finderledge.partitions); None: one corpus
+    partition_key: str | None = _setting(None, PARTITION_KEY)
 
     def __post_init__(self) -> None:
         for f in fields(self):

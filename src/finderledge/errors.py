@@ -13,6 +13,7 @@ from pathlib import Path
 __all__ = [
     "ConfigurationError",
     "DocumentNotFoundError",
+    "FilterTooLargeError",
     "FinderLedgeError",
     "IncompatibleIndexError",
     "IndexCorruptError",
@@ -31,6 +32,10 @@ class FinderLedgeError(Exception):
 
 class ConfigurationError(FinderLedgeError, ValueError):
     """A setting, argument or filter is invalid; the message names it and what was expected."""
+
+
+class FilterTooLargeError(ConfigurationError):
+    """A filter holds more values than :data:`finderledge.filters.MAX_FILTER_VALUES` (the message names the limit)."""
 
 
 class DocumentNotFoundError(FinderLedgeError, KeyError):
