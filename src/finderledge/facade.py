@@ -797,7 +797,19 @@ def _vector_backend(
             lambda: create_vector_store(kind, local, fl._dimension(), collection=collection),
             "index:vector:chroma",
         )
-    return lambda: create_vector_store(kind, local, fl._dimension()), f"index:vector:{kind}"
+    key = settings.partition_key
+    return lambda: _partitioned(
+        create_vector_store(kind, local, fl._dimension()), key
+    ), f"index:vector:{kind}"
+
+
+def _partitioned(store: VectorStore, key: str | None) -> VectorStore:
+    """``store``, told the partition key where it keeps per-partition rows (FAISS: a pinned search then costs
+    what the partition's size costs)."""
+    set_key = getattr(store, "set_partition_key", None)
+    if key is not None and callable(set_key):
+        set_key(key)
+    return store
 
 
 def _pin_recorded(

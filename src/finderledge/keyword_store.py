@@ -114,6 +114,9 @@ class _Segment:
     norm: np.ndarray | None = None  # k1 * (1 - b + b * dl / avgdl) per doc, for ``norm_key``
     norm_key: tuple[float, float] | None = None
     parts: np.ndarray | None = None  # partition code per doc (-1: none), built on first partitioned search
+    part_rows: dict[int, np.ndarray] | None = (
+        None  # partition code -> its docs (ascending), built with ``parts``
+    )
     # CRC32s of the mapped arrays still to check (header bytes, expected CRC), done on first use
     unverified: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
@@ -352,10 +355,15 @@ def _top_candidates(scores: np.ndarray, k: int) -> np.ndarray:
 class _PartitionView:
     """One partition as a search sees it: its docs per segment, its buffered ids and its live totals."""
 
-    masks: list[np.ndarray]  # per segment (in ``segments`` order): doc is in the partition (live or not)
+    code: int
+    codes: list[np.ndarray]  # per segment (in ``segments`` order): every doc's partition code
+    rows: list[np.ndarray]  # per segment: the partition's docs (live or not), ascending
     buffered: set[str]
     n_live: int
     total_len: int
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int32)
 
 
 class _Partitions:
@@ -389,10 +397,23 @@ class _Partitions:
             )
         return seg.parts
 
+    def rows_of(self, seg: _Segment, code: int) -> np.ndarray:
+        """The docs of ``seg`` in partition ``code``, ascending (one sort per segment, then a lookup)."""
+        if seg.part_rows is None:
+            codes = self.of_segment(seg)
+            order = np.argsort(codes, kind="stable").astype(np.int32)
+            values, starts = np.unique(codes[order], return_index=True)
+            ends = [*starts[1:].tolist(), len(order)]
+            seg.part_rows = {
+                int(v): order[a:b] for v, a, b in zip(values.tolist(), starts.tolist(), ends) if v >= 0
+            }
+        return seg.part_rows.get(code, _NO_ROWS)
+
     def view(self, value: str, segments: Sequence[_Segment], buffer: _Buffer, version: int) -> _PartitionView:
         """Partition ``value`` in the store's current state (``version`` counts its writes)."""
         code = self.code(value)
-        masks = [self.of_segment(seg) == code for seg in segments]
+        codes = [self.of_segment(seg) for seg in segments]
+        rows = [self.rows_of(seg, code) for seg in segments]
         if self._buffered[0] != version:  # the buffer's ids per partition, once per write
             index: dict[str, set[str]] = {}
             for cid, d in buffer.docs.items():
@@ -403,17 +424,17 @@ class _Partitions:
         buffered = self._buffered[1].get(value, set())
         cached = self._totals.get(value)
         if cached is not None and cached[0] == version:
-            return _PartitionView(masks, buffered, cached[1], cached[2])
+            return _PartitionView(code, codes, rows, buffered, cached[1], cached[2])
         n_live = len(buffered)
         total = sum(buffer.docs[cid].length for cid in buffered)
-        for seg, mask in zip(segments, masks):
-            alive = mask & seg.live if seg.n_deleted else mask
-            n_live += int(alive.sum())
-            total += int(np.asarray(seg.lens, dtype=np.int64)[alive].sum())
+        for seg, inside in zip(segments, rows):
+            alive = inside[seg.live[inside]] if seg.n_deleted else inside
+            n_live += len(alive)
+            total += int(seg.lens[alive].astype(np.int64).sum())
         if len(self._totals) > 4096:
             self._totals.clear()
         self._totals[value] = (version, n_live, total)
-        return _PartitionView(masks, buffered, n_live, total)
+        return _PartitionView(code, codes, rows, buffered, n_live, total)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -816,9 +837,9 @@ class KeywordStore:
         with self._lock:
             view = self._partition_view(value)
             out = sorted(view.buffered)
-            for seg, mask in zip(self._segments, view.masks):
-                alive = mask & seg.live if seg.n_deleted else mask
-                out.extend(seg.ids[i] for i in np.flatnonzero(alive).tolist())
+            for seg, inside in zip(self._segments, view.rows):
+                alive = inside[seg.live[inside]] if seg.n_deleted else inside
+                out.extend(seg.ids[i] for i in alive.tolist())
             return out
 
     def partition_sizes(self) -> dict[str, int]:
@@ -879,7 +900,7 @@ class KeywordStore:
                 if part is None:
                     masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
                 else:  # every doc the filter lets through is in the partition: test only those
-                    inside = np.flatnonzero(part.masks[si])
+                    inside = part.rows[si]
                     mask = np.zeros(len(metas), dtype=bool)
                     mask[inside] = np.fromiter((pred(metas[i]) for i in inside.tolist()), bool, len(inside))
                     masks[seg.name] = mask
@@ -929,7 +950,7 @@ class KeywordStore:
                     keep = seg.live[d]
                     d, t = d[keep], t[keep]
                 if len(d):
-                    df += len(d) if part is None else int(part.masks[si][d].sum())
+                    df += len(d) if part is None else int(np.count_nonzero(part.codes[si][d] == part.code))
                     found.append((si, d, t))
             bpost = self._buffer.postings.get(term)
             if bpost:
@@ -944,10 +965,13 @@ class KeywordStore:
                     d, t = d[m], t[m]
                     if not len(d):
                         continue
-                norm = segs[si].length_norm(c0, c1)
+                if part is None:  # the whole segment's norms, cached until avgdl changes
+                    norm_d = segs[si].length_norm(c0, c1)[d]
+                else:  # a partition's avgdl is its own: the same values, for these docs only
+                    norm_d = c0 + c1 * segs[si].lens[d].astype(np.float64)
                 seg_docs[si].append(d)
                 # Same float64 operations, in the same order, as the buffer path below.
-                seg_contrib[si].append((w * t) / (t + norm[d]))
+                seg_contrib[si].append((w * t) / (t + norm_d))
             if bpost:
                 bdocs = self._buffer.docs
                 for cid, tfi in bpost.items():

@@ -52,8 +52,10 @@ from ..integrity import (
     read_file,
     real_folder,
 )
+from ..partitions import partition_of
 from ..storage import index_folder
 from .base import VectorStore
+from .partition_rows import PartitionRows, live_rows
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
 
@@ -181,6 +183,8 @@ class FaissVectorStore(VectorStore):
         self._gc_pending = False  # ``_committed`` was written but unused files may remain
         self._committed: dict[str, Any] | None = None  # the manifest on disk
         self._mask_cache: dict[str, np.ndarray] = {}
+        self.partition_key: str | None = None  # see set_partition_key
+        self._partitions: PartitionRows | None = None  # built on the first pinned search
         self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
         if self.path is not None:
             index_folder(self.path)  # a link at faiss/ would lead every write elsewhere: refused
@@ -399,6 +403,8 @@ class FaissVectorStore(VectorStore):
                 self._seq_of[sid] = seq
                 self._str_of[seq] = sid
                 self._pending[sid] = (seq, vec, md)
+            if self._partitions is not None:
+                self._partitions.add(zip(seqs.tolist(), cleaned))
             self._changed()
 
     def delete(self, ids: Iterable[str]) -> None:
@@ -415,6 +421,8 @@ class FaissVectorStore(VectorStore):
             if flushed:
                 self._tombstone(np.array(flushed, dtype=np.int64))
             self._index.remove_ids(self._faiss.IDSelectorBatch(np.array(seqs, dtype=np.int64)))
+            if self._partitions is not None:
+                self._partitions.remove(seqs)
             self._changed()
 
     def _tombstone(self, seqs: np.ndarray) -> None:
@@ -449,6 +457,9 @@ class FaissVectorStore(VectorStore):
                 return []
             params = None
             limit = self._index.ntotal
+            value = partition_of(filter, self.partition_key)
+            if value is not None:
+                return self._search_partition(value, query[0], k, filter)
             if filter:
                 allowed = self._allowed(filter)
                 if len(allowed) == 0:
@@ -457,6 +468,26 @@ class FaissVectorStore(VectorStore):
                 limit = len(allowed)
             scores, found = self._index.search(query, min(k, limit), params=params)
             return [(self._str_of[int(i)], float(s)) for s, i in zip(scores[0], found[0]) if i >= 0]
+
+    def set_partition_key(self, key: str | None) -> None:
+        """Keep the rows of each value of metadata ``key`` (see :mod:`finderledge.partitions`): a search whose
+        filter pins one value then scores that partition's rows only, exactly, in time proportional to the
+        partition's size rather than the index's."""
+        with self._lock:
+            if key != self.partition_key:
+                self.partition_key, self._partitions = key, None
+
+    def _search_partition(
+        self, value: str, query: np.ndarray, k: int, flt: Mapping[str, Any]
+    ) -> list[tuple[str, float]]:
+        """A search pinned to partition ``value`` (caller holds the lock)."""
+        if self._partitions is None:
+            assert self.partition_key is not None
+            pending = ((seq, md) for seq, _, md in self._pending.values())
+            self._partitions = PartitionRows(self.partition_key, live_rows(self._segments, pending))
+        return self._partitions.search(
+            value, query, k, compile_filter(flt), self._index.reconstruct_batch, self._str_of.__getitem__
+        )
 
     def _allowed(self, flt: Mapping[str, Any]) -> np.ndarray:
         """Sequence numbers of the live rows that pass ``flt``, cached per filter until the next write."""
