@@ -22,6 +22,7 @@ __all__ = [
     "LockTimeoutError",
     "MissingExtraError",
     "StorageFullError",
+    "TooManyChunksError",
     "UnsafePathError",
 ]
 
@@ -36,6 +37,15 @@ class ConfigurationError(FinderLedgeError, ValueError):
 
 class FilterTooLargeError(ConfigurationError):
     """A filter holds more values than :data:`finderledge.filters.MAX_FILTER_VALUES` (the message names the limit)."""
+
+
+class TooManyChunksError(FinderLedgeError, ValueError):
+    """An ingest call splits into more chunks than its ``max_chunks`` allows; raised while splitting, before
+    anything is embedded or written (the message names the limit)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class DocumentNotFoundError(FinderLedgeError, KeyError):

@@ -502,8 +502,13 @@ class FinderLedge(Catalog, Views, Asking):
         prune: bool = False,
         follow_symlinks: bool = False,
         document_id: str | None = None,
+        max_chunks: int | None = None,
     ) -> IngestReport:
-        """Like :meth:`add_document` but returns the full :class:`IngestReport`."""
+        """Like :meth:`add_document` but returns the full :class:`IngestReport`.
+
+        ``max_chunks`` bounds the chunks this call may make: more raise :class:`TooManyChunksError` while
+        splitting, before the batch that crosses it is embedded (with ``document_id`` the call is one write,
+        so nothing is written); a server bounds each upload's work with it."""
         check_mapping("metadata", metadata)
         check_patterns("include", include)
         check_patterns("exclude", exclude)
@@ -519,6 +524,7 @@ class FinderLedge(Catalog, Views, Asking):
             prune=prune,
             follow_symlinks=follow_symlinks,
             document_id=document_id,
+            max_chunks=max_chunks,
         )
         self._recalibrate()
         return report

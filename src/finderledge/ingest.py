@@ -31,7 +31,13 @@ from .document_loader import (
     safe_path,
 )
 from .document_splitter import child_id
-from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
+from .errors import (
+    ConfigurationError,
+    DocumentNotFoundError,
+    IndexCorruptError,
+    SourceNotFoundError,
+    TooManyChunksError,
+)
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
 from .progress import ProgressLog
@@ -140,10 +146,15 @@ class Writer:
         prune: bool,
         follow_symlinks: bool = False,
         document_id: str | None = None,
+        max_chunks: int | None = None,
     ) -> IngestReport:
         started = time.perf_counter()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
+        if max_chunks is not None and (
+            isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1
+        ):
+            raise ConfigurationError(f"max_chunks: expected an integer >= 1 or None, got {max_chunks!r}")
         extra = normalize_metadata(metadata or {}, "metadata argument")
         if document_id is not None:
             document_id = check_document_id(document_id, "document_id")
@@ -154,6 +165,7 @@ class Writer:
                 )
             extra[DOCUMENT_ID] = document_id
         report = IngestReport()
+        budget = _ChunkBudget(max_chunks)
         loader = DocumentLoader(
             include=include,
             exclude=exclude,
@@ -190,9 +202,9 @@ class Writer:
             batch.append(group)
             size += sum(len(doc.page_content) for _, doc in group.parents)
             if document_id is None and (len(batch) >= STREAM_GROUPS or size >= STREAM_CHARS):
-                self._write_batch(batch, report, listed)
+                self._write_batch(batch, report, listed, budget=budget)
                 batch, size = [], 0
-        self._write_batch(batch, report, listed, prune_under, document_id)
+        self._write_batch(batch, report, listed, prune_under, document_id, budget)
         report.seconds_total = time.perf_counter() - started
         logger.info(
             "ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
@@ -212,6 +224,7 @@ class Writer:
         listed: set[str],
         prune_under: Sequence[str] = (),
         document_id: str | None = None,
+        budget: _ChunkBudget | None = None,
     ) -> None:
         """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
         under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
@@ -221,7 +234,7 @@ class Writer:
         candidates = {
             pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)
         }
-        self._prepare(candidates, prepared, report)
+        self._prepare(candidates, prepared, report, budget)
         with self._fl._write_lock.hold("adding documents"):
             unread = [
                 path.rstrip(os.sep) + os.sep for path, _ in report.skipped
@@ -236,7 +249,9 @@ class Writer:
                 pid for src in gone for pid in _owned_ids(ledger.document_metadata(source=src), document_id)
             ]
             new, to_delete = self._plan(groups, report, extra_deletes, document_id, listed)
-            self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
+            self._prepare(  # rare
+                {pid: v for pid, v in new.items() if pid not in prepared}, prepared, report, budget
+            )
             if new or to_delete:
                 ledger.commit_write(
                     add=[(prepared[pid].record, prepared[pid].chunks) for pid in new], remove=to_delete
@@ -357,9 +372,14 @@ class Writer:
         return new, to_delete
 
     def _prepare(
-        self, parents: Mapping[str, tuple[_Group, Document]], out: dict[str, _Prepared], report: IngestReport
+        self,
+        parents: Mapping[str, tuple[_Group, Document]],
+        out: dict[str, _Prepared],
+        report: IngestReport,
+        budget: _ChunkBudget | None = None,
     ) -> None:
-        """Split ``parents`` and embed their chunks into ``out``."""
+        """Split ``parents`` and embed their chunks into ``out`` (``budget``: checked after each split, so an
+        oversized call stops before anything is embedded)."""
         if not parents:
             return
         splitter = self._fl.splitter
@@ -368,6 +388,8 @@ class Writer:
         for pid, (group, doc) in parents.items():
             doc_type, language = _detected_type(doc)
             parent, kids = splitter.split_document(doc, pid, child_id, doc_type=doc_type, language=language)
+            if budget is not None:
+                budget.spend(len(kids))
             records[pid] = DocumentRecord(
                 pid, group.source, version_hash(doc), COMPLETE, doc.page_content, parent.metadata
             )
@@ -527,6 +549,23 @@ class Writer:
                 "the change is committed to the ledger, but writing the index checkpoint failed (%s); "
                 "it is replayed from the ledger at the next write or open",
                 exc,
+            )
+
+
+class _ChunkBudget:
+    """The chunks one ingest call may still make (``max_chunks``); None: unbounded."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def spend(self, n: int) -> None:
+        self.used += n
+        if self.limit is not None and self.used > self.limit:
+            raise TooManyChunksError(
+                f"max_chunks: the input splits into more than {self.limit} chunks (over the limit of "
+                f"{self.limit}; stopped while splitting, nothing was embedded or written)",
+                self.limit,
             )
 
 

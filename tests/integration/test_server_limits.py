@@ -83,3 +83,38 @@ def test_a_raised_limit_lets_the_rows_through(tmp_path: Path) -> None:
         assert r.status_code == 201, r.text
         r = client.post("/api/v1/documents", files={"file": ("rows.csv", big_csv(301), "text/csv")})
         assert r.status_code == 413 and "limit of 300" in r.json()["detail"]
+
+
+def long_text(paragraphs: int) -> bytes:
+    """Markdown of ``paragraphs`` paragraphs of about 1,000 characters (about a chunk each)."""
+    return "\n\n".join(
+        f"Paragraph {i} on subject {i % 13}. " + "the ledger records every entry in order " * 24
+        for i in range(paragraphs)
+    ).encode()
+
+
+def test_an_upload_splitting_into_too_many_chunks_is_refused_while_splitting(tmp_path: Path) -> None:
+    """4,000 chunks against ``--max-chunks 50``: a 413 naming the limit and the option, found while splitting
+    (embedding 4,000 chunks takes far longer than the answer does), no orphan, the worker still serving."""
+    directory = tmp_path / "index"
+    with (
+        running_server(
+            directory,
+            workers=1,
+            args=["--max-chunks", "50", "--index-wait", "60"],
+            log=tmp_path / "server.log",
+        ) as url,
+        httpx.Client(base_url=url, timeout=120) as client,
+    ):
+        started = time.monotonic()
+        r = client.post("/api/v1/documents", files={"file": ("long.md", long_text(4000), "text/markdown")})
+        took = time.monotonic() - started
+        assert r.status_code == 413, r.text
+        detail = r.json()["detail"]
+        assert "max_chunks" in detail and "--max-chunks" in detail and "limit of 50" in detail, detail
+        assert took < 30, f"refused after {took:.1f} s"
+        small = client.post("/api/v1/documents", files={"file": ("short.md", long_text(5), "text/markdown")})
+        assert small.status_code == 201 and small.json()["status"] == "indexed", small.text
+        assert 0 < small.json()["chunk_count"] <= 50
+        stored = _files(directory / "server" / "uploads")
+        assert len(stored) == 1 and stored[0].endswith("short.md")  # no orphan of the refused upload

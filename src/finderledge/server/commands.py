@@ -49,6 +49,12 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
     )
     p.add_argument("--max-pages", type=int, default=2_000, help="pages per PDF upload (more: 413)")
     p.add_argument(
+        "--max-chunks",
+        type=int,
+        default=50_000,
+        help="chunks one upload may split into (more: 413, found while splitting, before embedding)",
+    )
+    p.add_argument(
         "--index-wait",
         type=float,
         default=3.0,
@@ -104,6 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_unpacked_mb=args.max_unpacked_mb,
         max_rows=args.max_rows,
         max_pages=args.max_pages,
+        max_chunks=args.max_chunks,
         index_wait=args.index_wait,
         embedding=args.embedding,
         vector_store=args.vector_store,

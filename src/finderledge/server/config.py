@@ -25,6 +25,7 @@ class ServerConfig:
     max_unpacked_mb: float = 25.0  # what a DOCX (a zip) may unpack to: more is refused (413) as a zip bomb
     max_rows: int = 50_000  # CSV/TSV records, JSONL lines or JSON items of one upload: more is refused (413)
     max_pages: int = 2_000  # pages of one PDF upload: more is refused (413)
+    max_chunks: int = 50_000  # chunks one upload splits into: more is refused (413) while splitting
     index_wait: float = 3.0  # seconds an upload waits for its indexing; longer: 201 "processing", background
     llm: str | None = None  # openai:<model>, ollama:<model>, llamacpp:<path.gguf>; None: extractive answers
     llm_base_url: str | None = None  # an OpenAI-compatible or Ollama server (default: the client's own)
@@ -39,7 +40,7 @@ class ServerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise ConfigurationError(f"server setting {name}: expected a positive number, got {value!r}")
-        for name in ("max_rows", "max_pages"):
+        for name in ("max_rows", "max_pages", "max_chunks"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"server setting {name}: expected an integer >= 1, got {value!r}")

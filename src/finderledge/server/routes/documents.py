@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
 from langchain_core.documents import Document
 
-from ...errors import LoadError
+from ...errors import LoadError, TooManyChunksError
 from ...metadata import DOCUMENT_ID, info_of
 from ..deps import CallerDep, StateDep
 from ..jobs import IndexJob
@@ -124,7 +124,13 @@ def upload(
     }
 
     def index() -> Any:
-        report = state.ledger.ingest(stored.path, metadata, document_id=stored.document_id, on_error="raise")
+        report = state.ledger.ingest(
+            stored.path,
+            metadata,
+            document_id=stored.document_id,
+            on_error="raise",
+            max_chunks=state.config.max_chunks,
+        )
         if not report.ids:
             reason = report.skipped[0][1] if report.skipped else "no text found"
             raise _NothingIndexed(f"nothing could be indexed from {stored.filename!r}: {reason}")
@@ -135,6 +141,12 @@ def upload(
             return f"{stored.filename!r} could not be read: {str(exc).replace(str(stored.path), stored.filename)}"
         if isinstance(exc, _NothingIndexed):
             return str(exc)
+        if isinstance(exc, TooManyChunksError):
+            return (
+                f"{stored.filename!r} splits into more than {exc.limit} chunks, over the limit of {exc.limit} "
+                "(server setting max_chunks; raise it with 'finderledge serve --max-chunks' to accept such "
+                "files)"
+            )
         return f"indexing failed ({type(exc).__name__}); the server log has the details"
 
     job = state.jobs.submit(IndexJob(stored.document_id, record, index, describe))
@@ -144,6 +156,8 @@ def upload(
         state.jobs.forget(stored.document_id)
         if isinstance(job.error, (LoadError, _NothingIndexed)):
             raise HTTPException(400, f"file: {describe(job.error)}") from None
+        if isinstance(job.error, TooManyChunksError):
+            raise HTTPException(413, f"file: {describe(job.error)}") from None
         raise job.error
     parents = _parents(state, caller, [stored.document_id]).get(stored.document_id)
     if not parents:  # removed by a concurrent delete between the write and this read
