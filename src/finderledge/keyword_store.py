@@ -56,7 +56,7 @@ from finderledge.integrity import (
     read_file,
     real_folder,
 )
-from finderledge.partitions import partition_of, partition_value
+from finderledge.partitions import partition_of, partition_value, pins_only
 from finderledge.storage import index_folder
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 
@@ -873,11 +873,25 @@ class KeywordStore:
             raise ValueError("this keyword store has no partition_key")
         return self._partitions.view(value, self._segments, self._buffer, self._version)
 
-    def _filter_masks(
-        self, flt: Mapping[str, Any] | None, part: _PartitionView | None = None
-    ) -> tuple[dict[str, np.ndarray], set[str]] | None:
-        """Allowed-doc masks per segment plus the allowed buffer ids, cached per filter key; with the
-        partition the filter pins (``part``), the filter is evaluated on that partition's docs only."""
+    def _partition_allowed(
+        self, flt: Mapping[str, Any], part: _PartitionView
+    ) -> tuple[list[np.ndarray | None], set[str]]:
+        """The docs of the pinned partition that pass ``flt``, per segment (ascending; None: all of them, the
+        filter only pinning the partition), and its buffered ids that pass: O(partition), never O(index)."""
+        if pins_only(flt, self.partition_key):
+            return [None] * len(self._segments), part.buffered
+        pred = compile_filter(flt)
+        assert pred is not None  # a filter that pins a partition has a condition
+        rows: list[np.ndarray | None] = []
+        for seg, inside in zip(self._segments, part.rows):
+            metas = seg.load_metas()
+            keep = np.fromiter((pred(metas[i]) for i in inside.tolist()), bool, len(inside))
+            rows.append(inside[keep])
+        docs = self._buffer.docs
+        return rows, {cid for cid in part.buffered if pred(docs[cid].meta)}
+
+    def _filter_masks(self, flt: Mapping[str, Any] | None) -> tuple[dict[str, np.ndarray], set[str]] | None:
+        """Allowed-doc masks per segment plus the allowed buffer ids, cached per filter key."""
         key = filter_key(flt)
         entry = self._filter_cache.get(key)
         if entry is None:
@@ -897,17 +911,10 @@ class KeywordStore:
         for si, seg in enumerate(self._segments):
             if seg.name not in masks:
                 metas = seg.load_metas()
-                if part is None:
-                    masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
-                else:  # every doc the filter lets through is in the partition: test only those
-                    inside = part.rows[si]
-                    mask = np.zeros(len(metas), dtype=bool)
-                    mask[inside] = np.fromiter((pred(metas[i]) for i in inside.tolist()), bool, len(inside))
-                    masks[seg.name] = mask
+                masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
         if buf is None:
             docs = self._buffer.docs
-            pool = docs if part is None else part.buffered  # with a partition: its buffered docs only
-            buf = {cid for cid in pool if pred(docs[cid].meta)}
+            buf = {cid for cid in docs if pred(docs[cid].meta)}
             self._filter_cache[key] = (pred, masks, buf)
         return masks, buf
 
@@ -916,7 +923,12 @@ class KeywordStore:
             seg.verify()
         value = partition_of(flt, self.partition_key) if self._partitions is not None else None
         part = self._partition_view(value) if value is not None else None
-        allowed = self._filter_masks(flt, part) if flt else None
+        allowed = self._filter_masks(flt) if flt and part is None else None
+        in_part: list[np.ndarray | None] = []
+        part_buffered: set[str] = set()
+        if part is not None:
+            assert flt is not None
+            in_part, part_buffered = self._partition_allowed(flt, part)
         n_docs = self._live_count if part is None else part.n_live
         total_len = self._total_len if part is None else part.total_len
         if n_docs == 0:
@@ -934,7 +946,7 @@ class KeywordStore:
         seg_docs: list[list[np.ndarray]] = [[] for _ in segs]
         seg_contrib: list[list[np.ndarray]] = [[] for _ in segs]
         buf_scores: dict[str, float] = {}
-        buf_allowed = allowed[1] if allowed is not None else None
+        buf_allowed = allowed[1] if allowed is not None else (part_buffered if part is not None else None)
         for term, qtf in qcounts.items():
             # 1) live postings of the term in every segment and the buffer -> live df.
             found: list[tuple[int, np.ndarray, np.ndarray]] = []
@@ -949,8 +961,19 @@ class KeywordStore:
                 if seg.n_deleted:
                     keep = seg.live[d]
                     d, t = d[keep], t[keep]
-                if len(d):
-                    df += len(d) if part is None else int(np.count_nonzero(part.codes[si][d] == part.code))
+                if part is not None:  # the partition's postings only: its df, then what the filter allows
+                    inside = part.codes[si][d] == part.code
+                    d, t = d[inside], t[inside]
+                    df += len(d)
+                    rows = in_part[si]
+                    if rows is not None and len(d):
+                        at = np.minimum(np.searchsorted(rows, d), max(len(rows) - 1, 0))
+                        keep = rows[at] == d if len(rows) else np.zeros(len(d), dtype=bool)
+                        d, t = d[keep], t[keep]
+                    if len(d):
+                        found.append((si, d, t))
+                elif len(d):
+                    df += len(d)
                     found.append((si, d, t))
             bpost = self._buffer.postings.get(term)
             if bpost:

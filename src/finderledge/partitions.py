@@ -22,13 +22,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["partition_of", "partition_value"]
+__all__ = ["partition_of", "partition_value", "pins_only"]
 
 
 def partition_value(metadata: Mapping[str, Any], key: str) -> str | None:
     """The partition a chunk with ``metadata`` belongs to (None: no partition)."""
     value = metadata.get(key)
     return value if isinstance(value, str) else None
+
+
+def pins_only(flt: Mapping[str, Any] | None, key: str | None) -> bool:
+    """True when ``flt`` does nothing but pin one partition (``{key: value}`` and its ``$eq``/one-value ``$in``
+    forms): every chunk of the partition passes it, so it need not be evaluated chunk by chunk."""
+    return isinstance(flt, Mapping) and len(flt) == 1 and key in flt and partition_of(flt, key) is not None
 
 
 def partition_of(flt: Mapping[str, Any] | None, key: str | None) -> str | None:
