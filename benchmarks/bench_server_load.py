@@ -8,6 +8,13 @@ subprocess.  Afterwards every recorded upload must be listed and found by its ma
 with and without a filter on its document id, and the server log must hold no error.
 
     python benchmarks/bench_server_load.py [--users 24] [--duration 90] [--workers 2] [--out PATH]
+    python benchmarks/bench_server_load.py --hostile --users 16 --duration 90   # plain run, then the hostile mix
+
+``--hostile`` (issue 28) runs the same load twice on fresh servers: plain, then with one more user sending
+the hostile mix in turn (a zip-bomb DOCX, a 200,000-row CSV, a 100-page PDF, a search with a 50,000-value
+filter; tests/helpers/hostile_files.py).  It must see zero 5xx and zero dropped connections (a failure in
+Locust's count), the searchers' p99 is reported next to the plain run's, and every accepted PDF must end
+``indexed`` or ``failed`` with a reason.  Writes benchmarks/results/server_load_hostile.json.
 
 Writes benchmarks/results/server_load.json (p50/p99 per endpoint, requests/s, failures, the after-check).
 tests/e2e/test_server_load.py runs the short form (about 8 users for 25 s) through :func:`measure`.
@@ -30,10 +37,14 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-if str(ROOT / "tests") not in sys.path:
-    sys.path.insert(0, str(ROOT / "tests"))
+for _folder in (ROOT / "tests", ROOT / "tests" / "helpers"):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
+from hostile_files import write_hostile_files
 from server_process import running_server
+
+SEARCH_ENDPOINTS = ("POST search en", "POST search ja", "POST search filtered")
 
 LOCUSTFILE = HERE / "locustfile.py"
 GUIDES = ROOT / "examples" / "data" / "guides"
@@ -111,10 +122,14 @@ def run_locust(
     spawn_rate: float | None = None,
     key: str | None = None,
     upload_wait: float = 0.3,
+    hostile_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Run Locust headless against ``url`` in a subprocess; its stats and the uploader's records."""
+    """Run Locust headless against ``url`` in a subprocess; its stats and the uploader's records (with
+    ``hostile_dir``: one more user sends the hostile mix; its accepted uploads come back as ``hostile``)."""
     record = workdir / "uploads.jsonl"
     record.unlink(missing_ok=True)
+    hostile_record = workdir / "hostile.jsonl"
+    hostile_record.unlink(missing_ok=True)
     prefix = workdir / "locust"  # Locust's own CSV files, for a look by hand
     summary = workdir / "summary.json"  # the final figures (the locustfile writes them when the users stop)
     summary.unlink(missing_ok=True)
@@ -126,6 +141,10 @@ def run_locust(
     }
     if key:
         env["FINDERLEDGE_LOAD_KEY"] = key
+    if hostile_dir is not None:
+        env["FINDERLEDGE_LOAD_HOSTILE_DIR"] = str(hostile_dir)
+        env["FINDERLEDGE_LOAD_HOSTILE_RECORD"] = str(hostile_record)
+        users += 1  # the hostile user is one more, beside the same searchers and uploader
     cmd = [
         sys.executable,
         "-m",
@@ -162,9 +181,15 @@ def run_locust(
         if record.exists()
         else []
     )
+    hostile = (
+        [json.loads(line) for line in hostile_record.read_text(encoding="utf-8").splitlines()]
+        if hostile_record.exists()
+        else []
+    )
     return {
         "stats": stats,
         "records": records,
+        "hostile": hostile,
         "exit_code": proc.returncode,
         "wall_s": round(wall, 1),
         "locust_output_tail": (proc.stdout + proc.stderr)[-4000:],
@@ -247,6 +272,58 @@ def after_check(
     }
 
 
+def final_statuses(
+    url: str, records: list[dict[str, Any]], key: str | None = None, deadline_s: float = 300.0
+) -> dict[str, Any]:
+    """Wait (up to ``deadline_s``) until every accepted hostile upload is ``indexed`` or ``failed`` with a
+    reason; how many ended which way, how long the last took, and any that did not end."""
+    started = time.monotonic()
+    final: dict[str, dict[str, Any]] = {}
+    with httpx.Client(base_url=url, timeout=60, headers=_headers(key)) as client:
+        while len(final) < len(records) and time.monotonic() - started < deadline_s:
+            for rec in records:
+                if rec["id"] in final:
+                    continue
+                r = client.get(f"/api/v1/documents/{rec['id']}")
+                if r.status_code == 200 and r.json().get("status") in ("indexed", "failed"):
+                    final[rec["id"]] = {"status": r.json()["status"], "reason": r.json().get("reason")}
+                elif r.status_code not in (200, 404):
+                    final[rec["id"]] = {"status": f"HTTP {r.status_code}", "reason": r.text[:200]}
+            if len(final) < len(records):
+                time.sleep(1.0)
+    statuses = [f["status"] for f in final.values()]
+    return {
+        "accepted": len(records),
+        "answered_processing": sum(1 for r in records if r.get("status") == "processing"),
+        "indexed": statuses.count("indexed"),
+        "failed_with_reason": sum(1 for f in final.values() if f["status"] == "failed" and f["reason"]),
+        "failed_without_reason": sum(
+            1 for f in final.values() if f["status"] == "failed" and not f["reason"]
+        ),
+        "other": [f for f in final.values() if f["status"] not in ("indexed", "failed")],
+        "not_final": [r["id"] for r in records if r["id"] not in final],
+        "settled_after_s": round(time.monotonic() - started, 1),
+        "reasons": sorted({str(f["reason"]) for f in final.values() if f["reason"]})[:5],
+    }
+
+
+def _searcher_p99(endpoints: dict[str, Any]) -> float | None:
+    """The worst p99 of the search endpoints (what a searcher waits for at worst, but for 1%)."""
+    values = [endpoints[name]["p99_ms"] for name in SEARCH_ENDPOINTS if endpoints.get(name, {}).get("p99_ms")]
+    return max(values) if values else None
+
+
+def _server_errors(endpoints: dict[str, Any], kinds: list[dict[str, Any]]) -> dict[str, int]:
+    """5xx answers and dropped connections (Locust's status 0) among the failures."""
+    fives = sum(k["occurrences"] for k in kinds if str(k["error"]).lstrip().startswith("5"))
+    dropped = sum(
+        k["occurrences"]
+        for k in kinds
+        if str(k["error"]).lstrip().startswith("0") or "Connection" in str(k["error"])
+    )
+    return {"http_5xx": fives, "dropped_connections": dropped}
+
+
 def _log_errors(log: Path) -> list[str]:
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     return [
@@ -265,11 +342,16 @@ def measure(
     spawn_rate: float | None = None,
     upload_wait: float = 0.3,
     workdir: Path | None = None,
+    hostile: bool = False,
 ) -> dict[str, Any]:
-    """Start the server over ``directory`` (new), seed it, run the load, check the uploads: the figures."""
+    """Start the server over ``directory`` (new), seed it, run the load, check the uploads: the figures
+    (``hostile``: with the hostile mix beside the same load, and the accepted hostile uploads' ends)."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="finderledge-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "server.log"
+    hostile_dir = workdir / "hostile" if hostile else None
+    if hostile_dir is not None:
+        write_hostile_files(hostile_dir)
     started = time.monotonic()
     with running_server(directory, workers=workers, log=log) as url:
         startup = time.monotonic() - started
@@ -282,8 +364,10 @@ def measure(
             workdir=workdir,
             spawn_rate=spawn_rate,
             upload_wait=upload_wait,
+            hostile_dir=hostile_dir,
         )
         check = after_check(url, run["records"])
+        ends = final_statuses(url, run["hostile"]) if hostile else None
     total = run["stats"]["total"]
     return {
         "server": {
@@ -296,6 +380,7 @@ def measure(
             "users": users,
             "searchers": users - 1,
             "uploaders": 1,
+            "hostile_users": int(hostile),
             "duration_s": duration,
             "spawn_rate": spawn_rate or users,
             "upload_wait_s": upload_wait,
@@ -306,9 +391,12 @@ def measure(
         "requests_per_s": total.get("requests_per_s"),
         "p50_ms": total.get("p50_ms"),
         "p99_ms": total.get("p99_ms"),
+        "searcher_p99_ms": _searcher_p99(run["stats"]["endpoints"]),
+        **_server_errors(run["stats"]["endpoints"], run["stats"]["failure_kinds"]),
         "endpoints": run["stats"]["endpoints"],
         "failure_kinds": run["stats"]["failure_kinds"],
         "after_check": check,
+        "hostile_uploads": ends,
         "server_log_errors": _log_errors(log),
         "locust_exit_code": run["exit_code"],
         "locust_output_tail": run["locust_output_tail"],
@@ -318,10 +406,13 @@ def measure(
 def report(result: dict[str, Any]) -> str:
     """The figures as a few lines of text."""
     head = (
-        f"load: {result['load']['users']} users ({result['load']['searchers']} searchers + 1 uploader) for "
+        f"load: {result['load']['users']} users ({result['load']['searchers']} searchers + 1 uploader"
+        f"{' + 1 hostile' if result['load'].get('hostile_users') else ''}) for "
         f"{result['load']['duration_s']} s on {result['server']['workers']} workers: "
         f"{result['requests']} requests, {result['failures']} failures, "
-        f"{result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms"
+        f"{result['requests_per_s']:.1f} req/s, p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms; "
+        f"searcher p99 {result['searcher_p99_ms']} ms, {result['http_5xx']} 5xx, "
+        f"{result['dropped_connections']} dropped connections"
     )
     lines = [head]
     for name, e in sorted(result["endpoints"].items()):
@@ -340,6 +431,14 @@ def report(result: dict[str, Any]) -> str:
         f"{c['found_by_marker']} found by marker ({len(c['found_only_after_retry'])} only after a retry); "
         f"{'OK' if c['ok'] else 'FAILED'}"
     )
+    ends = result.get("hostile_uploads")
+    if ends:
+        lines.append(
+            f"hostile uploads accepted: {ends['accepted']} ({ends['answered_processing']} answered processing): "
+            f"{ends['indexed']} indexed, {ends['failed_with_reason']} failed with a reason, "
+            f"{ends['failed_without_reason']} failed without one, {len(ends['not_final'])} not final after "
+            f"{ends['settled_after_s']} s"
+        )
     if result["server_log_errors"]:
         lines.append(f"server log errors: {result['server_log_errors'][:5]}")
     return "\n".join(lines)
@@ -359,8 +458,15 @@ def main() -> None:
     parser.add_argument(
         "--dir", type=Path, default=None, help="index directory (default: a new temporary one)"
     )
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "server_load.json")
+    parser.add_argument(
+        "--hostile", action="store_true", help="the plain run, then the same load with the hostile mix"
+    )
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.hostile:
+        _main_hostile(args)
+        return
+    args.out = args.out or HERE / "results" / "server_load.json"
     with tempfile.TemporaryDirectory(prefix="finderledge-load-") as tmp:
         directory = args.dir or Path(tmp) / "index"
         result = measure(
@@ -382,6 +488,33 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
+
+
+def _main_hostile(args: argparse.Namespace) -> None:
+    """Plain, then hostile, each on a fresh server and index: both sets of figures in one file."""
+    out = args.out or HERE / "results" / "server_load_hostile.json"
+    result: dict[str, Any] = {}
+    for name, hostile in (("plain", False), ("hostile", True)):
+        with tempfile.TemporaryDirectory(prefix="finderledge-load-") as tmp:
+            run = measure(
+                Path(tmp) / "index",
+                users=args.users,
+                duration=args.duration,
+                workers=args.workers,
+                spawn_rate=args.spawn_rate,
+                upload_wait=args.upload_wait,
+                workdir=Path(tmp) / "run",
+                hostile=hostile,
+            )
+        run.pop("locust_output_tail", None)
+        run["load_average_after"] = [round(x, 1) for x in os.getloadavg()]
+        print(f"--- {name}\n{report(run)}", flush=True)
+        result[name] = run
+    result["searcher_p99_ms"] = {name: result[name]["searcher_p99_ms"] for name in ("plain", "hostile")}
+    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ Every response is checked (status, then the body's shape), so a wrong answer cou
 p50/p90/p99/max ms, requests/s; the failures by kind), taken when the users have stopped, so the last
 requests count (Locust's CSV files are written on a timer); ``$FINDERLEDGE_LOAD_KEY``: an API key to send (when the server has keys); ``$FINDERLEDGE_LOAD_UPLOAD_WAIT``:
 seconds the uploader waits between uploads (default 0.3).
+
+``$FINDERLEDGE_LOAD_HOSTILE_DIR`` (the hostile mix, issue 28): a folder holding ``bomb.docx`` (a zip bomb),
+``rows.csv`` (200,000 rows), ``report.pdf`` (100 pages) and ``filter.json`` (a search body with a 50,000-value
+filter), written by bench_server_load.py.  One more user, :class:`Hostile`, then sends them in turn for the
+whole run, expecting 413, 413, 201 and 400; each accepted PDF's id goes to ``$FINDERLEDGE_LOAD_HOSTILE_RECORD``
+(the after-check waits for each to end ``indexed`` or ``failed`` with a reason).
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ KEY = os.environ.get("FINDERLEDGE_LOAD_KEY")
 RECORD = os.environ.get("FINDERLEDGE_LOAD_RECORD", "load-uploads.jsonl")
 SUMMARY = os.environ.get("FINDERLEDGE_LOAD_SUMMARY")
 UPLOAD_WAIT = float(os.environ.get("FINDERLEDGE_LOAD_UPLOAD_WAIT", "0.3"))
+HOSTILE_DIR = os.environ.get("FINDERLEDGE_LOAD_HOSTILE_DIR")
+HOSTILE_RECORD = os.environ.get("FINDERLEDGE_LOAD_HOSTILE_RECORD", "load-hostile.jsonl")
+HOSTILE_WAIT = float(os.environ.get("FINDERLEDGE_LOAD_HOSTILE_WAIT", "1.0"))
 HEADERS = {"Authorization": f"Bearer {KEY}"} if KEY else {}
 
 EN = [
@@ -208,6 +217,62 @@ class Uploader(HttpUser):
             r.success()
         with _record_lock, open(RECORD, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"id": doc["id"], "marker": marker, "filename": name}) + "\n")
+
+
+if HOSTILE_DIR:  # defined only for the hostile mix: Locust runs every user class the module holds
+
+    class Hostile(HttpUser):
+        """Exactly one: the hostile uploads and the oversized filter, in turn, for the whole run."""
+
+        fixed_count = 1
+        wait_time = constant(HOSTILE_WAIT)
+
+        def on_start(self) -> None:
+            folder = os.path.abspath(HOSTILE_DIR)
+            self.files = {
+                name: open(os.path.join(folder, name), "rb").read()  # noqa: SIM115 - read once, small
+                for name in ("bomb.docx", "rows.csv", "report.pdf", "filter.json")
+            }
+            self.turn = itertools.cycle(["bomb.docx", "filter.json", "rows.csv", "report.pdf"])
+
+        @task
+        def hostile(self) -> None:
+            name = next(self.turn)
+            if name == "filter.json":
+                headers = {**HEADERS, "Content-Type": "application/json"}
+                with self.client.post(
+                    "/api/v1/search",
+                    data=self.files[name],
+                    headers=headers,
+                    name="hostile filter 50,000 values",
+                    catch_response=True,
+                ) as r:
+                    if r.status_code == 400 and "limit" in r.text:
+                        r.success()
+                    else:
+                        r.failure(f"{r.status_code}: {r.text[:200]}")
+                return
+            expected = 201 if name == "report.pdf" else 413
+            label = {
+                "bomb.docx": "zip-bomb docx",
+                "rows.csv": "csv 200,000 rows",
+                "report.pdf": "pdf 100 pages",
+            }
+            with self.client.post(
+                "/api/v1/documents",
+                files={"file": (name, self.files[name], "application/octet-stream")},
+                headers=HEADERS,
+                name=f"hostile {label[name]}",
+                catch_response=True,
+            ) as r:
+                if r.status_code != expected:
+                    r.failure(f"{r.status_code}: {r.text[:200]}")
+                    return
+                r.success()
+                if expected == 201:
+                    doc = r.json()
+                    with _record_lock, open(HOSTILE_RECORD, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps({"id": doc["id"], "status": doc.get("status")}) + "\n")
 
 
 def _entry(e) -> dict:

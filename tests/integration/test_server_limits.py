@@ -5,45 +5,13 @@ that raises it, the workers stay up, nothing is left in server/uploads."""
 
 from __future__ import annotations
 
-import io
 import os
 import time
-import zipfile
 from pathlib import Path
 
 import httpx
+from hostile_files import big_csv, zip_bomb_docx
 from server_process import running_server
-
-DOCX_HEAD = (
-    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
-    '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
-)
-CONTENT_TYPES = (
-    '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
-    'content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/'
-    'document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.'
-    'main+xml"/></Types>'
-)
-
-
-def zip_bomb_docx(unpacked_mb: int = 150) -> bytes:
-    """A well-formed DOCX whose document.xml is ``unpacked_mb`` MB of paragraphs (a few hundred KB packed)."""
-    para = "<w:p><w:r><w:t>" + "lorem ipsum dolor sit amet " * 20 + "</w:t></w:r></w:p>"
-    block = (para * (1024 * 1024 // len(para) + 1)).encode()[: 1024 * 1024]
-    block = block[: block.rindex(b"</w:p>") + len(b"</w:p>")]
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        zf.writestr("[Content_Types].xml", CONTENT_TYPES)
-        with zf.open("word/document.xml", "w", force_zip64=True) as out:
-            out.write(DOCX_HEAD.encode())
-            for _ in range(unpacked_mb):
-                out.write(block)
-            out.write(b"</w:body></w:document>")
-    return buf.getvalue()
-
-
-def big_csv(rows: int = 200_000) -> bytes:
-    return ("id,item\n" + "".join(f"{i},x{i % 97}\n" for i in range(rows))).encode()
 
 
 def _files(folder: Path) -> list[str]:
