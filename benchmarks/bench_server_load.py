@@ -366,6 +366,7 @@ def measure(
             upload_wait=upload_wait,
             hostile_dir=hostile_dir,
         )
+        queued = final_statuses(url, [r for r in run["records"] if r.get("status") == "processing"])
         check = after_check(url, run["records"])
         ends = final_statuses(url, run["hostile"]) if hostile else None
     total = run["stats"]["total"]
@@ -396,6 +397,7 @@ def measure(
         "endpoints": run["stats"]["endpoints"],
         "failure_kinds": run["stats"]["failure_kinds"],
         "after_check": check,
+        "uploads_answered_processing": queued,
         "hostile_uploads": ends,
         "server_log_errors": _log_errors(log),
         "locust_exit_code": run["exit_code"],
@@ -431,6 +433,12 @@ def report(result: dict[str, Any]) -> str:
         f"{c['found_by_marker']} found by marker ({len(c['found_only_after_retry'])} only after a retry); "
         f"{'OK' if c['ok'] else 'FAILED'}"
     )
+    queued = result.get("uploads_answered_processing") or {}
+    if queued.get("accepted"):
+        lines.append(
+            f"  ({queued['accepted']} of the uploader's files answered 'processing' (a worker busy indexing): "
+            f"{queued['indexed']} indexed after, {len(queued['not_final'])} not final)"
+        )
     ends = result.get("hostile_uploads")
     if ends:
         lines.append(

@@ -48,5 +48,6 @@ def test_the_hostile_mix_beside_searchers_breaks_nothing(tmp_path: Path) -> None
     assert ends["not_final"] == [] and ends["other"] == [], ends
     assert ends["failed_without_reason"] == 0, ends
     assert ends["indexed"] + ends["failed_with_reason"] == ends["accepted"], ends
+    assert result["uploads_answered_processing"]["not_final"] == [], result["uploads_answered_processing"]
     assert result["after_check"]["ok"], result["after_check"]
     assert result["server_log_errors"] == [], result["server_log_errors"]
