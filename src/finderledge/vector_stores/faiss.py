@@ -385,7 +385,10 @@ class FaissVectorStore(VectorStore):
         if len(last) != len(ids):
             keep = sorted(last.values())
             ids, vectors, metadatas = [ids[i] for i in keep], vectors[keep], [metadatas[i] for i in keep]
-        cleaned = [dict(md) for md in metadatas]
+        copies: dict[
+            int, dict[str, Any]
+        ] = {}  # one copy per metadata object given (a file's chunks share one)
+        cleaned = [copies.setdefault(id(md), dict(md)) for md in metadatas]
         with self._lock:
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
