@@ -56,6 +56,7 @@ from finderledge.integrity import (
     read_file,
     real_folder,
 )
+from finderledge.metadata import share_equal
 from finderledge.storage import index_folder
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 
@@ -173,7 +174,7 @@ class _Segment:
                 raise KeywordIndexCorruptError(
                     self.meta_path, f"expected a list of {self.n_docs} metadata objects"
                 )
-            self.metas = metas
+            self.metas = share_equal(metas)
         return self.metas
 
 

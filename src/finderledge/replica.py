@@ -46,7 +46,7 @@ from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, Sto
 from .keyword_store import KeywordStore
 from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
-from .metadata import user_metadata
+from .metadata import share_equal, user_metadata
 from .overlay import VectorOverlay
 from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore
 
@@ -767,14 +767,8 @@ class _NoFiles(VectorStore):
 
 
 def _user_metadata(rows: list[Any]) -> list[dict[str, Any]]:
-    """Each chunk's own metadata, equal ones as one shared object: a big file's many chunks carry the same
-    metadata, and the indexes keep one copy per object they are given, not one per chunk."""
-    shared: dict[str, dict[str, Any]] = {}
-    out = []
-    for c in rows:
-        md = user_metadata(c.metadata)
-        out.append(shared.setdefault(json.dumps(md, sort_keys=True, default=str), md))
-    return out
+    """Each chunk's own metadata, equal ones as one shared object (see :func:`share_equal`)."""
+    return share_equal([user_metadata(c.metadata) for c in rows])
 
 
 def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:

@@ -52,6 +52,7 @@ from ..integrity import (
     read_file,
     real_folder,
 )
+from ..metadata import share_equal
 from ..storage import index_folder
 from .base import VectorStore
 
@@ -127,7 +128,7 @@ class _Segment:
                 or not all(isinstance(m, dict) for m in metas)
             ):
                 raise VectorIndexCorruptError(path, f"expected a list of {self.rows} metadata objects")
-            self.metas, self.meta_raw = metas, None
+            self.metas, self.meta_raw = share_equal(metas), None
         return self.metas
 
     def load_vectors(self, dimension: int) -> np.ndarray:
