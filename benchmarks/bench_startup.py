@@ -13,8 +13,8 @@ What it does:
    is too slow for a benchmark, so the rows are written through the old ``Ledger`` API as the old ingest writes
    them: parents of ten ~400-character English chunks, the old metadata fields, a unit-norm random float32
    384-d vector per chunk, the embedding cache, and the info keys the old ``FinderLedge`` records for the
-   default (offline MiniLM) model.  The vector store is FAISS (the default is Chroma; FAISS keeps the build
-   fast).  The old ``FinderLedge`` then opens it once (building and checkpointing the BM25 and FAISS indexes
+   default (offline MiniLM) model.  The vector store is FAISS (the default of new directories; it keeps the
+   build fast).  The old ``FinderLedge`` then opens it once (building and checkpointing the BM25 and FAISS indexes
    from the ledger) and the counts are checked.  The directory is copied three times: one copy for the old
    code (which may write when it opens), one for the new code with the new default model recorded (the
    bundled MiniLM through ONNX Runtime int8, what a directory built by the new code records; the vectors are

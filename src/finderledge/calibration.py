@@ -39,6 +39,7 @@ __all__ = [
     "LedgerCalibrator",
     "calibrate",
     "gate",
+    "info_key",
     "pseudo_queries",
     "query_count",
     "script_group",
@@ -200,6 +201,11 @@ class Calibration:
             return None
 
 
+def info_key(partition: str | None) -> str:
+    """The ledger info key a calibration is kept under: the corpus's, or one partition's."""
+    return INFO_KEY if partition is None else f"{INFO_KEY}:{partition}"
+
+
 def _reciprocal_rank(parents: Sequence[str], wanted: str, depth: int = 10) -> float:
     for rank, parent in enumerate(parents[:depth], start=1):
         if parent == wanted:
@@ -244,8 +250,8 @@ class LedgerCalibrator:
 
     def __init__(self, owner: Any) -> None:
         self._fl = owner
-        self._raw: str | None = None
-        self._parsed: Calibration | None = None
+        self._cache: dict[str, tuple[str | None, Calibration | None]] = {}  # info key -> (raw, parsed)
+        self._sizes: dict[str, int] = {}  # partition -> chunks when last refreshed
 
     @property
     def wanted(self) -> bool:
@@ -257,26 +263,46 @@ class LedgerCalibrator:
             and settings.keyword_weight is None
         )
 
-    def current(self) -> Calibration | None:
-        raw = self._fl._ledger.get_info(INFO_KEY)
-        if raw != self._raw:
-            self._raw, self._parsed = raw, Calibration.from_json(raw)
-        return self._parsed
+    def current(self, partition: str | None = None) -> Calibration | None:
+        """The stored calibration of the corpus, or of ``partition`` (see :mod:`finderledge.partitions`)."""
+        key = info_key(partition)
+        raw = self._fl._ledger.get_info(key)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        parsed = Calibration.from_json(raw)
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[key] = (raw, parsed)
+        return parsed
 
-    def refresh(self, *, force: bool = False) -> Calibration | None:
-        """Measure the gates again if the corpus moved enough since the last time (always with ``force``) and
-        store them; returns the calibration in force (None: too small a corpus to measure)."""
+    def refresh(self, *, force: bool = False, partition: str | None = None) -> Calibration | None:
+        """Measure the gates of the corpus (or of ``partition``: its chunks, each leg searching it alone) again
+        if it moved enough since the last time (always with ``force``) and store them; returns the calibration
+        in force (None: too small a corpus to measure)."""
         fl = self._fl
-        size = fl._ledger.counts()["chunks"]  # a count: a write that leaves the gates standing stays cheap
-        stored = self.current()
+        key = info_key(partition)
+        if partition is None:
+            size = fl._ledger.counts()[
+                "chunks"
+            ]  # a count: a write that leaves the gates standing stays cheap
+        else:
+            size = fl.keyword_store.partition_size(partition)
+        stored = self.current(partition)
         if not force and stored is not None and not stored.is_stale(size, fl._model_id):
             return stored
         n = query_count(size)
         if n == 0:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
-                fl._ledger.set_info(INFO_KEY, None)
+                fl._ledger.set_info(key, None)
             return None
-        queries = pseudo_queries(self._chunks(sorted(fl._ledger.complete_chunk_ids(), key=sample_key)), n)
+        if partition is None:
+            pool: Iterable[str] = fl._ledger.complete_chunk_ids()
+            flt: dict[str, Any] | None = None
+        else:
+            pool = fl.keyword_store.partition_ids(partition)
+            flt = {fl.settings.partition_key: partition}
+        queries = pseudo_queries(self._chunks(sorted(pool, key=sample_key)), n)
         if len(queries) < MIN_QUERIES:
             logger.info(
                 "calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
@@ -293,11 +319,11 @@ class LedgerCalibrator:
 
         def vector_leg(text: str) -> list[str]:
             with replica.rw.read():
-                return self._parents(vector_store.search(vectors[text], 10))
+                return self._parents(vector_store.search(vectors[text], 10, flt))
 
         def keyword_leg(text: str) -> list[str]:
             with replica.rw.read():
-                return self._parents(fl.finder.keyword_store.search(text, 10))
+                return self._parents(fl.finder.keyword_store.search(text, 10, flt))
 
         calibration = calibrate(
             queries,
@@ -307,13 +333,24 @@ class LedgerCalibrator:
             spent=time.perf_counter() - start,
         )
         logger.info(
-            "calibrated the search legs on %d pseudo-queries in %.1f s: %s",
+            "calibrated the search legs%s on %d pseudo-queries in %.1f s: %s",
+            "" if partition is None else f" of partition {partition!r}",
             len(queries),
             calibration.seconds,
             "; ".join(f"{g}: MRR@10 {c.mrr}, gates {c.gates}" for g, c in calibration.groups.items()),
         )
-        fl._ledger.set_info(INFO_KEY, calibration.to_json())
+        fl._ledger.set_info(key, calibration.to_json())
         return calibration
+
+    def refresh_partitions(self) -> None:
+        """After a write: refresh the calibration of every partition whose size changed since the last call
+        (each one only if it moved by more than a quarter since its own calibration)."""
+        sizes = self._fl.keyword_store.partition_sizes()
+        changed = [p for p, n in sizes.items() if self._sizes.get(p) != n]
+        changed += [p for p in self._sizes if p not in sizes]
+        for partition in sorted(changed):
+            self.refresh(partition=partition)
+        self._sizes = sizes
 
     def _chunks(self, ordered: Sequence[str], batch: int = 256) -> Iterable[tuple[str, str, str]]:
         for start in range(0, len(ordered), batch):

@@ -132,7 +132,8 @@ def _add_add(sub: Any) -> None:
         "--vector-store",
         choices=["chroma", "faiss"],
         default=None,
-        help="vector store of a new index (default chroma); on an existing index, switch the index to "
+        help="vector store of a new index (default faiss; chroma needs finderledge[chroma]); on an existing "
+        "index, switch the index to "
         "this vector store (rebuilt from the ledger)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -279,7 +280,7 @@ def _add_eval(sub: Any) -> None:
         "--vector-store",
         choices=["chroma", "faiss"],
         default=None,
-        help="vector store of the index a BEIR folder is indexed into (default chroma)",
+        help="vector store of the index a BEIR folder is indexed into (default faiss)",
     )
     p.add_argument(
         "--embedding",
@@ -320,7 +321,7 @@ SERVER_OPTION_HELP = {
     (
         "serve",
         "vector_store",
-    ): "vector store of a new index (default chroma); on an existing index, switch the "
+    ): "vector store of a new index (default faiss); on an existing index, switch the "
     "index to this vector store (rebuilt from the ledger)",
     ("create", "tenant"): "the tenant whose documents the key reads and writes",
     ("revoke", "key_id"): "the key's id (from 'finderledge keys list'; not the key itself)",
@@ -667,7 +668,7 @@ def _eval_directory(args: argparse.Namespace) -> str | None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     """finderledge eval."""
-    from .evaluation import evaluate, format_report, plot_report
+    from .evaluation import EvaluationInterrupted, format_report, plot_report
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"-k: expected a positive number of results per query, got {args.k}")
@@ -675,21 +676,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if not modes:
         raise UsageError("--modes: give at least one of hybrid, vector, keyword")
     directory = _eval_directory(args)
+    stopped: EvaluationInterrupted | None = None
     with _removed_on_failure(directory) if directory is not None else nullcontext():
-        report = evaluate(
-            args.dataset,
-            persist_directory=directory,
-            modes=modes,
-            split=args.split,
-            one_chunk=args.one_chunk,
-            k=args.k,
-            show_progress=False if args.no_progress else None,
-            vector_store=args.vector_store,
-            embedding=args.embedding,
-            fusion=args.fusion,
-            reranker=args.reranker,
-            rerank_candidates=args.rerank_candidates,
-        )
+        try:
+            report = _evaluate(args, directory, modes)
+        except EvaluationInterrupted as stop:  # Ctrl-C while the queries ran: print what was measured
+            if stop.report is None:
+                raise
+            stopped, report = stop, stop.report
     data = report.to_dict()
     if args.plot is not None:
         try:
@@ -698,7 +692,27 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     table = format_report(report, per_query=args.per_query)
     _emit(args, data, table + (f"\nplot: {args.plot}" if args.plot is not None else ""))
-    return 0
+    return 130 if stopped is not None else 0
+
+
+def _evaluate(args: argparse.Namespace, directory: str | None, modes: list[str]) -> Any:
+    """evaluation.evaluate with the command's arguments."""
+    from .evaluation import evaluate
+
+    return evaluate(
+        args.dataset,
+        persist_directory=directory,
+        modes=modes,
+        split=args.split,
+        one_chunk=args.one_chunk,
+        k=args.k,
+        show_progress=False if args.no_progress else None,
+        vector_store=args.vector_store,
+        embedding=args.embedding,
+        fusion=args.fusion,
+        reranker=args.reranker,
+        rerank_candidates=args.rerank_candidates,
+    )
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:

@@ -2,8 +2,9 @@
 
 The library itself only attaches a ``NullHandler``; this module is the command line's (the application's)
 logging set-up.  Levels: ``finderledge.*`` loggers at WARNING (INFO with ``-v``, DEBUG with ``--debug``,
-ERROR with ``-q``); every other logger at WARNING (ERROR with ``-q``), so third-party INFO (faiss's
-loader, sentence-transformers, pypdf) never shows.  A log record never prints as ``error:``: that word is
+ERROR with ``-q``), except ``finderledge.progress`` (long work's progress lines) at INFO unless ``-q``;
+every other logger at WARNING (ERROR with ``-q``), so third-party INFO (faiss's loader,
+sentence-transformers, pypdf) never shows.  A log record never prints as ``error:``: that word is
 kept for the line of a command that failed (``finderledge <command>: error: …``), so something the library
 logged as an error and recovered from (a damaged index moved aside and rebuilt) is a ``warning:`` line of a
 command that succeeds.
@@ -17,6 +18,8 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
+
+from .progress import PROGRESS_LOGGER
 
 __all__ = ["PROG", "stderr_logging"]
 
@@ -132,7 +135,13 @@ def stderr_logging(verbosity: int = 0, debug: bool = False) -> Iterator[None]:
     ``finderledge`` DEBUG records with their tracebacks.
     """
     root, library = logging.getLogger(), logging.getLogger(LIBRARY_LOGGER)
-    saved: dict[str, Any] = {"root": root.level, "library": library.level, "show": warnings.showwarning}
+    progress = logging.getLogger(PROGRESS_LOGGER)
+    saved: dict[str, Any] = {
+        "root": root.level,
+        "library": library.level,
+        "progress": progress.level,
+        "show": warnings.showwarning,
+    }
     library_level, other_level = _levels(verbosity, debug)
     formatter = _Formatter(with_tracebacks=debug)
     handler = _StderrHandler()
@@ -142,11 +151,14 @@ def stderr_logging(verbosity: int = 0, debug: bool = False) -> Iterator[None]:
     root.addHandler(handler)
     root.setLevel(other_level)
     library.setLevel(library_level)
+    # long work's progress lines (a line every few seconds when no bar is drawn) show unless -q
+    progress.setLevel(min(library_level, logging.INFO) if verbosity >= 0 else logging.ERROR)
     warnings.showwarning = _show_warning
     try:
         yield
     finally:
         warnings.showwarning = saved["show"]
         library.setLevel(saved["library"])
+        progress.setLevel(saved["progress"])
         root.setLevel(saved["root"])
         root.removeHandler(handler)

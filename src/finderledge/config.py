@@ -100,6 +100,12 @@ BACKEND = Rule(
 )
 DATABASE_URL = Rule(str, "a postgresql://user:password@host:port/dbname URL", _postgres_url, optional=True)
 IDENTIFIER = Rule(str, "a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters)", _identifier)
+PARTITION_KEY = Rule(
+    str,
+    "a metadata key (a non-empty string not starting with '$' and not '_finderledge') or unset",
+    lambda value: value != "" and not value.startswith("$") and value != "_finderledge",
+    optional=True,
+)
 FLAG = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)}) or auto", optional=True)
 
 
@@ -108,7 +114,8 @@ class Settings:
     """Every tunable of a FinderLedge instance, validated.  Build it with :meth:`resolve`."""
 
     persist_directory: str | None = _setting(None, NAME)  # None: in memory
-    vector_store: str = _setting("chroma", BACKEND)  # pgvector: set by database_url
+    # of a new directory (a reopened one keeps its own); chroma: finderledge[chroma]; pgvector: database_url
+    vector_store: str = _setting("faiss", BACKEND)
     # PostgreSQL holding the ledger and the vectors (pgvector), shared by every machine; None: a local ledger
     database_url: str | None = _setting(None, DATABASE_URL)
     database_schema: str = _setting(
@@ -141,6 +148,8 @@ class Settings:
     )  # hybrid skips the vector leg below this share of the query
     show_progress: bool | None = _setting(None, FLAG)  # None: only when stderr is a terminal
     lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
+    # a metadata key whose values are partitions with their own statistics (finderledge.partitions); None: one corpus
+    partition_key: str | None = _setting(None, PARTITION_KEY)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -188,6 +197,9 @@ class Settings:
                 continue
             values[f.name] = _check(f.name, _coerce(f.name, raw, source), source)
             sources[f.name] = source
+        if values.get("chroma_url") is not None and "vector_store" not in values:
+            # a Chroma server names its store: no vector_store said (or recorded) means chroma, not the default
+            values["vector_store"], sources["vector_store"] = "chroma", sources["chroma_url"]
         _check_together({**{f.name: f.default for f in fields(cls)}, **values}, sources)
         return cls(**values)
 

@@ -59,6 +59,7 @@ __all__ = [
 from .errors import LoadError
 from .front_matter import split_front_matter
 from .metadata import clean_text
+from .progress import logged
 
 logger = logging.getLogger(__name__)
 
@@ -926,8 +927,8 @@ class DocumentLoader:
         show = self.show_progress
         if show is None:
             show = bool(getattr(sys.stderr, "isatty", lambda: False)())
-        if not show:
-            return files
+        if not show:  # no bar: a log line every few seconds of a long walk
+            return logged(files, desc.lower(), "file")
         from tqdm.auto import tqdm
 
         return tqdm(files, desc=desc, unit="file")

@@ -13,12 +13,14 @@ from pathlib import Path
 __all__ = [
     "ConfigurationError",
     "DocumentNotFoundError",
+    "FilterTooLargeError",
     "FinderLedgeError",
     "IncompatibleIndexError",
     "IndexCorruptError",
     "LedgerCorruptError",
     "LoadError",
     "LockTimeoutError",
+    "MissingExtraError",
     "StorageFullError",
     "UnsafePathError",
 ]
@@ -30,6 +32,10 @@ class FinderLedgeError(Exception):
 
 class ConfigurationError(FinderLedgeError, ValueError):
     """A setting, argument or filter is invalid; the message names it and what was expected."""
+
+
+class FilterTooLargeError(ConfigurationError):
+    """A filter holds more values than :data:`finderledge.filters.MAX_FILTER_VALUES` (the message names the limit)."""
 
 
 class DocumentNotFoundError(FinderLedgeError, KeyError):
@@ -87,6 +93,17 @@ class LoadError(FinderLedgeError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+class MissingExtraError(FinderLedgeError, ImportError):
+    """An optional feature's package is not installed; the message names the ``pip install`` extra to add."""
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f'{feature} needs the {package} package, which is not installed: pip install "finderledge[{extra}]"',
+            name=package,
+        )
 
 
 class StorageFullError(FinderLedgeError, OSError):

@@ -39,6 +39,7 @@ from langchain_core.documents import Document
 
 from .errors import ConfigurationError
 from .metadata import info_of, source_of
+from .progress import ProgressLog
 from .sources import resolve_source
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BeirDataset",
     "EvalReport",
+    "EvaluationInterrupted",
     "ModeReport",
     "QaItem",
     "evaluate",
@@ -279,16 +281,25 @@ def index_beir(
     start = time.perf_counter()
     items = list(dataset.corpus.items())
     batches = range(0, len(items), batch_size)
+    log = None
     if show_progress if show_progress is not None else sys.stderr.isatty():
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")  # type: ignore[assignment]
-    for s in batches:
-        docs = [
-            Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
-            for did, (title, text) in items[s : s + batch_size]
-        ]
-        ledger.add_documents(docs)
+    else:  # no bar: a log line every few seconds
+        log = ProgressLog(f"indexing {dataset.name}", len(items), "document")
+    try:
+        for s in batches:
+            docs = [
+                Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
+                for did, (title, text) in items[s : s + batch_size]
+            ]
+            ledger.add_documents(docs)
+            if log is not None:
+                log.update(len(docs))
+    finally:
+        if log is not None:
+            log.close()
     return time.perf_counter() - start
 
 
@@ -304,28 +315,49 @@ def _run_queries(
     machine load weigh on each mode alike) after one untimed warm-up search per mode; per mode: results per
     query id and latency summaries."""
     iterator: Any = queries
+    log = None
     if show_progress if show_progress is not None else sys.stderr.isatty():
         from tqdm.auto import tqdm
 
         iterator = tqdm(queries, desc=desc, unit="query")
+    else:  # no bar: a log line every few seconds
+        log = ProgressLog(f"searching {desc} ({len(modes)} modes a query)", len(queries), "query")
     results: dict[str, dict[str, list[Any]]] = {mode: {} for mode in modes}
     timed: dict[str, tuple[list[float], list[float], list[float]]] = {mode: ([], [], []) for mode in modes}
     if queries:  # untimed: model loading, index opening and first-call caches are not query latency
         for mode in modes:
             logger.debug("warming up %s with %r", mode, queries[0][1])
             ledger.search(queries[0][1], search_mode=mode, k=k)
-    for qid, text in iterator:
+    done = 0
+    try:
+        for qid, text in iterator:
+            for mode in modes:
+                t0 = time.perf_counter()
+                found = ledger.search(text, search_mode=mode, k=k)
+                elapsed = time.perf_counter() - t0
+                timings = getattr(found, "trace", None)
+                wall, search, embed = timed[mode]
+                wall.append(elapsed * 1000)
+                search.append(_latency_without_embedding(elapsed, timings) * 1000)
+                embed.append((timings.embed if timings is not None else 0.0) * 1000)
+                results[mode][qid] = found
+            done += 1
+            if log is not None:
+                log.update()
+    except KeyboardInterrupt:  # Ctrl-C: keep the queries every mode finished, score those
+        finished = {qid for qid, _ in queries[:done]}
         for mode in modes:
-            t0 = time.perf_counter()
-            found = ledger.search(text, search_mode=mode, k=k)
-            elapsed = time.perf_counter() - t0
-            timings = getattr(found, "trace", None)
-            wall, search, embed = timed[mode]
-            wall.append(elapsed * 1000)
-            search.append(_latency_without_embedding(elapsed, timings) * 1000)
-            embed.append((timings.embed if timings is not None else 0.0) * 1000)
-            results[mode][qid] = found
-    return {
+            results[mode] = {q: r for q, r in results[mode].items() if q in finished}
+            for series in timed[mode]:
+                del series[done:]
+        logger.warning("interrupted after %d of %d queries: scoring those", done, len(queries))
+        interrupted = True
+    else:
+        interrupted = False
+    finally:
+        if log is not None:
+            log.close()
+    runs = {
         mode: (
             results[mode],
             {
@@ -336,6 +368,27 @@ def _run_queries(
         )
         for mode in modes
     }
+    if interrupted:
+        raise _Partial(done, len(queries), runs)
+    return runs
+
+
+class _Partial(Exception):
+    """_run_queries was interrupted: the runs of the ``done`` queries every mode finished."""
+
+    def __init__(self, done: int, total: int, runs: dict[str, Any]) -> None:
+        super().__init__(f"interrupted after {done} of {total} queries")
+        self.done, self.total, self.runs = done, total, runs
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl-C while the queries ran: ``reports`` score the ``done`` queries every mode finished (of ``total``);
+    from :func:`evaluate`, ``report`` is the whole :class:`EvalReport` of those queries."""
+
+    def __init__(self, done: int, total: int, reports: list[ModeReport]) -> None:
+        super().__init__(f"interrupted after {done} of {total} queries")
+        self.done, self.total, self.reports = done, total, reports
+        self.report: EvalReport | None = None
 
 
 def evaluate_modes(
@@ -348,7 +401,15 @@ def evaluate_modes(
 ) -> list[ModeReport]:
     """Run every query of ``dataset`` in each mode and score it (results mapped back to ``beir_id``)."""
     reports = []
-    runs = _run_queries(ledger, list(dataset.queries.items()), modes, k, dataset.name, show_progress)
+    partial = None
+    try:
+        runs = _run_queries(ledger, list(dataset.queries.items()), modes, k, dataset.name, show_progress)
+    except _Partial as stop:
+        partial, runs = stop, stop.runs
+    qrels = dataset.qrels
+    if partial is not None:  # scored over the queries that ran
+        ran = set(runs[modes[0]][0]) if modes else set()
+        qrels = {q: g for q, g in qrels.items() if q in ran}
     for mode in modes:
         results, lat = runs[mode]
         run = {
@@ -367,7 +428,9 @@ def evaluate_modes(
             )
             for qid in run
         ]
-        reports.append(ModeReport(mode, score_run(run, dataset.qrels), run=run, per_query=rows, **lat))
+        reports.append(ModeReport(mode, score_run(run, qrels), run=run, per_query=rows, **lat))
+    if partial is not None:
+        raise EvaluationInterrupted(partial.done, partial.total, reports)
     return reports
 
 
@@ -511,7 +574,11 @@ def evaluate_questions(
     reports = []
     queries = [(it.id, it.query) for it in items]
     by_id = {it.id: it for it in items}
-    runs = _run_queries(ledger, queries, modes, k, "questions", show_progress)
+    partial = None
+    try:
+        runs = _run_queries(ledger, queries, modes, k, "questions", show_progress)
+    except _Partial as stop:
+        partial, runs = stop, stop.runs
     for mode in modes:
         results, lat = runs[mode]
         hit, recall, kw = [], [], []
@@ -542,6 +609,8 @@ def evaluate_questions(
         if kw:
             metrics[f"KeywordRecall@{k}"] = float(np.mean(kw))
         reports.append(ModeReport(mode, metrics, run=run, per_query=rows, **lat))
+    if partial is not None:
+        raise EvaluationInterrupted(partial.done, partial.total, reports)
     return reports
 
 
@@ -593,6 +662,7 @@ class EvalReport:
     embedding_seconds: float | None  # time inside the embedding model while indexing
     modes: list[ModeReport]
     settings: dict[str, Any] = field(default_factory=dict)
+    interrupted: str | None = None  # "interrupted after N of M queries": the figures cover those N
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -672,6 +742,7 @@ def evaluate(
             )
     own = ledger is None
     fl = ledger if ledger is not None else _open_index(persist_directory, one_chunk, show_progress, settings)
+    stopped: EvaluationInterrupted | None = None
     try:
         index_s: float | None = None
         embed_s: float | None = None
@@ -684,7 +755,12 @@ def evaluate(
                 finally:
                     timer.close()
                 embed_s = timer.seconds if measured else None
-            reports = evaluate_modes(fl, data, modes, k=100 if k is None else k, show_progress=show_progress)
+            try:
+                reports = evaluate_modes(
+                    fl, data, modes, k=100 if k is None else k, show_progress=show_progress
+                )
+            except EvaluationInterrupted as stop:
+                stopped, reports = stop, stop.reports
             name, n_queries, kind = data.name, len(data.queries), "beir"
         else:
             if fl.count()["documents"] == 0:
@@ -692,9 +768,12 @@ def evaluate(
                     f"the index at {persist_directory} is empty: add the documents first (finderledge add)"
                 )
             missing = unmatched_golds(fl, items)
-            reports = evaluate_questions(
-                fl, items, modes, k=10 if k is None else k, show_progress=show_progress
-            )
+            try:
+                reports = evaluate_questions(
+                    fl, items, modes, k=10 if k is None else k, show_progress=show_progress
+                )
+            except EvaluationInterrupted as stop:
+                stopped, reports = stop, stop.reports
             name, n_queries, kind = path.name, len(items), "questions"
         counts = fl.count()
         report_settings = _report_settings(fl, settings.get("reranker"))
@@ -705,17 +784,22 @@ def evaluate(
     finally:
         if own:
             fl.close()
-    return EvalReport(
+    report = EvalReport(
         name,
         kind,
         counts["documents"],
         counts["chunks"],
-        n_queries,
+        n_queries if stopped is None else stopped.done,
         index_s,
         embed_s,
         reports,
         report_settings,
+        interrupted=None if stopped is None else str(stopped),
     )
+    if stopped is not None:  # Ctrl-C still stops the caller, with the report of what ran
+        stopped.report = report
+        raise stopped
+    return report
 
 
 def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
@@ -745,6 +829,8 @@ def format_report(report: EvalReport, *, per_query: bool = False) -> str:
             f"{report.queries} queries, {index}"
         )
     ]
+    if report.interrupted:
+        lines.append(f"{report.interrupted} (Ctrl-C): the figures below cover those queries only")
     names = list(report.modes[0].metrics) if report.modes else []
     header = ["mode", *names, "mean ms", "p50 ms", "p95 ms", "search p50", "embed p50"]
     rows = [

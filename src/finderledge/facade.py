@@ -49,7 +49,7 @@ from .validation import (
     check_texts,
     document_key,
 )
-from .vector_stores import VectorStore, adapt_vector_store, create_vector_store
+from .vector_stores import VectorStore, adapt_vector_store, create_vector_store, require_backend
 from .views import Views
 
 if TYPE_CHECKING:
@@ -72,8 +72,10 @@ RECORDED_SETTINGS = (
     "chunk_unit",
     "chroma_url",
     "chroma_collection",
+    "partition_key",
 )
 LEDGER_FILE = "ledger.sqlite3"
+LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
 
 class FinderLedge(Catalog, Views, Asking):
@@ -114,6 +116,7 @@ class FinderLedge(Catalog, Views, Asking):
         min_vector_share: float | None = None,
         show_progress: bool | None = None,
         lock_timeout: float | None = None,
+        partition_key: str | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
         rerank_candidates: int = 20,
@@ -150,6 +153,7 @@ class FinderLedge(Catalog, Views, Asking):
             "min_vector_share": min_vector_share,
             "show_progress": show_progress,
             "lock_timeout": lock_timeout,
+            "partition_key": partition_key,
         }
         if embedding is not None and not isinstance(embedding, (str, Embeddings)):
             raise ConfigurationError(
@@ -172,6 +176,8 @@ class FinderLedge(Catalog, Views, Asking):
         self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
         try:
             recorded = json.loads(self._ledger.get_info("settings") or "{}")
+            if recorded and "vector_store" not in recorded:
+                recorded["vector_store"] = LEGACY_VECTOR_STORE  # recorded before the default changed
             # the recorded model is never a default: opening must not load a model or call a service the
             # caller did not name (a crafted directory could name any path or API); it is checked below
             self.settings = _pin_recorded(
@@ -221,6 +227,7 @@ class FinderLedge(Catalog, Views, Asking):
                     tokenizer=keyword_tokenizer,
                     k1=self.settings.bm25_k1,
                     b=self.settings.bm25_b,
+                    partition_key=self.settings.partition_key,
                 ),
                 open_vector,
                 vector_key,
@@ -256,6 +263,7 @@ class FinderLedge(Catalog, Views, Asking):
                 candidate_k=self.settings.candidate_k,
                 vector_scripts=self.settings.vector_scripts,
                 min_vector_share=self.settings.min_vector_share,
+                partition_key=self.settings.partition_key,
             )
             if recorded:
                 changed = {
@@ -312,6 +320,17 @@ class FinderLedge(Catalog, Views, Asking):
                 "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
             )
             self._replace_vector_store(str(recorded.get("vector_store")))
+        elif recorded.get("partition_key") != wanted["partition_key"]:
+            # statistics per partition are computed at search time: switching needs no rebuild
+            logger.info(
+                "%s: partition_key %r recorded (was %r)",
+                self.persist_directory,
+                wanted["partition_key"],
+                recorded.get("partition_key"),
+            )
+            self._ledger.set_info(
+                "settings", json.dumps({**recorded, "partition_key": wanted["partition_key"]})
+            )
         if self._ledger.get_info("embedding_model_id") is None:
             self._ledger.set_info("embedding_model_id", self._model_id)
 
@@ -604,6 +623,8 @@ class FinderLedge(Catalog, Views, Asking):
             return
         try:
             self._calibrator.refresh()
+            if self.settings.partition_key is not None:
+                self._calibrator.refresh_partitions()
         except Exception as exc:  # the write is committed; searches keep the previous gates
             logger.warning(
                 "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
@@ -763,6 +784,7 @@ def _vector_backend(
             "setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
             "database_url (or FINDERLEDGE_DATABASE_URL) to use it"
         )
+    require_backend(kind)  # chroma is an extra since FAISS became the default: say which, before any write
     if kind == "chroma" and settings.chroma_url is not None:
         url, collection = settings.chroma_url, settings.chroma_collection
         return (

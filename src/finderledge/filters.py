@@ -22,6 +22,9 @@ Several keys in one dict must all hold.  The specification (docs/filters.md has 
 * ``$in [x, …]`` / ``$nin [x, …]``: the field is present and does / does not ``$eq`` one of them (kinds may
   be mixed).
 * ``$contains x`` / ``$not_contains x``: the field is a list and has / has no element that ``$eq x``.
+* A filter holds at most :data:`MAX_FILTER_VALUES` values (operands, each element of a ``$in`` list counting
+  one): more raise :class:`~finderledge.errors.FilterTooLargeError` naming the limit, so no backend meets a
+  list it cannot take (SQLite refuses more than 32,766 variables in a statement).
 * Operands are strings, finite numbers and bools; anything else (``None``, NaN, lists where a scalar is
   expected, unknown operators, non-string field names) is refused with a ``ConfigurationError`` before any
   leg runs.  Objects (dict values) are stored and returned but no operator looks inside them.
@@ -34,16 +37,18 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, FilterTooLargeError
 from .metadata import MAX_DEPTH, kind_of
 
 __all__ = [
+    "MAX_FILTER_VALUES",
     "OPERATORS",
     "MetadataFilter",
     "Predicate",
     "and_filters",
     "compile_filter",
     "filter_key",
+    "filter_values",
     "matches",
 ]
 
@@ -55,6 +60,8 @@ _SCALAR_OPS = {"$eq", "$ne", "$contains", "$not_contains"}
 _MEMBERSHIP = {"$in", "$nin"}
 _LOGICAL = {"$and", "$or"}
 OPERATORS = tuple(sorted(_ORDER | _SCALAR_OPS | _MEMBERSHIP))
+#: the most values one filter may hold (all operands, each ``$in``/``$nin`` element counting one)
+MAX_FILTER_VALUES = 10_000
 
 
 def _operand(value: Any, where: str, *, ordered: bool = False) -> Any:
@@ -165,7 +172,32 @@ def _compile(flt: Any, depth: int) -> Predicate | None:
 
 def compile_filter(flt: MetadataFilter | None) -> Predicate | None:
     """Validate ``flt`` and turn it into a predicate over a metadata dict (``None`` for no filter)."""
-    return None if flt is None else _compile(flt, 1)
+    if flt is None:
+        return None
+    pred = _compile(flt, 1)
+    values = filter_values(flt)
+    if values > MAX_FILTER_VALUES:
+        raise FilterTooLargeError(
+            f"filter: {values} values is more than the limit of {MAX_FILTER_VALUES} "
+            "(finderledge.filters.MAX_FILTER_VALUES); filter on a field the documents share (a tag, a "
+            "document group) or split the search"
+        )
+    return pred
+
+
+def filter_values(flt: Any) -> int:
+    """How many values a validated filter holds (operands; each element of a membership list counts one)."""
+    if isinstance(flt, Mapping):
+        total = 0
+        for key, value in flt.items():
+            if key in _LOGICAL:
+                total += sum(filter_values(v) for v in value)
+            elif isinstance(value, Mapping):
+                total += sum(len(a) if op in _MEMBERSHIP else 1 for op, a in value.items())
+            else:
+                total += 1
+        return total
+    return 0
 
 
 def matches(metadata: Mapping[str, Any], flt: MetadataFilter | None) -> bool:

@@ -16,6 +16,7 @@ from .config import FUSIONS, SEARCH_MODES
 from .errors import ConfigurationError
 from .filters import compile_filter
 from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, Ranking, fuse, model_scripts, vector_leg_share
+from .partitions import partition_of
 from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, score_hits
 from .results import SearchTrace
 
@@ -54,6 +55,9 @@ class Finder:
     see :func:`~finderledge.fusion.model_scripts`; ``"any"``: never skip; or e.g. ``"latin"``).  In hybrid
     mode the vector leg is skipped for a query with less than ``min_vector_share`` of its letters in
     those scripts, so an English-only model cannot drag a Japanese query below its keyword result.
+
+    With a ``partition_key`` (see :mod:`finderledge.partitions`), a search whose filter pins one partition
+    uses that partition's calibration (``calibration`` is then called with the partition's value).
     """
 
     def __init__(
@@ -65,10 +69,11 @@ class Finder:
         fusion: str = "adaptive",
         rank_constant: int = 60,
         weights: Mapping[str, float] | None = None,
-        calibration: Callable[[], Calibration | None] | None = None,
+        calibration: Callable[..., Calibration | None] | None = None,
         candidate_k: int = 100,
         vector_scripts: str | frozenset[str] = "auto",
         min_vector_share: float = 0.5,
+        partition_key: str | None = None,
     ) -> None:
         if fusion not in FUSIONS:
             raise ConfigurationError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
@@ -80,7 +85,7 @@ class Finder:
         self.weights = (
             None if weights is None else {"vector": 1.0, "keyword": 1.0, **weights}
         )  # None: adaptive
-        self.calibration = calibration or (lambda: None)
+        self.calibration: Callable[..., Calibration | None] = calibration or (lambda *_: None)
         self.candidate_k = candidate_k
         if not 0.0 <= min_vector_share <= 1.0:
             raise ConfigurationError(
@@ -89,6 +94,7 @@ class Finder:
         self.min_vector_share = float(min_vector_share)
         self.vector_scripts = self._resolve_scripts(vector_scripts, embeddings)
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
+        self.partition_key = partition_key
         self._pool: ThreadPoolExecutor | None = None
 
     @staticmethod
@@ -212,7 +218,9 @@ class Finder:
             exhaustive = keyword is not None and len(keyword) < depth
             if self.fusion == "adaptive" and background is not None:
                 bg = self._measure(query, vectors, background, timings)
-                hits = self._adaptive(query, rankings, exhaustive, timings)
+                hits = self._adaptive(
+                    query, rankings, exhaustive, timings, partition_of(filter, self.partition_key)
+                )
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
                 method = self.fusion
@@ -268,7 +276,12 @@ class Finder:
         return background
 
     def _adaptive(
-        self, query: str, rankings: Mapping[str, Ranking], exhaustive: bool, timings: SearchTrace
+        self,
+        query: str,
+        rankings: Mapping[str, Ranking],
+        exhaustive: bool,
+        timings: SearchTrace,
+        partition: str | None = None,
     ) -> list[FusedHit]:
         """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights."""
         baseline, ceiling = timings.vector_baseline or 0.0, timings.keyword_ceiling or 0.0
@@ -279,7 +292,7 @@ class Finder:
         elif len(rankings) < 2:
             chosen = LegWeights({leg: 1.0 for leg in rankings}, reason="one leg")
         else:
-            calibration = self.calibration()
+            calibration = self.calibration() if partition is None else self.calibration(partition)
             group, competence = calibration.competence_for(query) if calibration else ("", None)
             if competence is None:
                 gates, source = {}, "not calibrated (too small a corpus, or not written since an upgrade)"

@@ -34,6 +34,7 @@ from .document_splitter import child_id
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError, SourceNotFoundError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
+from .progress import ProgressLog
 from .sources import source_key
 from .validation import clean_text
 
@@ -505,6 +506,8 @@ class Writer:
 
             # chunks/s and an ETA; under a folder's file bar it is a second line that goes when done
             bar = tqdm(total=len(pending), desc="Embedding chunks", unit="chunk", leave=False)
+        # no bar (not a terminal, or turned off): a log line every few seconds instead
+        log = ProgressLog("embedding chunks", len(pending), "chunk") if bar is None else None
         start_time = time.perf_counter()
         try:
             for start in range(0, len(pending), size):
@@ -516,9 +519,13 @@ class Writer:
                 report.embeddings_computed += len(batch)
                 if bar is not None:
                     bar.update(len(batch))
+                if log is not None:
+                    log.update(len(batch))
         finally:
             if bar is not None:
                 bar.close()
+            if log is not None:
+                log.close()
         report.seconds_embedding += time.perf_counter() - start_time
         return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
 

@@ -57,6 +57,7 @@ from finderledge.integrity import (
     real_folder,
 )
 from finderledge.metadata import share_equal
+from finderledge.partitions import partition_of, partition_value
 from finderledge.storage import index_folder
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 
@@ -113,6 +114,7 @@ class _Segment:
     positions: dict[str, int] | None = None  # id -> local doc number, built on first delete
     norm: np.ndarray | None = None  # k1 * (1 - b + b * dl / avgdl) per doc, for ``norm_key``
     norm_key: tuple[float, float] | None = None
+    parts: np.ndarray | None = None  # partition code per doc (-1: none), built on first partitioned search
     # CRC32s of the mapped arrays still to check (header bytes, expected CRC), done on first use
     unverified: dict[str, tuple[bytes, int]] = field(default_factory=dict)
 
@@ -347,6 +349,74 @@ def _top_candidates(scores: np.ndarray, k: int) -> np.ndarray:
     return np.flatnonzero(scores >= kth)
 
 
+@dataclass
+class _PartitionView:
+    """One partition as a search sees it: its docs per segment, its buffered ids and its live totals."""
+
+    masks: list[np.ndarray]  # per segment (in ``segments`` order): doc is in the partition (live or not)
+    buffered: set[str]
+    n_live: int
+    total_len: int
+
+
+class _Partitions:
+    """Partition codes of the store's docs, and each partition's live chunk count and token total.
+
+    Codes are interned strings (``-1``: no partition); a segment's codes are read from its metadata on the
+    first partitioned search (segments are immutable), totals are recounted after a write, per partition."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._codes: dict[str, int] = {}
+        self._totals: dict[str, tuple[int, int, int]] = {}  # partition -> (write version, n_live, tokens)
+        self._buffered: tuple[int, dict[str, set[str]]] = (
+            -1,
+            {},
+        )  # (write version, partition -> buffered ids)
+
+    def code(self, value: str) -> int:
+        return self._codes.setdefault(value, len(self._codes))
+
+    def codes(self) -> dict[str, int]:
+        """Every partition value seen so far and its code."""
+        return dict(self._codes)
+
+    def of_segment(self, seg: _Segment) -> np.ndarray:
+        """Partition code of every doc of ``seg`` (cached on the segment)."""
+        if seg.parts is None:
+            values = (partition_value(m, self.key) for m in seg.load_metas())
+            seg.parts = np.fromiter(
+                (-1 if v is None else self.code(v) for v in values), dtype=np.int32, count=seg.n_docs
+            )
+        return seg.parts
+
+    def view(self, value: str, segments: Sequence[_Segment], buffer: _Buffer, version: int) -> _PartitionView:
+        """Partition ``value`` in the store's current state (``version`` counts its writes)."""
+        code = self.code(value)
+        masks = [self.of_segment(seg) == code for seg in segments]
+        if self._buffered[0] != version:  # the buffer's ids per partition, once per write
+            index: dict[str, set[str]] = {}
+            for cid, d in buffer.docs.items():
+                found = partition_value(d.meta, self.key)
+                if found is not None:
+                    index.setdefault(found, set()).add(cid)
+            self._buffered = (version, index)
+        buffered = self._buffered[1].get(value, set())
+        cached = self._totals.get(value)
+        if cached is not None and cached[0] == version:
+            return _PartitionView(masks, buffered, cached[1], cached[2])
+        n_live = len(buffered)
+        total = sum(buffer.docs[cid].length for cid in buffered)
+        for seg, mask in zip(segments, masks):
+            alive = mask & seg.live if seg.n_deleted else mask
+            n_live += int(alive.sum())
+            total += int(np.asarray(seg.lens, dtype=np.int64)[alive].sum())
+        if len(self._totals) > 4096:
+            self._totals.clear()
+        self._totals[value] = (version, n_live, total)
+        return _PartitionView(masks, buffered, n_live, total)
+
+
 # --------------------------------------------------------------------------------------------------
 # The store
 # --------------------------------------------------------------------------------------------------
@@ -365,6 +435,9 @@ class KeywordStore:
         merge_factor: segments of one size tier that trigger a merge.
         max_deleted_ratio: tombstone share above which a segment is rewritten.
         verify: check the CRC32 of every file when opening (cheap: sequential reads).
+        partition_key: a metadata key whose values are partitions (see :mod:`finderledge.partitions`): a search
+            whose filter pins one value scores with that partition's own statistics.  Not stored: it may
+            differ between sessions.
     """
 
     def __init__(
@@ -378,6 +451,7 @@ class KeywordStore:
         merge_factor: int = 8,
         max_deleted_ratio: float = 0.3,
         verify: bool = True,
+        partition_key: str | None = None,
     ) -> None:
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
@@ -403,6 +477,9 @@ class KeywordStore:
             OrderedDict()
         )
         self._closed = False
+        self.partition_key = partition_key
+        self._partitions = _Partitions(partition_key) if partition_key else None
+        self._version = 0  # counts writes (partition totals are recounted after one)
         stored_spec: dict[str, Any] | None = None
         if self.path is not None:
             index_folder(self.path)  # a link at bm25/ would lead every write elsewhere: refused
@@ -607,6 +684,7 @@ class KeywordStore:
     def _after_write(self) -> None:
         """Bookkeeping shared by every write: dirty flag and buffer parts of filter caches."""
         self._dirty = True
+        self._version += 1
         for key, (pred, masks, _buf) in self._filter_cache.items():
             self._filter_cache[key] = (pred, masks, None)
 
@@ -686,8 +764,9 @@ class KeywordStore:
         """The ``k`` best chunks for ``query`` as ``(id, score)``, best first; only scores > 0.
 
         ``filter`` (see :mod:`finderledge.filters`) restricts the candidates before top-k
-        selection; IDF and average length still describe the whole live corpus.  Ties are broken
-        by id, so results do not depend on the segment layout.
+        selection; IDF and average length still describe the whole live corpus, or (with a
+        ``partition_key``) the partition the filter pins.  Ties are broken by id, so results do
+        not depend on the segment layout.
         """
         self._check_open()
         if k <= 0:
@@ -701,8 +780,57 @@ class KeywordStore:
         with self._lock:
             return dict(self._score(query, None, filter))
 
-    def _filter_masks(self, flt: Mapping[str, Any] | None) -> tuple[dict[str, np.ndarray], set[str]] | None:
-        """Allowed-doc masks per segment plus the allowed buffer ids, cached per filter key."""
+    def partition_size(self, value: str) -> int:
+        """Live chunks in partition ``value`` (needs a ``partition_key``)."""
+        with self._lock:
+            return self._partition_view(value).n_live
+
+    def partition_ids(self, value: str) -> list[str]:
+        """Ids of the live chunks in partition ``value`` (needs a ``partition_key``)."""
+        with self._lock:
+            view = self._partition_view(value)
+            out = sorted(view.buffered)
+            for seg, mask in zip(self._segments, view.masks):
+                alive = mask & seg.live if seg.n_deleted else mask
+                out.extend(seg.ids[i] for i in np.flatnonzero(alive).tolist())
+            return out
+
+    def partition_sizes(self) -> dict[str, int]:
+        """Live chunks per partition (needs a ``partition_key``)."""
+        if self._partitions is None:
+            raise ValueError("partition_sizes: this keyword store has no partition_key")
+        with self._lock:
+            sizes: Counter[str] = Counter()
+            key = self._partitions.key
+            for d in self._buffer.docs.values():
+                value = partition_value(d.meta, key)
+                if value is not None:
+                    sizes[value] += 1
+            names = {code: name for name, code in self._partitions_codes().items()}
+            for seg in self._segments:
+                codes = self._partitions.of_segment(seg)
+                live = codes[seg.live] if seg.n_deleted else codes
+                counts = np.bincount(live[live >= 0], minlength=0)
+                for code in np.flatnonzero(counts).tolist():
+                    sizes[names[code]] += int(counts[code])
+            return dict(sizes)
+
+    def _partitions_codes(self) -> dict[str, int]:
+        assert self._partitions is not None
+        for seg in self._segments:  # intern every segment's values first
+            self._partitions.of_segment(seg)
+        return self._partitions.codes()
+
+    def _partition_view(self, value: str) -> _PartitionView:
+        if self._partitions is None:
+            raise ValueError("this keyword store has no partition_key")
+        return self._partitions.view(value, self._segments, self._buffer, self._version)
+
+    def _filter_masks(
+        self, flt: Mapping[str, Any] | None, part: _PartitionView | None = None
+    ) -> tuple[dict[str, np.ndarray], set[str]] | None:
+        """Allowed-doc masks per segment plus the allowed buffer ids, cached per filter key; with the
+        partition the filter pins (``part``), the filter is evaluated on that partition's docs only."""
         key = filter_key(flt)
         entry = self._filter_cache.get(key)
         if entry is None:
@@ -719,26 +847,37 @@ class KeywordStore:
         names = {s.name for s in self._segments}
         for stale in [n for n in masks if n not in names]:
             del masks[stale]
-        for seg in self._segments:
+        for si, seg in enumerate(self._segments):
             if seg.name not in masks:
                 metas = seg.load_metas()
-                masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
+                if part is None:
+                    masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
+                else:  # every doc the filter lets through is in the partition: test only those
+                    inside = np.flatnonzero(part.masks[si])
+                    mask = np.zeros(len(metas), dtype=bool)
+                    mask[inside] = np.fromiter((pred(metas[i]) for i in inside.tolist()), bool, len(inside))
+                    masks[seg.name] = mask
         if buf is None:
-            buf = {cid for cid, d in self._buffer.docs.items() if pred(d.meta)}
+            docs = self._buffer.docs
+            pool = docs if part is None else part.buffered  # with a partition: its buffered docs only
+            buf = {cid for cid in pool if pred(docs[cid].meta)}
             self._filter_cache[key] = (pred, masks, buf)
         return masks, buf
 
     def _score(self, query: str, k: int | None, flt: Mapping[str, Any] | None) -> list[tuple[str, float]]:
         for seg in self._segments:
             seg.verify()
-        allowed = self._filter_masks(flt) if flt else None
-        if self._live_count == 0:
+        value = partition_of(flt, self.partition_key) if self._partitions is not None else None
+        part = self._partition_view(value) if value is not None else None
+        allowed = self._filter_masks(flt, part) if flt else None
+        n_docs = self._live_count if part is None else part.n_live
+        total_len = self._total_len if part is None else part.total_len
+        if n_docs == 0:
             return []
         qcounts = Counter(self.tokenizer(query))
         if not qcounts:
             return []
-        n_docs = self._live_count
-        avgdl = self._total_len / n_docs
+        avgdl = total_len / n_docs
         if avgdl <= 0:
             return []
         k1, b = self.k1, self.b
@@ -764,11 +903,11 @@ class KeywordStore:
                     keep = seg.live[d]
                     d, t = d[keep], t[keep]
                 if len(d):
-                    df += len(d)
+                    df += len(d) if part is None else int(part.masks[si][d].sum())
                     found.append((si, d, t))
             bpost = self._buffer.postings.get(term)
             if bpost:
-                df += len(bpost)
+                df += len(bpost) if part is None else sum(1 for cid in bpost if cid in part.buffered)
             if df == 0:
                 continue
             w = qtf * math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5)) * (k1 + 1.0)

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from .paths import cache_root
+from .progress import heartbeat
 
 __all__ = [
     "DEFAULT_MIN_AGREEMENT",
@@ -213,7 +214,7 @@ class _DropAdvice(logging.Filter):
         return not record.getMessage().startswith("Please consider to run pre-processing")
 
 
-def _build(model_path: Path, folder: Path) -> None:
+def _build(model_path: Path, folder: Path, step: Callable[[str], None] = lambda name: None) -> None:
     """Export, fuse and quantize into ``folder``; keep sentence-transformers' vectors of VERIFY_SENTENCES
     (the int8 check runs on each machine against them) and check the fp32 graph reproduces them."""
     try:
@@ -225,7 +226,9 @@ def _build(model_path: Path, folder: Path) -> None:
     from .embeddings import SentenceTransformerEmbeddings
 
     raw = folder / "raw.onnx"
+    step("1/5 tracing the model with torch")
     _export(model_path, raw)
+    step("2/5 fusing the graph")
     config = json.loads((model_path / "config.json").read_text(encoding="utf-8"))
     fused = optimize_model(
         str(raw),
@@ -236,6 +239,7 @@ def _build(model_path: Path, folder: Path) -> None:
     )
     fused.save_model_to_file(str(folder / "fp32.onnx"))
     raw.unlink()
+    step("3/5 quantizing to int8")
     advice = _DropAdvice()
     logging.getLogger().addFilter(advice)  # the quantizer logs a pre-processing hint to the root logger
     try:
@@ -249,12 +253,14 @@ def _build(model_path: Path, folder: Path) -> None:
         )  # needed after fusion
     finally:
         logging.getLogger().removeFilter(advice)
+    step("4/5 reference vectors from sentence-transformers")
     reference = np.asarray(
         SentenceTransformerEmbeddings(str(model_path)).embed_documents(list(VERIFY_SENTENCES)),
         dtype=np.float32,
     )
     np.save(folder / "reference.npy", reference)
     tokenizer = _tokenizer(model_path)
+    step("5/5 checking the fp32 graph against them")
     fp32 = _agreement(_run(_session(folder / "fp32.onnx", 1), tokenizer, VERIFY_SENTENCES, 8), reference)
     if fp32["mean_cosine"] < FP32_MIN_AGREEMENT:
         raise ValueError(f"the ONNX export of {model_path} does not reproduce its fp32 vectors: {fp32}")
@@ -276,7 +282,8 @@ def _ensure_built(model_path: Path) -> Path:
         logger.info("exporting %s to ONNX in %s (first use only; takes a few seconds)", model_path, final)
         building = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
         try:
-            _build(model_path, building)
+            with heartbeat("exporting the default model to ONNX (once per machine)") as step:
+                _build(model_path, building, step)
             if final.exists():  # only without build.json (checked above): not a finished build
                 shutil.rmtree(final)
             os.replace(building, final)

@@ -25,7 +25,7 @@ import logging
 import math
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -131,17 +131,26 @@ class BackgroundSource(Protocol):
 class LedgerBackground:
     """The background of a FinderLedge corpus: chunk texts and vectors from the ledger, the BM25 store's tokenizer.
 
-    The sample is the ``size`` chunk ids with the smallest hashes, so every process draws the same one."""
+    The sample is the ledger's :meth:`~finderledge.ledgers.base.Ledger.sample_chunk_ids`: the same in every
+    process for the same ledger state, drawn without reading every chunk id where the ledger can seek.  With a
+    ``partition`` (see :mod:`finderledge.partitions`) the corpus is that partition's chunks only, sampled as the
+    ``size`` ids with the smallest hashes (so the sample depends on the partition's chunks alone)."""
 
-    def __init__(self, ledger: Any, keyword_store: Any) -> None:
+    def __init__(self, ledger: Any, keyword_store: Any, partition: str | None = None) -> None:
         self._ledger = ledger
         self._keyword_store = keyword_store
+        self.partition = partition
 
     def size(self) -> int:
+        if self.partition is not None:
+            return int(self._keyword_store.partition_size(self.partition))
         return len(self._keyword_store)
 
     def sample(self, size: int) -> CorpusBackground:
-        ids = sorted(self._ledger.complete_chunk_ids(), key=sample_key)[:size]
+        if self.partition is not None:  # the keyword index holds exactly the committed chunks
+            ids = sorted(self._keyword_store.partition_ids(self.partition), key=sample_key)[:size]
+        else:
+            ids = self._ledger.sample_chunk_ids(size)
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
         return sample_background(
             (c.content for c in chunks),
@@ -158,28 +167,39 @@ def sample_key(chunk_id: str) -> tuple[bytes, str]:
 
 
 class BackgroundCache:
-    """Keeps one corpus's background; samples it again when the corpus size moved by more than 10 %."""
+    """Keeps each corpus's background (the whole corpus's and each partition's, by the source's ``partition``);
+    samples one again when its corpus size moved by more than 10 %."""
+
+    #: partitions' backgrounds kept at most (least recently used ones are sampled again when searched)
+    MAX_PARTITIONS = 4096
 
     def __init__(self, sample_size: int = SAMPLE_SIZE) -> None:
         self.sample_size = sample_size
         self._lock = threading.Lock()
-        self._background: CorpusBackground | None = None
+        self._backgrounds: OrderedDict[str | None, CorpusBackground] = OrderedDict()
 
     def get(self, source: BackgroundSource) -> tuple[CorpusBackground, float]:
         """The background for ``source`` and the seconds spent sampling it now (0.0 when cached)."""
+        key = getattr(source, "partition", None)
         size = source.size()
         with self._lock:
-            bg = self._background
+            bg = self._backgrounds.get(key)
             if bg is not None and abs(size - bg.corpus_size) <= REFRESH_SHARE * max(bg.corpus_size, 1):
+                self._backgrounds.move_to_end(key)
                 return bg, 0.0
             start = time.perf_counter()
             bg = source.sample(self.sample_size)
-            self._background = bg
+            self._backgrounds[key] = bg
+            self._backgrounds.move_to_end(key)
+            while len(self._backgrounds) > self.MAX_PARTITIONS + 1:
+                oldest = next(k for k in self._backgrounds if k is not None)
+                del self._backgrounds[oldest]
             spent = time.perf_counter() - start
             logger.debug(
-                "relevance: sampled %d of %d chunks as the corpus background in %.3f s",
+                "relevance: sampled %d of %d chunks as the background of %s in %.3f s",
                 bg.sample_size,
                 bg.corpus_size,
+                "the corpus" if key is None else f"partition {key!r}",
                 spent,
             )
             return bg, spent

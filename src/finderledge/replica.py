@@ -48,6 +48,7 @@ from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
 from .metadata import share_equal, user_metadata
 from .overlay import VectorOverlay
+from .progress import logged
 from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore
 
 __all__ = ["Checkpoint", "LocalRecords", "Records", "Replica"]
@@ -552,6 +553,8 @@ class Replica:
 
             logger.info("building the keyword index from the ledger: %d chunks", len(rows))
             batches = tqdm(batches, desc="keyword index", unit="batch", total=len(batches))  # type: ignore[assignment]
+        elif len(rows) > _PROGRESS_ABOVE:  # no bar: a log line every few seconds
+            batches = logged(batches, "keyword index (5,000 chunks a batch)", "batch")  # type: ignore[assignment]
         prepared = [
             store.prepare([c.id for c in batch], [c.content for c in batch], _user_metadata(batch))
             for batch in batches

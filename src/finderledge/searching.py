@@ -18,6 +18,7 @@ from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
 from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_mmr_options, mmr_order
+from .partitions import partition_of
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
@@ -94,7 +95,9 @@ class Searcher:
                 filter=filter,
                 candidate_k=depth,
                 trace=trace,
-                background=LedgerBackground(fl._ledger, fl.keyword_store),
+                background=LedgerBackground(
+                    fl._ledger, fl.keyword_store, partition_of(filter, fl.settings.partition_key)
+                ),
             )
         if mmr:
             hits = self._diversified(

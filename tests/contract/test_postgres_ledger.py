@@ -31,6 +31,7 @@ from pg_server import fresh_schema  # the pg_url fixture comes from conftest.py
 from test_filter_property import FIELDS, VALUES, _ordered, _scalar
 from test_vector_store_contract import DIM, VectorStoreContract, _vectors
 
+from finderledge.document_splitter import child_id  # chunk ids are <parent>-NNNN in every ledger
 from finderledge.errors import ConfigurationError, IncompatibleIndexError, LockTimeoutError
 from finderledge.filters import compile_filter
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
@@ -66,11 +67,11 @@ def _doc(
     )
     parts = [
         ChunkRecord(
-            f"{doc_id}:{j}",
+            child_id(doc_id, j),
             doc_id,
             j,
             f"chunk {j} of {i}",
-            {"n": i, "j": j, FL: {"id": f"{doc_id}:{j}", "parent_id": doc_id}},
+            {"n": i, "j": j, FL: {"id": child_id(doc_id, j), "parent_id": doc_id}},
             vectors[j] if embed else None,
         )
         for j in range(chunks)
@@ -133,14 +134,14 @@ def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
     assert ledger.document_ids(where=lambda md: md["n"] % 2 == 0) == ["doc-0", "doc-2"]
     assert ledger.ids_with_document_id("D0") == ["doc-0", "doc-3"] and ledger.ids_with_document_id("D9") == []
     assert ledger.chunk_count(["doc-0", "doc-1", "nope"]) == 4
-    chunks = ledger.get_chunks(["doc-1:1", "unknown", "doc-0:0"], with_embedding=True)
-    assert [c.id for c in chunks] == ["doc-1:1", "doc-0:0"]
+    chunks = ledger.get_chunks(["doc-1-0001", "unknown", "doc-0-0000"], with_embedding=True)
+    assert [c.id for c in chunks] == ["doc-1-0001", "doc-0-0000"]
     assert chunks[0].content == "chunk 1 of 1" and chunks[0].metadata["j"] == 1 and chunks[0].split_index == 1
     assert chunks[0].embedding is not None and chunks[0].embedding.dtype == np.float32
     assert np.array_equal(chunks[0].embedding, _vectors(2, seed=1)[1])  # float32 exactly
-    assert ledger.get_chunk("doc-1:1") is not None and ledger.get_chunk("doc-1:1").embedding is None  # type: ignore[union-attr]
+    assert ledger.get_chunk("doc-1-0001") is not None and ledger.get_chunk("doc-1-0001").embedding is None  # type: ignore[union-attr]
     assert [c.split_index for c in ledger.chunks_of("doc-3", with_embedding=True)] == [0, 1]
-    assert ledger.complete_chunk_ids() == {f"doc-{i}:{j}" for i in range(4) for j in range(2)}
+    assert ledger.complete_chunk_ids() == {child_id(f"doc-{i}", j) for i in range(4) for j in range(2)}
     assert ledger.sources() == ["src/0.md", "src/1.md"]
     assert sorted(ledger.sources_under("src/")) == ["src/0.md", "src/1.md"]
 
@@ -156,16 +157,19 @@ def test_removal_keeps_rows_for_the_grace_period_and_readding_replaces_them(make
     assert ledger.document_state("doc-1") == REMOVED and ledger.complete_ids(["doc-1"]) == set()
     assert ledger.counts()["documents"] == 2 and "doc-1" not in ledger.ids_in_state(COMPLETE)
     # a search whose indexes reflect seq 3 still finds the texts; one at seq 4 no longer does
-    assert [c.id for c in ledger.get_chunks(["doc-1:0", "doc-0:0"], visible_at=3)] == ["doc-1:0", "doc-0:0"]
-    assert [c.id for c in ledger.get_chunks(["doc-1:0", "doc-0:0"], visible_at=4)] == ["doc-0:0"]
-    assert [c.id for c in ledger.get_chunks(["doc-2:0"], visible_at=2)] == []  # added at seq 3
+    assert [c.id for c in ledger.get_chunks(["doc-1-0000", "doc-0-0000"], visible_at=3)] == [
+        "doc-1-0000",
+        "doc-0-0000",
+    ]
+    assert [c.id for c in ledger.get_chunks(["doc-1-0000", "doc-0-0000"], visible_at=4)] == ["doc-0-0000"]
+    assert [c.id for c in ledger.get_chunks(["doc-2-0000"], visible_at=2)] == []  # added at seq 3
     assert ledger.collect_removed() == 0 and ledger.chunk_count(["doc-1"]) == 2
     # re-adding the id deletes the removed rows first; it now comes last in insertion order
     assert ledger.commit_write([_doc(1, chunks=1)]) == 5
     assert ledger.chunk_count(["doc-1"]) == 1 and ledger.ids_in_state(COMPLETE) == ["doc-0", "doc-2", "doc-1"]
     ledger.commit_write(remove=["doc-2"])
     assert ledger.collect_removed(older_than=0) == 1
-    assert ledger.document_state("doc-2") is None and ledger.get_chunks(["doc-2:0"], visible_at=5) == []
+    assert ledger.document_state("doc-2") is None and ledger.get_chunks(["doc-2-0000"], visible_at=5) == []
 
 
 def test_remove_and_readd_in_one_write(make_ledger: Any) -> None:
@@ -282,12 +286,12 @@ def test_vectors_are_written_and_removed_in_the_ledger_transaction(pg_ledger: Po
     pg_ledger.commit_write([_doc(1), _doc(2, embed=False)])
     assert pg_ledger.dimension == DIM  # recorded by the first vectors
     store = pg_ledger.vector_store(DIM)
-    assert store.location == LEDGER and store.ids() == {"doc-1:0", "doc-1:1"}
+    assert store.location == LEDGER and store.ids() == {"doc-1-0000", "doc-1-0001"}
     hits = store.search(_vectors(2, seed=1)[0], 1, {"j": 0})
-    assert hits[0][0] == "doc-1:0" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert hits[0][0] == "doc-1-0000" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
     pg_ledger.commit_write(remove=["doc-1"])
     assert store.ids() == set()  # gone at once; the chunk rows stay for the grace period
-    assert [c.embedding for c in pg_ledger.get_chunks(["doc-1:0"], with_embedding=True, visible_at=2)] == [
+    assert [c.embedding for c in pg_ledger.get_chunks(["doc-1-0000"], with_embedding=True, visible_at=2)] == [
         None
     ]
     # a failing write leaves nothing behind: no document, no change, no vector

@@ -33,6 +33,7 @@ RUN_HERE = [
     "strategies.md",
     "embeddings.md",
     "scaling.md",
+    "partitions.md",
 ]
 
 

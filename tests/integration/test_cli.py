@@ -278,7 +278,7 @@ def test_reindex_splits_again_records_the_settings_and_switches_the_store(
     chunks = int(out[0].split(" into ")[1].split()[0])
     assert chunks > 4  # ~500 and ~580 characters in chunks of at most 200
     assert out[1:] == [
-        "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, vector_store chroma",
+        "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, vector_store faiss",
         f"index now holds 2 documents, {chunks} chunks",
     ]
     assert main(["stats", "-d", d, "--json"]) == 0  # a fresh open reads the recorded settings
@@ -286,14 +286,14 @@ def test_reindex_splits_again_records_the_settings_and_switches_the_store(
     assert stats["chunks"] == stats["vector_index_chunks"] == stats["keyword_index_chunks"] == chunks
     assert (stats["settings"]["chunk_size"], stats["settings"]["chunk_overlap"]) == (200, 20)
 
-    assert main(["reindex", "-d", d, "--vector-store", "faiss", "--json"]) == 0  # alone: no re-split
+    assert main(["reindex", "-d", d, "--vector-store", "chroma", "--json"]) == 0  # alone: no re-split
     data = _json(capsys)
-    assert data["reindexed"] is None and data["settings"]["vector_store"] == "faiss"
+    assert data["reindexed"] is None and data["settings"]["vector_store"] == "chroma"
     assert data["totals"] == {"documents": 2, "chunks": chunks}
     assert main(["search", "refunds business days", "-d", d, "-m", "vector", "-k", "1", "--json"]) == 0
     assert "Refunds" in _json(capsys)[0]["content"]
     assert main(["stats", "-d", d, "--json"]) == 0
-    assert _json(capsys)["settings"]["vector_store"] == "faiss"
+    assert _json(capsys)["settings"]["vector_store"] == "chroma"
 
     assert main(["reindex", "-d", d, "--chunk-overlap", "400"]) == 2  # validated like any setting
     err = capsys.readouterr().err

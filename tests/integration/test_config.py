@@ -9,7 +9,7 @@ from finderledge import FinderLedge, Settings
 
 def test_defaults() -> None:
     s = Settings.resolve({}, environ={}, env_file=None)
-    assert (s.vector_store, s.search_mode, s.k, s.fusion, s.rrf_k) == ("chroma", "hybrid", 10, "adaptive", 60)
+    assert (s.vector_store, s.search_mode, s.k, s.fusion, s.rrf_k) == ("faiss", "hybrid", 10, "adaptive", 60)
     assert (s.vector_weight, s.keyword_weight) == (None, None)  # adaptive fusion sets them
     assert s.persist_directory is None
 

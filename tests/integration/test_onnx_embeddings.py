@@ -150,7 +150,7 @@ def test_concurrent_first_use_builds_once(tmp_path: Path, monkeypatch: pytest.Mo
     builds: list[Path] = []
     started = threading.Event()
 
-    def fake_build(model_path: Path, folder: Path) -> None:
+    def fake_build(model_path: Path, folder: Path, step: object = None) -> None:
         builds.append(folder)
         started.set()
         threading.Event().wait(0.3)  # the other caller arrives while this build is running
@@ -175,7 +175,7 @@ def test_concurrent_first_use_builds_once(tmp_path: Path, monkeypatch: pytest.Mo
 def test_failed_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FINDERLEDGE_CACHE_DIR", str(tmp_path))
 
-    def broken(model_path: Path, folder: Path) -> None:
+    def broken(model_path: Path, folder: Path, step: object = None) -> None:
         (folder / "fp32.onnx").write_text("half")
         raise RuntimeError("export failed")
 

@@ -61,7 +61,7 @@ HOSTILE = [
         "could not be read",
     ),
     ("fake.docx", b"PK but not really a zip", "application/octet-stream", 400, "not a DOCX"),
-    ("bomb.docx", _zip_bomb(), "application/octet-stream", 400, "zip bomb"),
+    ("bomb.docx", _zip_bomb(), "application/octet-stream", 413, "max_unpacked_mb"),
     ("empty.txt", b"", "text/plain", 400, "empty"),
     ("blank.md", b"   \n\n  ", "text/markdown", 400, "empty"),
 ]

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..relevance import sample_key
+
 __all__ = [
     "ADD",
     "COMPLETE",
@@ -227,6 +229,12 @@ class Ledger(ABC):
 
     @abstractmethod
     def complete_chunk_ids(self) -> set[str]: ...
+
+    def sample_chunk_ids(self, size: int) -> list[str]:
+        """``size`` complete chunk ids, the same in every process for the same ledger state (all of them in a
+        smaller corpus): here the smallest hashes of every id; a ledger that can seek draws them without
+        reading every id (SQLite), so a fresh process's first search does not grow with the corpus."""
+        return sorted(self.complete_chunk_ids(), key=sample_key)[:size]
 
     @abstractmethod
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:

@@ -59,6 +59,9 @@ __all__ = ["SQLiteLedger"]
 logger = logging.getLogger(__name__)
 
 _STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged; value: when last touched
+SAMPLE_SEEK_FACTOR = (
+    4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
+)
 _TEXT_HASH_INDEX = "CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -667,6 +670,29 @@ class SQLiteLedger(Ledger):
                 (COMPLETE,),
             )
             return {r[0] for r in rows}
+
+    def sample_chunk_ids(self, size: int) -> list[str]:
+        """``size`` complete chunk ids spread evenly over the table's rowids, one index seek each: the cost
+        does not grow with the corpus (a fresh process draws the relevance background on its first search).
+        The same ledger state gives the same sample in every process; a small table is read whole."""
+        with self._read() as db:
+            # two statements: SQLite answers a lone MIN or MAX from the index, both together by a full scan
+            low = db.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
+            high = db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
+            if low is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
+                return super().sample_chunk_ids(size)
+            span = high - low + 1
+            picked: dict[str, None] = {}
+            for i in range(size):
+                row = db.execute(
+                    # CROSS JOIN and +state: walk chunks by rowid (the planner would scan documents by state)
+                    "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
+                    "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1",
+                    (low + (2 * i + 1) * span // (2 * size), COMPLETE),
+                ).fetchone()
+                if row is not None:
+                    picked[row[0]] = None
+            return list(picked)
 
     # -- embedding cache ----------------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -17,17 +20,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import (
     ConfigurationError,
     DocumentNotFoundError,
+    FilterTooLargeError,
     FinderLedgeError,
     LoadError,
     LockTimeoutError,
 )
 from .answers import make_answerer
 from .config import ServerConfig
-from .deps import ServerState
+from .deps import TENANT_FIELD, ServerState
+from .jobs import IndexJobs
 from .keys import KeyStore
 from .routes import API_PREFIX, routers
 from .routes.page import STATIC_DIR
-from .uploads import UploadArea
+from .uploads import UnpackLimits, UploadArea
 
 __all__ = ["app_from_environment", "create_app"]
 
@@ -104,6 +109,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(FinderLedgeError)
     async def _library_error(request: Request, exc: FinderLedgeError) -> JSONResponse:
+        if isinstance(exc, FilterTooLargeError):
+            return _error(400, str(exc))
         if isinstance(exc, ConfigurationError):
             return _error(422, str(exc))
         if isinstance(exc, DocumentNotFoundError):
@@ -127,35 +134,97 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(500, f"internal server error (ref {ref}; the server log has the details)")
 
 
+#: set by ``finderledge serve --workers N`` (N > 1): a worker whose supervisor is gone exits
+SUPERVISED_ENV = "FINDERLEDGE_SERVER_SUPERVISED"
+#: set by ``finderledge serve``: its worker processes end themselves once stopped (see :data:`EXIT_SECONDS`)
+SERVE_ENV = "FINDERLEDGE_SERVER_PROCESS"
+#: seconds a stopping worker has, after the server stopped serving, before it exits whatever still runs
+EXIT_SECONDS = 5.0
+#: seconds uvicorn waits for open requests when asked to stop (``finderledge serve`` sets it)
+GRACEFUL_SECONDS = 10
+
+
+def _exit_soon(seconds: float) -> None:
+    """End this process in ``seconds`` unless it ends before (a daemon timer: it never delays an exit)."""
+    timer = threading.Timer(seconds, lambda: os._exit(0))
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_with_parent() -> None:
+    """Exit when the process that started this worker is gone (a supervisor killed with SIGKILL)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                logger.warning("the server's supervisor (pid %d) is gone: this worker exits", parent)
+                os._exit(0)
+
+    threading.Thread(target=watch, name="finderledge-parent-watch", daemon=True).start()
+
+
 def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answerer: Any = None) -> FastAPI:
     """The service over ``config.directory`` (or over an open ``ledger``; ``answerer`` overrides ``config.llm``)."""
     config = config or ServerConfig.from_env()
     if ledger is None:
         from ..facade import FinderLedge
 
-        settings = {"vector_store": config.vector_store, "embedding": config.embedding, **config.extra}
+        # each API-key tenant is a partition: its scores never depend on other tenants' documents
+        settings = {
+            "vector_store": config.vector_store,
+            "embedding": config.embedding,
+            "partition_key": TENANT_FIELD,
+            **config.extra,
+        }
         ledger = FinderLedge(
             config.directory, show_progress=False, **{k: v for k, v in settings.items() if v is not None}
         )
         owned = True
     else:
         owned = False
+    partition_key = getattr(getattr(ledger, "settings", None), "partition_key", None)
+    if partition_key != TENANT_FIELD and KeyStore(config.server_dir).required:
+        logger.warning(
+            "the index's partition_key is %r, not %r: a tenant's scores (BM25 statistics, relevance, "
+            "calibration) depend on other tenants' documents; open it with partition_key=%r",
+            partition_key,
+            TENANT_FIELD,
+            TENANT_FIELD,
+        )
+    uploads = UploadArea(
+        config.server_dir / "uploads",
+        config.max_upload_bytes,
+        config.max_unpacked_bytes,
+        UnpackLimits(rows=config.max_rows, pages=config.max_pages),
+    )
     state = ServerState(
         config=config,
         ledger=ledger,
         keys=KeyStore(config.server_dir),
-        uploads=UploadArea(config.server_dir / "uploads", config.max_upload_bytes, config.max_unpacked_bytes),
+        jobs=IndexJobs(config.server_dir / "jobs", uploads.discard),
+        uploads=uploads,
         answerer=answerer
         or make_answerer(config.llm, base_url=config.llm_base_url, timeout=config.llm_timeout),
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        recovered = state.jobs.recover()  # jobs a stopped or killed worker left: failed, their files removed
+        if recovered:
+            logger.warning(
+                "%d upload(s) were being indexed when the server stopped: marked failed", recovered
+            )
+        if os.environ.get(SUPERVISED_ENV):
+            _exit_with_parent()
         try:  # load the model before taking requests, so no caller waits for a cold worker
             ledger.embeddings.embed_query("warm up")
         except Exception as exc:  # noqa: BLE001 - /health reports it
             logger.warning("the embedding model could not be loaded at startup: %s", exc)
         yield
+        if os.environ.get(SERVE_ENV):  # a worker of finderledge serve (never an app embedded in a process)
+            _exit_soon(EXIT_SECONDS)  # a job's thread (or a stuck request) never keeps a stopped worker alive
         if owned:
             ledger.close()
 

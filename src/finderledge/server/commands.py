@@ -41,6 +41,20 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
         help="an OpenAI-compatible or Ollama server's URL",
     )
     p.add_argument("--max-upload-mb", type=float, default=50.0)
+    p.add_argument(
+        "--max-unpacked-mb", type=float, default=25.0, help="what a DOCX may unpack to (more: 413)"
+    )
+    p.add_argument(
+        "--max-rows", type=int, default=50_000, help="CSV/JSONL rows or JSON items per upload (more: 413)"
+    )
+    p.add_argument("--max-pages", type=int, default=2_000, help="pages per PDF upload (more: 413)")
+    p.add_argument(
+        "--index-wait",
+        type=float,
+        default=3.0,
+        help="seconds an upload waits for its indexing before answering 201 'processing' (then indexed in "
+        "the background)",
+    )
     p.add_argument("--embedding", default=None, metavar="MODEL")
     p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
     p.add_argument(
@@ -87,6 +101,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         llm=args.llm,
         llm_base_url=args.llm_base_url,
         max_upload_mb=args.max_upload_mb,
+        max_unpacked_mb=args.max_unpacked_mb,
+        max_rows=args.max_rows,
+        max_pages=args.max_pages,
+        index_wait=args.index_wait,
         embedding=args.embedding,
         vector_store=args.vector_store,
     )
@@ -101,12 +119,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from . import app as _  # noqa: F401 - fail here, with the extra's name, when fastapi is missing
+        # fail here, with the extra's name, when fastapi is missing
+        from .app import GRACEFUL_SECONDS, SERVE_ENV, SUPERVISED_ENV
     except ImportError as exc:
         raise ConfigurationError(
             f'the server needs its extra ({exc.name} is missing): pip install "finderledge[server]"'
         ) from None
     os.environ.update(config.to_env())
+    os.environ[SERVE_ENV] = "1"
+    if args.workers > 1:
+        os.environ[SUPERVISED_ENV] = "1"
     sys.stderr.write(
         f"finderledge: serving {config.directory} on http://{args.host}:{args.port} "
         f"({args.workers} worker(s); API docs at /docs)\n"
@@ -118,6 +140,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         log_level="warning" if args.verbosity < 1 else "info",
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,  # then every worker exits within EXIT_SECONDS more
     )
     return 0
 

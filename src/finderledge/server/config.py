@@ -22,7 +22,10 @@ class ServerConfig:
 
     directory: Path
     max_upload_mb: float = 50.0  # a larger upload is refused with 413
-    max_unpacked_mb: float = 200.0  # what a DOCX (a zip) may unpack to: more is refused as a zip bomb
+    max_unpacked_mb: float = 25.0  # what a DOCX (a zip) may unpack to: more is refused (413) as a zip bomb
+    max_rows: int = 50_000  # CSV/TSV records, JSONL lines or JSON items of one upload: more is refused (413)
+    max_pages: int = 2_000  # pages of one PDF upload: more is refused (413)
+    index_wait: float = 3.0  # seconds an upload waits for its indexing; longer: 201 "processing", background
     llm: str | None = None  # openai:<model>, ollama:<model>, llamacpp:<path.gguf>; None: extractive answers
     llm_base_url: str | None = None  # an OpenAI-compatible or Ollama server (default: the client's own)
     llm_timeout: float = 120.0
@@ -32,10 +35,14 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory).expanduser().absolute())
-        for name in ("max_upload_mb", "max_unpacked_mb", "llm_timeout"):
+        for name in ("max_upload_mb", "max_unpacked_mb", "llm_timeout", "index_wait"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
                 raise ConfigurationError(f"server setting {name}: expected a positive number, got {value!r}")
+        for name in ("max_rows", "max_pages"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"server setting {name}: expected an integer >= 1, got {value!r}")
         if self.llm is not None and (not isinstance(self.llm, str) or ":" not in self.llm):
             raise ConfigurationError(
                 f"server setting llm: expected openai:<model>, ollama:<model> or "

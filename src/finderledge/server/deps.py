@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..facade import FinderLedge
     from .answers import Answerer
     from .config import ServerConfig
+    from .jobs import IndexJobs
     from .keys import KeyStore
     from .uploads import UploadArea
 
@@ -34,6 +35,7 @@ class ServerState:
     keys: KeyStore
     uploads: UploadArea
     answerer: Answerer
+    jobs: IndexJobs
 
 
 @dataclass(frozen=True)

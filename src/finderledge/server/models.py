@@ -63,7 +63,10 @@ class DocumentOut(BaseModel):
     mime_type: str
     size: int = Field(description="bytes uploaded")
     tags: list[str]
-    status: Literal["indexed"]
+    status: Literal["indexed", "processing", "failed"] = Field(
+        description="indexed; processing (indexed in the background: poll the document); failed (see reason)"
+    )
+    reason: str | None = Field(None, description="why indexing failed (status failed)")
     parts: int = Field(
         description="parent documents the file was stored as (PDF pages, CSV rows; 1 otherwise)"
     )

@@ -9,6 +9,9 @@ checked to lie inside the upload area, so ``../../etc/passwd`` can never name a 
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+import json
 import os
 import re
 import shutil
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TYPES", "StoredUpload", "UploadArea", "UploadError", "safe_filename"]
+__all__ = ["TYPES", "StoredUpload", "UnpackLimits", "UploadArea", "UploadError", "safe_filename"]
 
 CHUNK = 1024 * 1024
 #: extension -> (canonical MIME type, the declared types accepted for it besides generic ones)
@@ -93,8 +96,52 @@ def _check_declared(ext: str, declared: str | None) -> None:
         )
 
 
-def _check_content(path: Path, ext: str, max_unpacked: int) -> None:
-    """Content that is not what the extension says: 400."""
+@dataclass(frozen=True)
+class UnpackLimits:
+    """What one upload may unpack to; each is checked while the file is read, before anything is indexed."""
+
+    unpacked_bytes: int = (
+        25 * 1024 * 1024
+    )  # a DOCX's entries, as the zip declares them (reads never exceed it)
+    rows: int = 50_000  # CSV/TSV records, JSONL lines, JSON items: each becomes a document to embed
+    pages: int = 2_000  # PDF pages
+
+
+def _too_much(what: str, found: str, limit: int, setting: str) -> UploadError:
+    """413 naming the limit and the server setting that raises it."""
+    shown = f"{limit / 1024 / 1024:g} MB" if setting.endswith("_mb") else str(limit)
+    return UploadError(
+        413,
+        f"file: {what} {found}, over the limit of {shown} (server setting {setting}; raise it with "
+        f"'finderledge serve --{setting.replace('_', '-')}' to accept such files)",
+    )
+
+
+def _count_records(path: Path, ext: str, limit: int) -> int:
+    """CSV records, JSONL lines or JSON items of ``path``, counting no further than ``limit + 1``."""
+    count = 0
+    with path.open("r", encoding="utf-8", errors="replace", newline="") as fh:
+        if ext == ".csv":
+            for _ in csv.reader(fh):
+                count += 1
+                if count > limit:
+                    break
+        elif ext == ".jsonl":
+            for line in fh:
+                count += bool(line.strip())
+                if count > limit:
+                    break
+        else:  # .json: the whole file is one value (bounded by the upload limit)
+            try:
+                value = json.load(fh)
+            except ValueError:
+                return 0  # the loader says what is wrong with it
+            count = len(value) if isinstance(value, list) else 1
+    return count
+
+
+def _check_content(path: Path, ext: str, limits: UnpackLimits) -> None:
+    """Content that is not what the extension says: 400; more than it may unpack to: 413."""
     with path.open("rb") as fh:
         head = fh.read(8192)
     if not head.strip():
@@ -102,6 +149,9 @@ def _check_content(path: Path, ext: str, max_unpacked: int) -> None:
     if ext == ".pdf":
         if b"%PDF-" not in head[:1024]:
             raise UploadError(400, "file: not a PDF (no %PDF- header)")
+        pages = _pdf_pages(path)
+        if pages is not None and pages > limits.pages:
+            raise _too_much("the PDF has", f"{pages} pages", limits.pages, "max_pages")
     elif ext == ".docx":
         try:
             with zipfile.ZipFile(path) as zf:
@@ -112,23 +162,44 @@ def _check_content(path: Path, ext: str, max_unpacked: int) -> None:
             raise UploadError(400, "file: not a DOCX (not a zip archive)") from None
         if "word/document.xml" not in names:
             raise UploadError(400, "file: not a DOCX (no word/document.xml)")
-        if unpacked > max_unpacked or len(infos) > 10_000:
-            raise UploadError(
-                400,
-                f"file: the DOCX unpacks to {unpacked} bytes in {len(infos)} entries, over the "
-                f"limit of {max_unpacked} bytes (a zip bomb?)",
+        if len(infos) > 10_000:
+            raise UploadError(413, f"file: the DOCX has {len(infos)} entries, over the limit of 10000")
+        if unpacked > limits.unpacked_bytes:
+            raise _too_much(
+                "the DOCX unpacks to",
+                f"{unpacked} bytes (a zip bomb?)",
+                limits.unpacked_bytes,
+                "max_unpacked_mb",
             )
     elif b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UploadError(400, f"file: binary content in a {ext} file (expected text)")
+    elif ext in (".csv", ".jsonl", ".json"):
+        rows = _count_records(path, ext, limits.rows)
+        if rows > limits.rows:
+            found = f"more than {limits.rows} rows" if ext != ".json" else f"{rows} items"
+            raise _too_much("the file has", found, limits.rows, "max_rows")
+
+
+def _pdf_pages(path: Path) -> int | None:
+    """The page count a PDF declares (None when it cannot be read: the loader then says why)."""
+    try:
+        from pypdf import PdfReader
+
+        return len(PdfReader(str(path)).pages)
+    except Exception:  # noqa: BLE001 - any parse error is reported by the loader, with its message
+        return None
 
 
 class UploadArea:
     """``<index>/server/uploads/<document id>/<filename>``: where uploaded files are kept."""
 
-    def __init__(self, root: Path, max_bytes: int, max_unpacked: int) -> None:
+    def __init__(
+        self, root: Path, max_bytes: int, max_unpacked: int, limits: UnpackLimits | None = None
+    ) -> None:
         self.root = root.absolute()
         self.max_bytes = max_bytes
         self.max_unpacked = max_unpacked
+        self.limits = dataclasses.replace(limits or UnpackLimits(), unpacked_bytes=max_unpacked)
 
     def receive(self, stream: BinaryIO, filename: str | None, declared: str | None) -> StoredUpload:
         """Check and store one upload under a new document id; nothing is left behind when a check fails."""
@@ -157,7 +228,7 @@ class UploadArea:
                     if size > self.max_bytes:
                         raise UploadError(413, f"file: larger than the limit of {self.max_bytes} bytes")
                     out.write(block)
-            _check_content(target, ext, self.max_unpacked)
+            _check_content(target, ext, self.limits)
         except BaseException:
             self.discard(document_id)
             raise

@@ -8,11 +8,12 @@ runs the same contract against each one.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, MissingExtraError
 from .base import LEDGER, LOCAL, SHARED, VectorStore
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "backend_names",
     "create_vector_store",
     "register",
+    "require_backend",
 ]
 
 # factory(directory, dimension, **options): directory is where a local backend keeps its files (None: memory)
@@ -37,6 +39,8 @@ _BUILT_IN = {
     "pgvector": "finderledge.vector_stores.pgvector:open_pgvector",
 }
 _REGISTRY: dict[str, BackendFactory | str] = dict(_BUILT_IN)
+# the package a built-in backend needs, and the extra that installs it
+_EXTRAS = {"chroma": ("chromadb", "chroma")}
 
 
 def register(name: str, factory: BackendFactory) -> None:
@@ -44,6 +48,16 @@ def register(name: str, factory: BackendFactory) -> None:
     if not isinstance(name, str) or not name:
         raise ConfigurationError(f"vector backend name: expected a non-empty string, got {name!r}")
     _REGISTRY[name] = factory
+
+
+def require_backend(name: str) -> None:
+    """Refuse a built-in backend whose package is not installed (:class:`MissingExtraError` naming the extra),
+    without importing it (chromadb takes seconds): at open, before anything is written."""
+    needed = _EXTRAS.get(name)
+    if needed is not None and _REGISTRY.get(name) == _BUILT_IN[name]:
+        package, extra = needed
+        if importlib.util.find_spec(package) is None:
+            raise MissingExtraError(f"vector_store={name!r}", package, extra)
 
 
 def backend_names() -> list[str]:

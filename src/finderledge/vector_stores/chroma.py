@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import MissingExtraError
 from ..filters import compile_filter
 from ..locking import WriteLock
 from ..storage import Storage, full_disk_error
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
-__all__ = ["ChromaVectorStore", "open_chroma", "server_address"]
+__all__ = ["ChromaVectorStore", "import_chromadb", "open_chroma", "server_address"]
 
 COLLECTION = "finderledge"
 GENERATION_FILE = "generation"
@@ -40,6 +41,17 @@ CHROMA_FILES = (
 logger = logging.getLogger(__name__)
 
 _aliases_lock = threading.Lock()
+
+
+def import_chromadb() -> Any:
+    """The ``chromadb`` module, or :class:`MissingExtraError` naming the extra that installs it."""
+    try:
+        import chromadb
+    except ImportError as exc:
+        raise MissingExtraError("vector_store='chroma'", "chromadb", "chroma") from exc
+    return chromadb
+
+
 _aliases_in_use: dict[str, set[int]] = {}
 
 
@@ -81,6 +93,7 @@ class ChromaVectorStore(VectorStore):
         lock_timeout: float = 300.0,
         url: str | None = None,
     ) -> None:
+        import_chromadb()
         from chromadb.config import Settings as ChromaSettings
 
         self._settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
@@ -105,7 +118,7 @@ class ChromaVectorStore(VectorStore):
             pass
 
     def _connect(self) -> None:
-        import chromadb
+        chromadb = import_chromadb()
 
         from ..integrity import chroma_open_guard
 
@@ -290,7 +303,7 @@ def server_address(url: str) -> tuple[str, int, bool]:
 
 
 def _http_client(url: str, settings: Any) -> Any:
-    import chromadb
+    chromadb = import_chromadb()
 
     from ..errors import ConfigurationError
 

@@ -77,6 +77,10 @@ _DELETES_NAME = re.compile(r"seg-[0-9]{8,}\.[0-9]{8,}\.npy")
 _CHUNK_BYTES = 8 << 20  # vectors are copied and written in blocks of about this size
 
 
+#: filters whose allowed rows are kept between writes (one per tenant of a multi-tenant index)
+MASK_CACHE_SIZE = 4096
+
+
 class VectorIndexCorruptError(IndexCorruptError):
     """The FAISS index at ``path`` cannot be read consistently: ``reason`` says why.  Nothing was changed."""
 
@@ -471,9 +475,11 @@ class FaissVectorStore(VectorStore):
                 allowed.extend(seqs[r] for r in np.flatnonzero(seg.live).tolist() if pred(metas[r]))
             allowed.extend(seq for seq, _, md in self._pending.values() if pred(md))
             cached = np.array(allowed, dtype=np.int64)
-            if len(self._mask_cache) > 64:
-                self._mask_cache.clear()
+            while len(self._mask_cache) >= MASK_CACHE_SIZE:  # least recently used first (a tenant per filter)
+                del self._mask_cache[next(iter(self._mask_cache))]
             self._mask_cache[key] = cached
+        else:
+            self._mask_cache[key] = self._mask_cache.pop(key)  # most recently used last
         return cached
 
     def ids(self) -> set[str]:

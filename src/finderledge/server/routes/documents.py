@@ -13,6 +13,7 @@ from langchain_core.documents import Document
 from ...errors import LoadError
 from ...metadata import DOCUMENT_ID, info_of
 from ..deps import CallerDep, StateDep
+from ..jobs import IndexJob
 from ..models import ChunkOut, DocumentDetail, DocumentList, DocumentOut, ErrorOut
 from ..uploads import UploadError
 
@@ -111,26 +112,70 @@ def upload(
         "uploaded_at": now,
         **caller.stamp(),
     }
-    try:
+    record = {
+        "id": stored.document_id,
+        "tenant": caller.tenant,
+        "filename": stored.filename,
+        "title": metadata["title"],
+        "mime_type": stored.mime_type,
+        "size": stored.size,
+        "tags": tag_list,
+        "created_at": now,
+    }
+
+    def index() -> Any:
         report = state.ledger.ingest(stored.path, metadata, document_id=stored.document_id, on_error="raise")
-    except LoadError as exc:
-        state.uploads.discard(stored.document_id)
-        raise HTTPException(
-            400,
-            f"file: {stored.filename!r} could not be read: "
-            f"{str(exc).replace(str(stored.path), stored.filename)}",
-        ) from None
-    except BaseException:
-        state.uploads.discard(stored.document_id)
-        raise
-    if not report.ids:
-        state.uploads.discard(stored.document_id)
-        reason = report.skipped[0][1] if report.skipped else "no text found"
-        raise HTTPException(400, f"file: nothing could be indexed from {stored.filename!r}: {reason}")
+        if not report.ids:
+            reason = report.skipped[0][1] if report.skipped else "no text found"
+            raise _NothingIndexed(f"nothing could be indexed from {stored.filename!r}: {reason}")
+        return report
+
+    def describe(exc: BaseException) -> str:
+        if isinstance(exc, LoadError):
+            return f"{stored.filename!r} could not be read: {str(exc).replace(str(stored.path), stored.filename)}"
+        if isinstance(exc, _NothingIndexed):
+            return str(exc)
+        return f"indexing failed ({type(exc).__name__}); the server log has the details"
+
+    job = state.jobs.submit(IndexJob(stored.document_id, record, index, describe))
+    if not job.done.wait(state.config.index_wait):  # indexed in the background: the client polls its status
+        return _pending({**record, "status": "processing"})
+    if job.error is not None:  # failed within the wait: answered now, nothing kept
+        state.jobs.forget(stored.document_id)
+        if isinstance(job.error, (LoadError, _NothingIndexed)):
+            raise HTTPException(400, f"file: {describe(job.error)}") from None
+        raise job.error
     parents = _parents(state, caller, [stored.document_id]).get(stored.document_id)
     if not parents:  # removed by a concurrent delete between the write and this read
         raise HTTPException(409, "the document was deleted while it was being uploaded")
     return _summary(stored.document_id, parents)
+
+
+class _NothingIndexed(Exception):
+    """The file held no text to index."""
+
+
+def _pending(record: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`DocumentOut` for an upload not (yet) indexed: ``processing`` or ``failed`` with the reason."""
+    return {
+        "id": record["id"],
+        "filename": str(record.get("filename") or ""),
+        "title": str(record.get("title") or record.get("filename") or ""),
+        "mime_type": str(record.get("mime_type") or ""),
+        "size": int(record.get("size") or 0),
+        "tags": [str(t) for t in record.get("tags") or []],
+        "status": record.get("status", "processing"),
+        "reason": record.get("reason"),
+        "parts": 0,
+        "chunk_count": 0,
+        "created_at": str(record.get("created_at") or ""),
+        "updated_at": str(record.get("created_at") or ""),
+    }
+
+
+def _jobs_of(state: StateDep, caller: CallerDep) -> list[dict[str, Any]]:
+    """The caller's uploads that are not indexed: being indexed, or failed."""
+    return [r for r in state.jobs.records() if r.get("tenant") == caller.tenant]
 
 
 @router.get("", response_model=DocumentList, summary="List documents")
@@ -143,10 +188,22 @@ def list_documents(
 ) -> dict[str, Any]:
     """The caller's documents, in upload order, a page at a time."""
     ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag)))
-    chosen = ids[(page - 1) * per_page : page * per_page]
-    grouped = _parents(state, caller, chosen) if chosen else {}
-    items = [_summary(i, grouped[i]) for i in chosen if i in grouped]
-    return {"items": items, "total": len(ids), "page": page, "per_page": per_page}
+    indexed = set(ids)
+    pending = {
+        r["id"]: r
+        for r in _jobs_of(state, caller)
+        if r["id"] not in indexed and (not tag or set(tag) & set(r.get("tags") or []))
+    }
+    every = ids + list(pending)  # uploads not indexed yet (or failed) come last
+    chosen = every[(page - 1) * per_page : page * per_page]
+    shown = [i for i in chosen if i in indexed]
+    grouped = _parents(state, caller, shown) if shown else {}
+    items = [
+        _summary(i, grouped[i]) if i in grouped else _pending(pending[i])
+        for i in chosen
+        if i in grouped or i in pending
+    ]
+    return {"items": items, "total": len(every), "page": page, "per_page": per_page}
 
 
 @router.get(
@@ -159,7 +216,10 @@ def get_document(state: StateDep, caller: CallerDep, document_id: str) -> dict[s
     """One document with its chunks in reading order (page/row and position)."""
     parents = _parents(state, caller, [document_id]).get(document_id)
     if not parents:
-        raise HTTPException(404, f"no document {document_id!r}")
+        record = next((r for r in _jobs_of(state, caller) if r["id"] == document_id), None)
+        if record is None:
+            raise HTTPException(404, f"no document {document_id!r}")
+        return {**_pending(record), "chunks": []}
     chunks: list[dict[str, Any]] = []
     for parent in parents:
         for chunk in state.ledger.get_split_documents(str(parent.id)):
@@ -189,7 +249,14 @@ def delete_document(state: StateDep, caller: CallerDep, document_id: str) -> Res
     """Remove the document from every store and its file from the upload area."""
     parents = _parents(state, caller, [document_id]).get(document_id)
     if not parents:
-        raise HTTPException(404, f"no document {document_id!r}")
+        record = next((r for r in _jobs_of(state, caller) if r["id"] == document_id), None)
+        if record is None:
+            raise HTTPException(404, f"no document {document_id!r}")
+        if record.get("status") == "processing":
+            raise HTTPException(409, "the document is still being indexed; delete it once it is indexed")
+        state.jobs.forget(document_id)
+        state.uploads.discard(document_id)
+        return Response(status_code=204)
     state.ledger.delete([str(p.id) for p in parents])
     state.uploads.discard(document_id)
     return Response(status_code=204)

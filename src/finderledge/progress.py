@@ -1,0 +1,120 @@
+"""Progress of long work as log lines, for runs whose stderr is not a terminal (no progress bar is drawn).
+
+A build, an ingest or an evaluation writing to a file or a CI log used to print nothing for minutes. Here
+long work logs one line every :data:`INTERVAL` seconds through the ``finderledge.progress`` logger (done/total,
+rate, elapsed), which the ``finderledge`` command shows by default; a library user sees them by enabling
+INFO for that logger. Nothing is logged for work that ends before the first interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
+
+__all__ = ["INTERVAL", "PROGRESS_LOGGER", "ProgressLog", "heartbeat", "logged"]
+
+PROGRESS_LOGGER = "finderledge.progress"
+INTERVAL = 5.0  # seconds between two lines
+
+logger = logging.getLogger(PROGRESS_LOGGER)
+T = TypeVar("T")
+
+
+class ProgressLog:
+    """``what: done/total unit (pct), rate unit/s, elapsed s`` every ``interval`` seconds of :meth:`update` calls,
+    and a closing line when at least one line was logged (so short work stays silent)."""
+
+    def __init__(
+        self,
+        what: str,
+        total: int | None,
+        unit: str,
+        *,
+        interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what, self.total, self.unit = what, total, unit
+        self.interval = INTERVAL if interval is None else interval
+        self.done = 0
+        self.lines = 0
+        self._clock = clock
+        self._start = self._last = clock()
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more units done; log a line when ``interval`` seconds passed since the last one."""
+        self.done += n
+        now = self._clock()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._log(now, "")
+
+    def close(self, note: str = "") -> None:
+        """Log the final count if this work was long enough to log anything (``note``: e.g. "interrupted")."""
+        if self.lines:
+            self._log(self._clock(), note or "done")
+
+    def _log(self, now: float, note: str) -> None:
+        elapsed = max(now - self._start, 1e-9)
+        of = f"/{self.total}" if self.total is not None else ""
+        pct = f" ({100.0 * self.done / self.total:.0f} %)" if self.total else ""
+        logger.info(
+            "%s: %d%s %s%s, %.1f %s/s, %.0f s%s",
+            self.what,
+            self.done,
+            of,
+            self.unit,
+            pct,
+            self.done / elapsed,
+            self.unit,
+            elapsed,
+            f" ({note})" if note else "",
+        )
+        self.lines += 1
+
+
+def logged(items: Sequence[T], what: str, unit: str) -> Iterator[T]:
+    """``items`` one by one, with a :class:`ProgressLog` line every few seconds (the closing line too)."""
+    log = ProgressLog(what, len(items), unit)
+    try:
+        for item in items:
+            yield item
+            log.update()
+    finally:
+        log.close()
+
+
+@contextmanager
+def heartbeat(what: str, *, interval: float | None = None) -> Iterator[Callable[[str], None]]:
+    """Log ``what: step (N s)`` when a step starts and every ``interval`` seconds while it runs (from a thread:
+    the work itself, e.g. a torch export, cannot report). The block gets ``step(name)`` to name the next step."""
+    interval = INTERVAL if interval is None else interval
+    start = time.monotonic()
+    current: list[tuple[str, float]] = [("starting", start)]  # the step running and when it started
+    stop = threading.Event()
+
+    def step(name: str) -> None:
+        current[0] = (name, time.monotonic())
+        logger.info("%s: %s (%.0f s so far)", what, name, current[0][1] - start)
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            name, since = current[0]
+            now = time.monotonic()
+            logger.info(
+                "%s: still %s (%.0f s in this step, %.0f s so far)", what, name, now - since, now - start
+            )
+
+    thread = threading.Thread(target=beat, name="finderledge-heartbeat", daemon=True)
+    thread.start()
+    ended = "failed after"
+    try:
+        yield step
+        ended = "done in"
+    finally:
+        stop.set()
+        thread.join()
+        logger.info("%s: %s %.0f s", what, ended, time.monotonic() - start)

@@ -1,0 +1,105 @@
+"""A filter with more than MAX_FILTER_VALUES values is refused with an error naming the limit, on every backend,
+before any leg runs; one at the limit works everywhere (issue 28: a 64,000-value ``$in`` on Chroma dropped the
+connection, 80,000 values gave a 500 "too many SQL variables")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from pg_server import fresh_schema
+
+from finderledge import FinderLedge
+from finderledge.errors import ConfigurationError, FilterTooLargeError
+from finderledge.filters import MAX_FILTER_VALUES, filter_values
+from finderledge.server import ServerConfig, create_app
+
+MODES = ("hybrid", "vector", "keyword")
+
+
+def _ledger(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> FinderLedge:
+    extra: dict[str, Any] = {}
+    if kind == "pgvector":
+        extra = {"database_url": request.getfixturevalue("pg_url"), "database_schema": fresh_schema()}
+    else:
+        extra = {"vector_store": kind}
+    fl = FinderLedge(
+        tmp_path / "index",
+        embedding=DeterministicFakeEmbedding(size=8),
+        show_progress=False,
+        env_file=None,
+        **extra,
+    )
+    fl.add_texts([f"note {i} about the budget" for i in range(20)], metadatas=[{"n": i} for i in range(20)])
+    return fl
+
+
+@pytest.fixture(params=["faiss", "chroma", "pgvector"])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FinderLedge]:
+    fl = _ledger(request.param, tmp_path, request)
+    yield fl
+    fl.close()
+
+
+def test_values_are_counted_across_the_filter() -> None:
+    assert (
+        filter_values(
+            {"a": 1, "b": {"$in": [1, 2, 3], "$ne": 4}, "$or": [{"c": "x"}, {"d": {"$nin": [1, 2]}}]}
+        )
+        == 8
+    )
+
+
+def test_over_the_limit_is_refused_naming_it_on_every_backend(ledger: FinderLedge) -> None:
+    too_many = {"n": {"$in": list(range(MAX_FILTER_VALUES + 1))}}
+    split = {
+        "$or": [{"n": i} for i in range(MAX_FILTER_VALUES // 2 + 1)] + [{"n": {"$in": list(range(5000))}}]
+    }
+    for flt in (too_many, split, {"$and": [{"x": "y"}, too_many]}):
+        for mode in MODES:
+            with pytest.raises(FilterTooLargeError, match=f"limit of {MAX_FILTER_VALUES}") as err:
+                ledger.search("budget", search_mode=mode, filter=flt)
+            assert isinstance(err.value, ConfigurationError)
+            assert "MAX_FILTER_VALUES" in str(err.value)
+    with pytest.raises(FilterTooLargeError):
+        ledger.scoped({"n": {"$in": list(range(MAX_FILTER_VALUES))}}).search("budget", filter={"x": "y"})
+
+
+def test_at_the_limit_every_backend_answers(ledger: FinderLedge) -> None:
+    at_limit = {"n": {"$in": [*range(3, MAX_FILTER_VALUES + 2)][:MAX_FILTER_VALUES]}}
+    for mode in MODES:
+        found = ledger.search("budget", search_mode=mode, filter=at_limit, k=30)
+        assert found and {r.document.metadata["n"] for r in found} <= set(range(3, 20))
+    mixed = {
+        "n": {
+            "$in": [*range(5, 5 + MAX_FILTER_VALUES // 2), *(f"s{i}" for i in range(MAX_FILTER_VALUES // 2))]
+        }
+    }
+    assert {r.document.metadata["n"] for r in ledger.search("budget", filter=mixed, k=30)} == set(
+        range(5, 20)
+    )
+
+
+@pytest.mark.parametrize("kind", ["faiss", "chroma"])
+def test_the_server_answers_400_naming_the_limit(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    fl = _ledger(kind, tmp_path, request)
+    try:
+        with TestClient(create_app(ServerConfig(directory=tmp_path / "index"), ledger=fl)) as client:
+            for values in (MAX_FILTER_VALUES + 1, 50_000, 80_000):
+                body = {"query": "budget", "filter": {"n": {"$in": list(range(values))}}}
+                r = client.post("/api/v1/search", json=body)
+                assert r.status_code == 400, r.text
+                assert f"limit of {MAX_FILTER_VALUES}" in r.json()["detail"]
+            r = client.post(
+                "/api/v1/search",
+                json={"query": "budget", "filter": {"n": {"$in": list(range(MAX_FILTER_VALUES))}}},
+            )
+            assert r.status_code == 200 and r.json()["results"]
+    finally:
+        fl.close()
