@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from finderledge import FinderLedge, ingest
+from finderledge import FinderLedge, ingest, replica
 from finderledge.ledgers import SQLiteLedger
 
 WORDS = [
@@ -185,14 +185,19 @@ def test_streamed_and_whole_file_give_the_same_chunks_and_results(
     big.write_text(_text(80, seed=3), encoding="utf-8")
     embedding = DeterministicFakeEmbedding(size=16)
 
+    queries = ("warehouse invoice", "password backup region", "latency of the ledger")
+
+    def results(fl: FinderLedge) -> list[list[tuple[str, str]]]:
+        return [[(h.document.page_content, f"{h.score:.6f}") for h in fl.search(q, k=5)] for q in queries]
+
     def build(name: str) -> tuple[list[tuple[str, str, dict]], list[list[tuple[str, str]]], int]:
         index = tmp_path / name
-        with _open(index, embedding) as fl:
+        with _open(index, embedding) as fl, _open(index, embedding) as reader:
+            note = reader.add_texts(["opened before the big write"])
             fl.add_document(big)
-            hits = [
-                [(h.document.page_content, f"{h.score:.6f}") for h in fl.search(q, k=5)]
-                for q in ("warehouse invoice", "password backup region", "latency of the ledger")
-            ]
+            hits = results(fl)
+            assert results(reader) == hits  # another instance catches the change up (in batches) the same
+            fl.delete(note)
         con = sqlite3.connect(index / "ledger.sqlite3")
         chunks = [
             (cid, text, md)
@@ -205,6 +210,9 @@ def test_streamed_and_whole_file_give_the_same_chunks_and_results(
     whole, whole_hits, _ = build("whole")
     monkeypatch.setattr(ingest, "STREAM_DOCUMENT_CHARS", 5_000)
     monkeypatch.setattr(ingest, "STREAM_WINDOW_CHARS", 3_000)
+    monkeypatch.setattr(replica, "BIG_CHANGE", 10)  # the catch-up reads and applies 7 rows at a time
+    monkeypatch.setattr(replica, "CATCH_UP_BATCH", 7)
+    monkeypatch.setattr(replica, "SPILL_ROWS", 15)  # and the writer writes its indexes every 15 chunks
     windows = []
     real = SQLiteLedger.stage_chunks
     monkeypatch.setattr(
@@ -213,7 +221,7 @@ def test_streamed_and_whole_file_give_the_same_chunks_and_results(
         lambda self, pid, chunks: (windows.append(len(chunks)), real(self, pid, chunks)),
     )
     streamed, streamed_hits, staged = build("streamed")
-    assert len(windows) > 3 and sum(windows) == len(whole)  # it did take the streaming path
+    assert len(windows) > 3 and sum(windows) == len(whole) - 1  # the streaming path (all but the note)
     assert len(whole) > 20
     assert streamed == whole  # same ids, texts and metadata (split_count included)
     assert streamed_hits == whole_hits
