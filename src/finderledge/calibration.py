@@ -9,6 +9,14 @@ the gate rises linearly in between.  An English-only model on Japanese text find
 Japanese sentence, so its gate closes whatever the model is called; on corpora where both legs work, both
 gates stay open (see docs/evaluation.md for the measured values and what the method assumes).
 
+A gate says whether a leg carries *any* signal, not how much it is worth; and a sentence copied from its chunk
+hands BM25 every word of its target.  So each pseudo-query is also searched for its chunk *with the sentence
+taken out* (the chunk re-embedded and re-scored by BM25 without it: the target is about the query but does not
+contain its words, as for a real query that paraphrases).  The legs' MRR@10 on those *held-out* pseudo-queries
+sets a convex prior ``α`` (vector) / ``1 - α`` (keyword), ``α = MRR_v / (MRR_v + MRR_k)`` bounded to
+[:data:`PRIOR_MIN`, 1 - :data:`PRIOR_MIN`]; fusion multiplies each leg's gate by ``2α`` / ``2(1 - α)`` (1 and 1
+when the legs are worth the same: the gates alone, as before).
+
 Gates are kept per script group of the pseudo-queries (``latin``, ``cjk`` …) when a group has enough of
 them, so a mixed English/Japanese corpus can close the vector leg for Japanese queries only.
 """
@@ -26,6 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .embeddings import embed_queries
 from .fusion import script_of
 from .relevance import sample_key
@@ -34,15 +44,18 @@ __all__ = [
     "GATE_FULL",
     "GATE_OFF",
     "INFO_KEY",
+    "PRIOR_MIN",
     "Calibration",
     "GroupCompetence",
     "LedgerCalibrator",
     "calibrate",
     "gate",
     "info_key",
+    "leg_priors",
     "pseudo_queries",
     "query_count",
     "script_group",
+    "without_sentence",
 ]
 
 logger = logging.getLogger(__name__)
@@ -51,6 +64,11 @@ logger = logging.getLogger(__name__)
 GATE_OFF = 0.25
 #: ... and 1 from this share up (both set a priori, far from every value measured on corpora where both legs work)
 GATE_FULL = 0.5
+#: the vector leg's prior share ``α`` is kept in [PRIOR_MIN, 1 - PRIOR_MIN] (set a priori: neither leg's weight
+#: falls below a third of the other's on held-out pseudo-queries alone; the per-query evidence decides the rest)
+PRIOR_MIN = 0.25
+#: held-out pseudo-queries per calibration at most (each re-embeds its chunk without the sentence: the cost)
+MAX_HELD_OUT = 100
 #: pseudo-queries per calibration at most, and the share of the corpus's chunks drawn below that
 MAX_QUERIES = 200
 QUERY_SHARE = 0.2
@@ -64,7 +82,7 @@ INFO_KEY = "calibration"
 HEAD_CHARS = 600
 #: ... and at most this share of the chunk's text
 MAX_PART = 0.6
-VERSION = 1
+VERSION = 2  # 2: held-out pseudo-queries and leg priors
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 _CJK_GROUP = {"han": "cjk", "kana": "cjk"}
@@ -84,6 +102,22 @@ def script_group(text: str) -> str:
 def gate(ratio: float) -> float:
     """A leg's gate from its MRR as a share of the other leg's: 0 up to :data:`GATE_OFF`, 1 from :data:`GATE_FULL`."""
     return min(max((ratio - GATE_OFF) / (GATE_FULL - GATE_OFF), 0.0), 1.0)
+
+
+def leg_priors(held_out_mrr: Mapping[str, float]) -> dict[str, float]:
+    """Each leg's prior from its MRR@10 on held-out pseudo-queries: ``2α`` (vector), ``2(1 - α)`` (keyword) with
+    ``α = MRR_v / (MRR_v + MRR_k)`` bounded to [:data:`PRIOR_MIN`, 1 - :data:`PRIOR_MIN`]; 1 and 1 without
+    figures (an old calibration, or neither leg found anything)."""
+    v, k = held_out_mrr.get("vector"), held_out_mrr.get("keyword")
+    if v is None or k is None or v + k <= 0:
+        return {"vector": 1.0, "keyword": 1.0}
+    alpha = min(max(v / (v + k), PRIOR_MIN), 1.0 - PRIOR_MIN)
+    return {"vector": round(2.0 * alpha, 4), "keyword": round(2.0 * (1.0 - alpha), 4)}
+
+
+def without_sentence(text: str, sentence: str) -> str:
+    """The chunk ``text`` with (the first copy of) ``sentence`` taken out: a held-out pseudo-query's target."""
+    return text.replace(sentence, " ", 1).strip()
 
 
 def query_count(chunks: int) -> int:
@@ -119,7 +153,12 @@ def _sentence(chunk_id: str, text: str) -> str | None:
 def pseudo_queries(chunks: Iterable[tuple[str, str, str]], n: int) -> list[tuple[str, str]]:
     """Up to ``n`` ``(sentence, parent id)`` pairs from ``(chunk id, parent id, text)`` triples, in their order;
     at most one per parent, so one long document does not decide for the corpus."""
-    out: list[tuple[str, str]] = []
+    return [(sentence, parent) for sentence, parent, _, _ in _drawn(chunks, n)]
+
+
+def _drawn(chunks: Iterable[tuple[str, str, str]], n: int) -> list[tuple[str, str, str, str]]:
+    """:func:`pseudo_queries` with each sentence's chunk id and text: ``(sentence, parent, chunk id, text)``."""
+    out: list[tuple[str, str, str, str]] = []
     parents: set[str] = set()
     for chunk_id, parent_id, text in chunks:
         if len(out) >= n:
@@ -129,28 +168,42 @@ def pseudo_queries(chunks: Iterable[tuple[str, str, str]], n: int) -> list[tuple
         sentence = _sentence(chunk_id, text)
         if sentence is not None:
             parents.add(parent_id)
-            out.append((sentence, parent_id))
+            out.append((sentence, parent_id, chunk_id, text))
     return out
 
 
 @dataclass(frozen=True)
 class GroupCompetence:
-    """Each leg's MRR@10 on one group's pseudo-queries and the gates that follow."""
+    """Each leg's MRR@10 on one group's pseudo-queries (copied and held out) and the gates and priors that follow."""
 
     queries: int
     mrr: dict[str, float]
     gates: dict[str, float]
+    held_out_mrr: dict[str, float] = field(default_factory=dict)
+    priors: dict[str, float] = field(default_factory=lambda: {"vector": 1.0, "keyword": 1.0})
 
     @classmethod
-    def of(cls, reciprocal_ranks: Mapping[str, Sequence[float]]) -> GroupCompetence:
+    def of(
+        cls,
+        reciprocal_ranks: Mapping[str, Sequence[float]],
+        held_out: Mapping[str, Sequence[float]] | None = None,
+    ) -> GroupCompetence:
         n = len(next(iter(reciprocal_ranks.values()), []))
         mrr = {leg: (sum(rr) / n if n else 0.0) for leg, rr in reciprocal_ranks.items()}
         v, k = mrr.get("vector", 0.0), mrr.get("keyword", 0.0)
+        n_held = len(next(iter((held_out or {}).values()), []))
+        held = (
+            {leg: round(sum(rr) / n_held, 4) for leg, rr in (held_out or {}).items()}
+            if n_held >= MIN_QUERIES
+            else {}
+        )
         if n < MIN_QUERIES or (v == 0.0 and k == 0.0):
             gates = {"vector": 1.0, "keyword": 1.0}
+            priors = {"vector": 1.0, "keyword": 1.0}
         else:
             gates = {"vector": gate(v / k) if k > 0 else 1.0, "keyword": gate(k / v) if v > 0 else 1.0}
-        return cls(n, {leg: round(m, 4) for leg, m in mrr.items()}, gates)
+            priors = leg_priors(held)
+        return cls(n, {leg: round(m, 4) for leg, m in mrr.items()}, gates, held, priors)
 
 
 @dataclass(frozen=True)
@@ -186,7 +239,13 @@ class Calibration:
         try:
             data = json.loads(raw)
             groups = {
-                name: GroupCompetence(int(g["queries"]), dict(g["mrr"]), dict(g["gates"]))
+                name: GroupCompetence(
+                    int(g["queries"]),
+                    dict(g["mrr"]),
+                    dict(g["gates"]),
+                    dict(g.get("held_out_mrr") or {}),
+                    dict(g.get("priors") or {"vector": 1.0, "keyword": 1.0}),
+                )
                 for name, g in data["groups"].items()
             }
             return cls(
@@ -199,6 +258,17 @@ class Calibration:
         except (ValueError, KeyError, TypeError, AttributeError):
             logger.warning("the stored calibration is unreadable; it will be measured again")
             return None
+
+
+def _with_target(
+    hits: Sequence[tuple[str, float]], target: str, score: float | None, depth: int = 10
+) -> list[tuple[str, float]]:
+    """``hits`` with the ``target`` chunk's entry replaced by ``score`` (left out when None), best first."""
+    out = [(chunk_id, s) for chunk_id, s in hits if chunk_id != target]
+    if score is not None:
+        out.append((target, score))
+        out.sort(key=lambda hit: -hit[1])
+    return out[:depth]
 
 
 def info_key(partition: str | None) -> str:
@@ -220,10 +290,16 @@ def calibrate(
     model_id: str,
     corpus_size: int,
     spent: float = 0.0,
+    held_out: Mapping[str, Callable[[int], Sequence[str]]] | None = None,
+    held_out_queries: int | None = None,
 ) -> Calibration:
     """Search each pseudo-query ``(text, parent id)`` with each leg (a function: query -> parent ids, best
-    first) and turn the legs' MRR@10 into gates, for the corpus and for each script group; ``spent``: seconds
-    already spent on it (embedding the queries), counted in the calibration's time."""
+    first) and turn the legs' MRR@10 into gates, for the corpus and for each script group; ``held_out``: per
+    leg, a function of the query's index -> parent ids, best first, with the query's sentence taken out of its
+    chunk, for the first ``held_out_queries`` queries (default all; their MRR@10 sets the priors, which stay 1
+    without them, with fewer than :data:`MIN_QUERIES` in a group, or when a leg's corpus-wide gate is
+    closed: they are not searched then); ``spent``: seconds already spent on it
+    (embedding the queries), counted in the calibration's time."""
     start = time.perf_counter()
     by_group: dict[str, dict[str, list[float]]] = {"all": {leg: [] for leg in legs}}
     for text, parent in queries:
@@ -232,8 +308,19 @@ def calibrate(
             per_leg = by_group.setdefault(group, {leg: [] for leg in legs})
             for leg, rr in ranks.items():
                 per_leg[leg].append(rr)
+    # held out only while every leg keeps some gate corpus-wide: next to a closed leg a prior changes nothing
+    held_legs = held_out or {}
+    if held_legs and min(GroupCompetence.of(by_group["all"]).gates.values()) == 0.0:
+        held_legs = {}
+    held_by_group: dict[str, dict[str, list[float]]] = {"all": {leg: [] for leg in held_legs}}
+    for i, (text, parent) in enumerate(queries[:held_out_queries] if held_legs else ()):
+        held = {leg: _reciprocal_rank(search(i), parent) for leg, search in held_legs.items()}
+        for group in ("all", script_group(text)):
+            held_per_leg = held_by_group.setdefault(group, {leg: [] for leg in held_legs})
+            for leg, rr in held.items():
+                held_per_leg[leg].append(rr)
     groups = {
-        name: GroupCompetence.of(rr)
+        name: GroupCompetence.of(rr, held_by_group.get(name) if held_legs else None)
         for name, rr in by_group.items()
         if name == "all" or len(next(iter(rr.values()), [])) >= MIN_QUERIES
     }
@@ -302,7 +389,8 @@ class LedgerCalibrator:
         else:
             pool = fl.keyword_store.partition_ids(partition)
             flt = {fl.settings.partition_key: partition}
-        queries = pseudo_queries(self._chunks(sorted(pool, key=sample_key)), n)
+        drawn = _drawn(self._chunks(sorted(pool, key=sample_key)), n)
+        queries = [(sentence, parent) for sentence, parent, _, _ in drawn]
         if len(queries) < MIN_QUERIES:
             logger.info(
                 "calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
@@ -312,10 +400,14 @@ class LedgerCalibrator:
             return None
         start = time.perf_counter()
         texts = [text for text, _ in queries]
-        vectors = dict(
-            zip(texts, embed_queries(fl.finder.embeddings, texts))
-        )  # batched where the model allows
-        replica, vector_store = fl._replica, fl.finder.vector_store
+        embeddings = fl.finder.embeddings
+        vectors = dict(zip(texts, embed_queries(embeddings, texts)))  # batched where the model allows
+        # each chunk with its sentence taken out, embedded as a passage (the held-out pseudo-queries' targets)
+        rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
+        # ... embedded on first use: calibrate skips them next to a closed gate
+        rest_vectors: list[np.ndarray] = []
+        replica, vector_store, keyword_store = fl._replica, fl.finder.vector_store, fl.finder.keyword_store
+        bm25 = fl.keyword_store  # this process's BM25 index: scores a text that is not stored
 
         def vector_leg(text: str) -> list[str]:
             with replica.rw.read():
@@ -323,7 +415,27 @@ class LedgerCalibrator:
 
         def keyword_leg(text: str) -> list[str]:
             with replica.rw.read():
-                return self._parents(fl.finder.keyword_store.search(text, 10, flt))
+                return self._parents(keyword_store.search(text, 10, flt))
+
+        def held_out_vector(i: int) -> list[str]:
+            if not rest_vectors:
+                rest_vectors.extend(
+                    np.asarray(v, dtype=np.float64) for v in embeddings.embed_documents(rests)
+                )
+            sentence, _, chunk_id, _ = drawn[i]
+            q = np.asarray(vectors[sentence], dtype=np.float64)
+            denom = float(np.linalg.norm(q) * np.linalg.norm(rest_vectors[i]))
+            cosine = float(q @ rest_vectors[i]) / denom if denom > 0 else 0.0
+            with replica.rw.read():
+                hits = vector_store.search(vectors[sentence], 11, flt)
+            return self._parents(_with_target(hits, chunk_id, cosine))
+
+        def held_out_keyword(i: int) -> list[str]:
+            sentence, _, chunk_id, _ = drawn[i]
+            with replica.rw.read():
+                hits = keyword_store.search(sentence, 11, flt)
+                score = bm25.score_text(sentence, rests[i])
+            return self._parents(_with_target(hits, chunk_id, score if score > 0 else None))
 
         calibration = calibrate(
             queries,
@@ -331,13 +443,21 @@ class LedgerCalibrator:
             model_id=fl._model_id,
             corpus_size=size,
             spent=time.perf_counter() - start,
+            # a partition's BM25 has its own statistics; score_text knows the corpus's: no priors there (yet)
+            held_out=None
+            if partition is not None
+            else {"vector": held_out_vector, "keyword": held_out_keyword},
+            held_out_queries=MAX_HELD_OUT,
         )
         logger.info(
             "calibrated the search legs%s on %d pseudo-queries in %.1f s: %s",
             "" if partition is None else f" of partition {partition!r}",
             len(queries),
             calibration.seconds,
-            "; ".join(f"{g}: MRR@10 {c.mrr}, gates {c.gates}" for g, c in calibration.groups.items()),
+            "; ".join(
+                f"{g}: MRR@10 {c.mrr}, held out {c.held_out_mrr}, gates {c.gates}, priors {c.priors}"
+                for g, c in calibration.groups.items()
+            ),
         )
         fl._ledger.set_info(key, calibration.to_json())
         return calibration

@@ -809,7 +809,10 @@ def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
     calibrator = getattr(fl, "_calibrator", None)
     calibration = calibrator.current() if calibrator is not None else None
     if calibration is not None:  # the gates adaptive fusion used, per script group
-        out["calibration"] = {g: {"mrr": c.mrr, "gates": c.gates} for g, c in calibration.groups.items()}
+        out["calibration"] = {
+            g: {"mrr": c.mrr, "gates": c.gates, "held_out_mrr": c.held_out_mrr, "priors": c.priors}
+            for g, c in calibration.groups.items()
+        }
     active = getattr(fl, "reranker", None)
     if active is not None:
         out["reranker"] = reranker if isinstance(reranker, str) else type(active).__name__
@@ -859,6 +862,8 @@ def format_report(report: EvalReport, *, per_query: bool = False) -> str:
         )
     if report.settings.get("unmatched_gold"):
         lines.append("gold ids matching no stored document: " + ", ".join(report.settings["unmatched_gold"]))
+    for group, c in (report.settings.get("calibration") or {}).items():
+        lines.append(f"adaptive fusion, {group}: " + _calibration_line(c))
     if per_query:
         lines.extend(_per_query_lines(report))
     return "\n".join(lines)
@@ -881,6 +886,18 @@ def _per_query_lines(report: EvalReport) -> list[str]:
         )
         lines.append(f"{first['id']}: hits {hits} | {golds or 'no gold ids'} | {first['query']}")
     return lines
+
+
+def _calibration_line(c: Mapping[str, Any]) -> str:
+    """One script group's calibration as ``finderledge eval`` prints it: pseudo-query MRRs, gates, priors."""
+
+    def legs(values: Mapping[str, float] | None) -> str:
+        return ", ".join(f"{leg} {v:.2f}" for leg, v in (values or {}).items()) or "-"
+
+    return (
+        f"pseudo-query MRR@10 {legs(c.get('mrr'))}; held out {legs(c.get('held_out_mrr'))}; "
+        f"gates {legs(c.get('gates'))}; priors {legs(c.get('priors'))}"
+    )
 
 
 def plot_report(report: EvalReport, path: str | Path) -> Path:

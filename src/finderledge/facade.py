@@ -791,6 +791,12 @@ def _vector_backend(
             lambda: create_vector_store("chroma", None, fl._dimension(), url=url, collection=collection),
             f"index:vector:chroma@{redact_url(url)}/{collection}",
         )
+    if kind == "chroma":  # a local Chroma directory holds the named collection too (an older index: rebuilt)
+        collection = settings.chroma_collection
+        return (
+            lambda: create_vector_store(kind, local, fl._dimension(), collection=collection),
+            "index:vector:chroma",
+        )
     return lambda: create_vector_store(kind, local, fl._dimension()), f"index:vector:{kind}"
 
 

@@ -294,17 +294,22 @@ class Finder:
         else:
             calibration = self.calibration() if partition is None else self.calibration(partition)
             group, competence = calibration.competence_for(query) if calibration else ("", None)
+            priors: dict[str, float] = {}
             if competence is None:
                 gates, source = {}, "not calibrated (too small a corpus, or not written since an upgrade)"
             else:
-                gates = competence.gates
+                gates, priors = competence.gates, competence.priors
                 script = "" if group == "all" else f" {group}-script"
                 source = f"calibrated on {competence.queries}{script} pseudo-queries, MRR@10 " + ", ".join(
                     f"{leg} {m:.2f}" for leg, m in competence.mrr.items()
                 )
-            chosen = leg_weights(top_evidence(rankings, baseline, ceiling), gates, source)
+                if competence.held_out_mrr:
+                    source += ", held out " + ", ".join(
+                        f"{leg} {m:.2f}" for leg, m in competence.held_out_mrr.items()
+                    )
+            chosen = leg_weights(top_evidence(rankings, baseline, ceiling), gates, source, priors)
         timings.weights, timings.weights_reason = dict(chosen.weights), chosen.reason
-        timings.gates, timings.evidence = chosen.gates, chosen.evidence
+        timings.gates, timings.priors, timings.evidence = chosen.gates, chosen.priors, chosen.evidence
         return evidence_fusion(
             rankings,
             chosen.weights,

