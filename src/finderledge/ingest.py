@@ -468,15 +468,16 @@ class Writer:
             vectors = self._embed(pieces, report)
             chunks = []
             for piece, vec in zip(pieces, vectors):
+                cid = child_id(pid, index)
                 info = {
-                    "id": child_id(pid, index),
+                    "id": cid,
                     "is_parent": False,
                     "parent_id": pid,
                     "split_index": index,
                     "split_count": count,
                     "doc_type": doc_type,
                 }
-                chunks.append(ChunkRecord(info["id"], pid, index, piece, {**md, FL_KEY: info}, vec))
+                chunks.append(ChunkRecord(cid, pid, index, piece, {**md, FL_KEY: info}, vec))
                 index += 1
             ledger.stage_chunks(pid, chunks)
         logger.info("staged %d chunks of %s (%d characters)", index, group.source or pid, len(text))
