@@ -58,3 +58,25 @@ def test_a_bad_limit_is_refused(tmp_path: Path, fake_embeddings: Any, bad: Any) 
     with pytest.raises(ValueError, match="max_chunks"):
         fl.ingest(tmp_path, max_chunks=bad)
     fl.close()
+
+
+def test_a_streamed_big_file_is_refused_in_its_counting_pass(
+    tmp_path: Path, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long plain text is written window by window; the limit stops it while its chunks are counted, before
+    any window is embedded or staged."""
+    from finderledge import ingest
+
+    monkeypatch.setattr(ingest, "STREAM_DOCUMENT_CHARS", 5_000)
+    monkeypatch.setattr(ingest, "STREAM_WINDOW_CHARS", 3_000)
+    model = CountingEmbeddings(fake_embeddings)
+    fl = FinderLedge(
+        tmp_path / "idx", embedding=model, chunk_size=200, chunk_overlap=0, show_progress=False, env_file=None
+    )
+    big = tmp_path / "big.txt"
+    big.write_text(" ".join(f"plain words number {i} of a long text." for i in range(3000)), encoding="utf-8")
+    with pytest.raises(TooManyChunksError, match="limit of 30"):
+        fl.ingest(big, document_id="big", on_error="raise", max_chunks=30)
+    assert model.embedded == 0
+    assert fl.list_document_ids() == []
+    fl.close()
