@@ -462,7 +462,7 @@ class FaissVectorStore(VectorStore):
             params = None
             limit = self._index.ntotal
             value = partition_of(filter, self.partition_key)
-            if value is not None:
+            if value is not None and filter is not None:
                 return self._search_partition(value, query[0], k, filter)
             if filter:
                 allowed = self._allowed(filter)
