@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from .embeddings import embed_queries
 from .fusion import script_of
 from .relevance import sample_key
 
@@ -401,6 +400,8 @@ class LedgerCalibrator:
         start = time.perf_counter()
         texts = [text for text, _ in queries]
         embeddings = fl.finder.embeddings
+        from .embeddings import embed_queries  # the model's module, loaded with the model above
+
         vectors = dict(zip(texts, embed_queries(embeddings, texts)))  # batched where the model allows
         # each chunk with its sentence taken out, embedded as a passage (the held-out pseudo-queries' targets)
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
