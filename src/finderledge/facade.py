@@ -26,7 +26,7 @@ from .checking import CheckReport, check_directory
 from .checking import repair as run_repair
 from .config import Settings, redact_url
 from .context import NO_CONTEXT
-from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id
+from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
@@ -76,6 +76,7 @@ RECORDED_SETTINGS = (
     "partition_key",
 )
 LEDGER_FILE = "ledger.sqlite3"
+REMOTE_PROVIDERS = ("openai", "ollama")  # their clients are made at open (a missing key fails there)
 LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
 
@@ -218,6 +219,8 @@ class FinderLedge(Catalog, Views, Asking):
             self._model = model
             self._embeddings: Embeddings | None = None
             self._splitter: DocumentSplitter | None = None
+            if isinstance(model, str) and parse_model_name(model)[0] in REMOTE_PROVIDERS:
+                self.embeddings  # noqa: B018 - a service's client checks its key now: a bad one fails the open
             open_vector, vector_key = _vector_backend(self, instance, local)
             self._replica = Replica(
                 self._ledger,
