@@ -63,6 +63,8 @@ def scan(src: Path) -> dict:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = resolve(mod, is_package, node)
+                if node.module is None and any(n in modules for n in names[1:]):
+                    names = names[1:]  # `from . import sub`: the submodule, not the package's __init__
             for name in names:
                 if name in modules and name != mod:
                     edges[mod].add(name)

@@ -31,6 +31,7 @@ from .mcp_command import add_command as add_mcp_command
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
+from .version import package_version
 
 __all__ = ["build_parser", "main", "package_version"]
 
@@ -51,18 +52,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: message (see 'PROG --help')`` and exit 2."""
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def package_version() -> str:
-    """The installed distribution's version (else the package's ``__version__``)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("finderledge")
-    except PackageNotFoundError:
-        from . import __version__
-
-        return __version__
 
 
 def _default_dir() -> str:

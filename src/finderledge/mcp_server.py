@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, MissingExtraError
 from .filters import and_filters, compile_filter
-from .mcp_command import INSTALL_HINT
 from .metadata import user_metadata
 
 if TYPE_CHECKING:
@@ -46,8 +45,8 @@ def server_class() -> Any:
 
         return FastMCP
     except ImportError as exc:
-        raise ConfigurationError(
-            f"finderledge mcp needs the Model Context Protocol SDK ({exc.name} is missing): {INSTALL_HINT}"
+        raise MissingExtraError(
+            "finderledge mcp (the Model Context Protocol SDK)", exc.name or "mcp", "mcp"
         ) from None
 
 

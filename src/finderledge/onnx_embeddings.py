@@ -32,6 +32,11 @@ from .embedding_names import ONNX_ALIASES
 from .embedding_names import ONNX_MODEL_NAME as MODEL_NAME
 from .paths import cache_root
 from .progress import heartbeat
+from .sentence_transformer_embeddings import (
+    SentenceTransformerEmbeddings,
+    default_model_path,
+    quiet_transformers,
+)
 
 __all__ = [
     "DEFAULT_MIN_AGREEMENT",
@@ -183,9 +188,7 @@ def _export(model_path: Path, target: Path) -> None:
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, dim=-1)
 
-    from .embeddings import _quiet_transformers
-
-    with _quiet_transformers():
+    with quiet_transformers():
         bert = AutoModel.from_pretrained(str(model_path)).eval()
     tokenizer = _tokenizer(model_path)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # a padded example: the mask path is traced too
@@ -223,7 +226,6 @@ def _build(model_path: Path, folder: Path, step: Callable[[str], None] = lambda 
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:
         raise ImportError("embedding 'onnx' needs the onnx package: pip install 'finderledge[onnx]'") from exc
-    from .embeddings import SentenceTransformerEmbeddings
 
     raw = folder / "raw.onnx"
     step("1/5 tracing the model with torch")
@@ -359,8 +361,6 @@ class OnnxEmbeddings(Embeddings):
         """The session and tokenizer, built and verified on first use."""
         with self._lock:
             if self._session is None:
-                from .embeddings import default_model_path
-
                 model_path = Path(default_model_path())
                 folder = _ensure_built(model_path)
                 tokenizer = _tokenizer(model_path)

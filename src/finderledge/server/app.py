@@ -25,6 +25,7 @@ from ..errors import (
     LoadError,
     LockTimeoutError,
 )
+from ..version import package_version
 from .answers import make_answerer
 from .config import ServerConfig
 from .deps import TENANT_FIELD, ServerState
@@ -229,8 +230,6 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
             ledger.close()
 
     from fastapi_offline import FastAPIOffline  # /docs with Swagger UI served locally, not from a CDN
-
-    from ..cli import package_version
 
     app = FastAPIOffline(
         title="FinderLedge",

@@ -58,6 +58,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, IncompatibleIndexError
 from ..filters import compile_filter
+from ..pg_connection import advisory_key, connect_checked, make_pool, prepare_schema, safe_name
 from .base import LEDGER, SHARED, VectorStore
 from .pg_filter import jsonb_text, to_sql
 
@@ -195,8 +196,6 @@ def build_index_when_large(
     here; a bulk build ~0.25 ms).  Serialised by an advisory lock, so two writers never both build them."""
     from psycopg import sql
 
-    from ..ledgers.postgres import advisory_key
-
     wanted = ["gin"] + (["hnsw"] if dimension is not None and dimension <= MAX_INDEXED_DIMENSION else [])
     if all(has_index(conn, schema, table, kind) for kind in wanted):
         return
@@ -265,8 +264,6 @@ class PgVectorStore(VectorStore):
         _label: str | None = None,
         _on_close: Callable[[], None] | None = None,
     ) -> None:
-        from ..ledgers.postgres import connect_checked, make_pool, prepare_schema, safe_name
-
         self.schema, self.table, self.dimension = schema, table, int(dimension)
         self._size_lock = threading.Lock()
         self._large_until = 0.0

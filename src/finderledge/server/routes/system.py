@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from ...version import package_version
 from ..deps import ServerState, StateDep
 from ..models import HealthOut, VersionOut
 
@@ -83,6 +84,4 @@ def health(state: StateDep) -> JSONResponse:
 @router.get("/version", response_model=VersionOut, summary="Versions")
 def version() -> dict[str, str]:
     """The installed FinderLedge and the API version (``v1``: paths under ``/api/v1``)."""
-    from ...cli import package_version
-
     return {"finderledge": package_version(), "api": API_VERSION}
