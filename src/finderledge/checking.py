@@ -153,7 +153,7 @@ def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) ->
             report.damaged_documents.setdefault(owner, f"chunk {cid}: {exc}")
             bad.append(f"chunk {cid} (document {owner}): {exc}")
             continue
-        if parent not in documents:
+        if parent not in documents and "staged:" + parent not in info:  # staged: a big write under way
             orphans += 1
             if orphans <= _LISTED:
                 bad.append(f"chunk {cid}: its document {parent} is not in the ledger")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.documents import Document
@@ -185,6 +185,35 @@ class DocumentSplitter:
                 text_splitter.split_text(chunk) if self.length_function(chunk) > self.chunk_size else [chunk]
             )
         return [c for c in out if c.strip()]
+
+    def split_windows(
+        self, text: str, doc_type: str = "text", language: str | None = None, window: int = 1_000_000
+    ) -> Iterator[list[str]]:
+        """The chunks of a long ``text``, a window of about ``window`` characters at a time: memory holds one
+        window's chunks, never all of them.  Each window is cut after a paragraph break (else a line break or
+        a space); its last chunk, which the cut may have shortened, is split again at the start of the next
+        window, so the chunks are those :meth:`split_text` gives for the whole text (the splitter merges
+        pieces greedily from the left, overlap included)."""
+        start = 0
+        while start < len(text):
+            end = len(text)
+            if end - start > window:
+                end = start + window
+                for mark in ("\n\n", "\n", " "):
+                    found = text.rfind(mark, start + window // 2, end)
+                    if found >= 0:
+                        end = found + len(mark)
+                        break
+            part = text[start:end]
+            pieces = self.split_text(part, doc_type, language)
+            if end < len(text) and len(pieces) > 1:
+                restart = part.rfind(pieces[-1])
+                if restart > 0:
+                    yield pieces[:-1]
+                    start += restart
+                    continue
+            yield pieces
+            start = end
 
     def split_document(
         self,

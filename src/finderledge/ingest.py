@@ -56,6 +56,11 @@ logger = logging.getLogger(__name__)
 STREAM_GROUPS = 256  # files (or Documents) per write
 STREAM_CHARS = 4_000_000  # characters of text per write
 
+# one document of more text is split, embedded and written window by window in staged transactions, then
+# published by one short commit: memory stays bounded for any single file (SQLite ledger)
+STREAM_DOCUMENT_CHARS = 4_000_000
+STREAM_WINDOW_CHARS = 1_000_000  # characters split and embedded at a time
+
 _PATH_LENGTH_LIMIT = 4096
 _ID_LENGTH_LIMIT = 1024
 
@@ -228,7 +233,40 @@ class Writer:
         candidates = {
             pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)
         }
-        self._prepare(candidates, prepared, report)
+        big = {pid for pid, (_, doc) in candidates.items() if self._streams(doc)}
+        self._prepare({pid: v for pid, v in candidates.items() if pid not in big}, prepared, report)
+        staged: dict[str, tuple[DocumentRecord, int]] = {}
+        published: set[str] = set()
+        begun: list[str] = []
+        try:
+            for pid in big:
+                begun.append(pid)
+                result = self._stage(pid, *candidates[pid], report)
+                if result is not None:
+                    staged[pid] = result
+            self._commit_batch(groups, report, listed, prepared, staged, published, prune_under, document_id)
+        finally:
+            left = [pid for pid in begun if pid not in published]
+            if left:  # not published (an error, or another writer stored it meanwhile): drop the rows
+                try:
+                    ledger.discard_staged(left)
+                except Exception:  # invisible rows; the next write of the file or gc drops them
+                    logger.warning("could not discard the staged rows of %s", left, exc_info=True)
+
+    def _commit_batch(
+        self,
+        groups: Sequence[_Group],
+        report: IngestReport,
+        listed: set[str],
+        prepared: dict[str, _Prepared],
+        staged: Mapping[str, tuple[DocumentRecord, int]],
+        published: set[str],
+        prune_under: Sequence[str],
+        document_id: str | None,
+    ) -> None:
+        """Under the write lock: decide what is new and what it replaces, and commit it in one transaction
+        (the staged big documents among the new are published by the same transaction)."""
+        ledger = self._fl._ledger
         with self._fl._write_lock.hold("adding documents"):
             unread = [
                 path.rstrip(os.sep) + os.sep for path, _ in report.skipped
@@ -243,12 +281,21 @@ class Writer:
                 pid for src in gone for pid in _owned_ids(ledger.document_metadata(source=src), document_id)
             ]
             new, to_delete = self._plan(groups, report, extra_deletes, document_id, listed)
-            self._prepare({pid: v for pid, v in new.items() if pid not in prepared}, prepared, report)  # rare
+            self._prepare(  # rare: stored when this call began, removed by another writer since
+                {pid: v for pid, v in new.items() if pid not in prepared and pid not in staged},
+                prepared,
+                report,
+            )
             if new or to_delete:
+                publish = [staged[pid] for pid in new if pid in staged]
                 ledger.commit_write(
-                    add=[(prepared[pid].record, prepared[pid].chunks) for pid in new], remove=to_delete
+                    add=[(prepared[pid].record, prepared[pid].chunks) for pid in new if pid not in staged],
+                    remove=to_delete,
+                    publish=publish,
                 )
-                report.chunks_written += sum(len(prepared[pid].chunks) for pid in new)
+                published.update(doc.id for doc, _ in publish)
+                report.chunks_written += sum(len(prepared[pid].chunks) for pid in new if pid not in staged)
+                report.chunks_written += sum(count for _, count in publish)
                 report.pruned.extend(extra_deletes)
                 self._checkpoint()
 
@@ -394,6 +441,54 @@ class Writer:
                 )
             )
         out.update((pid, _Prepared(record, chunks[pid])) for pid, record in records.items())
+
+    def _streams(self, doc: Document) -> bool:
+        """Whether ``doc`` is written window by window: a long plain text, on a ledger that can stage."""
+        return (
+            self._fl._ledger.supports_staging
+            and len(doc.page_content) > STREAM_DOCUMENT_CHARS
+            and _detected_type(doc)[0] == "text"
+        )
+
+    def _stage(
+        self, pid: str, group: _Group, doc: Document, report: IngestReport
+    ) -> tuple[DocumentRecord, int] | None:
+        """Split, embed and write one long document window by window as staged rows (each window its own
+        transaction, invisible to every read); returns its parent record and chunk count for the commit
+        that publishes it, or ``None`` when another writer stored it meanwhile.  Memory holds one window's
+        chunks and vectors, never the whole document's."""
+        ledger = self._fl._ledger
+        splitter = self._fl.splitter
+        doc_type, language = _detected_type(doc)
+        text = doc.page_content
+        # a first pass counts the chunks (each chunk's metadata holds the count), a second writes them
+        count = sum(len(p) for p in splitter.split_windows(text, doc_type, language, STREAM_WINDOW_CHARS))
+        md = dict(doc.metadata)
+        parent_md = {**md, FL_KEY: {"id": pid, "is_parent": True, "split_count": count, "doc_type": doc_type}}
+        record = DocumentRecord(pid, group.source, version_hash(doc), COMPLETE, text, parent_md)
+        if not ledger.stage_document(pid):
+            return None
+        index = 0
+        for pieces in splitter.split_windows(text, doc_type, language, STREAM_WINDOW_CHARS):
+            if not pieces:
+                continue
+            vectors = self._embed(pieces, report)
+            chunks = []
+            for piece, vec in zip(pieces, vectors):
+                cid = child_id(pid, index)
+                info = {
+                    "id": cid,
+                    "is_parent": False,
+                    "parent_id": pid,
+                    "split_index": index,
+                    "split_count": count,
+                    "doc_type": doc_type,
+                }
+                chunks.append(ChunkRecord(cid, pid, index, piece, {**md, FL_KEY: info}, vec))
+                index += 1
+            ledger.stage_chunks(pid, chunks)
+        logger.info("staged %d chunks of %s (%d characters)", index, group.source or pid, len(text))
+        return record, index
 
     def _embed(self, texts: list[str], report: IngestReport) -> np.ndarray:
         """Vectors for passages: from the embedding cache when this model embedded the same text before,

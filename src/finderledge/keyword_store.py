@@ -56,6 +56,7 @@ from finderledge.integrity import (
     read_file,
     real_folder,
 )
+from finderledge.metadata import share_equal
 from finderledge.partitions import partition_of, partition_value
 from finderledge.storage import index_folder
 from finderledge.tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
@@ -175,7 +176,7 @@ class _Segment:
                 raise KeywordIndexCorruptError(
                     self.meta_path, f"expected a list of {self.n_docs} metadata objects"
                 )
-            self.metas = metas
+            self.metas = share_equal(metas)
         return self.metas
 
 
@@ -586,16 +587,24 @@ class KeywordStore:
         if metadatas is not None and len(metadatas) != len(ids):
             raise ValueError(f"got {len(ids)} ids but {len(metadatas)} metadatas")
         batch: PreparedBatch = {}
+        copies: dict[
+            int, dict[str, Any]
+        ] = {}  # one copy per metadata object given (a file's chunks share one)
         for i, (cid, text) in enumerate(zip(ids, texts)):
             if not isinstance(cid, str) or not cid:
                 raise TypeError(f"chunk ids must be non-empty strings, got {cid!r}")
             if not isinstance(text, str):
                 raise TypeError(f"texts must be strings, got {type(text).__name__} for id {cid!r}")
-            meta = dict(metadatas[i]) if metadatas is not None and metadatas[i] is not None else {}
-            try:
-                json.dumps(meta, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(f"metadata of chunk {cid!r} is not JSON-serialisable: {exc}") from exc
+            given = metadatas[i] if metadatas is not None else None
+            meta = copies.get(id(given)) if given is not None else None
+            if meta is None:
+                meta = dict(given) if given is not None else {}
+                try:
+                    json.dumps(meta, allow_nan=False)
+                except (TypeError, ValueError) as exc:
+                    raise TypeError(f"metadata of chunk {cid!r} is not JSON-serialisable: {exc}") from exc
+                if given is not None:
+                    copies[id(given)] = meta
             tokens = self.tokenizer(text)
             batch.pop(cid, None)
             batch[cid] = (Counter(tokens), len(tokens), meta)

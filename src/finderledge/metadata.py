@@ -37,6 +37,7 @@ __all__ = [
     "info_of",
     "kind_of",
     "normalize_metadata",
+    "share_equal",
     "source_of",
     "upgrade_schema_2",
     "user_metadata",
@@ -190,3 +191,19 @@ def upgrade_schema_2(md: Mapping[str, Any], is_chunk: bool) -> dict[str, Any]:
 def child_id(parent_id: str, index: int) -> str:
     """The id of the ``index``-th chunk of a parent: stable, readable and the same in every store."""
     return f"{parent_id}-{index:04d}"
+
+
+def share_equal(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``dicts`` with equal flat dicts replaced by one shared object: a big file's many chunks carry the same
+    metadata, and an index then holds one copy of it instead of one per chunk.  Callers never mutate them."""
+    shared: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+    out = []
+    for d in dicts:
+        try:
+            key = tuple(sorted(d.items()))
+            hash(key)
+        except TypeError:  # a nested value (list, dict): kept as it is
+            out.append(d)
+            continue
+        out.append(shared.setdefault(key, d))
+    return out

@@ -45,7 +45,7 @@ from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, Sto
 from .keyword_store import KeywordStore
 from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
-from .metadata import child_id, user_metadata
+from .metadata import child_id, share_equal, user_metadata
 from .overlay import VectorOverlay
 from .progress import logged
 from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore
@@ -58,6 +58,9 @@ logger = logging.getLogger(__name__)
 BACKLOG_LIMIT = 5000
 _OPEN_RETRIES = 5
 KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the oldest are removed)
+BIG_CHANGE = 20_000  # chunks: a catch-up adding more is applied in batches (see Replicas._apply_in_batches)
+CATCH_UP_BATCH = 5_000  # chunk rows read from the ledger at a time by such a catch-up
+SPILL_ROWS = 20_000  # chunks the committing writer applies in memory before writing them to the index files
 _PROGRESS_ABOVE = 20000  # rebuilding more chunks than this shows a progress bar (when progress is on)
 
 
@@ -373,16 +376,17 @@ class Replica:
             leg.seq = -1 if record is None else record.seq
             if leg.seq == target:
                 continue
-            _, removes, rows = self._plan(leg, target)
-            vectors = _vectors_of(rows, self.ledger)
+            adds, removes = self._plan(leg, target)
             leg.handle.delete(removes)
-            if rows:
-                leg.handle.add(
-                    [c.id for c in rows],
-                    vectors,
-                    [user_metadata(c.metadata) for c in rows],
-                    [c.content for c in rows],
-                )
+            for start in range(0, len(adds), CATCH_UP_BATCH):  # one big file: a batch of rows at a time
+                rows = self.ledger.get_chunks(adds[start : start + CATCH_UP_BATCH], with_embedding=True)
+                if rows:
+                    leg.handle.add(
+                        [c.id for c in rows],
+                        _vectors_of(rows, self.ledger),
+                        _user_metadata(rows),
+                        [c.content for c in rows],
+                    )
             leg.handle.flush()
             Checkpoint(target, None).write(self.ledger, leg.key)
             with self.rw.write():
@@ -417,20 +421,80 @@ class Replica:
         with self.ledger.snapshot():  # changes and chunk rows from one consistent state
             target = self.ledger.last_seq()
             plans = [(leg, self._plan(leg, target)) for leg in legs if leg.seq != target]
-        if not plans:
-            return
-        steps: list[Callable[[], None]] = []
-        for leg, (adds, removes, rows) in plans:
-            if leg is self.keyword:
-                steps.append(self._keyword_step(rows, removes))
-            else:
-                steps.append(self._vector_step(rows, removes))
-            leg.pending += len(adds) + len(removes)
+            if not plans:
+                return
+            if sum(len(adds) for _, (adds, _) in plans) > BIG_CHANGE and not any(
+                set(adds) & set(removes) for _, (adds, removes) in plans
+            ):
+                self._apply_in_batches(plans, target)
+                return
+            steps: list[Callable[[], None]] = []
+            for leg, (adds, removes) in plans:
+                rows = self.ledger.get_chunks(adds, with_embedding=leg is self.vector)
+                if leg is self.keyword:
+                    steps.append(self._keyword_step(rows, removes))
+                else:
+                    steps.append(self._vector_step(rows, removes))
+                leg.pending += len(adds) + len(removes)
         with self.rw.write():
             for step in steps:
                 step()
             for leg, _ in plans:
                 leg.seq = target
+
+    def _apply_in_batches(self, plans: list[tuple[_Leg, tuple[list[str], list[str]]]], target: int) -> None:
+        """Apply a change of very many chunks (one big file) reading :data:`CATCH_UP_BATCH` rows at a time, so
+        memory holds one batch of rows, not all (caller holds ``_sync`` and a ledger snapshot).
+
+        Added chunks go in batch by batch while every leg still reports its old ``seq``: a search reads texts
+        as of that ``seq`` (``get_chunks(visible_at=...)``), so it never returns a chunk of the change early.
+        The removals and the new ``seq`` then take effect together under one write lock.  A process that
+        holds the checkpoint lock (the committing writer) also writes the vector overlay into the base index
+        and both indexes to disk every :data:`SPILL_ROWS` chunks, marking the checkpoint as being written
+        first, so neither grows with the change in memory."""
+        spill = (
+            self.persistent
+            and self.checkpoint_lock.held
+            and all(leg.location == LOCAL and not leg.memory_only for leg, _ in plans)
+        )
+        unspilled = 0
+        marked: set[str] = set()
+        for leg, (adds, _) in plans:
+            for start in range(0, len(adds), CATCH_UP_BATCH):
+                rows = self.ledger.get_chunks(
+                    adds[start : start + CATCH_UP_BATCH], with_embedding=leg is self.vector
+                )
+                step = (self._keyword_step if leg is self.keyword else self._vector_step)(rows, [])
+                with self.rw.write():
+                    step()
+                leg.pending += len(rows)
+                unspilled += len(rows)
+                if spill and unspilled >= SPILL_ROWS:
+                    self._spill(leg, marked)
+                    unspilled = 0
+        steps = [
+            (self._keyword_step if leg is self.keyword else self._vector_step)([], removes)
+            for leg, (_, removes) in plans
+        ]
+        with self.rw.write():
+            for step in steps:
+                step()
+            for leg, (_, removes) in plans:
+                leg.pending += len(removes)
+                leg.seq = target
+
+    def _spill(self, leg: _Leg, marked: set[str]) -> None:
+        """Mid-way through a big catch-up: write ``leg``'s in-memory additions to its files (the checkpoint
+        record is first marked as being written, so no other replica takes those files for its own)."""
+        if leg.name not in marked:
+            record = Checkpoint.read(leg._ledger, leg.key)
+            token = "writing-" + uuid.uuid4().hex
+            Checkpoint(record.seq if record else -1, token).write(leg._ledger, leg.key)
+            leg.token = token  # still ours: the checkpoint that follows the catch-up writes the real one
+            marked.add(leg.name)
+        if leg is self.vector:
+            self._move_overlay()
+        leg.handle.flush()
 
     def _rebuild_damaged(self, wait: bool) -> None:
         """Move aside and rebuild each leg whose files turned out damaged after it was loaded."""
@@ -491,9 +555,7 @@ class Replica:
         elif len(rows) > _PROGRESS_ABOVE:  # no bar: a log line every few seconds
             batches = logged(batches, "keyword index (5,000 chunks a batch)", "batch")  # type: ignore[assignment]
         prepared = [
-            store.prepare(
-                [c.id for c in batch], [c.content for c in batch], [user_metadata(c.metadata) for c in batch]
-            )
+            store.prepare([c.id for c in batch], [c.content for c in batch], _user_metadata(batch))
             for batch in batches
         ]
 
@@ -513,14 +575,14 @@ class Replica:
                 self.overlay.add(
                     [c.id for c in rows],
                     vectors,
-                    [user_metadata(c.metadata) for c in rows],
+                    _user_metadata(rows),
                     [c.content for c in rows],
                 )
 
         return step
 
-    def _plan(self, leg: _Leg, target: int) -> tuple[list[str], list[str], list[Any]]:
-        """Chunk ids to add and remove so that ``leg`` reflects ``target``, and the rows to add."""
+    def _plan(self, leg: _Leg, target: int) -> tuple[list[str], list[str]]:
+        """Chunk ids to add and remove so that ``leg`` reflects ``target``."""
         if leg.seq < 0:  # no checkpoint to replay from: compare id sets once
             have = leg.handle.ids()
             truth = self.ledger.complete_chunk_ids()
@@ -551,8 +613,7 @@ class Replica:
                         removed.add(child_id(change.doc_id, i))
             adds = [cid for cid, added in final.items() if added]
             removes = [cid for cid, added in final.items() if not added or cid in removed]
-        rows = self.ledger.get_chunks(adds, with_embedding=leg is self.vector)
-        return adds, removes, rows
+        return adds, removes
 
     # -- searching ----------------------------------------------------------------------------------
     def vector_search(self, embedding: Any, k: int, flt: Any) -> list[tuple[str, float]]:
@@ -705,6 +766,11 @@ class _NoFiles(VectorStore):
 
     def __len__(self) -> int:
         return 0
+
+
+def _user_metadata(rows: list[Any]) -> list[dict[str, Any]]:
+    """Each chunk's own metadata, equal ones as one shared object (see :func:`share_equal`)."""
+    return share_equal([user_metadata(c.metadata) for c in rows])
 
 
 def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:

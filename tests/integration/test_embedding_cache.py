@@ -106,7 +106,7 @@ def test_gc_and_stats_from_the_command_line(
     assert main(["add", str(note), "--dir", str(tmp_path / "i")]) == 0
     capsys.readouterr()
     assert main(["stats", "--dir", str(tmp_path / "i")]) == 0
-    assert "embedding_cache: {'entries': 0, 'bytes': 0}" in capsys.readouterr().out
+    assert "embedding cache: 0 vectors (0.0 MB; finderledge gc empties it)" in capsys.readouterr().out
     with FinderLedge(tmp_path / "i", embedding=minilm) as fl:  # vectors left by a failed write
         fl._ledger.cache_embeddings(fl._model_id, [("h", fl.embeddings.embed_query("x"))])
     assert main(["gc", "--dir", str(tmp_path / "i")]) == 0

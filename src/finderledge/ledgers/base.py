@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 PENDING, COMPLETE, DELETING = "pending", "complete", "deleting"  # pending/deleting: version-1 ledgers only
+STAGED_GRACE_SECONDS = 3600.0  # staged rows untouched this long are a crashed write's: gc deletes them
 REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searches still reflecting older seqs
 REMOVED_GRACE_SECONDS = 600.0
 # 4: chunks carry their text's hash (a committed vector is found by it, so the embedding cache drops it);
@@ -117,12 +118,33 @@ class Ledger(ABC):
         """Reads inside the block (in this thread) see one consistent state."""
 
     # -- writes -------------------------------------------------------------------------------------
+    #: whether a big document's chunks can be staged in several transactions (:meth:`stage_document`)
+    supports_staging: bool = False
+
     @abstractmethod
     def commit_write(
-        self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (), remove: Sequence[str] = ()
+        self,
+        add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
+        remove: Sequence[str] = (),
+        publish: Sequence[tuple[DocumentRecord, int]] = (),
     ) -> int:
-        """In one transaction: mark ``remove`` removed, add documents with their chunks, log each change;
-        returns the last change's ``seq``."""
+        """In one transaction: mark ``remove`` removed, add documents with their chunks, add the documents
+        ``publish`` (``(record, chunk_count)``) whose chunks were staged, log each change; returns the last
+        change's ``seq``."""
+
+    def stage_document(self, doc_id: str) -> bool:
+        """Begin staging the chunks of ``doc_id`` (invisible to every read until :meth:`commit_write`
+        publishes them); ``False`` when it is already stored complete.  Only where :attr:`supports_staging`."""
+        raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
+
+    def stage_chunks(self, parent_id: str, chunks: Sequence[ChunkRecord]) -> None:
+        """Write some chunks of a staged document, in their own transaction."""
+        raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
+
+    def discard_staged(self, doc_ids: Sequence[str] | None = None, older_than: float | None = None) -> int:
+        """Delete staged rows (of ``doc_ids``, or all untouched for ``older_than`` seconds); returns how many
+        documents.  A no-op where nothing can be staged."""
+        return 0
 
     @abstractmethod
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:

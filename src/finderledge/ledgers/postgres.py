@@ -431,10 +431,16 @@ class PostgresLedger(Ledger):
 
     # -- writes -------------------------------------------------------------------------------------
     def commit_write(
-        self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (), remove: Sequence[str] = ()
+        self,
+        add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
+        remove: Sequence[str] = (),
+        publish: Sequence[tuple[DocumentRecord, int]] = (),
     ) -> int:
         """In one transaction: mark ``remove`` removed (deleting their vectors), add documents with their chunks
-        and vectors, log each change; returns the last change's ``seq``."""
+        and vectors, log each change; returns the last change's ``seq``.  Nothing is staged here
+        (``supports_staging`` is false: a big document is written in one transaction)."""
+        if publish:
+            raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
         from ..vector_stores.pgvector import build_index_when_large, upsert_rows
 
         now = time.time()

@@ -37,6 +37,7 @@ from .base import (
     REMOVED,
     REMOVED_GRACE_SECONDS,
     SCHEMA_VERSION,
+    STAGED_GRACE_SECONDS,
     Change,
     ChunkRecord,
     DocumentRecord,
@@ -57,6 +58,7 @@ __all__ = ["SQLiteLedger"]
 
 logger = logging.getLogger(__name__)
 
+_STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged; value: when last touched
 SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
 )
@@ -211,10 +213,13 @@ class SQLiteLedger(Ledger):
                 self._db.execute("INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)", (key, value))
 
     # -- writes -------------------------------------------------------------------------------------
+    supports_staging = True
+
     def commit_write(
         self,
         add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
         remove: Sequence[str] = (),
+        publish: Sequence[tuple[DocumentRecord, int]] = (),
     ) -> int:
         """In one transaction: mark documents removed, add documents with their chunks as ``complete``, and
         log each in ``changes``.  Returns the last change's ``seq``.
@@ -222,7 +227,7 @@ class SQLiteLedger(Ledger):
         Removed rows stay readable for :data:`REMOVED_GRACE_SECONDS` so that a search whose indexes reflect
         an earlier ``seq`` still finds the texts of what it matched (see :meth:`get_chunks`)."""
         now = time.time()
-        self.quarantine.release([doc.id for doc, _ in add] + list(remove))
+        self.quarantine.release([doc.id for doc, _ in add] + list(remove) + [doc.id for doc, _ in publish])
         with self._lock, self._transaction():
             if self._schema_2:
                 self._upgrade_to_3()
@@ -266,26 +271,126 @@ class SQLiteLedger(Ledger):
                         cur.lastrowid,
                     ),
                 )
-                hashes = [content_id(c.content) for c in chunks]
-                self._db.executemany(
-                    "INSERT INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            c.id,
-                            c.parent_id,
-                            c.split_index,
-                            c.content,
-                            _dumps(c.metadata),
-                            None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
-                            h,
-                        )
-                        for c, h in zip(chunks, hashes)
-                    ],
-                )
-                self._uncache([h for c, h in zip(chunks, hashes) if c.embedding is not None])
+                self._insert_chunks(chunks)
+            for doc, count in publish:
+                self._publish(doc, count, now)
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
+
+    def _insert_chunks(
+        self, chunks: Sequence[ChunkRecord], verb: str = "INSERT", *, uncache: bool = True
+    ) -> None:
+        """Inside a write transaction: insert chunk rows (text hashed); the cache lets go of their vectors."""
+        hashes = [content_id(c.content) for c in chunks]
+        self._db.executemany(
+            f"{verb} INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    c.id,
+                    c.parent_id,
+                    c.split_index,
+                    c.content,
+                    _dumps(c.metadata),
+                    None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
+                    h,
+                )
+                for c, h in zip(chunks, hashes)
+            ],
+        )
+        if uncache:
+            self._uncache([h for c, h in zip(chunks, hashes) if c.embedding is not None])
+
+    def _publish(self, doc: DocumentRecord, count: int, now: float) -> None:
+        """Inside the commit transaction: a staged document's row is written and its staged chunks become
+        its chunks (one change row): the commit point of a big file."""
+        key = _STAGED_KEY + doc.id
+        marked = self._db.execute("SELECT 1 FROM info WHERE key=?", (key,)).fetchone()
+        held = self._db.execute("SELECT COUNT(*) FROM chunks WHERE parent_id=?", (doc.id,)).fetchone()[0]
+        if marked is None or held != count:
+            raise LedgerCorruptError(
+                self._target,
+                f"staged document {doc.id} holds {held} of its {count} chunks; another process discarded "
+                "them (add the file again)",
+            )
+        self._delete_rows(
+            [doc.id], chunks=False
+        )  # a removed earlier copy: its chunks were replaced by staging
+        cur = self._db.execute(
+            "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)", (ADD, doc.id, count)
+        )
+        self._db.execute(
+            "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                doc.id,
+                doc.source,
+                doc.content_hash,
+                COMPLETE,
+                doc.content,
+                _dumps(doc.metadata),
+                now,
+                cur.lastrowid,
+            ),
+        )
+        self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
+            "DELETE FROM embedding_cache WHERE text_hash IN"
+            " (SELECT text_hash FROM chunks WHERE parent_id=? AND embedding IS NOT NULL)",
+            (doc.id,),
+        )
+        self._db.execute("DELETE FROM info WHERE key=?", (key,))
+
+    # -- staging: one big document written window by window, invisible until published ---------------
+    def stage_document(self, doc_id: str) -> bool:
+        """Begin staging the chunks of document ``doc_id``: chunk rows whose document row is not written yet
+        (no read, count, search or replica sees them; only the commit that publishes them writes it), marked
+        in the info table.  Rows an earlier crashed or removed copy left are dropped.  ``False`` when the
+        document is stored complete."""
+        with self._lock, self._transaction():
+            row = self._db.execute("SELECT state FROM documents WHERE id=?", (doc_id,)).fetchone()
+            if row is not None and row[0] == COMPLETE:
+                return False
+            self._delete_rows([doc_id])
+            self._db.execute(
+                "INSERT OR REPLACE INTO info(key, value) VALUES (?, ?)",
+                (_STAGED_KEY + doc_id, str(time.time())),
+            )
+        return True
+
+    def stage_chunks(self, parent_id: str, chunks: Sequence[ChunkRecord]) -> None:
+        """Write chunks of the staged document ``parent_id`` in their own transaction."""
+        key = _STAGED_KEY + parent_id
+        with self._lock, self._transaction():
+            if self._db.execute("SELECT 1 FROM info WHERE key=?", (key,)).fetchone() is None:
+                raise LedgerCorruptError(
+                    self._target, f"document {parent_id} is no longer staged; another process discarded it"
+                )
+            self._db.execute("UPDATE info SET value=? WHERE key=?", (str(time.time()), key))
+            self._insert_chunks(chunks, "INSERT OR REPLACE", uncache=False)
+
+    def discard_staged(self, doc_ids: Sequence[str] | None = None, older_than: float | None = None) -> int:
+        """Delete the staged chunks of ``doc_ids`` (or of every document staged and untouched for
+        ``older_than`` seconds: a crashed write's); returns how many documents."""
+        cutoff = time.time() - (STAGED_GRACE_SECONDS if older_than is None else older_than)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM info WHERE substr(key, 1, ?) = ?", (len(_STAGED_KEY), _STAGED_KEY)
+            ).fetchall()
+            staged = {key[len(_STAGED_KEY) :]: float(value) for key, value in rows}
+            if doc_ids is None:
+                ids = [i for i, touched in staged.items() if touched < cutoff]
+            else:
+                ids = [i for i in doc_ids if i in staged]
+            if ids:
+                with self._transaction():
+                    for doc_id in ids:
+                        if (
+                            self._db.execute("SELECT 1 FROM documents WHERE id=?", (doc_id,)).fetchone()
+                            is None
+                        ):
+                            self._db.execute("DELETE FROM chunks WHERE parent_id=?", (doc_id,))
+                        self._db.execute("DELETE FROM info WHERE key=?", (_STAGED_KEY + doc_id,))
+        return len(ids)
 
     def _upgrade_to_3(self) -> None:
         """Inside a write transaction: move FinderLedge's fields of every row under ``_finderledge``."""
@@ -347,13 +452,15 @@ class SQLiteLedger(Ledger):
             if ids:
                 with self._transaction():
                     self._delete_rows(ids)
+        self.discard_staged()  # a crashed big write's staged rows
         return len(ids)
 
-    def _delete_rows(self, ids: Sequence[str]) -> None:
+    def _delete_rows(self, ids: Sequence[str], *, chunks: bool = True) -> None:
         for start in range(0, len(ids), 500):
             batch = list(ids[start : start + 500])
             marks = ",".join("?" * len(batch))
-            self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
+            if chunks:
+                self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
             self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
 
     def purge(self, doc_ids: Iterable[str]) -> None:

@@ -52,6 +52,7 @@ from ..integrity import (
     read_file,
     real_folder,
 )
+from ..metadata import share_equal
 from ..storage import index_folder
 from .base import VectorStore
 
@@ -131,7 +132,7 @@ class _Segment:
                 or not all(isinstance(m, dict) for m in metas)
             ):
                 raise VectorIndexCorruptError(path, f"expected a list of {self.rows} metadata objects")
-            self.metas, self.meta_raw = metas, None
+            self.metas, self.meta_raw = share_equal(metas), None
         return self.metas
 
     def load_vectors(self, dimension: int) -> np.ndarray:
@@ -389,7 +390,10 @@ class FaissVectorStore(VectorStore):
         if len(last) != len(ids):
             keep = sorted(last.values())
             ids, vectors, metadatas = [ids[i] for i in keep], vectors[keep], [metadatas[i] for i in keep]
-        cleaned = [dict(md) for md in metadatas]
+        copies: dict[
+            int, dict[str, Any]
+        ] = {}  # one copy per metadata object given (a file's chunks share one)
+        cleaned = [copies.setdefault(id(md), dict(md)) for md in metadatas]
         with self._lock:
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
