@@ -5,7 +5,7 @@
     nice -n 5 python benchmarks/bench_scale.py --n 10000 --profile          # cProfile of FinderLedge's build
 
 The corpus is synthetic: ``--n`` one-chunk documents of 40-70 words drawn (Zipf) from a 20,000-word
-vocabulary, each with a unit 384-d float32 vector seeded by its index, so both sides get the same texts and
+vocabulary, in sentences of 8-15 words (the leg calibration draws its pseudo-queries from sentences), each with a unit 384-d float32 vector seeded by its index, so both sides get the same texts and
 vectors and nothing is embedded (the vectors are "given": FinderLedge gets them through an ``Embeddings``
 that looks the text up).  Every measurement runs in a fresh subprocess (peak RSS from
 ``resource.getrusage``), the two sides one after the other:
@@ -62,9 +62,16 @@ def corpus(n: int) -> list[str]:
     rng = np.random.default_rng(11)
     lengths = rng.integers(40, 71, size=n)
     ranks = np.minimum(rng.zipf(1.2, size=int(lengths.sum())), VOCAB) - 1
+    cuts = rng.integers(8, 16, size=int(lengths.sum()))  # sentence lengths: real text has sentences
     texts, at = [], 0
     for i, length in enumerate(lengths):
-        texts.append(f"doc{i} " + " ".join(words[r] for r in ranks[at : at + length]))
+        chunk = [words[r] for r in ranks[at : at + length]]
+        sentences, start, c = [], 0, at
+        while start < len(chunk):
+            end = start + int(cuts[c])
+            sentences.append(" ".join(chunk[start:end]).capitalize() + ".")
+            start, c = end, c + 1
+        texts.append(f"Doc{i}. " + " ".join(sentences))
         at += length
     return texts
 
