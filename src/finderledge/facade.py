@@ -205,7 +205,9 @@ class FinderLedge(Catalog, Views, Asking):
             )
             self._closed = False
 
-            model = embedding if embedding is not None and not isinstance(embedding, str) else None
+            model: Embeddings | str | None = (
+                embedding if embedding is not None and not isinstance(embedding, str) else None
+            )
             model = model or self.settings.embedding_model
             recorded_model = self._ledger.get_info("embedding_model_id")
             if model is None and recorded_model in BUNDLED_MODELS:
