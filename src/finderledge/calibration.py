@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from .embeddings import embed_queries
 from .fusion import script_of
 from .relevance import sample_key
 
@@ -339,6 +338,9 @@ class LedgerCalibrator:
         self._fl = owner
         self._cache: dict[str, tuple[str | None, Calibration | None]] = {}  # info key -> (raw, parsed)
         self._sizes: dict[str, int] = {}  # partition -> chunks when last refreshed
+        # info key -> corpus size at which too few chunks had a sentence to search for: not drawn again (a read
+        # and sort of every chunk id) until the corpus moves as much as a stored calibration would need
+        self._unmeasurable: dict[str, int] = {}
 
     @property
     def wanted(self) -> bool:
@@ -378,6 +380,9 @@ class LedgerCalibrator:
         stored = self.current(partition)
         if not force and stored is not None and not stored.is_stale(size, fl._model_id):
             return stored
+        tried = self._unmeasurable.get(key)
+        if not force and tried is not None and abs(size - tried) <= RECALIBRATE_SHARE * max(tried, 1):
+            return None
         n = query_count(size)
         if n == 0:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
@@ -392,6 +397,7 @@ class LedgerCalibrator:
         drawn = _drawn(self._chunks(sorted(pool, key=sample_key)), n)
         queries = [(sentence, parent) for sentence, parent, _, _ in drawn]
         if len(queries) < MIN_QUERIES:
+            self._unmeasurable[key] = size
             logger.info(
                 "calibration: only %d of %d sampled chunks have a sentence to search for; gates stay open",
                 len(queries),
@@ -401,6 +407,8 @@ class LedgerCalibrator:
         start = time.perf_counter()
         texts = [text for text, _ in queries]
         embeddings = fl.finder.embeddings
+        from .embeddings import embed_queries  # the model's module, loaded with the model above
+
         vectors = dict(zip(texts, embed_queries(embeddings, texts)))  # batched where the model allows
         # each chunk with its sentence taken out, embedded as a passage (the held-out pseudo-queries' targets)
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]

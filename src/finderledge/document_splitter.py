@@ -24,9 +24,9 @@ from langchain_text_splitters import (
 )
 
 from .config import CHUNK_UNITS
-from .metadata import FL_KEY
+from .metadata import FL_KEY, child_id
 
-__all__ = ["CJK_CHAR_WEIGHT", "TEXT_SEPARATORS", "DocumentSplitter", "weighted_length"]
+__all__ = ["CJK_CHAR_WEIGHT", "TEXT_SEPARATORS", "DocumentSplitter", "child_id", "weighted_length"]
 
 logger = logging.getLogger(__name__)
 
@@ -259,8 +259,3 @@ class DocumentSplitter:
                         info["headers"] = section
             children.append(Document(page_content=piece, metadata={**md, FL_KEY: info}, id=info["id"]))
         return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children
-
-
-def child_id(parent_id: str, index: int) -> str:
-    """The id of the ``index``-th chunk of a parent: stable, readable and the same in every store."""
-    return f"{parent_id}-{index:04d}"

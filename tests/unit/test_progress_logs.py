@@ -98,7 +98,7 @@ def test_the_command_line_shows_progress_lines_by_default_and_not_with_q(
     for i in range(3):
         (folder / f"f{i}.txt").write_text(f"file {i} talks about refunds and warranty number {i}")
     monkeypatch.setattr(
-        "finderledge.facade.EmbeddingModelFactory.create_embeddings",
+        "finderledge.embeddings.EmbeddingModelFactory.create_embeddings",
         lambda *a, **k: DeterministicFakeEmbedding(size=8),
     )  # the command line names models; the real one is exercised by the integration tests
     assert main(["add", str(folder), "-d", str(tmp_path / "idx")]) == 0
@@ -163,7 +163,7 @@ def test_eval_on_the_command_line_prints_what_it_has_on_ctrl_c(
 ) -> None:
     data = _beir(tmp_path / "beir", 8)
     monkeypatch.setattr(
-        "finderledge.facade.EmbeddingModelFactory.create_embeddings",
+        "finderledge.embeddings.EmbeddingModelFactory.create_embeddings",
         lambda *a, **k: DeterministicFakeEmbedding(size=8),
     )
     _interrupt_at(monkeypatch, 3 + 4 * 3 + 1)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..document_splitter import child_id
+from ..metadata import child_id
 
 __all__ = ["Quarantine", "RowDamage", "decode_embedding", "decode_metadata", "owner_of"]
 

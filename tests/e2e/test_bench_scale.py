@@ -1,0 +1,39 @@
+"""benchmarks/bench_scale.py at a tiny size: both sides are built and served, and the JSON holds every figure
+issue 29 compares (the 100,000-chunk run's results must stay reproducible)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--n", "300", "--queries", "3"]
+    command += ["--work", str(tmp_path / "work"), "--out", str(out)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=580, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["n_chunks"] == 300
+    fl, peer = result["finderledge_faiss"], result["bm25s_faiss_flat"]
+    for side in (fl, peer):
+        assert side["build_s"] > 0 and side["build_peak_rss_mib"] > 0 and side["disk_mib"] > 0
+        for key in ("import_s", "open_s", "first_hybrid_s", "keyword_p50_ms", "hybrid_p50_ms"):
+            assert side["serve"][key] > 0, key
+    assert fl["serve"]["add_one_s"] > 0 and fl["serve"]["remove_one_s"] > 0
+    assert set(result["ratios"]) == {
+        "build",
+        "build_peak_rss",
+        "disk",
+        "add_one_vs_peer_rebuild",
+        "remove_one_vs_peer_rebuild",
+        "keyword_p50",
+        "hybrid_p50",
+    }
