@@ -214,7 +214,8 @@ return Array.from(document.querySelectorAll('[data-testid="doc-row"]')).map(row 
   const cell = name => row.querySelector('[data-testid="' + name + '"]').textContent;
   return {id: row.dataset.documentId, title: cell('doc-title'), filename: cell('doc-filename'),
           tags: Array.from(row.querySelectorAll('[data-testid="doc-tags"] .tag')).map(t => t.textContent),
-          parts: cell('doc-parts'), chunks: cell('doc-chunks'), created: cell('doc-created')};
+          parts: cell('doc-parts'), chunks: cell('doc-chunks'), status: cell('doc-status'),
+          created: cell('doc-created')};
 });"""
 
 RESULTS_JS = """
@@ -565,3 +566,32 @@ def test_api_key_missing_wrong_and_right(
         wait_for(driver, lambda d: state_of(d, "docs-body") == "error", "the list without a key")
         assert shown_text(driver, "auth-message").startswith("This server needs an API key")
         assert driver.execute_script("return localStorage.length") == 0
+
+
+def test_a_background_upload_shows_processing_then_indexed_or_failed(
+    make_driver: Callable[[], WebDriver], tmp_path: Path, files: dict[str, Path]
+) -> None:
+    """With ``--index-wait 0.01`` every upload answers 201 ``processing`` (issue 28: large files are indexed in the
+    background): the page polls the document until it is indexed, or shows why it failed."""
+    with running_server(tmp_path / "index", args=["--index-wait", "0.01"], log=tmp_path / "bg.log") as url:
+        driver = make_driver()
+        open_page(driver, url)
+        assert wait_docs_loaded(driver) == []
+        assert upload(driver, files["english"], title=ENGLISH_TITLE, tags="hr") == "done", _visible_errors(
+            driver
+        )
+        assert f"Indexed “{ENGLISH_TITLE}”." in by_id(driver, "upload-result").text
+        listed = wait_docs_loaded(driver)
+        assert [(r["filename"], r["status"]) for r in listed] == [("vacation_policy.md", "indexed")]
+        assert int(listed[0]["chunks"]) >= 1
+
+        broken = tmp_path / "broken.pdf"
+        broken.write_bytes(b"%PDF-1.4\n" + b"not really a PDF " * 200)  # accepted, then unreadable in the job
+        assert upload(driver, broken) == "error"
+        error = shown_text(driver, "upload-error")
+        # 422 when the job failed in the background (polled), 400 when it failed within the short wait
+        assert error.startswith(
+            ("Upload of broken.pdf failed (HTTP 422): ", "Upload of broken.pdf failed (HTTP 400): ")
+        )
+        assert "could not be read" in error, error  # the job's reason, shown
+        assert [r["filename"] for r in wait_docs_loaded(driver)] == ["vacation_policy.md"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -86,7 +87,8 @@ def running_server(
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may have exited by itself (a refused setting)
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         if out is not subprocess.DEVNULL:
             out.close()

@@ -215,7 +215,17 @@
     $("upload-submit").disabled = true;
     $("upload-status").textContent = "Uploading and indexing " + file.name + "…";
     try {
-      const doc = await api("/documents", { method: "POST", body: form });
+      let doc = await api("/documents", { method: "POST", body: form });
+      if (doc.status === "processing") { // a large file: indexed in the background, its status polled here
+        result.replaceChildren(el("p", { testid: "upload-processing" },
+          "Indexing “" + doc.title + "” in the background…"), documentSummary(doc));
+        result.dataset.documentId = doc.id;
+        result.hidden = false;
+        await loadDocuments();
+        $("upload-status").textContent = "Indexing " + file.name + " in the background…";
+        doc = await untilIndexed(doc);
+      }
+      if (doc.status === "failed") throw new ApiError(422, doc.reason || "indexing failed");
       result.replaceChildren(el("p", { className: "ok", testid: "upload-ok" }, "Indexed “" + doc.title + "”."),
         documentSummary(doc));
       result.dataset.documentId = doc.id;
@@ -234,6 +244,16 @@
       $("upload-submit").disabled = false;
       $("upload-status").textContent = "";
     }
+  }
+
+  /** Poll an upload that is being indexed in the background until it is indexed or failed (1 s apart). */
+  async function untilIndexed(doc) {
+    while (doc.status === "processing") {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      doc = await api("/documents/" + encodeURIComponent(doc.id));
+    }
+    await loadDocuments();
+    return doc;
   }
 
   // ---------------------------------------------------------------- documents
@@ -292,6 +312,7 @@
       el("td", { testid: "doc-tags" }, ...(doc.tags || []).map((t) => el("span", { className: "tag" }, t))),
       el("td", { className: "num", testid: "doc-parts" }, doc.parts),
       el("td", { className: "num", testid: "doc-chunks" }, doc.chunk_count),
+      el("td", { testid: "doc-status", title: doc.reason || "" }, doc.status || "indexed"),
       el("td", { testid: "doc-created", title: doc.created_at }, fmtDate(doc.created_at)),
       el("td", null, del));
     if (doc.id === docsState.selected) row.classList.add("selected");
