@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sqlite3
 import subprocess
 import sys
@@ -17,25 +16,9 @@ from pathlib import Path
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from texts import paragraphs
 
 from finderledge import FinderLedge
-
-WORDS = [
-    "warehouse",
-    "shelf",
-    "invoice",
-    "refund",
-    "password",
-    "account",
-    "storage",
-    "backup",
-    "region",
-    "latency",
-    "ledger",
-    "the",
-    "of",
-    "and",
-]
 
 # index argv[2] into argv[1]; with argv[3] = N > 0 the process SIGKILLs itself at its N-th embedding call
 SCRIPT = textwrap.dedent(
@@ -86,17 +69,13 @@ MEMORY_SCRIPT = textwrap.dedent(
 
 def _write_text(path: Path, chars: int, seed: int = 5) -> Path:
     """Paragraphs of random words, ``chars`` characters in all."""
-    rng = random.Random(seed)
     written = 0
     with path.open("w", encoding="utf-8") as fh:
-        while written < chars:
-            sentences = [
-                " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize() + "."
-                for _ in range(rng.randint(3, 8))
-            ]
-            para = " ".join(sentences) + "\n\n"
-            fh.write(para)
-            written += len(para)
+        for para in paragraphs(seed):
+            if written >= chars:
+                break
+            fh.write(para + "\n\n")
+            written += len(para) + 2
     return path
 
 

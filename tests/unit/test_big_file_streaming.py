@@ -8,45 +8,21 @@ both ways gives the same chunks and the same search results either way.
 
 from __future__ import annotations
 
-import random
 import sqlite3
 from pathlib import Path
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
+from texts import paragraphs
 
 from finderledge import FinderLedge, ingest, replica
 from finderledge.ledgers import SQLiteLedger
 
-WORDS = [
-    "warehouse",
-    "shelf",
-    "invoice",
-    "refund",
-    "password",
-    "account",
-    "storage",
-    "backup",
-    "region",
-    "latency",
-    "ledger",
-    "the",
-    "of",
-    "and",
-]
 
-
-def _text(paragraphs: int, seed: int = 7) -> str:
-    """Paragraphs of 3-8 sentences of random words: a plain text file of ``paragraphs`` paragraphs."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(paragraphs):
-        sentences = [
-            " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize() + "."
-            for _ in range(rng.randint(3, 8))
-        ]
-        out.append(" ".join(sentences))
-    return "\n\n".join(out) + "\n"
+def _text(count: int, seed: int = 7) -> str:
+    """A plain text file of ``count`` paragraphs."""
+    stream = paragraphs(seed)
+    return "\n\n".join(next(stream) for _ in range(count)) + "\n"
 
 
 @pytest.fixture

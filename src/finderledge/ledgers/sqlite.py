@@ -253,29 +253,32 @@ class SQLiteLedger(Ledger):
                     )
             for doc, chunks in add:
                 self._delete_rows([doc.id])  # a removed earlier copy of the same content
-                cur = self._db.execute(
-                    "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                    (ADD, doc.id, len(chunks)),
-                )
-                self._db.execute(
-                    "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        doc.id,
-                        doc.source,
-                        doc.content_hash,
-                        COMPLETE,
-                        doc.content,
-                        _dumps(doc.metadata),
-                        now,
-                        cur.lastrowid,
-                    ),
-                )
+                self._insert_document(doc, len(chunks), now)
                 self._insert_chunks(chunks)
             for doc, count in publish:
                 self._publish(doc, count, now)
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
+
+    def _insert_document(self, doc: DocumentRecord, chunk_count: int, now: float) -> None:
+        """Inside a write transaction: the document's ``add`` change row, then its row stamped with that seq."""
+        cur = self._db.execute(
+            "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)", (ADD, doc.id, chunk_count)
+        )
+        self._db.execute(
+            "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                doc.id,
+                doc.source,
+                doc.content_hash,
+                COMPLETE,
+                doc.content,
+                _dumps(doc.metadata),
+                now,
+                cur.lastrowid,
+            ),
+        )
 
     def _insert_chunks(
         self, chunks: Sequence[ChunkRecord], verb: str = "INSERT", *, uncache: bool = True
@@ -316,23 +319,7 @@ class SQLiteLedger(Ledger):
         self._delete_rows(
             [doc.id], chunks=False
         )  # a removed earlier copy: its chunks were replaced by staging
-        cur = self._db.execute(
-            "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)", (ADD, doc.id, count)
-        )
-        self._db.execute(
-            "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                doc.id,
-                doc.source,
-                doc.content_hash,
-                COMPLETE,
-                doc.content,
-                _dumps(doc.metadata),
-                now,
-                cur.lastrowid,
-            ),
-        )
+        self._insert_document(doc, count, now)
         self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
             "DELETE FROM embedding_cache WHERE text_hash IN"
             " (SELECT text_hash FROM chunks WHERE parent_id=? AND embedding IS NOT NULL)",
