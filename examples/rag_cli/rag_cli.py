@@ -97,7 +97,9 @@ def make_app(
     try:
         from graph import build_graph, make_reranker
     except ModuleNotFoundError as exc:  # langgraph: an optional dependency, named with its extra
-        raise SettingsError(f"this example needs {exc.name}, which is not installed: {EXTRA}") from exc
+        raise SettingsError(
+            f"this example needs {(exc.name or 'langgraph').split('.')[0]}, which is not installed: {EXTRA}"
+        ) from exc
 
     reranker, reranker_name = make_reranker(settings.reranker, ledger)
     llm = get_llm(settings)

@@ -76,7 +76,9 @@ def test_the_test_extra_covers_what_the_fast_layers_import() -> None:
 
 def test_a_missing_langgraph_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "rag_cli"))
-    monkeypatch.setitem(sys.modules, "langgraph", None)  # as if not installed
+    # As if not installed: a submodule an earlier test imported would otherwise still be found.
+    for name in [m for m in sys.modules if m == "langgraph" or m.startswith("langgraph.")] + ["langgraph"]:
+        monkeypatch.setitem(sys.modules, name, None)
     for name in ("graph", "rag_cli", "settings"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     import rag_cli
