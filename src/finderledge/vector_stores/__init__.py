@@ -7,16 +7,16 @@ runs the same contract against each one.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, MissingExtraError
+from ..errors import ConfigurationError
+from ..registry import Registry
 from .base import LEDGER, LOCAL, SHARED, VectorStore
 
 __all__ = [
+    "BACKENDS",
     "LEDGER",
     "LOCAL",
     "SHARED",
@@ -33,57 +33,35 @@ __all__ = [
 BackendFactory = Callable[..., VectorStore]
 
 # built-in backends, imported on first use (chromadb, faiss and psycopg are slow or optional imports)
-_BUILT_IN = {
-    "chroma": "finderledge.vector_stores.chroma:open_chroma",
-    "faiss": "finderledge.vector_stores.faiss:open_faiss",
-    "pgvector": "finderledge.vector_stores.pgvector:open_pgvector",
-}
-_REGISTRY: dict[str, BackendFactory | str] = dict(_BUILT_IN)
-# the package a built-in backend needs, and the extra that installs it
-_EXTRAS = {"chroma": ("chromadb", "chroma")}
+BACKENDS: Registry[BackendFactory] = Registry(
+    "vector backend", "vector_store", also="or a LangChain VectorStore instance"
+)
+BACKENDS.register("chroma", "finderledge.vector_stores.chroma:open_chroma", extra=("chromadb", "chroma"))
+BACKENDS.register("faiss", "finderledge.vector_stores.faiss:open_faiss")
+BACKENDS.register("pgvector", "finderledge.vector_stores.pgvector:open_pgvector")
 
 
 def register(name: str, factory: BackendFactory) -> None:
     """Make ``vector_store=name`` create a backend with ``factory(directory, dimension, **options)``."""
-    if not isinstance(name, str) or not name:
-        raise ConfigurationError(f"vector backend name: expected a non-empty string, got {name!r}")
-    _REGISTRY[name] = factory
+    BACKENDS.register(name, factory)
 
 
 def require_backend(name: str) -> None:
     """Refuse a built-in backend whose package is not installed (:class:`MissingExtraError` naming the extra),
     without importing it (chromadb takes seconds): at open, before anything is written."""
-    needed = _EXTRAS.get(name)
-    if needed is not None and _REGISTRY.get(name) == _BUILT_IN[name]:
-        package, extra = needed
-        if importlib.util.find_spec(package) is None:
-            raise MissingExtraError(f"vector_store={name!r}", package, extra)
+    BACKENDS.require(name)
 
 
 def backend_names() -> list[str]:
     """The names ``vector_store=`` accepts."""
-    return sorted(_REGISTRY)
-
-
-def _factory(name: str) -> BackendFactory:
-    entry = _REGISTRY.get(name)
-    if entry is None:
-        raise ConfigurationError(
-            f"setting 'vector_store': expected one of {backend_names()} or a LangChain "
-            f"VectorStore instance, got {name!r}"
-        )
-    if isinstance(entry, str):
-        module, attr = entry.split(":")
-        entry = getattr(importlib.import_module(module), attr)
-        _REGISTRY[name] = entry
-    return entry
+    return BACKENDS.names()
 
 
 def create_vector_store(
     kind: str, directory: str | Path | None, dimension: int, **options: Any
 ) -> VectorStore:
     """Open (or create) the named backend; a local one keeps its files under ``directory/<kind>/``."""
-    factory = _factory(kind)
+    factory = BACKENDS.get(kind)
     path = None if directory is None else Path(directory) / kind
     return factory(path, dimension, **options)
 
