@@ -22,7 +22,7 @@ from .metadata import user_metadata
 from .results import SearchResult
 
 if TYPE_CHECKING:
-    from .facade import FinderLedge
+    from .protocols import SearchableLedger
 
 __all__ = [
     "DEFAULT_PROMPTS",
@@ -319,7 +319,7 @@ def check_options(options: Mapping[str, Any]) -> None:
 
 
 def _plan(
-    ledger: FinderLedge,
+    ledger: SearchableLedger,
     question: str,
     *,
     llm: Any = None,
@@ -350,13 +350,13 @@ def _plan(
     return _Plan(question, kept, context, chosen, llm, history)
 
 
-def answer(ledger: FinderLedge, question: str, **options: Any) -> Answer:
+def answer(ledger: SearchableLedger, question: str, **options: Any) -> Answer:
     """See :meth:`FinderLedge.answer <finderledge.facade.FinderLedge.answer>`."""
     plan = _plan(ledger, question, **options)
     return plan.finish("".join(plan.pieces()))
 
 
-def stream_answer(ledger: FinderLedge, question: str, **options: Any) -> Iterator[str | Answer]:
+def stream_answer(ledger: SearchableLedger, question: str, **options: Any) -> Iterator[str | Answer]:
     """The answer's text piece by piece, then the whole :class:`Answer` (its sources included) as the last item.
 
     The search runs (and bad options raise) when this is called; the model writes as it is iterated."""
@@ -371,13 +371,13 @@ def _streamed(plan: _Plan) -> Iterator[str | Answer]:
     yield plan.finish("".join(pieces))
 
 
-async def aanswer(ledger: FinderLedge, question: str, **options: Any) -> Answer:
+async def aanswer(ledger: SearchableLedger, question: str, **options: Any) -> Answer:
     """:func:`answer` without blocking the event loop: the search runs in a thread, the model through its async API."""
     plan = await asyncio.to_thread(_plan, ledger, question, **options)
     return plan.finish("".join([piece async for piece in plan.apieces()]))
 
 
-async def astream_answer(ledger: FinderLedge, question: str, **options: Any) -> AsyncIterator[str | Answer]:
+async def astream_answer(ledger: SearchableLedger, question: str, **options: Any) -> AsyncIterator[str | Answer]:
     """:func:`stream_answer` for async code."""
     plan = await asyncio.to_thread(_plan, ledger, question, **options)
     pieces: list[str] = []

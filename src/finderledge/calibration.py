@@ -355,7 +355,7 @@ class LedgerCalibrator:
     def current(self, partition: str | None = None) -> Calibration | None:
         """The stored calibration of the corpus, or of ``partition`` (see :mod:`finderledge.partitions`)."""
         key = info_key(partition)
-        raw = self._fl._ledger.get_info(key)
+        raw = self._fl.ledger.get_info(key)
         cached = self._cache.get(key)
         if cached is not None and cached[0] == raw:
             return cached[1]
@@ -372,13 +372,13 @@ class LedgerCalibrator:
         fl = self._fl
         key = info_key(partition)
         if partition is None:
-            size = fl._ledger.counts()[
+            size = fl.ledger.counts()[
                 "chunks"
             ]  # a count: a write that leaves the gates standing stays cheap
         else:
             size = fl.keyword_store.partition_size(partition)
         stored = self.current(partition)
-        if not force and stored is not None and not stored.is_stale(size, fl._model_id):
+        if not force and stored is not None and not stored.is_stale(size, fl.model_id):
             return stored
         tried = self._unmeasurable.get(key)
         if not force and tried is not None and abs(size - tried) <= RECALIBRATE_SHARE * max(tried, 1):
@@ -386,10 +386,10 @@ class LedgerCalibrator:
         n = query_count(size)
         if n == 0:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
-                fl._ledger.set_info(key, None)
+                fl.ledger.set_info(key, None)
             return None
         if partition is None:
-            pool: Iterable[str] = fl._ledger.complete_chunk_ids()
+            pool: Iterable[str] = fl.ledger.complete_chunk_ids()
             flt: dict[str, Any] | None = None
         else:
             pool = fl.keyword_store.partition_ids(partition)
@@ -414,7 +414,7 @@ class LedgerCalibrator:
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
         # ... embedded on first use: calibrate skips them next to a closed gate
         rest_vectors: list[np.ndarray] = []
-        replica, vector_store, keyword_store = fl._replica, fl.finder.vector_store, fl.finder.keyword_store
+        replica, vector_store, keyword_store = fl.replica, fl.finder.vector_store, fl.finder.keyword_store
         bm25 = fl.keyword_store  # this process's BM25 index: scores a text that is not stored
 
         def vector_leg(text: str) -> list[str]:
@@ -448,7 +448,7 @@ class LedgerCalibrator:
         calibration = calibrate(
             queries,
             {"vector": vector_leg, "keyword": keyword_leg},
-            model_id=fl._model_id,
+            model_id=fl.model_id,
             corpus_size=size,
             spent=time.perf_counter() - start,
             # a partition's BM25 has its own statistics; score_text knows the corpus's: no priors there (yet)
@@ -467,7 +467,7 @@ class LedgerCalibrator:
                 for g, c in calibration.groups.items()
             ),
         )
-        fl._ledger.set_info(key, calibration.to_json())
+        fl.ledger.set_info(key, calibration.to_json())
         return calibration
 
     def refresh_partitions(self) -> None:
@@ -482,9 +482,9 @@ class LedgerCalibrator:
 
     def _chunks(self, ordered: Sequence[str], batch: int = 256) -> Iterable[tuple[str, str, str]]:
         for start in range(0, len(ordered), batch):
-            for chunk in self._fl._ledger.get_chunks(list(ordered[start : start + batch])):
+            for chunk in self._fl.ledger.get_chunks(list(ordered[start : start + batch])):
                 yield chunk.id, chunk.parent_id, chunk.content
 
     def _parents(self, hits: Sequence[tuple[str, float]]) -> list[str]:
-        parents = {c.id: c.parent_id for c in self._fl._ledger.get_chunks([chunk_id for chunk_id, _ in hits])}
+        parents = {c.id: c.parent_id for c in self._fl.ledger.get_chunks([chunk_id for chunk_id, _ in hits])}
         return [parents[chunk_id] for chunk_id, _ in hits if chunk_id in parents]

@@ -1,13 +1,12 @@
 """Reading back what a FinderLedge stores: documents and chunks by id, listings, counts and stats.
 
-A mixin of :class:`~finderledge.facade.FinderLedge` (kept apart so each part of the facade stays small);
-every method reads the ledger, the source of truth, never an index.
+:class:`Catalog` reads an :class:`~finderledge.engine.Engine`'s ledger, the source of truth, never an index;
+:class:`~finderledge.facade.FinderLedge`'s reading methods delegate to it.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
@@ -21,10 +20,7 @@ from .searching import as_document
 from .sources import resolve_source, resolve_source_filter
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .keyword_store import KeywordStore
-    from .ledgers import Ledger
-    from .vector_stores import VectorStore
+    from .engine import Engine
 
 __all__ = ["Catalog"]
 
@@ -36,39 +32,29 @@ class Catalog:
     """``get_document``, ``get_parent_document``, ``get_split_documents``, ``list_documents``, ``list_sources``,
     ``count``, ``stats``."""
 
-    if TYPE_CHECKING:  # provided by FinderLedge
-        _ledger: Ledger
-        _write_lock: Any
-        _model_id: str
-        persist_directory: Path | None
-        settings: Settings
-
-        @property
-        def keyword_store(self) -> KeywordStore: ...
-
-        @property
-        def vector_store(self) -> VectorStore: ...
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     def get_document(self, doc_id: str) -> Document | None:
         """A parent document or a chunk by id (``None`` if unknown)."""
-        record = self._ledger.get_document(doc_id)
+        record = self._engine.ledger.get_document(doc_id)
         if record is not None and record.state == COMPLETE:
             return as_document(record)
-        chunk = self._ledger.get_chunk(doc_id)
-        if chunk is not None and self._ledger.document_state(chunk.parent_id) == COMPLETE:
+        chunk = self._engine.ledger.get_chunk(doc_id)
+        if chunk is not None and self._engine.ledger.document_state(chunk.parent_id) == COMPLETE:
             return as_document(chunk)
         return None
 
     def get_parent_document(self, child_id: str) -> Document | None:
         """The parent of a chunk (``None`` if the chunk is unknown)."""
-        chunk = self._ledger.get_chunk(child_id)
+        chunk = self._engine.ledger.get_chunk(child_id)
         return None if chunk is None else self.get_document(chunk.parent_id)
 
     def get_split_documents(self, parent_id: str) -> list[Document]:
         """The chunks of a parent, in order."""
-        if self._ledger.document_state(parent_id) != COMPLETE:
+        if self._engine.ledger.document_state(parent_id) != COMPLETE:
             return []
-        return [as_document(c) for c in self._ledger.chunks_of(parent_id)]
+        return [as_document(c) for c in self._engine.ledger.chunks_of(parent_id)]
 
     def list_documents(
         self,
@@ -83,7 +69,7 @@ class Catalog:
         source = None if source is None else safe_path(resolve_source(source))
         offset = _count_argument("offset", offset, 0)
         limit = None if limit is None else _count_argument("limit", limit, 0)
-        records = self._ledger.list_documents(
+        records = self._engine.ledger.list_documents(
             source=source, where=compile_filter(resolve_source_filter(filter)), offset=offset, limit=limit
         )
         return [as_document(r) for r in records]
@@ -99,7 +85,7 @@ class Catalog:
         ids = list(
             dict.fromkeys(
                 md[DOCUMENT_ID]
-                for _, md in self._ledger.document_metadata()
+                for _, md in self._engine.ledger.document_metadata()
                 if isinstance(md.get(DOCUMENT_ID), str) and (pred is None or pred(md))
             )
         )
@@ -107,42 +93,39 @@ class Catalog:
 
     def list_sources(self) -> list[str]:
         """Every source (file path or given ``source``) that has documents."""
-        return self._ledger.sources()
+        return self._engine.ledger.sources()
 
     def count(self, filter: MetadataFilter | None = None) -> dict[str, int]:
         """``{"documents": …, "chunks": …}`` — parents and chunks stored (those of parents matching ``filter``)."""
         if filter is None:
-            counts = self._ledger.counts()
+            counts = self._engine.ledger.counts()
             return {"documents": counts["documents"], "chunks": counts["chunks"]}
-        ids = self._ledger.document_ids(where=compile_filter(resolve_source_filter(filter)))
-        return {"documents": len(ids), "chunks": self._ledger.chunk_count(ids)}
+        ids = self._engine.ledger.document_ids(where=compile_filter(resolve_source_filter(filter)))
+        return {"documents": len(ids), "chunks": self._engine.ledger.chunk_count(ids)}
 
     def stats(self) -> dict[str, Any]:
         """Counts per store and the settings in force (for ``finderledge stats``)."""
         return {
             **self.count(),
-            "keyword_index_chunks": len(self.keyword_store),
-            "vector_index_chunks": len(self.vector_store),
-            "embedding_model": self._model_id,
-            "embedding_cache": self._ledger.embedding_cache_size(),
-            "persist_directory": str(self.persist_directory) if self.persist_directory else None,
-            "settings": self.settings.to_dict(),
+            "keyword_index_chunks": len(self._engine.keyword_store),
+            "vector_index_chunks": len(self._engine.vector_store),
+            "embedding_model": self._engine.model_id,
+            "embedding_cache": self._engine.ledger.embedding_cache_size(),
+            "persist_directory": str(self._engine.directory) if self._engine.directory else None,
+            "settings": self._engine.settings.to_dict(),
         }
 
     def gc(self) -> dict[str, int]:
         """Empty the embedding cache: stored chunks hold their own vectors, so what it keeps are vectors of
         writes that failed or were interrupted (or of other models).  Returns how many were removed and the
         size left.  An ingest running elsewhere at the same time loses only its resume-after-crash shortcut."""
-        with self._write_lock.hold("pruning the embedding cache"):
-            removed = self._ledger.prune_embedding_cache()
-        size = self._ledger.embedding_cache_size()
+        with self._engine.write_lock.hold("pruning the embedding cache"):
+            removed = self._engine.ledger.prune_embedding_cache()
+        size = self._engine.ledger.embedding_cache_size()
         logger.info(
             "gc: removed %d cached vectors; %d left (%d bytes)", removed, size["entries"], size["bytes"]
         )
         return {"removed": removed, **size}
-
-    def __len__(self) -> int:
-        return self.count()["documents"]
 
 
 def _count_argument(name: str, value: object, minimum: int) -> int:

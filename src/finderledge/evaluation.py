@@ -806,8 +806,8 @@ def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
     """The search settings a report records: the Finder's, the calibrated gates, and the reranker with its
     candidate count."""
     out: dict[str, Any] = fl.finder.to_dict() if hasattr(fl, "finder") else {}
-    calibrator = getattr(fl, "_calibrator", None)
-    calibration = calibrator.current() if calibrator is not None else None
+    engine = getattr(fl, "engine", None)  # a stand-in ledger (tests) may have none
+    calibration = engine.calibrator.current() if engine is not None else None
     if calibration is not None:  # the gates adaptive fusion used, per script group
         out["calibration"] = {
             g: {"mrr": c.mrr, "gates": c.gates, "held_out_mrr": c.held_out_mrr, "priors": c.priors}

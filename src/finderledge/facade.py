@@ -1,7 +1,9 @@
 """``FinderLedge``: the one-line facade that ingests documents and searches them in hybrid, vector or keyword mode.
 
-The write path lives in :mod:`finderledge.ingest`, the rules by which indexes follow the ledger (and other
-processes) in :mod:`finderledge.replica`; this class wires them together and annotates results.
+Every part lives elsewhere and this class only delegates: :func:`finderledge.engine.open_engine` opens the
+parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`finderledge.ingest` writes,
+:mod:`finderledge.searching` searches, :mod:`finderledge.catalog` reads documents back, and
+:mod:`finderledge.views` and :mod:`finderledge.asking` make contexts, retrievers, scopes and answers.
 """
 
 from __future__ import annotations
@@ -10,45 +12,32 @@ import dataclasses
 import json
 import logging
 import os
-import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 
-from .asking import Asking
-from .calibration import Calibration, LedgerCalibrator
+from . import asking, views
+from .calibration import Calibration
 from .catalog import Catalog
 from .checking import CheckReport, check_directory
 from .checking import repair as run_repair
-from .config import Settings, redact_url
+from .config import Settings
 from .context import NO_CONTEXT
-from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
-from .errors import ConfigurationError, IncompatibleIndexError
+from .engine import LEDGER_FILE, RECORDED_SETTINGS, Engine, open_engine
+from .errors import ConfigurationError
+from .filters import MetadataFilter
 from .finder import Finder
 from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
-from .ledgers import DELETING, PENDING, open_ledger
-from .locking import WriteLock
-from .paths import replica_directory
-from .replica import LocalRecords, Replica
-from .reranker import Reranker, create_reranker
+from .reranker import Reranker
 from .results import SearchResults
 from .searching import Searcher
-from .storage import Storage
-from .validation import (
-    check_flag,
-    check_mapping,
-    check_parallel,
-    check_patterns,
-    check_texts,
-    document_key,
-)
-from .vector_stores import VectorStore, adapt_vector_store, create_vector_store, require_backend
-from .views import Views
+from .validation import check_flag, check_mapping, check_parallel, check_patterns, check_texts, document_key
+from .vector_stores import VectorStore, adapt_vector_store
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -56,31 +45,40 @@ if TYPE_CHECKING:
     from .document_splitter import DocumentSplitter
     from .strategies import QueryStrategy
 
-__all__ = ["NO_CONTEXT", "FinderLedge", "IngestReport", "Source"]
+__all__ = ["LEDGER_FILE", "NO_CONTEXT", "RECORDED_SETTINGS", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
-OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
-
 Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
 
-# settings fixed when a persist directory is created, reused when it is reopened
-RECORDED_SETTINGS = (
-    "vector_store",
-    "embedding_model",
+# the settings FinderLedge's arguments name (``embedding`` names the model, or is an instance)
+SETTING_ARGUMENTS = (
+    "database_url",
+    "database_schema",
+    "chroma_url",
+    "chroma_collection",
     "chunk_size",
     "chunk_overlap",
     "chunk_unit",
-    "chroma_url",
-    "chroma_collection",
+    "search_mode",
+    "k",
+    "candidate_k",
+    "fusion",
+    "rrf_k",
+    "vector_weight",
+    "keyword_weight",
+    "bm25_k1",
+    "bm25_b",
+    "embedding_batch_size",
+    "vector_scripts",
+    "min_vector_share",
+    "show_progress",
+    "lock_timeout",
     "partition_key",
 )
-LEDGER_FILE = "ledger.sqlite3"
-REMOTE_PROVIDERS = ("openai", "ollama")  # their clients are made at open (a missing key fails there)
-LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
 
-class FinderLedge(Catalog, Views, Asking):
+class FinderLedge:
     """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
 
     >>> ledger = FinderLedge("./index")              # doctest: +SKIP
@@ -125,308 +123,109 @@ class FinderLedge(Catalog, Views, Asking):
         reranker_on_error: str = "warn",
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
+        given = locals()
         instance = (
             None
             if vector_store is None or isinstance(vector_store, str)
             else adapt_vector_store(vector_store)
         )
-        args: dict[str, Any] = {
-            "persist_directory": None if persist_directory is None else os.fspath(persist_directory),
-            "vector_store": vector_store if instance is None else None,
-            "database_url": database_url,
-            "database_schema": database_schema,
-            "chroma_url": chroma_url,
-            "chroma_collection": chroma_collection,
-            "embedding_model": embedding if isinstance(embedding, str) or embedding is None else None,
-            "chunk_size": chunk_size,
-            "chunk_overlap": chunk_overlap,
-            "chunk_unit": chunk_unit,
-            "search_mode": search_mode,
-            "k": k,
-            "candidate_k": candidate_k,
-            "fusion": fusion,
-            "rrf_k": rrf_k,
-            "vector_weight": vector_weight,
-            "keyword_weight": keyword_weight,
-            "bm25_k1": bm25_k1,
-            "bm25_b": bm25_b,
-            "embedding_batch_size": embedding_batch_size,
-            "vector_scripts": vector_scripts,
-            "min_vector_share": min_vector_share,
-            "show_progress": show_progress,
-            "lock_timeout": lock_timeout,
-            "partition_key": partition_key,
-        }
         if embedding is not None and not isinstance(embedding, str) and not _is_embeddings(embedding):
             raise ConfigurationError(
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(embedding).__name__}"
             )
-        # where does the data live? (needed before the rest: a reopened directory supplies defaults)
-        pre = Settings.resolve(
-            {k: args[k] for k in ("persist_directory", "database_url", "database_schema")}, env_file=env_file
+        args: dict[str, Any] = {name: given[name] for name in SETTING_ARGUMENTS}
+        args["persist_directory"] = None if persist_directory is None else os.fspath(persist_directory)
+        args["vector_store"] = vector_store if instance is None else None
+        args["embedding_model"] = embedding if isinstance(embedding, str) else None
+        self._engine = open_engine(
+            args,
+            embedding=None if embedding is None or isinstance(embedding, str) else embedding,
+            vector_store=instance,
+            keyword_tokenizer=keyword_tokenizer,
+            reranker=reranker,
+            rerank_candidates=rerank_candidates,
+            reranker_on_error=reranker_on_error,
+            env_file=None if env_file is None else os.fspath(env_file),
         )
-        directory = Path(pre.persist_directory) if pre.persist_directory else None
-        if directory is not None:
-            if directory.exists() and not directory.is_dir():
-                raise ConfigurationError(
-                    f"setting 'persist_directory': {directory} exists and is not a directory"
-                )
-            directory.mkdir(parents=True, exist_ok=True)
-            Storage(directory).check_fixed_names()  # no link in it is ever followed: refused first
-        if pre.database_url is not None and instance is None and args["vector_store"] is None:
-            args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
-        self._ledger = open_ledger(pre, directory / LEDGER_FILE if directory else None)
-        try:
-            recorded = json.loads(self._ledger.get_info("settings") or "{}")
-            if recorded and "vector_store" not in recorded:
-                recorded["vector_store"] = LEGACY_VECTOR_STORE  # recorded before the default changed
-            # the recorded model is never a default: opening must not load a model or call a service the
-            # caller did not name (a crafted directory could name any path or API); it is checked below
-            self.settings = _pin_recorded(
-                Settings.resolve(
-                    args,
-                    env_file=env_file,
-                    defaults={k: v for k, v in recorded.items() if k != "embedding_model"},
-                ),
-                recorded,
-                args,
-                directory,
-            )
-            self.persist_directory = directory
-            shared = pre.database_url is not None  # the ledger is a database many machines share
-            # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
-            local = directory if directory is not None or not shared else replica_directory(self._ledger.name)
-            if local is not None and local != directory:
-                Storage(local).check_fixed_names()
-            self._write_lock = (
-                self._ledger.write_lock(self.settings.lock_timeout)  # type: ignore[attr-defined]
-                if shared
-                else WriteLock(directory, self.settings.lock_timeout)
-            )
-            self._closed = False
+        self._writer = Writer(self._engine)
+        self._searcher = Searcher(self._engine)
+        self._catalog = Catalog(self._engine)
 
-            model: Embeddings | str | None = (
-                embedding if embedding is not None and not isinstance(embedding, str) else None
-            )
-            model = model or self.settings.embedding_model
-            recorded_model = self._ledger.get_info("embedding_model_id")
-            if model is None and recorded_model in BUNDLED_MODELS:
-                model = (
-                    recorded_model  # no model named: a directory keeps the bundled model it was built with
-                )
-            self._model_id = _model_id(model)
-            if recorded_model is not None and recorded_model != self._model_id:
-                raise IncompatibleIndexError(_model_mismatch(directory, recorded_model, self._model_id))
-            # the model and the splitter are made when first used: listing or counting needs neither
-            self._model = model
-            self._embeddings: Embeddings | None = None
-            self._splitter: DocumentSplitter | None = None
-            if isinstance(model, str) and parse_model_name(model)[0] in REMOTE_PROVIDERS:
-                self.embeddings  # noqa: B018 - a service's client checks its key now: a bad one fails the open
-            open_vector, vector_key = _vector_backend(self, instance, local)
-            self._replica = Replica(
-                self._ledger,
-                self._write_lock,
-                lambda: KeywordStore(
-                    local / "bm25" if local else None,
-                    tokenizer=keyword_tokenizer,
-                    k1=self.settings.bm25_k1,
-                    b=self.settings.bm25_b,
-                    partition_key=self.settings.partition_key,
-                ),
-                open_vector,
-                vector_key,
-                persistent=local is not None,
-                directory=local,
-                records=LocalRecords(local, self._ledger.index_uuid) if shared and local else None,  # type: ignore[attr-defined]
-                checkpoint_lock=WriteLock(local, self.settings.lock_timeout) if shared else None,
-                progress=(
-                    sys.stderr.isatty()
-                    if self.settings.show_progress is None
-                    else self.settings.show_progress
-                ),
-            )
-            self._writer = Writer(self)
-            self._searcher = Searcher(self)
-            self._calibrator = LedgerCalibrator(self)
-            fixed = {
-                leg: w
-                for leg, w in (
-                    ("vector", self.settings.vector_weight),
-                    ("keyword", self.settings.keyword_weight),
-                )
-                if w is not None
-            }
-            self.finder = Finder(
-                lambda: _VectorLeg(self),
-                _KeywordLeg(self._replica),
-                lambda: self.embeddings,
-                model_id=self._model_id,
-                fusion=self.settings.fusion,
-                rank_constant=self.settings.rrf_k,
-                weights=fixed or None,  # the Finder gives a leg left unset 1.0; none set: adaptive
-                calibration=self._calibrator.current,
-                candidate_k=self.settings.candidate_k,
-                vector_scripts=self.settings.vector_scripts,
-                min_vector_share=self.settings.min_vector_share,
-                partition_key=self.settings.partition_key,
-            )
-            if recorded:
-                changed = {
-                    k: (recorded[k], getattr(self.settings, k))
-                    for k in ("chunk_size", "chunk_overlap", "chunk_unit")
-                    if k in recorded and recorded[k] != getattr(self.settings, k)
-                }
-                if changed:
-                    logger.warning(
-                        "chunking settings differ from the ones %s was built with (%s): only new "
-                        "documents use the new ones",
-                        directory,
-                        changed,
-                    )
-            if (
-                not isinstance(rerank_candidates, int)
-                or isinstance(rerank_candidates, bool)
-                or rerank_candidates < 1
-            ):
-                raise ConfigurationError(
-                    f"setting 'rerank_candidates': expected a positive integer, got {rerank_candidates!r}"
-                )
-            self.rerank_candidates = rerank_candidates
-            self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
-            self._record_settings(recorded)
-            self._finish_version_1_writes()
-            self._replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
-        except BaseException:  # a refused open must not leave the ledger (and its locks) open
-            closers = [getattr(self, "_replica", None), getattr(self, "finder", None), self._ledger]
-            for part in closers:
-                if part is not None:
-                    try:
-                        part.close()
-                    except Exception:  # the original error is the one to raise
-                        logger.debug("closing after a failed open", exc_info=True)
-            raise
+    # -- the parts ----------------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        """The open index's parts (ledger, write lock, replica, model, finder, calibrator, reranker): for tools
+        and tests that inspect them; the methods of this class are the supported way to change anything."""
+        return self._engine
 
-    # -- set-up -------------------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (arguments, environment, the directory's recorded ones, defaults)."""
+        return self._engine.settings
+
+    @property
+    def persist_directory(self) -> Path | None:
+        """The persist directory (None: in memory, or Postgres mode)."""
+        return self._engine.directory
+
+    @property
+    def finder(self) -> Finder:
+        """The legs and their fusion."""
+        return self._engine.finder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The reranker of the fused top ``rerank_candidates`` (None: none); may be replaced."""
+        return self._engine.reranker
+
+    @reranker.setter
+    def reranker(self, value: Reranker | None) -> None:
+        self._engine.reranker = value
+
+    @property
+    def rerank_candidates(self) -> int:
+        """How many fused candidates the reranker rescores."""
+        return self._engine.rerank_candidates
+
+    @rerank_candidates.setter
+    def rerank_candidates(self, value: int) -> None:
+        self._engine.rerank_candidates = value
+
     @property
     def embeddings(self) -> Embeddings:
         """The embedding model, created on first use (listing or counting loads none)."""
-        if self._embeddings is None:
-            from .embeddings import EmbeddingModelFactory  # imported here: it loads LangChain's runnables
-
-            self._embeddings = EmbeddingModelFactory.create_embeddings(
-                self._model, batch_size=self.settings.embedding_batch_size
-            )
-        return self._embeddings
+        return self._engine.embeddings
 
     @embeddings.setter
     def embeddings(self, value: Embeddings) -> None:
-        self._embeddings = value
+        self._engine.embeddings = value
 
     @property
     def splitter(self) -> DocumentSplitter:
         """The document splitter, created on first use (a search splits nothing)."""
-        if self._splitter is None:
-            from .document_splitter import DocumentSplitter  # imported here: it loads the text splitters
-
-            settings = self.settings
-            self._splitter = DocumentSplitter(
-                settings.chunk_size, settings.chunk_overlap, settings.chunk_unit
-            )
-        return self._splitter
+        return self._engine.splitter
 
     @splitter.setter
     def splitter(self, value: DocumentSplitter) -> None:
-        self._splitter = value
-
-    def _record_settings(self, recorded: Mapping[str, Any]) -> None:
-        """Record the settings of a new directory, or a vector store an argument switched to; opening a
-        directory otherwise never writes to it."""
-        values = self.settings.to_dict()  # URLs without passwords
-        wanted = {k: values[k] for k in RECORDED_SETTINGS}
-        if not recorded:
-            self._ledger.set_info("settings", json.dumps(wanted))
-        elif recorded.get("vector_store") != wanted["vector_store"]:
-            logger.warning(
-                "%s: switching the vector store from %r to %r (rebuilt from the ledger's vectors)",
-                self.persist_directory,
-                recorded.get("vector_store"),
-                wanted["vector_store"],
-            )
-            self._ledger.set_info(
-                "settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]})
-            )
-            self._replace_vector_store(str(recorded.get("vector_store")))
-        elif recorded.get("partition_key") != wanted["partition_key"]:
-            # statistics per partition are computed at search time: switching needs no rebuild
-            logger.info(
-                "%s: partition_key %r recorded (was %r)",
-                self.persist_directory,
-                wanted["partition_key"],
-                recorded.get("partition_key"),
-            )
-            self._ledger.set_info(
-                "settings", json.dumps({**recorded, "partition_key": wanted["partition_key"]})
-            )
-        if self._ledger.get_info("embedding_model_id") is None:
-            self._ledger.set_info("embedding_model_id", self._model_id)
-
-    def _replace_vector_store(self, old: str) -> None:
-        """After a switch: build the new vector index and checkpoint it now (so the next open does not
-        "restore" it from the ledger), then remove the old store's folder in the persist directory, which
-        nothing reads any more."""
-        if self.persist_directory is None:
-            return
-        with self._write_lock.hold("switching the vector store"):
-            self.vector_store  # noqa: B018 - open (build) the new index from the ledger's vectors
-            self._replica.checkpoint(force=True)
-        folder = Path(self.persist_directory) / old
-        if old in OLD_STORE_FOLDERS and old != self.settings.vector_store and folder.is_dir():
-            shutil.rmtree(folder)
-            logger.info("%s: removed the old %s index folder %s", self.persist_directory, old, folder)
-
-    def _dimension(self) -> int:
-        """The embedding dimension, recorded in the ledger (probing the model once for a new directory)."""
-        dim = self._ledger.get_info("embedding_dimension")
-        if dim is None:
-            dim = str(len(self.embeddings.embed_query("dimension probe")))
-            self._ledger.set_info("embedding_dimension", dim)
-        return int(dim)
-
-    def _finish_version_1_writes(self) -> None:
-        """Drop documents a version-1 FinderLedge left ``pending``/``deleting`` when it crashed (its indexes
-        have no checkpoint record, so they are compared with the ledger and cleaned on first use)."""
-        if not self._ledger.has_unfinished():
-            return
-        with self._write_lock.hold("finishing an interrupted version-1 write"):
-            unfinished = self._ledger.ids_in_state(PENDING) + self._ledger.ids_in_state(DELETING)
-            if unfinished:
-                logger.warning(
-                    "%s: cleaning up %d unfinished document(s) from an interrupted run",
-                    self.persist_directory or "ledger",
-                    len(unfinished),
-                )
-                self._ledger.purge(unfinished)
+        self._engine.splitter = value
 
     @property
     def vector_store(self) -> VectorStore:
         """The vector backend's base index, opened on first use (FAISS needs the embedding dimension first).
 
         Changes made since its last checkpoint may still sit in the replica's overlay; searches see both."""
-        if not self._replica.vector_loaded:
-            self._replica.load_vector()
-        return self._replica.vector.handle  # type: ignore[no-any-return]
+        return self._engine.vector_store
 
     @property
     def keyword_store(self) -> KeywordStore:
         """The BM25 index of this process (it follows the ledger's change log)."""
-        return self._replica.keyword.handle  # type: ignore[no-any-return]
+        return self._engine.keyword_store
 
     def refresh(self) -> int:
         """Apply every change other processes committed; returns the ledger ``seq`` now reflected.
 
         Searches do this themselves; call it to catch up ahead of time."""
-        return self._replica.follow()
+        return self._engine.replica.follow()
 
     # -- ingest -------------------------------------------------------------------------------------
     def add_document(
@@ -563,7 +362,7 @@ class FinderLedge(Catalog, Views, Asking):
             document_id=document_id,
             max_chunks=max_chunks,
         )
-        self._recalibrate()
+        self._engine.recalibrate()
         return report
 
     def reindex(
@@ -589,19 +388,19 @@ class FinderLedge(Catalog, Views, Asking):
             environ={},
             defaults=current,
         )  # validated like any setting, errors naming the arguments
-        self.settings = dataclasses.replace(
+        self._engine.settings = dataclasses.replace(
             self.settings,
             chunk_size=settings.chunk_size,
             chunk_overlap=settings.chunk_overlap,
             chunk_unit=settings.chunk_unit,
         )
-        self._splitter = None  # made again from the new settings when next used
+        self._engine.splitter = None  # made again from the new settings when next used
         self.vector_store  # noqa: B018
         report = IngestReport()
         self._writer.reindex(report)
-        with self._write_lock.hold("recording the chunk settings"):
-            recorded = json.loads(self._ledger.get_info("settings") or "{}")
-            self._ledger.set_info(
+        with self._engine.write_lock.hold("recording the chunk settings"):
+            recorded = json.loads(self._engine.ledger.get_info("settings") or "{}")
+            self._engine.ledger.set_info(
                 "settings",
                 json.dumps(
                     {
@@ -612,7 +411,7 @@ class FinderLedge(Catalog, Views, Asking):
                     }
                 ),
             )
-        self._recalibrate()
+        self._engine.recalibrate()
         report.seconds_total = time.perf_counter() - started
         logger.info(
             "reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
@@ -635,7 +434,7 @@ class FinderLedge(Catalog, Views, Asking):
         key = document_key(doc_id)
         self.vector_store  # noqa: B018
         removed = self._writer.remove(key)
-        self._recalibrate()
+        self._engine.recalibrate()
         return removed
 
     def delete(self, ids: Sequence[str]) -> list[str]:
@@ -647,7 +446,7 @@ class FinderLedge(Catalog, Views, Asking):
         keys = [document_key(i) for i in ids]
         self.vector_store  # noqa: B018
         removed = self._writer.delete(keys)
-        self._recalibrate()
+        self._engine.recalibrate()
         return removed
 
     # -- calibration --------------------------------------------------------------------------------
@@ -658,22 +457,7 @@ class FinderLedge(Catalog, Views, Asking):
         Returns the calibration (see :mod:`finderledge.calibration`), or None for a corpus too small to measure.
         """
         self.vector_store  # noqa: B018
-        return self._calibrator.refresh(force=True)
-
-    def _recalibrate(self) -> None:
-        """After a write: measure the gates again if the corpus moved enough; a failure never fails the write."""
-        if not self._calibrator.wanted:
-            return
-        try:
-            self._calibrator.refresh()
-            if self.settings.partition_key is not None:
-                self._calibrator.refresh_partitions()
-        except Exception as exc:  # the write is committed; searches keep the previous gates
-            logger.warning(
-                "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
-                exc,
-                exc_info=logger.isEnabledFor(logging.DEBUG),
-            )
+        return self._engine.calibrator.refresh(force=True)
 
     # -- search -------------------------------------------------------------------------------------
     def search(
@@ -751,6 +535,71 @@ class FinderLedge(Catalog, Views, Asking):
             lambda_mult=lambda_mult,
         )
 
+    # -- reading back (finderledge.catalog) ---------------------------------------------------------
+    def get_document(self, doc_id: str) -> Document | None:
+        """A parent document or a chunk by id (``None`` if unknown)."""
+        return self._catalog.get_document(doc_id)
+
+    def get_parent_document(self, child_id: str) -> Document | None:
+        """The parent of a chunk (``None`` if the chunk is unknown)."""
+        return self._catalog.get_parent_document(child_id)
+
+    def get_split_documents(self, parent_id: str) -> list[Document]:
+        """The chunks of a parent, in order."""
+        return self._catalog.get_split_documents(parent_id)
+
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        filter: MetadataFilter | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[Document]:
+        """Parent documents in the order they were added: of one ``source``, matching ``filter`` (the search
+        filter language, on the parent's metadata), the first ``offset`` skipped, at most ``limit``."""
+        return self._catalog.list_documents(source=source, filter=filter, offset=offset, limit=limit)
+
+    def list_document_ids(
+        self, *, filter: MetadataFilter | None = None, offset: int = 0, limit: int | None = None
+    ) -> list[str]:
+        """The application document ids (``document_id=`` of :meth:`add_document`) of the parents matching
+        ``filter``, each once, in the order first added; ``offset``/``limit`` page through them."""
+        return self._catalog.list_document_ids(filter=filter, offset=offset, limit=limit)
+
+    def list_sources(self) -> list[str]:
+        """Every source (file path or given ``source``) that has documents."""
+        return self._catalog.list_sources()
+
+    def count(self, filter: MetadataFilter | None = None) -> dict[str, int]:
+        """``{"documents": …, "chunks": …}`` — parents and chunks stored (those of parents matching ``filter``)."""
+        return self._catalog.count(filter)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per store and the settings in force (for ``finderledge stats``)."""
+        return self._catalog.stats()
+
+    def gc(self) -> dict[str, int]:
+        """Empty the embedding cache of vectors no stored chunk needs (see :meth:`Catalog.gc
+        <finderledge.catalog.Catalog.gc>`); returns how many were removed and the size left."""
+        return self._catalog.gc()
+
+    def __len__(self) -> int:
+        return self._catalog.count()["documents"]
+
+    # -- contexts, LangChain views, scopes (finderledge.views) and answers (finderledge.asking) -----
+    get_context = views.get_context
+    as_retriever = views.as_retriever
+    as_vectorstore = views.as_vectorstore
+    scoped = views.scoped
+    answer = asking.answer
+    aanswer = asking.aanswer
+    stream_answer = asking.stream_answer
+    astream_answer = asking.astream_answer
+    as_rag_chain = asking.as_rag_chain
+    asearch = asking.asearch
+    aget_context = asking.aget_context
+
     # -- lifecycle ----------------------------------------------------------------------------------
     def check(self, repair: bool = False) -> CheckReport:
         """Verify the persist directory against its ledger (pages, rows, each index's ids, checksums and
@@ -759,18 +608,14 @@ class FinderLedge(Catalog, Views, Asking):
         if self.persist_directory is None or self.settings.database_url is not None:
             raise ConfigurationError("check: needs a persist directory with its SQLite ledger")
         self.refresh()
-        self._replica.maybe_checkpoint()
+        replica = self._engine.replica
+        replica.maybe_checkpoint()
         report = check_directory(self.persist_directory)
-        return run_repair(report, self._replica.rebuild_index) if repair else report
+        return run_repair(report, replica.rebuild_index) if repair else report
 
     def close(self) -> None:
         """Checkpoint the indexes (when no other process is writing) and close every store; again: no-op."""
-        if self._closed:
-            return
-        self._closed = True
-        self._replica.close()
-        self.finder.close()
-        self._ledger.close()
+        self._engine.close()
 
     def __enter__(self) -> FinderLedge:
         return self
@@ -779,137 +624,8 @@ class FinderLedge(Catalog, Views, Asking):
         self.close()
 
 
-class _KeywordLeg:
-    """The keyword leg as the Finder sees it: this process's BM25 replica."""
-
-    def __init__(self, replica: Replica) -> None:
-        self._replica = replica
-
-    def search(
-        self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
-    ) -> list[tuple[str, float]]:
-        return self._replica.keyword_search(query, k, filter)
-
-
-class _VectorLeg:
-    """The vector leg as the Finder sees it: the base index plus the overlay of changes not yet checkpointed."""
-
-    def __init__(self, owner: FinderLedge) -> None:
-        owner.vector_store  # noqa: B018 - opens it
-        self._replica = owner._replica
-
-    def search(
-        self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None
-    ) -> list[tuple[str, float]]:
-        return self._replica.vector_search(embedding, k, filter)
-
-
-def _vector_backend(
-    fl: FinderLedge, instance: VectorStore | None, local: Path | None
-) -> tuple[Callable[[], VectorStore], str]:
-    """How to open the vector leg, and the key its checkpoint record is kept under."""
-    settings = fl.settings
-    if settings.database_url is not None:
-        if instance is not None or settings.vector_store != "pgvector":
-            raise ConfigurationError(
-                "setting 'vector_store': with database_url the vector leg is pgvector in the same database "
-                f"(written in the ledger's transactions), got {settings.vector_store if instance is None else 'an instance'!r}"
-            )
-        return lambda: fl._ledger.vector_store(fl._dimension()), "index:vector:pgvector"  # type: ignore[attr-defined]
-    if instance is not None:
-        return (
-            lambda: instance,
-            f"index:vector:langchain:{getattr(instance, 'kind', type(instance).__name__)}",
-        )
-    kind = settings.vector_store
-    if kind == "pgvector":
-        raise ConfigurationError(
-            "setting 'vector_store': 'pgvector' keeps the index in PostgreSQL: set "
-            "database_url (or FINDERLEDGE_DATABASE_URL) to use it"
-        )
-    require_backend(kind)  # chroma is an extra since FAISS became the default: say which, before any write
-    if kind == "chroma" and settings.chroma_url is not None:
-        url, collection = settings.chroma_url, settings.chroma_collection
-        return (
-            lambda: create_vector_store("chroma", None, fl._dimension(), url=url, collection=collection),
-            f"index:vector:chroma@{redact_url(url)}/{collection}",
-        )
-    if kind == "chroma":  # a local Chroma directory holds the named collection too (an older index: rebuilt)
-        collection = settings.chroma_collection
-        return (
-            lambda: create_vector_store(kind, local, fl._dimension(), collection=collection),
-            "index:vector:chroma",
-        )
-    key = settings.partition_key
-    return lambda: _partitioned(
-        create_vector_store(kind, local, fl._dimension()), key
-    ), f"index:vector:{kind}"
-
-
-def _partitioned(store: VectorStore, key: str | None) -> VectorStore:
-    """``store``, told the partition key where it keeps per-partition rows (FAISS: a pinned search then costs
-    what the partition's size costs)."""
-    set_key = getattr(store, "set_partition_key", None)
-    if key is not None and callable(set_key):
-        set_key(key)
-    return store
-
-
-def _pin_recorded(
-    settings: Settings, recorded: Mapping[str, Any], args: Mapping[str, Any], directory: Path | None
-) -> Settings:
-    """A reopened directory keeps the vector store and chunking it was built with: environment variables and
-    ``.env`` (defaults for new directories) never change them.  Arguments do: the chunking of the documents
-    this instance adds, or the vector store (rebuilt from the ledger's vectors and recorded)."""
-    pinned = {
-        k: recorded[k]
-        for k in (
-            "vector_store",
-            "chunk_size",
-            "chunk_overlap",
-            "chunk_unit",
-            "chroma_url",
-            "chroma_collection",
-        )
-        if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]
-    }
-    if pinned:
-        logger.info(
-            "%s keeps the settings it was built with %s (the environment's apply to new directories)",
-            directory,
-            pinned,
-        )
-        settings = dataclasses.replace(settings, **pinned)
-    return settings
-
-
-def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
-    """The error for a directory built with another embedding model: what it was built with and what to pass."""
-    provider, _, name = recorded.partition(":")
-    if provider in PROVIDERS and name:
-        hint = (
-            f"pass embedding={recorded!r} (or set FINDERLEDGE_EMBEDDING_MODEL) if you trust that model, "
-            "or use a new persist_directory"
-        )
-    else:
-        hint = "pass the same Embeddings object it was built with, or use a new persist_directory"
-    return (
-        f"setting 'embedding': {directory} was built with embedding model {recorded!r}, but this call uses "
-        f"{given!r}; FinderLedge never loads the recorded model by itself: {hint}"
-    )
-
-
 def _is_embeddings(value: Any) -> bool:
     """Whether ``value`` is a LangChain ``Embeddings`` (none can exist before LangChain's module is loaded,
     so a model given by name never imports it)."""
     module = sys.modules.get("langchain_core.embeddings")
     return module is not None and isinstance(value, module.Embeddings)
-
-
-def _model_id(model: str | Embeddings | None) -> str:
-    """The id recorded for ``model``: by name without importing any model, an instance by its class."""
-    if model is None or isinstance(model, str):
-        return model_name_id(model)
-    from .embeddings import embedding_model_id  # an instance: its class is loaded already
-
-    return embedding_model_id(model)

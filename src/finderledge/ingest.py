@@ -52,7 +52,7 @@ from .sources import source_key
 from .validation import clean_text
 
 if TYPE_CHECKING:
-    from .facade import FinderLedge
+    from .engine import Engine
 
 __all__ = ["IngestReport", "Writer", "content_id"]
 
@@ -141,10 +141,10 @@ class _Prepared:
 
 
 class Writer:
-    """Adds and removes documents of one :class:`~finderledge.facade.FinderLedge` (its ledger, model, lock)."""
+    """Adds and removes documents of one :class:`~finderledge.engine.Engine` (its ledger, model, lock)."""
 
-    def __init__(self, owner: FinderLedge) -> None:
-        self._fl = owner
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     # -- add ----------------------------------------------------------------------------------------
     def ingest(
@@ -182,7 +182,7 @@ class Writer:
             include=include,
             exclude=exclude,
             on_error=on_error,  # type: ignore[arg-type]
-            show_progress=self._fl.settings.show_progress,
+            show_progress=self._engine.settings.show_progress,
             follow_symlinks=follow_symlinks,
         )
         items = list(source) if isinstance(source, (list, tuple)) else [source]
@@ -240,7 +240,7 @@ class Writer:
     ) -> None:
         """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
         under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
-        ledger = self._fl._ledger
+        ledger = self._engine.ledger
         prepared: dict[str, _Prepared] = {}
         versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
         candidates = {
@@ -282,8 +282,8 @@ class Writer:
     ) -> None:
         """Under the write lock: decide what is new and what it replaces, and commit it in one transaction
         (the staged big documents among the new are published by the same transaction)."""
-        ledger = self._fl._ledger
-        with self._fl._write_lock.hold("adding documents"):
+        ledger = self._engine.ledger
+        with self._engine.write_lock.hold("adding documents"):
             unread = [
                 path.rstrip(os.sep) + os.sep for path, _ in report.skipped
             ]  # e.g. unlistable directories
@@ -377,7 +377,7 @@ class Writer:
         A stored parent with the same id but other content or metadata is replaced; so are the other parents
         of a file given again that the same owner (``document_id`` or none) added and, with ``document_id``,
         the parents of that document id not given again.  Another owner's copy of the file is never touched."""
-        ledger = self._fl._ledger
+        ledger = self._engine.ledger
         new: dict[str, tuple[_Group, Document]] = {}
         to_delete: list[str] = []
         versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
@@ -438,7 +438,7 @@ class Writer:
         oversized call stops before anything is embedded)."""
         if not parents:
             return
-        splitter = self._fl.splitter
+        splitter = self._engine.splitter
         children: list[Document] = []
         records: dict[str, DocumentRecord] = {}
         for pid, (group, doc) in parents.items():
@@ -469,7 +469,7 @@ class Writer:
     def _streams(self, doc: Document) -> bool:
         """Whether ``doc`` is written window by window: a long plain text, on a ledger that can stage."""
         return (
-            self._fl._ledger.supports_staging
+            self._engine.ledger.supports_staging
             and len(doc.page_content) > STREAM_DOCUMENT_CHARS
             and _detected_type(doc)[0] == "text"
         )
@@ -486,8 +486,8 @@ class Writer:
         transaction, invisible to every read); returns its parent record and chunk count for the commit
         that publishes it, or ``None`` when another writer stored it meanwhile.  Memory holds one window's
         chunks and vectors, never the whole document's."""
-        ledger = self._fl._ledger
-        splitter = self._fl.splitter
+        ledger = self._engine.ledger
+        splitter = self._engine.splitter
         doc_type, language = _detected_type(doc)
         text = doc.page_content
         # a first pass counts the chunks (each chunk's metadata holds the count), a second writes them
@@ -528,17 +528,17 @@ class Writer:
         else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        fl = self._fl
+        engine = self._engine
         hashes = [content_id(t) for t in texts]
-        cached = fl._ledger.cached_embeddings(fl._model_id, hashes)
+        cached = engine.ledger.cached_embeddings(engine.model_id, hashes)
         todo: dict[str, str] = {}
         for h, t in zip(hashes, texts):
             if h not in cached and h not in todo:
                 todo[h] = t
         report.embeddings_cached += sum(1 for h in hashes if h in cached)
-        size = fl.settings.embedding_batch_size
+        size = engine.settings.embedding_batch_size
         pending = list(todo.items())
-        show = fl.settings.show_progress
+        show = engine.settings.show_progress
         if show is None:
             show = sys.stderr.isatty() and len(pending) > size
         bar = None
@@ -553,9 +553,9 @@ class Writer:
         try:
             for start in range(0, len(pending), size):
                 batch = pending[start : start + size]
-                vectors = np.asarray(fl.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
+                vectors = np.asarray(engine.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
                 new = [(h, v) for (h, _), v in zip(batch, vectors)]
-                fl._ledger.cache_embeddings(fl._model_id, new)  # kept even if this call fails later
+                engine.ledger.cache_embeddings(engine.model_id, new)  # kept even if this call fails later
                 cached.update(new)
                 report.embeddings_computed += len(batch)
                 if bar is not None:
@@ -575,7 +575,7 @@ class Writer:
         """Split every stored document again with the current splitter and replace its chunks, a batch of
         documents per ledger transaction; chunk texts already embedded are not embedded again (text hash).
         A document changed or removed by another writer meanwhile is left as that writer stored it."""
-        ledger = self._fl._ledger
+        ledger = self._engine.ledger
         ids = ledger.document_ids()
         for start in range(0, len(ids), STREAM_GROUPS):
             records = [r for r in (ledger.get_document(i) for i in ids[start : start + STREAM_GROUPS]) if r]
@@ -592,7 +592,7 @@ class Writer:
                 prepared,
                 report,
             )
-            with self._fl._write_lock.hold("re-splitting documents"):
+            with self._engine.write_lock.hold("re-splitting documents"):
                 current = ledger.content_hashes(list(stored))
                 same = [i for i in stored if current.get(i) == stored[i]]  # unchanged since read
                 if same:
@@ -611,8 +611,8 @@ class Writer:
     def remove(self, key: str) -> list[str]:
         """Remove a parent by id, every parent of a source path or ``document_id``, or the raw text a result
         shows as ``text:<id>`` (its default source); ``DocumentNotFoundError`` if none."""
-        ledger = self._fl._ledger
-        with self._fl._write_lock.hold("removing documents"):
+        ledger = self._engine.ledger
+        with self._engine.write_lock.hold("removing documents"):
             if ledger.document_state(safe_path(key)) == COMPLETE:
                 ids = [key]
             else:
@@ -634,8 +634,8 @@ class Writer:
 
     def delete(self, ids: Sequence[str]) -> list[str]:
         """Remove the parents among ``ids`` that are stored (unknown ids are ignored); returns those removed."""
-        ledger = self._fl._ledger
-        with self._fl._write_lock.hold("deleting documents"):
+        ledger = self._engine.ledger
+        with self._engine.write_lock.hold("deleting documents"):
             found = ledger.complete_ids(ids)
             removed = list(dict.fromkeys(i for i in ids if i in found))
             if removed:
@@ -647,7 +647,7 @@ class Writer:
         """After a commit: update shared indexes, bring this process's replicas up to date and persist them.  The change is already safe in
         the ledger, so a failure here is logged, not raised: the next write or open replays it."""
         try:
-            self._fl._replica.sync_shared()
+            self._engine.replica.sync_shared()
         except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
             logger.error(
                 "the change is committed to the ledger, but updating the shared vector index failed "
@@ -656,7 +656,7 @@ class Writer:
                 exc,
             )
         try:
-            self._fl._replica.after_commit()
+            self._engine.replica.after_commit()
         except (OSError, IndexCorruptError) as exc:
             logger.error(
                 "the change is committed to the ledger, but writing the index checkpoint failed (%s); "

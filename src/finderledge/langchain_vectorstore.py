@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -28,11 +29,9 @@ from .errors import ConfigurationError
 from .filters import and_filters, compile_filter, filter_key, matches
 from .ledgers import content_id
 from .metadata import DOCUMENT_ID, info_of, normalize_metadata, user_metadata
+from .protocols import SearchableLedger
 from .results import SearchResult
 from .validation import check_parallel, check_texts, document_key
-
-if TYPE_CHECKING:
-    from .facade import FinderLedge
 
 __all__ = ["FinderLedgeVectorStore"]
 
@@ -46,10 +45,8 @@ class FinderLedgeVectorStore(VectorStore):
     It is fixed when the store is built.
     """
 
-    def __init__(self, ledger: FinderLedge, *, base_filter: Mapping[str, Any] | None = None) -> None:
-        from .facade import FinderLedge
-
-        if not isinstance(ledger, FinderLedge):
+    def __init__(self, ledger: SearchableLedger, *, base_filter: Mapping[str, Any] | None = None) -> None:
+        if not isinstance(ledger, SearchableLedger):
             raise ConfigurationError(f"ledger: expected a FinderLedge, got {type(ledger).__name__}")
         self.ledger = ledger
         self._base_filter = copy.deepcopy(dict(base_filter)) if base_filter else None
@@ -209,12 +206,17 @@ class FinderLedgeVectorStore(VectorStore):
         **kwargs: Any,
     ) -> FinderLedgeVectorStore:
         """A new FinderLedge (``kwargs``: its settings, e.g. ``persist_directory``) holding ``texts``."""
-        from .facade import FinderLedge
-
-        store = cls(FinderLedge(embedding=embedding, **kwargs))
+        store = cls(_facade_class()(embedding=embedding, **kwargs))
         if texts:
             store.add_texts(texts, metadatas, ids=ids)
         return store
+
+
+def _facade_class() -> Callable[..., SearchableLedger]:
+    """``FinderLedge``, looked up by name: the facade makes this store (``as_vectorstore``) and LangChain's
+    ``from_texts`` makes the facade, so one of the two must find the other at run time; importing the facade
+    here would make the modules a cycle."""
+    return importlib.import_module(".facade", __package__).FinderLedge  # type: ignore[no-any-return]
 
 
 def _plain(result: SearchResult) -> Document:

@@ -12,11 +12,12 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .errors import ConfigurationError
 from .filters import and_filters, compile_filter
 
 if TYPE_CHECKING:  # the retriever imports langchain_core.retrievers (and langsmith): only when one is built
     from .answer import Answer
-    from .facade import FinderLedge
+    from .protocols import SearchableLedger
     from .results import SearchResults
     from .retriever import FinderLedgeRetriever
 
@@ -26,10 +27,8 @@ __all__ = ["Scope"]
 class Scope:
     """``search``/``get_context``/``as_retriever`` of ``ledger`` with ``base_filter`` always applied."""
 
-    def __init__(self, ledger: FinderLedge, base_filter: Mapping[str, Any]) -> None:
+    def __init__(self, ledger: SearchableLedger, base_filter: Mapping[str, Any]) -> None:
         if compile_filter(base_filter) is None:
-            from .errors import ConfigurationError
-
             raise ConfigurationError("scoped: expected a non-empty base filter such as {'user_id': 'alice'}")
         self.ledger = ledger
         self._base_filter = copy.deepcopy(dict(base_filter))

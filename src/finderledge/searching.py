@@ -26,7 +26,7 @@ from .sources import resolve_source_filter
 from .validation import check_search_options, query_text
 
 if TYPE_CHECKING:
-    from .facade import FinderLedge
+    from .engine import Engine
 
 __all__ = ["Searcher", "annotate", "as_document"]
 
@@ -34,10 +34,10 @@ logger = logging.getLogger(__name__)
 
 
 class Searcher:
-    """Searches of one :class:`~finderledge.facade.FinderLedge` (its finder, replica, ledger and reranker)."""
+    """Searches of one :class:`~finderledge.engine.Engine` (its finder, replica, ledger and reranker)."""
 
-    def __init__(self, owner: FinderLedge) -> None:
-        self._fl = owner
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
 
     def search(
         self,
@@ -55,7 +55,7 @@ class Searcher:
         lambda_mult: float | None = None,
     ) -> SearchResults:
         """See :meth:`FinderLedge.search <finderledge.facade.FinderLedge.search>`."""
-        fl = self._fl
+        engine = self._engine
         started = time.perf_counter()
         query = query_text(query)
         check_search_options(
@@ -72,23 +72,23 @@ class Searcher:
         check_mmr_options(mmr, fetch_k, lambda_mult)
         filter = resolve_source_filter(filter)  # a source path as add_document was given it
         trace = SearchTrace()
-        mode = search_mode or fl.settings.search_mode
-        k = fl.settings.k if k is None else k
-        reranking = rerank and fl.reranker is not None
-        wanted = max(k, fl.rerank_candidates) if reranking else k
+        mode = search_mode or engine.settings.search_mode
+        k = engine.settings.k if k is None else k
+        reranking = rerank and engine.reranker is not None
+        wanted = max(k, engine.rerank_candidates) if reranking else k
         depth, fetch = candidate_k, wanted
         if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
-            depth = fetch = max(candidate_k or fl.settings.candidate_k, 4 * wanted)
+            depth = fetch = max(candidate_k or engine.settings.candidate_k, 4 * wanted)
         if mmr:  # diversify among more fused candidates than are returned
             fetch = max(fetch, fetch_k or DEFAULT_FETCH_K)
             depth = max(depth or 0, fetch)
         if mode != "keyword":
-            prefetch(fl.embeddings)  # the model loads while the indexes open
-            fl.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
-        fl._replica.follow(wait=False)
-        with fl._replica.rw.read():  # both legs reflect one ledger seq
-            trace.ledger_seq = fl._replica.seq
-            hits = fl.finder.search(
+            prefetch(engine.embeddings)  # the model loads while the indexes open
+            engine.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
+        engine.replica.follow(wait=False)
+        with engine.replica.rw.read():  # both legs reflect one ledger seq
+            trace.ledger_seq = engine.replica.seq
+            hits = engine.finder.search(
                 query,
                 mode=mode,
                 k=fetch,
@@ -96,7 +96,7 @@ class Searcher:
                 candidate_k=depth,
                 trace=trace,
                 background=LedgerBackground(
-                    fl._ledger, fl.keyword_store, partition_of(filter, fl.settings.partition_key)
+                    engine.ledger, engine.keyword_store, partition_of(filter, engine.settings.partition_key)
                 ),
             )
         if mmr:
@@ -108,10 +108,10 @@ class Searcher:
             for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)
         ]
         if reranking and found:
-            assert fl.reranker is not None
+            assert engine.reranker is not None
             reranked = []
             for i, raw, shown in rerank_documents(
-                fl.reranker, query, [doc for doc, _ in found]
+                engine.reranker, query, [doc for doc, _ in found]
             ):  # shown: in [0, 1]
                 doc, first = found[i]
                 info_of(doc.metadata).update(
@@ -130,7 +130,7 @@ class Searcher:
         """The fused hits in maximal-marginal-relevance order (:mod:`finderledge.mmr`), by their stored vectors."""
         chunks = {
             c.id: c
-            for c in self._fl._ledger.get_chunks([h.id for h in hits], with_embedding=True, visible_at=seq)
+            for c in self._engine.ledger.get_chunks([h.id for h in hits], with_embedding=True, visible_at=seq)
         }
         relevance = [h.score if h.relevance is None else h.relevance for h in hits]
         vectors = [getattr(chunks.get(h.id), "embedding", None) for h in hits]
@@ -143,7 +143,7 @@ class Searcher:
 
         Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
         since is still returned by this search (it was current when the search ran), never a half-state."""
-        chunks = {c.id: c for c in self._fl._ledger.get_chunks([h.id for h in hits], visible_at=seq)}
+        chunks = {c.id: c for c in self._engine.ledger.get_chunks([h.id for h in hits], visible_at=seq)}
         out: list[tuple[Document, FusedHit]] = []
         seen: set[str] = set()
         for hit in hits:
@@ -155,7 +155,7 @@ class Searcher:
                 if chunk.parent_id in seen:
                     continue
                 seen.add(chunk.parent_id)
-                record = self._fl._ledger.get_document(chunk.parent_id)
+                record = self._engine.ledger.get_document(chunk.parent_id)
                 if record is None:
                     continue
                 doc = as_document(record)

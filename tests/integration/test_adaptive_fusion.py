@@ -191,27 +191,27 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_pa
     )
     try:
         fl.add_texts(_texts(60))
-        assert fl._ledger.get_info(INFO_KEY) is None  # too small a corpus to measure: gates stay open
+        assert fl.engine.ledger.get_info(INFO_KEY) is None  # too small a corpus to measure: gates stay open
         results = fl.search("solar electricity")
         assert results.trace.fusion_method == "adaptive" and "not calibrated" in results.trace.weights_reason
         fl.add_texts(_texts(150)[60:])
-        first = Calibration.from_json(fl._ledger.get_info(INFO_KEY))
+        first = Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY))
         assert first is not None and first.corpus_size == 150 and first.groups["all"].queries == 30
         fl.add_texts(_texts(170)[150:])  # +13 %: the gates stand
-        assert Calibration.from_json(fl._ledger.get_info(INFO_KEY)) == first
+        assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)) == first
         fl.add_texts(_texts(200)[170:])  # +33 %: measured again
-        assert Calibration.from_json(fl._ledger.get_info(INFO_KEY)).corpus_size == 200
+        assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)).corpus_size == 200
         trace = fl.search("How do solar panels make electricity?").trace
         assert set(trace.gates) == {"vector", "keyword"} and set(trace.evidence) == {"vector", "keyword"}
         assert "calibrated on 40 pseudo-queries" in trace.weights_reason
         assert sum(trace.weights.values()) == pytest.approx(1.0)  # both gates open: the evidence shares
         fl.delete(sorted({r.parent_id for r in fl.search("note", search_mode="keyword", k=200)})[:120])
-        assert fl._ledger.get_info(INFO_KEY) is None  # 80 chunks left: below the minimum, old gates dropped
+        assert fl.engine.ledger.get_info(INFO_KEY) is None  # 80 chunks left: below the minimum, old gates dropped
     finally:
         fl.close()
     reopened = FinderLedge(tmp_path / "ix", embedding=minilm, show_progress=False, env_file=None)
     try:
-        assert reopened._calibrator.current() is None
+        assert reopened.engine.calibrator.current() is None
     finally:
         reopened.close()
 
@@ -223,7 +223,7 @@ def test_explicit_weights_and_fusions_are_obeyed(tmp_path: Path, minilm) -> None
     )
     try:
         fixed.add_texts(texts)
-        assert fixed._ledger.get_info(INFO_KEY) is None  # fixed weights: nothing to calibrate
+        assert fixed.engine.ledger.get_info(INFO_KEY) is None  # fixed weights: nothing to calibrate
         trace = fixed.search("violin strings").trace
         assert (
             trace.weights == {"vector": 1.0, "keyword": 0.5} and trace.weights_reason == "set by the caller"
@@ -328,7 +328,7 @@ def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: 
     )
     try:
         fl.add_texts(texts, metas)
-        calibration = fl._calibrator.current()
+        calibration = fl.engine.calibrator.current()
         assert calibration is not None and {"all", "cjk", "latin"} <= set(calibration.groups)
         assert calibration.groups["cjk"].gates["vector"] == 0.0  # it finds nothing from a Japanese sentence
         assert calibration.groups["latin"].gates == {"vector": 1.0, "keyword": 1.0}  # English: both legs work

@@ -288,7 +288,7 @@ def _read_ledger(
 
 def _vector_ids(fl: Any) -> set[str]:
     """What the vector leg serves: the base index with the overlay on top."""
-    overlay = fl._replica.overlay
+    overlay = fl.engine.replica.overlay
     return (fl.vector_store.ids() | set(overlay.ids)) - (overlay.removed - set(overlay.ids))
 
 
@@ -514,7 +514,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
             fl.close()
         fl = sw.open_ledger(stress.directory, kind)
         try:
-            replica = fl._replica
+            replica = fl.engine.replica
             base_vector, base_keyword = set(fl.vector_store.ids()), set(fl.keyword_store.ids())
             if not replica.overlay.empty:
                 problems.append(
@@ -527,9 +527,9 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
                     f"{len(base_vector)} chunk ids; vector lacks {sorted(ledger_chunks - base_vector)[:3]}, has "
                     f"extra {sorted(base_vector - ledger_chunks)[:3]}"
                 )
-            last = fl._ledger.last_seq()
+            last = fl.engine.ledger.last_seq()
             for key in ("index:keyword", f"index:vector:{kind}"):
-                record = Checkpoint.read(fl._ledger, key)
+                record = Checkpoint.read(fl.engine.ledger, key)
                 if record is None or record.seq != last:
                     problems.append(f"after close(): checkpoint {key} = {record}, ledger seq {last}")
         finally:

@@ -101,13 +101,13 @@ class TestStrategyContract:
     ) -> None:
         n = len(get_strategy(name).plan(QUESTION, FakeListChatModel(responses=[REPLIES[name]])))
         barrier = threading.Barrier(n, timeout=20)  # every sub-search must be running at once to pass it
-        real = fl._searcher.search
+        real = fl.finder.search  # each sub-search fuses its legs once, under the replica's shared read lock
 
         def waiting(*args: Any, **kwargs: Any):
             barrier.wait()
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(fl._searcher, "search", waiting)
+        monkeypatch.setattr(fl.finder, "search", waiting)
         assert fl.search(QUESTION, k=3, strategy=name, llm=FakeListChatModel(responses=[REPLIES[name]]))
 
     def test_the_prompt_follows_the_question_language_or_the_callers(self, name: str) -> None:

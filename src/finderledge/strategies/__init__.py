@@ -25,7 +25,7 @@ from .hyde import HyDE
 from .multi_query import MultiQuery
 
 if TYPE_CHECKING:
-    from ..facade import FinderLedge
+    from ..protocols import SearchableLedger
 
 __all__ = [
     "STRATEGIES",
@@ -56,7 +56,7 @@ def get_strategy(strategy: str | QueryStrategy, **options: Any) -> QueryStrategy
 
 
 def run_strategy(
-    fl: FinderLedge,
+    fl: SearchableLedger,
     query: str,
     strategy: str | QueryStrategy,
     llm: Any,
