@@ -377,7 +377,9 @@ async def aanswer(ledger: SearchableLedger, question: str, **options: Any) -> An
     return plan.finish("".join([piece async for piece in plan.apieces()]))
 
 
-async def astream_answer(ledger: SearchableLedger, question: str, **options: Any) -> AsyncIterator[str | Answer]:
+async def astream_answer(
+    ledger: SearchableLedger, question: str, **options: Any
+) -> AsyncIterator[str | Answer]:
     """:func:`stream_answer` for async code."""
     plan = await asyncio.to_thread(_plan, ledger, question, **options)
     pieces: list[str] = []

@@ -372,9 +372,7 @@ class LedgerCalibrator:
         fl = self._fl
         key = info_key(partition)
         if partition is None:
-            size = fl.ledger.counts()[
-                "chunks"
-            ]  # a count: a write that leaves the gates standing stays cheap
+            size = fl.ledger.counts()["chunks"]  # a count: a write that leaves the gates standing stays cheap
         else:
             size = fl.keyword_store.partition_size(partition)
         stored = self.current(partition)

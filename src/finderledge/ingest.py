@@ -553,7 +553,9 @@ class Writer:
         try:
             for start in range(0, len(pending), size):
                 batch = pending[start : start + size]
-                vectors = np.asarray(engine.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
+                vectors = np.asarray(
+                    engine.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32
+                )
                 new = [(h, v) for (h, _), v in zip(batch, vectors)]
                 engine.ledger.cache_embeddings(engine.model_id, new)  # kept even if this call fails later
                 cached.update(new)

@@ -206,7 +206,9 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_pa
         assert "calibrated on 40 pseudo-queries" in trace.weights_reason
         assert sum(trace.weights.values()) == pytest.approx(1.0)  # both gates open: the evidence shares
         fl.delete(sorted({r.parent_id for r in fl.search("note", search_mode="keyword", k=200)})[:120])
-        assert fl.engine.ledger.get_info(INFO_KEY) is None  # 80 chunks left: below the minimum, old gates dropped
+        assert (
+            fl.engine.ledger.get_info(INFO_KEY) is None
+        )  # 80 chunks left: below the minimum, old gates dropped
     finally:
         fl.close()
     reopened = FinderLedge(tmp_path / "ix", embedding=minilm, show_progress=False, env_file=None)
