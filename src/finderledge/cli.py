@@ -320,11 +320,12 @@ SERVER_OPTION_HELP = {
 def _fill_server_help(sub: Any) -> None:
     """Give the serve/keys options without a help text the ones in :data:`SERVER_OPTION_HELP`."""
     parsers = dict(sub.choices)
-    for action in parsers["keys"]._actions:
-        if isinstance(action, argparse._SubParsersAction):
+    # argparse has no public way to list a parser's actions: its private list is read, never changed
+    for action in parsers["keys"]._actions:  # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
             parsers.update(action.choices)
     for (command, dest), text in SERVER_OPTION_HELP.items():
-        for action in parsers[command]._actions:
+        for action in parsers[command]._actions:  # noqa: SLF001
             if action.dest == dest and not action.help:
                 action.help = text
 

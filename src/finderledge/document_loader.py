@@ -1087,9 +1087,11 @@ class DocumentLoader:
                     cells: list[str] = []
                     seen: set[int] = set()
                     for cell in row.cells:
-                        if id(cell._tc) in seen:  # merged cells repeat; keep one
+                        # python-docx repeats a merged cell once per grid column, each sharing the XML
+                        # element <w:tc>, which it exposes only as the private _tc
+                        if id(cell._tc) in seen:  # noqa: SLF001 - merged cells repeat; keep one
                             continue
-                        seen.add(id(cell._tc))
+                        seen.add(id(cell._tc))  # noqa: SLF001
                         cells.append(" ".join(cell.text.split()))
                     while cells and not cells[-1]:
                         cells.pop()

@@ -224,6 +224,6 @@ def _forget_chroma_system(alias: str | None) -> None:
     try:
         from chromadb.api.shared_system_client import SharedSystemClient
 
-        SharedSystemClient._identifier_to_system.pop(alias or "", None)
+        SharedSystemClient._identifier_to_system.pop(alias or "", None)  # noqa: SLF001 - no public way
     except Exception as exc:  # noqa: BLE001 - a cache of a library's internals; never worth failing for
         logger.debug("could not drop Chroma's cached system for %s (%s)", alias, exc)

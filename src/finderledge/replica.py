@@ -164,7 +164,7 @@ class _Leg:
         lock: WriteLock,
         directory: Path | None,
     ) -> None:
-        self.name, self.key, self._opener, self._ledger, self._lock = name, key, opener, records, lock
+        self.name, self.key, self.opener, self.records, self.lock = name, key, opener, records, lock
         self.directory = directory  # where its folder lives (None: in memory)
         self.handle: Any = None
         self.token: str | None = None
@@ -193,9 +193,9 @@ class _Leg:
     def load(self) -> None:
         """Open the handle from disk; the checkpoint is read first, so ``seq`` never overstates the files."""
         for attempt in range(_OPEN_RETRIES):
-            record = Checkpoint.read(self._ledger, self.key)
+            record = Checkpoint.read(self.records, self.key)
             try:
-                handle = self._opener()
+                handle = self.opener()
             except LedgerCorruptError:
                 raise  # the ledger is damaged, not this index: nothing is moved
             except StorageFullError as exc:
@@ -206,7 +206,7 @@ class _Leg:
                 logger.warning("%s; the vector index is searched from the ledger's vectors in memory", exc)
                 handle, record, self.memory_only = _NoFiles(), None, True
             except IndexCorruptError as exc:
-                if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self._ledger, self.key) != record:
+                if attempt < _OPEN_RETRIES - 1 and Checkpoint.read(self.records, self.key) != record:
                     time.sleep(0.05)  # another process checkpointed while we read: read the new files
                     continue
                 handle, record = self._open_under_lock(exc)
@@ -223,17 +223,17 @@ class _Leg:
     def _open_under_lock(self, exc: IndexCorruptError) -> tuple[Any, Checkpoint | None]:
         """Open again under the write lock (no checkpoint is being written then); if the files are still
         unreadable, move them aside (never delete them) and open an empty index, which the ledger refills."""
-        with self._lock.hold(f"opening the {self.name} index"):
-            record = Checkpoint.read(self._ledger, self.key)
+        with self.lock.hold(f"opening the {self.name} index"):
+            record = Checkpoint.read(self.records, self.key)
             try:
-                return self._opener(), record  # the first failure was a checkpoint racing our read
+                return self.opener(), record  # the first failure was a checkpoint racing our read
             except LedgerCorruptError:
                 raise
             except IndexCorruptError as again:
                 exc = again
             if self.move_aside(exc) is None:
                 raise exc
-            return self._opener(), None
+            return self.opener(), None
 
     def move_aside(self, exc: IndexCorruptError) -> Path | None:
         """Rename this index's folder to a new ``<folder>.corrupt-<time>-<pid>-<random>`` (caller holds the
@@ -246,7 +246,7 @@ class _Leg:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         aside = directory.with_name(f"{directory.name}.corrupt-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         directory.rename(aside)
-        self._ledger.set_info(self.key, None)
+        self.records.set_info(self.key, None)
         logger.error("%s; moved %s to %s and rebuilding the index from the ledger", exc, directory, aside)
         _prune_asides(directory)
         return aside
@@ -487,9 +487,9 @@ class Replica:
         """Mid-way through a big catch-up: write ``leg``'s in-memory additions to its files (the checkpoint
         record is first marked as being written, so no other replica takes those files for its own)."""
         if leg.name not in marked:
-            record = Checkpoint.read(leg._ledger, leg.key)
+            record = Checkpoint.read(leg.records, leg.key)
             token = "writing-" + uuid.uuid4().hex
-            Checkpoint(record.seq if record else -1, token).write(leg._ledger, leg.key)
+            Checkpoint(record.seq if record else -1, token).write(leg.records, leg.key)
             leg.token = token  # still ours: the checkpoint that follows the catch-up writes the real one
             marked.add(leg.name)
         if leg is self.vector:
@@ -526,7 +526,7 @@ class Replica:
         """Move ``leg``'s files aside unless another process has replaced them since it loaded them, then
         reload it from disk (empty after the move) and refill it from the ledger (caller holds ``_sync``)."""
         with self.checkpoint_lock.hold(f"moving the damaged {leg.name} index aside"):
-            record = Checkpoint.read(leg._ledger, leg.key)
+            record = Checkpoint.read(leg.records, leg.key)
             token = record.token if record else None
             if token == leg.token or (token or "").startswith("writing-"):
                 leg.move_aside(exc)
@@ -657,7 +657,7 @@ class Replica:
         self.ledger.collect_removed()
 
     def _checkpoint_leg(self, leg: _Leg, force: bool) -> None:
-        records = leg._ledger
+        records = leg.records
         record = Checkpoint.read(records, leg.key)
         current = (record.token if record else None) == leg.token
         if (
@@ -718,7 +718,7 @@ class Replica:
                 leg.load()
                 self.overlay = VectorOverlay()
         else:
-            new_leg = _Leg(leg.name, leg.key, leg._opener, leg._ledger, leg._lock, leg.directory)
+            new_leg = _Leg(leg.name, leg.key, leg.opener, leg.records, leg.lock, leg.directory)
             new_leg.load()
             with self.rw.write():
                 leg.handle, leg.token, leg.seq, leg.pending = new_leg.handle, new_leg.token, new_leg.seq, 0

@@ -167,7 +167,7 @@ def _pgvector_ids(store: Any) -> set[str]:
     from sqlalchemy import select
 
     table = store.EmbeddingStore
-    with store._make_sync_session() as session:
+    with store._make_sync_session() as session:  # noqa: SLF001 - PGVector lists no ids publicly
         collection = store.get_collection(session)
         if collection is None:
             return set()
