@@ -36,6 +36,7 @@ from .keyword_store import KeywordStore
 from .reranker import Reranker
 from .results import SearchResults
 from .searching import Searcher
+from .strategies import QueryStrategy, run_strategy
 from .validation import check_flag, check_mapping, check_parallel, check_patterns, check_texts, document_key
 from .vector_stores import VectorStore, adapt_vector_store
 
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
     from .document_splitter import DocumentSplitter
-    from .strategies import QueryStrategy
 
 __all__ = ["LEDGER_FILE", "NO_CONTEXT", "RECORDED_SETTINGS", "FinderLedge", "IngestReport", "Source"]
 
@@ -502,8 +502,6 @@ class FinderLedge:
         similarity being the cosine of the chunks' stored vectors; the results are in that order.
         """
         if strategy is not None:
-            from .strategies import run_strategy
-
             if mmr or fetch_k is not None or lambda_mult is not None:
                 raise ConfigurationError("search: mmr cannot be combined with a query strategy")
 

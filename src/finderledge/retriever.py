@@ -23,6 +23,7 @@ from .errors import ConfigurationError
 from .filters import and_filters
 from .mmr import check_mmr_options
 from .relevance import check_score_threshold
+from .strategies import get_strategy
 from .validation import SEARCH_OPTIONS, check_search_options
 
 __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_filters"]
@@ -135,8 +136,6 @@ class FinderLedgeRetriever(BaseRetriever):
         check_score_threshold(self.score_threshold)
         check_mmr_options(self.mmr, self.fetch_k, self.lambda_mult)
         if self.strategy is not None:
-            from .strategies import get_strategy
-
             get_strategy(self.strategy)
             if self.llm is None:
                 raise ConfigurationError(
