@@ -8,12 +8,9 @@ parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,13 +28,13 @@ from .engine import LEDGER_FILE, RECORDED_SETTINGS, Engine, open_engine
 from .errors import ConfigurationError
 from .filters import MetadataFilter
 from .finder import Finder
-from .ingest import IngestReport, Writer
+from .ingest import IngestReport, Writer, documents_with_ids, rechunk, text_documents
 from .keyword_store import KeywordStore
 from .reranker import Reranker
 from .results import SearchResults
 from .searching import Searcher
 from .strategies import QueryStrategy, run_strategy
-from .validation import check_flag, check_mapping, check_parallel, check_patterns, check_texts, document_key
+from .validation import check_flag, check_mapping, check_patterns, document_key
 from .vector_stores import VectorStore, adapt_vector_store
 
 if TYPE_CHECKING:
@@ -278,27 +275,7 @@ class FinderLedge:
         **kwargs: Any,
     ) -> list[str]:
         """Batch form of :meth:`add_document`; ``ids`` (LangChain's argument) gives each Document its id."""
-        if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(
-            sources, Iterable
-        ):
-            raise ConfigurationError(
-                f"add_documents: sources: expected a list of paths or Documents, got "
-                f"{type(sources).__name__} (use add_document for one source)"
-            )
-        items = list(sources)
-        given = check_parallel("ids", ids, len(items))
-        if given is not None:
-            docs = [d for d in items if isinstance(d, Document)]
-            if len(docs) != len(items):
-                raise ConfigurationError(
-                    "add_documents: ids applies to Documents only (a file's ids come from "
-                    "its content; use document_id= to name a file)"
-                )
-            items = [
-                Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
-                for d, i in zip(docs, given)
-            ]
-        return self.add_document(items, metadata, **kwargs)
+        return self.add_document(documents_with_ids(sources, ids), metadata, **kwargs)
 
     def add_texts(
         self,
@@ -312,17 +289,7 @@ class FinderLedge:
 
         Returns one stored id per text, in order; a text without an id gets a content id (adding the same
         text again stores nothing, and both get the id of the one stored).  The same id with other content or metadata replaces that document."""
-        texts = check_texts(texts)
-        metadatas = check_parallel("metadatas", metadatas, len(texts))
-        ids = check_parallel("ids", ids, len(texts))
-        docs = [
-            Document(
-                page_content=t,
-                metadata=dict(metadatas[i] or {}) if metadatas else {},
-                id=ids[i] if ids else None,
-            )
-            for i, t in enumerate(texts)
-        ]
+        docs = text_documents(texts, metadatas, ids)
         return (
             self.ingest(docs, **kwargs).document_ids if docs else []
         )  # one id per text, as LangChain expects
@@ -375,53 +342,7 @@ class FinderLedge:
         """Split every stored document again with these chunk settings (the current ones where not given) and
         record them for the directory: the explicit way to change chunking, since an argument on reopening
         only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded)."""
-        started = time.perf_counter()
-        current = {
-            "chunk_size": self.settings.chunk_size,
-            "chunk_overlap": self.settings.chunk_overlap,
-            "chunk_unit": self.settings.chunk_unit,
-            "persist_directory": self.settings.persist_directory,
-        }
-        settings = Settings.resolve(
-            {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "chunk_unit": chunk_unit},
-            env_file=None,
-            environ={},
-            defaults=current,
-        )  # validated like any setting, errors naming the arguments
-        self._engine.settings = dataclasses.replace(
-            self.settings,
-            chunk_size=settings.chunk_size,
-            chunk_overlap=settings.chunk_overlap,
-            chunk_unit=settings.chunk_unit,
-        )
-        self._engine.splitter = None  # made again from the new settings when next used
-        self.vector_store  # noqa: B018
-        report = IngestReport()
-        self._writer.reindex(report)
-        with self._engine.write_lock.hold("recording the chunk settings"):
-            recorded = json.loads(self._engine.ledger.get_info("settings") or "{}")
-            self._engine.ledger.set_info(
-                "settings",
-                json.dumps(
-                    {
-                        **recorded,
-                        "chunk_size": settings.chunk_size,
-                        "chunk_overlap": settings.chunk_overlap,
-                        "chunk_unit": settings.chunk_unit,
-                    }
-                ),
-            )
-        self._engine.recalibrate()
-        report.seconds_total = time.perf_counter() - started
-        logger.info(
-            "reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
-            len(report.replaced),
-            report.chunks_written,
-            settings.chunk_size,
-            settings.chunk_overlap,
-            settings.chunk_unit,
-        )
-        return report
+        return rechunk(self._engine, self._writer, chunk_size, chunk_overlap, chunk_unit)
 
     # -- removal ------------------------------------------------------------------------------------
     def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:

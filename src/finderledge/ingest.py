@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.documents import Document
 
+from .config import Settings
 from .document_loader import (
     DocumentLoader,
     LoadResult,
@@ -49,7 +50,7 @@ from .metadata import (
 )
 from .progress import ProgressLog
 from .sources import source_key
-from .validation import clean_text
+from .validation import check_parallel, check_texts, clean_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -769,3 +770,102 @@ def _existing_path(item: str | os.PathLike[str]) -> Path:
             "and Documents, to add text use add_texts([text])"
         )
     return path
+
+
+def rechunk(
+    engine: Engine,
+    writer: Writer,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    chunk_unit: str | None,
+) -> IngestReport:
+    """:meth:`FinderLedge.reindex <finderledge.facade.FinderLedge.reindex>`: switch the engine to these chunk
+    settings (the current ones where None), split every stored document again and record them."""
+    started = time.perf_counter()
+    current = {
+        "chunk_size": engine.settings.chunk_size,
+        "chunk_overlap": engine.settings.chunk_overlap,
+        "chunk_unit": engine.settings.chunk_unit,
+        "persist_directory": engine.settings.persist_directory,
+    }
+    settings = Settings.resolve(
+        {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "chunk_unit": chunk_unit},
+        env_file=None,
+        environ={},
+        defaults=current,
+    )  # validated like any setting, errors naming the arguments
+    engine.settings = replace(
+        engine.settings,
+        chunk_size=settings.chunk_size,
+        chunk_overlap=settings.chunk_overlap,
+        chunk_unit=settings.chunk_unit,
+    )
+    engine.splitter = None  # made again from the new settings when next used
+    engine.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
+    report = IngestReport()
+    writer.reindex(report)
+    with engine.write_lock.hold("recording the chunk settings"):
+        recorded = json.loads(engine.ledger.get_info("settings") or "{}")
+        engine.ledger.set_info(
+            "settings",
+            json.dumps(
+                {
+                    **recorded,
+                    "chunk_size": settings.chunk_size,
+                    "chunk_overlap": settings.chunk_overlap,
+                    "chunk_unit": settings.chunk_unit,
+                }
+            ),
+        )
+    engine.recalibrate()
+    report.seconds_total = time.perf_counter() - started
+    logger.info(
+        "reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
+        len(report.replaced),
+        report.chunks_written,
+        settings.chunk_size,
+        settings.chunk_overlap,
+        settings.chunk_unit,
+    )
+    return report
+
+
+def documents_with_ids(sources: Any, ids: Sequence[str | None] | None) -> list[Any]:
+    """``add_documents``' sources as a list, each Document given its id from ``ids`` (LangChain's argument)."""
+    if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(sources, Iterable):
+        raise ConfigurationError(
+            f"add_documents: sources: expected a list of paths or Documents, got "
+            f"{type(sources).__name__} (use add_document for one source)"
+        )
+    items = list(sources)
+    given = check_parallel("ids", ids, len(items))
+    if given is not None:
+        docs = [d for d in items if isinstance(d, Document)]
+        if len(docs) != len(items):
+            raise ConfigurationError(
+                "add_documents: ids applies to Documents only (a file's ids come from "
+                "its content; use document_id= to name a file)"
+            )
+        items = [
+            Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
+            for d, i in zip(docs, given)
+        ]
+    return items
+
+
+def text_documents(
+    texts: Any, metadatas: Sequence[Mapping[str, Any]] | None, ids: Sequence[str | None] | None
+) -> list[Document]:
+    """``add_texts``' arguments as Documents, one per text (checked: parallel lists of the same length)."""
+    texts = check_texts(texts)
+    metadatas = check_parallel("metadatas", metadatas, len(texts))
+    ids = check_parallel("ids", ids, len(texts))
+    docs = [
+        Document(
+            page_content=t,
+            metadata=dict(metadatas[i] or {}) if metadatas else {},
+            id=ids[i] if ids else None,
+        )
+        for i, t in enumerate(texts)
+    ]
+    return docs
