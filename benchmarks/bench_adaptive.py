@@ -101,8 +101,8 @@ def test_split(name: str) -> BeirDataset:
 
 def ingest_seconds(fl: FinderLedge, sample: int = 64) -> float:
     """Seconds embedding the whole corpus would take, estimated from a sample of its chunks."""
-    ids = sorted(fl._ledger.complete_chunk_ids())
-    texts = [c.content for c in fl._ledger.get_chunks(ids[:: max(1, len(ids) // sample)][:sample])]
+    ids = sorted(fl.engine.ledger.complete_chunk_ids())
+    texts = [c.content for c in fl.engine.ledger.get_chunks(ids[:: max(1, len(ids) // sample)][:sample])]
     start = time.perf_counter()
     fl.embeddings.embed_documents(texts)
     return (time.perf_counter() - start) / len(texts) * len(ids)
@@ -114,7 +114,7 @@ def ensemble(fl: FinderLedge, data: BeirDataset, depth: int = 100) -> dict[str, 
     from langchain_community.retrievers import BM25Retriever
     from langchain_community.vectorstores import FAISS
 
-    chunks = fl._ledger.get_chunks(sorted(fl._ledger.complete_chunk_ids()), with_embedding=True)
+    chunks = fl.engine.ledger.get_chunks(sorted(fl.engine.ledger.complete_chunk_ids()), with_embedding=True)
     metas = [{"beir_id": str(c.metadata.get("beir_id"))} for c in chunks]
     bm25 = BM25Retriever.from_texts([c.content for c in chunks], metadatas=metas, k=depth)
     store = FAISS.from_embeddings(

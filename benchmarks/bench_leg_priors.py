@@ -59,7 +59,7 @@ def run(name: str, model: str = "minilm") -> dict[str, Any]:
         start = time.perf_counter()
         calibration = fl.calibrate()
         seconds = time.perf_counter() - start
-        measured = fl._ledger.get_info(INFO_KEY)
+        measured = fl.engine.ledger.get_info(INFO_KEY)
     finally:
         fl.close()
     row: dict[str, Any] = {
@@ -75,8 +75,8 @@ def run(name: str, model: str = "minilm") -> dict[str, Any]:
         for when, raw in (("before", neutral(measured)), ("after", measured)):
             fl = open_index(name, model, identity)
             try:
-                fl._ledger.set_info(INFO_KEY, raw)
-                assert Calibration.from_json(fl._ledger.get_info(INFO_KEY)) is not None
+                fl.engine.ledger.set_info(INFO_KEY, raw)
+                assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)) is not None
                 for set_name, data in sets.items():
                     modes = ("hybrid", "vector", "keyword") if when == "after" else ("hybrid",)
                     reports = evaluate_modes(fl, data, modes, k=10, show_progress=False)
@@ -88,7 +88,7 @@ def run(name: str, model: str = "minilm") -> dict[str, Any]:
                 fl.close()
     fl = open_index(name, model, "named", cache_queries=False)
     try:
-        fl._ledger.set_info(INFO_KEY, measured)  # leave the index as calibrated
+        fl.engine.ledger.set_info(INFO_KEY, measured)  # leave the index as calibrated
     finally:
         fl.close()
     return row

@@ -164,7 +164,7 @@ def prepare(name: str, model: str) -> Path:
         return path
     fl = open_index(name, model)
     try:
-        ledger = fl._ledger
+        ledger = fl.engine.ledger
         ids = sorted(ledger.complete_chunk_ids())
         chunks = ledger.get_chunks(ids, with_embedding=True)
         beir_of = {c.id: str(c.metadata.get("beir_id")) for c in chunks}
@@ -681,7 +681,7 @@ def latency(n: int = 300) -> dict[str, float]:
 
     fl = open_index("scifact", "minilm")
     try:
-        background = LedgerBackground(fl._ledger, fl.keyword_store).sample(512)
+        background = LedgerBackground(fl.engine.ledger, fl.keyword_store).sample(512)
     finally:
         fl.close()
     blob, _ = load("scifact", "minilm")

@@ -127,7 +127,7 @@ def prepare(name: str) -> Path:
         return path
     fl = open_index(name, "minilm", "named", cache_queries=False)
     try:
-        ledger, kw, vs = fl._ledger, fl.keyword_store, fl.finder.vector_store
+        ledger, kw, vs = fl.engine.ledger, fl.keyword_store, fl.finder.vector_store
         ids = sorted(ledger.complete_chunk_ids())
         chunks = ledger.get_chunks(ids, with_embedding=True)
         beir_of = {c.id: str(c.metadata.get("beir_id")) for c in chunks}
