@@ -46,7 +46,7 @@ class FinderLedgeVectorStore(VectorStore):
     """
 
     def __init__(self, ledger: SearchableLedger, *, base_filter: Mapping[str, Any] | None = None) -> None:
-        if not isinstance(ledger, SearchableLedger):
+        if not isinstance(ledger, _facade_class()):
             raise ConfigurationError(f"ledger: expected a FinderLedge, got {type(ledger).__name__}")
         self.ledger = ledger
         self._base_filter = copy.deepcopy(dict(base_filter)) if base_filter else None
@@ -212,10 +212,11 @@ class FinderLedgeVectorStore(VectorStore):
         return store
 
 
-def _facade_class() -> Callable[..., SearchableLedger]:
+def _facade_class() -> type[Any]:
     """``FinderLedge``, looked up by name: the facade makes this store (``as_vectorstore``) and LangChain's
     ``from_texts`` makes the facade, so one of the two must find the other at run time; importing the facade
-    here would make the modules a cycle."""
+    here would make the modules a cycle.  (An ``isinstance`` check against the protocol would read every
+    member, loading the embedding model on Python < 3.12.)"""
     return importlib.import_module(".facade", __package__).FinderLedge  # type: ignore[no-any-return]
 
 
