@@ -15,8 +15,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
 from finderledge.engine import Engine, open_engine
-from finderledge.errors import IncompatibleIndexError
+from finderledge.errors import ConfigurationError, IncompatibleIndexError
 from finderledge.ingest import IngestReport, Writer
+from finderledge.langchain_vectorstore import FinderLedgeVectorStore
 from finderledge.ledgers.sqlite import SQLiteLedger
 from finderledge.protocols import SearchableLedger
 from finderledge.searching import Searcher
@@ -109,3 +110,21 @@ def test_the_facade_cluster_has_no_import_cycle_and_no_private_reach_in() -> Non
 
 class _OtherModel(DeterministicFakeEmbedding):
     """Another model class: its recorded id differs from the directory's."""
+
+
+def test_the_langchain_store_finds_the_facade_by_name(tmp_path: Path, fake_embeddings: Any) -> None:
+    """The store and the facade make each other without importing each other: ``from_texts`` makes a
+    FinderLedge, and the store still refuses anything else as its ledger."""
+    store = FinderLedgeVectorStore.from_texts(
+        ["alpha beta", "gamma delta"],
+        fake_embeddings,
+        persist_directory=str(tmp_path / "ix"),
+        show_progress=False,
+        env_file=None,
+    )
+    try:
+        assert isinstance(store.ledger, FinderLedge) and store.ledger.count()["documents"] == 2
+    finally:
+        store.ledger.close()
+    with pytest.raises(ConfigurationError, match="expected a FinderLedge"):
+        FinderLedgeVectorStore(store.ledger.engine)  # type: ignore[arg-type]
