@@ -8,6 +8,7 @@ parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -47,32 +48,6 @@ __all__ = ["LEDGER_FILE", "NO_CONTEXT", "RECORDED_SETTINGS", "FinderLedge", "Ing
 logger = logging.getLogger(__name__)
 
 Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
-
-# the settings FinderLedge's arguments name (``embedding`` names the model, or is an instance)
-SETTING_ARGUMENTS = (
-    "database_url",
-    "database_schema",
-    "chroma_url",
-    "chroma_collection",
-    "chunk_size",
-    "chunk_overlap",
-    "chunk_unit",
-    "search_mode",
-    "k",
-    "candidate_k",
-    "fusion",
-    "rrf_k",
-    "vector_weight",
-    "keyword_weight",
-    "bm25_k1",
-    "bm25_b",
-    "embedding_batch_size",
-    "vector_scripts",
-    "min_vector_share",
-    "show_progress",
-    "lock_timeout",
-    "partition_key",
-)
 
 
 class FinderLedge:
@@ -130,7 +105,8 @@ class FinderLedge:
             raise ConfigurationError(
                 f"setting 'embedding': expected a model name or a LangChain Embeddings, got {type(embedding).__name__}"
             )
-        args: dict[str, Any] = {name: given[name] for name in SETTING_ARGUMENTS}
+        # each setting is a keyword argument of the same name (``embedding`` names the model or is an instance)
+        args: dict[str, Any] = {f.name: given.get(f.name) for f in dataclasses.fields(Settings)}
         args["persist_directory"] = None if persist_directory is None else os.fspath(persist_directory)
         args["vector_store"] = vector_store if instance is None else None
         args["embedding_model"] = embedding if isinstance(embedding, str) else None

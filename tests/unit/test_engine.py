@@ -4,7 +4,9 @@ the facade's cluster of modules imports no cycle."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from finderledge import FinderLedge
+from finderledge import FinderLedge, Settings
 from finderledge.engine import Engine, open_engine
 from finderledge.errors import ConfigurationError, IncompatibleIndexError
 from finderledge.ingest import IngestReport, Writer
@@ -128,3 +130,11 @@ def test_the_langchain_store_finds_the_facade_by_name(tmp_path: Path, fake_embed
         store.ledger.close()
     with pytest.raises(ConfigurationError, match="expected a FinderLedge"):
         FinderLedgeVectorStore(store.ledger.engine)  # type: ignore[arg-type]
+
+
+def test_every_setting_is_a_keyword_argument_of_the_facade() -> None:
+    """The facade hands ``open_engine`` its arguments by the settings' names: a setting added to
+    ``Settings`` without its argument (or renamed in one place) fails here, not silently at open."""
+    parameters = set(inspect.signature(FinderLedge).parameters)
+    settings = {f.name for f in dataclasses.fields(Settings)}
+    assert settings - {"embedding_model"} <= parameters and "embedding" in parameters
