@@ -25,6 +25,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from .engine import Engine
 from .errors import ConfigurationError
 from .filters import and_filters, compile_filter, filter_key, matches
 from .ledgers import content_id
@@ -46,7 +47,7 @@ class FinderLedgeVectorStore(VectorStore):
     """
 
     def __init__(self, ledger: SearchableLedger, *, base_filter: Mapping[str, Any] | None = None) -> None:
-        if not isinstance(ledger, _facade_class()):
+        if not isinstance(getattr(ledger, "engine", None), Engine):  # a FinderLedge (a subclass, a wrapper)
             raise ConfigurationError(f"ledger: expected a FinderLedge, got {type(ledger).__name__}")
         self.ledger = ledger
         self._base_filter = copy.deepcopy(dict(base_filter)) if base_filter else None
@@ -215,8 +216,7 @@ class FinderLedgeVectorStore(VectorStore):
 def _facade_class() -> type[Any]:
     """``FinderLedge``, looked up by name: the facade makes this store (``as_vectorstore``) and LangChain's
     ``from_texts`` makes the facade, so one of the two must find the other at run time; importing the facade
-    here would make the modules a cycle.  (An ``isinstance`` check against the protocol would read every
-    member, loading the embedding model on Python < 3.12.)"""
+    here would make the modules a cycle."""
     return importlib.import_module(".facade", __package__).FinderLedge  # type: ignore[no-any-return]
 
 
