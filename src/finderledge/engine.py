@@ -231,6 +231,7 @@ def open_engine(
     A refused open leaves nothing open (the ledger and its locks are closed again)."""
     args = dict(args)
     _check_rerank_candidates(rerank_candidates)
+    chosen_reranker = create_reranker(reranker, on_error=reranker_on_error)  # refused before anything opens
     pre = Settings.resolve(
         {k: args.get(k) for k in ("persist_directory", "database_url", "database_schema")}, env_file=env_file
     )
@@ -243,8 +244,7 @@ def open_engine(
         engine = _assemble(
             ledger, args, pre, directory, embedding, vector_store, keyword_tokenizer, env_file, parts
         )
-        engine.reranker = create_reranker(reranker, on_error=reranker_on_error)
-        engine.rerank_candidates = rerank_candidates
+        engine.reranker, engine.rerank_candidates = chosen_reranker, rerank_candidates
         _finish_version_1_writes(engine)
         engine.replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
         return engine
