@@ -118,10 +118,10 @@ class DocumentLoader:
             files = [p]
         else:
             raise LoadError(p, "no such file or directory")
-        for file_path in self._progress(files, "Indexing files") if p.is_dir() else files:
-            loaded = self._load_one(result, file_path)
-            if loaded is not None:
-                yield loaded
+        walked = self._progress(files, "Indexing files") if p.is_dir() else files
+        # no local of this frame holds a yielded file's documents: once the caller lets go of them, a big
+        # file's text is freed even while this generator waits for the next request
+        yield from filter(None, (self._load_one(result, file_path) for file_path in walked))
 
     def load_file(self, path: str | Path) -> list[Document]:
         """Load one file; raise ``UnsupportedFileError``, ``EmptyDocumentError`` or ``LoadError``."""
