@@ -1,0 +1,65 @@
+"""``vector_store="qdrant"`` end to end through FinderLedge: qdrant-client's local mode in the index directory
+(a server URL takes the same path past the client), the named collection, settings by the design's names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finderledge import FinderLedge
+from finderledge.config import Settings
+
+qdrant_client = pytest.importorskip("qdrant_client")  # finderledge[qdrant]
+
+TEXTS = [
+    "Vacation requests go to your manager.",
+    "Expense reports are due monthly.",
+    "The VPN needs a token.",
+]
+
+
+def _points(directory: Path, collection: str) -> int:
+    client = qdrant_client.QdrantClient(path=str(directory / "qdrant"))
+    try:
+        return int(client.count(collection, exact=True).count)
+    finally:
+        client.close()
+
+
+def test_local_qdrant_holds_the_vectors_in_the_named_collection(tmp_path: Path, fake_embeddings) -> None:
+    with FinderLedge(
+        tmp_path / "idx", vector_store="qdrant", qdrant_collection="documents", embedding=fake_embeddings
+    ) as fl:
+        fl.add_texts(
+            TEXTS, metadatas=[{"source": f"{i}.txt", "tags": ["hr"] if i == 0 else []} for i in range(3)]
+        )
+        hits = fl.search(TEXTS[1], search_mode="vector", k=1)
+        assert [h.metadata["source"] for h in hits] == ["1.txt"]
+        only_hr = fl.search(TEXTS[1], search_mode="vector", k=3, filter={"tags": {"$contains": "hr"}})
+        assert [h.metadata["source"] for h in only_hr] == ["0.txt"]
+        assert fl.settings.vector_store == "qdrant"
+    assert _points(tmp_path / "idx", "documents") == 3
+    with FinderLedge(
+        tmp_path / "idx", embedding=fake_embeddings
+    ) as again:  # the recorded store and collection
+        assert again.settings.vector_store == "qdrant" and again.settings.qdrant_collection == "documents"
+        assert [h.metadata["source"] for h in again.search(TEXTS[2], search_mode="vector", k=1)] == ["2.txt"]
+        gone = [d.id for d in again.list_documents() if d.metadata["source"] == "2.txt"]
+        again.delete(gone)
+        assert "2.txt" not in {
+            h.metadata["source"] for h in again.search(TEXTS[2], search_mode="vector", k=3)
+        }
+    with FinderLedge(tmp_path / "idx", embedding=fake_embeddings) as third:
+        assert {h.metadata["source"] for h in third.search(TEXTS[2], search_mode="vector", k=3)} == {
+            "0.txt",
+            "1.txt",
+        }
+
+
+def test_qdrant_url_names_the_backend_and_is_never_recorded_with_a_password() -> None:
+    settings = Settings.resolve({"qdrant_url": "http://user:secret@qdrant:6333"}, environ={}, env_file=None)
+    assert settings.vector_store == "qdrant"
+    assert "secret" not in str(settings.to_dict())
+    env = Settings.resolve(environ={"FINDERLEDGE_QDRANT_URL": "http://qdrant:6333"}, env_file=None)
+    assert env.vector_store == "qdrant" and env.qdrant_url == "http://qdrant:6333"
