@@ -846,14 +846,13 @@ def _vector_backend(
             lambda: create_vector_store(kind, local, fl._dimension(), collection=collection),
             "index:vector:chroma",
         )
-    if (
-        kind == "qdrant"
-    ):  # a Qdrant server's collection, or a local folder holding it (qdrant-client local mode)
-        url, collection = settings.qdrant_url, settings.qdrant_collection
-        where = f"@{redact_url(url)}/{collection}" if url is not None else ""
+    if kind == "qdrant":  # a Qdrant server's collection, or a local folder holding it (local mode)
+        q_url, q_collection = settings.qdrant_url, settings.qdrant_collection
+        where = f"@{redact_url(q_url)}/{q_collection}" if q_url is not None else ""
+        q_place = None if q_url is not None else local
         return (
             lambda: create_vector_store(
-                "qdrant", None if url is not None else local, fl._dimension(), url=url, collection=collection
+                "qdrant", q_place, fl._dimension(), url=q_url, collection=q_collection
             ),
             f"index:vector:qdrant{where}",
         )

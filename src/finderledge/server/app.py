@@ -64,7 +64,8 @@ class BodyLimit:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        limit = self.upload_limit if scope.get("path", "").endswith("/documents") else _JSON_LIMIT
+        uploading = scope.get("path", "").endswith(("/documents", "/documents/upload"))
+        limit = self.upload_limit if uploading else _JSON_LIMIT
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -169,6 +170,7 @@ def _exit_with_parent() -> None:
 def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answerer: Any = None) -> FastAPI:
     """The service over ``config.directory`` (or over an open ``ledger``; ``answerer`` overrides ``config.llm``)."""
     config = config or ServerConfig.from_env()
+    config.apply_log_level()
     if ledger is None:
         from ..facade import FinderLedge
 

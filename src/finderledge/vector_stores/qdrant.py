@@ -112,7 +112,7 @@ class QdrantVectorStore(VectorStore):
             self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
 
     def delete(self, ids: Iterable[str]) -> None:
-        points = [point_id(i) for i in ids]
+        points: list[int | str | uuid.UUID] = [point_id(i) for i in ids]
         for start in range(0, len(points), BATCH):
             self._client.delete(
                 self.collection,
