@@ -227,6 +227,18 @@ def test_qdrant_collection_of_another_dimension_is_refused(tmp_path: Path) -> No
     other.close()
 
 
+def test_qdrant_local_folder_open_twice_is_a_clear_error(tmp_path: Path) -> None:
+    from finderledge.errors import ConfigurationError
+
+    first = create_vector_store("qdrant", tmp_path, DIM)
+    try:
+        with pytest.raises(ConfigurationError, match="open in another FinderLedge.*qdrant_url"):
+            create_vector_store("qdrant", tmp_path, DIM)
+    finally:
+        first.close()
+    create_vector_store("qdrant", tmp_path, DIM).close()  # closed: free again
+
+
 def test_qdrant_url_that_answers_nothing_is_a_clear_error() -> None:
     from finderledge.errors import ConfigurationError
 

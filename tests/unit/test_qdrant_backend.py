@@ -9,6 +9,7 @@ import pytest
 
 from finderledge import FinderLedge
 from finderledge.config import Settings
+from finderledge.errors import ConfigurationError
 
 qdrant_client = pytest.importorskip("qdrant_client")  # finderledge[qdrant]
 
@@ -63,3 +64,14 @@ def test_qdrant_url_names_the_backend_and_is_never_recorded_with_a_password() ->
     assert "secret" not in str(settings.to_dict())
     env = Settings.resolve(environ={"FINDERLEDGE_QDRANT_URL": "http://qdrant:6333"}, env_file=None)
     assert env.vector_store == "qdrant" and env.qdrant_url == "http://qdrant:6333"
+
+
+def test_a_second_instance_over_a_local_qdrant_index_says_what_to_do(tmp_path: Path, fake_embeddings) -> None:
+    with FinderLedge(tmp_path / "idx", vector_store="qdrant", embedding=fake_embeddings) as fl:
+        fl.add_texts(TEXTS)
+        assert len(fl.search(TEXTS[0], search_mode="vector", k=1)) == 1
+        with (
+            pytest.raises(ConfigurationError, match="qdrant_url"),
+            FinderLedge(tmp_path / "idx", embedding=fake_embeddings) as other,
+        ):
+            other.search(TEXTS[0], search_mode="vector", k=1)

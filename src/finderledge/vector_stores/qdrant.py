@@ -71,7 +71,7 @@ class QdrantVectorStore(VectorStore):
             self._client = client_module.QdrantClient(location=":memory:")
         else:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._client = client_module.QdrantClient(path=str(self.path))
+            self._client = _local_client(client_module, self.path)
         self._ensure_collection(dimension)
 
     def _ensure_collection(self, dimension: int) -> None:
@@ -164,6 +164,20 @@ class QdrantVectorStore(VectorStore):
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+
+
+def _local_client(client_module: Any, path: Path) -> Any:
+    """qdrant-client's local mode over ``path``: one open client per folder, in any process."""
+    try:
+        return client_module.QdrantClient(path=str(path))
+    except RuntimeError as exc:
+        if "already accessed" not in str(exc):
+            raise
+        raise ConfigurationError(
+            f"setting 'vector_store': the local Qdrant folder {path} is open in another FinderLedge (this or "
+            "another process); qdrant-client's local mode serves one at a time: close the other one, or set "
+            "qdrant_url (QDRANT_URL) to a Qdrant server, which any number of processes share"
+        ) from None
 
 
 def _server_client(client_module: Any, url: str, api_key: str | None) -> Any:
