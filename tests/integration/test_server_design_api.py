@@ -159,3 +159,26 @@ def test_the_profile_serves_with_its_settings(tmp_path: Path, fake_embeddings) -
     with TestClient(create_app(config, ledger=fl)) as client:
         assert client.post("/api/v1/search", json={"query": "office rule"}).json()["total"] == 5
     fl.close()
+
+
+def test_serve_profile_document_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``finderledge serve DIR --profile document-search`` starts uvicorn with the profile's settings, the
+    design's variables read and command-line options winning."""
+    import uvicorn
+
+    from finderledge.cli import main
+    from finderledge.server.app import SERVE_ENV
+    from finderledge.server.config import ENV_PREFIX
+
+    for name in (ENV_PREFIX + "CONFIG", SERVE_ENV):
+        monkeypatch.setenv(name, "")  # restored after the test (cmd_serve writes both)
+    monkeypatch.setenv("QDRANT_COLLECTION", "team_docs")
+    monkeypatch.setenv("LOG_LEVEL", "WARNING")
+    started: list[dict] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: started.append(kw))
+    assert main(["serve", str(tmp_path / "idx"), "--profile", "document-search", "--max-upload-mb", "5"]) == 0
+    assert started and started[0]["port"] == 8000
+    config = ServerConfig.from_env()
+    assert config.extra["k"] == 5 and config.extra["chunk_overlap"] == 200 and config.vector_store == "qdrant"
+    assert config.extra["qdrant_collection"] == "team_docs" and config.log_level == "WARNING"
+    assert config.max_upload_mb == 5
