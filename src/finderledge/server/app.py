@@ -90,13 +90,17 @@ def _error(status: int, detail: str) -> JSONResponse:
 
 
 def _allowed_methods(path: str) -> set[str]:
-    """Every method some registered route answers at ``path``."""
+    """Every method some registered route answers at ``path``; a path some route names exactly (such as
+    ``/api/v1/documents/upload``) has that route's methods only, as the OpenAPI schema lists them."""
+    exact: set[str] = set()
     methods: set[str] = set()
     for router in routers():
         for route in router.routes:
             if isinstance(route, APIRoute) and route.path_regex.match(path):
                 methods |= route.methods or set()
-    return methods
+                if route.path == path:
+                    exact |= route.methods or set()
+    return exact or methods
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "JSON_ERRORS",
@@ -205,22 +205,18 @@ class ChatRequest(_Retrieval):
         description="earlier turns, oldest first (the largest valid request fits in 1 MiB)",
     )
     chat_history: list[ChatTurn] | None = Field(
-        None, max_length=20, description="the document-search design's name for history (give one of them)"
+        None,
+        max_length=20,
+        description="the document-search design's name for history (both given: history, then these)",
     )
     top_k: int | None = Field(
         None, ge=1, le=20, description="passages to answer from; default: the index's k setting (at most 20)"
     )
 
-    @model_validator(mode="after")
-    def _one_history(self) -> ChatRequest:
-        if self.chat_history is not None and self.history:
-            raise ValueError("give history or chat_history, not both")
-        return self
-
     @property
     def turns(self) -> list[ChatTurn]:
-        """The earlier turns, whichever name they were sent under."""
-        return self.chat_history if self.chat_history is not None else self.history
+        """The earlier turns, whichever name they were sent under (both: ``history`` first)."""
+        return [*self.history, *(self.chat_history or [])]
 
 
 class SourceOut(BaseModel):
