@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..vector_stores import backend_names
+
 __all__ = ["COMMANDS", "add_commands"]
 
 
@@ -64,7 +66,7 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
     p.add_argument("--embedding", default=None, metavar="MODEL")
     p.add_argument(
         "--vector-store",
-        choices=_backends(),
+        choices=backend_names(),
         default=None,
         help="the vector backend of a new index directory (registered backends)",
     )
@@ -97,12 +99,6 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
             q.add_argument("key_id")
         q.add_argument("--json", action="store_true", help="print JSON on stdout")
         output_options(q)
-
-
-def _backends() -> list[str]:
-    from ..vector_stores import backend_names
-
-    return backend_names()
 
 
 def _loopback(host: str) -> bool:
