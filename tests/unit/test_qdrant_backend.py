@@ -75,3 +75,35 @@ def test_a_second_instance_over_a_local_qdrant_index_says_what_to_do(tmp_path: P
             FinderLedge(tmp_path / "idx", embedding=fake_embeddings) as other,
         ):
             other.search(TEXTS[0], search_mode="vector", k=1)
+
+
+def test_points_carry_the_designs_payload_fields(tmp_path: Path) -> None:
+    """The design's payload schema: document_id, chunk_id, filename, tags, page_number (beside the metadata)."""
+    from finderledge.vector_stores import create_vector_store
+
+    store = create_vector_store("qdrant", tmp_path, 4, collection="documents")
+    md = {"document_id": "d1", "filename": "a.pdf", "tags": ["hr"], "page": 3}
+    store.add(["c1", "c2"], [[1, 0, 0, 0], [0, 1, 0, 0]], [md, {"chunk_id": "mine"}])
+    assert store.search([0, 1, 0, 0], 1, {"page_number": 3}) == []  # not a metadata field: re-checked away
+    assert [i for i, _ in store.search([0, 1, 0, 0], 2, {"page": 3})] == ["c1"]
+    store.close()
+    client = qdrant_client.QdrantClient(path=str(tmp_path / "qdrant"))
+    try:
+        payloads = {p.payload["_finderledge_id"]: p.payload for p in client.scroll("documents", limit=10)[0]}
+    finally:
+        client.close()
+    first = payloads["c1"]
+    assert (
+        first["document_id"],
+        first["chunk_id"],
+        first["filename"],
+        first["tags"],
+        first["page_number"],
+    ) == (
+        "d1",
+        "c1",
+        "a.pdf",
+        ["hr"],
+        3,
+    )
+    assert payloads["c2"]["chunk_id"] == "mine" and "page_number" not in payloads["c2"]  # metadata wins

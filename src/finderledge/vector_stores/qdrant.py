@@ -25,6 +25,14 @@ __all__ = ["COLLECTION", "QdrantVectorStore", "import_qdrant", "open_qdrant", "p
 
 COLLECTION = "finderledge"
 BATCH = 256  # points per upsert or delete request
+#: the payload fields a new collection on a server indexes (the document-search design's payload schema)
+PAYLOAD_INDEXES = {
+    "document_id": "keyword",
+    "chunk_id": "keyword",
+    "filename": "keyword",
+    "tags": "keyword",
+    "page_number": "integer",
+}
 _NAMESPACE = uuid.UUID("5b0e9f3c-7f0a-4c55-9a53-6f1d0c2d7a11")  # chunk id -> point id (Qdrant needs UUIDs)
 logger = logging.getLogger(__name__)
 
@@ -81,6 +89,9 @@ class QdrantVectorStore(VectorStore):
                 self.collection,
                 vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
             )
+            if self.url is not None:  # a server filters faster by indexed fields (local mode has no indexes)
+                for name, kind in PAYLOAD_INDEXES.items():
+                    self._client.create_payload_index(self.collection, name, field_schema=kind)
             return
         vectors = self._client.get_collection(self.collection).config.params.vectors
         size = getattr(vectors, "size", None)

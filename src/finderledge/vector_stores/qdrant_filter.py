@@ -43,7 +43,8 @@ def _copyable_scalar(value: Any) -> bool:
 
 
 def qdrant_payload(chunk_id: str, md: Mapping[str, Any]) -> dict[str, Any]:
-    """A point's payload: the chunk id, the JSON of ``md``, and its scalars (and lists of scalars) to narrow by."""
+    """A point's payload: the chunk id, the JSON of ``md``, and its scalars (and lists of scalars) to narrow by,
+    with the design's ``chunk_id`` and ``page_number``."""
     out: dict[str, Any] = {
         ID_KEY: chunk_id,
         FULL_KEY: json.dumps(dict(md), ensure_ascii=False, sort_keys=True),
@@ -57,6 +58,12 @@ def qdrant_payload(chunk_id: str, md: Mapping[str, Any]) -> dict[str, Any]:
             items = [v for v in value if _copyable_scalar(v)]
             if items:
                 out[key] = items
+    # the document-search design's payload names (only where the metadata has no field of that name: a filter
+    # on them is re-checked against the metadata, so these copies can only widen what Qdrant keeps)
+    out.setdefault("chunk_id", chunk_id)
+    page = md.get("page")
+    if isinstance(page, int) and not isinstance(page, bool) and _copyable_scalar(page):
+        out.setdefault("page_number", page)
     return out
 
 
