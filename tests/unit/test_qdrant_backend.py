@@ -107,3 +107,40 @@ def test_points_carry_the_designs_payload_fields(tmp_path: Path) -> None:
         3,
     )
     assert payloads["c2"]["chunk_id"] == "mine" and "page_number" not in payloads["c2"]  # metadata wins
+
+
+def test_a_server_collection_is_shared_and_indexes_the_designs_fields(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No Qdrant server runs here: the client a URL would make is qdrant-client's in-memory one, so everything
+    past the connection (collection, payload indexes, location) runs for real."""
+    from finderledge.vector_stores import SHARED, create_vector_store
+
+    real = qdrant_client.QdrantClient
+    made: list[dict] = []
+
+    def client(**kwargs):
+        made.append(kwargs)
+        return real(location=":memory:")
+
+    indexed: list[tuple[str, str]] = []
+    monkeypatch.setattr(qdrant_client, "QdrantClient", client)
+    monkeypatch.setattr(
+        real,
+        "create_payload_index",
+        lambda self, coll, name, field_schema: indexed.append((name, field_schema)),
+    )
+    store = create_vector_store("qdrant", None, 4, url="http://qdrant:6333", collection="documents")
+    try:
+        assert store.location == SHARED and made[0]["url"] == "http://qdrant:6333"
+        assert dict(indexed) == {
+            "document_id": "keyword",
+            "chunk_id": "keyword",
+            "filename": "keyword",
+            "tags": "keyword",
+            "page_number": "integer",
+        }
+        store.add(["c1"], [[1, 0, 0, 0]], [{"tags": ["hr"]}])
+        assert [i for i, _ in store.search([1, 0, 0, 0], 1, {"tags": {"$contains": "hr"}})] == ["c1"]
+    finally:
+        store.close()
