@@ -16,15 +16,17 @@ Script detection (which scripts a query is written in, which an embedding model 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import ConfigurationError
 from .scripts import ANY_SCRIPT, KNOWN_SCRIPTS, model_scripts, script_of, vector_leg_share
 
 __all__ = [
     "ANY_SCRIPT",
+    "FIXED_FUSIONS",
     "KNOWN_SCRIPTS",
     "FusedHit",
     "Ranking",
@@ -141,6 +143,21 @@ def distribution_based_score_fusion(
     return _normalised_sum(rankings, weights, "dbsf")
 
 
+#: the fixed fusions by name (``adaptive`` is :func:`finderledge.adaptive.evidence_fusion`): one table, so the
+#: names ``fuse`` accepts and the methods it runs cannot drift apart
+FIXED_FUSIONS: dict[str, Callable[..., list[FusedHit]]] = {
+    "rrf": lambda rankings, weights, rank_constant, floors: reciprocal_rank_fusion(
+        rankings, weights, rank_constant
+    ),
+    "relative_score": lambda rankings, weights, rank_constant, floors: relative_score_fusion(
+        rankings, weights, floors
+    ),
+    "dbsf": lambda rankings, weights, rank_constant, floors: distribution_based_score_fusion(
+        rankings, weights
+    ),
+}
+
+
 def fuse(
     method: str,
     rankings: Mapping[str, Ranking],
@@ -149,10 +166,7 @@ def fuse(
     floors: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf`` (``floors``: relative_score only)."""
-    if method == "rrf":
-        return reciprocal_rank_fusion(rankings, weights, rank_constant)
-    if method == "relative_score":
-        return relative_score_fusion(rankings, weights, floors)
-    if method == "dbsf":
-        return distribution_based_score_fusion(rankings, weights)
-    raise ValueError(f"setting 'fusion': expected 'rrf', 'relative_score' or 'dbsf', got {method!r}")
+    method_of = FIXED_FUSIONS.get(method)
+    if method_of is None:
+        raise ConfigurationError(f"setting 'fusion': expected one of {list(FIXED_FUSIONS)}, got {method!r}")
+    return method_of(rankings, weights, rank_constant, floors)

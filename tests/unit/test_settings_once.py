@@ -102,3 +102,16 @@ def test_the_cli_and_evaluation_offer_the_search_modes_of_settings() -> None:
     assert tuple(_choices(parser, "search", "--mode")) == SEARCH_MODES
     for function in (evaluation.evaluate, evaluation.evaluate_modes, evaluation.evaluate_questions):
         assert tuple(inspect.signature(function).parameters["modes"].default) == SEARCH_MODES
+
+
+def test_fixed_fusions_come_from_one_table_that_settings_and_fuse_share() -> None:
+    from finderledge.config import FUSIONS
+
+    assert set(fusion.FIXED_FUSIONS) == set(FUSIONS) - {"adaptive"}
+    ranking = {"vector": [("a", 0.9), ("b", 0.5)], "keyword": [("b", 3.0)]}
+    for method in fusion.FIXED_FUSIONS:
+        assert {h.id for h in fusion.fuse(method, ranking)} == {"a", "b"}
+    with pytest.raises(
+        ConfigurationError, match=r"setting 'fusion': expected one of \['rrf', 'relative_score', 'dbsf'\]"
+    ):
+        fusion.fuse("borda", ranking)
