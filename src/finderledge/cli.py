@@ -126,7 +126,8 @@ def _add_add(sub: Any) -> None:
     _vector_store_option(
         p,
         "vector store of a new index (default faiss; chroma needs finderledge[chroma], pgvector "
-        "--database-url); on an existing index, switch the index to this vector store (rebuilt from the ledger)",
+        "FINDERLEDGE_DATABASE_URL); on an existing index, switch the index to this vector store (rebuilt from the "
+        "ledger)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument(
