@@ -20,9 +20,10 @@ from typing import Any
 from dotenv import dotenv_values
 
 from .errors import ConfigurationError
-from .fusion import KNOWN_SCRIPTS
+from .scripts import KNOWN_SCRIPTS, parse_scripts
 
 __all__ = [
+    "ANY_SCRIPTS",
     "CHUNK_UNITS",
     "ENV_PREFIX",
     "FUSIONS",
@@ -30,6 +31,7 @@ __all__ = [
     "SECRET_SETTINGS",
     "VECTOR_STORES",
     "Settings",
+    "check_setting",
     "redact_url",
 ]
 
@@ -87,7 +89,7 @@ def _scripts_ok(value: str) -> bool:
     """Whether ``value`` is ``auto``, ``any`` or a comma-separated list of known scripts (as Finder reads it)."""
     if value == "auto" or value in ANY_SCRIPTS:
         return True
-    scripts = {part.strip().lower() for part in value.split(",") if part.strip()}
+    scripts = parse_scripts(value, ANY_SCRIPTS)
     return bool(scripts) and scripts <= KNOWN_SCRIPTS
 
 
@@ -249,6 +251,13 @@ def _refuse(name: str, value: Any, source: str | None, expected: str | None = No
     return ConfigurationError(
         f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}"
     )
+
+
+def check_setting(name: str, value: Any) -> Any:
+    """``value`` if the rule of setting ``name`` accepts it (ints given for floats become floats), else
+    :class:`ConfigurationError`: what a component built without :class:`Settings` (a :class:`Finder` made by
+    hand) checks, with the very rule and message ``Settings`` uses."""
+    return _check(name, _strict(name, value), None)
 
 
 def _check(name: str, value: Any, source: str | None) -> Any:
