@@ -52,6 +52,8 @@ RECORDED_SETTINGS = (
     "chunk_unit",
     "chroma_url",
     "chroma_collection",
+    "qdrant_url",
+    "qdrant_collection",
     "partition_key",
 )
 PINNED_SETTINGS = (
@@ -61,6 +63,8 @@ PINNED_SETTINGS = (
     "chunk_unit",
     "chroma_url",
     "chroma_collection",
+    "qdrant_url",
+    "qdrant_collection",
 )
 CHUNK_SETTINGS = ("chunk_size", "chunk_overlap", "chunk_unit")
 LEDGER_FILE = "ledger.sqlite3"
@@ -425,6 +429,14 @@ def _vector_backend(
         return lambda: create_vector_store(
             kind, local, dimension(), collection=collection
         ), "index:vector:chroma"
+    if kind == "qdrant":  # a Qdrant server's collection, or a local folder holding it (local mode)
+        q_url, q_collection = settings.qdrant_url, settings.qdrant_collection
+        where = f"@{redact_url(q_url)}/{q_collection}" if q_url is not None else ""
+        q_place = None if q_url is not None else local
+        return (
+            lambda: create_vector_store("qdrant", q_place, dimension(), url=q_url, collection=q_collection),
+            f"index:vector:qdrant{where}",
+        )
     key = settings.partition_key
     return lambda: _partitioned(create_vector_store(kind, local, dimension()), key), f"index:vector:{kind}"
 

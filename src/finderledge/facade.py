@@ -70,6 +70,8 @@ class FinderLedge:
         database_schema: str | None = None,
         chroma_url: str | None = None,
         chroma_collection: str | None = None,
+        qdrant_url: str | None = None,
+        qdrant_collection: str | None = None,
         embedding: str | Embeddings | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
