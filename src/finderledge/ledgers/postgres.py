@@ -53,8 +53,6 @@ from ..pg_connection import (
 from .base import (
     ADD,
     COMPLETE,
-    DELETING,
-    PENDING,
     REMOVE,
     REMOVED,
     REMOVED_GRACE_SECONDS,
@@ -63,8 +61,10 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    check_schema_version,
     content_id,
     iter_batches,
+    unique_runs,
 )
 
 if TYPE_CHECKING:
@@ -295,11 +295,7 @@ class PostgresLedger(Ledger):
                 self._dimension = column_dimension(conn, schema, VECTORS_TABLE)
         self._pool = make_pool(url, self._ext_schema, self.name)
         self._writer: psycopg.Connection[Any] | None = None
-        version = self.get_info("schema_version")
-        if version != SCHEMA_VERSION:
-            raise IncompatibleIndexError(
-                f"ledger {self.name}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}"
-            )
+        check_schema_version(self.name, self.get_info("schema_version"))
         self.index_uuid: str = self.get_info("index_uuid") or ""
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
@@ -323,13 +319,6 @@ class PostgresLedger(Ledger):
                         f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
                         "FinderLedge ledger's; choose another schema"
                     )
-                if version == "3":  # schema 4 adds chunks.text_hash (rows stored before keep it empty)
-                    conn.execute(self._sql("ALTER TABLE {s}.chunks ADD COLUMN IF NOT EXISTS text_hash text"))
-                    conn.execute(self._sql(_TEXT_HASH_INDEX))
-                    conn.execute(
-                        self._sql("UPDATE {s}.info SET value = %s WHERE key = 'schema_version'"),
-                        (SCHEMA_VERSION,),
-                    )
                 return
             for statement in _ledger_ddl(self.schema):
                 conn.execute(statement)
@@ -338,7 +327,7 @@ class PostgresLedger(Ledger):
                     "INSERT INTO {s}.info (key, value) VALUES ('schema_version', %s), ('index_uuid', %s)"
                     " ON CONFLICT (key) DO NOTHING"
                 ),
-                (SCHEMA_VERSION, uuid.uuid4().hex),
+                (str(SCHEMA_VERSION), uuid.uuid4().hex),
             )
             logger.info("ledger %s: created", self.name)
 
@@ -449,8 +438,12 @@ class PostgresLedger(Ledger):
             raise IncompatibleIndexError(
                 f"ledger {self.name}: one write holds vectors of dimensions {sorted(dims)}"
             )
-        docs = [
-            (self._document_row(doc), [self._chunk_row(c) for c in chunks], chunks) for doc, chunks in add
+        runs = [  # rows checked and encoded before the transaction; a document added twice: the later replaces
+            (
+                [(self._document_row(doc), len(chunks)) for doc, chunks in run],
+                [(self._chunk_row(c), c) for _, chunks in run for c in chunks],
+            )
+            for run in unique_runs(add)
         ]
         with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._commit_key,))
@@ -458,58 +451,59 @@ class PostgresLedger(Ledger):
                 self._ensure_dimension(conn, dims.pop())
             if remove:
                 self._mark_removed(cur, list(remove), now)
-            if docs:
-                ids = [row[0] for row, _, _ in docs]
-                if len(set(ids)) == len(ids):
-                    self._delete_rows(cur, ids)  # removed earlier copies of the same content
-                for doc_row, chunk_rows, chunks in docs:
-                    if len(set(ids)) != len(ids):
-                        self._delete_rows(cur, [doc_row[0]])
-                    cur.execute(
+            for docs, chunk_rows in runs:
+                self._delete_rows(cur, [row[0] for row, _ in docs])  # removed earlier copies of the content
+                seqs = self._log(cur, ADD, [(row[0], count) for row, count in docs])
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO {s}.documents (id, source, content_hash, state, content, content_json,"
+                        " metadata, document_id, added_at, added_seq)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    ),
+                    [(*row, now, seq) for seq, (row, _) in zip(seqs, docs)],
+                )
+                if chunk_rows:
+                    cur.executemany(
                         self._sql(
-                            "INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s)"
-                            " RETURNING seq"
+                            "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
+                            " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"
                         ),
-                        (ADD, doc_row[0], len(chunk_rows)),
+                        [row for row, _ in chunk_rows],
                     )
-                    seq = cur.fetchone()[0]  # type: ignore[index]
+                embedded = [(row, c) for row, c in chunk_rows if c.embedding is not None]
+                if embedded:  # each vector is kept once: the cache lets go of the texts stored now
                     cur.execute(
-                        self._sql(
-                            "INSERT INTO {s}.documents (id, source, content_hash, state, content, content_json, metadata,"
-                            " document_id, added_at, added_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                        ),
-                        (*doc_row, now, seq),
+                        self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
+                        ([row[-1] for row, _ in embedded],),
                     )
-                    if chunk_rows:
-                        cur.executemany(
-                            self._sql(
-                                "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
-                                " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                            ),
-                            chunk_rows,
-                        )
-                        cur.execute(
-                            self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
-                            ([row[-1] for row, c in zip(chunk_rows, chunks) if c.embedding is not None],),
-                        )
                     upsert_rows(
                         cur,
                         self.schema,
                         VECTORS_TABLE,
-                        [
-                            (c.id, c.embedding, user_metadata(c.metadata), None)
-                            for c in chunks
-                            if c.embedding is not None
-                        ],
+                        [(c.id, c.embedding, user_metadata(c.metadata), None) for _, c in embedded],
                     )
-                if self._dimension is not None and any(
-                    c.embedding is not None for _, _, cs in docs for c in cs
-                ):
-                    build_index_when_large(
-                        conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}"
-                    )
+            if self._dimension is not None and any(c.embedding is not None for _, cs in add for c in cs):
+                build_index_when_large(
+                    conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}"
+                )
             row = cur.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
         return int(row[0]) if row else 0
+
+    def _log(self, cur: psycopg.Cursor[Any], op: str, entries: Sequence[tuple[str, int]]) -> list[int]:
+        """Inside the commit transaction (under the commit key): one change row per ``(doc_id, chunk_count)``
+        in one ``executemany``; returns their seqs, drawn in one query in ascending order."""
+        if not entries:
+            return []
+        cur.execute(
+            self._sql("SELECT nextval(pg_get_serial_sequence(%s, 'seq')) FROM generate_series(1, %s)"),
+            (f"{self._s.as_string(cur)}.changes", len(entries)),
+        )
+        seqs = sorted(int(r[0]) for r in cur.fetchall())
+        cur.executemany(
+            self._sql("INSERT INTO {s}.changes (seq, op, doc_id, chunk_count) VALUES (%s, %s, %s, %s)"),
+            [(seq, op, doc_id, int(count)) for seq, (doc_id, count) in zip(seqs, entries)],
+        )
+        return seqs
 
     def _document_row(self, doc: DocumentRecord) -> tuple[Any, ...]:
         content, is_json = _text_in(doc.content)
@@ -546,20 +540,13 @@ class PostgresLedger(Ledger):
                     (batch,),
                 ).fetchall()
             )
-            for doc_id in batch:
-                cur.execute(
-                    self._sql(
-                        "INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s) RETURNING seq"
-                    ),
-                    (REMOVE, doc_id, int(counts.get(doc_id, 0))),
-                )
-                seq = cur.fetchone()[0]  # type: ignore[index]
-                cur.execute(
-                    self._sql(
-                        "UPDATE {s}.documents SET state = %s, removed_seq = %s, removed_at = %s WHERE id = %s"
-                    ),
-                    (REMOVED, seq, now, doc_id),
-                )
+            seqs = self._log(cur, REMOVE, [(doc_id, counts.get(doc_id, 0)) for doc_id in batch])
+            cur.executemany(
+                self._sql(
+                    "UPDATE {s}.documents SET state = %s, removed_seq = %s, removed_at = %s WHERE id = %s"
+                ),
+                [(REMOVED, seq, now, doc_id) for seq, doc_id in zip(seqs, batch)],
+            )
             cur.execute(
                 self._sql(
                     "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
@@ -593,10 +580,6 @@ class PostgresLedger(Ledger):
                 self._delete_rows(cur, ids)
         return len(ids)
 
-    def purge(self, doc_ids: Iterable[str]) -> None:
-        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            self._delete_rows(cur, list(doc_ids))
-
     # -- the change log -----------------------------------------------------------------------------
     def last_seq(self) -> int:
         with self._read() as conn:
@@ -614,50 +597,6 @@ class PostgresLedger(Ledger):
         return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
 
     # -- reads --------------------------------------------------------------------------------------
-    def document_state(self, doc_id: str) -> str | None:
-        if _UNSTORABLE.search(doc_id):
-            return None
-        with self._read() as conn:
-            row = conn.execute(
-                self._sql("SELECT state FROM {s}.documents WHERE id = %s"), (doc_id,)
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    def complete_ids(self, doc_ids: Iterable[str]) -> set[str]:
-        ids = [i for i in dict.fromkeys(doc_ids) if not _UNSTORABLE.search(i)]
-        found: set[str] = set()
-        with self._read() as conn:
-            for batch in iter_batches(ids, 5000):
-                found.update(
-                    r[0]
-                    for r in conn.execute(
-                        self._sql("SELECT id FROM {s}.documents WHERE state = %s AND id = ANY(%s)"),
-                        (COMPLETE, batch),
-                    )
-                )
-        return found
-
-    def ids_in_state(self, state: str) -> list[str]:
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql("SELECT id FROM {s}.documents WHERE state = %s ORDER BY seq"), (state,)
-                )
-            ]
-
-    def ids_by_source(self, source: str) -> list[str]:
-        if _UNSTORABLE.search(source):
-            return []
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql("SELECT id FROM {s}.documents WHERE source = %s AND state = %s ORDER BY seq"),
-                    (source, COMPLETE),
-                )
-            ]
-
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         ids = [i for i in doc_ids if not _UNSTORABLE.search(i)]
         found: dict[str, str] = {}
@@ -874,30 +813,6 @@ class PostgresLedger(Ledger):
             cur.execute(self._sql("DELETE FROM {s}.embedding_cache"))
             return int(cur.rowcount)
 
-    def sources_under(self, prefix: str) -> list[str]:
-        if _UNSTORABLE.search(prefix):
-            return []
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql(  # left(), not LIKE: LIKE treats _ and % specially
-                        "SELECT DISTINCT source FROM {s}.documents WHERE state = %s AND left(source, %s) = %s"
-                    ),
-                    (COMPLETE, len(prefix), prefix),
-                )
-            ]
-
-    def has_unfinished(self) -> bool:
-        with self._read() as conn:
-            return (
-                conn.execute(
-                    self._sql("SELECT 1 FROM {s}.documents WHERE state IN (%s, %s) LIMIT 1"),
-                    (PENDING, DELETING),
-                ).fetchone()
-                is not None
-            )
-
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
             docs = conn.execute(
@@ -909,13 +824,9 @@ class PostgresLedger(Ledger):
                 ),
                 (COMPLETE,),
             ).fetchone()
-            unfinished = conn.execute(
-                self._sql("SELECT count(*) FROM {s}.documents WHERE state IN (%s, %s)"), (PENDING, DELETING)
-            ).fetchone()
         return {
             "documents": int(docs[0]) if docs else 0,
             "chunks": int(chunks[0]) if chunks else 0,
-            "unfinished": int(unfinished[0]) if unfinished else 0,
         }
 
     def sources(self) -> list[str]:

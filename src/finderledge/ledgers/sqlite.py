@@ -10,7 +10,6 @@ the commit point, and nothing half-written is ever visible.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -25,14 +24,11 @@ import numpy as np
 
 from ..errors import IncompatibleIndexError, LedgerCorruptError
 from ..integrity import is_sqlite_corruption
-from ..metadata import upgrade_schema_2
 from ..storage import Storage, full_disk_error
 from .base import (
     ADD,
     COMPLETE,
-    DELETING,
     INDEX_FOLDERS,
-    PENDING,
     REMOVE,
     REMOVED,
     REMOVED_GRACE_SECONDS,
@@ -42,8 +38,10 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    check_schema_version,
     content_id,
     iter_batches,
+    unique_runs,
 )
 from .rows import (
     Quarantine,
@@ -51,6 +49,7 @@ from .rows import (
     check_chunk_id,
     decode_embedding,
     decode_metadata,
+    dumps_metadata,
     owner_of,
 )
 
@@ -62,7 +61,6 @@ _STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged;
 SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
 )
-_TEXT_HASH_INDEX = "CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -90,6 +88,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     text_hash TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
+CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op TEXT NOT NULL,
@@ -103,10 +102,6 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
 """
-
-
-def _dumps(md: dict[str, Any]) -> str:
-    return json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
 
 
 class SQLiteLedger(Ledger):
@@ -136,27 +131,17 @@ class SQLiteLedger(Ledger):
             _check_database(self.path)
         try:
             self._db = self._connect()
+            version = _recorded_version(self._db)
+            if version is not None:  # checked before anything is created in an older or newer layout
+                check_schema_version(self._target, version)
             self._db.executescript(_SCHEMA)
+        except IncompatibleIndexError:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as exc:
             raise _unreadable(self._target, exc) from exc
-        version = self.get_info("schema_version")
-        if version == "1":  # version 1 had no change log (the table was just created) nor removal columns
-            with self._lock, self._transaction():
-                self._db.execute("ALTER TABLE documents ADD COLUMN added_seq INTEGER")
-                self._db.execute("ALTER TABLE documents ADD COLUMN removed_seq INTEGER")
-                self._db.execute("ALTER TABLE documents ADD COLUMN removed_at REAL")
-            self.set_info("schema_version", "2")
-            version = "2"
-        # an older ledger is read as if upgraded and rewritten by its first write (opening never writes)
-        self._schema_2 = version == "2"
-        self._text_hashes = version in (None, SCHEMA_VERSION)  # chunks.text_hash filled (schema 4)
-        if version is None:
-            self._db.execute(_TEXT_HASH_INDEX)
-            self.set_info("schema_version", SCHEMA_VERSION)
-        elif version not in ("2", "3", SCHEMA_VERSION):
-            raise IncompatibleIndexError(
-                f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}"
-            )
+        if version is None:  # a new ledger (an existing file without our tables was refused above)
+            self.set_info("schema_version", str(SCHEMA_VERSION))
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._target, check_same_thread=False, isolation_level=None, timeout=60.0)
@@ -229,55 +214,67 @@ class SQLiteLedger(Ledger):
         now = time.time()
         self.quarantine.release([doc.id for doc, _ in add] + list(remove) + [doc.id for doc, _ in publish])
         with self._lock, self._transaction():
-            if self._schema_2:
-                self._upgrade_to_3()
-            if not self._text_hashes:
-                self._upgrade_to_4()
-            for start in range(0, len(remove), 500):
-                batch = list(remove[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                counts = dict(
-                    self._db.execute(
-                        f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
-                        batch,
-                    )
+            if remove:
+                counts = self._chunk_counts(remove)
+                seqs = self._log(REMOVE, [(doc_id, counts.get(doc_id, 0)) for doc_id in remove])
+                self._db.executemany(
+                    "UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
+                    [(REMOVED, seq, now, doc_id) for seq, doc_id in zip(seqs, remove)],
                 )
-                for doc_id in batch:
-                    cur = self._db.execute(
-                        "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                        (REMOVE, doc_id, int(counts.get(doc_id, 0))),
-                    )
-                    self._db.execute(
-                        "UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
-                        (REMOVED, cur.lastrowid, now, doc_id),
-                    )
-            for doc, chunks in add:
-                self._delete_rows([doc.id])  # a removed earlier copy of the same content
-                self._insert_document(doc, len(chunks), now)
-                self._insert_chunks(chunks)
+            for run in unique_runs(add):  # a document added twice in one write: the later copy replaces
+                self._delete_rows([doc.id for doc, _ in run])  # removed earlier copies of the same content
+                self._insert_documents([(doc, len(chunks)) for doc, chunks in run], now)
+                self._insert_chunks([c for _, chunks in run for c in chunks])
             for doc, count in publish:
                 self._publish(doc, count, now)
-            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
+            return self._seq(self._db)
+
+    def _seq(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
 
-    def _insert_document(self, doc: DocumentRecord, chunk_count: int, now: float) -> None:
-        """Inside a write transaction: the document's ``add`` change row, then its row stamped with that seq."""
-        cur = self._db.execute(
-            "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)", (ADD, doc.id, chunk_count)
+    def _log(self, op: str, entries: Sequence[tuple[str, int]]) -> list[int]:
+        """Inside a write transaction: one change row per ``(doc_id, chunk_count)``; returns their seqs (drawn
+        here, under the write transaction, so that one ``executemany`` writes them all)."""
+        first = self._seq(self._db) + 1
+        seqs = list(range(first, first + len(entries)))
+        self._db.executemany(
+            "INSERT INTO changes(seq, op, doc_id, chunk_count) VALUES (?, ?, ?, ?)",
+            [(seq, op, doc_id, int(count)) for seq, (doc_id, count) in zip(seqs, entries)],
         )
-        self._db.execute(
+        return seqs
+
+    def _chunk_counts(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for batch in iter_batches(doc_ids):
+            marks = ",".join("?" * len(batch))
+            counts.update(
+                self._db.execute(
+                    f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
+                    batch,
+                )
+            )
+        return counts
+
+    def _insert_documents(self, docs: Sequence[tuple[DocumentRecord, int]], now: float) -> None:
+        """Inside a write transaction: the documents' ``add`` change rows, then their rows stamped with them."""
+        seqs = self._log(ADD, [(doc.id, count) for doc, count in docs])
+        self._db.executemany(
             "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                doc.id,
-                doc.source,
-                doc.content_hash,
-                COMPLETE,
-                doc.content,
-                _dumps(doc.metadata),
-                now,
-                cur.lastrowid,
-            ),
+            [
+                (
+                    doc.id,
+                    doc.source,
+                    doc.content_hash,
+                    COMPLETE,
+                    doc.content,
+                    dumps_metadata(doc.metadata),
+                    now,
+                    seq,
+                )
+                for seq, (doc, _) in zip(seqs, docs)
+            ],
         )
 
     def _insert_chunks(
@@ -294,7 +291,7 @@ class SQLiteLedger(Ledger):
                     c.parent_id,
                     c.split_index,
                     c.content,
-                    _dumps(c.metadata),
+                    dumps_metadata(c.metadata),
                     None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
                     h,
                 )
@@ -319,7 +316,7 @@ class SQLiteLedger(Ledger):
         self._delete_rows(
             [doc.id], chunks=False
         )  # a removed earlier copy: its chunks were replaced by staging
-        self._insert_document(doc, count, now)
+        self._insert_documents([(doc, count)], now)
         self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
             "DELETE FROM embedding_cache WHERE text_hash IN"
             " (SELECT text_hash FROM chunks WHERE parent_id=? AND embedding IS NOT NULL)",
@@ -379,52 +376,12 @@ class SQLiteLedger(Ledger):
                         self._db.execute("DELETE FROM info WHERE key=?", (_STAGED_KEY + doc_id,))
         return len(ids)
 
-    def _upgrade_to_3(self) -> None:
-        """Inside a write transaction: move FinderLedge's fields of every row under ``_finderledge``."""
-        if self._db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "2":
-            for table, is_chunk in (("documents", False), ("chunks", True)):
-                rows = self._db.execute(f"SELECT id, metadata FROM {table}").fetchall()
-                self._db.executemany(
-                    f"UPDATE {table} SET metadata=? WHERE id=?",
-                    [(_dumps(upgrade_schema_2(json.loads(md), is_chunk)), i) for i, md in rows],
-                )
-            self._db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
-            logger.info("ledger %s: metadata moved to schema 3", self._target)
-        self._schema_2 = False
-
-    def _upgrade_to_4(self) -> None:
-        """Inside a write transaction: hash every chunk's text and drop the cached vectors chunks now hold."""
-        rows = self._db.execute("SELECT id, content FROM chunks").fetchall()
-        if "text_hash" not in {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}:
-            self._db.execute("ALTER TABLE chunks ADD COLUMN text_hash TEXT")
-        self._db.executemany(
-            "UPDATE chunks SET text_hash=? WHERE id=?", [(content_id(c), i) for i, c in rows]
-        )
-        self._db.execute(_TEXT_HASH_INDEX)
-        self._db.execute(
-            "DELETE FROM embedding_cache WHERE text_hash IN"
-            " (SELECT text_hash FROM chunks WHERE embedding IS NOT NULL)"
-        )
-        self._db.execute("UPDATE info SET value=? WHERE key='schema_version'", (SCHEMA_VERSION,))
-        logger.info(
-            "ledger %s: schema %s (%d chunks hashed; cached copies of their vectors dropped)",
-            self._target,
-            SCHEMA_VERSION,
-            len(rows),
-        )
-        self._text_hashes = True
-
     def _uncache(self, hashes: Sequence[str]) -> None:
         """Inside a write transaction: the cache lets go of vectors that stored chunks now hold."""
         for batch in iter_batches(list(hashes)):
             self._db.execute(
                 f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(batch))})", batch
             )
-
-    def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
-        """Stored metadata (upgraded from schema 2); :class:`RowDamage` when it cannot be decoded."""
-        upgrade = (lambda md: upgrade_schema_2(md, is_chunk)) if self._schema_2 else None
-        return decode_metadata(text, upgrade)
 
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
@@ -450,11 +407,6 @@ class SQLiteLedger(Ledger):
                 self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
             self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
 
-    def purge(self, doc_ids: Iterable[str]) -> None:
-        """Delete documents left ``pending``/``deleting`` by a version-1 ledger (no change log entry)."""
-        with self._lock, self._transaction():
-            self._delete_rows(list(doc_ids))
-
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._target)
 
@@ -462,8 +414,7 @@ class SQLiteLedger(Ledger):
     def last_seq(self) -> int:
         """The ``seq`` of the newest change (0 when nothing was ever written)."""
         with self._read() as db:
-            row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
-        return 0 if row is None else int(row[0])
+            return self._seq(db)
 
     def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
         """Changes with ``seq < change.seq <= upto``, oldest first."""
@@ -476,39 +427,6 @@ class SQLiteLedger(Ledger):
             return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
 
     # -- reads --------------------------------------------------------------------------------------
-    def document_state(self, doc_id: str) -> str | None:
-        with self._read() as db:
-            row = db.execute("SELECT state FROM documents WHERE id=?", (doc_id,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def complete_ids(self, doc_ids: Iterable[str]) -> set[str]:
-        """Which of ``doc_ids`` are stored as complete documents (one query per 500 ids)."""
-        ids = list(dict.fromkeys(doc_ids))
-        found: set[str] = set()
-        with self._read() as db:
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                found.update(
-                    r[0]
-                    for r in db.execute(
-                        f"SELECT id FROM documents WHERE state=? AND id IN ({marks})", [COMPLETE, *batch]
-                    )
-                )
-        return found
-
-    def ids_in_state(self, state: str) -> list[str]:
-        with self._read() as db:
-            return [r[0] for r in db.execute("SELECT id FROM documents WHERE state=? ORDER BY seq", (state,))]
-
-    def ids_by_source(self, source: str) -> list[str]:
-        """Complete documents recorded for ``source``, in insertion order."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE)
-            )
-            return [r[0] for r in rows]
-
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """The stored version hash of each complete document among ``doc_ids``."""
         found: dict[str, str] = {}
@@ -695,7 +613,7 @@ class SQLiteLedger(Ledger):
                 )
                 found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
             missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
-            if missing and self._text_hashes and self.get_info("embedding_model_id") == model:
+            if missing and self.get_info("embedding_model_id") == model:
                 for batch in iter_batches(missing):
                     rows = db.execute(
                         f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
@@ -725,25 +643,6 @@ class SQLiteLedger(Ledger):
         with self._lock, self._transaction():
             return int(self._db.execute("DELETE FROM embedding_cache").rowcount)
 
-    def sources_under(self, prefix: str) -> list[str]:
-        """Complete sources that start with ``prefix`` (a directory path ending in a separator)."""
-        with self._read() as db:
-            rows = db.execute(  # substr, not LIKE: LIKE ignores case and treats _ and % specially
-                "SELECT DISTINCT source FROM documents WHERE state=? AND substr(source, 1, ?) = ?",
-                (COMPLETE, len(prefix), prefix),
-            )
-            return [r[0] for r in rows]
-
-    def has_unfinished(self) -> bool:
-        """Whether a version-1 write left documents ``pending``/``deleting`` (an index lookup, not a count)."""
-        with self._read() as db:
-            return (
-                db.execute(
-                    "SELECT 1 FROM documents WHERE state IN (?, ?) LIMIT 1", (PENDING, DELETING)
-                ).fetchone()
-                is not None
-            )
-
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
         with self._read() as db:
@@ -752,10 +651,7 @@ class SQLiteLedger(Ledger):
                 "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
                 (COMPLETE,),
             ).fetchone()[0]
-            unfinished = db.execute(
-                "SELECT COUNT(*) FROM documents WHERE state IN (?, ?)", (PENDING, DELETING)
-            ).fetchone()[0]
-        return {"documents": int(docs), "chunks": int(chunks), "unfinished": int(unfinished)}
+        return {"documents": int(docs), "chunks": int(chunks)}
 
     def sources(self) -> list[str]:
         with self._read() as db:
@@ -773,7 +669,7 @@ class SQLiteLedger(Ledger):
             emb = None
             if with_embedding and row[5] is not None:
                 emb = decode_embedding(row[5], self._embedding_dimension())
-            md = self._metadata(row[4], True)
+            md = decode_metadata(row[4])
         except RowDamage as exc:
             self.quarantine.add(owner, f"chunk {row[0]}", exc)
             return None
@@ -790,7 +686,7 @@ class SQLiteLedger(Ledger):
         if doc_id in self.quarantine:
             return None
         try:
-            return self._metadata(text, False)
+            return decode_metadata(text)
         except RowDamage as exc:
             self.quarantine.add(doc_id, f"document {doc_id}", exc)
             return None
@@ -810,6 +706,14 @@ class SQLiteLedger(Ledger):
                 db.close()
             self._readers.clear()
             self._db.close()
+
+
+def _recorded_version(db: sqlite3.Connection) -> str | None:
+    """The ``schema_version`` an existing ledger records (None for a new one)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='info'").fetchone() is None:
+        return None
+    row = db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()
+    return None if row is None else str(row[0])
 
 
 # -- checks at open: a lost or damaged ledger next to indexes is refused, never replaced -----------------
