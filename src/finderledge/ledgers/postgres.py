@@ -255,14 +255,14 @@ class PgWriteLock:
 
 
 # -- the ledger --------------------------------------------------------------------------------------------
-class PostgresLedger(Ledger):
-    """A ledger in PostgreSQL schema ``schema`` of the database at ``url`` (see the module docstring).
-
-    ``dimension_hint``: the embedding dimension, recorded now if none is (else checked)."""
+class PostgresReads(Ledger):
+    """The reading half of the PostgreSQL ledger: the sync, read, catalog and embedding-cache lookups of
+    :class:`Ledger`, from a connection pool (any thread; :meth:`snapshot` pins one connection to the thread).
+    :class:`PostgresLedger` creates the tables, opens the pool (:meth:`_open_pool`) and adds the writes."""
 
     path = None
 
-    def __init__(self, url: str, *, schema: str = "finderledge", dimension_hint: int | None = None) -> None:
+    def __init__(self, url: str, schema: str) -> None:
         if (
             not isinstance(schema, str)
             or not schema
@@ -276,14 +276,309 @@ class PostgresLedger(Ledger):
         self.schema = schema
         self.name = safe_name(url, schema)
         self._s = sql.Identifier(schema)
+        self._local = threading.local()
+        self._dimension: int | None = None
+
+    def _open_pool(self, ext_schema: str) -> None:
+        """Open the read pool (once the schema and its tables exist)."""
+        self._pool = make_pool(self._url, ext_schema, self.name)
+
+    def _sql(self, query: str) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(query).format(s=self._s)
+
+    @property
+    def dimension(self) -> int | None:
+        """The vector dimension recorded in the database (None until the first vector or hint)."""
+        return self._dimension
+
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Connection[Any]]:
+        """This thread's snapshot connection, or one from the pool (autocommit: each query sees the latest)."""
+        pinned = getattr(self._local, "conn", None)
+        if pinned is not None:
+            yield pinned
+            return
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside the block (in this thread) see one consistent state (one REPEATABLE READ transaction)."""
+        if getattr(self._local, "conn", None) is not None:  # nested: the outer snapshot holds
+            yield
+            return
+        with self._pool.connection() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            self._local.conn = conn
+            try:
+                yield
+            finally:
+                self._local.conn = None
+                if not conn.broken:
+                    conn.execute("COMMIT")
+
+    def get_info(self, key: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(self._sql("SELECT value FROM {s}.info WHERE key = %s"), (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def last_seq(self) -> int:
+        with self._read() as conn:
+            row = conn.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
+        return int(row[0]) if row else 0
+
+    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
+        query = "SELECT seq, op, doc_id, chunk_count FROM {s}.changes WHERE seq > %s"
+        args: list[Any] = [seq]
+        if upto is not None:
+            query += " AND seq <= %s"
+            args.append(upto)
+        with self._read() as conn:
+            rows = conn.execute(self._sql(query + " ORDER BY seq"), args).fetchall()
+        return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
+
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        ids = [i for i in doc_ids if not _UNSTORABLE.search(i)]
+        found: dict[str, str] = {}
+        with self._read() as conn:
+            for batch in iter_batches(ids, 5000):
+                found.update(
+                    conn.execute(
+                        self._sql(
+                            "SELECT id, content_hash FROM {s}.documents WHERE state = %s AND id = ANY(%s)"
+                        ),
+                        (COMPLETE, batch),
+                    ).fetchall()
+                )
+        return found
+
+    def _document(self, row: Sequence[Any]) -> DocumentRecord:
+        return DocumentRecord(row[0], row[1], row[2], row[3], _text_out(row[4], row[5]), json.loads(row[6]))
+
+    _DOC_COLS = "id, source, content_hash, state, content, content_json, metadata"
+
+    def get_document(self, doc_id: str) -> DocumentRecord | None:
+        if _UNSTORABLE.search(doc_id):
+            return None
+        with self._read() as conn:
+            row = conn.execute(
+                self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = %s"), (doc_id,)
+            ).fetchone()
+        return None if row is None else self._document(row)
+
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[DocumentRecord]:
+        if source is not None and _UNSTORABLE.search(source):
+            return []
+        if where is None:  # page in SQL: no metadata is parsed
+            query = "SELECT id FROM {s}.documents WHERE state = %s" + (
+                " AND source = %s" if source is not None else ""
+            )
+            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
+            with self._read() as conn:
+                chosen = [
+                    r[0]
+                    for r in conn.execute(
+                        self._sql(query + " ORDER BY seq LIMIT %s OFFSET %s"), [*args, limit, offset]
+                    )
+                ]
+        else:
+            ids = self.document_ids(source=source, where=where)
+            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
+        records: list[DocumentRecord] = []
+        with self._read() as conn:
+            for batch in iter_batches(chosen, 500):
+                rows = {
+                    r[0]: r
+                    for r in conn.execute(
+                        self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = ANY(%s)"),
+                        (batch,),
+                    )
+                }
+                records.extend(self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
+        return records
+
+    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        if source is not None and _UNSTORABLE.search(source):
+            return []
+        query = "SELECT id, metadata FROM {s}.documents WHERE state = %s"
+        args: list[Any] = [COMPLETE]
+        if source is not None:
+            query += " AND source = %s"
+            args.append(source)
+        with self._read() as conn:
+            rows = conn.execute(self._sql(query + " ORDER BY seq"), args).fetchall()
+        return [(r[0], json.loads(r[1])) for r in rows]
+
+    def ids_with_document_id(self, document_id: str) -> list[str]:
+        if re.search("[\ud800-\udfff]", document_id):  # stored metadata never holds lone surrogates
+            return []
+        if "\x00" in document_id:  # not in the column (PostgreSQL text cannot hold NUL): scan the metadata
+            return [i for i, md in self.document_metadata() if md.get(DOCUMENT_ID) == document_id]
+        with self._read() as conn:
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql(
+                        "SELECT id FROM {s}.documents WHERE state = %s AND document_id = %s ORDER BY seq"
+                    ),
+                    (COMPLETE, document_id),
+                )
+            ]
+
+    def chunk_count(self, doc_ids: Sequence[str]) -> int:
+        total = 0
+        with self._read() as conn:
+            for batch in iter_batches([i for i in doc_ids if not _UNSTORABLE.search(i)], 5000):
+                row = conn.execute(
+                    self._sql("SELECT count(*) FROM {s}.chunks WHERE parent_id = ANY(%s)"), (batch,)
+                ).fetchone()
+                total += int(row[0]) if row else 0
+        return total
+
+    def _chunk_cols(self, with_embedding: bool) -> str:
+        cols = "c.id, c.parent_id, c.split_index, c.content, c.content_json, c.metadata"
+        return cols + (", v.embedding::real[]" if with_embedding else "")
+
+    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
+        emb = None
+        if with_embedding and row[6] is not None:
+            emb = np.asarray(row[6], dtype=np.float32)
+        return ChunkRecord(row[0], row[1], int(row[2]), _text_out(row[3], row[4]), json.loads(row[5]), emb)
+
+    def get_chunks(
+        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
+    ) -> list[ChunkRecord]:
+        found: dict[str, ChunkRecord] = {}
+        join = " LEFT JOIN {s}.vectors v ON v.id = c.id" if with_embedding else ""
+        extra: list[Any] = []
+        if visible_at is not None:
+            join += (
+                " JOIN {s}.documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= %s"
+                " AND (d.state = 'complete' OR d.removed_seq > %s)"
+            )
+            extra = [visible_at, visible_at]
+        query = self._sql(
+            f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join} WHERE c.id = ANY(%s)"
+        )
+        ids = [i for i in chunk_ids if not _UNSTORABLE.search(i)]
+        with self._read() as conn:
+            for batch in iter_batches(ids, 5000):
+                for row in conn.execute(query, [*extra, batch]):
+                    found[row[0]] = self._chunk(row, with_embedding)
+        return [found[i] for i in chunk_ids if i in found]
+
+    def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
+        if _UNSTORABLE.search(parent_id):
+            return []
+        join = " LEFT JOIN {s}.vectors v ON v.id = c.id" if with_embedding else ""
+        with self._read() as conn:
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join}"
+                    " WHERE c.parent_id = %s ORDER BY c.split_index"
+                ),
+                (parent_id,),
+            ).fetchall()
+        return [self._chunk(r, with_embedding) for r in rows]
+
+    def complete_chunk_ids(self) -> set[str]:
+        with self._read() as conn:
+            return {
+                r[0]
+                for r in conn.execute(
+                    self._sql(
+                        "SELECT c.id FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"
+                    ),
+                    (COMPLETE,),
+                )
+            }
+
+    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        if _UNSTORABLE.search(model):
+            return found
+        with self._read() as conn:
+            for batch in iter_batches(list(text_hashes), 5000):
+                rows = conn.execute(
+                    self._sql(
+                        "SELECT text_hash, vector FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"
+                    ),
+                    (model, batch),
+                )
+                found.update((h, np.frombuffer(bytes(v), dtype="<f4")) for h, v in rows)
+            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
+            if missing and self.get_info("embedding_model_id") == model:  # vectors stored chunks hold
+                for batch in iter_batches(missing, 5000):
+                    rows = conn.execute(
+                        self._sql(
+                            "SELECT DISTINCT ON (c.text_hash) c.text_hash, v.embedding::real[] FROM {s}.chunks c"
+                            f" JOIN {{s}}.{VECTORS_TABLE} v ON v.id = c.id WHERE c.text_hash = ANY(%s)"
+                        ),
+                        (batch,),
+                    )
+                    found.update((h, np.asarray(v, dtype=np.float32)) for h, v in rows)
+        return found
+
+    def embedding_cache_size(self) -> dict[str, int]:
+        with self._read() as conn:
+            row = conn.execute(
+                self._sql("SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")
+            ).fetchone()
+            entries, size = row if row is not None else (0, 0)
+        return {"entries": int(entries), "bytes": int(size)}
+
+    def counts(self) -> dict[str, int]:
+        with self._read() as conn:
+            docs = conn.execute(
+                self._sql("SELECT count(*) FROM {s}.documents WHERE state = %s"), (COMPLETE,)
+            ).fetchone()
+            chunks = conn.execute(
+                self._sql(
+                    "SELECT count(*) FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"
+                ),
+                (COMPLETE,),
+            ).fetchone()
+        return {
+            "documents": int(docs[0]) if docs else 0,
+            "chunks": int(chunks[0]) if chunks else 0,
+        }
+
+    def sources(self) -> list[str]:
+        with self._read() as conn:
+            return [
+                r[0]
+                for r in conn.execute(
+                    self._sql(
+                        'SELECT DISTINCT source COLLATE "C" AS s FROM {s}.documents WHERE state = %s AND source IS NOT NULL'
+                        " ORDER BY s"
+                    ),
+                    (COMPLETE,),
+                )
+            ]
+
+
+class PostgresLedger(PostgresReads):
+    """A ledger in PostgreSQL schema ``schema`` of the database at ``url`` (see the module docstring).
+
+    ``dimension_hint``: the embedding dimension, recorded now if none is (else checked)."""
+
+    def __init__(self, url: str, *, schema: str = "finderledge", dimension_hint: int | None = None) -> None:
+        super().__init__(url, schema)
         self._commit_key = advisory_key("commit", schema)
         self._write_key = advisory_key("write", schema)
         self._lock = threading.RLock()
-        self._local = threading.local()
         self._locks: list[PgWriteLock] = []
         self._stores: list[PgVectorStore] = []
         self._closed = False
-        self._dimension: int | None = None
         with connect_checked(url, self.name) as conn:
             self._ext_schema = prepare_schema(conn, schema, self.name)
             self._create(conn)
@@ -293,7 +588,7 @@ class PostgresLedger(Ledger):
                 from ..vector_stores.pgvector import column_dimension
 
                 self._dimension = column_dimension(conn, schema, VECTORS_TABLE)
-        self._pool = make_pool(url, self._ext_schema, self.name)
+        self._open_pool(self._ext_schema)
         self._writer: psycopg.Connection[Any] | None = None
         check_schema_version(self.name, self.get_info("schema_version"))
         self.index_uuid: str = self.get_info("index_uuid") or ""
@@ -331,11 +626,6 @@ class PostgresLedger(Ledger):
             )
             logger.info("ledger %s: created", self.name)
 
-    def _sql(self, query: str) -> Any:
-        from psycopg import sql
-
-        return sql.SQL(query).format(s=self._s)
-
     def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
         """Inside a transaction (or autocommit): record ``dimension`` or check it against the recorded one."""
         from ..vector_stores.pgvector import ensure_dimension
@@ -354,38 +644,7 @@ class PostgresLedger(Ledger):
             ensure_dimension(conn, self.schema, VECTORS_TABLE, dimension, f"ledger {self.name}")
         self._dimension = dimension
 
-    @property
-    def dimension(self) -> int | None:
-        """The vector dimension recorded in the database (None until the first vector or hint)."""
-        return self._dimension
-
     # -- connections --------------------------------------------------------------------------------
-    @contextmanager
-    def _read(self) -> Iterator[psycopg.Connection[Any]]:
-        """This thread's snapshot connection, or one from the pool (autocommit: each query sees the latest)."""
-        pinned = getattr(self._local, "conn", None)
-        if pinned is not None:
-            yield pinned
-            return
-        with self._pool.connection() as conn:
-            yield conn
-
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Reads inside the block (in this thread) see one consistent state (one REPEATABLE READ transaction)."""
-        if getattr(self._local, "conn", None) is not None:  # nested: the outer snapshot holds
-            yield
-            return
-        with self._pool.connection() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            self._local.conn = conn
-            try:
-                yield
-            finally:
-                self._local.conn = None
-                if not conn.broken:
-                    conn.execute("COMMIT")
-
     @contextmanager
     def _writing(self) -> Iterator[psycopg.Connection[Any]]:
         """The writer connection under the process's write mutex (reconnected if it was lost)."""
@@ -400,11 +659,6 @@ class PostgresLedger(Ledger):
             yield self._writer
 
     # -- info ---------------------------------------------------------------------------------------
-    def get_info(self, key: str) -> str | None:
-        with self._read() as conn:
-            row = conn.execute(self._sql("SELECT value FROM {s}.info WHERE key = %s"), (key,)).fetchone()
-        return None if row is None else str(row[0])
-
     def set_info(self, key: str, value: str | None) -> None:
         with self._writing() as conn:
             if value is None:
@@ -580,213 +834,7 @@ class PostgresLedger(Ledger):
                 self._delete_rows(cur, ids)
         return len(ids)
 
-    # -- the change log -----------------------------------------------------------------------------
-    def last_seq(self) -> int:
-        with self._read() as conn:
-            row = conn.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
-        return int(row[0]) if row else 0
-
-    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
-        query = "SELECT seq, op, doc_id, chunk_count FROM {s}.changes WHERE seq > %s"
-        args: list[Any] = [seq]
-        if upto is not None:
-            query += " AND seq <= %s"
-            args.append(upto)
-        with self._read() as conn:
-            rows = conn.execute(self._sql(query + " ORDER BY seq"), args).fetchall()
-        return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
-
-    # -- reads --------------------------------------------------------------------------------------
-    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        ids = [i for i in doc_ids if not _UNSTORABLE.search(i)]
-        found: dict[str, str] = {}
-        with self._read() as conn:
-            for batch in iter_batches(ids, 5000):
-                found.update(
-                    conn.execute(
-                        self._sql(
-                            "SELECT id, content_hash FROM {s}.documents WHERE state = %s AND id = ANY(%s)"
-                        ),
-                        (COMPLETE, batch),
-                    ).fetchall()
-                )
-        return found
-
-    def _document(self, row: Sequence[Any]) -> DocumentRecord:
-        return DocumentRecord(row[0], row[1], row[2], row[3], _text_out(row[4], row[5]), json.loads(row[6]))
-
-    _DOC_COLS = "id, source, content_hash, state, content, content_json, metadata"
-
-    def get_document(self, doc_id: str) -> DocumentRecord | None:
-        if _UNSTORABLE.search(doc_id):
-            return None
-        with self._read() as conn:
-            row = conn.execute(
-                self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = %s"), (doc_id,)
-            ).fetchone()
-        return None if row is None else self._document(row)
-
-    def list_documents(
-        self,
-        *,
-        source: str | None = None,
-        where: Callable[[dict[str, Any]], bool] | None = None,
-        offset: int = 0,
-        limit: int | None = None,
-    ) -> list[DocumentRecord]:
-        if source is not None and _UNSTORABLE.search(source):
-            return []
-        if where is None:  # page in SQL: no metadata is parsed
-            query = "SELECT id FROM {s}.documents WHERE state = %s" + (
-                " AND source = %s" if source is not None else ""
-            )
-            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
-            with self._read() as conn:
-                chosen = [
-                    r[0]
-                    for r in conn.execute(
-                        self._sql(query + " ORDER BY seq LIMIT %s OFFSET %s"), [*args, limit, offset]
-                    )
-                ]
-        else:
-            ids = self.document_ids(source=source, where=where)
-            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
-        records: list[DocumentRecord] = []
-        with self._read() as conn:
-            for batch in iter_batches(chosen, 500):
-                rows = {
-                    r[0]: r
-                    for r in conn.execute(
-                        self._sql(f"SELECT {self._DOC_COLS} FROM {{s}}.documents WHERE id = ANY(%s)"),
-                        (batch,),
-                    )
-                }
-                records.extend(self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
-        return records
-
-    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        if source is not None and _UNSTORABLE.search(source):
-            return []
-        query = "SELECT id, metadata FROM {s}.documents WHERE state = %s"
-        args: list[Any] = [COMPLETE]
-        if source is not None:
-            query += " AND source = %s"
-            args.append(source)
-        with self._read() as conn:
-            rows = conn.execute(self._sql(query + " ORDER BY seq"), args).fetchall()
-        return [(r[0], json.loads(r[1])) for r in rows]
-
-    def ids_with_document_id(self, document_id: str) -> list[str]:
-        if re.search("[\ud800-\udfff]", document_id):  # stored metadata never holds lone surrogates
-            return []
-        if "\x00" in document_id:  # not in the column (PostgreSQL text cannot hold NUL): scan the metadata
-            return [i for i, md in self.document_metadata() if md.get(DOCUMENT_ID) == document_id]
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql(
-                        "SELECT id FROM {s}.documents WHERE state = %s AND document_id = %s ORDER BY seq"
-                    ),
-                    (COMPLETE, document_id),
-                )
-            ]
-
-    def chunk_count(self, doc_ids: Sequence[str]) -> int:
-        total = 0
-        with self._read() as conn:
-            for batch in iter_batches([i for i in doc_ids if not _UNSTORABLE.search(i)], 5000):
-                row = conn.execute(
-                    self._sql("SELECT count(*) FROM {s}.chunks WHERE parent_id = ANY(%s)"), (batch,)
-                ).fetchone()
-                total += int(row[0]) if row else 0
-        return total
-
-    def _chunk_cols(self, with_embedding: bool) -> str:
-        cols = "c.id, c.parent_id, c.split_index, c.content, c.content_json, c.metadata"
-        return cols + (", v.embedding::real[]" if with_embedding else "")
-
-    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord:
-        emb = None
-        if with_embedding and row[6] is not None:
-            emb = np.asarray(row[6], dtype=np.float32)
-        return ChunkRecord(row[0], row[1], int(row[2]), _text_out(row[3], row[4]), json.loads(row[5]), emb)
-
-    def get_chunks(
-        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
-    ) -> list[ChunkRecord]:
-        found: dict[str, ChunkRecord] = {}
-        join = " LEFT JOIN {s}.vectors v ON v.id = c.id" if with_embedding else ""
-        extra: list[Any] = []
-        if visible_at is not None:
-            join += (
-                " JOIN {s}.documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= %s"
-                " AND (d.state = 'complete' OR d.removed_seq > %s)"
-            )
-            extra = [visible_at, visible_at]
-        query = self._sql(
-            f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join} WHERE c.id = ANY(%s)"
-        )
-        ids = [i for i in chunk_ids if not _UNSTORABLE.search(i)]
-        with self._read() as conn:
-            for batch in iter_batches(ids, 5000):
-                for row in conn.execute(query, [*extra, batch]):
-                    found[row[0]] = self._chunk(row, with_embedding)
-        return [found[i] for i in chunk_ids if i in found]
-
-    def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
-        if _UNSTORABLE.search(parent_id):
-            return []
-        join = " LEFT JOIN {s}.vectors v ON v.id = c.id" if with_embedding else ""
-        with self._read() as conn:
-            rows = conn.execute(
-                self._sql(
-                    f"SELECT {self._chunk_cols(with_embedding)} FROM {{s}}.chunks c{join}"
-                    " WHERE c.parent_id = %s ORDER BY c.split_index"
-                ),
-                (parent_id,),
-            ).fetchall()
-        return [self._chunk(r, with_embedding) for r in rows]
-
-    def complete_chunk_ids(self) -> set[str]:
-        with self._read() as conn:
-            return {
-                r[0]
-                for r in conn.execute(
-                    self._sql(
-                        "SELECT c.id FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"
-                    ),
-                    (COMPLETE,),
-                )
-            }
-
     # -- embedding cache ----------------------------------------------------------------------------
-    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        if _UNSTORABLE.search(model):
-            return found
-        with self._read() as conn:
-            for batch in iter_batches(list(text_hashes), 5000):
-                rows = conn.execute(
-                    self._sql(
-                        "SELECT text_hash, vector FROM {s}.embedding_cache WHERE model = %s AND text_hash = ANY(%s)"
-                    ),
-                    (model, batch),
-                )
-                found.update((h, np.frombuffer(bytes(v), dtype="<f4")) for h, v in rows)
-            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
-            if missing and self.get_info("embedding_model_id") == model:  # vectors stored chunks hold
-                for batch in iter_batches(missing, 5000):
-                    rows = conn.execute(
-                        self._sql(
-                            "SELECT DISTINCT ON (c.text_hash) c.text_hash, v.embedding::real[] FROM {s}.chunks c"
-                            f" JOIN {{s}}.{VECTORS_TABLE} v ON v.id = c.id WHERE c.text_hash = ANY(%s)"
-                        ),
-                        (batch,),
-                    )
-                    found.update((h, np.asarray(v, dtype=np.float32)) for h, v in rows)
-        return found
-
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         rows = [(_checked(model, "model name"), h, np.asarray(v, dtype="<f4").tobytes()) for h, v in items]
         if not rows:
@@ -800,47 +848,10 @@ class PostgresLedger(Ledger):
                 rows,
             )
 
-    def embedding_cache_size(self) -> dict[str, int]:
-        with self._read() as conn:
-            row = conn.execute(
-                self._sql("SELECT COUNT(*), COALESCE(SUM(octet_length(vector)), 0) FROM {s}.embedding_cache")
-            ).fetchone()
-            entries, size = row if row is not None else (0, 0)
-        return {"entries": int(entries), "bytes": int(size)}
-
     def prune_embedding_cache(self) -> int:
         with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute(self._sql("DELETE FROM {s}.embedding_cache"))
             return int(cur.rowcount)
-
-    def counts(self) -> dict[str, int]:
-        with self._read() as conn:
-            docs = conn.execute(
-                self._sql("SELECT count(*) FROM {s}.documents WHERE state = %s"), (COMPLETE,)
-            ).fetchone()
-            chunks = conn.execute(
-                self._sql(
-                    "SELECT count(*) FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.parent_id WHERE d.state = %s"
-                ),
-                (COMPLETE,),
-            ).fetchone()
-        return {
-            "documents": int(docs[0]) if docs else 0,
-            "chunks": int(chunks[0]) if chunks else 0,
-        }
-
-    def sources(self) -> list[str]:
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql(
-                        'SELECT DISTINCT source COLLATE "C" AS s FROM {s}.documents WHERE state = %s AND source IS NOT NULL'
-                        " ORDER BY s"
-                    ),
-                    (COMPLETE,),
-                )
-            ]
 
     # -- the shared machinery -----------------------------------------------------------------------
     def write_lock(self, timeout: float) -> PgWriteLock:

@@ -104,50 +104,23 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 """
 
 
-class SQLiteLedger(Ledger):
-    """SQLite-backed record of documents and chunks (``path=None``: in memory).
+class SQLiteReads(Ledger):
+    """The reading half of the SQLite ledger: the sync, read, catalog and embedding-cache lookups of
+    :class:`Ledger`.  Each thread reads through its own connection, so a reader sees committed transactions
+    only (SQLite WAL snapshots) and never waits for a writer; a row that cannot be decoded quarantines its
+    document.  :class:`SQLiteLedger` adds the writes over ``db``, the writer's connection (an in-memory
+    ledger's only one, shared under the lock)."""
 
-    Writes go through one connection under a lock; each thread reads through its own connection, so a
-    reader sees committed transactions only (SQLite WAL snapshots) and never waits for a writer.
-    """
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path is not None else None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # SQLite follows links (and opens -wal/-shm beside them): the ledger and its journals are real files
-            Storage(self.path.parent).check(
-                self.path.name + suffix for suffix in ("", "-wal", "-shm", "-journal")
-            )
-        self._target = str(self.path) if self.path is not None else ":memory:"
+    def __init__(self, path: Path | None, db: sqlite3.Connection) -> None:
+        self.path = path
+        self._target = str(path) if path is not None else ":memory:"
         self.name = self._target
+        self._db = db
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
-        self._closed = False
         self.quarantine = Quarantine(self._target)  # documents with a row that cannot be decoded
         self._dimension: int | None = None
-        if self.path is not None and _check_file(self.path):
-            _check_database(self.path)
-        try:
-            self._db = self._connect()
-            version = _recorded_version(self._db)
-            if version is not None:  # checked before anything is created in an older or newer layout
-                check_schema_version(self._target, version)
-            self._db.executescript(_SCHEMA)
-        except IncompatibleIndexError:
-            self._db.close()
-            raise
-        except sqlite3.DatabaseError as exc:
-            raise _unreadable(self._target, exc) from exc
-        if version is None:  # a new ledger (an existing file without our tables was refused above)
-            self.set_info("schema_version", str(SCHEMA_VERSION))
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._target, check_same_thread=False, isolation_level=None, timeout=60.0)
-        db.execute("PRAGMA journal_mode=WAL" if self.path else "PRAGMA journal_mode=MEMORY")
-        db.execute("PRAGMA synchronous=NORMAL")
-        return db
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -159,7 +132,7 @@ class SQLiteLedger(Ledger):
                 return
             db = getattr(self._local, "db", None)
             if db is None:
-                db = self._connect()
+                db = _connect(self._target, self.path is not None)
                 self._local.db = db
                 with self._lock:
                     self._readers.append(db)
@@ -182,13 +155,324 @@ class SQLiteLedger(Ledger):
             finally:
                 db.execute("COMMIT")
 
-    # -- info ---------------------------------------------------------------------------------------
     def get_info(self, key: str) -> str | None:
         """A value from the ledger's key/value table (recorded settings, index checkpoints)."""
         with self._read() as db:
             row = db.execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def _seq(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def last_seq(self) -> int:
+        """The ``seq`` of the newest change (0 when nothing was ever written)."""
+        with self._read() as db:
+            return self._seq(db)
+
+    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
+        """Changes with ``seq < change.seq <= upto``, oldest first."""
+        sql = "SELECT seq, op, doc_id, chunk_count FROM changes WHERE seq > ?"
+        args: list[Any] = [seq]
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args.append(upto)
+        with self._read() as db:
+            return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
+
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """The stored version hash of each complete document among ``doc_ids``."""
+        found: dict[str, str] = {}
+        with self._read() as db:
+            for start in range(0, len(doc_ids), 500):
+                batch = list(doc_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                found.update(
+                    db.execute(
+                        f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
+                        [COMPLETE, *batch],
+                    ).fetchall()
+                )
+        return found
+
+    def get_document(self, doc_id: str) -> DocumentRecord | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
+                (doc_id,),
+            ).fetchone()
+        return None if row is None else self._document(row)
+
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[DocumentRecord]:
+        """Complete documents in insertion order, optionally only those of one source and those whose metadata
+        ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
+        if where is None:  # page in SQL: no metadata is parsed
+            sql = "SELECT id FROM documents WHERE state=?" + (" AND source=?" if source is not None else "")
+            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
+            with self._read() as db:
+                chosen = [
+                    r[0]
+                    for r in db.execute(
+                        sql + " ORDER BY seq LIMIT ? OFFSET ?",
+                        [*args, -1 if limit is None else limit, offset],
+                    )
+                ]
+        else:
+            ids = self.document_ids(source=source, where=where)
+            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
+        records: list[DocumentRecord] = []
+        with self._read() as db:
+            for start in range(0, len(chosen), 500):
+                batch = chosen[start : start + 500]
+                rows = {
+                    r[0]: r
+                    for r in db.execute(
+                        "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
+                        f"({','.join('?' * len(batch))})",
+                        batch,
+                    )
+                }
+                decoded = (self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
+                records.extend(d for d in decoded if d is not None)
+        return records
+
+    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """``(id, metadata)`` of every complete document (of ``source``) in insertion order, without texts."""
+        sql = "SELECT id, metadata FROM documents WHERE state=?"
+        args: list[Any] = [COMPLETE]
+        if source is not None:
+            sql += " AND source=?"
+            args.append(source)
+        with self._read() as db:
+            rows = [
+                (r[0], self._document_metadata(r[0], r[1])) for r in db.execute(sql + " ORDER BY seq", args)
+            ]
+        return [(i, md) for i, md in rows if md is not None]
+
+    def ids_with_document_id(self, document_id: str) -> list[str]:
+        """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
+        try:
+            document_id.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: stored metadata never holds them (clean_text)
+            return []
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
+                "ORDER BY seq",
+                (COMPLETE, document_id),
+            )
+            return [r[0] for r in rows]
+
+    def chunk_count(self, doc_ids: Sequence[str]) -> int:
+        """How many chunks the documents ``doc_ids`` have."""
+        total = 0
+        with self._read() as db:
+            for start in range(0, len(doc_ids), 500):
+                batch = list(doc_ids[start : start + 500])
+                total += db.execute(
+                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
+                ).fetchone()[0]
+        return int(total)
+
+    def get_chunks(
+        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
+    ) -> list[ChunkRecord]:
+        """Chunks by id, in the order asked; unknown ids are left out.
+
+        With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
+        added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
+        another process checkpointed may already hold later chunks)."""
+        found: dict[str, ChunkRecord] = {}
+        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
+            ", c.embedding" if with_embedding else ""
+        )
+        join, extra = "", list[Any]()
+        if visible_at is not None:
+            join = (
+                " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
+                " AND (d.state = 'complete' OR d.removed_seq > ?)"
+            )
+            extra = [visible_at, visible_at]
+        with self._read() as db:
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start : start + 500])
+                marks = ",".join("?" * len(batch))
+                for row in db.execute(
+                    f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
+                ):
+                    chunk = self._chunk(row, with_embedding)
+                    if chunk is not None:
+                        found[row[0]] = chunk
+        return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
+
+    def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
+        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
+            )
+            chunks = [self._chunk(r, with_embedding) for r in rows]
+        return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
+
+    def complete_chunk_ids(self) -> set[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
+                (COMPLETE,),
+            )
+            return {r[0] for r in rows}
+
+    def sample_chunk_ids(self, size: int) -> list[str]:
+        """``size`` complete chunk ids spread evenly over the table's rowids, one index seek each: the cost
+        does not grow with the corpus (a fresh process draws the relevance background on its first search).
+        The same ledger state gives the same sample in every process; a small table is read whole."""
+        with self._read() as db:
+            # two statements: SQLite answers a lone MIN or MAX from the index, both together by a full scan
+            low = db.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
+            high = db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
+            if low is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
+                return super().sample_chunk_ids(size)
+            span = high - low + 1
+            picked: dict[str, None] = {}
+            for i in range(size):
+                row = db.execute(
+                    # CROSS JOIN and +state: walk chunks by rowid (the planner would scan documents by state)
+                    "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
+                    "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1",
+                    (low + (2 * i + 1) * span // (2 * size), COMPLETE),
+                ).fetchone()
+                if row is not None:
+                    picked[row[0]] = None
+            return list(picked)
+
+    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already computed by ``model`` for these text hashes (missing ones are left out): from the
+        cache, or from a stored chunk of the same text when ``model`` is the one this ledger records."""
+        found: dict[str, np.ndarray] = {}
+        with self._read() as db:
+            for batch in iter_batches(list(text_hashes)):
+                marks = ",".join("?" * len(batch))
+                rows = db.execute(
+                    f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
+                    [model, *batch],
+                )
+                found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
+            if missing and self.get_info("embedding_model_id") == model:
+                for batch in iter_batches(missing):
+                    rows = db.execute(
+                        f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
+                        f" AND text_hash IN ({','.join('?' * len(batch))})",
+                        batch,
+                    )
+                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+        return found
+
+    def embedding_cache_size(self) -> dict[str, int]:
+        with self._read() as db:
+            entries, size = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache"
+            ).fetchone()
+        return {"entries": int(entries), "bytes": int(size)}
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of complete documents and chunks, and of unfinished documents."""
+        with self._read() as db:
+            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
+            chunks = db.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
+                (COMPLETE,),
+            ).fetchone()[0]
+        return {"documents": int(docs), "chunks": int(chunks)}
+
+    def sources(self) -> list[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT DISTINCT source FROM documents WHERE state=? AND source IS NOT NULL ORDER BY source",
+                (COMPLETE,),
+            )
+            return [r[0] for r in rows]
+
+    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
+        """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
+        owner = owner_of(str(row[0]))
+        try:
+            check_chunk_id(row[0], row[1], row[2])
+            emb = None
+            if with_embedding and row[5] is not None:
+                emb = decode_embedding(row[5], self._embedding_dimension())
+            md = decode_metadata(row[4])
+        except RowDamage as exc:
+            self.quarantine.add(owner, f"chunk {row[0]}", exc)
+            return None
+        if owner in self.quarantine:
+            return None
+        return ChunkRecord(row[0], row[1], int(row[2]), row[3], md, emb)
+
+    def _document(self, row: Sequence[Any]) -> DocumentRecord | None:
+        """A document row decoded, or None (quarantined) when its metadata is damaged."""
+        md = self._document_metadata(row[0], row[5])
+        return None if md is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], md)
+
+    def _document_metadata(self, doc_id: str, text: Any) -> dict[str, Any] | None:
+        if doc_id in self.quarantine:
+            return None
+        try:
+            return decode_metadata(text)
+        except RowDamage as exc:
+            self.quarantine.add(doc_id, f"document {doc_id}", exc)
+            return None
+
+    def _embedding_dimension(self) -> int | None:
+        if self._dimension is None:
+            value = self.get_info("embedding_dimension")
+            self._dimension = int(value) if value and value.isdigit() else None
+        return self._dimension
+
+
+class SQLiteLedger(SQLiteReads):
+    """SQLite-backed record of documents and chunks (``path=None``: in memory): the records, write, staging
+    and embedding-cache writes of :class:`Ledger` (reads: :class:`SQLiteReads`).
+
+    Writes go through one connection under a lock, each in one ``BEGIN IMMEDIATE`` transaction.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        file = Path(path) if path is not None else None
+        if file is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            # SQLite follows links (and opens -wal/-shm beside them): the ledger and its journals are real files
+            Storage(file.parent).check(file.name + suffix for suffix in ("", "-wal", "-shm", "-journal"))
+            if _check_file(file):
+                _check_database(file)
+        target = str(file) if file is not None else ":memory:"
+        try:
+            db = _connect(target, file is not None)
+        except sqlite3.DatabaseError as exc:
+            raise _unreadable(target, exc) from exc
+        try:
+            version = _recorded_version(db)
+            if version is not None:  # checked before anything is created in an older or newer layout
+                check_schema_version(target, version)
+            db.executescript(_SCHEMA)
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _unreadable(target, exc) from exc
+            raise
+        super().__init__(file, db)
+        self._closed = False
+        if version is None:  # a new ledger (an existing file without our tables was refused above)
+            self.set_info("schema_version", str(SCHEMA_VERSION))
+
+    # -- info ---------------------------------------------------------------------------------------
     def set_info(self, key: str, value: str | None) -> None:
         """Set (or with ``None`` delete) a key of the info table."""
         with self._lock, _full_disk(self._target):
@@ -228,10 +512,6 @@ class SQLiteLedger(Ledger):
             for doc, count in publish:
                 self._publish(doc, count, now)
             return self._seq(self._db)
-
-    def _seq(self, db: sqlite3.Connection) -> int:
-        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
-        return 0 if row is None else int(row[0])
 
     def _log(self, op: str, entries: Sequence[tuple[str, int]]) -> list[int]:
         """Inside a write transaction: one change row per ``(doc_id, chunk_count)``; returns their seqs (drawn
@@ -410,219 +690,7 @@ class SQLiteLedger(Ledger):
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._target)
 
-    # -- the change log -----------------------------------------------------------------------------
-    def last_seq(self) -> int:
-        """The ``seq`` of the newest change (0 when nothing was ever written)."""
-        with self._read() as db:
-            return self._seq(db)
-
-    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
-        """Changes with ``seq < change.seq <= upto``, oldest first."""
-        sql = "SELECT seq, op, doc_id, chunk_count FROM changes WHERE seq > ?"
-        args: list[Any] = [seq]
-        if upto is not None:
-            sql += " AND seq <= ?"
-            args.append(upto)
-        with self._read() as db:
-            return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
-
-    # -- reads --------------------------------------------------------------------------------------
-    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        """The stored version hash of each complete document among ``doc_ids``."""
-        found: dict[str, str] = {}
-        with self._read() as db:
-            for start in range(0, len(doc_ids), 500):
-                batch = list(doc_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                found.update(
-                    db.execute(
-                        f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
-                        [COMPLETE, *batch],
-                    ).fetchall()
-                )
-        return found
-
-    def get_document(self, doc_id: str) -> DocumentRecord | None:
-        with self._read() as db:
-            row = db.execute(
-                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
-                (doc_id,),
-            ).fetchone()
-        return None if row is None else self._document(row)
-
-    def list_documents(
-        self,
-        *,
-        source: str | None = None,
-        where: Callable[[dict[str, Any]], bool] | None = None,
-        offset: int = 0,
-        limit: int | None = None,
-    ) -> list[DocumentRecord]:
-        """Complete documents in insertion order, optionally only those of one source and those whose metadata
-        ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
-        if where is None:  # page in SQL: no metadata is parsed
-            sql = "SELECT id FROM documents WHERE state=?" + (" AND source=?" if source is not None else "")
-            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
-            with self._read() as db:
-                chosen = [
-                    r[0]
-                    for r in db.execute(
-                        sql + " ORDER BY seq LIMIT ? OFFSET ?",
-                        [*args, -1 if limit is None else limit, offset],
-                    )
-                ]
-        else:
-            ids = self.document_ids(source=source, where=where)
-            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
-        records: list[DocumentRecord] = []
-        with self._read() as db:
-            for start in range(0, len(chosen), 500):
-                batch = chosen[start : start + 500]
-                rows = {
-                    r[0]: r
-                    for r in db.execute(
-                        "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
-                        f"({','.join('?' * len(batch))})",
-                        batch,
-                    )
-                }
-                decoded = (self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
-                records.extend(d for d in decoded if d is not None)
-        return records
-
-    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """``(id, metadata)`` of every complete document (of ``source``) in insertion order, without texts."""
-        sql = "SELECT id, metadata FROM documents WHERE state=?"
-        args: list[Any] = [COMPLETE]
-        if source is not None:
-            sql += " AND source=?"
-            args.append(source)
-        with self._read() as db:
-            rows = [
-                (r[0], self._document_metadata(r[0], r[1])) for r in db.execute(sql + " ORDER BY seq", args)
-            ]
-        return [(i, md) for i, md in rows if md is not None]
-
-    def ids_with_document_id(self, document_id: str) -> list[str]:
-        """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
-        try:
-            document_id.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: stored metadata never holds them (clean_text)
-            return []
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
-                "ORDER BY seq",
-                (COMPLETE, document_id),
-            )
-            return [r[0] for r in rows]
-
-    def chunk_count(self, doc_ids: Sequence[str]) -> int:
-        """How many chunks the documents ``doc_ids`` have."""
-        total = 0
-        with self._read() as db:
-            for start in range(0, len(doc_ids), 500):
-                batch = list(doc_ids[start : start + 500])
-                total += db.execute(
-                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
-                ).fetchone()[0]
-        return int(total)
-
-    def get_chunks(
-        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
-    ) -> list[ChunkRecord]:
-        """Chunks by id, in the order asked; unknown ids are left out.
-
-        With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
-        added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
-        another process checkpointed may already hold later chunks)."""
-        found: dict[str, ChunkRecord] = {}
-        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
-            ", c.embedding" if with_embedding else ""
-        )
-        join, extra = "", list[Any]()
-        if visible_at is not None:
-            join = (
-                " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
-                " AND (d.state = 'complete' OR d.removed_seq > ?)"
-            )
-            extra = [visible_at, visible_at]
-        with self._read() as db:
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                for row in db.execute(
-                    f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
-                ):
-                    chunk = self._chunk(row, with_embedding)
-                    if chunk is not None:
-                        found[row[0]] = chunk
-        return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
-
-    def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
-        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
-            )
-            chunks = [self._chunk(r, with_embedding) for r in rows]
-        return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
-
-    def complete_chunk_ids(self) -> set[str]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
-                (COMPLETE,),
-            )
-            return {r[0] for r in rows}
-
-    def sample_chunk_ids(self, size: int) -> list[str]:
-        """``size`` complete chunk ids spread evenly over the table's rowids, one index seek each: the cost
-        does not grow with the corpus (a fresh process draws the relevance background on its first search).
-        The same ledger state gives the same sample in every process; a small table is read whole."""
-        with self._read() as db:
-            # two statements: SQLite answers a lone MIN or MAX from the index, both together by a full scan
-            low = db.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
-            high = db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
-            if low is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
-                return super().sample_chunk_ids(size)
-            span = high - low + 1
-            picked: dict[str, None] = {}
-            for i in range(size):
-                row = db.execute(
-                    # CROSS JOIN and +state: walk chunks by rowid (the planner would scan documents by state)
-                    "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
-                    "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1",
-                    (low + (2 * i + 1) * span // (2 * size), COMPLETE),
-                ).fetchone()
-                if row is not None:
-                    picked[row[0]] = None
-            return list(picked)
-
     # -- embedding cache ----------------------------------------------------------------------------
-    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors already computed by ``model`` for these text hashes (missing ones are left out): from the
-        cache, or from a stored chunk of the same text when ``model`` is the one this ledger records."""
-        found: dict[str, np.ndarray] = {}
-        with self._read() as db:
-            for batch in iter_batches(list(text_hashes)):
-                marks = ",".join("?" * len(batch))
-                rows = db.execute(
-                    f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
-                    [model, *batch],
-                )
-                found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
-            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
-            if missing and self.get_info("embedding_model_id") == model:
-                for batch in iter_batches(missing):
-                    rows = db.execute(
-                        f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
-                        f" AND text_hash IN ({','.join('?' * len(batch))})",
-                        batch,
-                    )
-                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
-        return found
-
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         """Remember vectors by (model, text hash); committed at once, independently of any document write,
         so work done before a crash is not repeated."""
@@ -632,70 +700,9 @@ class SQLiteLedger(Ledger):
                 "INSERT OR IGNORE INTO embedding_cache(model, text_hash, vector) VALUES (?, ?, ?)", rows
             )
 
-    def embedding_cache_size(self) -> dict[str, int]:
-        with self._read() as db:
-            entries, size = db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache"
-            ).fetchone()
-        return {"entries": int(entries), "bytes": int(size)}
-
     def prune_embedding_cache(self) -> int:
         with self._lock, self._transaction():
             return int(self._db.execute("DELETE FROM embedding_cache").rowcount)
-
-    def counts(self) -> dict[str, int]:
-        """Numbers of complete documents and chunks, and of unfinished documents."""
-        with self._read() as db:
-            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
-            chunks = db.execute(
-                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
-                (COMPLETE,),
-            ).fetchone()[0]
-        return {"documents": int(docs), "chunks": int(chunks)}
-
-    def sources(self) -> list[str]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT DISTINCT source FROM documents WHERE state=? AND source IS NOT NULL ORDER BY source",
-                (COMPLETE,),
-            )
-            return [r[0] for r in rows]
-
-    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
-        """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
-        owner = owner_of(str(row[0]))
-        try:
-            check_chunk_id(row[0], row[1], row[2])
-            emb = None
-            if with_embedding and row[5] is not None:
-                emb = decode_embedding(row[5], self._embedding_dimension())
-            md = decode_metadata(row[4])
-        except RowDamage as exc:
-            self.quarantine.add(owner, f"chunk {row[0]}", exc)
-            return None
-        if owner in self.quarantine:
-            return None
-        return ChunkRecord(row[0], row[1], int(row[2]), row[3], md, emb)
-
-    def _document(self, row: Sequence[Any]) -> DocumentRecord | None:
-        """A document row decoded, or None (quarantined) when its metadata is damaged."""
-        md = self._document_metadata(row[0], row[5])
-        return None if md is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], md)
-
-    def _document_metadata(self, doc_id: str, text: Any) -> dict[str, Any] | None:
-        if doc_id in self.quarantine:
-            return None
-        try:
-            return decode_metadata(text)
-        except RowDamage as exc:
-            self.quarantine.add(doc_id, f"document {doc_id}", exc)
-            return None
-
-    def _embedding_dimension(self) -> int | None:
-        if self._dimension is None:
-            value = self.get_info("embedding_dimension")
-            self._dimension = int(value) if value and value.isdigit() else None
-        return self._dimension
 
     def close(self) -> None:
         with self._lock:
@@ -706,6 +713,13 @@ class SQLiteLedger(Ledger):
                 db.close()
             self._readers.clear()
             self._db.close()
+
+
+def _connect(target: str, on_disk: bool) -> sqlite3.Connection:
+    db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=60.0)
+    db.execute("PRAGMA journal_mode=WAL" if on_disk else "PRAGMA journal_mode=MEMORY")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
 
 
 def _recorded_version(db: sqlite3.Connection) -> str | None:
