@@ -293,6 +293,7 @@ class PostgresReads(Ledger):
         """The vector dimension recorded in the database (None until the first vector or hint)."""
         return self._dimension
 
+    # -- connections and records -----------------------------------------------------------------------
     @contextmanager
     def _read(self) -> Iterator[psycopg.Connection[Any]]:
         """This thread's snapshot connection, or one from the pool (autocommit: each query sees the latest)."""
@@ -324,6 +325,7 @@ class PostgresReads(Ledger):
             row = conn.execute(self._sql("SELECT value FROM {s}.info WHERE key = %s"), (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    # -- sync: the change log --------------------------------------------------------------------------
     def last_seq(self) -> int:
         with self._read() as conn:
             row = conn.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
@@ -339,6 +341,7 @@ class PostgresReads(Ledger):
             rows = conn.execute(self._sql(query + " ORDER BY seq"), args).fetchall()
         return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
 
+    # -- read and catalog ------------------------------------------------------------------------------
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         ids = [i for i in doc_ids if not _UNSTORABLE.search(i)]
         found: dict[str, str] = {}
@@ -502,6 +505,7 @@ class PostgresReads(Ledger):
                 )
             }
 
+    # -- embedding cache lookups -----------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         if _UNSTORABLE.search(model):
@@ -536,6 +540,7 @@ class PostgresReads(Ledger):
             entries, size = row if row is not None else (0, 0)
         return {"entries": int(entries), "bytes": int(size)}
 
+    # -- catalog counts --------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
             docs = conn.execute(

@@ -122,6 +122,7 @@ class SQLiteReads(Ledger):
         self.quarantine = Quarantine(self._target)  # documents with a row that cannot be decoded
         self._dimension: int | None = None
 
+    # -- connections and records -----------------------------------------------------------------------
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A connection for reads: this thread's own (file ledgers) or the shared one under the lock (memory)."""
@@ -161,6 +162,7 @@ class SQLiteReads(Ledger):
             row = db.execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    # -- sync: the change log --------------------------------------------------------------------------
     def _seq(self, db: sqlite3.Connection) -> int:
         row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
         return 0 if row is None else int(row[0])
@@ -180,6 +182,7 @@ class SQLiteReads(Ledger):
         with self._read() as db:
             return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
 
+    # -- read and catalog ------------------------------------------------------------------------------
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         """The stored version hash of each complete document among ``doc_ids``."""
         found: dict[str, str] = {}
@@ -352,6 +355,7 @@ class SQLiteReads(Ledger):
                     picked[row[0]] = None
             return list(picked)
 
+    # -- embedding cache lookups -----------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already computed by ``model`` for these text hashes (missing ones are left out): from the
         cache, or from a stored chunk of the same text when ``model`` is the one this ledger records."""
@@ -382,6 +386,7 @@ class SQLiteReads(Ledger):
             ).fetchone()
         return {"entries": int(entries), "bytes": int(size)}
 
+    # -- catalog counts --------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
         with self._read() as db:
@@ -400,6 +405,7 @@ class SQLiteReads(Ledger):
             )
             return [r[0] for r in rows]
 
+    # -- decoding rows ---------------------------------------------------------------------------------
     def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
         """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
         owner = owner_of(str(row[0]))
