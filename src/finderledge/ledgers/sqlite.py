@@ -187,8 +187,7 @@ class SQLiteReads(Ledger):
         """The stored version hash of each complete document among ``doc_ids``."""
         found: dict[str, str] = {}
         with self._read() as db:
-            for start in range(0, len(doc_ids), 500):
-                batch = list(doc_ids[start : start + 500])
+            for batch in iter_batches(doc_ids):
                 marks = ",".join("?" * len(batch))
                 found.update(
                     db.execute(
@@ -232,8 +231,7 @@ class SQLiteReads(Ledger):
             chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
         records: list[DocumentRecord] = []
         with self._read() as db:
-            for start in range(0, len(chosen), 500):
-                batch = chosen[start : start + 500]
+            for batch in iter_batches(chosen):
                 rows = {
                     r[0]: r
                     for r in db.execute(
@@ -277,8 +275,7 @@ class SQLiteReads(Ledger):
         """How many chunks the documents ``doc_ids`` have."""
         total = 0
         with self._read() as db:
-            for start in range(0, len(doc_ids), 500):
-                batch = list(doc_ids[start : start + 500])
+            for batch in iter_batches(doc_ids):
                 total += db.execute(
                     f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
                 ).fetchone()[0]
@@ -304,8 +301,7 @@ class SQLiteReads(Ledger):
             )
             extra = [visible_at, visible_at]
         with self._read() as db:
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
+            for batch in iter_batches(chunk_ids):
                 marks = ",".join("?" * len(batch))
                 for row in db.execute(
                     f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
@@ -686,8 +682,7 @@ class SQLiteLedger(SQLiteReads):
         return len(ids)
 
     def _delete_rows(self, ids: Sequence[str], *, chunks: bool = True) -> None:
-        for start in range(0, len(ids), 500):
-            batch = list(ids[start : start + 500])
+        for batch in iter_batches(ids):
             marks = ",".join("?" * len(batch))
             if chunks:
                 self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
