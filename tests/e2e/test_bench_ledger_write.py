@@ -18,5 +18,5 @@ def test_tiny_run_times_both_ledgers(pg_url: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["n_chunks"] == 40 and len(result["load_avg"]) == 3
-    assert len(result["sqlite_s"]) == 1 and result["sqlite_s"][0] > 0
+    assert len(result["sqlite_s"]) == 1 and result["sqlite_s"][0] > 0 and result["sqlite_cpu_s"][0] > 0
     assert len(result["postgres_s"]) == 1 and result["postgres_s"][0] > 0
