@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .strategies import canonical_strategy
+
 __all__ = [
     "JSON_ERRORS",
     "ChatRequest",
@@ -63,6 +65,8 @@ class DocumentOut(BaseModel):
     mime_type: str
     size: int = Field(description="bytes uploaded")
     tags: list[str]
+    dataset_id: str | None = Field(None, description="the dataset it was uploaded to")
+    data_source_id: str | None = Field(None, description="its id in dataset filters (= its document id)")
     status: Literal["indexed", "processing", "failed"] = Field(
         description="indexed; processing (indexed in the background: poll the document); failed (see reason)"
     )
@@ -106,6 +110,26 @@ class _Retrieval(_Strict):
     tags: list[str] | None = Field(None, max_length=100)
     document_ids: list[str] | None = Field(None, max_length=1000)
     filter: dict[str, Any] | None = None
+    dataset_ids: list[str] | None = Field(
+        None, max_length=100, description="only documents uploaded to one of these datasets (dataset_id)"
+    )
+    data_source_ids: list[str] | None = Field(
+        None,
+        max_length=1000,
+        description="only these uploaded files (their data_source_id, which is their document id)",
+    )
+    strategy: str | None = Field(
+        None,
+        description="how to retrieve: basic (default), multi_query, hyde, decompose (the LLM ones need the "
+        "server's --llm), parent_document (whole documents of the matched chunks), contextual_compression "
+        "(only the sentences of each chunk close to the question); deep_rag = decompose, compression = "
+        "contextual_compression",
+    )
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str | None) -> str | None:
+        return None if value is None else canonical_strategy(value)
 
 
 class SearchRequest(_Retrieval):
@@ -136,6 +160,7 @@ class SearchHit(BaseModel):
 
 class SearchResponse(BaseModel):
     query: str
+    strategy: str = "basic"
     results: list[SearchHit]
     context: str = Field(description="the results as a prompt-ready, cited context (get_context)")
 
@@ -177,6 +202,7 @@ class ChatResponse(BaseModel):
         description="true: no language model answered; the answer quotes the best passages"
     )
     model: str | None
+    strategy: str = "basic"
 
 
 class HealthOut(BaseModel):

@@ -14,6 +14,7 @@ from ...results import SearchResult
 from ..answers import NO_ANSWER
 from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..models import JSON_ERRORS, ChatRequest, ChatResponse, ErrorOut
+from ..strategies import canonical_strategy
 from .search import cite, hit, run_search
 
 __all__ = ["router"]
@@ -79,6 +80,7 @@ def chat(state: StateDep, caller: CallerDep, body: ChatRequest) -> dict[str, Any
         "sources": _sources(results),
         "extractive": state.answerer.extractive,
         "model": state.answerer.name,
+        "strategy": canonical_strategy(body.strategy),
     }
 
 

@@ -27,6 +27,8 @@ router = APIRouter(
 )
 
 MAX_TAGS = 50
+DATASET_ID = "dataset_id"  # metadata: the dataset a file was uploaded to (filter: dataset_ids)
+DATA_SOURCE_ID = "data_source_id"  # metadata: the uploaded file's id (filter: data_source_ids)
 MAX_TAG_CHARS = 100
 
 
@@ -65,6 +67,8 @@ def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
         "mime_type": str(md.get("mime_type") or ""),
         "size": int(md.get("size") or 0),
         "tags": [str(t) for t in tags] if isinstance(tags, list) else [],
+        "dataset_id": md.get(DATASET_ID) if isinstance(md.get(DATASET_ID), str) else None,
+        "data_source_id": document_id,
         "status": "indexed",
         "parts": len(parents),
         "chunk_count": sum(int(info_of(p.metadata).get("split_count") or 0) for p in parents),
@@ -95,6 +99,13 @@ def upload(
     file: Annotated[UploadFile, File(description="PDF, DOCX, text, Markdown, HTML, CSV or JSON")],
     title: Annotated[str | None, Form(max_length=500)] = None,
     tags: Annotated[list[str] | None, Form(description="tags, repeated or comma-separated")] = None,
+    dataset_id: Annotated[
+        str | None,
+        Form(
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$",
+            description="the dataset it belongs to (search and chat narrow to it with dataset_ids)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Store the file under a new document id and index it (its pages/rows share the id)."""
     tag_list = _tags(tags)
@@ -110,6 +121,8 @@ def upload(
         "size": stored.size,
         "tags": tag_list,
         "uploaded_at": now,
+        DATA_SOURCE_ID: stored.document_id,
+        **({DATASET_ID: dataset_id} if dataset_id else {}),
         **caller.stamp(),
     }
     record = {
@@ -120,6 +133,7 @@ def upload(
         "mime_type": stored.mime_type,
         "size": stored.size,
         "tags": tag_list,
+        "dataset_id": dataset_id,
         "created_at": now,
     }
 
@@ -178,6 +192,8 @@ def _pending(record: dict[str, Any]) -> dict[str, Any]:
         "mime_type": str(record.get("mime_type") or ""),
         "size": int(record.get("size") or 0),
         "tags": [str(t) for t in record.get("tags") or []],
+        "dataset_id": record.get("dataset_id"),
+        "data_source_id": record["id"],
         "status": record.get("status", "processing"),
         "reason": record.get("reason"),
         "parts": 0,

@@ -12,7 +12,8 @@ from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ...results import SearchResult
 from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse
-from .documents import tag_filter
+from ..strategies import canonical_strategy, strategy_search
+from .documents import DATA_SOURCE_ID, DATASET_ID, tag_filter
 
 __all__ = ["hit", "router", "run_search"]
 
@@ -59,16 +60,31 @@ def context_of(state: ServerState, results: list[SearchResult]) -> str:
     return state.ledger.get_context(results=results, citation=cite)
 
 
+def _in(field: str, values: list[str] | None) -> dict[str, Any] | None:
+    return {field: {"$in": values}} if values else None
+
+
 def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResult]:
-    """A search request's results: the caller's base filter AND its tags, document ids and filter."""
-    ids = {DOCUMENT_ID: {"$in": body.document_ids}} if body.document_ids else None
-    flt = caller.narrow(tag_filter(body.tags), ids, body.filter)
+    """A search request's results through its ``strategy``: the caller's base filter AND its tags, document
+    ids, dataset ids, data source ids and filter, in every search the strategy runs."""
+    flt = caller.narrow(
+        tag_filter(body.tags),
+        _in(DOCUMENT_ID, body.document_ids),
+        _in(DATASET_ID, getattr(body, "dataset_ids", None)),
+        _in(DATA_SOURCE_ID, getattr(body, "data_source_ids", None)),
+        body.filter,
+    )
     k = getattr(body, "top_k", 10)
     query = getattr(body, "query", None) or body.question
-    return list(
-        state.ledger.search(
-            query, k=k, search_mode=body.search_mode, filter=flt, score_threshold=body.score_threshold
-        )
+    return strategy_search(
+        state.ledger,
+        query,
+        getattr(body, "strategy", None),
+        getattr(state.answerer, "model", None),
+        k=k,
+        filter=flt,
+        search_mode=body.search_mode,
+        score_threshold=body.score_threshold,
     )
 
 
@@ -78,6 +94,7 @@ def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str,
     results = run_search(state, caller, body)
     return {
         "query": body.query,
+        "strategy": canonical_strategy(body.strategy),
         "results": [SearchHit(**hit(r)) for r in results],
         "context": context_of(state, results),
     }
