@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -72,6 +75,28 @@ UPLOADS = {  # user: [(dataset, file name, text)]
 }
 QUESTIONS = ("What is my salary and who reviews it?", "When is the project deadline?", "給与はいくら？")
 STRATEGIES = list(yaml.safe_load((EXAMPLE / "config" / "strategies.yaml").read_text())["strategies"])
+
+
+def readme_blocks() -> list[str]:
+    """The README's ```sh blocks: how to run the app, and the HTTP walkthrough."""
+    text = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+
+
+def backend_command(llm_url: str, directory: Path, port: int) -> tuple[list[str], dict[str, str]]:
+    """The README's backend command as written, with the fake model's URL, a temporary index and a free port."""
+    [line] = [x for x in readme_blocks()[0].splitlines() if "backend.py" in x]
+    words = shlex.split(line)
+    env: dict[str, str] = {}
+    while re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    assert env == {"LLM": "openai:local-model", "LLM_BASE_URL": "http://127.0.0.1:8080/v1"}, line
+    assert words[:2] == ["python", "examples/multitenant/backend.py"], line
+    argv = [sys.executable, str(ROOT / words[1]), *words[2:]]
+    argv[argv.index("--dir") + 1] = str(directory)
+    argv[argv.index("--port") + 1] = str(port)
+    return argv, {**env, "LLM_BASE_URL": llm_url}
 
 
 def attack_reply(body: dict[str, Any]) -> list[str]:
@@ -285,3 +310,79 @@ def test_streamlit_ui_login_upload_chat(backend: dict[str, Any], monkeypatch: py
     assert "RB-4417" in shown and not [m for ms in MARKERS.values() for m in ms if m in shown]
     everything = " ".join(e.value for kind in ("markdown", "caption") for e in at.get(kind))
     assert "RB-4417" in everything and not [m for ms in MARKERS.values() for m in ms if m in everything]
+
+
+def test_readme_http_walkthrough_runs_as_written(backend: dict[str, Any], tmp_path: Path) -> None:
+    """The README's curl block, as written, against the running backend: sign up, log in, upload, chat."""
+    block = readme_blocks()[1]
+    done = subprocess.run(
+        ["bash", "-ec", block],
+        cwd=tmp_path,
+        env={**os.environ, "MOCHIRAG_API_URL": backend["url"]},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    replies, text, decoder = [], done.stdout.strip(), json.JSONDecoder()
+    while text:  # curl prints each reply without a newline: read the JSON values one after another
+        value, end = decoder.raw_decode(text)
+        replies.append(value)
+        text = text[end:].strip()
+    signed_up, upload, answer = replies
+    assert signed_up == {"username": "erin"}
+    assert upload["dataset_id"] == "ops" and upload["status"] == "indexed"
+    assert answer["strategy"] == "multi_query" and answer["sources"][0]["filename"] == "erin-notes.md"
+    assert "Sunday at 03:00" in answer["answer"]
+    assert not [m for ms in MARKERS.values() for m in ms if m in done.stdout]
+
+
+def test_the_config_file_drives_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """strategies.yaml's vector_store (the design's ChromaDB), strategy list and options are what the backend uses."""
+    from fastapi.testclient import TestClient
+
+    backend_module = load_backend()
+    config = yaml.safe_load((EXAMPLE / "config" / "strategies.yaml").read_text())
+    config["vector_store"] = "chroma"
+    config["default_strategy"] = "parent_document"
+    config["strategies"] = {"parent_document": {"description": "whole files"}, "basic": {}}
+    path = tmp_path / "strategies.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.delenv("LLM", raising=False)
+    with fake_openai(attack_reply) as (llm_url, _):
+        monkeypatch.setenv("LLM_BASE_URL", llm_url)
+        app = backend_module.create_backend(tmp_path / "index", secret=SECRET, settings_path=path)
+        with TestClient(app) as client:
+            assert app.state.finderledge.ledger.settings.vector_store == "chroma"
+            client.post("/users/", json={"username": "fay", "password": PASSWORD})
+            tok = client.post("/token", data={"username": "fay", "password": PASSWORD}).json()["access_token"]
+            headers = {"Authorization": f"Bearer {tok}"}
+            text = "# Fay\n\n" + " ".join(
+                f"Paragraph {i} of Fay's guide to the orchid house." for i in range(40)
+            )
+            r = client.post(
+                "/api/v1/documents",
+                headers=headers,
+                data={"dataset_id": "garden"},
+                files={"file": ("guide.md", text.encode(), "text/markdown")},
+            )
+            assert r.status_code == 201 and r.json()["chunk_count"] > 1, r.text
+            r = client.post("/chat/query/", headers=headers, json={"question": "orchid house guide"})
+            assert r.status_code == 200 and r.json()["strategy"] == "parent_document", r.text
+            assert [s["content"].count("Paragraph") for s in r.json()["sources"]] == [40]  # the whole file
+            r = client.post(
+                "/chat/query/", headers=headers, json={"question": "x", "strategy": "multi_query"}
+            )
+            assert r.status_code == 422 and "parent_document" in r.text  # not offered by this file
+    assert (tmp_path / "index" / "chroma").exists() or any((tmp_path / "index").rglob("chroma.sqlite3"))
+
+
+def load_backend() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mochirag_backend", EXAMPLE / "backend.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

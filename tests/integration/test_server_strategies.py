@@ -14,14 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fake_openai import fake_openai
 from fastapi.testclient import TestClient
+from server_process import running_server
 
-from finderledge import FinderLedge
+from finderledge import ConfigurationError, FinderLedge
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.answers import ExtractiveAnswerer, make_answerer
 from finderledge.server.keys import KeyStore
@@ -294,3 +296,37 @@ def test_rs256_public_key_and_a_configured_claim(server: dict[str, Any], tmp_pat
         assert {h["metadata"]["tenant"] for h in r.json()["results"]} == {"bob"}  # the claim, not sub
         for bad in (wrong_aud, hs_with_public):
             assert client.post("/api/v1/search", headers=auth(bad), json={"query": "x"}).status_code == 401
+
+
+def test_jwt_settings_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="jwt_secret: expected at least 32"):
+        ServerConfig(directory=tmp_path, jwt_secret="short")
+    with pytest.raises(ConfigurationError, match="got both"):
+        ServerConfig(directory=tmp_path, jwt_secret=SECRET, jwt_public_key="key.pem")
+    with pytest.raises(ConfigurationError, match="neither a PEM key nor a readable key file"):
+        create_app(ServerConfig(directory=tmp_path, jwt_public_key=str(tmp_path / "missing.pem")))
+    assert not (tmp_path / "server").exists() and not any(
+        tmp_path.iterdir()
+    )  # refused before the index opened
+
+
+def test_finderledge_serve_takes_jwts_from_its_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`finderledge serve` as a process: the secret from FINDERLEDGE_JWT_SECRET, the claim from --jwt-claim."""
+    monkeypatch.setenv("FINDERLEDGE_JWT_SECRET", SECRET)
+    with running_server(tmp_path / "index", args=["--jwt-claim", "tenant"]) as url:
+        good = token("dora", claim="tenant")
+        r = httpx.post(
+            url + "/api/v1/documents",
+            headers=auth(good),
+            data={"dataset_id": "notes"},
+            files={"file": ("n.md", b"Dora's note: the door code is 5151.", "text/markdown")},
+            timeout=120,
+        )
+        assert r.status_code == 201 and r.json()["dataset_id"] == "notes", r.text
+        r = httpx.post(url + "/api/v1/search", headers=auth(good), json={"query": "door code"}, timeout=60)
+        assert r.status_code == 200 and "5151" in r.text
+        for bad in (token("dora"), token("dora", claim="tenant", seconds=-5), "not-a-key"):
+            r = httpx.post(url + "/api/v1/search", headers=auth(bad), json={"query": "door code"}, timeout=60)
+            assert r.status_code == 401 and "5151" not in r.text, r.text
