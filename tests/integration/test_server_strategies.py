@@ -233,6 +233,9 @@ def test_dataset_ids_and_data_source_ids_narrow_inside_the_tenant(server: dict[s
         json={"question": "deadline", "dataset_ids": ["projects"], "strategy": "hyde"},
     )
     assert r.status_code == 200 and {s["document_id"] for s in r.json()["sources"]} == {kestrel}
+    r = client.get("/api/v1/documents", params={"dataset_id": "hr"}, headers=auth(token("bob")))
+    assert [(d["dataset_id"], d["filename"]) for d in r.json()["items"]] == [("hr", "salary.md")]
+    assert r.json()["items"][0]["id"] == ids[("bob", "hr", "salary.md")]
     listed = client.get("/api/v1/documents", headers=auth(token("alice"))).json()["items"]
     assert {(d["dataset_id"], d["filename"]) for d in listed} == {
         ("hr", "salary.md"),

@@ -215,14 +215,20 @@ def list_documents(
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     tag: Annotated[list[str] | None, Query(description="only documents with any of these tags")] = None,
+    dataset_id: Annotated[
+        list[str] | None, Query(description="only documents uploaded to any of these datasets")
+    ] = None,
 ) -> dict[str, Any]:
     """The caller's documents, in upload order, a page at a time."""
-    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag)))
+    datasets = {DATASET_ID: {"$in": dataset_id}} if dataset_id else None
+    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag), datasets))
     indexed = set(ids)
     pending = {
         r["id"]: r
         for r in _jobs_of(state, caller)
-        if r["id"] not in indexed and (not tag or set(tag) & set(r.get("tags") or []))
+        if r["id"] not in indexed
+        and (not tag or set(tag) & set(r.get("tags") or []))
+        and (not dataset_id or r.get("dataset_id") in dataset_id)
     }
     every = ids + list(pending)  # uploads not indexed yet (or failed) come last
     chosen = every[(page - 1) * per_page : page * per_page]
