@@ -318,7 +318,11 @@ def test_readme_http_walkthrough_runs_as_written(backend: dict[str, Any], tmp_pa
     done = subprocess.run(
         ["bash", "-ec", block],
         cwd=tmp_path,
-        env={**os.environ, "MOCHIRAG_API_URL": backend["url"]},
+        env={
+            **os.environ,
+            "MOCHIRAG_API_URL": backend["url"],
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        },
         capture_output=True,
         text=True,
         timeout=300,
