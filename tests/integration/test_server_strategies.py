@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import jwt
@@ -27,6 +27,7 @@ from finderledge import ConfigurationError, FinderLedge
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.answers import ExtractiveAnswerer, make_answerer
 from finderledge.server.keys import KeyStore
+from finderledge.server.models import StrategyName
 from finderledge.server.strategies import ALIASES, STRATEGY_NAMES
 
 SECRET = "test-secret-of-at-least-32-characters!"
@@ -180,6 +181,7 @@ def test_strategy_names_are_checked(server: dict[str, Any], tmp_path: Path) -> N
         r = client.post(path, headers=auth(token("alice")), json={**body, "strategy": "magic"})
         assert r.status_code == 422, r.text
         assert "magic" in r.text and all(name in r.text for name in STRATEGY_NAMES), r.text
+    assert set(get_args(StrategyName)) == {*STRATEGY_NAMES, *ALIASES}  # the schema lists every name
     for alias, name in ALIASES.items():
         r = client.post(
             "/api/v1/search", headers=auth(token("alice")), json={"query": "salary", "strategy": alias}

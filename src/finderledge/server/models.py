@@ -8,6 +8,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .strategies import canonical_strategy
 
+#: every ``strategy`` a search or chat accepts (the OpenAPI schema lists them; anything else is a 422 naming them)
+StrategyName = Literal[
+    "basic",
+    "multi_query",
+    "hyde",
+    "decompose",
+    "parent_document",
+    "contextual_compression",
+    "deep_rag",
+    "compression",
+]
+
 __all__ = [
     "JSON_ERRORS",
     "ChatRequest",
@@ -118,7 +130,7 @@ class _Retrieval(_Strict):
         max_length=1000,
         description="only these uploaded files (their data_source_id, which is their document id)",
     )
-    strategy: str | None = Field(
+    strategy: StrategyName | None = Field(
         None,
         description="how to retrieve: basic (default), multi_query, hyde, decompose (the LLM ones need the "
         "server's --llm), parent_document (whole documents of the matched chunks), contextual_compression "
@@ -128,7 +140,8 @@ class _Retrieval(_Strict):
 
     @field_validator("strategy")
     @classmethod
-    def _known_strategy(cls, value: str | None) -> str | None:
+    def _canonical_strategy(cls, value: str | None) -> str | None:
+        """An alias (``deep_rag``, ``compression``) becomes the name it stands for."""
         return None if value is None else canonical_strategy(value)
 
 
