@@ -136,6 +136,15 @@ def test_no_strategy_returns_another_tenants_text(server: dict[str, Any], strate
             assert body["sources"][0]["content"] in body["answer"]  # the echoed prompt: a leak would show
             leaked = [m for m in theirs if m in r.text]
             assert not leaked, f"{strategy}: {user} chatting {question!r} sees {leaked}"
+        with client.stream(
+            "POST",
+            "/api/v1/chat/stream",
+            headers=auth(token(user)),
+            json={"question": QUESTIONS[0], "strategy": strategy},
+        ) as response:
+            events = [json.loads(x[6:]) for x in response.iter_lines() if x.startswith("data: ")]
+        assert events[-1]["done"] and events[-1]["strategy"] == strategy and events[-1]["sources"]
+        assert not [m for m in theirs if m in json.dumps(events, ensure_ascii=False)], strategy
 
 
 def test_the_attack_plans_do_reach_the_other_tenant_without_the_filter(server: dict[str, Any]) -> None:

@@ -96,7 +96,7 @@ def _event(data: dict[str, Any]) -> str:
         200: {
             "content": {"text/event-stream": {}},
             "description": 'events `{"content": …, "done": false}` … then '
-            '`{"done": true, "sources": [...], "extractive": …, "model": …}`',
+            '`{"done": true, "sources": [...], "extractive": …, "model": …, "strategy": …}`',
         }
     },
 )
@@ -118,6 +118,7 @@ def chat_stream(state: StateDep, caller: CallerDep, body: ChatRequest) -> Stream
                 "sources": _sources(results),
                 "extractive": state.answerer.extractive,
                 "model": state.answerer.name,
+                "strategy": canonical_strategy(body.strategy),
             }
         )
 
