@@ -350,7 +350,10 @@ def test_the_config_file_drives_the_backend(tmp_path: Path, monkeypatch: pytest.
     config = yaml.safe_load((EXAMPLE / "config" / "strategies.yaml").read_text())
     config["vector_store"] = "chroma"
     config["default_strategy"] = "parent_document"
-    config["strategies"] = {"parent_document": {"description": "whole files"}, "basic": {}}
+    config["strategies"] = {
+        "parent_document": {"description": "whole files"},
+        "basic": {"search_mode": "keyword"},
+    }
     path = tmp_path / "strategies.yaml"
     path.write_text(yaml.safe_dump(config))
     monkeypatch.delenv("LLM", raising=False)
@@ -375,6 +378,12 @@ def test_the_config_file_drives_the_backend(tmp_path: Path, monkeypatch: pytest.
             r = client.post("/chat/query/", headers=headers, json={"question": "orchid house guide"})
             assert r.status_code == 200 and r.json()["strategy"] == "parent_document", r.text
             assert [s["content"].count("Paragraph") for s in r.json()["sources"]] == [40]  # the whole file
+            r = client.post("/chat/query/", headers=headers, json={"question": "zebra", "strategy": "basic"})
+            assert r.status_code == 200 and r.json()["sources"] == [], r.text  # keyword only: no shared word
+            r = client.post(
+                "/api/v1/search", headers=headers, json={"query": "zebra", "search_mode": "vector"}
+            )
+            assert r.json()["results"], r.text  # while a vector search finds the nearest chunk
             r = client.post(
                 "/chat/query/", headers=headers, json={"question": "x", "strategy": "multi_query"}
             )

@@ -33,6 +33,7 @@ class TenantRetriever(BaseRetriever):
     k: int = 4
     n: int | None = None
     threshold: float = COMPRESSION_THRESHOLD
+    search_mode: str | None = None  # hybrid (default), vector (the design's cosine search) or keyword
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -46,6 +47,7 @@ class TenantRetriever(BaseRetriever):
             filter=self.filter,
             n=self.n,
             threshold=self.threshold,
+            search_mode=self.search_mode,
         )
         return [r.document for r in results]
 
@@ -72,6 +74,7 @@ class RetrieverStrategy:
             k=int(options.get("n_results", k)),
             n=options.get("n"),
             threshold=float(options.get("similarity_threshold", COMPRESSION_THRESHOLD)),
+            search_mode=options.get("search_mode"),
         )
 
 
