@@ -34,8 +34,12 @@ __all__ = [
 ]
 
 ENV_PREFIX = "FINDERLEDGE_"
-VECTOR_STORES = ("chroma", "faiss", "pgvector")  # built in; vector_stores.register adds more
-SECRET_SETTINGS = ("database_url", "chroma_url")  # may hold a password: never shown, logged or recorded whole
+VECTOR_STORES = ("chroma", "faiss", "pgvector", "qdrant")  # built in; vector_stores.register adds more
+SECRET_SETTINGS = (
+    "database_url",
+    "chroma_url",
+    "qdrant_url",
+)  # may hold a password: never shown, logged or recorded whole
 SEARCH_MODES = ("hybrid", "vector", "keyword")
 FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
@@ -123,6 +127,8 @@ class Settings:
     )  # the Postgres schema holding the index's tables
     chroma_url: str | None = _setting(None, NAME)  # a Chroma server (http://host:port) instead of local files
     chroma_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
+    qdrant_url: str | None = _setting(None, NAME)  # a Qdrant server (http://host:6333); None: local mode
+    qdrant_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
     embedding_model: str | None = _setting(None, NAME)  # None: the offline MiniLM model
     chunk_size: int = _setting(1000, POSITIVE_INT)
     chunk_overlap: int = _setting(100, NON_NEGATIVE_INT)  # and below chunk_size
@@ -200,6 +206,8 @@ class Settings:
         if values.get("chroma_url") is not None and "vector_store" not in values:
             # a Chroma server names its store: no vector_store said (or recorded) means chroma, not the default
             values["vector_store"], sources["vector_store"] = "chroma", sources["chroma_url"]
+        if values.get("qdrant_url") is not None and "vector_store" not in values:
+            values["vector_store"], sources["vector_store"] = "qdrant", sources["qdrant_url"]
         _check_together({**{f.name: f.default for f in fields(cls)}, **values}, sources)
         return cls(**values)
 

@@ -147,6 +147,7 @@ def test_chat_extractive_and_streamed(api) -> None:
     assert nothing == {
         "answer": NO_ANSWER,
         "sources": [],
+        "question": "x",
         "extractive": True,
         "model": None,
         "strategy": "basic",

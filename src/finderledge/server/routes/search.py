@@ -11,11 +11,11 @@ from ...context import citation
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ...results import SearchResult
 from ..deps import Caller, CallerDep, ServerState, StateDep
-from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse
+from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse, design_filter
 from ..strategies import canonical_strategy, strategy_search
 from .documents import DATA_SOURCE_ID, DATASET_ID, tag_filter
 
-__all__ = ["hit", "router", "run_search"]
+__all__ = ["hit", "request_filter", "request_k", "router", "run_search"]
 
 router = APIRouter(prefix="/api/v1", tags=["search"], responses=JSON_ERRORS)
 
@@ -34,6 +34,8 @@ def hit(result: SearchResult) -> dict[str, Any]:
     md = result.document.metadata
     info = info_of(md)
     doc_id = md.get(DOCUMENT_ID)
+    metadata = {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY}
+    metadata["page_number"] = _int(md.get("page"))  # the design's name; null outside PDFs
     return {
         "rank": result.rank,
         "document_id": doc_id if isinstance(doc_id, str) else None,
@@ -45,7 +47,7 @@ def hit(result: SearchResult) -> dict[str, Any]:
         "content": result.document.page_content,
         "score": float(result.score),
         **{key: info.get(key) for key in ("vector_rank", "vector_score", "keyword_rank", "keyword_score")},
-        "metadata": {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY},
+        "metadata": metadata,
     }
 
 
@@ -60,29 +62,46 @@ def context_of(state: ServerState, results: list[SearchResult]) -> str:
     return state.ledger.get_context(results=results, citation=cite)
 
 
-def _in(field: str, values: list[str] | None) -> dict[str, Any] | None:
-    return {field: {"$in": values}} if values else None
+def _ids_filter(ids: list[str] | None, field: str = DOCUMENT_ID) -> dict[str, Any] | None:
+    return {field: {"$in": ids}} if ids else None
 
 
-def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResult]:
-    """A search request's results through its ``strategy``: the caller's base filter AND its tags, document
-    ids, dataset ids, data source ids and filter, in every search the strategy runs."""
-    flt = caller.narrow(
+def request_filter(caller: Caller, body: Any) -> dict[str, Any] | None:
+    """The caller's base filter AND the request's tags, document ids, dataset ids, data source ids and filter
+    (the filter language, or the design's ``{tags, document_ids}``: each list narrows, as the top-level
+    fields do)."""
+    nested = design_filter(body.filter)
+    if nested is not None:
+        extra = [tag_filter(nested.tags), _ids_filter(nested.document_ids)]
+    else:
+        extra = [body.filter]
+    return caller.narrow(
         tag_filter(body.tags),
-        _in(DOCUMENT_ID, body.document_ids),
-        _in(DATASET_ID, getattr(body, "dataset_ids", None)),
-        _in(DATA_SOURCE_ID, getattr(body, "data_source_ids", None)),
-        body.filter,
+        _ids_filter(body.document_ids),
+        _ids_filter(getattr(body, "dataset_ids", None), DATASET_ID),
+        _ids_filter(getattr(body, "data_source_ids", None), DATA_SOURCE_ID),
+        *extra,
     )
-    k = getattr(body, "top_k", 10)
+
+
+def request_k(state: ServerState, body: Any, most: int) -> int:
+    """``top_k`` as sent, else the index's own ``k`` setting (at most ``most``, the field's own bound)."""
+    top_k = getattr(body, "top_k", None)
+    return int(top_k) if top_k is not None else min(int(state.ledger.settings.k), most)
+
+
+def run_search(state: ServerState, caller: Caller, body: Any, most: int = 100) -> list[SearchResult]:
+    """A search request's results through its ``strategy``: the caller's base filter AND its tags, document
+    ids, dataset ids, data source ids and filter, in every search the strategy runs; fields the request leaves
+    out take the index's settings (``k``, ``search_mode``)."""
     query = getattr(body, "query", None) or body.question
     return strategy_search(
         state.ledger,
         query,
         getattr(body, "strategy", None),
         getattr(state.answerer, "model", None),
-        k=k,
-        filter=flt,
+        k=request_k(state, body, most),
+        filter=request_filter(caller, body),
         search_mode=body.search_mode,
         score_threshold=body.score_threshold,
     )
@@ -96,5 +115,6 @@ def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str,
         "query": body.query,
         "strategy": canonical_strategy(body.strategy),
         "results": [SearchHit(**hit(r)) for r in results],
+        "total": len(results),
         "context": context_of(state, results),
     }
