@@ -15,21 +15,24 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dotenv import dotenv_values
 
 from .errors import ConfigurationError
-from .fusion import KNOWN_SCRIPTS
+from .scripts import KNOWN_SCRIPTS, parse_scripts
 
 __all__ = [
+    "ANY_SCRIPTS",
     "CHUNK_UNITS",
     "ENV_PREFIX",
     "FUSIONS",
     "SEARCH_MODES",
     "SECRET_SETTINGS",
     "VECTOR_STORES",
+    "SearchMode",
     "Settings",
+    "check_setting",
     "redact_url",
 ]
 
@@ -40,7 +43,8 @@ SECRET_SETTINGS = (
     "chroma_url",
     "qdrant_url",
 )  # may hold a password: never shown, logged or recorded whole
-SEARCH_MODES = ("hybrid", "vector", "keyword")
+SearchMode = Literal["hybrid", "vector", "keyword"]  # the one list of search modes
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
 ANY_SCRIPTS = ("any", "*", "")  # vector_scripts values meaning "the model reads every script"
@@ -87,7 +91,7 @@ def _scripts_ok(value: str) -> bool:
     """Whether ``value`` is ``auto``, ``any`` or a comma-separated list of known scripts (as Finder reads it)."""
     if value == "auto" or value in ANY_SCRIPTS:
         return True
-    scripts = {part.strip().lower() for part in value.split(",") if part.strip()}
+    scripts = parse_scripts(value, ANY_SCRIPTS)
     return bool(scripts) and scripts <= KNOWN_SCRIPTS
 
 
@@ -249,6 +253,13 @@ def _refuse(name: str, value: Any, source: str | None, expected: str | None = No
     return ConfigurationError(
         f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}"
     )
+
+
+def check_setting(name: str, value: Any) -> Any:
+    """``value`` if the rule of setting ``name`` accepts it (ints given for floats become floats), else
+    :class:`ConfigurationError`: what a component built without :class:`Settings` (a :class:`Finder` made by
+    hand) checks, with the very rule and message ``Settings`` uses."""
+    return _check(name, _strict(name, value), None)
 
 
 def _check(name: str, value: Any, source: str | None) -> Any:

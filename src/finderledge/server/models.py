@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..config import SearchMode
 from .strategies import canonical_strategy
 
 #: every ``strategy`` a search or chat accepts (the OpenAPI schema lists them; anything else is a 422 naming them)
@@ -155,7 +156,7 @@ class _Retrieval(_Strict):
     Fields left out (or null) take the index's own setting (``search_mode``, ``k``)."""
 
     score_threshold: float | None = Field(None, ge=0.0, le=1.0)
-    search_mode: Literal["hybrid", "vector", "keyword"] | None = Field(
+    search_mode: SearchMode | None = Field(
         None, description="hybrid, vector or keyword; default: the index's search_mode setting"
     )
     tags: list[str] | None = Field(None, max_length=100)
