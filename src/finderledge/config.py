@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dotenv import dotenv_values
 
@@ -30,6 +30,7 @@ __all__ = [
     "SEARCH_MODES",
     "SECRET_SETTINGS",
     "VECTOR_STORES",
+    "SearchMode",
     "Settings",
     "check_setting",
     "redact_url",
@@ -42,7 +43,8 @@ SECRET_SETTINGS = (
     "chroma_url",
     "qdrant_url",
 )  # may hold a password: never shown, logged or recorded whole
-SEARCH_MODES = ("hybrid", "vector", "keyword")
+SearchMode = Literal["hybrid", "vector", "keyword"]  # the one list of search modes
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
 ANY_SCRIPTS = ("any", "*", "")  # vector_scripts values meaning "the model reads every script"

@@ -25,7 +25,7 @@ from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_mod
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .keyword_store import KeywordStore
-from .ledgers import DELETING, PENDING, Ledger, open_ledger
+from .ledgers import Ledger, open_ledger
 from .locking import WriteLock
 from .paths import replica_directory
 from .replica import LocalRecords, Replica
@@ -249,7 +249,6 @@ def open_engine(
             ledger, args, pre, directory, embedding, vector_store, keyword_tokenizer, env_file, parts
         )
         engine.reranker, engine.rerank_candidates = chosen_reranker, rerank_candidates
-        _finish_version_1_writes(engine)
         engine.replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
         return engine
     except BaseException:  # a refused open must not leave the ledger (and its locks) open
@@ -534,23 +533,6 @@ def _replace_vector_store(engine: Engine, old: str) -> None:
     if old in OLD_STORE_FOLDERS and old != engine.settings.vector_store and folder.is_dir():
         shutil.rmtree(folder)
         logger.info("%s: removed the old %s index folder %s", engine.directory, old, folder)
-
-
-def _finish_version_1_writes(engine: Engine) -> None:
-    """Drop documents a version-1 FinderLedge left ``pending``/``deleting`` when it crashed (its indexes have
-    no checkpoint record, so they are compared with the ledger and cleaned on first use)."""
-    ledger = engine.ledger
-    if not ledger.has_unfinished():
-        return
-    with engine.write_lock.hold("finishing an interrupted version-1 write"):
-        unfinished = ledger.ids_in_state(PENDING) + ledger.ids_in_state(DELETING)
-        if unfinished:
-            logger.warning(
-                "%s: cleaning up %d unfinished document(s) from an interrupted run",
-                engine.directory or "ledger",
-                len(unfinished),
-            )
-            ledger.purge(unfinished)
 
 
 def _model_mismatch(directory: Path | None, recorded: str, given: str) -> str:
