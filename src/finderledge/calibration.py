@@ -527,14 +527,18 @@ class LedgerCalibrator:
         freeze = getattr(fl.keyword_store, "freeze", None)  # this process's BM25: score its buffer vectorised
         if freeze is not None:
             freeze()
-        with fl._replica.rw.read():  # one version of the indexes for every pseudo-query
-            many = getattr(vector_store, "search_many", None)
+        rw = fl._replica.rw
+        many = getattr(vector_store, "search_many", None)
+        with rw.read():
             found = (
                 many(query_vectors, k, flt)
                 if many is not None
                 else [vector_store.search(v, k, flt) for v in query_vectors]
             )
-            words = [keyword_store.search(text, k, flt) for text in texts]
+        words = []
+        for text in texts:  # the read lock one search at a time: a writer applying a change waits for one
+            with rw.read():
+                words.append(keyword_store.search(text, k, flt))
         return dict(zip(texts, found)), dict(zip(texts, words))
 
     def _parent_map(

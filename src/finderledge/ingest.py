@@ -73,7 +73,7 @@ STREAM_WINDOW_CHARS = 1_000_000  # characters split and embedded at a time
 # at close.  The ledger holds every change meanwhile: a crash costs a replay of that backlog at the next open
 # (bounded by the share), a bulk build writes the indexes a few dozen times rather than after every batch, and
 # adding one document to a large index writes nothing but the ledger
-SAVE_SMALL = 5_000  # chunks: an index this small is written after every commit
+SAVE_SMALL = 1_000  # chunks: an index this small is written after every commit
 SAVE_SHARE = 0.1  # ... a larger one once the changes not yet written reach this share of its chunks
 SAVE_SECONDS = 30.0  # ... or this long after the last time
 

@@ -482,7 +482,7 @@ class FaissVectorStore(VectorStore):
         """Unfiltered searches in one FAISS call (one pass over the index for all queries, no per-query thread
         start-up); a filtered one searches query by query."""
         queries = np.asarray(embeddings, dtype=np.float32)
-        if filter or queries.ndim != 2 or len(queries) == 0:
+        if filter or queries.ndim != 2 or len(queries) < 2:  # one query: exactly what search computes
             return super().search_many(embeddings, k, filter)
         queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
         with self._lock:
