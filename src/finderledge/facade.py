@@ -73,6 +73,8 @@ RECORDED_SETTINGS = (
     "chunk_unit",
     "chroma_url",
     "chroma_collection",
+    "qdrant_url",
+    "qdrant_collection",
     "partition_key",
 )
 LEDGER_FILE = "ledger.sqlite3"
@@ -100,6 +102,8 @@ class FinderLedge(Catalog, Views, Asking):
         database_schema: str | None = None,
         chroma_url: str | None = None,
         chroma_collection: str | None = None,
+        qdrant_url: str | None = None,
+        qdrant_collection: str | None = None,
         embedding: str | Embeddings | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
@@ -137,6 +141,8 @@ class FinderLedge(Catalog, Views, Asking):
             "database_schema": database_schema,
             "chroma_url": chroma_url,
             "chroma_collection": chroma_collection,
+            "qdrant_url": qdrant_url,
+            "qdrant_collection": qdrant_collection,
             "embedding_model": embedding if isinstance(embedding, str) or embedding is None else None,
             "chunk_size": chunk_size,
             "chunk_overlap": chunk_overlap,
@@ -849,6 +855,16 @@ def _vector_backend(
             lambda: create_vector_store(kind, local, fl._dimension(), collection=collection),
             "index:vector:chroma",
         )
+    if kind == "qdrant":  # a Qdrant server's collection, or a local folder holding it (local mode)
+        q_url, q_collection = settings.qdrant_url, settings.qdrant_collection
+        where = f"@{redact_url(q_url)}/{q_collection}" if q_url is not None else ""
+        q_place = None if q_url is not None else local
+        return (
+            lambda: create_vector_store(
+                "qdrant", q_place, fl._dimension(), url=q_url, collection=q_collection
+            ),
+            f"index:vector:qdrant{where}",
+        )
     key = settings.partition_key
     return lambda: _partitioned(
         create_vector_store(kind, local, fl._dimension()), key
@@ -879,6 +895,8 @@ def _pin_recorded(
             "chunk_unit",
             "chroma_url",
             "chroma_collection",
+            "qdrant_url",
+            "qdrant_collection",
         )
         if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]
     }

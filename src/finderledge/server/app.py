@@ -64,7 +64,8 @@ class BodyLimit:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        limit = self.upload_limit if scope.get("path", "").endswith("/documents") else _JSON_LIMIT
+        uploading = scope.get("path", "").endswith(("/documents", "/documents/upload"))
+        limit = self.upload_limit if uploading else _JSON_LIMIT
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -89,13 +90,17 @@ def _error(status: int, detail: str) -> JSONResponse:
 
 
 def _allowed_methods(path: str) -> set[str]:
-    """Every method some registered route answers at ``path``."""
+    """Every method some registered route answers at ``path``; a path some route names exactly (such as
+    ``/api/v1/documents/upload``) has that route's methods only, as the OpenAPI schema lists them."""
+    exact: set[str] = set()
     methods: set[str] = set()
     for router in routers():
         for route in router.routes:
             if isinstance(route, APIRoute) and route.path_regex.match(path):
                 methods |= route.methods or set()
-    return methods
+                if route.path == path:
+                    exact |= route.methods or set()
+    return exact or methods
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -169,6 +174,7 @@ def _exit_with_parent() -> None:
 def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answerer: Any = None) -> FastAPI:
     """The service over ``config.directory`` (or over an open ``ledger``; ``answerer`` overrides ``config.llm``)."""
     config = config or ServerConfig.from_env()
+    config.apply_log_level()
     if ledger is None:
         from ..facade import FinderLedge
 

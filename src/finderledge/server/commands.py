@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..vector_stores import backend_names
+
 __all__ = ["COMMANDS", "add_commands"]
 
 
@@ -62,7 +64,19 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
         "the background)",
     )
     p.add_argument("--embedding", default=None, metavar="MODEL")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
+    p.add_argument(
+        "--vector-store",
+        choices=backend_names(),
+        default=None,
+        help="the vector backend of a new index directory (registered backends)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=["document-search"],
+        default=None,
+        help="document-search: the document-search design's service (chunks of 1000/200 characters, top_k 5, "
+        "Qdrant, and its variables DATABASE_URL, QDRANT_URL, QDRANT_COLLECTION, LOG_LEVEL, OPENAI_API_KEY)",
+    )
     p.add_argument(
         "--allow-no-auth",
         action="store_true",
@@ -102,19 +116,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .config import ServerConfig
     from .keys import KeyStore
 
-    config = ServerConfig(
-        directory=Path(args.dir),
-        llm=args.llm,
-        llm_base_url=args.llm_base_url,
-        max_upload_mb=args.max_upload_mb,
-        max_unpacked_mb=args.max_unpacked_mb,
-        max_rows=args.max_rows,
-        max_pages=args.max_pages,
-        max_chunks=args.max_chunks,
-        index_wait=args.index_wait,
-        embedding=args.embedding,
-        vector_store=args.vector_store,
-    )
+    given: dict[str, Any] = {
+        "llm": args.llm,
+        "llm_base_url": args.llm_base_url,
+        "max_upload_mb": args.max_upload_mb,
+        "max_unpacked_mb": args.max_unpacked_mb,
+        "max_rows": args.max_rows,
+        "max_pages": args.max_pages,
+        "max_chunks": args.max_chunks,
+        "index_wait": args.index_wait,
+        "embedding": args.embedding,
+        "vector_store": args.vector_store,
+    }
+    if getattr(args, "profile", None) == "document-search":  # options given on the command line win
+        said = {k: v for k, v in given.items() if v is not None}
+        config = ServerConfig.document_search(Path(args.dir), **said)
+    else:
+        config = ServerConfig(directory=Path(args.dir), **given)
     if args.workers < 1:
         raise ConfigurationError(f"--workers: expected 1 or more, got {args.workers}")
     if not _loopback(args.host) and not KeyStore(config.server_dir).required and not args.allow_no_auth:

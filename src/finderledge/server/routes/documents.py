@@ -11,8 +11,8 @@ from fastapi import APIRouter, File, Form, HTTPException, Query, Response, Uploa
 from langchain_core.documents import Document
 
 from ...errors import LoadError, TooManyChunksError
-from ...metadata import DOCUMENT_ID, info_of
-from ..deps import CallerDep, StateDep
+from ...metadata import DOCUMENT_ID, info_of, user_metadata
+from ..deps import TENANT_FIELD, CallerDep, StateDep
 from ..jobs import IndexJob
 from ..models import ChunkOut, DocumentDetail, DocumentList, DocumentOut, ErrorOut
 from ..uploads import UploadError
@@ -54,16 +54,24 @@ def tag_filter(tags: list[str] | None) -> dict[str, Any] | None:
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
+def stored_name(document_id: str, filename: str) -> str:
+    """Where an upload is kept, relative to the upload area (the design's ``file_path``; never a server path)."""
+    return f"{document_id}/{filename}"
+
+
 def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
     """A :class:`DocumentOut` from the parents stored under one document id."""
     md = parents[0].metadata
     tags = md.get("tags")
+    filename = str(md.get("filename") or md.get("file_name") or "")
     return {
         "id": document_id,
-        "filename": str(md.get("filename") or md.get("file_name") or ""),
+        "filename": filename,
         "title": str(md.get("title") or md.get("filename") or ""),
         "mime_type": str(md.get("mime_type") or ""),
         "size": int(md.get("size") or 0),
+        "file_size": int(md.get("size") or 0),
+        "file_path": stored_name(document_id, filename),
         "tags": [str(t) for t in tags] if isinstance(tags, list) else [],
         "status": "indexed",
         "parts": len(parents),
@@ -88,6 +96,14 @@ def _parents(state: StateDep, caller: CallerDep, ids: list[str]) -> dict[str, li
     response_model=DocumentOut,
     summary="Upload a file",
     responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}},
+)
+@router.post(
+    "/upload",
+    status_code=201,
+    response_model=DocumentOut,
+    summary="Upload a file (the document-search design's path; the same as POST /api/v1/documents)",
+    responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}},
+    operation_id="upload_document_design_path",
 )
 def upload(
     state: StateDep,
@@ -171,12 +187,15 @@ class _NothingIndexed(Exception):
 
 def _pending(record: dict[str, Any]) -> dict[str, Any]:
     """A :class:`DocumentOut` for an upload not (yet) indexed: ``processing`` or ``failed`` with the reason."""
+    filename = str(record.get("filename") or "")
     return {
         "id": record["id"],
-        "filename": str(record.get("filename") or ""),
+        "filename": filename,
         "title": str(record.get("title") or record.get("filename") or ""),
         "mime_type": str(record.get("mime_type") or ""),
         "size": int(record.get("size") or 0),
+        "file_size": int(record.get("size") or 0),
+        "file_path": stored_name(record["id"], filename),
         "tags": [str(t) for t in record.get("tags") or []],
         "status": record.get("status", "processing"),
         "reason": record.get("reason"),
@@ -234,22 +253,43 @@ def get_document(state: StateDep, caller: CallerDep, document_id: str) -> dict[s
         if record is None:
             raise HTTPException(404, f"no document {document_id!r}")
         return {**_pending(record), "chunks": []}
+    summary = _summary(document_id, parents)
     chunks: list[dict[str, Any]] = []
     for parent in parents:
         for chunk in state.ledger.get_split_documents(str(parent.id)):
             info = info_of(chunk.metadata)
             page, row = chunk.metadata.get("page"), chunk.metadata.get("row")
+            page = page if isinstance(page, int) and not isinstance(page, bool) else None
             chunks.append(
                 {
+                    "id": info["id"],
+                    "document_id": document_id,
                     "chunk_id": info["id"],
                     "chunk_index": len(chunks),
                     "split_index": info["split_index"],
-                    "page": page if isinstance(page, int) else None,
+                    "page": page,
+                    "page_number": page,
                     "row": row if isinstance(row, int) else None,
                     "content": chunk.page_content,
+                    "chunk_metadata": _own_metadata(chunk.metadata),
+                    "created_at": summary["created_at"],
                 }
             )
-    return {**_summary(document_id, parents), "chunks": [ChunkOut(**c) for c in chunks]}
+    return {**summary, "chunks": [ChunkOut(**c) for c in chunks]}
+
+
+def _own_metadata(md: dict[str, Any]) -> dict[str, Any] | None:
+    """What the loader found about a chunk (its page or row, language, …): not the upload's fields, which the
+    document shows, nor where the server keeps the file; ``None`` when nothing is left."""
+    own = {k: v for k, v in user_metadata(md).items() if k not in _NOT_CHUNK_METADATA}
+    return own or None
+
+
+# the upload's own fields (shown on the document) and where the server keeps the file (never shown)
+_NOT_CHUNK_METADATA = frozenset(
+    {"filename", "title", "mime_type", "size", "tags", "uploaded_at", TENANT_FIELD}
+    | {"source", "source_id", DOCUMENT_ID}
+)
 
 
 @router.delete(

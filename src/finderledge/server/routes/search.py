@@ -11,10 +11,10 @@ from ...context import citation
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ...results import SearchResult
 from ..deps import Caller, CallerDep, ServerState, StateDep
-from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse
+from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse, design_filter
 from .documents import tag_filter
 
-__all__ = ["hit", "router", "run_search"]
+__all__ = ["hit", "request_filter", "request_k", "router", "run_search"]
 
 router = APIRouter(prefix="/api/v1", tags=["search"], responses=JSON_ERRORS)
 
@@ -33,6 +33,8 @@ def hit(result: SearchResult) -> dict[str, Any]:
     md = result.document.metadata
     info = info_of(md)
     doc_id = md.get(DOCUMENT_ID)
+    metadata = {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY}
+    metadata["page_number"] = _int(md.get("page"))  # the design's name; null outside PDFs
     return {
         "rank": result.rank,
         "document_id": doc_id if isinstance(doc_id, str) else None,
@@ -44,7 +46,7 @@ def hit(result: SearchResult) -> dict[str, Any]:
         "content": result.document.page_content,
         "score": float(result.score),
         **{key: info.get(key) for key in ("vector_rank", "vector_score", "keyword_rank", "keyword_score")},
-        "metadata": {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY},
+        "metadata": metadata,
     }
 
 
@@ -59,15 +61,38 @@ def context_of(state: ServerState, results: list[SearchResult]) -> str:
     return state.ledger.get_context(results=results, citation=cite)
 
 
-def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResult]:
-    """A search request's results: the caller's base filter AND its tags, document ids and filter."""
-    ids = {DOCUMENT_ID: {"$in": body.document_ids}} if body.document_ids else None
-    flt = caller.narrow(tag_filter(body.tags), ids, body.filter)
-    k = getattr(body, "top_k", 10)
+def _ids_filter(ids: list[str] | None) -> dict[str, Any] | None:
+    return {DOCUMENT_ID: {"$in": ids}} if ids else None
+
+
+def request_filter(caller: Caller, body: Any) -> dict[str, Any] | None:
+    """The caller's base filter AND the request's tags, document ids and filter (the filter language, or the
+    design's ``{tags, document_ids}``: each list narrows, as the top-level fields do)."""
+    nested = design_filter(body.filter)
+    if nested is not None:
+        extra = [tag_filter(nested.tags), _ids_filter(nested.document_ids)]
+    else:
+        extra = [body.filter]
+    return caller.narrow(tag_filter(body.tags), _ids_filter(body.document_ids), *extra)
+
+
+def request_k(state: ServerState, body: Any, most: int) -> int:
+    """``top_k`` as sent, else the index's own ``k`` setting (at most ``most``, the field's own bound)."""
+    top_k = getattr(body, "top_k", None)
+    return int(top_k) if top_k is not None else min(int(state.ledger.settings.k), most)
+
+
+def run_search(state: ServerState, caller: Caller, body: Any, most: int = 100) -> list[SearchResult]:
+    """A search request's results: the caller's base filter AND its tags, document ids and filter; fields the
+    request leaves out take the index's settings (``k``, ``search_mode``)."""
     query = getattr(body, "query", None) or body.question
     return list(
         state.ledger.search(
-            query, k=k, search_mode=body.search_mode, filter=flt, score_threshold=body.score_threshold
+            query,
+            k=request_k(state, body, most),
+            search_mode=body.search_mode,
+            filter=request_filter(caller, body),
+            score_threshold=body.score_threshold,
         )
     )
 
@@ -79,5 +104,6 @@ def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str,
     return {
         "query": body.query,
         "results": [SearchHit(**hit(r)) for r in results],
+        "total": len(results),
         "context": context_of(state, results),
     }
