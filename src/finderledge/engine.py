@@ -168,11 +168,12 @@ class Engine:
         return self.model.dimension(self.ledger)
 
     def recalibrate(self) -> None:
-        """After a write: measure the gates again if the corpus moved enough; a failure never fails the write."""
+        """After a write: the gates are due to be measured again (if the corpus moved enough) at the next search
+        or close; a failure never fails the write."""
         if not self.calibrator.wanted:
             return
         try:
-            self.calibrator.refresh()
+            self.calibrator.written()  # measured at the next search or close: once per bulk build
             if self.settings.partition_key is not None:
                 self.calibrator.refresh_partitions()
         except Exception as exc:  # the write is committed; searches keep the previous gates
@@ -187,6 +188,7 @@ class Engine:
         if self.closed:
             return
         self.closed = True
+        self.calibrator.settle()  # the writes of this process, measured once (if they moved the corpus)
         self.replica.close()
         self.finder.close()
         self.ledger.close()
@@ -215,6 +217,12 @@ class VectorLeg:
         self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
         return self.replica.vector_search(embedding, k, filter)
+
+    def search_many(
+        self, embeddings: Any, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """Several vector searches in one index call (the leg calibration's pseudo-queries)."""
+        return self.replica.vector_search_many(embeddings, k, filter)
 
 
 def open_engine(

@@ -351,7 +351,8 @@ class FinderLedge:
     # -- calibration --------------------------------------------------------------------------------
     def calibrate(self) -> Calibration | None:
         """Measure now how well each search leg finds this corpus's chunks from their own sentences, and store
-        the gates adaptive fusion uses (done on its own after a write that changed the corpus by over 25 %).
+        the gates adaptive fusion uses (done on its own, at the next search or close, after writes that changed
+        the corpus by over 25 %).
 
         Returns the calibration (see :mod:`finderledge.calibration`), or None for a corpus too small to measure.
         """

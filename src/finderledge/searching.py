@@ -85,6 +85,7 @@ class Searcher:
         if mode != "keyword":
             prefetch(engine.embeddings)  # the model loads while the indexes open
             engine.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
+        engine.calibrator.settle()  # this process's writes since the last calibration, measured before fusing
         engine.replica.follow(wait=False)
         with engine.replica.rw.read():  # both legs reflect one ledger seq
             trace.ledger_seq = engine.replica.seq
