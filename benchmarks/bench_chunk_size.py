@@ -6,7 +6,7 @@ larger ``chunk_size`` is also "no split of short documents".  For each dataset a
 counts the texts the splitter makes over the whole corpus, then runs ``finderledge.evaluation.evaluate``
 (``--modes``, default hybrid; in memory, FAISS) on a seeded subset: the sampled queries, their relevant documents, random others
 (the subset is written as a BEIR folder under a temporary directory; datasets are never copied into the repo).
-Per-query nDCG@10 gives a paired difference against the first chunk size, with a bootstrap 95 % interval.
+Per-query nDCG@10 gives a paired difference (per mode) against the first chunk size, with a bootstrap 95 % interval.
 
     python benchmarks/bench_chunk_size.py --datasets scifact --sizes 1000,2000 --documents 1000 --queries 300
     python benchmarks/bench_chunk_size.py --datasets jaquad-dev --sizes 1000,2000 --documents 300 --queries 150
@@ -87,8 +87,8 @@ def write_beir(data: BeirDataset, folder: Path) -> Path:
 
 def quality(
     data: BeirDataset, size: int, model: str | None, modes: Sequence[str] = ("hybrid",)
-) -> tuple[dict[str, Any], dict[str, float]]:
-    """Metrics per mode of ``data`` indexed at ``size`` (overlap size/10); per-query nDCG@10 of the first mode."""
+) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+    """Metrics per mode of ``data`` indexed at ``size`` (overlap size/10), and each mode's per-query nDCG@10."""
     load, start = load_average(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="chunk-size-") as tmp:
         folder = write_beir(data, Path(tmp) / data.name)
@@ -96,8 +96,9 @@ def quality(
         if model:
             settings["embedding"] = model
         report = evaluate(folder, modes=tuple(modes), vector_store="faiss", **settings)
-    first = report.modes[0]
-    per_query = {q: ndcg_at_k(ranked, data.qrels[q]) for q, ranked in first.run.items()}
+    per_query = {
+        m.mode: {q: ndcg_at_k(ranked, data.qrels[q]) for q, ranked in m.run.items()} for m in report.modes
+    }
     row = {
         "documents": report.documents,
         "queries": report.queries,
@@ -141,11 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.counts_only:
             continue
         small = subset(full, args.documents, args.queries)
-        runs: dict[int, dict[str, float]] = {}
+        runs: dict[int, dict[str, dict[str, float]]] = {}
         for size in sizes:
             row, runs[size] = quality(small, size, MODELS.get(name), args.modes.split(","))
             if size != sizes[0]:
-                row["paired_ndcg10_vs_" + str(sizes[0])] = paired_difference(runs[size], runs[sizes[0]])
+                row["paired_ndcg10_vs_" + str(sizes[0])] = {
+                    mode: paired_difference(scores, runs[sizes[0]][mode])
+                    for mode, scores in runs[size].items()
+                }
             entry.setdefault("quality", {})[str(size)] = row
             print(name, size, json.dumps(row), flush=True)
             args.out.parent.mkdir(parents=True, exist_ok=True)
