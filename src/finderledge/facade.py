@@ -31,7 +31,7 @@ from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
-from .ledgers import DELETING, PENDING, open_ledger
+from .ledgers import open_ledger
 from .locking import WriteLock
 from .paths import replica_directory
 from .replica import LocalRecords, Replica
@@ -301,7 +301,6 @@ class FinderLedge(Catalog, Views, Asking):
             self.rerank_candidates = rerank_candidates
             self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
             self._record_settings(recorded)
-            self._finish_version_1_writes()
             self._replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
         except BaseException:  # a refused open must not leave the ledger (and its locks) open
             closers = [getattr(self, "_replica", None), getattr(self, "finder", None), self._ledger]
@@ -398,21 +397,6 @@ class FinderLedge(Catalog, Views, Asking):
             dim = str(len(self.embeddings.embed_query("dimension probe")))
             self._ledger.set_info("embedding_dimension", dim)
         return int(dim)
-
-    def _finish_version_1_writes(self) -> None:
-        """Drop documents a version-1 FinderLedge left ``pending``/``deleting`` when it crashed (its indexes
-        have no checkpoint record, so they are compared with the ledger and cleaned on first use)."""
-        if not self._ledger.has_unfinished():
-            return
-        with self._write_lock.hold("finishing an interrupted version-1 write"):
-            unfinished = self._ledger.ids_in_state(PENDING) + self._ledger.ids_in_state(DELETING)
-            if unfinished:
-                logger.warning(
-                    "%s: cleaning up %d unfinished document(s) from an interrupted run",
-                    self.persist_directory or "ledger",
-                    len(unfinished),
-                )
-                self._ledger.purge(unfinished)
 
     @property
     def vector_store(self) -> VectorStore:

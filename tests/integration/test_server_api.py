@@ -150,6 +150,7 @@ def test_chat_extractive_and_streamed(api) -> None:
         "question": "x",
         "extractive": True,
         "model": None,
+        "strategy": "basic",
     }
 
 

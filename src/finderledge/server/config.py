@@ -55,6 +55,12 @@ class ServerConfig:
     vector_store: str | None = None  # for a new directory (an existing one keeps its own)
     embedding: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # other FinderLedge settings
+    # JWT bearer tokens beside API keys: an HS256 secret or an RS256 public key (PEM text or a file's path)
+    jwt_secret: str | None = None
+    jwt_public_key: str | None = None
+    jwt_claim: str = "sub"  # the claim naming the caller's tenant
+    jwt_audience: str | None = None  # when set, a token's "aud" must name it
+    jwt_issuer: str | None = None  # when set, a token's "iss" must be it
     log_level: str | None = None  # the finderledge loggers' level (DEBUG … CRITICAL); None: unchanged
 
     def __post_init__(self) -> None:
@@ -67,6 +73,18 @@ class ServerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"server setting {name}: expected an integer >= 1, got {value!r}")
+        if self.jwt_secret is not None and self.jwt_public_key is not None:
+            raise ConfigurationError(
+                "server settings jwt_secret and jwt_public_key: expected one of them (HS256 or RS256), got both"
+            )
+        if self.jwt_secret is not None and len(self.jwt_secret) < 32:
+            raise ConfigurationError(
+                f"server setting jwt_secret: expected at least 32 characters, got {len(self.jwt_secret)}"
+            )
+        if not isinstance(self.jwt_claim, str) or not self.jwt_claim:
+            raise ConfigurationError(
+                f"server setting jwt_claim: expected a claim name, got {self.jwt_claim!r}"
+            )
         if self.log_level is not None:
             level = str(self.log_level).upper()
             if level not in LOG_LEVELS:
@@ -130,6 +148,11 @@ class ServerConfig:
     @property
     def max_unpacked_bytes(self) -> int:
         return int(self.max_unpacked_mb * 1024 * 1024)
+
+    @property
+    def jwt_enabled(self) -> bool:
+        """Whether bearer tokens that are JWTs are accepted (a secret or a public key is configured)."""
+        return self.jwt_secret is not None or self.jwt_public_key is not None
 
     @property
     def server_dir(self) -> Path:

@@ -7,6 +7,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import SearchMode
+from .strategies import canonical_strategy
+
+#: every ``strategy`` a search or chat accepts (the OpenAPI schema lists them; anything else is a 422 naming them)
+StrategyName = Literal[
+    "basic",
+    "multi_query",
+    "hyde",
+    "decompose",
+    "parent_document",
+    "contextual_compression",
+    "deep_rag",
+    "compression",
+]
 
 __all__ = [
     "JSON_ERRORS",
@@ -73,6 +86,8 @@ class DocumentOut(BaseModel):
         description="where the file is kept, relative to the server's upload area (never a server path)"
     )
     tags: list[str]
+    dataset_id: str | None = Field(None, description="the dataset it was uploaded to")
+    data_source_id: str | None = Field(None, description="its id in dataset filters (= its document id)")
     status: Literal["indexed", "processing", "failed"] = Field(
         description="indexed; processing (indexed in the background: poll the document); failed (see reason)"
     )
@@ -151,12 +166,33 @@ class _Retrieval(_Strict):
         description='the filter language (e.g. {"year": {"$gte": 2020}}), or {"tags": [...], '
         '"document_ids": [...]}',
     )
+    dataset_ids: list[str] | None = Field(
+        None, max_length=100, description="only documents uploaded to one of these datasets (dataset_id)"
+    )
+    data_source_ids: list[str] | None = Field(
+        None,
+        max_length=1000,
+        description="only these uploaded files (their data_source_id, which is their document id)",
+    )
+    strategy: StrategyName | None = Field(
+        None,
+        description="how to retrieve: basic (default), multi_query, hyde, decompose (the LLM ones need the "
+        "server's --llm), parent_document (whole documents of the matched chunks), contextual_compression "
+        "(only the sentences of each chunk close to the question); deep_rag = decompose, compression = "
+        "contextual_compression",
+    )
 
     @field_validator("filter")
     @classmethod
     def _design_filter_is_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         design_filter(value)  # the design's shape with a wrong field type: 422 here, not a 500 later
         return value
+
+    @field_validator("strategy")
+    @classmethod
+    def _canonical_strategy(cls, value: str | None) -> str | None:
+        """An alias (``deep_rag``, ``compression``) becomes the name it stands for."""
+        return None if value is None else canonical_strategy(value)
 
 
 class SearchRequest(_Retrieval):
@@ -187,6 +223,7 @@ class SearchHit(BaseModel):
 
 class SearchResponse(BaseModel):
     query: str
+    strategy: str = "basic"
     results: list[SearchHit]
     total: int = Field(description="how many results there are")
     context: str = Field(description="the results as a prompt-ready, cited context (get_context)")
@@ -244,6 +281,7 @@ class ChatResponse(BaseModel):
         description="true: no language model answered; the answer quotes the best passages"
     )
     model: str | None
+    strategy: str = "basic"
 
 
 class HealthOut(BaseModel):

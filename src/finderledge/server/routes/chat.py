@@ -14,6 +14,7 @@ from ...results import SearchResult
 from ..answers import NO_ANSWER
 from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..models import JSON_ERRORS, ChatRequest, ChatResponse, ErrorOut
+from ..strategies import canonical_strategy
 from .search import cite, hit, run_search
 
 __all__ = ["router"]
@@ -83,6 +84,7 @@ def chat(state: StateDep, caller: CallerDep, body: ChatRequest) -> dict[str, Any
         "question": body.question,
         "extractive": state.answerer.extractive,
         "model": state.answerer.name,
+        "strategy": canonical_strategy(body.strategy),
     }
 
 
@@ -98,7 +100,7 @@ def _event(data: dict[str, Any]) -> str:
         200: {
             "content": {"text/event-stream": {}},
             "description": 'events `{"content": …, "done": false, "sources": null}` … then '
-            '`{"content": "", "done": true, "sources": [...], "extractive": …, "model": …}`',
+            '`{"content": "", "done": true, "sources": [...], "extractive": …, "model": …, "strategy": …}`',
         }
     },
 )
@@ -121,6 +123,7 @@ def chat_stream(state: StateDep, caller: CallerDep, body: ChatRequest) -> Stream
                 "sources": _sources(results),
                 "extractive": state.answerer.extractive,
                 "model": state.answerer.name,
+                "strategy": canonical_strategy(body.strategy),
             }
         )
 

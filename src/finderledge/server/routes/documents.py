@@ -27,6 +27,8 @@ router = APIRouter(
 )
 
 MAX_TAGS = 50
+DATASET_ID = "dataset_id"  # metadata: the dataset a file was uploaded to (filter: dataset_ids)
+DATA_SOURCE_ID = "data_source_id"  # metadata: the uploaded file's id (filter: data_source_ids)
 MAX_TAG_CHARS = 100
 
 
@@ -73,6 +75,8 @@ def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
         "file_size": int(md.get("size") or 0),
         "file_path": stored_name(document_id, filename),
         "tags": [str(t) for t in tags] if isinstance(tags, list) else [],
+        "dataset_id": md.get(DATASET_ID) if isinstance(md.get(DATASET_ID), str) else None,
+        "data_source_id": document_id,
         "status": "indexed",
         "parts": len(parents),
         "chunk_count": sum(int(info_of(p.metadata).get("split_count") or 0) for p in parents),
@@ -111,6 +115,13 @@ def upload(
     file: Annotated[UploadFile, File(description="PDF, DOCX, text, Markdown, HTML, CSV or JSON")],
     title: Annotated[str | None, Form(max_length=500)] = None,
     tags: Annotated[list[str] | None, Form(description="tags, repeated or comma-separated")] = None,
+    dataset_id: Annotated[
+        str | None,
+        Form(
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$",
+            description="the dataset it belongs to (search and chat narrow to it with dataset_ids)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Store the file under a new document id and index it (its pages/rows share the id)."""
     tag_list = _tags(tags)
@@ -126,6 +137,8 @@ def upload(
         "size": stored.size,
         "tags": tag_list,
         "uploaded_at": now,
+        DATA_SOURCE_ID: stored.document_id,
+        **({DATASET_ID: dataset_id} if dataset_id else {}),
         **caller.stamp(),
     }
     record = {
@@ -136,6 +149,7 @@ def upload(
         "mime_type": stored.mime_type,
         "size": stored.size,
         "tags": tag_list,
+        "dataset_id": dataset_id,
         "created_at": now,
     }
 
@@ -197,6 +211,8 @@ def _pending(record: dict[str, Any]) -> dict[str, Any]:
         "file_size": int(record.get("size") or 0),
         "file_path": stored_name(record["id"], filename),
         "tags": [str(t) for t in record.get("tags") or []],
+        "dataset_id": record.get("dataset_id"),
+        "data_source_id": record["id"],
         "status": record.get("status", "processing"),
         "reason": record.get("reason"),
         "parts": 0,
@@ -218,14 +234,20 @@ def list_documents(
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     tag: Annotated[list[str] | None, Query(description="only documents with any of these tags")] = None,
+    dataset_id: Annotated[
+        list[str] | None, Query(description="only documents uploaded to any of these datasets")
+    ] = None,
 ) -> dict[str, Any]:
     """The caller's documents, in upload order, a page at a time."""
-    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag)))
+    datasets = {DATASET_ID: {"$in": dataset_id}} if dataset_id else None
+    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag), datasets))
     indexed = set(ids)
     pending = {
         r["id"]: r
         for r in _jobs_of(state, caller)
-        if r["id"] not in indexed and (not tag or set(tag) & set(r.get("tags") or []))
+        if r["id"] not in indexed
+        and (not tag or set(tag) & set(r.get("tags") or []))
+        and (not dataset_id or r.get("dataset_id") in dataset_id)
     }
     every = ids + list(pending)  # uploads not indexed yet (or failed) come last
     chosen = every[(page - 1) * per_page : page * per_page]
