@@ -27,6 +27,7 @@ The on-disk format is documented in ``docs/keyword_store.md``.
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import math
@@ -770,6 +771,14 @@ class KeywordStore:
         self._dirty = True
         logger.debug("merged %d segment(s) into %s", len(old), new.name if new else "nothing")
 
+    def freeze(self) -> None:
+        """Turn the in-memory buffer into an in-memory segment now (nothing is written): a caller about to run
+        many searches (the leg calibration) gets them scored vectorised rather than posting by posting."""
+        self._check_open()
+        with self._lock:
+            self._freeze_buffer()
+            self._maybe_merge()
+
     def compact(self) -> None:
         """Merge the buffer and all segments into one segment without tombstones."""
         self._check_open()
@@ -1035,10 +1044,12 @@ class KeywordStore:
             ids = seg.ids
             cand_ids.extend(ids[i] for i in local.tolist())
             cand_scores.append(scores)
-        for cid, s in buf_scores.items():
-            if s > 0:
-                cand_ids.append(cid)
-                cand_scores.append(np.array([s]))
+        buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
+        if k is not None and len(buffered) > k:  # the buffer's own k best (same order as the final sort)
+            buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
+        if buffered:
+            cand_ids.extend(cid for cid, _ in buffered)
+            cand_scores.append(np.array([s for _, s in buffered], dtype=np.float64))
         if not cand_ids:
             return []
         all_scores = np.concatenate(cand_scores).tolist()
