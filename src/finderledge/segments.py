@@ -237,8 +237,9 @@ class SegmentFiles:
             raise self.error(self.manifest_path, f"invalid tombstone file name {str(name)[:200]!r}")
         return f"{DELETES_DIR}/{name}"
 
-    def open(self, name: str) -> BinaryIO:
-        """The regular file ``name`` opened for reading, never through a link (caller closes it)."""
+    def open(self, name: str, info: Mapping[str, int] | None = None) -> BinaryIO:
+        """The regular file ``name`` opened for reading, never through a link (caller closes it); with
+        ``info``, its size must be the one the manifest records."""
         path = self.root / name
         try:
             fd = self._storage.open_fd(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -249,9 +250,13 @@ class SegmentFiles:
         except OSError as exc:
             raise self.error(path, f"cannot open ({exc})") from None
         fh = os.fdopen(fd, "rb")
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise self.error(path, "not a regular file")
+            self._sized(fh, name, info)
+        except BaseException:
             fh.close()
-            raise self.error(path, "not a regular file")
+            raise
         return fh
 
     def _sized(self, fh: BinaryIO, name: str, info: Mapping[str, int] | None) -> int:
