@@ -31,6 +31,7 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -224,12 +225,15 @@ class SegmentFiles:
     def has_manifest(self) -> bool:
         return self.manifest_path.exists() or self.manifest_path.is_symlink()
 
+    def segment_name(self, value: Any) -> str:
+        """``value`` (a segment name read from the manifest) if it matches the pattern, else ``error``."""
+        if not isinstance(value, str) or not SEGMENT_NAME.fullmatch(value):
+            raise self.error(self.manifest_path, f"invalid segment name {str(value)[:200]!r}")
+        return value
+
     def segment_file(self, segment: str, fname: str) -> str:
-        """The relative name of file ``fname`` of segment ``segment`` (a name read from the manifest:
-        checked against the pattern here)."""
-        if not isinstance(segment, str) or not SEGMENT_NAME.fullmatch(segment):
-            raise self.error(self.manifest_path, f"invalid segment name {str(segment)[:200]!r}")
-        return f"{SEGMENTS_DIR}/{segment}/{fname}"
+        """The relative name of file ``fname`` of segment ``segment`` (the name checked here again)."""
+        return f"{SEGMENTS_DIR}/{self.segment_name(segment)}/{fname}"
 
     def deletes_file(self, name: Any) -> str:
         """The relative name of tombstone file ``name`` (read from the manifest: checked here)."""
@@ -376,7 +380,7 @@ class SegmentFiles:
         for folder in (SEGMENTS_DIR, DELETES_DIR):
             real_folder(self.root, folder, self.error)
             created = created or not (self.root / folder).is_dir()
-            self._guard(lambda folder=folder: self._storage.mkdir(folder))
+            self._guard(partial(self._storage.mkdir, folder))
         if created:
             fsync_dir(self.root)
 

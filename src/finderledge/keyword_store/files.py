@@ -148,7 +148,7 @@ def open_segment(files: SegmentFiles, entry: Any, verify: bool) -> Segment:
     mpath, err = files.manifest_path, KeywordIndexCorruptError
     if not isinstance(entry, dict):
         raise err(mpath, "a segment entry is not an object")
-    name = entry.get("name")
+    name = files.segment_name(entry.get("name"))
     path_of = {
         fname: files.segment_file(name, fname) for fname in (*NPY_FILES, *JSON_FILES)
     }  # checks the name

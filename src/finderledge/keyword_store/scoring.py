@@ -259,22 +259,23 @@ def score_query(
 # --------------------------------------------------------------------------------------------------
 class FilterCache:
     """The docs each recent filter allows, per segment (segments are immutable) and in the buffer (until
-    the next write)."""
+    the corpus's next write: ``version``)."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[str, tuple[Predicate, dict[str, np.ndarray], set[str] | None]] = (
+        self._entries: OrderedDict[str, tuple[Predicate, dict[str, np.ndarray], tuple[int, set[str]]]] = (
             OrderedDict()
         )
-
-    def buffer_changed(self) -> None:
-        for key, (pred, masks, _buf) in self._entries.items():
-            self._entries[key] = (pred, masks, None)
 
     def clear(self) -> None:
         self._entries.clear()
 
     def scope(
-        self, flt: Mapping[str, Any], segments: Sequence[Segment], buffer: Buffer, stats: tuple[int, int]
+        self,
+        flt: Mapping[str, Any],
+        segments: Sequence[Segment],
+        buffer: Buffer,
+        stats: tuple[int, int],
+        version: int,
     ) -> Scope:
         """The scope of a search with filter ``flt`` over the whole index (``stats = (n_docs, total_len)``)."""
         key = filter_key(flt)
@@ -283,13 +284,13 @@ class FilterCache:
             pred = compile_filter(flt)
             if pred is None:
                 return Scope(*stats)
-            entry = (pred, {}, None)
+            entry = (pred, {}, (-1, set()))
             self._entries[key] = entry
             while len(self._entries) > FILTER_CACHE_SIZE:
                 self._entries.popitem(last=False)
         else:
             self._entries.move_to_end(key)
-        pred, masks, buf = entry
+        pred, masks, (seen, buf) = entry
         names = {s.name for s in segments}
         for stale in [n for n in masks if n not in names]:
             del masks[stale]
@@ -297,9 +298,9 @@ class FilterCache:
             if seg.name not in masks:
                 metas = seg.load_metas()
                 masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
-        if buf is None:
+        if seen != version:
             buf = {cid for cid, doc in buffer.docs.items() if pred(doc.meta)}
-            self._entries[key] = (pred, masks, buf)
+            self._entries[key] = (pred, masks, (version, buf))
         return Scope(*stats, masks=masks, buffered=buf)
 
 

@@ -293,10 +293,6 @@ def merge_segments(name: str, segs: Sequence[Segment]) -> Segment:
     )
 
 
-# chunk id -> (term counts, token count, metadata): tokenized chunks ready to insert
-PreparedBatch = dict[str, tuple[Counter[str], int, dict[str, Any]]]
-
-
 def prepare_batch(
     tokenizer: Callable[[str], list[str]],
     ids: Sequence[str],

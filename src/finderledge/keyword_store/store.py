@@ -11,27 +11,18 @@ from typing import Any
 
 from ..integrity import corrupt_on_error
 from ..partitions import partition_of
-from ..segments import MANIFEST, SegmentFiles, needs_rewrite, plan_merges, segment_name
+from ..segments import MANIFEST, SegmentFiles
 from ..storage import index_folder
 from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
+from .corpus import Corpus
 from .files import manifest_body, open_index, save_segments
 from .partitions import Partitions, PartitionView
 from .scoring import FilterCache, Scope, doc_freq, partition_scope, score_query, score_text
-from .segment import (
-    Buffer,
-    KeywordIndexCorruptError,
-    PreparedBatch,
-    Segment,
-    build_segment,
-    merge_segments,
-    prepare_batch,
-)
+from .segment import KeywordIndexCorruptError, PreparedBatch, prepare_batch
 
 __all__ = ["KeywordStore"]
 
 logger = logging.getLogger(__name__)
-
-LARGE_BATCH_SEGMENT = 500_000  # a large batch becomes segments of at most this many chunks
 
 
 def _tokenizer_spec(tok: Any) -> dict[str, Any]:
@@ -101,16 +92,13 @@ class KeywordStore:
         self.merge_factor = int(merge_factor)
         self.max_deleted_ratio = float(max_deleted_ratio)
         self._lock = threading.RLock()
-        self._segments: list[Segment] = []
-        self._buffer = Buffer()
-        self._locator: dict[str, Segment | None] | None = None  # id -> segment (None: buffer)
-        self._live_count = self._total_len = self._next_segment = self._generation = 0
-        self._dirty = self._committed = self._closed = False
+        self._corpus = Corpus(self.buffer_size, self.merge_factor, self.max_deleted_ratio)
+        self._generation = 0
+        self._committed = self._closed = False
         self._filters = FilterCache()
         self.partition_key = partition_key
         self._partitions = Partitions(partition_key) if partition_key else None
-        self._version = 0  # counts writes (partition totals are recounted after one)
-        self._files = None if self.path is None else self._folder(self.path)
+        self._files = None if self.path is None else _folder(self.path)
         stored_spec = self._open(self._files, verify) if self._files and self._files.has_manifest() else None
         if stored_spec is not None:
             if tokenizer is None:
@@ -123,79 +111,48 @@ class KeywordStore:
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else AutoTokenizer()
         self._tokenizer_spec = stored_spec if stored_spec is not None else _tokenizer_spec(self.tokenizer)
 
-    @staticmethod
-    def _folder(path: Path) -> SegmentFiles:
-        """The index folder's files (a link at ``bm25/`` or inside it is refused before anything is read)."""
-        index_folder(path)
-        if path.exists() and not path.is_dir():
-            raise NotADirectoryError(f"keyword index path {path} is a file, not a directory")
-        files = SegmentFiles(path, KeywordIndexCorruptError)
-        if path.is_dir():
-            files.check_folders()
-        return files
-
     def _open(self, files: SegmentFiles, verify: bool) -> dict[str, Any]:
         """Load the manifest and segments; returns the recorded tokenizer spec.  Every parse or validation
         failure, of any kind, raises :class:`KeywordIndexCorruptError`."""
         with corrupt_on_error(files.manifest_path, KeywordIndexCorruptError):
             opened = open_index(files, verify)
-        self._segments, self._live_count, self._total_len = (
-            opened.segments,
-            opened.live_count,
-            opened.total_len,
-        )
-        self._next_segment, self._generation = opened.next_segment, opened.generation
-        self._committed = True
+        self._corpus.load(opened)
+        self._generation, self._committed = opened.generation, True
         return opened.tokenizer
 
     # ---------------------------------------------------------------------------------- basics ---
     def __len__(self) -> int:
-        return self._live_count
+        return self._corpus.live_count
 
     def __contains__(self, id: object) -> bool:
         if not isinstance(id, str):
             return False
         with self._lock:
-            return id in self._get_locator()
+            return id in self._corpus.locator()
 
     def ids(self) -> set[str]:
         """Ids of all live chunks."""
         with self._lock:
-            return set(self._get_locator())
+            return set(self._corpus.locator())
 
     def get_metadata(self, id: str) -> dict[str, Any] | None:
         """The stored metadata of chunk ``id`` (a copy), or ``None`` if it is not in the index."""
         with self._lock:
-            loc = self._get_locator()
-            if id not in loc:
-                return None
-            seg = loc[id]
-            if seg is None:
-                return dict(self._buffer.docs[id].meta)
-            return dict(seg.load_metas()[seg.position(id)])
+            return self._corpus.metadata(id)
 
     def stats(self) -> dict[str, Any]:
         """Counts describing the index layout (segments, tombstones, buffer), for monitoring."""
         with self._lock:
+            corpus = self._corpus
             return {
-                "chunks": self._live_count,
-                "total_tokens": self._total_len,
-                "buffered": len(self._buffer),
+                "chunks": corpus.live_count,
+                "total_tokens": corpus.total_len,
+                "buffered": len(corpus.buffer),
                 "segments": [
                     {"name": s.name, "docs": s.n_docs, "deleted": s.n_deleted, "terms": len(s.terms)}
-                    for s in self._segments
+                    for s in corpus.segments
                 ],
             }
-
-    def _get_locator(self) -> dict[str, Segment | None]:
-        """The id -> location map, built on first use (opening an index does not need it)."""
-        if self._locator is None:
-            loc: dict[str, Segment | None] = {}
-            for seg in self._segments:
-                loc.update((cid, seg) for cid in seg.live_ids())
-            loc.update(dict.fromkeys(self._buffer.docs, None))
-            self._locator = loc
-        return self._locator
 
     def _check_open(self) -> None:
         if self._closed:
@@ -231,32 +188,7 @@ class KeywordStore:
             return
         with self._lock:
             self._check_open()
-            self._remove_ids(batch.keys())
-            loc = self._get_locator()
-            if len(batch) >= self.buffer_size:  # a large batch: segments directly, skipping the dict buffer
-                items = list(batch.items())
-                step = max(self.buffer_size, LARGE_BATCH_SEGMENT)
-                for start in range(0, len(items), step):
-                    part = items[start : start + step]
-                    seg = build_segment(
-                        self._new_segment_name(),
-                        [cid for cid, _ in part],
-                        [c for _, (c, _, _) in part],
-                        [n for _, (_, n, _) in part],
-                        [m for _, (_, _, m) in part],
-                    )
-                    self._segments.append(seg)
-                    loc.update(dict.fromkeys(seg.ids, seg))
-            else:
-                for cid, (counts, n, meta) in batch.items():
-                    self._buffer.add(cid, counts, n, meta)
-                    loc[cid] = None
-            self._total_len += sum(n for _, n, _ in batch.values())
-            self._live_count += len(batch)
-            self._after_write()
-            if len(self._buffer) >= self.buffer_size:
-                self._freeze_buffer()
-            self._maybe_merge()
+            self._corpus.add(batch)
 
     def delete(self, ids: Iterable[str]) -> None:
         """Delete chunks by id; unknown ids are ignored.  Cost is proportional to ``len(ids)``."""
@@ -264,84 +196,14 @@ class KeywordStore:
         if isinstance(ids, str):
             raise TypeError("delete() takes a collection of ids, not a single string")
         with self._lock:
-            if self._remove_ids(ids):
-                self._after_write()
-                self._maybe_merge()
-
-    def _remove_ids(self, ids: Iterable[str]) -> int:
-        """Tombstone/remove the given ids where present; returns how many were removed."""
-        loc = self._get_locator()
-        removed = 0
-        for cid in ids:
-            if cid not in loc:
-                continue
-            seg = loc.pop(cid)
-            removed += 1
-            self._live_count -= 1
-            self._total_len -= self._buffer.remove(cid).length if seg is None else seg.tombstone(cid)
-        return removed
-
-    def _after_write(self) -> None:
-        """Bookkeeping shared by every write: dirty flag, write version, the buffer parts of filter caches."""
-        self._dirty = True
-        self._version += 1
-        self._filters.buffer_changed()
-
-    def _new_segment_name(self) -> str:
-        self._next_segment += 1
-        return segment_name(self._next_segment - 1)
-
-    def _freeze_buffer(self) -> None:
-        """Turn the buffer into an immutable segment."""
-        if not self._buffer.docs:
-            return
-        docs = self._buffer.docs
-        seg = build_segment(
-            self._new_segment_name(),
-            list(docs),
-            [d.counts for d in docs.values()],
-            [d.length for d in docs.values()],
-            [d.meta for d in docs.values()],
-        )
-        self._buffer.clear()
-        self._segments.append(seg)
-        if self._locator is not None:
-            self._locator.update(dict.fromkeys(seg.ids, seg))
-        self._after_write()
-
-    def _maybe_merge(self) -> None:
-        """Tombstone compaction, then tiered merging (:func:`finderledge.segments.plan_merges`): bounded work,
-        amortised over writes."""
-        for seg in list(self._segments):
-            if seg.n_docs and seg.n_live == 0:
-                self._replace([seg], None)
-            elif needs_rewrite(seg.n_docs, seg.n_deleted, self.max_deleted_ratio):
-                self._replace([seg], merge_segments(self._new_segment_name(), [seg]))
-        segments = list(self._segments)
-        for group in plan_merges([s.n_live for s in segments], self.merge_factor, self.buffer_size):
-            if len(group) > 1:
-                old = [segments[i] for i in group]
-                self._replace(old, merge_segments(self._new_segment_name(), old))
-
-    def _replace(self, old: list[Segment], new: Segment | None) -> None:
-        """Swap ``old`` segments for ``new`` (at the position of the first old one)."""
-        first = min(self._segments.index(s) for s in old)
-        keep = [s for s in self._segments if not any(s is o for o in old)]
-        if new is not None:
-            keep.insert(min(first, len(keep)), new)
-            if self._locator is not None:
-                self._locator.update(dict.fromkeys(new.ids, new))
-        self._segments = keep
-        self._dirty = True
-        logger.debug("merged %d segment(s) into %s", len(old), new.name if new else "nothing")
+            if self._corpus.remove(ids):
+                self._corpus.merge()
 
     def compact(self) -> None:
         """Merge the buffer and all segments into one segment without tombstones."""
         self._check_open()
         with self._lock:
-            self._freeze_buffer()
-            if len(self._segments) > 1 or any(s.n_deleted for s in self._segments):
-                self._replace(list(self._segments), merge_segments(self._new_segment_name(), self._segments))
+            self._corpus.compact()
 
     # ---------------------------------------------------------------------------------- search ---
     def search(
@@ -373,34 +235,36 @@ class KeywordStore:
         self._check_open()
         qcounts, dcounts = Counter(self.tokenizer(query)), Counter(self.tokenizer(text))
         with self._lock:
-            for seg in self._segments:
+            for seg in self._corpus.segments:
                 seg.verify()  # postings are read: checked as a search checks them
             return score_text(
                 qcounts,
                 dcounts,
-                (self._live_count, self._total_len),
+                self._corpus.stats,
                 self.k1,
                 self.b,
-                lambda term: doc_freq(self._segments, self._buffer, term),
+                lambda term: doc_freq(self._corpus.segments, self._corpus.buffer, term),
             )
 
     def _score(self, query: str, k: int | None, flt: Mapping[str, Any] | None) -> list[tuple[str, float]]:
-        for seg in self._segments:
+        for seg in self._corpus.segments:
             seg.verify()
         scope = self._scope(flt)
         if scope.n_docs == 0:
             return []
         qcounts = Counter(self.tokenizer(query))
-        return score_query(self._segments, self._buffer, qcounts, scope, (self.k1, self.b), k)
+        return score_query(self._corpus.segments, self._corpus.buffer, qcounts, scope, (self.k1, self.b), k)
 
     def _scope(self, flt: Mapping[str, Any] | None) -> Scope:
         """What a search with filter ``flt`` counts and may return (caller holds the lock)."""
+        corpus = self._corpus
         value = partition_of(flt, self.partition_key) if self._partitions is not None else None
         if value is not None and flt is not None:
             part = self._partition_view(value)
-            return partition_scope(flt, self.partition_key, self._segments, self._buffer, part)
-        stats = (self._live_count, self._total_len)
-        return self._filters.scope(flt, self._segments, self._buffer, stats) if flt else Scope(*stats)
+            return partition_scope(flt, self.partition_key, corpus.segments, corpus.buffer, part)
+        if not flt:
+            return Scope(*corpus.stats)
+        return self._filters.scope(flt, corpus.segments, corpus.buffer, corpus.stats, corpus.version)
 
     # ------------------------------------------------------------------------------ partitions ---
     def partition_size(self, value: str) -> int:
@@ -411,19 +275,19 @@ class KeywordStore:
     def partition_ids(self, value: str) -> list[str]:
         """Ids of the live chunks in partition ``value`` (needs a ``partition_key``)."""
         with self._lock:
-            return self._partition_view(value).live_ids(self._segments)
+            return self._partition_view(value).live_ids(self._corpus.segments)
 
     def partition_sizes(self) -> dict[str, int]:
         """Live chunks per partition (needs a ``partition_key``)."""
         if self._partitions is None:
             raise ValueError("partition_sizes: this keyword store has no partition_key")
         with self._lock:
-            return self._partitions.sizes(self._segments, self._buffer)
+            return self._partitions.sizes(self._corpus.segments, self._corpus.buffer)
 
     def _partition_view(self, value: str) -> PartitionView:
         if self._partitions is None:
             raise ValueError("this keyword store has no partition_key")
-        return self._partitions.view(value, self._segments, self._buffer, self._version)
+        return self._partitions.view(value, self._corpus.segments, self._corpus.buffer, self._corpus.version)
 
     # ----------------------------------------------------------------------------- persistence ---
     def flush(self) -> None:
@@ -436,26 +300,31 @@ class KeywordStore:
         if self._files is None:
             return
         with self._lock:
-            if not self._dirty and self._committed:
+            corpus = self._corpus
+            if not corpus.dirty and self._committed:
                 return
-            self._freeze_buffer()
-            self._maybe_merge()
+            corpus.freeze()
+            corpus.merge()
             self._generation += 1
-            save_segments(self._files, self._segments, self._generation)
+            save_segments(self._files, corpus.segments, self._generation)
             counters = {
                 "generation": self._generation,
-                "next_segment": self._next_segment,
+                "next_segment": corpus.next_segment,
                 "k1": self.k1,
                 "b": self.b,
                 "tokenizer": self._tokenizer_spec,
-                "live_count": self._live_count,
-                "total_length": self._total_len,
+                "live_count": corpus.live_count,
+                "total_length": corpus.total_len,
             }
-            self._files.write_manifest(manifest_body(self._segments, counters))
-            self._committed, self._dirty = True, False
+            self._files.write_manifest(manifest_body(corpus.segments, counters))
+            self._committed, corpus.dirty = True, False
             self._files.collect_garbage(
-                [s.name for s in self._segments],
-                [s.deletes_file.rpartition("/")[2] for s in self._segments if s.n_deleted and s.deletes_file],
+                [s.name for s in corpus.segments],
+                [
+                    s.deletes_file.rpartition("/")[2]
+                    for s in corpus.segments
+                    if s.n_deleted and s.deletes_file
+                ],
                 extra=(MANIFEST + ".tmp",),
             )
 
@@ -467,11 +336,7 @@ class KeywordStore:
         if flush:
             self.flush()
         with self._lock:
-            for seg in self._segments:
-                seg.release()
-            self._segments = []
-            self._buffer.clear()
-            self._locator = None
+            self._corpus.clear()
             self._filters.clear()
             self._closed = True
 
@@ -480,3 +345,14 @@ class KeywordStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _folder(path: Path) -> SegmentFiles:
+    """The index folder's files (a link at ``bm25/`` or inside it is refused before anything is read)."""
+    index_folder(path)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"keyword index path {path} is a file, not a directory")
+    files = SegmentFiles(path, KeywordIndexCorruptError)
+    if path.is_dir():
+        files.check_folders()
+    return files

@@ -501,7 +501,7 @@ def _load_segment(
     mpath, err = files.manifest_path, VectorIndexCorruptError
     if not isinstance(entry, dict):
         raise err(mpath, "a segment entry is not an object")
-    name = entry.get("name")
+    name = files.segment_name(entry.get("name"))
     path_of = {fname: files.segment_file(name, fname) for fname in SEGMENT_FILES}  # checks the name
     rows = non_negative(entry.get("rows"), f"{name} rows", mpath, err)
     listed = entry.get("files")
