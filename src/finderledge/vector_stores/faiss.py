@@ -170,21 +170,7 @@ class FaissVectorStore(VectorStore):
     def _open(self, files: SegmentFiles) -> None:
         with corrupt_on_error(files.manifest_path, VectorIndexCorruptError):  # whatever a crafted file raises
             manifest, segments, id_lists, vectors = _load_manifest(files, self.dimension)
-            for seg, ids in zip(segments, id_lists):
-                live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
-                live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
-                self._seq_of.update(zip(live_ids, live_seq))
-                self._str_of.update(zip(live_seq, live_ids))
-            live = sum(s.n_live for s in segments)
-            if len(self._seq_of) != live or len(self._str_of) != live:
-                raise VectorIndexCorruptError(
-                    files.manifest_path, "a chunk id or sequence number occurs twice"
-                )
-            if live != manifest["live_count"]:
-                raise VectorIndexCorruptError(
-                    files.manifest_path,
-                    f"segments hold {live} rows, the manifest says {manifest['live_count']}",
-                )
+            self._seq_of, self._str_of = _id_maps(segments, id_lists, manifest["live_count"], files)
             rows = [np.flatnonzero(s.live) for s in segments]
             seqs, part_idx, row_idx = _sorted_layout([s.seq[r] for s, r in zip(segments, rows)], rows)
             for block, lo, hi in _iter_blocks(vectors, part_idx, row_idx, self.dimension):
@@ -233,7 +219,7 @@ class FaissVectorStore(VectorStore):
         generation, next_segment = self._generation + 1, self._next_segment
         segments = [s for s in self._segments if s.n_live]
         if self._pending:
-            segments.append(self._pending_segment())
+            segments.append(_pending_segment(self._pending.values()))
         final: list[_Segment] = []
         tombstones: list[tuple[_Segment, dict[str, int]]] = []
         for group in plan_merges([s.n_live for s in segments], MERGE_FACTOR):
@@ -272,15 +258,6 @@ class FaissVectorStore(VectorStore):
 
     def close(self) -> None:
         """Nothing to release: the vectors live in the in-memory index (no file stays mapped)."""
-
-    def _pending_segment(self) -> _Segment:
-        rows = sorted(self._pending.values(), key=lambda r: r[0])
-        return _Segment(
-            name="",
-            seq=np.array([r[0] for r in rows], dtype=np.int64),
-            live=np.ones(len(rows), dtype=bool),
-            metas=[r[1] for r in rows],
-        )
 
     def _write_segment(self, files: SegmentFiles, name: str, sources: Sequence[_Segment]) -> _Segment:
         """Write the live rows of ``sources`` in sequence order as segment ``name``; the vectors are read
@@ -491,6 +468,38 @@ def _load_manifest(
         id_lists.append(ids)
         vectors.append(vecs)
     return manifest, segments, id_lists, vectors
+
+
+def _id_maps(
+    segments: Sequence[_Segment], id_lists: Sequence[list[str]], live_count: int, files: SegmentFiles
+) -> tuple[dict[str, int], dict[int, str]]:
+    """Chunk id -> sequence number and back, for the live rows; every id and number must occur once."""
+    seq_of: dict[str, int] = {}
+    str_of: dict[int, str] = {}
+    for seg, ids in zip(segments, id_lists):
+        live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
+        live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
+        seq_of.update(zip(live_ids, live_seq))
+        str_of.update(zip(live_seq, live_ids))
+    live = sum(s.n_live for s in segments)
+    if len(seq_of) != live or len(str_of) != live:
+        raise VectorIndexCorruptError(files.manifest_path, "a chunk id or sequence number occurs twice")
+    if live != live_count:
+        raise VectorIndexCorruptError(
+            files.manifest_path, f"segments hold {live} rows, the manifest says {live_count}"
+        )
+    return seq_of, str_of
+
+
+def _pending_segment(rows: Iterable[tuple[int, dict[str, Any]]]) -> _Segment:
+    """The rows added since the last flush (sequence number, metadata) as an unwritten segment."""
+    ordered = sorted(rows, key=lambda r: r[0])
+    return _Segment(
+        name="",
+        seq=np.array([r[0] for r in ordered], dtype=np.int64),
+        live=np.ones(len(ordered), dtype=bool),
+        metas=[r[1] for r in ordered],
+    )
 
 
 def _load_segment(
