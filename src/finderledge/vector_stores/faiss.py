@@ -300,7 +300,6 @@ class FaissVectorStore(VectorStore):
             )
         if len(metadatas) != len(ids):
             raise ValueError(f"FAISS add: {len(ids)} ids but {len(metadatas)} metadata dicts")
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         last = {sid: i for i, sid in enumerate(ids)}  # an id given twice: the last one wins
         if len(last) != len(ids):
             keep = sorted(last.values())
@@ -313,7 +312,7 @@ class FaissVectorStore(VectorStore):
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
             self._next_seq += len(ids)
-            self._index.add_with_ids(vectors, seqs)
+            _add_normalised(self._index, self._flat, vectors, seqs)
             for sid, seq, md in zip(ids, seqs.tolist(), cleaned):
                 self._seq_of[sid] = seq
                 self._str_of[seq] = sid
@@ -468,6 +467,21 @@ def _load_manifest(
         id_lists.append(ids)
         vectors.append(vecs)
     return manifest, segments, id_lists, vectors
+
+
+def _add_normalised(index: Any, flat: Any, vectors: np.ndarray, seqs: np.ndarray) -> None:
+    """Add ``vectors`` (L2-normalised here) under ids ``seqs``, a block at a time: no normalised copy of the
+    whole input, and the index's storage grown once for all of them rather than block by block."""
+    codes = flat.codes
+    have, need = codes.size(), (index.ntotal + len(vectors)) * flat.code_size
+    if need > have:  # grow the storage once (resizing back keeps the room), so adds never reallocate
+        codes.resize(need)
+        codes.resize(have)
+    step = max(1, BLOCK_BYTES // (4 * max(vectors.shape[1], 1)))
+    for lo in range(0, len(vectors), step):
+        block = vectors[lo : lo + step]
+        block = block / np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
+        index.add_with_ids(np.ascontiguousarray(block, dtype=np.float32), seqs[lo : lo + step])
 
 
 def _id_maps(
