@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .cli_logging import PROG, stderr_logging
-from .config import CHUNK_UNITS, FUSIONS
+from .config import CHUNK_UNITS, FUSIONS, SEARCH_MODES
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from .filters import and_filters
 from .mcp_command import COMMANDS as MCP_COMMANDS
@@ -31,6 +31,7 @@ from .mcp_command import add_command as add_mcp_command
 from .metadata import info_of, source_of
 from .server.commands import COMMANDS as SERVER_COMMANDS
 from .server.commands import add_commands
+from .vector_stores import backend_names
 from .version import package_version
 
 __all__ = ["build_parser", "main", "package_version"]
@@ -101,6 +102,11 @@ def _index_options(parser: argparse.ArgumentParser) -> None:
     _output_options(parser)
 
 
+def _vector_store_option(parser: argparse.ArgumentParser, text: str) -> None:
+    """``--vector-store``, offering every backend the registry knows (built in or registered)."""
+    parser.add_argument("--vector-store", choices=backend_names(), default=None, help=text)
+
+
 def _add_add(sub: Any) -> None:
     """The ``add`` subcommand."""
     p = sub.add_parser("add", help=ADD_SUMMARY, description=ADD_SUMMARY[0].upper() + ADD_SUMMARY[1:] + ".")
@@ -117,13 +123,11 @@ def _add_add(sub: Any) -> None:
         default="skip",
         help="a file that cannot be read: skip it and report it (default), or stop with an error",
     )
-    p.add_argument(
-        "--vector-store",
-        choices=["chroma", "faiss"],
-        default=None,
-        help="vector store of a new index (default faiss; chroma needs finderledge[chroma]); on an existing "
-        "index, switch the index to "
-        "this vector store (rebuilt from the ledger)",
+    _vector_store_option(
+        p,
+        "vector store of a new index (default faiss; chroma needs finderledge[chroma], pgvector "
+        "FINDERLEDGE_DATABASE_URL); on an existing index, switch the index to this vector store (rebuilt from the "
+        "ledger)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument(
@@ -141,7 +145,7 @@ def _add_search(sub: Any, name: str, summary: str) -> None:
     p.add_argument(
         "-m",
         "--mode",
-        choices=["hybrid", "vector", "keyword"],
+        choices=list(SEARCH_MODES),
         default=None,
         help="both legs fused (default), the embedding leg only, or the BM25 leg only",
     )
@@ -221,12 +225,7 @@ def _add_small_commands(sub: Any) -> None:
         default=None,
         help="what the lengths count: weighted (a CJK character counts 3) or chars (default: recorded)",
     )
-    p.add_argument(
-        "--vector-store",
-        choices=["chroma", "faiss"],
-        default=None,
-        help="switch the index to this vector store (rebuilt from the ledger)",
-    )
+    _vector_store_option(p, "switch the index to this vector store (rebuilt from the ledger)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -242,7 +241,9 @@ EVAL_DESCRIPTION = (
 def _add_eval(sub: Any) -> None:
     """The ``eval`` subcommand."""
     p = sub.add_parser(
-        "eval", help="evaluate hybrid, vector and keyword modes side by side", description=EVAL_DESCRIPTION
+        "eval",
+        help=f"evaluate the search modes ({', '.join(SEARCH_MODES)}) side by side",
+        description=EVAL_DESCRIPTION,
     )
     p.add_argument("dataset", type=Path, help="BEIR folder, or a .json/.jsonl question file")
     p.add_argument("--json", action="store_true", help="print JSON on stdout (always with each query's hits)")
@@ -265,12 +266,7 @@ def _add_eval(sub: Any) -> None:
     p.add_argument(
         "-k", type=int, default=None, help="results per query (default: 100 for BEIR, 10 for questions)"
     )
-    p.add_argument(
-        "--vector-store",
-        choices=["chroma", "faiss"],
-        default=None,
-        help="vector store of the index a BEIR folder is indexed into (default faiss)",
-    )
+    _vector_store_option(p, "vector store of the index a BEIR folder is indexed into (default faiss)")
     p.add_argument(
         "--embedding",
         default=None,
@@ -293,8 +289,8 @@ def _add_eval(sub: Any) -> None:
     )
     p.add_argument(
         "--modes",
-        default="hybrid,vector,keyword",
-        help="comma-separated modes to compare (default hybrid,vector,keyword)",
+        default=",".join(SEARCH_MODES),
+        help=f"comma-separated modes to compare (default {','.join(SEARCH_MODES)})",
     )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
@@ -663,7 +659,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(f"-k: expected a positive number of results per query, got {args.k}")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not modes:
-        raise UsageError("--modes: give at least one of hybrid, vector, keyword")
+        raise UsageError(f"--modes: give at least one of {', '.join(SEARCH_MODES)}")
     directory = _eval_directory(args)
     stopped: EvaluationInterrupted | None = None
     with _removed_on_failure(directory) if directory is not None else nullcontext():

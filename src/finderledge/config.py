@@ -15,28 +15,36 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from dotenv import dotenv_values
 
 from .errors import ConfigurationError
-from .fusion import KNOWN_SCRIPTS
+from .scripts import KNOWN_SCRIPTS, parse_scripts
 
 __all__ = [
+    "ANY_SCRIPTS",
     "CHUNK_UNITS",
     "ENV_PREFIX",
     "FUSIONS",
     "SEARCH_MODES",
     "SECRET_SETTINGS",
     "VECTOR_STORES",
+    "SearchMode",
     "Settings",
+    "check_setting",
     "redact_url",
 ]
 
 ENV_PREFIX = "FINDERLEDGE_"
-VECTOR_STORES = ("chroma", "faiss", "pgvector")  # built in; vector_stores.register adds more
-SECRET_SETTINGS = ("database_url", "chroma_url")  # may hold a password: never shown, logged or recorded whole
-SEARCH_MODES = ("hybrid", "vector", "keyword")
+VECTOR_STORES = ("chroma", "faiss", "pgvector", "qdrant")  # built in; vector_stores.register adds more
+SECRET_SETTINGS = (
+    "database_url",
+    "chroma_url",
+    "qdrant_url",
+)  # may hold a password: never shown, logged or recorded whole
+SearchMode = Literal["hybrid", "vector", "keyword"]  # the one list of search modes
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
 ANY_SCRIPTS = ("any", "*", "")  # vector_scripts values meaning "the model reads every script"
@@ -83,7 +91,7 @@ def _scripts_ok(value: str) -> bool:
     """Whether ``value`` is ``auto``, ``any`` or a comma-separated list of known scripts (as Finder reads it)."""
     if value == "auto" or value in ANY_SCRIPTS:
         return True
-    scripts = {part.strip().lower() for part in value.split(",") if part.strip()}
+    scripts = parse_scripts(value, ANY_SCRIPTS)
     return bool(scripts) and scripts <= KNOWN_SCRIPTS
 
 
@@ -123,6 +131,8 @@ class Settings:
     )  # the Postgres schema holding the index's tables
     chroma_url: str | None = _setting(None, NAME)  # a Chroma server (http://host:port) instead of local files
     chroma_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
+    qdrant_url: str | None = _setting(None, NAME)  # a Qdrant server (http://host:6333); None: local mode
+    qdrant_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
     embedding_model: str | None = _setting(None, NAME)  # None: the offline MiniLM model
     chunk_size: int = _setting(1000, POSITIVE_INT)
     chunk_overlap: int = _setting(100, NON_NEGATIVE_INT)  # and below chunk_size
@@ -200,6 +210,8 @@ class Settings:
         if values.get("chroma_url") is not None and "vector_store" not in values:
             # a Chroma server names its store: no vector_store said (or recorded) means chroma, not the default
             values["vector_store"], sources["vector_store"] = "chroma", sources["chroma_url"]
+        if values.get("qdrant_url") is not None and "vector_store" not in values:
+            values["vector_store"], sources["vector_store"] = "qdrant", sources["qdrant_url"]
         _check_together({**{f.name: f.default for f in fields(cls)}, **values}, sources)
         return cls(**values)
 
@@ -241,6 +253,13 @@ def _refuse(name: str, value: Any, source: str | None, expected: str | None = No
     return ConfigurationError(
         f"setting {name!r}{origin}: expected {expected or _rule(name).expected}, got {value!r}"
     )
+
+
+def check_setting(name: str, value: Any) -> Any:
+    """``value`` if the rule of setting ``name`` accepts it (ints given for floats become floats), else
+    :class:`ConfigurationError`: what a component built without :class:`Settings` (a :class:`Finder` made by
+    hand) checks, with the very rule and message ``Settings`` uses."""
+    return _check(name, _strict(name, value), None)
 
 
 def _check(name: str, value: Any, source: str | None) -> Any:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from langchain_core.documents import Document
 
+from .config import SEARCH_MODES
 from .errors import ConfigurationError
 from .metadata import info_of, source_of
 from .progress import ProgressLog
@@ -394,7 +395,7 @@ class EvaluationInterrupted(KeyboardInterrupt):
 def evaluate_modes(
     ledger: FinderLedge,
     dataset: BeirDataset,
-    modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+    modes: Sequence[str] = SEARCH_MODES,
     *,
     k: int = 100,
     show_progress: bool | None = None,
@@ -565,7 +566,7 @@ def result_label(metadata: Mapping[str, Any], level: str = "file") -> str:
 def evaluate_questions(
     ledger: FinderLedge,
     items: Sequence[QaItem],
-    modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+    modes: Sequence[str] = SEARCH_MODES,
     *,
     k: int = 10,
     show_progress: bool | None = None,
@@ -705,7 +706,7 @@ def evaluate(
     dataset: str | Path,
     *,
     persist_directory: str | Path | None = None,
-    modes: Sequence[str] = ("hybrid", "vector", "keyword"),
+    modes: Sequence[str] = SEARCH_MODES,
     split: str = "test",
     one_chunk: bool = False,
     k: int | None = None,

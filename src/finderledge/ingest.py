@@ -257,6 +257,7 @@ class Writer:
                 result = self._stage(pid, *candidates[pid], report, budget)
                 if result is not None:
                     staged[pid] = result
+                del result  # `staged` alone holds the record: its text is let go after the commit
             self._commit_batch(
                 groups, report, listed, prepared, staged, published, prune_under, document_id, budget
             )
@@ -274,7 +275,7 @@ class Writer:
         report: IngestReport,
         listed: set[str],
         prepared: dict[str, _Prepared],
-        staged: Mapping[str, tuple[DocumentRecord, int]],
+        staged: dict[str, tuple[DocumentRecord, int]],
         published: set[str],
         prune_under: Sequence[str],
         document_id: str | None,
@@ -314,6 +315,9 @@ class Writer:
                 report.chunks_written += sum(len(prepared[pid].chunks) for pid in new if pid not in staged)
                 report.chunks_written += sum(count for _, count in publish)
                 report.pruned.extend(extra_deletes)
+                if publish:  # the ledger holds the big texts now: let them go before the indexes catch up
+                    del publish
+                    _release_texts(new, staged)
                 self._checkpoint()
 
     def _document_group(self, item: Document, extra: dict[str, Any]) -> _Group:
@@ -358,7 +362,8 @@ class Writer:
                 for doc in docs:
                     md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **extra}
                     pid = content_id(file_path, str(md.get("locator", "")), doc.page_content, *_owned(owner))
-                    parents.append((pid, Document(page_content=doc.page_content, metadata=md)))
+                    doc.metadata = md  # the loader's own Document: one object holds a big file's text
+                    parents.append((pid, doc))
                 yield _Group(file_path, parents, replace=True, owner=owner)
         finally:
             report.files_seen += result.files_seen
@@ -663,6 +668,18 @@ class Writer:
                 "it is replayed from the ledger at the next write or open",
                 exc,
             )
+
+
+def _release_texts(
+    new: Mapping[str, tuple[_Group, Document]], staged: dict[str, tuple[DocumentRecord, int]]
+) -> None:
+    """Forget the texts of the published big documents (``staged``; the ledger holds them now), so that a
+    big file's text is not kept in memory while the indexes catch up.  Their Documents are this call's own
+    (a caller's Document is copied on the way in); nothing reads their text after the commit."""
+    for pid in staged:
+        if pid in new:
+            new[pid][1].page_content = ""
+    staged.clear()
 
 
 class _ChunkBudget:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from .config import SEARCH_MODES
 from .errors import ConfigurationError, MissingExtraError
 from .filters import and_filters, compile_filter
 from .metadata import user_metadata
@@ -102,7 +103,10 @@ def build_server(ledger: FinderLedge, base_filter: Mapping[str, Any] | None = No
         filter: Annotated[
             dict[str, Any] | None, Field(description='metadata filter, e.g. {"lang": "ja"}')
         ] = None,
-        search_mode: Annotated[str, Field(pattern="^(hybrid|vector|keyword)$")] = "hybrid",
+        search_mode: Annotated[
+            str | None,
+            Field(pattern=f"^({'|'.join(SEARCH_MODES)})$", description="default: the index's search_mode"),
+        ] = None,
         mmr: Annotated[bool, Field(description="diverse results (no near-duplicates)")] = False,
     ) -> dict[str, Any]:
         """Search the documents (hybrid BM25 + vector); each result has its source, page, chunk id and text."""

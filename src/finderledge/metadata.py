@@ -39,7 +39,6 @@ __all__ = [
     "normalize_metadata",
     "share_equal",
     "source_of",
-    "upgrade_schema_2",
     "user_metadata",
 ]
 
@@ -54,8 +53,6 @@ FL_KEY = "_finderledge"
 DOCUMENT_ID = "document_id"
 """The metadata key of an application's document id (``add_document(..., document_id=...)``): it groups the
 parents one input produced (a PDF's pages, a CSV's rows) so they are listed, filtered and removed together."""
-
-_SCHEMA_2_KEYS = ("id", "is_parent", "is_split", "parent_id", "split_index", "split_count")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -168,24 +165,6 @@ def source_of(md: Mapping[str, Any], document_id: str | None = None) -> str:
 def user_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
     """``md`` without FinderLedge's fields: what the caller and the loader stored."""
     return {k: v for k, v in md.items() if k != FL_KEY}
-
-
-def upgrade_schema_2(md: Mapping[str, Any], is_chunk: bool) -> dict[str, Any]:
-    """Metadata as a schema-2 ledger stored it (our fields at the top level) in today's layout."""
-    out = dict(md)
-    if FL_KEY in out:  # already upgraded
-        return out
-    old = {k: out.pop(k) for k in _SCHEMA_2_KEYS if k in out}
-    info: dict[str, Any] = {
-        "id": old.get("id"),
-        "is_parent": not is_chunk,
-        "split_count": old.get("split_count"),
-        "doc_type": out.get("doc_type_detected", "text"),
-    }
-    if is_chunk:
-        info.update(parent_id=old.get("parent_id"), split_index=old.get("split_index"))
-    out[FL_KEY] = info
-    return out
 
 
 def child_id(parent_id: str, index: int) -> str:

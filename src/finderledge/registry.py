@@ -52,6 +52,10 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
+    def __getitem__(self, name: str) -> T:
+        """``registry[name]``: the same as :meth:`get` (kinds that were plain dicts keep their spelling)."""
+        return self.get(name)
+
     def require(self, name: str) -> None:
         """Refuse a built-in whose package is not installed, without importing it."""
         needed = self._extras.get(name)

@@ -3,7 +3,9 @@
 ``create_reranker`` accepts
 
 * a sentence-transformers cross-encoder name or local path (``"cross-encoder:<name-or-path>"`` or a
-  bare name/path) — loaded with ``sentence_transformers.CrossEncoder``;
+  bare name/path) — loaded with ``sentence_transformers.CrossEncoder``; ``"<kind>:<name>"`` chooses any kind
+  in :data:`RERANKERS` (:func:`register` adds one; an unknown kind is a
+  :class:`~finderledge.errors.ConfigurationError` naming the kinds there are);
 * a LangChain ``BaseDocumentCompressor`` — its output order is the new ranking;
 * a callable ``(query, documents) -> scores`` (one float per document, higher is better).
 
@@ -21,18 +23,24 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
 
+from .errors import ConfigurationError
+from .registry import Registry
+
 __all__ = [
+    "RERANKERS",
     "SCORE_SCALES",
     "CallableReranker",
     "CompressorReranker",
     "CrossEncoderReranker",
     "Reranker",
     "create_reranker",
+    "register",
     "rerank_documents",
     "score_scale_of",
     "unit_score",
@@ -62,8 +70,13 @@ def unit_score(score: float, scale: str) -> float:
 def score_scale_of(reranker: Any) -> ScoreScale:
     """The ``score_scale`` a reranker declares (``"logit"`` when it declares none), checked."""
     scale = getattr(reranker, "score_scale", "logit")
+    return _checked_scale(scale)
+
+
+def _checked_scale(scale: Any) -> ScoreScale:
+    """``scale`` if it is one of :data:`SCORE_SCALES`, else :class:`ConfigurationError`."""
     if scale not in SCORE_SCALES:
-        raise ValueError(f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {scale!r}")
+        raise ConfigurationError(f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {scale!r}")
     return scale  # type: ignore[no-any-return]
 
 
@@ -152,11 +165,7 @@ class CallableReranker:
         self, fn: Callable[[str, Sequence[Document]], Sequence[float]], *, score_scale: ScoreScale = "logit"
     ) -> None:
         self.fn = fn
-        if score_scale not in SCORE_SCALES:
-            raise ValueError(
-                f"reranker score_scale: expected one of {list(SCORE_SCALES)}, got {score_scale!r}"
-            )
-        self.score_scale = score_scale
+        self.score_scale = _checked_scale(score_scale)
 
     def score(self, query: str, documents: Sequence[Document]) -> list[float]:
         scores = [float(s) for s in self.fn(query, documents)]
@@ -169,32 +178,63 @@ class CallableReranker:
 
 RerankerSpec = str | Reranker | Callable[[str, Sequence[Document]], Sequence[float]] | Any | None
 
+#: what ``kind(name, **options) -> Reranker`` builds a reranker named ``"<kind>:<name>"`` from
+RerankerKind = Callable[..., Reranker]
+ON_ERROR = ("warn", "raise")
+DEFAULT_KIND = "cross-encoder"  # a bare name or path
+
+#: reranker kinds by the prefix of ``reranker="<kind>:<name>"``
+RERANKERS: Registry[RerankerKind] = Registry(
+    "reranker kind",
+    "reranker",
+    also="(as '<kind>:<name>'), a cross-encoder name or path, a LangChain BaseDocumentCompressor or a callable",
+)
+RERANKERS.register(DEFAULT_KIND, CrossEncoderReranker)
+
+
+def register(kind: str, factory: RerankerKind) -> None:
+    """Make ``reranker="<kind>:<name>"`` build ``factory(name)`` (a :class:`Reranker`)."""
+    RERANKERS.register(kind, factory)
+
+
+def _kind_and_name(spec: str) -> tuple[str, str]:
+    """``"<kind>:<name>"`` split; a bare name or an existing path is a cross-encoder's."""
+    kind, sep, name = spec.partition(":")
+    if sep and len(kind) > 1 and not os.path.exists(spec) and name:
+        return kind, name
+    return DEFAULT_KIND, spec
+
+
+def _from_name(spec: str, on_error: str) -> Reranker | None:
+    """The reranker ``spec`` names; one that cannot be loaded is ``None`` with a warning (or raises)."""
+    kind, name = _kind_and_name(spec)
+    factory = RERANKERS.get(kind)  # an unknown kind is a configuration error, whatever on_error says
+    try:
+        return factory(name)
+    except Exception as exc:
+        message = f"setting 'reranker': {kind} {name!r} could not be loaded ({exc})"
+        if on_error == "raise":
+            raise ValueError(message) from exc
+        logger.warning("%s; searches keep the fused order", message)
+        return None
+
 
 def create_reranker(spec: RerankerSpec, *, on_error: str = "warn") -> Reranker | None:
     """Build a reranker from ``spec`` (see module docstring); ``None`` when ``spec`` is ``None`` or failed to load."""
-    if on_error not in ("warn", "raise"):
-        raise ValueError(f"setting 'reranker_on_error': expected 'warn' or 'raise', got {on_error!r}")
-    if spec is None:
-        return None
-    if isinstance(spec, Reranker):
+    if on_error not in ON_ERROR:
+        raise ConfigurationError(
+            f"setting 'reranker_on_error': expected one of {list(ON_ERROR)}, got {on_error!r}"
+        )
+    if spec is None or isinstance(spec, Reranker):
         return spec
-    from langchain_core.documents.compressor import BaseDocumentCompressor
+    from langchain_core.documents.compressor import BaseDocumentCompressor  # loads LangChain's runnables
 
     if isinstance(spec, BaseDocumentCompressor):
         return CompressorReranker(spec)
     if isinstance(spec, str):
-        name = spec.split(":", 1)[1] if spec.startswith("cross-encoder:") else spec
-        try:
-            return CrossEncoderReranker(name)
-        except Exception as exc:
-            message = f"setting 'reranker': cross-encoder {name!r} could not be loaded ({exc})"
-            if on_error == "raise":
-                raise ValueError(message) from exc
-            logger.warning("%s; searches keep the fused order", message)
-            return None
+        return _from_name(spec, on_error)
     if callable(spec):
         return CallableReranker(spec)
-    raise ValueError(
-        "setting 'reranker': expected a cross-encoder name or path, a LangChain BaseDocumentCompressor "
-        f"or a callable, got {type(spec).__name__}"
+    raise ConfigurationError(
+        f"setting 'reranker': expected one of {RERANKERS.names()} {RERANKERS.also}, got {type(spec).__name__}"
     )

@@ -19,6 +19,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
+from .config import SEARCH_MODES
 from .errors import ConfigurationError
 from .filters import and_filters
 from .mmr import check_mmr_options
@@ -28,7 +29,7 @@ from .validation import SEARCH_OPTIONS, check_search_options
 __all__ = ["SEARCH_TYPES", "FinderLedgeRetriever", "RetrievedDocument", "and_filters"]
 
 #: LangChain's ``search_type`` names (and FinderLedge's modes) this retriever accepts
-SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr", "hybrid", "vector", "keyword")
+SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr", *SEARCH_MODES)
 _LANGCHAIN_ONLY = {"fetch_k": "candidate_k"}  # LangChain's names for our options (but fetch_k with MMR)
 STRATEGY_OPTIONS = ("strategy", "llm", "strategy_on_error")
 MMR_OPTIONS = ("mmr", "fetch_k", "lambda_mult")
@@ -124,7 +125,7 @@ class FinderLedgeRetriever(BaseRetriever):
                 )
             setattr(self, name, value)
         self.search_kwargs = {}
-        if self.search_type in ("hybrid", "vector", "keyword"):
+        if self.search_type in SEARCH_MODES:
             self.search_mode = self.search_mode or self.search_type
         if self.search_type == "similarity_score_threshold" and self.score_threshold is None:
             raise ConfigurationError(

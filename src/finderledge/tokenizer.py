@@ -26,8 +26,12 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .errors import ConfigurationError
+from .registry import Registry
+
 __all__ = [
     "ENGLISH_STOP_WORDS",
+    "TOKENIZERS",
     "AutoTokenizer",
     "SimpleTokenizer",
     "Tokenizer",
@@ -117,28 +121,32 @@ class Tokenizer(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-_REGISTRY: dict[str, Callable[..., Tokenizer]] = {}
+#: tokenizers by the ``name`` their ``to_dict()`` records: what an index reopens with
+TOKENIZERS: Registry[Callable[..., Tokenizer]] = Registry(
+    "tokenizer",
+    "keyword_tokenizer",
+    also="(a recorded name; pass the tokenizer itself or register it with "
+    "finderledge.tokenizer.register_tokenizer)",
+)
 
 
 def register_tokenizer(name: str, factory: Callable[..., Tokenizer]) -> None:
     """Make ``tokenizer_from_dict({"name": name, **kwargs})`` call ``factory(**kwargs)``."""
-    _REGISTRY[name] = factory
+    TOKENIZERS.register(name, factory)
 
 
-class UnknownTokenizerError(ValueError):
-    """No tokenizer is registered under the name a spec gives."""
+class UnknownTokenizerError(ConfigurationError):
+    """No tokenizer is registered under the name a spec gives (a ``ValueError``, as every ConfigurationError)."""
 
 
 def tokenizer_from_dict(spec: Mapping[str, Any]) -> Tokenizer:
     """Rebuild a tokenizer from its ``to_dict()``; raises :class:`UnknownTokenizerError` for unknown names."""
     settings = dict(spec)
-    name = settings.pop("name", None)
-    factory = _REGISTRY.get(str(name))
-    if factory is None:
-        raise UnknownTokenizerError(
-            f"unknown tokenizer {name!r} (registered: {sorted(_REGISTRY)}); pass the tokenizer "
-            "explicitly or register it with finderledge.tokenizer.register_tokenizer"
-        )
+    name = str(settings.pop("name", None))
+    try:
+        factory = TOKENIZERS.get(name)
+    except ConfigurationError as exc:
+        raise UnknownTokenizerError(str(exc)) from None
     return factory(**settings)
 
 

@@ -35,6 +35,7 @@ from finderledge.document_splitter import child_id  # chunk ids are <parent>-NNN
 from finderledge.errors import ConfigurationError, IncompatibleIndexError, LockTimeoutError
 from finderledge.filters import compile_filter
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
+from finderledge.ledgers.base import SCHEMA_VERSION
 from finderledge.ledgers.postgres import PostgresConnectionError, PostgresLedger, advisory_key
 from finderledge.vector_stores import LEDGER, SHARED, VectorStore, create_vector_store
 from finderledge.vector_stores import pgvector as pgv
@@ -102,10 +103,10 @@ def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]
 def test_an_empty_ledger(make_ledger: Any) -> None:
     ledger = make_ledger()
     assert ledger.last_seq() == 0 and ledger.changes_since(0) == []
-    assert ledger.counts() == {"documents": 0, "chunks": 0, "unfinished": 0}
+    assert ledger.counts() == {"documents": 0, "chunks": 0}
     assert ledger.get_info("nothing") is None and ledger.get_document("doc-1") is None
-    assert ledger.sources() == [] and ledger.list_documents() == [] and not ledger.has_unfinished()
-    assert ledger.get_info("schema_version") == "4"
+    assert ledger.sources() == [] and ledger.list_documents() == []
+    assert ledger.get_info("schema_version") == str(SCHEMA_VERSION) == "4"
 
 
 def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
@@ -115,7 +116,7 @@ def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
         (2, "add", "doc-1", 2),
         (3, "add", "doc-2", 2),
     ]
-    assert ledger.counts() == {"documents": 4, "chunks": 8, "unfinished": 0}
+    assert ledger.counts() == {"documents": 4, "chunks": 8}
     doc = ledger.get_document("doc-2")
     assert (
         doc is not None
@@ -124,8 +125,8 @@ def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
     )
     assert ledger.document_state("doc-2") == COMPLETE and ledger.document_state("nope") is None
     assert ledger.complete_ids(["doc-1", "doc-3", "nope", "doc-1"]) == {"doc-1", "doc-3"}
-    assert ledger.ids_in_state(COMPLETE) == ["doc-0", "doc-1", "doc-2", "doc-3"]
-    assert ledger.ids_by_source("src/1.md") == ["doc-1", "doc-3"]
+    assert ledger.document_ids() == ["doc-0", "doc-1", "doc-2", "doc-3"]
+    assert ledger.document_ids(source="src/1.md") == ["doc-1", "doc-3"]
     assert ledger.content_hashes(["doc-0", "nope"]) == {"doc-0": "hash-0"}
     assert [d.id for d in ledger.list_documents(offset=1, limit=2)] == ["doc-1", "doc-2"]
     assert [d.id for d in ledger.list_documents(source="src/0.md")] == ["doc-0", "doc-2"]
@@ -155,7 +156,7 @@ def test_removal_keeps_rows_for_the_grace_period_and_readding_replaces_them(make
     )
     assert ledger.changes_since(3)[0].chunk_count == 2
     assert ledger.document_state("doc-1") == REMOVED and ledger.complete_ids(["doc-1"]) == set()
-    assert ledger.counts()["documents"] == 2 and "doc-1" not in ledger.ids_in_state(COMPLETE)
+    assert ledger.counts()["documents"] == 2 and "doc-1" not in ledger.document_ids()
     # a search whose indexes reflect seq 3 still finds the texts; one at seq 4 no longer does
     assert [c.id for c in ledger.get_chunks(["doc-1-0000", "doc-0-0000"], visible_at=3)] == [
         "doc-1-0000",
@@ -166,7 +167,7 @@ def test_removal_keeps_rows_for_the_grace_period_and_readding_replaces_them(make
     assert ledger.collect_removed() == 0 and ledger.chunk_count(["doc-1"]) == 2
     # re-adding the id deletes the removed rows first; it now comes last in insertion order
     assert ledger.commit_write([_doc(1, chunks=1)]) == 5
-    assert ledger.chunk_count(["doc-1"]) == 1 and ledger.ids_in_state(COMPLETE) == ["doc-0", "doc-2", "doc-1"]
+    assert ledger.chunk_count(["doc-1"]) == 1 and ledger.document_ids() == ["doc-0", "doc-2", "doc-1"]
     ledger.commit_write(remove=["doc-2"])
     assert ledger.collect_removed(older_than=0) == 1
     assert ledger.document_state("doc-2") is None and ledger.get_chunks(["doc-2-0000"], visible_at=5) == []
@@ -233,8 +234,70 @@ def test_reopen_keeps_everything(make_ledger: Any) -> None:
     ledger.commit_write(remove=["doc-1"])
     ledger.close()
     again = make_ledger()
-    assert again.last_seq() == 3 and again.ids_in_state(COMPLETE) == ["doc-2"]
+    assert again.last_seq() == 3 and again.document_ids() == ["doc-2"]
     assert again.document_state("doc-1") == REMOVED
+
+
+def test_one_write_of_many_documents_numbers_each_change(make_ledger: Any) -> None:
+    """``commit_write`` writes a change set with a few ``executemany`` statements: every document still gets
+    its own change, its rows stamped with it, and the numbering continues across writes."""
+    ledger = make_ledger()
+    ledger.commit_write([_doc(i, chunks=i % 3) for i in range(50)])
+    assert ledger.commit_write([_doc(50), _doc(7, chunks=1), _doc(51)], remove=["doc-3", "doc-4"]) == 55
+    changes = ledger.changes_since(50)
+    assert [(c.seq, c.op, c.doc_id, c.chunk_count) for c in changes] == [
+        (51, "remove", "doc-3", 0),
+        (52, "remove", "doc-4", 1),
+        (53, "add", "doc-50", 2),
+        (54, "add", "doc-7", 1),
+        (55, "add", "doc-51", 2),
+    ]
+    # 49 chunks, less doc-4's one, doc-7's one replaced by one, plus 2 + 2
+    assert sum(i % 3 for i in range(50)) == 49 and ledger.counts() == {"documents": 50, "chunks": 52}
+    # each document's rows carry its own change: visible from that seq on, not before
+    assert ledger.get_chunks(["doc-7-0000"], visible_at=53) == []
+    assert [c.id for c in ledger.get_chunks(["doc-7-0000", "doc-50-0001"], visible_at=54)] == [
+        "doc-7-0000",
+        "doc-50-0001",
+    ]
+    assert [c.id for c in ledger.get_chunks(["doc-49-0000"], visible_at=50)] == ["doc-49-0000"]
+    assert ledger.get_chunks(["doc-49-0000"], visible_at=49) == []
+    assert ledger.document_state("doc-4") == REMOVED and ledger.last_seq() == 55
+
+
+def test_a_document_added_twice_in_one_write_keeps_the_later_copy(make_ledger: Any) -> None:
+    ledger = make_ledger()
+    later = _doc(1, chunks=3, content="later")
+    assert ledger.commit_write([_doc(1), _doc(2), later]) == 3
+    assert [(c.op, c.doc_id, c.chunk_count) for c in ledger.changes_since(0)] == [
+        ("add", "doc-1", 2),
+        ("add", "doc-2", 2),
+        ("add", "doc-1", 3),
+    ]
+    doc = ledger.get_document("doc-1")
+    assert doc is not None and doc.content == "later" and ledger.chunk_count(["doc-1"]) == 3
+    assert ledger.document_ids() == ["doc-2", "doc-1"] and ledger.counts() == {"documents": 2, "chunks": 5}
+
+
+@pytest.mark.parametrize("recorded", ["5", "99"])
+def test_a_ledger_of_a_newer_schema_is_refused(make_ledger: Any, recorded: str) -> None:
+    ledger = make_ledger()
+    ledger.commit_write([_doc(1)])
+    ledger.set_info("schema_version", recorded)
+    ledger.close()
+    with pytest.raises(IncompatibleIndexError, match=f"schema version {recorded} was written by a newer"):
+        make_ledger()
+
+
+@pytest.mark.parametrize("recorded", ["1", "2", "3", "x"])
+def test_a_ledger_of_a_development_build_is_refused(make_ledger: Any, recorded: str) -> None:
+    """No release wrote schemas 1-3 (their migrations were deleted before the first release)."""
+    ledger = make_ledger()
+    ledger.commit_write([_doc(1)])
+    ledger.set_info("schema_version", recorded)
+    ledger.close()
+    with pytest.raises(IncompatibleIndexError, match="development build before the first release"):
+        make_ledger()
 
 
 def test_a_snapshot_sees_one_state(make_ledger: Any) -> None:

@@ -175,7 +175,7 @@ class VectorStoreContract:
 def test_every_built_in_backend_has_a_contract_test() -> None:
     from finderledge.config import VECTOR_STORES
 
-    tested = {"chroma", "faiss", "pgvector"}  # pgvector's classes are in test_postgres_ledger.py
+    tested = {"chroma", "faiss", "pgvector", "qdrant"}  # pgvector's classes are in test_postgres_ledger.py
     assert set(VECTOR_STORES) == tested, "add a VectorStoreContract subclass for the new backend"
     assert tested <= set(backend_names())
 
@@ -201,6 +201,49 @@ class TestChromaServer(VectorStoreContract):
 
     def open_store(self, place: Path) -> VectorStore:
         return create_vector_store("chroma", None, DIM, url=self.url, collection=place.name)
+
+
+class TestQdrantLocal(VectorStoreContract):
+    """qdrant-client's local mode in a folder (a server URL takes the same code path past the client)."""
+
+    def open_store(self, place: Path) -> VectorStore:
+        return create_vector_store("qdrant", place, DIM)
+
+
+class TestQdrantMemory(VectorStoreContract):
+    reopens = False
+
+    def open_store(self, place: Path) -> VectorStore:
+        return create_vector_store("qdrant", None, DIM)
+
+
+def test_qdrant_collection_of_another_dimension_is_refused(tmp_path: Path) -> None:
+    from finderledge.errors import ConfigurationError
+
+    create_vector_store("qdrant", tmp_path, DIM, collection="documents").close()
+    with pytest.raises(ConfigurationError, match="qdrant_collection.*16-d.*8-d"):
+        create_vector_store("qdrant", tmp_path, 8, collection="documents")
+    other = create_vector_store("qdrant", tmp_path, 8, collection="other")  # another collection: fine
+    other.close()
+
+
+def test_qdrant_local_folder_open_twice_is_a_clear_error(tmp_path: Path) -> None:
+    from finderledge.errors import ConfigurationError
+
+    first = create_vector_store("qdrant", tmp_path, DIM)
+    try:
+        with pytest.raises(ConfigurationError, match="open in another FinderLedge.*qdrant_url"):
+            create_vector_store("qdrant", tmp_path, DIM)
+    finally:
+        first.close()
+    create_vector_store("qdrant", tmp_path, DIM).close()  # closed: free again
+
+
+def test_qdrant_url_that_answers_nothing_is_a_clear_error() -> None:
+    from finderledge.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="qdrant_url.*no Qdrant server answers"):
+        create_vector_store("qdrant", None, DIM, url="http://127.0.0.1:9")
 
 
 class TestLangChainInMemory(VectorStoreContract):

@@ -53,43 +53,6 @@ def _fail(*args: Any, **kwargs: Any) -> int:
     raise OSError(28, "disk full")
 
 
-def test_a_schema_3_ledger_is_read_as_is_and_upgraded_by_its_first_write(tmp_path: Path, minilm: Any) -> None:
-    """Directories of earlier versions kept every vector twice (chunks and cache): the first write hashes the
-    chunks' texts and drops the duplicates; until then, reading works unchanged."""
-    import sqlite3
-
-    from finderledge.ledgers import content_id
-
-    with FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False) as fl:
-        fl.add_texts(["Old note about tea.", "Old note about coffee."], ids=["a", "b"])
-    db = sqlite3.connect(tmp_path / "i" / "ledger.sqlite3")  # as version 3 wrote it
-    with db:
-        rows = db.execute("SELECT content, embedding FROM chunks").fetchall()
-        db.execute("DROP INDEX chunks_text_hash")
-        db.execute("ALTER TABLE chunks DROP COLUMN text_hash")
-        db.executemany(
-            "INSERT INTO embedding_cache VALUES (?, ?, ?)",
-            [(fl._model_id, content_id(text), vector) for text, vector in rows],
-        )
-        db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
-    db.close()
-    with FinderLedge(tmp_path / "i", embedding=minilm, show_progress=False) as old:
-        assert old.search("tea", k=1)[0].content == "Old note about tea."
-        assert old.stats()["embedding_cache"]["entries"] == 2
-        added = old.ingest(
-            [
-                Document(page_content="Old note about tea.", id="c"),
-                Document(page_content="New note about cocoa.", id="d"),
-            ]
-        )
-        assert added.embeddings_computed == 1 and added.embeddings_cached == 1
-        assert old.stats()["embedding_cache"] == {"entries": 0, "bytes": 0}
-    db = sqlite3.connect(tmp_path / "i" / "ledger.sqlite3")
-    assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone() == ("4",)
-    assert db.execute("SELECT COUNT(*) FROM chunks WHERE text_hash IS NULL").fetchone() == (0,)
-    db.close()
-
-
 def test_gc_and_stats_from_the_command_line(
     tmp_path: Path, minilm: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

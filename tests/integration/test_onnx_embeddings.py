@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from embeddings_contract import EmbeddingsContract
 from langchain_core.embeddings import Embeddings
 
 from finderledge import EmbeddingModelFactory, FinderLedge, IncompatibleIndexError
@@ -124,7 +125,7 @@ def test_verification_below_threshold_falls_back_to_fp32(
     cache_env: Path, torch_minilm: Embeddings, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = OnnxEmbeddings("int8", min_agreement=1.01)
-    with caplog.at_level(logging.WARNING, logger="finderledge.onnx_embeddings"):
+    with caplog.at_level(logging.WARNING, logger="finderledge.embeddings.onnx"):
         vectors = model.embed_documents(PASSAGES)
     assert "using the fp32 ONNX model instead" in caplog.text
     assert model.effective_variant == "fp32"
@@ -261,3 +262,16 @@ def test_a_directory_keeps_the_bundled_model_it_was_built_with(
         assert embedding_model_id(fresh.embeddings) == "onnx-int8:all-MiniLM-L6-v2"
     with pytest.raises(IncompatibleIndexError):
         FinderLedge(tmp_path / "new", embedding=TORCH_MODEL, show_progress=False, env_file=None)
+
+
+class TestOnnxContract(EmbeddingsContract):
+    """The contract every embedding provider keeps (tests/helpers/embeddings_contract.py), for ONNX's two."""
+
+    @pytest.fixture(scope="class", params=["onnx-int8", "onnx-fp32"])
+    def provider(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    @pytest.fixture(scope="class")
+    def made(self, provider: str, minilm: Embeddings) -> tuple[str, Embeddings]:
+        name = f"{provider}:all-MiniLM-L6-v2"
+        return name, minilm if provider == "onnx-int8" else EmbeddingModelFactory.create_embeddings(name)

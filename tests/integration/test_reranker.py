@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
+from reranker_contract import RerankerContract
 
-from finderledge import FinderLedge
+from finderledge import FinderLedge, create_reranker
 from finderledge.embeddings import default_model_path
+from finderledge.reranker import Reranker
 
 Q = "How long is a password reset link valid?"
 
@@ -152,3 +154,15 @@ def test_compressor_and_callable_rerankers(fl: FinderLedge) -> None:
         fl.search(Q, k=3)
     with pytest.raises(ValueError, match="reranker"):
         create_reranker(42)
+
+
+class TestCrossEncoderContract(RerankerContract):
+    """The contract every reranker keeps (tests/helpers/reranker_contract.py), for the cross-encoder kind: a real
+    local model built from the bundled MiniLM weights (its head is freshly initialised: the scores are arbitrary
+    but deterministic, which is all the contract asks)."""
+
+    @pytest.fixture
+    def reranker(self, cross_encoder_path: str) -> Reranker:
+        made = create_reranker(f"cross-encoder:{cross_encoder_path}", on_error="raise")
+        assert made is not None
+        return made

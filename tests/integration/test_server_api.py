@@ -144,7 +144,14 @@ def test_chat_extractive_and_streamed(api) -> None:
     assert all(e["done"] is False for e in events[:-1]) and len(events) >= 2
     assert "".join(e["content"] for e in events[:-1]).startswith(EXTRACTIVE_NOTE)
     nothing = client.post("/api/v1/chat", json={"question": "x", "filter": {"filename": "none.md"}}).json()
-    assert nothing == {"answer": NO_ANSWER, "sources": [], "extractive": True, "model": None}
+    assert nothing == {
+        "answer": NO_ANSWER,
+        "sources": [],
+        "question": "x",
+        "extractive": True,
+        "model": None,
+        "strategy": "basic",
+    }
 
 
 def test_health_version_page_and_docs(api) -> None:

@@ -1,20 +1,18 @@
-"""Query strategies with LangChain's fake chat models (no LLM can be downloaded here): every registered
-strategy keeps the contract (filters on every sub-search, provenance, fallback, concurrency, prompts), and each
-one's own merge does what it promises."""
+"""Query strategies with LangChain's fake chat models (no LLM can be downloaded here) and the real model: each
+one's own merge does what it promises. The contract every registered strategy keeps (filters on every sub-search,
+provenance, fallback, concurrency, prompts) is tests/contract/test_strategy_contract.py."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from finderledge import ConfigurationError, FinderLedge
-from finderledge.strategies import STRATEGIES, Decompose, HyDE, MultiQuery, get_strategy
+from finderledge.strategies import Decompose, HyDE, MultiQuery, get_strategy
 from finderledge.strategies.base import language_of, parse_lines
 
 DOCS = {
@@ -39,21 +37,6 @@ def fl(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[FinderLedge
     ledger.close()
 
 
-class Recording(FakeListChatModel):
-    """A fake chat model that keeps the prompts it was sent."""
-
-    prompts: list[str] = []
-
-    def invoke(self, input: Any, *args: Any, **kwargs: Any) -> Any:
-        type(self).prompts.append(str(input))
-        return super().invoke(input, *args, **kwargs)
-
-
-class Failing(FakeListChatModel):
-    def invoke(self, *args: Any, **kwargs: Any) -> Any:
-        raise ConnectionError("the LLM server is down")
-
-
 REPLIES = {  # what a model would answer for "How do I cancel and get my money back?"
     "multi_query": "1. terminate a subscription\n2. End plan in Billing\n3. money back refund",
     "hyde": "You terminate the subscription from Billing (End plan) and request a refund within 30 days.",
@@ -64,64 +47,6 @@ QUESTION = "How do I cancel and get my money back?"
 
 def _topics(results) -> list[str]:
     return [r.document.metadata["topic"] for r in results]
-
-
-@pytest.mark.parametrize("name", sorted(STRATEGIES))
-class TestStrategyContract:
-    """What every registered strategy does."""
-
-    def test_sub_searches_keep_the_filter_and_results_say_who_found_them(
-        self, fl: FinderLedge, name: str
-    ) -> None:
-        llm = FakeListChatModel(responses=[REPLIES[name]])
-        results = fl.search(QUESTION, k=4, strategy=name, llm=llm, filter={"tenant": "alice"})
-        assert results and {r.document.metadata["tenant"] for r in results} == {"alice"}
-        assert results.trace.strategy == name and len(results.trace.sub_queries) >= 2
-        for r in results:
-            assert r.info["found_by"] and set(r.info["found_by"]) <= {
-                s["text"] for s in results.trace.sub_queries
-            }
-        assert [r.rank for r in results] == list(range(1, len(results) + 1))
-        assert "cancel" in _topics(results) and "refund" in _topics(results)
-
-    def test_an_llm_failure_falls_back_to_the_plain_search_or_raises(
-        self, fl: FinderLedge, name: str, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        llm = Failing(responses=["unused"])
-        with caplog.at_level("WARNING", logger="finderledge"):
-            results = fl.search(QUESTION, k=3, strategy=name, llm=llm, filter={"tenant": "bob"})
-        assert [r.id for r in results] == [r.id for r in fl.search(QUESTION, k=3, filter={"tenant": "bob"})]
-        assert "ConnectionError" in (results.trace.strategy_fallback or "")
-        assert any("the LLM failed" in m for m in caplog.messages)
-        with pytest.raises(ConnectionError):
-            fl.search(QUESTION, strategy=name, llm=llm, strategy_on_error="raise")
-
-    def test_sub_searches_run_concurrently(
-        self, fl: FinderLedge, name: str, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        n = len(get_strategy(name).plan(QUESTION, FakeListChatModel(responses=[REPLIES[name]])))
-        barrier = threading.Barrier(n, timeout=20)  # every sub-search must be running at once to pass it
-        real = fl._searcher.search
-
-        def waiting(*args: Any, **kwargs: Any):
-            barrier.wait()
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(fl._searcher, "search", waiting)
-        assert fl.search(QUESTION, k=3, strategy=name, llm=FakeListChatModel(responses=[REPLIES[name]]))
-
-    def test_the_prompt_follows_the_question_language_or_the_callers(self, name: str) -> None:
-        Recording.prompts = []
-        strategy = get_strategy(name)
-        for question in ("返金の申請期限は？", "How long is the refund window?"):
-            try:
-                strategy.plan(question, Recording(responses=[REPLIES[name]]))
-            except ValueError:
-                pass
-        assert "質問" in Recording.prompts[0] and "Question" in Recording.prompts[1]
-        custom = get_strategy(name, prompt="Q={question} n={n}", n=2)
-        custom.plan("x?", Recording(responses=[REPLIES[name]]))
-        assert Recording.prompts[-1] == "Q=x? n=2"
 
 
 def test_multi_query_fuses_the_original_with_the_variants(fl: FinderLedge) -> None:

@@ -43,3 +43,12 @@ def test_a_name_must_be_a_non_empty_string() -> None:
     kinds: Registry[object] = Registry("thing", "thing_setting")
     with pytest.raises(ConfigurationError, match="thing name"):
         kinds.register("", object())
+
+
+def test_indexing_is_get_for_kinds_that_were_dicts() -> None:
+    kinds: Registry[object] = Registry("thing", "thing_setting")
+    marker = object()
+    kinds.register("a", marker)
+    assert kinds["a"] is marker and list(kinds) == ["a"]
+    with pytest.raises(ConfigurationError, match="thing_setting"):
+        kinds["b"]

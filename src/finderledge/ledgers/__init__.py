@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING
 from .base import (
     ADD,
     COMPLETE,
-    DELETING,
     INDEX_FOLDERS,
-    PENDING,
     REMOVE,
     REMOVED,
     Change,
@@ -27,9 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADD",
     "COMPLETE",
-    "DELETING",
     "INDEX_FOLDERS",
-    "PENDING",
     "REMOVE",
     "REMOVED",
     "Change",

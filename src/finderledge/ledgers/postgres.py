@@ -53,8 +53,6 @@ from ..pg_connection import (
 from .base import (
     ADD,
     COMPLETE,
-    DELETING,
-    PENDING,
     REMOVE,
     REMOVED,
     REMOVED_GRACE_SECONDS,
@@ -63,8 +61,10 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    check_schema_version,
     content_id,
     iter_batches,
+    unique_runs,
 )
 
 if TYPE_CHECKING:
@@ -255,14 +255,14 @@ class PgWriteLock:
 
 
 # -- the ledger --------------------------------------------------------------------------------------------
-class PostgresLedger(Ledger):
-    """A ledger in PostgreSQL schema ``schema`` of the database at ``url`` (see the module docstring).
-
-    ``dimension_hint``: the embedding dimension, recorded now if none is (else checked)."""
+class PostgresReads(Ledger):
+    """The reading half of the PostgreSQL ledger: the sync, read, catalog and embedding-cache lookups of
+    :class:`Ledger`, from a connection pool (any thread; :meth:`snapshot` pins one connection to the thread).
+    :class:`PostgresLedger` creates the tables, opens the pool (:meth:`_open_pool`) and adds the writes."""
 
     path = None
 
-    def __init__(self, url: str, *, schema: str = "finderledge", dimension_hint: int | None = None) -> None:
+    def __init__(self, url: str, schema: str) -> None:
         if (
             not isinstance(schema, str)
             or not schema
@@ -276,101 +276,24 @@ class PostgresLedger(Ledger):
         self.schema = schema
         self.name = safe_name(url, schema)
         self._s = sql.Identifier(schema)
-        self._commit_key = advisory_key("commit", schema)
-        self._write_key = advisory_key("write", schema)
-        self._lock = threading.RLock()
         self._local = threading.local()
-        self._locks: list[PgWriteLock] = []
-        self._stores: list[PgVectorStore] = []
-        self._closed = False
         self._dimension: int | None = None
-        with connect_checked(url, self.name) as conn:
-            self._ext_schema = prepare_schema(conn, schema, self.name)
-            self._create(conn)
-            if dimension_hint is not None:
-                self._ensure_dimension(conn, int(dimension_hint))
-            else:
-                from ..vector_stores.pgvector import column_dimension
 
-                self._dimension = column_dimension(conn, schema, VECTORS_TABLE)
-        self._pool = make_pool(url, self._ext_schema, self.name)
-        self._writer: psycopg.Connection[Any] | None = None
-        version = self.get_info("schema_version")
-        if version != SCHEMA_VERSION:
-            raise IncompatibleIndexError(
-                f"ledger {self.name}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}"
-            )
-        self.index_uuid: str = self.get_info("index_uuid") or ""
-
-    def _create(self, conn: psycopg.Connection[Any]) -> None:
-        """Create the tables (once, under the init lock); refuse a schema holding other tables of our names."""
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("init", self.schema),))
-            tables = {
-                r[0]
-                for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (self.schema,))
-            }
-            ours = {"documents", "chunks", "changes"} & tables
-            if ours:
-                version = None
-                if "info" in tables:
-                    row = conn.execute(
-                        self._sql("SELECT value FROM {s}.info WHERE key = 'schema_version'")
-                    ).fetchone()
-                    version = None if row is None else row[0]
-                if version is None:
-                    raise IncompatibleIndexError(
-                        f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
-                        "FinderLedge ledger's; choose another schema"
-                    )
-                if version == "3":  # schema 4 adds chunks.text_hash (rows stored before keep it empty)
-                    conn.execute(self._sql("ALTER TABLE {s}.chunks ADD COLUMN IF NOT EXISTS text_hash text"))
-                    conn.execute(self._sql(_TEXT_HASH_INDEX))
-                    conn.execute(
-                        self._sql("UPDATE {s}.info SET value = %s WHERE key = 'schema_version'"),
-                        (SCHEMA_VERSION,),
-                    )
-                return
-            for statement in _ledger_ddl(self.schema):
-                conn.execute(statement)
-            conn.execute(
-                self._sql(
-                    "INSERT INTO {s}.info (key, value) VALUES ('schema_version', %s), ('index_uuid', %s)"
-                    " ON CONFLICT (key) DO NOTHING"
-                ),
-                (SCHEMA_VERSION, uuid.uuid4().hex),
-            )
-            logger.info("ledger %s: created", self.name)
+    def _open_pool(self, ext_schema: str) -> None:
+        """Open the read pool (once the schema and its tables exist)."""
+        self._pool = make_pool(self._url, ext_schema, self.name)
 
     def _sql(self, query: str) -> Any:
         from psycopg import sql
 
         return sql.SQL(query).format(s=self._s)
 
-    def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
-        """Inside a transaction (or autocommit): record ``dimension`` or check it against the recorded one."""
-        from ..vector_stores.pgvector import ensure_dimension
-
-        if self._dimension == dimension:
-            return
-        if self._dimension is not None:
-            raise IncompatibleIndexError(
-                f"ledger {self.name}: its vectors have dimension {self._dimension}; "
-                f"this embedding model produces {dimension}"
-            )
-        if conn.info.transaction_status == 0:  # idle in autocommit: make it one transaction
-            with conn.transaction():
-                ensure_dimension(conn, self.schema, VECTORS_TABLE, dimension, f"ledger {self.name}")
-        else:
-            ensure_dimension(conn, self.schema, VECTORS_TABLE, dimension, f"ledger {self.name}")
-        self._dimension = dimension
-
     @property
     def dimension(self) -> int | None:
         """The vector dimension recorded in the database (None until the first vector or hint)."""
         return self._dimension
 
-    # -- connections --------------------------------------------------------------------------------
+    # -- connections and records -----------------------------------------------------------------------
     @contextmanager
     def _read(self) -> Iterator[psycopg.Connection[Any]]:
         """This thread's snapshot connection, or one from the pool (autocommit: each query sees the latest)."""
@@ -397,207 +320,12 @@ class PostgresLedger(Ledger):
                 if not conn.broken:
                     conn.execute("COMMIT")
 
-    @contextmanager
-    def _writing(self) -> Iterator[psycopg.Connection[Any]]:
-        """The writer connection under the process's write mutex (reconnected if it was lost)."""
-        with self._lock:
-            if self._closed:
-                raise ConfigurationError(f"ledger {self.name}: closed")
-            if self._writer is None or self._writer.closed or self._writer.broken:
-                self._writer = connect_checked(self._url, self.name, "finderledge writer")
-                self._writer.execute(
-                    "SELECT set_config('search_path', %s, false)", (json.dumps(self._ext_schema),)
-                )
-            yield self._writer
-
-    # -- info ---------------------------------------------------------------------------------------
     def get_info(self, key: str) -> str | None:
         with self._read() as conn:
             row = conn.execute(self._sql("SELECT value FROM {s}.info WHERE key = %s"), (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def set_info(self, key: str, value: str | None) -> None:
-        with self._writing() as conn:
-            if value is None:
-                conn.execute(self._sql("DELETE FROM {s}.info WHERE key = %s"), (key,))
-            else:
-                conn.execute(
-                    self._sql(
-                        "INSERT INTO {s}.info (key, value) VALUES (%s, %s)"
-                        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
-                    ),
-                    (key, value),
-                )
-
-    # -- writes -------------------------------------------------------------------------------------
-    def commit_write(
-        self,
-        add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
-        remove: Sequence[str] = (),
-        publish: Sequence[tuple[DocumentRecord, int]] = (),
-    ) -> int:
-        """In one transaction: mark ``remove`` removed (deleting their vectors), add documents with their chunks
-        and vectors, log each change; returns the last change's ``seq``.  Nothing is staged here
-        (``supports_staging`` is false: a big document is written in one transaction)."""
-        if publish:
-            raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
-        from ..vector_stores.pgvector import build_index_when_large, upsert_rows
-
-        now = time.time()
-        dims = {len(c.embedding) for _, chunks in add for c in chunks if c.embedding is not None}
-        if len(dims) > 1:
-            raise IncompatibleIndexError(
-                f"ledger {self.name}: one write holds vectors of dimensions {sorted(dims)}"
-            )
-        docs = [
-            (self._document_row(doc), [self._chunk_row(c) for c in chunks], chunks) for doc, chunks in add
-        ]
-        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._commit_key,))
-            if dims:
-                self._ensure_dimension(conn, dims.pop())
-            if remove:
-                self._mark_removed(cur, list(remove), now)
-            if docs:
-                ids = [row[0] for row, _, _ in docs]
-                if len(set(ids)) == len(ids):
-                    self._delete_rows(cur, ids)  # removed earlier copies of the same content
-                for doc_row, chunk_rows, chunks in docs:
-                    if len(set(ids)) != len(ids):
-                        self._delete_rows(cur, [doc_row[0]])
-                    cur.execute(
-                        self._sql(
-                            "INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s)"
-                            " RETURNING seq"
-                        ),
-                        (ADD, doc_row[0], len(chunk_rows)),
-                    )
-                    seq = cur.fetchone()[0]  # type: ignore[index]
-                    cur.execute(
-                        self._sql(
-                            "INSERT INTO {s}.documents (id, source, content_hash, state, content, content_json, metadata,"
-                            " document_id, added_at, added_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                        ),
-                        (*doc_row, now, seq),
-                    )
-                    if chunk_rows:
-                        cur.executemany(
-                            self._sql(
-                                "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
-                                " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                            ),
-                            chunk_rows,
-                        )
-                        cur.execute(
-                            self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
-                            ([row[-1] for row, c in zip(chunk_rows, chunks) if c.embedding is not None],),
-                        )
-                    upsert_rows(
-                        cur,
-                        self.schema,
-                        VECTORS_TABLE,
-                        [
-                            (c.id, c.embedding, user_metadata(c.metadata), None)
-                            for c in chunks
-                            if c.embedding is not None
-                        ],
-                    )
-                if self._dimension is not None and any(
-                    c.embedding is not None for _, _, cs in docs for c in cs
-                ):
-                    build_index_when_large(
-                        conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}"
-                    )
-            row = cur.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
-        return int(row[0]) if row else 0
-
-    def _document_row(self, doc: DocumentRecord) -> tuple[Any, ...]:
-        content, is_json = _text_in(doc.content)
-        return (
-            _checked(doc.id, "document id"),
-            _checked(doc.source, "source"),
-            doc.content_hash,
-            COMPLETE,
-            content,
-            is_json,
-            _dumps(doc.metadata),
-            _document_id(doc.metadata),
-        )
-
-    def _chunk_row(self, chunk: ChunkRecord) -> tuple[Any, ...]:
-        content, is_json = _text_in(chunk.content)
-        return (
-            _checked(chunk.id, "chunk id"),
-            chunk.parent_id,
-            chunk.split_index,
-            content,
-            is_json,
-            _dumps(chunk.metadata),
-            content_id(chunk.content),
-        )
-
-    def _mark_removed(self, cur: psycopg.Cursor[Any], remove: list[str], now: float) -> None:
-        for batch in iter_batches(remove):
-            counts = dict(
-                cur.execute(
-                    self._sql(
-                        "SELECT parent_id, count(*) FROM {s}.chunks WHERE parent_id = ANY(%s) GROUP BY parent_id"
-                    ),
-                    (batch,),
-                ).fetchall()
-            )
-            for doc_id in batch:
-                cur.execute(
-                    self._sql(
-                        "INSERT INTO {s}.changes (op, doc_id, chunk_count) VALUES (%s, %s, %s) RETURNING seq"
-                    ),
-                    (REMOVE, doc_id, int(counts.get(doc_id, 0))),
-                )
-                seq = cur.fetchone()[0]  # type: ignore[index]
-                cur.execute(
-                    self._sql(
-                        "UPDATE {s}.documents SET state = %s, removed_seq = %s, removed_at = %s WHERE id = %s"
-                    ),
-                    (REMOVED, seq, now, doc_id),
-                )
-            cur.execute(
-                self._sql(
-                    "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
-                    " WHERE parent_id = ANY(%s))"
-                ),
-                (batch,),
-            )
-
-    def _delete_rows(self, cur: psycopg.Cursor[Any], ids: Sequence[str]) -> None:
-        for batch in iter_batches(ids):
-            cur.execute(
-                self._sql(
-                    "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
-                    " WHERE parent_id = ANY(%s))"
-                ),
-                (batch,),
-            )
-            cur.execute(self._sql("DELETE FROM {s}.chunks WHERE parent_id = ANY(%s)"), (batch,))
-            cur.execute(self._sql("DELETE FROM {s}.documents WHERE id = ANY(%s)"), (batch,))
-
-    def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
-        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            ids = [
-                r[0]
-                for r in cur.execute(
-                    self._sql("SELECT id FROM {s}.documents WHERE state = %s AND removed_at < %s"),
-                    (REMOVED, time.time() - older_than),
-                )
-            ]
-            if ids:
-                self._delete_rows(cur, ids)
-        return len(ids)
-
-    def purge(self, doc_ids: Iterable[str]) -> None:
-        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            self._delete_rows(cur, list(doc_ids))
-
-    # -- the change log -----------------------------------------------------------------------------
+    # -- sync: the change log --------------------------------------------------------------------------
     def last_seq(self) -> int:
         with self._read() as conn:
             row = conn.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
@@ -613,51 +341,7 @@ class PostgresLedger(Ledger):
             rows = conn.execute(self._sql(query + " ORDER BY seq"), args).fetchall()
         return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in rows]
 
-    # -- reads --------------------------------------------------------------------------------------
-    def document_state(self, doc_id: str) -> str | None:
-        if _UNSTORABLE.search(doc_id):
-            return None
-        with self._read() as conn:
-            row = conn.execute(
-                self._sql("SELECT state FROM {s}.documents WHERE id = %s"), (doc_id,)
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    def complete_ids(self, doc_ids: Iterable[str]) -> set[str]:
-        ids = [i for i in dict.fromkeys(doc_ids) if not _UNSTORABLE.search(i)]
-        found: set[str] = set()
-        with self._read() as conn:
-            for batch in iter_batches(ids, 5000):
-                found.update(
-                    r[0]
-                    for r in conn.execute(
-                        self._sql("SELECT id FROM {s}.documents WHERE state = %s AND id = ANY(%s)"),
-                        (COMPLETE, batch),
-                    )
-                )
-        return found
-
-    def ids_in_state(self, state: str) -> list[str]:
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql("SELECT id FROM {s}.documents WHERE state = %s ORDER BY seq"), (state,)
-                )
-            ]
-
-    def ids_by_source(self, source: str) -> list[str]:
-        if _UNSTORABLE.search(source):
-            return []
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql("SELECT id FROM {s}.documents WHERE source = %s AND state = %s ORDER BY seq"),
-                    (source, COMPLETE),
-                )
-            ]
-
+    # -- read and catalog ------------------------------------------------------------------------------
     def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
         ids = [i for i in doc_ids if not _UNSTORABLE.search(i)]
         found: dict[str, str] = {}
@@ -821,7 +505,7 @@ class PostgresLedger(Ledger):
                 )
             }
 
-    # -- embedding cache ----------------------------------------------------------------------------
+    # -- embedding cache lookups -----------------------------------------------------------------------
     def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         if _UNSTORABLE.search(model):
@@ -848,19 +532,6 @@ class PostgresLedger(Ledger):
                     found.update((h, np.asarray(v, dtype=np.float32)) for h, v in rows)
         return found
 
-    def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        rows = [(_checked(model, "model name"), h, np.asarray(v, dtype="<f4").tobytes()) for h, v in items]
-        if not rows:
-            return
-        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(
-                self._sql(
-                    "INSERT INTO {s}.embedding_cache (model, text_hash, vector) VALUES (%s, %s, %s)"
-                    " ON CONFLICT DO NOTHING"
-                ),
-                rows,
-            )
-
     def embedding_cache_size(self) -> dict[str, int]:
         with self._read() as conn:
             row = conn.execute(
@@ -869,35 +540,7 @@ class PostgresLedger(Ledger):
             entries, size = row if row is not None else (0, 0)
         return {"entries": int(entries), "bytes": int(size)}
 
-    def prune_embedding_cache(self) -> int:
-        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute(self._sql("DELETE FROM {s}.embedding_cache"))
-            return int(cur.rowcount)
-
-    def sources_under(self, prefix: str) -> list[str]:
-        if _UNSTORABLE.search(prefix):
-            return []
-        with self._read() as conn:
-            return [
-                r[0]
-                for r in conn.execute(
-                    self._sql(  # left(), not LIKE: LIKE treats _ and % specially
-                        "SELECT DISTINCT source FROM {s}.documents WHERE state = %s AND left(source, %s) = %s"
-                    ),
-                    (COMPLETE, len(prefix), prefix),
-                )
-            ]
-
-    def has_unfinished(self) -> bool:
-        with self._read() as conn:
-            return (
-                conn.execute(
-                    self._sql("SELECT 1 FROM {s}.documents WHERE state IN (%s, %s) LIMIT 1"),
-                    (PENDING, DELETING),
-                ).fetchone()
-                is not None
-            )
-
+    # -- catalog counts --------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         with self._read() as conn:
             docs = conn.execute(
@@ -909,13 +552,9 @@ class PostgresLedger(Ledger):
                 ),
                 (COMPLETE,),
             ).fetchone()
-            unfinished = conn.execute(
-                self._sql("SELECT count(*) FROM {s}.documents WHERE state IN (%s, %s)"), (PENDING, DELETING)
-            ).fetchone()
         return {
             "documents": int(docs[0]) if docs else 0,
             "chunks": int(chunks[0]) if chunks else 0,
-            "unfinished": int(unfinished[0]) if unfinished else 0,
         }
 
     def sources(self) -> list[str]:
@@ -930,6 +569,294 @@ class PostgresLedger(Ledger):
                     (COMPLETE,),
                 )
             ]
+
+
+class PostgresLedger(PostgresReads):
+    """A ledger in PostgreSQL schema ``schema`` of the database at ``url`` (see the module docstring).
+
+    ``dimension_hint``: the embedding dimension, recorded now if none is (else checked)."""
+
+    def __init__(self, url: str, *, schema: str = "finderledge", dimension_hint: int | None = None) -> None:
+        super().__init__(url, schema)
+        self._commit_key = advisory_key("commit", schema)
+        self._write_key = advisory_key("write", schema)
+        self._lock = threading.RLock()
+        self._locks: list[PgWriteLock] = []
+        self._stores: list[PgVectorStore] = []
+        self._closed = False
+        with connect_checked(url, self.name) as conn:
+            self._ext_schema = prepare_schema(conn, schema, self.name)
+            self._create(conn)
+            if dimension_hint is not None:
+                self._ensure_dimension(conn, int(dimension_hint))
+            else:
+                from ..vector_stores.pgvector import column_dimension
+
+                self._dimension = column_dimension(conn, schema, VECTORS_TABLE)
+        self._open_pool(self._ext_schema)
+        self._writer: psycopg.Connection[Any] | None = None
+        check_schema_version(self.name, self.get_info("schema_version"))
+        self.index_uuid: str = self.get_info("index_uuid") or ""
+
+    def _create(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the tables (once, under the init lock); refuse a schema holding other tables of our names."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("init", self.schema),))
+            tables = {
+                r[0]
+                for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (self.schema,))
+            }
+            ours = {"documents", "chunks", "changes"} & tables
+            if ours:
+                version = None
+                if "info" in tables:
+                    row = conn.execute(
+                        self._sql("SELECT value FROM {s}.info WHERE key = 'schema_version'")
+                    ).fetchone()
+                    version = None if row is None else row[0]
+                if version is None:
+                    raise IncompatibleIndexError(
+                        f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
+                        "FinderLedge ledger's; choose another schema"
+                    )
+                return
+            for statement in _ledger_ddl(self.schema):
+                conn.execute(statement)
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.info (key, value) VALUES ('schema_version', %s), ('index_uuid', %s)"
+                    " ON CONFLICT (key) DO NOTHING"
+                ),
+                (str(SCHEMA_VERSION), uuid.uuid4().hex),
+            )
+            logger.info("ledger %s: created", self.name)
+
+    def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
+        """Inside a transaction (or autocommit): record ``dimension`` or check it against the recorded one."""
+        from ..vector_stores.pgvector import ensure_dimension
+
+        if self._dimension == dimension:
+            return
+        if self._dimension is not None:
+            raise IncompatibleIndexError(
+                f"ledger {self.name}: its vectors have dimension {self._dimension}; "
+                f"this embedding model produces {dimension}"
+            )
+        if conn.info.transaction_status == 0:  # idle in autocommit: make it one transaction
+            with conn.transaction():
+                ensure_dimension(conn, self.schema, VECTORS_TABLE, dimension, f"ledger {self.name}")
+        else:
+            ensure_dimension(conn, self.schema, VECTORS_TABLE, dimension, f"ledger {self.name}")
+        self._dimension = dimension
+
+    # -- connections --------------------------------------------------------------------------------
+    @contextmanager
+    def _writing(self) -> Iterator[psycopg.Connection[Any]]:
+        """The writer connection under the process's write mutex (reconnected if it was lost)."""
+        with self._lock:
+            if self._closed:
+                raise ConfigurationError(f"ledger {self.name}: closed")
+            if self._writer is None or self._writer.closed or self._writer.broken:
+                self._writer = connect_checked(self._url, self.name, "finderledge writer")
+                self._writer.execute(
+                    "SELECT set_config('search_path', %s, false)", (json.dumps(self._ext_schema),)
+                )
+            yield self._writer
+
+    # -- info ---------------------------------------------------------------------------------------
+    def set_info(self, key: str, value: str | None) -> None:
+        with self._writing() as conn:
+            if value is None:
+                conn.execute(self._sql("DELETE FROM {s}.info WHERE key = %s"), (key,))
+            else:
+                conn.execute(
+                    self._sql(
+                        "INSERT INTO {s}.info (key, value) VALUES (%s, %s)"
+                        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+                    ),
+                    (key, value),
+                )
+
+    # -- writes -------------------------------------------------------------------------------------
+    def commit_write(
+        self,
+        add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]] = (),
+        remove: Sequence[str] = (),
+        publish: Sequence[tuple[DocumentRecord, int]] = (),
+    ) -> int:
+        """In one transaction: mark ``remove`` removed (deleting their vectors), add documents with their chunks
+        and vectors, log each change; returns the last change's ``seq``.  Nothing is staged here
+        (``supports_staging`` is false: a big document is written in one transaction)."""
+        if publish:
+            raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
+        from ..vector_stores.pgvector import build_index_when_large, upsert_rows
+
+        now = time.time()
+        dims = {len(c.embedding) for _, chunks in add for c in chunks if c.embedding is not None}
+        if len(dims) > 1:
+            raise IncompatibleIndexError(
+                f"ledger {self.name}: one write holds vectors of dimensions {sorted(dims)}"
+            )
+        runs = [  # rows checked and encoded before the transaction; a document added twice: the later replaces
+            (
+                [(self._document_row(doc), len(chunks)) for doc, chunks in run],
+                [(self._chunk_row(c), c) for _, chunks in run for c in chunks],
+            )
+            for run in unique_runs(add)
+        ]
+        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._commit_key,))
+            if dims:
+                self._ensure_dimension(conn, dims.pop())
+            if remove:
+                self._mark_removed(cur, list(remove), now)
+            for docs, chunk_rows in runs:
+                self._delete_rows(cur, [row[0] for row, _ in docs])  # removed earlier copies of the content
+                seqs = self._log(cur, ADD, [(row[0], count) for row, count in docs])
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO {s}.documents (id, source, content_hash, state, content, content_json,"
+                        " metadata, document_id, added_at, added_seq)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    ),
+                    [(*row, now, seq) for seq, (row, _) in zip(seqs, docs)],
+                )
+                if chunk_rows:
+                    cur.executemany(
+                        self._sql(
+                            "INSERT INTO {s}.chunks (id, parent_id, split_index, content, content_json, metadata,"
+                            " text_hash) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                        ),
+                        [row for row, _ in chunk_rows],
+                    )
+                embedded = [(row, c) for row, c in chunk_rows if c.embedding is not None]
+                if embedded:  # each vector is kept once: the cache lets go of the texts stored now
+                    cur.execute(
+                        self._sql("DELETE FROM {s}.embedding_cache WHERE text_hash = ANY(%s)"),
+                        ([row[-1] for row, _ in embedded],),
+                    )
+                    upsert_rows(
+                        cur,
+                        self.schema,
+                        VECTORS_TABLE,
+                        [(c.id, c.embedding, user_metadata(c.metadata), None) for _, c in embedded],
+                    )
+            if self._dimension is not None and any(c.embedding is not None for _, cs in add for c in cs):
+                build_index_when_large(
+                    conn, self.schema, VECTORS_TABLE, self._dimension, f"ledger {self.name}"
+                )
+            row = cur.execute(self._sql("SELECT COALESCE(max(seq), 0) FROM {s}.changes")).fetchone()
+        return int(row[0]) if row else 0
+
+    def _log(self, cur: psycopg.Cursor[Any], op: str, entries: Sequence[tuple[str, int]]) -> list[int]:
+        """Inside the commit transaction (under the commit key): one change row per ``(doc_id, chunk_count)``
+        in one ``executemany``; returns their seqs, drawn in one query in ascending order."""
+        if not entries:
+            return []
+        cur.execute(
+            self._sql("SELECT nextval(pg_get_serial_sequence(%s, 'seq')) FROM generate_series(1, %s)"),
+            (f"{self._s.as_string(cur)}.changes", len(entries)),
+        )
+        seqs = sorted(int(r[0]) for r in cur.fetchall())
+        cur.executemany(
+            self._sql("INSERT INTO {s}.changes (seq, op, doc_id, chunk_count) VALUES (%s, %s, %s, %s)"),
+            [(seq, op, doc_id, int(count)) for seq, (doc_id, count) in zip(seqs, entries)],
+        )
+        return seqs
+
+    def _document_row(self, doc: DocumentRecord) -> tuple[Any, ...]:
+        content, is_json = _text_in(doc.content)
+        return (
+            _checked(doc.id, "document id"),
+            _checked(doc.source, "source"),
+            doc.content_hash,
+            COMPLETE,
+            content,
+            is_json,
+            _dumps(doc.metadata),
+            _document_id(doc.metadata),
+        )
+
+    def _chunk_row(self, chunk: ChunkRecord) -> tuple[Any, ...]:
+        content, is_json = _text_in(chunk.content)
+        return (
+            _checked(chunk.id, "chunk id"),
+            chunk.parent_id,
+            chunk.split_index,
+            content,
+            is_json,
+            _dumps(chunk.metadata),
+            content_id(chunk.content),
+        )
+
+    def _mark_removed(self, cur: psycopg.Cursor[Any], remove: list[str], now: float) -> None:
+        for batch in iter_batches(remove):
+            counts = dict(
+                cur.execute(
+                    self._sql(
+                        "SELECT parent_id, count(*) FROM {s}.chunks WHERE parent_id = ANY(%s) GROUP BY parent_id"
+                    ),
+                    (batch,),
+                ).fetchall()
+            )
+            seqs = self._log(cur, REMOVE, [(doc_id, counts.get(doc_id, 0)) for doc_id in batch])
+            cur.executemany(
+                self._sql(
+                    "UPDATE {s}.documents SET state = %s, removed_seq = %s, removed_at = %s WHERE id = %s"
+                ),
+                [(REMOVED, seq, now, doc_id) for seq, doc_id in zip(seqs, batch)],
+            )
+            cur.execute(
+                self._sql(
+                    "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
+                    " WHERE parent_id = ANY(%s))"
+                ),
+                (batch,),
+            )
+
+    def _delete_rows(self, cur: psycopg.Cursor[Any], ids: Sequence[str]) -> None:
+        for batch in iter_batches(ids):
+            cur.execute(
+                self._sql(
+                    "DELETE FROM {s}.vectors WHERE id IN (SELECT id FROM {s}.chunks"
+                    " WHERE parent_id = ANY(%s))"
+                ),
+                (batch,),
+            )
+            cur.execute(self._sql("DELETE FROM {s}.chunks WHERE parent_id = ANY(%s)"), (batch,))
+            cur.execute(self._sql("DELETE FROM {s}.documents WHERE id = ANY(%s)"), (batch,))
+
+    def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
+        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
+            ids = [
+                r[0]
+                for r in cur.execute(
+                    self._sql("SELECT id FROM {s}.documents WHERE state = %s AND removed_at < %s"),
+                    (REMOVED, time.time() - older_than),
+                )
+            ]
+            if ids:
+                self._delete_rows(cur, ids)
+        return len(ids)
+
+    # -- embedding cache ----------------------------------------------------------------------------
+    def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        rows = [(_checked(model, "model name"), h, np.asarray(v, dtype="<f4").tobytes()) for h, v in items]
+        if not rows:
+            return
+        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO {s}.embedding_cache (model, text_hash, vector) VALUES (%s, %s, %s)"
+                    " ON CONFLICT DO NOTHING"
+                ),
+                rows,
+            )
+
+    def prune_embedding_cache(self) -> int:
+        with self._writing() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(self._sql("DELETE FROM {s}.embedding_cache"))
+            return int(cur.rowcount)
 
     # -- the shared machinery -----------------------------------------------------------------------
     def write_lock(self, timeout: float) -> PgWriteLock:

@@ -12,14 +12,21 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ..metadata import child_id
 
-__all__ = ["Quarantine", "RowDamage", "decode_embedding", "decode_metadata", "owner_of"]
+__all__ = [
+    "Quarantine",
+    "RowDamage",
+    "decode_embedding",
+    "decode_metadata",
+    "dumps_metadata",
+    "owner_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +41,12 @@ def owner_of(chunk_id: str) -> str:
     return head if sep and tail.isdigit() else chunk_id
 
 
-def decode_metadata(
-    text: Any, upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def dumps_metadata(md: dict[str, Any]) -> str:
+    """Metadata as the ledger stores it: JSON text, keys sorted, exact (non-ASCII kept, other values as str)."""
+    return json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def decode_metadata(text: Any) -> dict[str, Any]:
     """Stored metadata as a dict; invalid or too deeply nested JSON raises :class:`RowDamage`."""
     try:
         md = json.loads(text)
@@ -44,7 +54,7 @@ def decode_metadata(
         raise RowDamage(f"metadata is not readable JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(md, dict):
         raise RowDamage(f"metadata is a JSON {type(md).__name__}, expected an object")
-    return upgrade(md) if upgrade is not None else md
+    return md
 
 
 def decode_embedding(blob: Any, dimension: int | None) -> np.ndarray:

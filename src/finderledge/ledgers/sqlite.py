@@ -10,7 +10,6 @@ the commit point, and nothing half-written is ever visible.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -25,14 +24,11 @@ import numpy as np
 
 from ..errors import IncompatibleIndexError, LedgerCorruptError
 from ..integrity import is_sqlite_corruption
-from ..metadata import upgrade_schema_2
 from ..storage import Storage, full_disk_error
 from .base import (
     ADD,
     COMPLETE,
-    DELETING,
     INDEX_FOLDERS,
-    PENDING,
     REMOVE,
     REMOVED,
     REMOVED_GRACE_SECONDS,
@@ -42,8 +38,10 @@ from .base import (
     ChunkRecord,
     DocumentRecord,
     Ledger,
+    check_schema_version,
     content_id,
     iter_batches,
+    unique_runs,
 )
 from .rows import (
     Quarantine,
@@ -51,6 +49,7 @@ from .rows import (
     check_chunk_id,
     decode_embedding,
     decode_metadata,
+    dumps_metadata,
     owner_of,
 )
 
@@ -63,7 +62,6 @@ _STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged;
 SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
 )
-_TEXT_HASH_INDEX = "CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash)"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -91,6 +89,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     text_hash TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
+CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op TEXT NOT NULL,
@@ -106,68 +105,25 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 """
 
 
-def _dumps(md: dict[str, Any]) -> str:
-    return json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
+class SQLiteReads(Ledger):
+    """The reading half of the SQLite ledger: the sync, read, catalog and embedding-cache lookups of
+    :class:`Ledger`.  Each thread reads through its own connection, so a reader sees committed transactions
+    only (SQLite WAL snapshots) and never waits for a writer; a row that cannot be decoded quarantines its
+    document.  :class:`SQLiteLedger` adds the writes over ``db``, the writer's connection (an in-memory
+    ledger's only one, shared under the lock)."""
 
-
-class SQLiteLedger(Ledger):
-    """SQLite-backed record of documents and chunks (``path=None``: in memory).
-
-    Writes go through one connection under a lock; each thread reads through its own connection, so a
-    reader sees committed transactions only (SQLite WAL snapshots) and never waits for a writer.
-    """
-
-    def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path is not None else None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # SQLite follows links (and opens -wal/-shm beside them): the ledger and its journals are real files
-            Storage(self.path.parent).check(
-                self.path.name + suffix for suffix in ("", "-wal", "-shm", "-journal")
-            )
-        self._target = str(self.path) if self.path is not None else ":memory:"
+    def __init__(self, path: Path | None, db: sqlite3.Connection) -> None:
+        self.path = path
+        self._target = str(path) if path is not None else ":memory:"
         self.name = self._target
+        self._db = db
         self._lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
-        self._closed = False
         self.quarantine = Quarantine(self._target)  # documents with a row that cannot be decoded
         self._dimension: int | None = None
-        if self.path is not None and _check_file(self.path):
-            _check_database(self.path)
-        try:
-            self._db = self._connect()
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise _unreadable(self._target, exc) from exc
-        version = self.get_info("schema_version")
-        if version == "1":  # version 1 had no change log (the table was just created) nor removal columns
-            with self._lock, self._transaction():
-                self._db.execute("ALTER TABLE documents ADD COLUMN added_seq INTEGER")
-                self._db.execute("ALTER TABLE documents ADD COLUMN removed_seq INTEGER")
-                self._db.execute("ALTER TABLE documents ADD COLUMN removed_at REAL")
-            self.set_info("schema_version", "2")
-            version = "2"
-        # an older ledger is read as if upgraded and rewritten by its first write (opening never writes)
-        self._schema_2 = version == "2"
-        self._text_hashes = version in (None, SCHEMA_VERSION)  # chunks.text_hash filled (schema 4)
-        if version is None:
-            self._db.execute(_TEXT_HASH_INDEX)
-            self.set_info("schema_version", SCHEMA_VERSION)
-        elif version not in ("2", "3", SCHEMA_VERSION):
-            raise IncompatibleIndexError(
-                f"ledger {self._target}: schema version {version}, this FinderLedge reads {SCHEMA_VERSION}"
-            )
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._target, check_same_thread=False, isolation_level=None, timeout=60.0)
-        # a chunk row (embedding, text, metadata) is ~2 kB: 4 kB pages held one each, half empty.  Only a new,
-        # empty database takes it (before WAL); an existing one keeps its page size.
-        db.execute(f"PRAGMA page_size={PAGE_SIZE}")
-        db.execute("PRAGMA journal_mode=WAL" if self.path else "PRAGMA journal_mode=MEMORY")
-        db.execute("PRAGMA synchronous=NORMAL")
-        return db
-
+    # -- connections and records -----------------------------------------------------------------------
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A connection for reads: this thread's own (file ledgers) or the shared one under the lock (memory)."""
@@ -178,7 +134,7 @@ class SQLiteLedger(Ledger):
                 return
             db = getattr(self._local, "db", None)
             if db is None:
-                db = self._connect()
+                db = _connect(self._target, self.path is not None)
                 self._local.db = db
                 with self._lock:
                     self._readers.append(db)
@@ -201,13 +157,325 @@ class SQLiteLedger(Ledger):
             finally:
                 db.execute("COMMIT")
 
-    # -- info ---------------------------------------------------------------------------------------
     def get_info(self, key: str) -> str | None:
         """A value from the ledger's key/value table (recorded settings, index checkpoints)."""
         with self._read() as db:
             row = db.execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    # -- sync: the change log --------------------------------------------------------------------------
+    def _seq(self, db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def last_seq(self) -> int:
+        """The ``seq`` of the newest change (0 when nothing was ever written)."""
+        with self._read() as db:
+            return self._seq(db)
+
+    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
+        """Changes with ``seq < change.seq <= upto``, oldest first."""
+        sql = "SELECT seq, op, doc_id, chunk_count FROM changes WHERE seq > ?"
+        args: list[Any] = [seq]
+        if upto is not None:
+            sql += " AND seq <= ?"
+            args.append(upto)
+        with self._read() as db:
+            return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
+
+    # -- read and catalog ------------------------------------------------------------------------------
+    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
+        """The stored version hash of each complete document among ``doc_ids``."""
+        found: dict[str, str] = {}
+        with self._read() as db:
+            for batch in iter_batches(doc_ids):
+                marks = ",".join("?" * len(batch))
+                found.update(
+                    db.execute(
+                        f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
+                        [COMPLETE, *batch],
+                    ).fetchall()
+                )
+        return found
+
+    def get_document(self, doc_id: str) -> DocumentRecord | None:
+        with self._read() as db:
+            row = db.execute(
+                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
+                (doc_id,),
+            ).fetchone()
+        return None if row is None else self._document(row)
+
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[DocumentRecord]:
+        """Complete documents in insertion order, optionally only those of one source and those whose metadata
+        ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
+        if where is None:  # page in SQL: no metadata is parsed
+            sql = "SELECT id FROM documents WHERE state=?" + (" AND source=?" if source is not None else "")
+            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
+            with self._read() as db:
+                chosen = [
+                    r[0]
+                    for r in db.execute(
+                        sql + " ORDER BY seq LIMIT ? OFFSET ?",
+                        [*args, -1 if limit is None else limit, offset],
+                    )
+                ]
+        else:
+            ids = self.document_ids(source=source, where=where)
+            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
+        records: list[DocumentRecord] = []
+        with self._read() as db:
+            for batch in iter_batches(chosen):
+                rows = {
+                    r[0]: r
+                    for r in db.execute(
+                        "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
+                        f"({','.join('?' * len(batch))})",
+                        batch,
+                    )
+                }
+                decoded = (self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
+                records.extend(d for d in decoded if d is not None)
+        return records
+
+    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """``(id, metadata)`` of every complete document (of ``source``) in insertion order, without texts."""
+        sql = "SELECT id, metadata FROM documents WHERE state=?"
+        args: list[Any] = [COMPLETE]
+        if source is not None:
+            sql += " AND source=?"
+            args.append(source)
+        with self._read() as db:
+            rows = [
+                (r[0], self._document_metadata(r[0], r[1])) for r in db.execute(sql + " ORDER BY seq", args)
+            ]
+        return [(i, md) for i, md in rows if md is not None]
+
+    def ids_with_document_id(self, document_id: str) -> list[str]:
+        """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
+        try:
+            document_id.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: stored metadata never holds them (clean_text)
+            return []
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
+                "ORDER BY seq",
+                (COMPLETE, document_id),
+            )
+            return [r[0] for r in rows]
+
+    def chunk_count(self, doc_ids: Sequence[str]) -> int:
+        """How many chunks the documents ``doc_ids`` have."""
+        total = 0
+        with self._read() as db:
+            for batch in iter_batches(doc_ids):
+                total += db.execute(
+                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
+                ).fetchone()[0]
+        return int(total)
+
+    def get_chunks(
+        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
+    ) -> list[ChunkRecord]:
+        """Chunks by id, in the order asked; unknown ids are left out.
+
+        With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
+        added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
+        another process checkpointed may already hold later chunks)."""
+        found: dict[str, ChunkRecord] = {}
+        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
+            ", c.embedding" if with_embedding else ""
+        )
+        join, extra = "", list[Any]()
+        if visible_at is not None:
+            join = (
+                " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
+                " AND (d.state = 'complete' OR d.removed_seq > ?)"
+            )
+            extra = [visible_at, visible_at]
+        with self._read() as db:
+            for batch in iter_batches(chunk_ids):
+                marks = ",".join("?" * len(batch))
+                for row in db.execute(
+                    f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
+                ):
+                    chunk = self._chunk(row, with_embedding)
+                    if chunk is not None:
+                        found[row[0]] = chunk
+        return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
+
+    def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
+        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
+            )
+            chunks = [self._chunk(r, with_embedding) for r in rows]
+        return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
+
+    def complete_chunk_ids(self) -> set[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
+                (COMPLETE,),
+            )
+            return {r[0] for r in rows}
+
+    def sample_chunk_ids(self, size: int) -> list[str]:
+        """``size`` complete chunk ids spread evenly over the table's rowids, one index seek each: the cost
+        does not grow with the corpus (a fresh process draws the relevance background on its first search).
+        The same ledger state gives the same sample in every process; a small table is read whole."""
+        with self._read() as db:
+            # two statements: SQLite answers a lone MIN or MAX from the index, both together by a full scan
+            low = db.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
+            high = db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
+            if low is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
+                return super().sample_chunk_ids(size)
+            span = high - low + 1
+            picked: dict[str, None] = {}
+            for i in range(size):
+                row = db.execute(
+                    # CROSS JOIN and +state: walk chunks by rowid (the planner would scan documents by state)
+                    "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
+                    "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1",
+                    (low + (2 * i + 1) * span // (2 * size), COMPLETE),
+                ).fetchone()
+                if row is not None:
+                    picked[row[0]] = None
+            return list(picked)
+
+    # -- embedding cache lookups -----------------------------------------------------------------------
+    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already computed by ``model`` for these text hashes (missing ones are left out): from the
+        cache, or from a stored chunk of the same text when ``model`` is the one this ledger records."""
+        found: dict[str, np.ndarray] = {}
+        with self._read() as db:
+            for batch in iter_batches(list(text_hashes)):
+                marks = ",".join("?" * len(batch))
+                rows = db.execute(
+                    f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
+                    [model, *batch],
+                )
+                found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
+            if missing and self.get_info("embedding_model_id") == model:
+                for batch in iter_batches(missing):
+                    rows = db.execute(
+                        f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
+                        f" AND text_hash IN ({','.join('?' * len(batch))})",
+                        batch,
+                    )
+                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+        return found
+
+    def embedding_cache_size(self) -> dict[str, int]:
+        with self._read() as db:
+            entries, size = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache"
+            ).fetchone()
+        return {"entries": int(entries), "bytes": int(size)}
+
+    # -- catalog counts --------------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        """Numbers of complete documents and chunks, and of unfinished documents."""
+        with self._read() as db:
+            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
+            chunks = db.execute(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
+                (COMPLETE,),
+            ).fetchone()[0]
+        return {"documents": int(docs), "chunks": int(chunks)}
+
+    def sources(self) -> list[str]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT DISTINCT source FROM documents WHERE state=? AND source IS NOT NULL ORDER BY source",
+                (COMPLETE,),
+            )
+            return [r[0] for r in rows]
+
+    # -- decoding rows ---------------------------------------------------------------------------------
+    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
+        """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
+        owner = owner_of(str(row[0]))
+        try:
+            check_chunk_id(row[0], row[1], row[2])
+            emb = None
+            if with_embedding and row[5] is not None:
+                emb = decode_embedding(row[5], self._embedding_dimension())
+            md = decode_metadata(row[4])
+        except RowDamage as exc:
+            self.quarantine.add(owner, f"chunk {row[0]}", exc)
+            return None
+        if owner in self.quarantine:
+            return None
+        return ChunkRecord(row[0], row[1], int(row[2]), row[3], md, emb)
+
+    def _document(self, row: Sequence[Any]) -> DocumentRecord | None:
+        """A document row decoded, or None (quarantined) when its metadata is damaged."""
+        md = self._document_metadata(row[0], row[5])
+        return None if md is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], md)
+
+    def _document_metadata(self, doc_id: str, text: Any) -> dict[str, Any] | None:
+        if doc_id in self.quarantine:
+            return None
+        try:
+            return decode_metadata(text)
+        except RowDamage as exc:
+            self.quarantine.add(doc_id, f"document {doc_id}", exc)
+            return None
+
+    def _embedding_dimension(self) -> int | None:
+        if self._dimension is None:
+            value = self.get_info("embedding_dimension")
+            self._dimension = int(value) if value and value.isdigit() else None
+        return self._dimension
+
+
+class SQLiteLedger(SQLiteReads):
+    """SQLite-backed record of documents and chunks (``path=None``: in memory): the records, write, staging
+    and embedding-cache writes of :class:`Ledger` (reads: :class:`SQLiteReads`).
+
+    Writes go through one connection under a lock, each in one ``BEGIN IMMEDIATE`` transaction.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        file = Path(path) if path is not None else None
+        if file is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            # SQLite follows links (and opens -wal/-shm beside them): the ledger and its journals are real files
+            Storage(file.parent).check(file.name + suffix for suffix in ("", "-wal", "-shm", "-journal"))
+            if _check_file(file):
+                _check_database(file)
+        target = str(file) if file is not None else ":memory:"
+        try:
+            db = _connect(target, file is not None)
+        except sqlite3.DatabaseError as exc:
+            raise _unreadable(target, exc) from exc
+        try:
+            version = _recorded_version(db)
+            if version is not None:  # checked before anything is created in an older or newer layout
+                check_schema_version(target, version)
+            db.executescript(_SCHEMA)
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise _unreadable(target, exc) from exc
+            raise
+        super().__init__(file, db)
+        self._closed = False
+        if version is None:  # a new ledger (an existing file without our tables was refused above)
+            self.set_info("schema_version", str(SCHEMA_VERSION))
+
+    # -- info ---------------------------------------------------------------------------------------
     def set_info(self, key: str, value: str | None) -> None:
         """Set (or with ``None`` delete) a key of the info table."""
         with self._lock, _full_disk(self._target):
@@ -233,55 +501,63 @@ class SQLiteLedger(Ledger):
         now = time.time()
         self.quarantine.release([doc.id for doc, _ in add] + list(remove) + [doc.id for doc, _ in publish])
         with self._lock, self._transaction():
-            if self._schema_2:
-                self._upgrade_to_3()
-            if not self._text_hashes:
-                self._upgrade_to_4()
-            for start in range(0, len(remove), 500):
-                batch = list(remove[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                counts = dict(
-                    self._db.execute(
-                        f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
-                        batch,
-                    )
+            if remove:
+                counts = self._chunk_counts(remove)
+                seqs = self._log(REMOVE, [(doc_id, counts.get(doc_id, 0)) for doc_id in remove])
+                self._db.executemany(
+                    "UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
+                    [(REMOVED, seq, now, doc_id) for seq, doc_id in zip(seqs, remove)],
                 )
-                for doc_id in batch:
-                    cur = self._db.execute(
-                        "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)",
-                        (REMOVE, doc_id, int(counts.get(doc_id, 0))),
-                    )
-                    self._db.execute(
-                        "UPDATE documents SET state=?, removed_seq=?, removed_at=? WHERE id=?",
-                        (REMOVED, cur.lastrowid, now, doc_id),
-                    )
-            for doc, chunks in add:
-                self._delete_rows([doc.id])  # a removed earlier copy of the same content
-                self._insert_document(doc, len(chunks), now)
-                self._insert_chunks(chunks)
+            for run in unique_runs(add):  # a document added twice in one write: the later copy replaces
+                self._delete_rows([doc.id for doc, _ in run])  # removed earlier copies of the same content
+                self._insert_documents([(doc, len(chunks)) for doc, chunks in run], now)
+                self._insert_chunks([c for _, chunks in run for c in chunks])
             for doc, count in publish:
                 self._publish(doc, count, now)
-            row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
-        return 0 if row is None else int(row[0])
+            return self._seq(self._db)
 
-    def _insert_document(self, doc: DocumentRecord, chunk_count: int, now: float) -> None:
-        """Inside a write transaction: the document's ``add`` change row, then its row stamped with that seq."""
-        cur = self._db.execute(
-            "INSERT INTO changes(op, doc_id, chunk_count) VALUES (?, ?, ?)", (ADD, doc.id, chunk_count)
+    def _log(self, op: str, entries: Sequence[tuple[str, int]]) -> list[int]:
+        """Inside a write transaction: one change row per ``(doc_id, chunk_count)``; returns their seqs (drawn
+        here, under the write transaction, so that one ``executemany`` writes them all)."""
+        first = self._seq(self._db) + 1
+        seqs = list(range(first, first + len(entries)))
+        self._db.executemany(
+            "INSERT INTO changes(seq, op, doc_id, chunk_count) VALUES (?, ?, ?, ?)",
+            [(seq, op, doc_id, int(count)) for seq, (doc_id, count) in zip(seqs, entries)],
         )
-        self._db.execute(
+        return seqs
+
+    def _chunk_counts(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for batch in iter_batches(doc_ids):
+            marks = ",".join("?" * len(batch))
+            counts.update(
+                self._db.execute(
+                    f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
+                    batch,
+                )
+            )
+        return counts
+
+    def _insert_documents(self, docs: Sequence[tuple[DocumentRecord, int]], now: float) -> None:
+        """Inside a write transaction: the documents' ``add`` change rows, then their rows stamped with them."""
+        seqs = self._log(ADD, [(doc.id, count) for doc, count in docs])
+        self._db.executemany(
             "INSERT INTO documents(id, source, content_hash, state, content, metadata, added_at, added_seq)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                doc.id,
-                doc.source,
-                doc.content_hash,
-                COMPLETE,
-                doc.content,
-                _dumps(doc.metadata),
-                now,
-                cur.lastrowid,
-            ),
+            [
+                (
+                    doc.id,
+                    doc.source,
+                    doc.content_hash,
+                    COMPLETE,
+                    doc.content,
+                    dumps_metadata(doc.metadata),
+                    now,
+                    seq,
+                )
+                for seq, (doc, _) in zip(seqs, docs)
+            ],
         )
 
     def _insert_chunks(
@@ -298,7 +574,7 @@ class SQLiteLedger(Ledger):
                     c.parent_id,
                     c.split_index,
                     c.content,
-                    _dumps(c.metadata),
+                    dumps_metadata(c.metadata),
                     None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
                     h,
                 )
@@ -323,7 +599,7 @@ class SQLiteLedger(Ledger):
         self._delete_rows(
             [doc.id], chunks=False
         )  # a removed earlier copy: its chunks were replaced by staging
-        self._insert_document(doc, count, now)
+        self._insert_documents([(doc, count)], now)
         self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
             "DELETE FROM embedding_cache WHERE text_hash IN"
             " (SELECT text_hash FROM chunks WHERE parent_id=? AND embedding IS NOT NULL)",
@@ -383,52 +659,12 @@ class SQLiteLedger(Ledger):
                         self._db.execute("DELETE FROM info WHERE key=?", (_STAGED_KEY + doc_id,))
         return len(ids)
 
-    def _upgrade_to_3(self) -> None:
-        """Inside a write transaction: move FinderLedge's fields of every row under ``_finderledge``."""
-        if self._db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()[0] == "2":
-            for table, is_chunk in (("documents", False), ("chunks", True)):
-                rows = self._db.execute(f"SELECT id, metadata FROM {table}").fetchall()
-                self._db.executemany(
-                    f"UPDATE {table} SET metadata=? WHERE id=?",
-                    [(_dumps(upgrade_schema_2(json.loads(md), is_chunk)), i) for i, md in rows],
-                )
-            self._db.execute("UPDATE info SET value='3' WHERE key='schema_version'")
-            logger.info("ledger %s: metadata moved to schema 3", self._target)
-        self._schema_2 = False
-
-    def _upgrade_to_4(self) -> None:
-        """Inside a write transaction: hash every chunk's text and drop the cached vectors chunks now hold."""
-        rows = self._db.execute("SELECT id, content FROM chunks").fetchall()
-        if "text_hash" not in {r[1] for r in self._db.execute("PRAGMA table_info(chunks)")}:
-            self._db.execute("ALTER TABLE chunks ADD COLUMN text_hash TEXT")
-        self._db.executemany(
-            "UPDATE chunks SET text_hash=? WHERE id=?", [(content_id(c), i) for i, c in rows]
-        )
-        self._db.execute(_TEXT_HASH_INDEX)
-        self._db.execute(
-            "DELETE FROM embedding_cache WHERE text_hash IN"
-            " (SELECT text_hash FROM chunks WHERE embedding IS NOT NULL)"
-        )
-        self._db.execute("UPDATE info SET value=? WHERE key='schema_version'", (SCHEMA_VERSION,))
-        logger.info(
-            "ledger %s: schema %s (%d chunks hashed; cached copies of their vectors dropped)",
-            self._target,
-            SCHEMA_VERSION,
-            len(rows),
-        )
-        self._text_hashes = True
-
     def _uncache(self, hashes: Sequence[str]) -> None:
         """Inside a write transaction: the cache lets go of vectors that stored chunks now hold."""
         for batch in iter_batches(list(hashes)):
             self._db.execute(
                 f"DELETE FROM embedding_cache WHERE text_hash IN ({','.join('?' * len(batch))})", batch
             )
-
-    def _metadata(self, text: str, is_chunk: bool) -> dict[str, Any]:
-        """Stored metadata (upgraded from schema 2); :class:`RowDamage` when it cannot be decoded."""
-        upgrade = (lambda md: upgrade_schema_2(md, is_chunk)) if self._schema_2 else None
-        return decode_metadata(text, upgrade)
 
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
@@ -447,268 +683,16 @@ class SQLiteLedger(Ledger):
         return len(ids)
 
     def _delete_rows(self, ids: Sequence[str], *, chunks: bool = True) -> None:
-        for start in range(0, len(ids), 500):
-            batch = list(ids[start : start + 500])
+        for batch in iter_batches(ids):
             marks = ",".join("?" * len(batch))
             if chunks:
                 self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
             self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
 
-    def purge(self, doc_ids: Iterable[str]) -> None:
-        """Delete documents left ``pending``/``deleting`` by a version-1 ledger (no change log entry)."""
-        with self._lock, self._transaction():
-            self._delete_rows(list(doc_ids))
-
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._target)
 
-    # -- the change log -----------------------------------------------------------------------------
-    def last_seq(self) -> int:
-        """The ``seq`` of the newest change (0 when nothing was ever written)."""
-        with self._read() as db:
-            row = db.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
-        return 0 if row is None else int(row[0])
-
-    def changes_since(self, seq: int, upto: int | None = None) -> list[Change]:
-        """Changes with ``seq < change.seq <= upto``, oldest first."""
-        sql = "SELECT seq, op, doc_id, chunk_count FROM changes WHERE seq > ?"
-        args: list[Any] = [seq]
-        if upto is not None:
-            sql += " AND seq <= ?"
-            args.append(upto)
-        with self._read() as db:
-            return [Change(int(r[0]), r[1], r[2], int(r[3])) for r in db.execute(sql + " ORDER BY seq", args)]
-
-    # -- reads --------------------------------------------------------------------------------------
-    def document_state(self, doc_id: str) -> str | None:
-        with self._read() as db:
-            row = db.execute("SELECT state FROM documents WHERE id=?", (doc_id,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def complete_ids(self, doc_ids: Iterable[str]) -> set[str]:
-        """Which of ``doc_ids`` are stored as complete documents (one query per 500 ids)."""
-        ids = list(dict.fromkeys(doc_ids))
-        found: set[str] = set()
-        with self._read() as db:
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                found.update(
-                    r[0]
-                    for r in db.execute(
-                        f"SELECT id FROM documents WHERE state=? AND id IN ({marks})", [COMPLETE, *batch]
-                    )
-                )
-        return found
-
-    def ids_in_state(self, state: str) -> list[str]:
-        with self._read() as db:
-            return [r[0] for r in db.execute("SELECT id FROM documents WHERE state=? ORDER BY seq", (state,))]
-
-    def ids_by_source(self, source: str) -> list[str]:
-        """Complete documents recorded for ``source``, in insertion order."""
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id FROM documents WHERE source=? AND state=? ORDER BY seq", (source, COMPLETE)
-            )
-            return [r[0] for r in rows]
-
-    def content_hashes(self, doc_ids: Sequence[str]) -> dict[str, str]:
-        """The stored version hash of each complete document among ``doc_ids``."""
-        found: dict[str, str] = {}
-        with self._read() as db:
-            for start in range(0, len(doc_ids), 500):
-                batch = list(doc_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                found.update(
-                    db.execute(
-                        f"SELECT id, content_hash FROM documents WHERE state=? AND id IN ({marks})",
-                        [COMPLETE, *batch],
-                    ).fetchall()
-                )
-        return found
-
-    def get_document(self, doc_id: str) -> DocumentRecord | None:
-        with self._read() as db:
-            row = db.execute(
-                "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id=?",
-                (doc_id,),
-            ).fetchone()
-        return None if row is None else self._document(row)
-
-    def list_documents(
-        self,
-        *,
-        source: str | None = None,
-        where: Callable[[dict[str, Any]], bool] | None = None,
-        offset: int = 0,
-        limit: int | None = None,
-    ) -> list[DocumentRecord]:
-        """Complete documents in insertion order, optionally only those of one source and those whose metadata
-        ``where`` accepts; ``offset`` of them skipped, at most ``limit`` returned."""
-        if where is None:  # page in SQL: no metadata is parsed
-            sql = "SELECT id FROM documents WHERE state=?" + (" AND source=?" if source is not None else "")
-            args: list[Any] = [COMPLETE, *([source] if source is not None else [])]
-            with self._read() as db:
-                chosen = [
-                    r[0]
-                    for r in db.execute(
-                        sql + " ORDER BY seq LIMIT ? OFFSET ?",
-                        [*args, -1 if limit is None else limit, offset],
-                    )
-                ]
-        else:
-            ids = self.document_ids(source=source, where=where)
-            chosen = ids[offset:] if limit is None else ids[offset : offset + limit]
-        records: list[DocumentRecord] = []
-        with self._read() as db:
-            for start in range(0, len(chosen), 500):
-                batch = chosen[start : start + 500]
-                rows = {
-                    r[0]: r
-                    for r in db.execute(
-                        "SELECT id, source, content_hash, state, content, metadata FROM documents WHERE id IN "
-                        f"({','.join('?' * len(batch))})",
-                        batch,
-                    )
-                }
-                decoded = (self._document(r) for r in (rows.get(i) for i in batch) if r is not None)
-                records.extend(d for d in decoded if d is not None)
-        return records
-
-    def document_metadata(self, *, source: str | None = None) -> list[tuple[str, dict[str, Any]]]:
-        """``(id, metadata)`` of every complete document (of ``source``) in insertion order, without texts."""
-        sql = "SELECT id, metadata FROM documents WHERE state=?"
-        args: list[Any] = [COMPLETE]
-        if source is not None:
-            sql += " AND source=?"
-            args.append(source)
-        with self._read() as db:
-            rows = [
-                (r[0], self._document_metadata(r[0], r[1])) for r in db.execute(sql + " ORDER BY seq", args)
-            ]
-        return [(i, md) for i, md in rows if md is not None]
-
-    def ids_with_document_id(self, document_id: str) -> list[str]:
-        """Complete documents whose metadata ``document_id`` is ``document_id``, in insertion order."""
-        try:
-            document_id.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: stored metadata never holds them (clean_text)
-            return []
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
-                "ORDER BY seq",
-                (COMPLETE, document_id),
-            )
-            return [r[0] for r in rows]
-
-    def chunk_count(self, doc_ids: Sequence[str]) -> int:
-        """How many chunks the documents ``doc_ids`` have."""
-        total = 0
-        with self._read() as db:
-            for start in range(0, len(doc_ids), 500):
-                batch = list(doc_ids[start : start + 500])
-                total += db.execute(
-                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
-                ).fetchone()[0]
-        return int(total)
-
-    def get_chunks(
-        self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
-    ) -> list[ChunkRecord]:
-        """Chunks by id, in the order asked; unknown ids are left out.
-
-        With ``visible_at=seq`` only chunks of documents that were stored at that change are returned:
-        added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
-        another process checkpointed may already hold later chunks)."""
-        found: dict[str, ChunkRecord] = {}
-        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
-            ", c.embedding" if with_embedding else ""
-        )
-        join, extra = "", list[Any]()
-        if visible_at is not None:
-            join = (
-                " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
-                " AND (d.state = 'complete' OR d.removed_seq > ?)"
-            )
-            extra = [visible_at, visible_at]
-        with self._read() as db:
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start : start + 500])
-                marks = ",".join("?" * len(batch))
-                for row in db.execute(
-                    f"SELECT {cols} FROM chunks c{join} WHERE c.id IN ({marks})", extra + batch
-                ):
-                    chunk = self._chunk(row, with_embedding)
-                    if chunk is not None:
-                        found[row[0]] = chunk
-        return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
-
-    def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
-        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
-        with self._read() as db:
-            rows = db.execute(
-                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
-            )
-            chunks = [self._chunk(r, with_embedding) for r in rows]
-        return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
-
-    def complete_chunk_ids(self) -> set[str]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
-                (COMPLETE,),
-            )
-            return {r[0] for r in rows}
-
-    def sample_chunk_ids(self, size: int) -> list[str]:
-        """``size`` complete chunk ids spread evenly over the table's rowids, one index seek each: the cost
-        does not grow with the corpus (a fresh process draws the relevance background on its first search).
-        The same ledger state gives the same sample in every process; a small table is read whole."""
-        with self._read() as db:
-            # two statements: SQLite answers a lone MIN or MAX from the index, both together by a full scan
-            low = db.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
-            high = db.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
-            if low is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
-                return super().sample_chunk_ids(size)
-            span = high - low + 1
-            picked: dict[str, None] = {}
-            for i in range(size):
-                row = db.execute(
-                    # CROSS JOIN and +state: walk chunks by rowid (the planner would scan documents by state)
-                    "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
-                    "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1",
-                    (low + (2 * i + 1) * span // (2 * size), COMPLETE),
-                ).fetchone()
-                if row is not None:
-                    picked[row[0]] = None
-            return list(picked)
-
     # -- embedding cache ----------------------------------------------------------------------------
-    def cached_embeddings(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors already computed by ``model`` for these text hashes (missing ones are left out): from the
-        cache, or from a stored chunk of the same text when ``model`` is the one this ledger records."""
-        found: dict[str, np.ndarray] = {}
-        with self._read() as db:
-            for batch in iter_batches(list(text_hashes)):
-                marks = ",".join("?" * len(batch))
-                rows = db.execute(
-                    f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
-                    [model, *batch],
-                )
-                found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
-            missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
-            if missing and self._text_hashes and self.get_info("embedding_model_id") == model:
-                for batch in iter_batches(missing):
-                    rows = db.execute(
-                        f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
-                        f" AND text_hash IN ({','.join('?' * len(batch))})",
-                        batch,
-                    )
-                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
-        return found
-
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         """Remember vectors by (model, text hash); committed at once, independently of any document write,
         so work done before a crash is not repeated."""
@@ -718,92 +702,9 @@ class SQLiteLedger(Ledger):
                 "INSERT OR IGNORE INTO embedding_cache(model, text_hash, vector) VALUES (?, ?, ?)", rows
             )
 
-    def embedding_cache_size(self) -> dict[str, int]:
-        with self._read() as db:
-            entries, size = db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(length(vector)), 0) FROM embedding_cache"
-            ).fetchone()
-        return {"entries": int(entries), "bytes": int(size)}
-
     def prune_embedding_cache(self) -> int:
         with self._lock, self._transaction():
             return int(self._db.execute("DELETE FROM embedding_cache").rowcount)
-
-    def sources_under(self, prefix: str) -> list[str]:
-        """Complete sources that start with ``prefix`` (a directory path ending in a separator)."""
-        with self._read() as db:
-            rows = db.execute(  # substr, not LIKE: LIKE ignores case and treats _ and % specially
-                "SELECT DISTINCT source FROM documents WHERE state=? AND substr(source, 1, ?) = ?",
-                (COMPLETE, len(prefix), prefix),
-            )
-            return [r[0] for r in rows]
-
-    def has_unfinished(self) -> bool:
-        """Whether a version-1 write left documents ``pending``/``deleting`` (an index lookup, not a count)."""
-        with self._read() as db:
-            return (
-                db.execute(
-                    "SELECT 1 FROM documents WHERE state IN (?, ?) LIMIT 1", (PENDING, DELETING)
-                ).fetchone()
-                is not None
-            )
-
-    def counts(self) -> dict[str, int]:
-        """Numbers of complete documents and chunks, and of unfinished documents."""
-        with self._read() as db:
-            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
-            chunks = db.execute(
-                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
-                (COMPLETE,),
-            ).fetchone()[0]
-            unfinished = db.execute(
-                "SELECT COUNT(*) FROM documents WHERE state IN (?, ?)", (PENDING, DELETING)
-            ).fetchone()[0]
-        return {"documents": int(docs), "chunks": int(chunks), "unfinished": int(unfinished)}
-
-    def sources(self) -> list[str]:
-        with self._read() as db:
-            rows = db.execute(
-                "SELECT DISTINCT source FROM documents WHERE state=? AND source IS NOT NULL ORDER BY source",
-                (COMPLETE,),
-            )
-            return [r[0] for r in rows]
-
-    def _chunk(self, row: Sequence[Any], with_embedding: bool) -> ChunkRecord | None:
-        """A chunk row decoded, or None (its document quarantined) when any field of it is damaged."""
-        owner = owner_of(str(row[0]))
-        try:
-            check_chunk_id(row[0], row[1], row[2])
-            emb = None
-            if with_embedding and row[5] is not None:
-                emb = decode_embedding(row[5], self._embedding_dimension())
-            md = self._metadata(row[4], True)
-        except RowDamage as exc:
-            self.quarantine.add(owner, f"chunk {row[0]}", exc)
-            return None
-        if owner in self.quarantine:
-            return None
-        return ChunkRecord(row[0], row[1], int(row[2]), row[3], md, emb)
-
-    def _document(self, row: Sequence[Any]) -> DocumentRecord | None:
-        """A document row decoded, or None (quarantined) when its metadata is damaged."""
-        md = self._document_metadata(row[0], row[5])
-        return None if md is None else DocumentRecord(row[0], row[1], row[2], row[3], row[4], md)
-
-    def _document_metadata(self, doc_id: str, text: Any) -> dict[str, Any] | None:
-        if doc_id in self.quarantine:
-            return None
-        try:
-            return self._metadata(text, False)
-        except RowDamage as exc:
-            self.quarantine.add(doc_id, f"document {doc_id}", exc)
-            return None
-
-    def _embedding_dimension(self) -> int | None:
-        if self._dimension is None:
-            value = self.get_info("embedding_dimension")
-            self._dimension = int(value) if value and value.isdigit() else None
-        return self._dimension
 
     def close(self) -> None:
         with self._lock:
@@ -814,6 +715,24 @@ class SQLiteLedger(Ledger):
                 db.close()
             self._readers.clear()
             self._db.close()
+
+
+def _connect(target: str, on_disk: bool) -> sqlite3.Connection:
+    db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=60.0)
+    # a chunk row (embedding, text, metadata) is ~2 kB: 4 kB pages held one each, half empty.  Only a new,
+    # empty database takes it (before WAL); an existing one keeps its page size.
+    db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+    db.execute("PRAGMA journal_mode=WAL" if on_disk else "PRAGMA journal_mode=MEMORY")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
+
+
+def _recorded_version(db: sqlite3.Connection) -> str | None:
+    """The ``schema_version`` an existing ledger records (None for a new one)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='info'").fetchone() is None:
+        return None
+    row = db.execute("SELECT value FROM info WHERE key='schema_version'").fetchone()
+    return None if row is None else str(row[0])
 
 
 # -- checks at open: a lost or damaged ledger next to indexes is refused, never replaced -----------------

@@ -30,7 +30,7 @@ from .answers import make_answerer
 from .config import ServerConfig
 from .deps import TENANT_FIELD, ServerState
 from .jobs import IndexJobs
-from .keys import KeyStore
+from .keys import JwtVerifier, KeyStore
 from .routes import API_PREFIX, routers
 from .routes.page import STATIC_DIR
 from .uploads import UnpackLimits, UploadArea
@@ -64,7 +64,8 @@ class BodyLimit:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        limit = self.upload_limit if scope.get("path", "").endswith("/documents") else _JSON_LIMIT
+        uploading = scope.get("path", "").endswith(("/documents", "/documents/upload"))
+        limit = self.upload_limit if uploading else _JSON_LIMIT
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
@@ -89,13 +90,17 @@ def _error(status: int, detail: str) -> JSONResponse:
 
 
 def _allowed_methods(path: str) -> set[str]:
-    """Every method some registered route answers at ``path``."""
+    """Every method some registered route answers at ``path``; a path some route names exactly (such as
+    ``/api/v1/documents/upload``) has that route's methods only, as the OpenAPI schema lists them."""
+    exact: set[str] = set()
     methods: set[str] = set()
     for router in routers():
         for route in router.routes:
             if isinstance(route, APIRoute) and route.path_regex.match(path):
                 methods |= route.methods or set()
-    return methods
+                if route.path == path:
+                    exact |= route.methods or set()
+    return exact or methods
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -169,6 +174,8 @@ def _exit_with_parent() -> None:
 def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answerer: Any = None) -> FastAPI:
     """The service over ``config.directory`` (or over an open ``ledger``; ``answerer`` overrides ``config.llm``)."""
     config = config or ServerConfig.from_env()
+    config.apply_log_level()
+    tokens = JwtVerifier(config) if config.jwt_enabled else None  # a bad key fails before the index opens
     if ledger is None:
         from ..facade import FinderLedge
 
@@ -186,7 +193,7 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
     else:
         owned = False
     partition_key = getattr(getattr(ledger, "settings", None), "partition_key", None)
-    if partition_key != TENANT_FIELD and KeyStore(config.server_dir).required:
+    if partition_key != TENANT_FIELD and (KeyStore(config.server_dir).required or tokens is not None):
         logger.warning(
             "the index's partition_key is %r, not %r: a tenant's scores (BM25 statistics, relevance, "
             "calibration) depend on other tenants' documents; open it with partition_key=%r",
@@ -208,6 +215,7 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
         uploads=uploads,
         answerer=answerer
         or make_answerer(config.llm, base_url=config.llm_base_url, timeout=config.llm_timeout),
+        tokens=tokens,
     )
 
     @asynccontextmanager
@@ -244,10 +252,11 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, limit=config.max_upload_bytes)
     logger.info(
-        "serving %s (api %s; keys %s; llm %s)",
+        "serving %s (api %s; keys %s; JWT %s; llm %s)",
         config.directory,
         API_PREFIX,
         "required" if state.keys.required else "not configured",
+        f"{tokens.algorithm} (tenant claim {tokens.claim!r})" if tokens else "off",
         config.llm or "none (extractive)",
     )
     return app

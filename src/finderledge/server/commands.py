@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..vector_stores import backend_names
+
 __all__ = ["COMMANDS", "add_commands"]
 
 
@@ -62,7 +64,34 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
         "the background)",
     )
     p.add_argument("--embedding", default=None, metavar="MODEL")
-    p.add_argument("--vector-store", choices=["chroma", "faiss"], default=None)
+    p.add_argument(
+        "--vector-store",
+        choices=backend_names(),
+        default=None,
+        help="the vector backend of a new index directory (registered backends)",
+    )
+    p.add_argument(
+        "--profile",
+        choices=["document-search"],
+        default=None,
+        help="document-search: the document-search design's service (chunks of 1000/200 characters, top_k 5, "
+        "Qdrant, and its variables DATABASE_URL, QDRANT_URL, QDRANT_COLLECTION, LOG_LEVEL, OPENAI_API_KEY)",
+    )
+    p.add_argument(
+        "--jwt-public-key",
+        default=os.environ.get("FINDERLEDGE_JWT_PUBLIC_KEY"),
+        metavar="FILE",
+        help="accept RS256 JWT bearer tokens signed for this PEM public key (default "
+        "$FINDERLEDGE_JWT_PUBLIC_KEY); an HS256 secret is read from $FINDERLEDGE_JWT_SECRET only (never a flag: "
+        "it would show in the process list)",
+    )
+    p.add_argument(
+        "--jwt-claim",
+        default=os.environ.get("FINDERLEDGE_JWT_CLAIM", "sub"),
+        help="the JWT claim naming the tenant (default sub)",
+    )
+    p.add_argument("--jwt-audience", default=os.environ.get("FINDERLEDGE_JWT_AUDIENCE"))
+    p.add_argument("--jwt-issuer", default=os.environ.get("FINDERLEDGE_JWT_ISSUER"))
     p.add_argument(
         "--allow-no-auth",
         action="store_true",
@@ -102,24 +131,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .config import ServerConfig
     from .keys import KeyStore
 
-    config = ServerConfig(
-        directory=Path(args.dir),
-        llm=args.llm,
-        llm_base_url=args.llm_base_url,
-        max_upload_mb=args.max_upload_mb,
-        max_unpacked_mb=args.max_unpacked_mb,
-        max_rows=args.max_rows,
-        max_pages=args.max_pages,
-        max_chunks=args.max_chunks,
-        index_wait=args.index_wait,
-        embedding=args.embedding,
-        vector_store=args.vector_store,
-    )
+    given: dict[str, Any] = {
+        "llm": args.llm,
+        "llm_base_url": args.llm_base_url,
+        "max_upload_mb": args.max_upload_mb,
+        "max_unpacked_mb": args.max_unpacked_mb,
+        "max_rows": args.max_rows,
+        "max_pages": args.max_pages,
+        "max_chunks": args.max_chunks,
+        "index_wait": args.index_wait,
+        "embedding": args.embedding,
+        "vector_store": args.vector_store,
+    }
+    tokens: dict[str, Any] = {  # JWT bearer tokens: the secret from the environment only (never a flag)
+        "jwt_secret": os.environ.get("FINDERLEDGE_JWT_SECRET") or None,
+        "jwt_public_key": args.jwt_public_key or None,
+        "jwt_claim": args.jwt_claim,
+        "jwt_audience": args.jwt_audience,
+        "jwt_issuer": args.jwt_issuer,
+    }
+    if getattr(args, "profile", None) == "document-search":  # options given on the command line win
+        said = {k: v for k, v in given.items() if v is not None}
+        config = ServerConfig.document_search(Path(args.dir), **said, **tokens)
+    else:
+        config = ServerConfig(directory=Path(args.dir), **given, **tokens)
     if args.workers < 1:
         raise ConfigurationError(f"--workers: expected 1 or more, got {args.workers}")
-    if not _loopback(args.host) and not KeyStore(config.server_dir).required and not args.allow_no_auth:
+    if (
+        not _loopback(args.host)
+        and not KeyStore(config.server_dir).required
+        and not config.jwt_enabled
+        and not args.allow_no_auth
+    ):
         raise ConfigurationError(
-            f"--host {args.host}: no API key exists, so the server listens on a loopback "
+            f"--host {args.host}: no API key exists (and no JWT secret or public key is set), so the server listens on a loopback "
             "address only; create one with 'finderledge keys create --tenant NAME' "
             "(or pass --allow-no-auth)"
         )

@@ -9,20 +9,25 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from ..filters import and_filters
+from .keys import TokenError, looks_like_jwt
 
 if TYPE_CHECKING:
     from ..facade import FinderLedge
     from .answers import Answerer
     from .config import ServerConfig
     from .jobs import IndexJobs
-    from .keys import KeyStore
+    from .keys import JwtVerifier, KeyStore
     from .uploads import UploadArea
 
 __all__ = ["TENANT_FIELD", "Caller", "CallerDep", "ServerState", "StateDep"]
 
 TENANT_FIELD = "tenant"  # the metadata key every write of a keyed caller is tagged with
 
-_bearer = HTTPBearer(auto_error=False, description="an API key made with 'finderledge keys create'")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="an API key made with 'finderledge keys create', or a JWT when the server has a JWT secret or "
+    "public key",
+)
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the same key, as a header")
 
 
@@ -36,6 +41,7 @@ class ServerState:
     uploads: UploadArea
     answerer: Answerer
     jobs: IndexJobs
+    tokens: JwtVerifier | None = None  # JWT bearer tokens (None: API keys only)
 
 
 @dataclass(frozen=True)
@@ -71,15 +77,26 @@ def get_caller(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
 ) -> Caller:
-    """The caller's tenant from their key; 401 when keys are configured and none (or a revoked one) is given."""
-    if not state.keys.required:
+    """The caller's tenant from their key or JWT; 401 when keys or JWTs are configured and none (or a revoked
+    key, or an expired or invalid token) is given."""
+    if not state.keys.required and state.tokens is None:
         return Caller(None)
     secret = bearer.credentials if bearer is not None else header
+    if secret and bearer is not None and state.tokens is not None and looks_like_jwt(secret):
+        try:
+            return Caller(state.tokens.tenant(secret))
+        except TokenError as exc:
+            raise HTTPException(
+                401,
+                f"bearer token refused: {exc}",
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            ) from None
     key = state.keys.authenticate(secret) if secret else None
     if key is None:
+        accepted = "an API key or a JWT" if state.tokens is not None else "a valid API key"
         raise HTTPException(
             401,
-            "a valid API key is required (Authorization: Bearer <key> or X-API-Key)",
+            f"{accepted} is required (Authorization: Bearer <key> or X-API-Key)",
             headers={"WWW-Authenticate": "Bearer"},
         )
     return Caller(key.tenant)

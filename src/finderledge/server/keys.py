@@ -18,13 +18,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
 from ..errors import ConfigurationError, DocumentNotFoundError
 
-__all__ = ["TENANT_PATTERN", "ApiKey", "KeyStore"]
+if TYPE_CHECKING:
+    from .config import ServerConfig
+
+__all__ = ["TENANT_PATTERN", "ApiKey", "JwtVerifier", "KeyStore", "TokenError"]
 
 KEYS_FILE = "keys.json"
 KEY_PREFIX = "flk_"
@@ -138,3 +141,79 @@ class KeyStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+class TokenError(Exception):
+    """A bearer token that is a JWT but not a valid one (bad signature, expired, wrong audience, no tenant)."""
+
+
+def looks_like_jwt(token: str) -> bool:
+    """Three base64url parts (an API key has none of the dots)."""
+    parts = token.split(".")
+    return len(parts) == 3 and all(re.fullmatch(r"[A-Za-z0-9_-]+", p) for p in parts[:2])
+
+
+class JwtVerifier:
+    """Checks JWT bearer tokens: an HS256 secret or an RS256 public key, ``exp`` required, ``aud``/``iss``
+    when configured; the tenant is the configured claim (default ``sub``)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        try:
+            import jwt
+        except ImportError as exc:
+            raise ConfigurationError(
+                'server setting jwt_secret/jwt_public_key: JWTs need PyJWT: pip install "finderledge[server]"'
+            ) from exc
+        self._jwt = jwt
+        if config.jwt_secret is not None:
+            self.key: Any = config.jwt_secret
+            self.algorithm = "HS256"
+        elif config.jwt_public_key is not None:
+            self.key = self._public_key(config.jwt_public_key)
+            self.algorithm = "RS256"
+        else:
+            raise ConfigurationError("JwtVerifier: the server has no jwt_secret or jwt_public_key")
+        self.claim = config.jwt_claim
+        self.audience = config.jwt_audience
+        self.issuer = config.jwt_issuer
+
+    @staticmethod
+    def _public_key(value: str) -> Any:
+        from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+        text = value if "-----BEGIN" in value else _read_key_file(value)
+        try:
+            return load_pem_public_key(text.encode("ascii"))
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"server setting jwt_public_key: expected an RSA public key in PEM form ({exc})"
+            ) from None
+
+    def tenant(self, token: str) -> str:
+        """The tenant ``token`` names; :class:`TokenError` saying why when it is not valid."""
+        try:
+            claims = self._jwt.decode(
+                token,
+                self.key,
+                algorithms=[self.algorithm],  # never "none", never the other family
+                audience=self.audience,
+                issuer=self.issuer,
+                options={"require": ["exp"]},
+            )
+        except self._jwt.ExpiredSignatureError:
+            raise TokenError("the token has expired") from None
+        except self._jwt.InvalidTokenError as exc:
+            raise TokenError(f"the token is not valid ({exc})") from None
+        tenant = claims.get(self.claim)
+        if not isinstance(tenant, str) or not TENANT_PATTERN.match(tenant):
+            raise TokenError(f"the token's {self.claim!r} claim does not name a tenant")
+        return tenant
+
+
+def _read_key_file(path: str) -> str:
+    try:
+        return Path(path).expanduser().read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(
+            f"server setting jwt_public_key: {path!r} is neither a PEM key nor a readable key file ({exc})"
+        ) from None

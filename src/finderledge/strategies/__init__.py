@@ -1,7 +1,8 @@
 """Query strategies: ``search(question, strategy="multi_query" | "hyde" | "decompose", llm=...)``.
 
 Each strategy is a module with one :class:`~finderledge.strategies.base.QueryStrategy`, registered by name in
-:data:`STRATEGIES`; ``tests/integration/test_strategies.py`` holds the contract every registered strategy passes.
+:data:`STRATEGIES` (the one :class:`~finderledge.registry.Registry`; :func:`register` adds one);
+``tests/contract/test_strategy_contract.py`` holds the contract every registered strategy passes.
 :func:`run_strategy` plans with the LLM, runs every search concurrently with the caller's filter, merges,
 reranks once against the question, and marks each result with the sub-queries that found it.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..metadata import info_of
+from ..registry import Registry
 from ..relevance import check_score_threshold
 from ..reranker import rerank_documents
 from ..results import SearchResult, SearchResults
@@ -35,24 +37,29 @@ __all__ = [
     "QueryStrategy",
     "SubQuery",
     "get_strategy",
+    "register",
     "run_strategy",
 ]
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES: dict[str, type[QueryStrategy]] = {"multi_query": MultiQuery, "hyde": HyDE, "decompose": Decompose}
+#: query strategies by the name ``search(strategy=...)`` takes
+STRATEGIES: Registry[type[QueryStrategy]] = Registry("query strategy", "strategy", also="or a QueryStrategy")
+for _strategy in (MultiQuery, HyDE, Decompose):
+    STRATEGIES.register(_strategy.name, _strategy)
 ON_ERROR = ("fallback", "raise")
+
+
+def register(name: str, strategy: type[QueryStrategy]) -> None:
+    """Make ``search(strategy=name)`` plan with ``strategy(prompt=..., n=...)``."""
+    STRATEGIES.register(name, strategy)
 
 
 def get_strategy(strategy: str | QueryStrategy, **options: Any) -> QueryStrategy:
     """A strategy by name (with ``prompt=``/``n=``) or the instance given."""
     if isinstance(strategy, QueryStrategy):
         return strategy
-    if strategy not in STRATEGIES:
-        raise ConfigurationError(
-            f"strategy: expected one of {list(STRATEGIES)} or a QueryStrategy, got {strategy!r}"
-        )
-    return STRATEGIES[strategy](**options)
+    return STRATEGIES.get(strategy)(**options)
 
 
 def run_strategy(

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..fusion import script_of
 from ..results import SearchResult
+from ..scripts import script_of
 
 __all__ = ["QueryStrategy", "SubQuery", "ask", "language_of", "parse_lines", "rrf_merge"]
 

@@ -1,6 +1,6 @@
 """Vector backends: one module per backend behind :class:`VectorStore`, created by name from a registry.
 
-Adding a backend (Qdrant, Elasticsearch …) is one new module with a :class:`VectorStore` subclass and a
+Adding a backend (Elasticsearch, Weaviate …) is one new module with a :class:`VectorStore` subclass and a
 ``register("name", factory)`` line here or in the caller's code; ``tests/contract/test_vector_store_contract.py``
 runs the same contract against each one.
 """
@@ -39,6 +39,7 @@ BACKENDS: Registry[BackendFactory] = Registry(
 BACKENDS.register("chroma", "finderledge.vector_stores.chroma:open_chroma", extra=("chromadb", "chroma"))
 BACKENDS.register("faiss", "finderledge.vector_stores.faiss:open_faiss")
 BACKENDS.register("pgvector", "finderledge.vector_stores.pgvector:open_pgvector")
+BACKENDS.register("qdrant", "finderledge.vector_stores.qdrant:open_qdrant", extra=("qdrant_client", "qdrant"))
 
 
 def register(name: str, factory: BackendFactory) -> None:

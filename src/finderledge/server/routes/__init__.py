@@ -16,7 +16,7 @@ __all__ = ["API_PREFIX", "PUBLIC_PATHS", "ROUTE_MODULES", "routers"]
 
 API_PREFIX = "/api/v1"
 ROUTE_MODULES = ("documents", "search", "chat", "system", "page")
-PUBLIC_PATHS = frozenset({"/", API_PREFIX + "/health", API_PREFIX + "/version"})
+PUBLIC_PATHS = frozenset({"/", "/health", API_PREFIX + "/health", API_PREFIX + "/version"})
 
 
 def routers() -> list[APIRouter]:

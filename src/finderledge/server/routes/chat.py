@@ -14,6 +14,7 @@ from ...results import SearchResult
 from ..answers import NO_ANSWER
 from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..models import JSON_ERRORS, ChatRequest, ChatResponse, ErrorOut
+from ..strategies import canonical_strategy
 from .search import cite, hit, run_search
 
 __all__ = ["router"]
@@ -24,9 +25,12 @@ router = APIRouter(prefix="/api/v1/chat", tags=["chat"], responses=JSON_ERRORS)
 
 def _sources(results: list[SearchResult]) -> list[dict[str, Any]]:
     keys = ("document_id", "chunk_id", "filename", "title", "page", "score", "content")
-    return [
-        {"n": n, **{k: v for k, v in hit(r).items() if k in keys}} for n, r in enumerate(results, start=1)
-    ]
+    out = []
+    for n, r in enumerate(results, start=1):
+        source = {k: v for k, v in hit(r).items() if k in keys}
+        # the document-search design's names, beside ours
+        out.append({"n": n, **source, "page_number": source["page"], "chunk_content": source["content"]})
+    return out
 
 
 def _pieces(
@@ -35,8 +39,8 @@ def _pieces(
     """The answer's pieces (lazily: a model streams them), written by :meth:`FinderLedge.stream_answer` from this
     request's results, and the sources it is written from (results with no evidence at all, score 0, are never
     cited)."""
-    results = [r for r in run_search(state, caller, body) if r.score > 0]
-    history = [(t.role, t.content) for t in body.history]
+    results = [r for r in run_search(state, caller, body, most=20) if r.score > 0]
+    history = [(t.role, t.content) for t in body.turns]
     if not hasattr(
         state.answerer, "prompts"
     ):  # an answerer of an earlier version: it writes the answer itself
@@ -77,8 +81,10 @@ def chat(state: StateDep, caller: CallerDep, body: ChatRequest) -> dict[str, Any
     return {
         "answer": answer,
         "sources": _sources(results),
+        "question": body.question,
         "extractive": state.answerer.extractive,
         "model": state.answerer.name,
+        "strategy": canonical_strategy(body.strategy),
     }
 
 
@@ -93,8 +99,8 @@ def _event(data: dict[str, Any]) -> str:
     responses={
         200: {
             "content": {"text/event-stream": {}},
-            "description": 'events `{"content": …, "done": false}` … then '
-            '`{"done": true, "sources": [...], "extractive": …, "model": …}`',
+            "description": 'events `{"content": …, "done": false, "sources": null}` … then '
+            '`{"content": "", "done": true, "sources": [...], "extractive": …, "model": …, "strategy": …}`',
         }
     },
 )
@@ -106,16 +112,18 @@ def chat_stream(state: StateDep, caller: CallerDep, body: ChatRequest) -> Stream
     def events() -> Iterator[str]:
         try:
             for piece in pieces:
-                yield _event({"content": piece, "done": False})
+                yield _event({"content": piece, "done": False, "sources": None})
         except Exception as exc:  # noqa: BLE001
             yield _event({"done": True, "error": _model_failed(exc).detail})
             return
         yield _event(
             {
+                "content": "",
                 "done": True,
                 "sources": _sources(results),
                 "extractive": state.answerer.extractive,
                 "model": state.answerer.name,
+                "strategy": canonical_strategy(body.strategy),
             }
         )
 

@@ -11,8 +11,8 @@ from fastapi import APIRouter, File, Form, HTTPException, Query, Response, Uploa
 from langchain_core.documents import Document
 
 from ...errors import LoadError, TooManyChunksError
-from ...metadata import DOCUMENT_ID, info_of
-from ..deps import CallerDep, StateDep
+from ...metadata import DOCUMENT_ID, info_of, user_metadata
+from ..deps import TENANT_FIELD, CallerDep, StateDep
 from ..jobs import IndexJob
 from ..models import ChunkOut, DocumentDetail, DocumentList, DocumentOut, ErrorOut
 from ..uploads import UploadError
@@ -27,6 +27,8 @@ router = APIRouter(
 )
 
 MAX_TAGS = 50
+DATASET_ID = "dataset_id"  # metadata: the dataset a file was uploaded to (filter: dataset_ids)
+DATA_SOURCE_ID = "data_source_id"  # metadata: the uploaded file's id (filter: data_source_ids)
 MAX_TAG_CHARS = 100
 
 
@@ -54,17 +56,27 @@ def tag_filter(tags: list[str] | None) -> dict[str, Any] | None:
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
+def stored_name(document_id: str, filename: str) -> str:
+    """Where an upload is kept, relative to the upload area (the design's ``file_path``; never a server path)."""
+    return f"{document_id}/{filename}"
+
+
 def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
     """A :class:`DocumentOut` from the parents stored under one document id."""
     md = parents[0].metadata
     tags = md.get("tags")
+    filename = str(md.get("filename") or md.get("file_name") or "")
     return {
         "id": document_id,
-        "filename": str(md.get("filename") or md.get("file_name") or ""),
+        "filename": filename,
         "title": str(md.get("title") or md.get("filename") or ""),
         "mime_type": str(md.get("mime_type") or ""),
         "size": int(md.get("size") or 0),
+        "file_size": int(md.get("size") or 0),
+        "file_path": stored_name(document_id, filename),
         "tags": [str(t) for t in tags] if isinstance(tags, list) else [],
+        "dataset_id": md.get(DATASET_ID) if isinstance(md.get(DATASET_ID), str) else None,
+        "data_source_id": document_id,
         "status": "indexed",
         "parts": len(parents),
         "chunk_count": sum(int(info_of(p.metadata).get("split_count") or 0) for p in parents),
@@ -89,12 +101,27 @@ def _parents(state: StateDep, caller: CallerDep, ids: list[str]) -> dict[str, li
     summary="Upload a file",
     responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}},
 )
+@router.post(
+    "/upload",
+    status_code=201,
+    response_model=DocumentOut,
+    summary="Upload a file (the document-search design's path; the same as POST /api/v1/documents)",
+    responses={400: {"model": ErrorOut}, 413: {"model": ErrorOut}, 415: {"model": ErrorOut}},
+    operation_id="upload_document_design_path",
+)
 def upload(
     state: StateDep,
     caller: CallerDep,
     file: Annotated[UploadFile, File(description="PDF, DOCX, text, Markdown, HTML, CSV or JSON")],
     title: Annotated[str | None, Form(max_length=500)] = None,
     tags: Annotated[list[str] | None, Form(description="tags, repeated or comma-separated")] = None,
+    dataset_id: Annotated[
+        str | None,
+        Form(
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$",
+            description="the dataset it belongs to (search and chat narrow to it with dataset_ids)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Store the file under a new document id and index it (its pages/rows share the id)."""
     tag_list = _tags(tags)
@@ -110,6 +137,8 @@ def upload(
         "size": stored.size,
         "tags": tag_list,
         "uploaded_at": now,
+        DATA_SOURCE_ID: stored.document_id,
+        **({DATASET_ID: dataset_id} if dataset_id else {}),
         **caller.stamp(),
     }
     record = {
@@ -120,6 +149,7 @@ def upload(
         "mime_type": stored.mime_type,
         "size": stored.size,
         "tags": tag_list,
+        "dataset_id": dataset_id,
         "created_at": now,
     }
 
@@ -171,13 +201,18 @@ class _NothingIndexed(Exception):
 
 def _pending(record: dict[str, Any]) -> dict[str, Any]:
     """A :class:`DocumentOut` for an upload not (yet) indexed: ``processing`` or ``failed`` with the reason."""
+    filename = str(record.get("filename") or "")
     return {
         "id": record["id"],
-        "filename": str(record.get("filename") or ""),
+        "filename": filename,
         "title": str(record.get("title") or record.get("filename") or ""),
         "mime_type": str(record.get("mime_type") or ""),
         "size": int(record.get("size") or 0),
+        "file_size": int(record.get("size") or 0),
+        "file_path": stored_name(record["id"], filename),
         "tags": [str(t) for t in record.get("tags") or []],
+        "dataset_id": record.get("dataset_id"),
+        "data_source_id": record["id"],
         "status": record.get("status", "processing"),
         "reason": record.get("reason"),
         "parts": 0,
@@ -199,14 +234,20 @@ def list_documents(
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=100)] = 20,
     tag: Annotated[list[str] | None, Query(description="only documents with any of these tags")] = None,
+    dataset_id: Annotated[
+        list[str] | None, Query(description="only documents uploaded to any of these datasets")
+    ] = None,
 ) -> dict[str, Any]:
     """The caller's documents, in upload order, a page at a time."""
-    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag)))
+    datasets = {DATASET_ID: {"$in": dataset_id}} if dataset_id else None
+    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag), datasets))
     indexed = set(ids)
     pending = {
         r["id"]: r
         for r in _jobs_of(state, caller)
-        if r["id"] not in indexed and (not tag or set(tag) & set(r.get("tags") or []))
+        if r["id"] not in indexed
+        and (not tag or set(tag) & set(r.get("tags") or []))
+        and (not dataset_id or r.get("dataset_id") in dataset_id)
     }
     every = ids + list(pending)  # uploads not indexed yet (or failed) come last
     chosen = every[(page - 1) * per_page : page * per_page]
@@ -234,22 +275,43 @@ def get_document(state: StateDep, caller: CallerDep, document_id: str) -> dict[s
         if record is None:
             raise HTTPException(404, f"no document {document_id!r}")
         return {**_pending(record), "chunks": []}
+    summary = _summary(document_id, parents)
     chunks: list[dict[str, Any]] = []
     for parent in parents:
         for chunk in state.ledger.get_split_documents(str(parent.id)):
             info = info_of(chunk.metadata)
             page, row = chunk.metadata.get("page"), chunk.metadata.get("row")
+            page = page if isinstance(page, int) and not isinstance(page, bool) else None
             chunks.append(
                 {
+                    "id": info["id"],
+                    "document_id": document_id,
                     "chunk_id": info["id"],
                     "chunk_index": len(chunks),
                     "split_index": info["split_index"],
-                    "page": page if isinstance(page, int) else None,
+                    "page": page,
+                    "page_number": page,
                     "row": row if isinstance(row, int) else None,
                     "content": chunk.page_content,
+                    "chunk_metadata": _own_metadata(chunk.metadata),
+                    "created_at": summary["created_at"],
                 }
             )
-    return {**_summary(document_id, parents), "chunks": [ChunkOut(**c) for c in chunks]}
+    return {**summary, "chunks": [ChunkOut(**c) for c in chunks]}
+
+
+def _own_metadata(md: dict[str, Any]) -> dict[str, Any] | None:
+    """What the loader found about a chunk (its page or row, language, …): not the upload's fields, which the
+    document shows, nor where the server keeps the file; ``None`` when nothing is left."""
+    own = {k: v for k, v in user_metadata(md).items() if k not in _NOT_CHUNK_METADATA}
+    return own or None
+
+
+# the upload's own fields (shown on the document) and where the server keeps the file (never shown)
+_NOT_CHUNK_METADATA = frozenset(
+    {"filename", "title", "mime_type", "size", "tags", "uploaded_at", TENANT_FIELD}
+    | {"source", "source_id", DOCUMENT_ID}
+)
 
 
 @router.delete(

@@ -11,10 +11,11 @@ from ...context import citation
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ...results import SearchResult
 from ..deps import Caller, CallerDep, ServerState, StateDep
-from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse
-from .documents import tag_filter
+from ..models import JSON_ERRORS, SearchHit, SearchRequest, SearchResponse, design_filter
+from ..strategies import canonical_strategy, strategy_search
+from .documents import DATA_SOURCE_ID, DATASET_ID, tag_filter
 
-__all__ = ["hit", "router", "run_search"]
+__all__ = ["hit", "request_filter", "request_k", "router", "run_search"]
 
 router = APIRouter(prefix="/api/v1", tags=["search"], responses=JSON_ERRORS)
 
@@ -33,6 +34,8 @@ def hit(result: SearchResult) -> dict[str, Any]:
     md = result.document.metadata
     info = info_of(md)
     doc_id = md.get(DOCUMENT_ID)
+    metadata = {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY}
+    metadata["page_number"] = _int(md.get("page"))  # the design's name; null outside PDFs
     return {
         "rank": result.rank,
         "document_id": doc_id if isinstance(doc_id, str) else None,
@@ -44,7 +47,7 @@ def hit(result: SearchResult) -> dict[str, Any]:
         "content": result.document.page_content,
         "score": float(result.score),
         **{key: info.get(key) for key in ("vector_rank", "vector_score", "keyword_rank", "keyword_score")},
-        "metadata": {k: v for k, v in user_metadata(md).items() if k not in _SERVER_ONLY},
+        "metadata": metadata,
     }
 
 
@@ -59,16 +62,48 @@ def context_of(state: ServerState, results: list[SearchResult]) -> str:
     return state.ledger.get_context(results=results, citation=cite)
 
 
-def run_search(state: ServerState, caller: Caller, body: Any) -> list[SearchResult]:
-    """A search request's results: the caller's base filter AND its tags, document ids and filter."""
-    ids = {DOCUMENT_ID: {"$in": body.document_ids}} if body.document_ids else None
-    flt = caller.narrow(tag_filter(body.tags), ids, body.filter)
-    k = getattr(body, "top_k", 10)
+def _ids_filter(ids: list[str] | None, field: str = DOCUMENT_ID) -> dict[str, Any] | None:
+    return {field: {"$in": ids}} if ids else None
+
+
+def request_filter(caller: Caller, body: Any) -> dict[str, Any] | None:
+    """The caller's base filter AND the request's tags, document ids, dataset ids, data source ids and filter
+    (the filter language, or the design's ``{tags, document_ids}``: each list narrows, as the top-level
+    fields do)."""
+    nested = design_filter(body.filter)
+    if nested is not None:
+        extra = [tag_filter(nested.tags), _ids_filter(nested.document_ids)]
+    else:
+        extra = [body.filter]
+    return caller.narrow(
+        tag_filter(body.tags),
+        _ids_filter(body.document_ids),
+        _ids_filter(getattr(body, "dataset_ids", None), DATASET_ID),
+        _ids_filter(getattr(body, "data_source_ids", None), DATA_SOURCE_ID),
+        *extra,
+    )
+
+
+def request_k(state: ServerState, body: Any, most: int) -> int:
+    """``top_k`` as sent, else the index's own ``k`` setting (at most ``most``, the field's own bound)."""
+    top_k = getattr(body, "top_k", None)
+    return int(top_k) if top_k is not None else min(int(state.ledger.settings.k), most)
+
+
+def run_search(state: ServerState, caller: Caller, body: Any, most: int = 100) -> list[SearchResult]:
+    """A search request's results through its ``strategy``: the caller's base filter AND its tags, document
+    ids, dataset ids, data source ids and filter, in every search the strategy runs; fields the request leaves
+    out take the index's settings (``k``, ``search_mode``)."""
     query = getattr(body, "query", None) or body.question
-    return list(
-        state.ledger.search(
-            query, k=k, search_mode=body.search_mode, filter=flt, score_threshold=body.score_threshold
-        )
+    return strategy_search(
+        state.ledger,
+        query,
+        getattr(body, "strategy", None),
+        getattr(state.answerer, "model", None),
+        k=request_k(state, body, most),
+        filter=request_filter(caller, body),
+        search_mode=body.search_mode,
+        score_threshold=body.score_threshold,
     )
 
 
@@ -78,6 +113,8 @@ def search(state: StateDep, caller: CallerDep, body: SearchRequest) -> dict[str,
     results = run_search(state, caller, body)
     return {
         "query": body.query,
+        "strategy": canonical_strategy(body.strategy),
         "results": [SearchHit(**hit(r)) for r in results],
+        "total": len(results),
         "context": context_of(state, results),
     }

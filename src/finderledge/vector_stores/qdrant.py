@@ -1,0 +1,217 @@
+"""Qdrant as a FinderLedge vector store: precomputed vectors, cosine distance, filters narrowed by a Qdrant
+``Filter`` and decided by :mod:`finderledge.filters` (see :mod:`finderledge.vector_stores.qdrant_filter`).
+
+A Qdrant server (``qdrant_url``, e.g. ``http://localhost:6333``: one collection every process shares, written
+through after each ledger commit) or ``qdrant-client``'s local mode (a folder in the index directory, a replica
+like FAISS; ``None``: in memory).  Install with ``pip install "finderledge[qdrant]"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigurationError, MissingExtraError
+from ..filters import compile_filter
+from .base import LOCAL, SHARED, VectorStore
+from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
+
+__all__ = ["COLLECTION", "QdrantVectorStore", "import_qdrant", "open_qdrant", "point_id"]
+
+COLLECTION = "finderledge"
+BATCH = 256  # points per upsert or delete request
+#: the payload fields a new collection on a server indexes (the document-search design's payload schema)
+PAYLOAD_INDEXES = {
+    "document_id": "keyword",
+    "chunk_id": "keyword",
+    "filename": "keyword",
+    "tags": "keyword",
+    "page_number": "integer",
+}
+_NAMESPACE = uuid.UUID("5b0e9f3c-7f0a-4c55-9a53-6f1d0c2d7a11")  # chunk id -> point id (Qdrant needs UUIDs)
+logger = logging.getLogger(__name__)
+
+
+def import_qdrant() -> Any:
+    """The ``qdrant_client`` module, or :class:`MissingExtraError` naming the extra that installs it."""
+    try:
+        import qdrant_client
+    except ImportError as exc:
+        raise MissingExtraError("vector_store='qdrant'", "qdrant_client", "qdrant") from exc
+    return qdrant_client
+
+
+def point_id(chunk_id: str) -> str:
+    """The Qdrant point id of a chunk (a UUID derived from its id: the same chunk is always the same point)."""
+    return str(uuid.uuid5(_NAMESPACE, chunk_id))
+
+
+class QdrantVectorStore(VectorStore):
+    """One Qdrant collection of FinderLedge chunks: on a server (``url``), in a local folder, or in memory."""
+
+    name = "qdrant"
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        dimension: int,
+        url: str | None = None,
+        collection_name: str = COLLECTION,
+        api_key: str | None = None,
+    ) -> None:
+        client_module = import_qdrant()
+        from qdrant_client import models
+
+        self._models = models
+        self.url = url
+        self.path = None if path is None or url is not None else Path(path)
+        self.location = LOCAL if url is None else SHARED
+        self.collection = collection_name
+        if url is not None:
+            self._client = _server_client(client_module, url, api_key)
+        elif self.path is None:
+            self._client = client_module.QdrantClient(location=":memory:")
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._client = _local_client(client_module, self.path)
+        self._ensure_collection(dimension)
+
+    def _ensure_collection(self, dimension: int) -> None:
+        models = self._models
+        if not self._client.collection_exists(self.collection):
+            self._client.create_collection(
+                self.collection,
+                vectors_config=models.VectorParams(size=dimension, distance=models.Distance.COSINE),
+            )
+            if self.url is not None:  # a server filters faster by indexed fields (local mode has no indexes)
+                for name, kind in PAYLOAD_INDEXES.items():
+                    self._client.create_payload_index(self.collection, name, field_schema=kind)
+            return
+        vectors = self._client.get_collection(self.collection).config.params.vectors
+        size = getattr(vectors, "size", None)
+        if size is not None and size != dimension:
+            raise ConfigurationError(
+                f"setting 'qdrant_collection': the Qdrant collection {self.collection!r} holds {size}-d vectors, "
+                f"but the embedding model makes {dimension}-d ones; name another collection"
+            )
+
+    def add(
+        self,
+        ids: Sequence[str],
+        embeddings: np.ndarray | Sequence[Sequence[float]],
+        metadatas: Sequence[Mapping[str, Any]],
+        texts: Sequence[str] | None = None,
+    ) -> None:
+        if len(ids) == 0:
+            return
+        vectors = np.asarray(embeddings, dtype=np.float32)
+        points = [
+            self._models.PointStruct(
+                id=point_id(chunk_id),
+                vector=vectors[i].tolist(),
+                payload=qdrant_payload(chunk_id, metadatas[i]),
+            )
+            for i, chunk_id in enumerate(ids)
+        ]
+        for start in range(0, len(points), BATCH):
+            self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
+
+    def delete(self, ids: Iterable[str]) -> None:
+        points: list[int | str | uuid.UUID] = [point_id(i) for i in ids]
+        for start in range(0, len(points), BATCH):
+            self._client.delete(
+                self.collection,
+                points_selector=self._models.PointIdsList(points=points[start : start + BATCH]),
+                wait=True,
+            )
+
+    def search(
+        self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        if k < 1:
+            return []
+        pred = compile_filter(filter)
+        narrowed = prefilter(self._models, filter)
+        query = np.asarray(embedding, dtype=np.float32).tolist()
+        n = k
+        while True:  # Qdrant narrows (never too far), compile_filter decides; widen until k pass
+            points = self._client.query_points(
+                self.collection,
+                query=query,
+                limit=n,
+                query_filter=narrowed,
+                with_payload=True if pred is not None else [ID_KEY],
+            ).points
+            hits = [
+                (str(p.payload[ID_KEY]), float(p.score))
+                for p in points
+                if pred is None or pred(stored_metadata(p.payload))
+            ]
+            if len(hits) >= k or len(points) < n:
+                return hits[:k]
+            n *= 4
+
+    def ids(self) -> set[str]:
+        out: set[str] = set()
+        offset = None
+        while True:
+            records, offset = self._client.scroll(
+                self.collection, limit=1000, offset=offset, with_payload=[ID_KEY], with_vectors=False
+            )
+            out.update(str(r.payload[ID_KEY]) for r in records)
+            if offset is None:
+                return out
+
+    def __len__(self) -> int:
+        return int(self._client.count(self.collection, exact=True).count)
+
+    def close(self) -> None:
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            close()
+
+
+def _local_client(client_module: Any, path: Path) -> Any:
+    """qdrant-client's local mode over ``path``: one open client per folder, in any process."""
+    try:
+        return client_module.QdrantClient(path=str(path))
+    except RuntimeError as exc:
+        if "already accessed" not in str(exc):
+            raise
+        raise ConfigurationError(
+            f"setting 'vector_store': the local Qdrant folder {path} is open in another FinderLedge (this or "
+            "another process); qdrant-client's local mode serves one at a time: close the other one, or set "
+            "qdrant_url (QDRANT_URL) to a Qdrant server, which any number of processes share"
+        ) from None
+
+
+def _server_client(client_module: Any, url: str, api_key: str | None) -> Any:
+    """A client of the Qdrant server at ``url``; a server that does not answer is a clear error, at open."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"setting 'qdrant_url': expected http(s)://host:port, got {url!r}")
+    client = client_module.QdrantClient(url=url, api_key=api_key, check_compatibility=False)
+    try:
+        client.get_collections()
+    except Exception as exc:  # noqa: BLE001 - httpx/grpc raise their own kinds when the server is down
+        raise ConfigurationError(
+            f"setting 'qdrant_url': no Qdrant server answers at {url} ({type(exc).__name__})"
+        ) from None
+    return client
+
+
+def open_qdrant(
+    path: Path | None,
+    dimension: int,
+    *,
+    url: str | None = None,
+    collection: str = COLLECTION,
+    api_key: str | None = None,
+) -> QdrantVectorStore:
+    """The registry's factory: the collection on the Qdrant server at ``url``, or a local one under ``path``."""
+    return QdrantVectorStore(path, dimension=dimension, url=url, collection_name=collection, api_key=api_key)
