@@ -1,7 +1,7 @@
 """Competence calibration: how well each search leg finds a corpus's chunks from one of their own sentences.
 
 Adaptive fusion (:mod:`finderledge.adaptive`) needs to know, without labelled queries, whether a leg carries
-any signal on *this* corpus with *this* embedding model.  After a write, FinderLedge takes a deterministic
+any signal on *this* corpus with *this* embedding model.  After writes, FinderLedge takes a deterministic
 sample of stored chunks, cuts one sentence out of each (a *pseudo-query*), searches it with each leg alone
 and records each leg's MRR@10 at finding the sentence's own document.  A leg whose MRR is at most a quarter
 of the other's is switched off for fusion (gate 0), one with at least half keeps full weight (gate 1), and
@@ -17,6 +17,10 @@ sets a convex prior ``α`` (vector) / ``1 - α`` (keyword), ``α = MRR_v / (MRR_
 [:data:`PRIOR_MIN`, 1 - :data:`PRIOR_MIN`]; fusion multiplies each leg's gate by ``2α`` / ``2(1 - α)`` (1 and 1
 when the legs are worth the same: the gates alone, as before).
 
+The measuring is lazy: a write only marks the calibration as due, and the writing process measures (if the
+corpus moved by more than :data:`RECALIBRATE_SHARE`) at its next search or when it closes — once after a bulk
+build of many writes, not after each (every calibration searches hundreds of pseudo-queries in each leg).
+
 Gates are kept per script group of the pseudo-queries (``latin``, ``cjk`` …) when a group has enough of
 them, so a mixed English/Japanese corpus can close the vector leg for Japanese queries only.
 """
@@ -28,6 +32,7 @@ import json
 import logging
 import random
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -332,7 +337,8 @@ class LedgerCalibrator:
     """Calibrates a :class:`~finderledge.facade.FinderLedge` corpus and keeps the result in its ledger.
 
     :meth:`current` is what searches use (read from the ledger, so every process sees the latest);
-    :meth:`refresh` runs after writes and measures again only when the corpus moved by more than a quarter."""
+    :meth:`written` marks a write, and :meth:`settle` (before this process's next search, and at close) then
+    runs :meth:`refresh`, which measures again only when the corpus moved by more than a quarter."""
 
     def __init__(self, owner: Any) -> None:
         self._fl = owner
@@ -341,6 +347,31 @@ class LedgerCalibrator:
         # info key -> corpus size at which too few chunks had a sentence to search for: not drawn again (a read
         # and sort of every chunk id) until the corpus moves as much as a stored calibration would need
         self._unmeasurable: dict[str, int] = {}
+        self._due = False  # written since the last refresh: measured (if moved enough) at the next settle()
+        self._settling = threading.Lock()
+
+    def written(self) -> None:
+        """A write changed the corpus: refresh at this process's next search or at close (:meth:`settle`),
+        not now, so a bulk build of many writes calibrates once rather than after each."""
+        self._due = True
+
+    def settle(self) -> None:
+        """Refresh now if a write is due (a no-op otherwise); a failure is logged, never raised: searches keep
+        the previous gates."""
+        if not self._due:
+            return
+        with self._settling:
+            if not self._due:
+                return
+            self._due = False
+            try:
+                self.refresh()
+            except Exception as exc:  # the writes are committed; the old gates stand
+                logger.warning(
+                    "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
+                    exc,
+                    exc_info=logger.isEnabledFor(logging.DEBUG),
+                )
 
     @property
     def wanted(self) -> bool:
@@ -372,6 +403,7 @@ class LedgerCalibrator:
         fl = self._fl
         key = info_key(partition)
         if partition is None:
+            self._due = False  # measured (or found current) now
             size = fl._ledger.counts()[
                 "chunks"
             ]  # a count: a write that leaves the gates standing stays cheap
@@ -414,16 +446,20 @@ class LedgerCalibrator:
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
         # ... embedded on first use: calibrate skips them next to a closed gate
         rest_vectors: list[np.ndarray] = []
-        replica, vector_store, keyword_store = fl._replica, fl.finder.vector_store, fl.finder.keyword_store
+        # each pseudo-query is searched once per leg, one deeper than MRR@10 reads (the held-out search replaces
+        # its target in those hits): every vector search in one batch, every hit's parent in one ledger read
+        vector_hits, keyword_hits = self._search_all(texts, vectors, 11, flt)
+        parents = self._parent_map([*vector_hits.values(), *keyword_hits.values()])
         bm25 = fl.keyword_store  # this process's BM25 index: scores a text that is not stored
 
+        def parents_of(hits: Sequence[tuple[str, float]]) -> list[str]:
+            return [parents[chunk_id] for chunk_id, _ in hits if chunk_id in parents]
+
         def vector_leg(text: str) -> list[str]:
-            with replica.rw.read():
-                return self._parents(vector_store.search(vectors[text], 10, flt))
+            return parents_of(vector_hits[text][:10])
 
         def keyword_leg(text: str) -> list[str]:
-            with replica.rw.read():
-                return self._parents(keyword_store.search(text, 10, flt))
+            return parents_of(keyword_hits[text][:10])
 
         def held_out_vector(i: int) -> list[str]:
             if not rest_vectors:
@@ -434,16 +470,13 @@ class LedgerCalibrator:
             q = np.asarray(vectors[sentence], dtype=np.float64)
             denom = float(np.linalg.norm(q) * np.linalg.norm(rest_vectors[i]))
             cosine = float(q @ rest_vectors[i]) / denom if denom > 0 else 0.0
-            with replica.rw.read():
-                hits = vector_store.search(vectors[sentence], 11, flt)
-            return self._parents(_with_target(hits, chunk_id, cosine))
+            return parents_of(_with_target(vector_hits[sentence], chunk_id, cosine))
 
         def held_out_keyword(i: int) -> list[str]:
             sentence, _, chunk_id, _ = drawn[i]
-            with replica.rw.read():
-                hits = keyword_store.search(sentence, 11, flt)
+            with fl._replica.rw.read():
                 score = bm25.score_text(sentence, rests[i])
-            return self._parents(_with_target(hits, chunk_id, score if score > 0 else None))
+            return parents_of(_with_target(keyword_hits[sentence], chunk_id, score if score > 0 else None))
 
         calibration = calibrate(
             queries,
@@ -480,11 +513,45 @@ class LedgerCalibrator:
             self.refresh(partition=partition)
         self._sizes = sizes
 
+    def _search_all(
+        self,
+        texts: Sequence[str],
+        vectors: Mapping[str, Sequence[float]],
+        k: int,
+        flt: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, list[tuple[str, float]]], dict[str, list[tuple[str, float]]]]:
+        """Each text's ``k`` best hits in the vector leg (one batched call) and in the keyword leg."""
+        fl = self._fl
+        vector_store, keyword_store = fl.finder.vector_store, fl.finder.keyword_store
+        query_vectors = [vectors[text] for text in texts]
+        freeze = getattr(fl.keyword_store, "freeze", None)  # this process's BM25: score its buffer vectorised
+        if freeze is not None:
+            freeze()
+        rw = fl._replica.rw
+        many = getattr(vector_store, "search_many", None)
+        with rw.read():
+            found = (
+                many(query_vectors, k, flt)
+                if many is not None
+                else [vector_store.search(v, k, flt) for v in query_vectors]
+            )
+        words = []
+        for text in texts:  # the read lock one search at a time: a writer applying a change waits for one
+            with rw.read():
+                words.append(keyword_store.search(text, k, flt))
+        return dict(zip(texts, found)), dict(zip(texts, words))
+
+    def _parent_map(
+        self, hit_lists: Iterable[Sequence[tuple[str, float]]], batch: int = 500
+    ) -> dict[str, str]:
+        """Chunk id -> parent id of every hit, read from the ledger a batch at a time."""
+        ids = sorted({chunk_id for hits in hit_lists for chunk_id, _ in hits})
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), batch):
+            out.update((c.id, c.parent_id) for c in self._fl._ledger.get_chunks(ids[start : start + batch]))
+        return out
+
     def _chunks(self, ordered: Sequence[str], batch: int = 256) -> Iterable[tuple[str, str, str]]:
         for start in range(0, len(ordered), batch):
             for chunk in self._fl._ledger.get_chunks(list(ordered[start : start + batch])):
                 yield chunk.id, chunk.parent_id, chunk.content
-
-    def _parents(self, hits: Sequence[tuple[str, float]]) -> list[str]:
-        parents = {c.id: c.parent_id for c in self._fl._ledger.get_chunks([chunk_id for chunk_id, _ in hits])}
-        return [parents[chunk_id] for chunk_id, _ in hits if chunk_id in parents]

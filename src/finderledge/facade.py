@@ -643,7 +643,8 @@ class FinderLedge(Catalog, Views, Asking):
     # -- calibration --------------------------------------------------------------------------------
     def calibrate(self) -> Calibration | None:
         """Measure now how well each search leg finds this corpus's chunks from their own sentences, and store
-        the gates adaptive fusion uses (done on its own after a write that changed the corpus by over 25 %).
+        the gates adaptive fusion uses (done on its own, at the next search or close, after writes that changed
+        the corpus by over 25 %).
 
         Returns the calibration (see :mod:`finderledge.calibration`), or None for a corpus too small to measure.
         """
@@ -651,11 +652,12 @@ class FinderLedge(Catalog, Views, Asking):
         return self._calibrator.refresh(force=True)
 
     def _recalibrate(self) -> None:
-        """After a write: measure the gates again if the corpus moved enough; a failure never fails the write."""
+        """After a write: the gates are due to be measured again (if the corpus moved enough) at the next search
+        or close; a failure never fails the write."""
         if not self._calibrator.wanted:
             return
         try:
-            self._calibrator.refresh()
+            self._calibrator.written()  # measured at the next search or close: once per bulk build
             if self.settings.partition_key is not None:
                 self._calibrator.refresh_partitions()
         except Exception as exc:  # the write is committed; searches keep the previous gates
@@ -758,6 +760,7 @@ class FinderLedge(Catalog, Views, Asking):
         if self._closed:
             return
         self._closed = True
+        self._calibrator.settle()  # the writes of this process, measured once (if they moved the corpus)
         self._replica.close()
         self.finder.close()
         self._ledger.close()
@@ -792,6 +795,12 @@ class _VectorLeg:
         self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
         return self._replica.vector_search(embedding, k, filter)
+
+    def search_many(
+        self, embeddings: Any, k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """Several vector searches in one index call (the leg calibration's pseudo-queries)."""
+        return self._replica.vector_search_many(embeddings, k, filter)
 
 
 def _vector_backend(

@@ -67,6 +67,16 @@ STREAM_CHARS = 4_000_000  # characters of text per write
 STREAM_DOCUMENT_CHARS = 4_000_000
 STREAM_WINDOW_CHARS = 1_000_000  # characters split and embedded at a time
 
+# after a commit the indexes are brought up to date in memory at once, but written to disk only when the index
+# is small (writing it costs little), when the changes not yet written reach a share of it, when this many
+# seconds passed since this writer last wrote them, when the backlog passes replica.BACKLOG_LIMIT changes, and
+# at close.  The ledger holds every change meanwhile: a crash costs a replay of that backlog at the next open
+# (bounded by the share), a bulk build writes the indexes a few dozen times rather than after every batch, and
+# adding one document to a large index writes nothing but the ledger
+SAVE_SMALL = 1_000  # chunks: an index this small is written after every commit
+SAVE_SHARE = 0.1  # ... a larger one once the changes not yet written reach this share of its chunks
+SAVE_SECONDS = 30.0  # ... or this long after the last time
+
 _PATH_LENGTH_LIMIT = 4096
 _ID_LENGTH_LIMIT = 1024
 
@@ -145,6 +155,7 @@ class Writer:
 
     def __init__(self, owner: FinderLedge) -> None:
         self._fl = owner
+        self._saved_at = time.monotonic()  # when this writer last wrote the indexes to disk
 
     # -- add ----------------------------------------------------------------------------------------
     def ingest(
@@ -649,8 +660,9 @@ class Writer:
         return removed
 
     def _checkpoint(self) -> None:
-        """After a commit: update shared indexes, bring this process's replicas up to date and persist them.  The change is already safe in
-        the ledger, so a failure here is logged, not raised: the next write or open replays it."""
+        """After a commit: update shared indexes, bring this process's replicas up to date, and persist them
+        when due (see :data:`SAVE_SHARE`).  The change is already safe in the ledger, so a failure here is
+        logged, not raised: the next write or open replays it."""
         try:
             self._fl._replica.sync_shared()
         except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
@@ -660,14 +672,29 @@ class Writer:
                 type(exc).__name__,
                 exc,
             )
+        replica = self._fl._replica
         try:
-            self._fl._replica.after_commit()
+            replica.follow()  # in memory now (a backlog over replica.BACKLOG_LIMIT is written at once)
+            if self._save_due():
+                replica.after_commit()
+                self._saved_at = time.monotonic()
         except (OSError, IndexCorruptError) as exc:
             logger.error(
                 "the change is committed to the ledger, but writing the index checkpoint failed (%s); "
                 "it is replayed from the ledger at the next write or open",
                 exc,
             )
+
+    def _save_due(self) -> bool:
+        """Whether this commit writes the indexes to disk (see :data:`SAVE_SHARE`)."""
+        legs = self._fl._replica.local_legs()
+        size = len(self._fl.keyword_store)
+        backlog = max((leg.pending for leg in legs), default=0)
+        return (
+            size < SAVE_SMALL
+            or backlog >= SAVE_SHARE * size
+            or time.monotonic() - self._saved_at >= SAVE_SECONDS
+        )
 
 
 def _release_texts(

@@ -94,24 +94,66 @@ class VectorOverlay:
         filter: Mapping[str, Any] | None,
     ) -> list[tuple[str, float]]:
         """The ``k`` best of base ∪ overlay, without removed ids (scores are cosine in both)."""
-        hidden = self.removed
-        hits = (
-            [(i, s) for i, s in base.search(embedding, k + len(hidden), filter) if i not in hidden]
-            if hidden
-            else base.search(embedding, k, filter)
-        )
+        return self.search_many(base, np.asarray(embedding, dtype=np.float32).reshape(1, -1), k, filter)[0]
+
+    def search_many(
+        self,
+        base: VectorStore,
+        embeddings: Sequence[Sequence[float]] | np.ndarray,
+        k: int,
+        filter: Mapping[str, Any] | None,
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for several queries: the base answers them in one call, the overlay in one product."""
+        queries = np.asarray(embeddings, dtype=np.float32)
+        queries = queries.reshape(len(queries), -1)
+        out = self._base_hits(base, queries, k, filter)
         if self._position:
-            query = np.asarray(embedding, dtype=np.float32).reshape(-1)
-            query = query / max(float(np.linalg.norm(query)), 1e-12)
-            scores = self.vectors() @ query
+            matrix = self.vectors()
             pred = compile_filter(filter)
-            hits += [
-                (cid, float(s))
-                for cid, s, md in zip(self.ids, scores.tolist(), self.metadatas)
-                if pred is None or pred(md)
-            ]
-            hits.sort(key=lambda h: -h[1])
-        return hits[:k]
+            passing = None if pred is None else np.array([pred(md) for md in self.metadatas], dtype=bool)
+            for hits, query in zip(out, queries):
+                query = query / max(float(np.linalg.norm(query)), 1e-12)
+                # one product per query, as a single search computes it: the same scores to the last bit
+                hits += self._best(matrix @ query, passing, k)
+                hits.sort(key=lambda h: -h[1])
+        return [hits[:k] for hits in out]
+
+    def _base_hits(
+        self, base: VectorStore, queries: np.ndarray, k: int, filter: Mapping[str, Any] | None
+    ) -> list[list[tuple[str, float]]]:
+        """The base's ``k`` best per query without the hidden ids.  Most hidden ids are new chunks the base does
+        not hold, so the base is asked a little deeper than ``k`` first, and deeper (up to ``k`` + every hidden
+        id) only for a query that lost too many of its hits: the cost stays near a plain search's while the
+        overlay grows."""
+        hidden = self.removed
+        if not hidden:
+            return base.search_many(queries, k, filter)
+        most = k + len(hidden)
+        depth = min(2 * k + 10, most)
+        out: list[list[tuple[str, float]]] = [[] for _ in range(len(queries))]
+        todo = list(range(len(queries)))
+        while todo:
+            found = base.search_many(queries[todo], depth, filter)
+            again = []
+            for row, hits in zip(todo, found):
+                kept = [(i, s) for i, s in hits if i not in hidden]
+                if len(kept) >= k or len(hits) < depth or depth >= most:
+                    out[row] = kept
+                else:
+                    again.append(row)
+            todo, depth = again, min(4 * depth, most)
+        return out
+
+    def _best(self, scores: np.ndarray, passing: np.ndarray | None, k: int) -> list[tuple[str, float]]:
+        """The overlay rows that can be among the ``k`` best for one query (every row tied with the k-th
+        included), in row order: the candidates a full sort of all rows would pick from."""
+        if passing is not None:
+            scores = np.where(passing, scores, -np.inf)
+        n = len(scores)
+        rows = np.arange(n) if k >= n else np.flatnonzero(scores >= np.partition(scores, n - k)[n - k])
+        if passing is not None:
+            rows = rows[passing[rows]]
+        return [(self.ids[r], float(scores[r])) for r in rows.tolist()]
 
     def apply_to(self, base: VectorStore) -> None:
         """Write everything into ``base`` (deletes first, then upserts); the caller then drops this overlay.

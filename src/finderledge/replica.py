@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore
 __all__ = ["Checkpoint", "LocalRecords", "Records", "Replica"]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # a stale replica persists anyway (reloading from disk first) once this many changes wait in memory
 BACKLOG_LIMIT = 5000
@@ -533,7 +534,7 @@ class Replica:
             self._reload(leg)
         leg.damage = None
 
-    def _guarded(self, leg: _Leg, search: Callable[[], list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    def _guarded(self, leg: _Leg, search: Callable[[], _T]) -> _T:
         """Run a search on ``leg``; a damaged file it reads (lazily) is reported and rebuilt at the next call."""
         try:
             return search()
@@ -625,6 +626,15 @@ class Replica:
         if overlay.empty:
             return self._guarded(self.vector, lambda: handle.search(embedding, k, flt))
         return self._guarded(self.vector, lambda: overlay.search(handle, embedding, k, flt))
+
+    def vector_search_many(self, embeddings: Any, k: int, flt: Any) -> list[list[tuple[str, float]]]:
+        """:meth:`vector_search` for several queries at once (one index call where the backend batches)."""
+        overlay, handle = self.overlay, self.vector.handle
+        if self.vector.location != LOCAL:
+            return [self.vector_search(embedding, k, flt) for embedding in embeddings]
+        if overlay.empty:
+            return self._guarded(self.vector, lambda: handle.search_many(embeddings, k, flt))
+        return self._guarded(self.vector, lambda: overlay.search_many(handle, embeddings, k, flt))
 
     def keyword_search(self, query: str, k: int, flt: Any) -> list[tuple[str, float]]:
         handle = self.keyword.handle

@@ -85,6 +85,7 @@ class Searcher:
         if mode != "keyword":
             prefetch(fl.embeddings)  # the model loads while the indexes open
             fl.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
+        fl._calibrator.settle()  # this process's writes since the last calibration, measured before fusing
         fl._replica.follow(wait=False)
         with fl._replica.rw.read():  # both legs reflect one ledger seq
             trace.ledger_seq = fl._replica.seq

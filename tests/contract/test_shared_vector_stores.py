@@ -244,7 +244,7 @@ def test_bad_vector_store_values_are_named(tmp_path: Path, minilm: Any) -> None:
     with pytest.raises(ConfigurationError, match="expected a backend name, a LangChain VectorStore"):
         FinderLedge(tmp_path / "b", vector_store=object(), embedding=minilm)
     with pytest.raises(ConfigurationError, match="'vector_store'.*one of"):
-        FinderLedge(tmp_path / "c", vector_store="qdrant", embedding=minilm)
+        FinderLedge(tmp_path / "c", vector_store="weaviate", embedding=minilm)
     assert UnsupportedFilterError.__mro__[1] is ConfigurationError
 
 

@@ -27,13 +27,16 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
         assert side["build_s"] > 0 and side["build_peak_rss_mib"] > 0 and side["disk_mib"] > 0
         for key in ("import_s", "open_s", "first_hybrid_s", "keyword_p50_ms", "hybrid_p50_ms"):
             assert side["serve"][key] > 0, key
-    assert fl["serve"]["add_one_s"] > 0 and fl["serve"]["remove_one_s"] > 0
+    for key in ("add_one_s", "remove_one_s", "add_one_again_s", "remove_one_again_s"):
+        assert fl["serve"][key] > 0, key
     assert set(result["ratios"]) == {
         "build",
         "build_peak_rss",
         "disk",
         "add_one_vs_peer_rebuild",
         "remove_one_vs_peer_rebuild",
+        "add_one_again_vs_peer_rebuild",
+        "remove_one_again_vs_peer_rebuild",
         "keyword_p50",
         "hybrid_p50",
     }

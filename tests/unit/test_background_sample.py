@@ -138,5 +138,10 @@ def test_sampling_work_does_not_grow_with_the_corpus(
     assert full_large > 3 * full_small, (full_small, full_large)
     assert sample_large < 1.3 * sample_small, (sample_small, sample_large)
     assert sample_large < full_large / 5, (sample_large, full_large)
+    # a write's look-up of its documents' stored hashes seeks them by id, never scans the complete ones
+    asked = [f"doc{d:06d}" for d in (1, 7, 250)]
+    hashes_small = work(lambda: small.content_hashes(asked))
+    hashes_large = work(lambda: large.content_hashes(asked))
+    assert hashes_large <= hashes_small + 2, (hashes_small, hashes_large)
     small.close()
     large.close()

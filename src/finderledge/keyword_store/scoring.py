@@ -14,6 +14,7 @@ sum and a top-k (:func:`accumulate`, :func:`top_candidates`); :func:`rank` merge
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -247,10 +248,12 @@ def score_query(
                 local, scores = local[top], scores[top]
             cand_ids.extend(seg.ids[i] for i in local.tolist())
             cand_scores.append(scores)
-    for cid, s in buf_scores.items():
-        if s > 0:
-            cand_ids.append(cid)
-            cand_scores.append(np.array([s]))
+    buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
+    if k is not None and len(buffered) > k:  # the buffer's own k best (same order as the final sort)
+        buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
+    if buffered:
+        cand_ids.extend(cid for cid, _ in buffered)
+        cand_scores.append(np.array([s for _, s in buffered], dtype=np.float64))
     return rank(cand_ids, cand_scores, k)
 
 

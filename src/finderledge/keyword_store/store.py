@@ -199,6 +199,14 @@ class KeywordStore:
             if self._corpus.remove(ids):
                 self._corpus.merge()
 
+    def freeze(self) -> None:
+        """Turn the in-memory buffer into an in-memory segment now (nothing is written): a caller about to run
+        many searches (the leg calibration) gets them scored vectorised rather than posting by posting."""
+        self._check_open()
+        with self._lock:
+            self._corpus.freeze()
+            self._corpus.merge()
+
     def compact(self) -> None:
         """Merge the buffer and all segments into one segment without tombstones."""
         self._check_open()

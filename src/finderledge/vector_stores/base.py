@@ -44,6 +44,16 @@ class VectorStore(ABC):
     ) -> list[tuple[str, float]]:
         """The ``k`` nearest chunks that pass ``filter``, as ``(id, cosine similarity)`` best first."""
 
+    def search_many(
+        self,
+        embeddings: Sequence[Sequence[float]] | np.ndarray,
+        k: int,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for several queries, one hit list per query (a backend that can batch them, FAISS,
+        answers in one call: the leg calibration searches hundreds at once)."""
+        return [self.search(embedding, k, filter) for embedding in embeddings]
+
     @abstractmethod
     def ids(self) -> set[str]:
         """Every chunk id in the index."""

@@ -383,6 +383,27 @@ class FaissVectorStore(VectorStore):
             scores, found = self._index.search(query, min(k, limit), params=params)
             return [(self._str_of[int(i)], float(s)) for s, i in zip(scores[0], found[0]) if i >= 0]
 
+    def search_many(
+        self,
+        embeddings: Sequence[Sequence[float]] | np.ndarray,
+        k: int,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """Unfiltered searches in one FAISS call (one pass over the index for all queries, no per-query thread
+        start-up); a filtered one searches query by query."""
+        queries = np.asarray(embeddings, dtype=np.float32)
+        if filter or queries.ndim != 2 or len(queries) < 2:  # one query: exactly what search computes
+            return super().search_many(embeddings, k, filter)
+        queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+        with self._lock:
+            if self._index.ntotal == 0 or k < 1:
+                return [[] for _ in range(len(queries))]
+            scores, found = self._index.search(queries, min(k, self._index.ntotal))
+            return [
+                [(self._str_of[int(i)], float(s)) for s, i in zip(row_scores, row_found) if i >= 0]
+                for row_scores, row_found in zip(scores, found)
+            ]
+
     def set_partition_key(self, key: str | None) -> None:
         """Keep the rows of each value of metadata ``key`` (see :mod:`finderledge.partitions`): a search whose
         filter pins one value then scores that partition's rows only, exactly, in time proportional to the

@@ -1,0 +1,72 @@
+"""Issue 29: the leg calibration is measured lazily — a write marks it due, the writing process measures it before
+its next search or at close — so a bulk build of many ``add_texts`` calls calibrates once, on the corpus it
+ends with (it calibrated after every call that moved the corpus by a quarter: half the build's time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import finderledge.calibration as calibration_module
+from finderledge import FinderLedge
+from finderledge.calibration import INFO_KEY, Calibration
+
+
+def _texts(start: int, n: int) -> list[str]:
+    return [
+        f"Report {i} describes the orchard near river bend {i}. The keeper counted seven old pear trees there."
+        for i in range(start, start + n)
+    ]
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = calibration_module.calibrate
+
+    def counting(*args: Any, **kwargs: Any) -> Calibration:
+        sizes.append(kwargs["corpus_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calibration_module, "calibrate", counting)
+    return sizes
+
+
+def _open(directory: Path, embedding: Any) -> FinderLedge:
+    return FinderLedge(
+        directory, embedding=embedding, vector_store="faiss", show_progress=False, env_file=None
+    )
+
+
+def test_a_bulk_build_calibrates_once_before_the_next_search(
+    tmp_path: Path, fake_embeddings: Any, measured: list[int]
+) -> None:
+    with _open(tmp_path / "ix", fake_embeddings) as fl:
+        for start in range(0, 1000, 200):  # each call moves the corpus by more than a quarter
+            fl.add_texts(_texts(start, 200))
+        assert measured == [] and fl._ledger.get_info(INFO_KEY) is None
+        trace = fl.search("orchard pear trees").trace
+        assert measured == [1000]
+        assert "calibrated on 200 pseudo-queries" in trace.weights_reason
+        fl.search("river bend")
+        fl.add_texts(_texts(1000, 10))  # +1 %: the gates stand, nothing measured
+        fl.search("river bend")
+        assert measured == [1000]
+
+
+def test_a_writer_that_never_searches_calibrates_at_close(
+    tmp_path: Path, fake_embeddings: Any, measured: list[int]
+) -> None:
+    with _open(tmp_path / "ix", fake_embeddings) as fl:
+        for start in range(0, 600, 200):
+            fl.add_texts(_texts(start, 200))
+    assert measured == [600]
+    reader = _open(tmp_path / "ix", fake_embeddings)
+    try:
+        reader.search("orchard")  # another process reads the stored gates; it measures nothing
+        assert Calibration.from_json(reader._ledger.get_info(INFO_KEY)).corpus_size == 600
+    finally:
+        reader.close()
+    assert measured == [600]
