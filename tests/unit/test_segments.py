@@ -132,3 +132,17 @@ def test_a_faiss_add_flush_and_merge_never_copy_the_whole_matrix(tmp_path: Path)
 def test_corrupt_errors_of_both_stores_are_index_corrupt_errors() -> None:
     assert issubclass(VectorIndexCorruptError, IndexCorruptError)
     assert issubclass(KeywordIndexCorruptError, IndexCorruptError)
+
+
+@pytest.mark.parametrize("store", ["bm25", "faiss"])
+def test_a_flipped_byte_in_an_npy_header_is_damage_whatever_numpy_raises(tmp_path: Path, store: str) -> None:
+    """``(42,)`` flipped to ``(42,(`` makes numpy's header parser raise ``tokenize.TokenError``."""
+    root = _bm25_dir(tmp_path) if store == "bm25" else _faiss_dir(tmp_path)
+    segment = next((root / "segments").iterdir())
+    path = segment / ("docs.npy" if store == "bm25" else "seq.npy")
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b",), }")
+    raw[at + 1] = ord("(")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(IndexCorruptError, match="header|checksum"):  # FAISS checks the CRC32 first
+        KeywordStore(root) if store == "bm25" else FaissVectorStore(root, dimension=4)
