@@ -1,9 +1,9 @@
 """Reading the files of a persist directory that may be damaged or crafted.
 
-Nothing read from an index file is trusted before it is checked: a name must match a strict pattern and
-the path it leads to must stay inside its index folder (no ``..``, absolute path or symbolic link out);
-a size declared in a header must fit the file before anything is allocated; JSON of any depth is parsed
-without ``RecursionError``; only regular files are read.  A failure raises the store's
+Nothing read from an index file is trusted before it is checked: a size declared in a header must fit the
+file before anything is allocated; JSON of any depth is parsed without ``RecursionError``; an index's
+folders must be real folders inside it.  The segment files themselves are opened and checked by
+:mod:`finderledge.segments` (names matching strict patterns, no link followed, regular files only).  A failure raises the store's
 :class:`~finderledge.errors.IndexCorruptError` subclass, so the index is moved aside and rebuilt.
 """
 
@@ -16,7 +16,6 @@ import math
 import os
 import re
 import sqlite3
-import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,14 +29,12 @@ from .storage import full_disk_error
 __all__ = [
     "PARSE_ERRORS",
     "SEGMENT_NAME",
-    "checked_path",
     "chroma_open_guard",
     "corrupt_on_error",
     "is_inside",
     "is_sqlite_corruption",
     "parse_json",
     "parse_npy",
-    "read_file",
     "real_folder",
 ]
 
@@ -79,41 +76,12 @@ def is_inside(root: Path, path: Path) -> bool:
         return False
 
 
-def checked_path(root: Path, name: Any, pattern: re.Pattern[str], error: Corrupt, where: Path) -> Path:
-    """``root / name`` for a ``name`` read from ``where``: it must match ``pattern`` and stay inside ``root``."""
-    if not isinstance(name, str) or not pattern.fullmatch(name):
-        raise error(where, f"invalid name {str(name)[:200]!r}")
-    path = root / name
-    if not is_inside(root, path):
-        raise error(where, f"{name!r} leads outside {root} (a symbolic link?)")
-    return path
-
-
 def real_folder(root: Path, name: str, error: Corrupt) -> Path:
     """``root / name`` when it is absent or a real folder inside ``root`` (not a link out, not a file)."""
     path = root / name
     if path.is_symlink() or (path.exists() and not path.is_dir()) or not is_inside(root, path):
         raise error(path, "expected a folder of the index, found a link or a file")
     return path
-
-
-def read_file(path: Path, error: Corrupt, *, size: int | None = None) -> bytes:
-    """The bytes of a regular file (a FIFO or device is refused), checked against ``size`` before reading."""
-    try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise error(path, "not a regular file")
-            if size is not None and st.st_size != size:
-                raise error(path, f"file has {st.st_size} bytes, the manifest says {size} (truncated?)")
-            data = fh.read(st.st_size)
-    except FileNotFoundError:
-        raise error(path, "file is missing") from None
-    except OSError as exc:
-        raise error(path, f"cannot read ({exc})") from None
-    if len(data) != st.st_size:
-        raise error(path, f"read {len(data)} of {st.st_size} bytes")
-    return data
 
 
 def parse_json(raw: bytes, path: Path, error: Corrupt) -> Any:
@@ -136,7 +104,7 @@ def parse_npy(raw: bytes, path: Path, error: Corrupt) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(buf)
         else:
             raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a crafted header makes numpy's parser raise anything (TokenError …)
         raise error(path, f"unreadable .npy header ({exc})") from None
     if dtype.hasobject or fortran or not all(isinstance(n, int) and n >= 0 for n in shape):
         raise error(path, f"unexpected .npy array ({dtype}, shape {shape}, fortran order {fortran})")

@@ -79,8 +79,11 @@ class VectorOverlay:
             self._matrix = None
 
     def vectors(self) -> np.ndarray:
+        """The rows as one matrix; the rows become views of it, so the arrays they came from are freed and
+        the overlay holds its vectors once (a big catch-up held them twice while FAISS took a third copy)."""
         if self._matrix is None:
             self._matrix = np.stack(self._rows) if self._rows else np.zeros((0, 0), dtype=np.float32)
+            self._rows = list(self._matrix)
         return self._matrix
 
     def search(

@@ -454,10 +454,10 @@ def test_failed_manifest_replace_keeps_the_previous_flush(
     new_state = _state(store)
     real_replace = os.replace
 
-    def failing_replace(src: Any, dst: Any) -> None:
+    def failing_replace(src: Any, dst: Any, **kwargs: Any) -> None:  # the manifest is replaced by folder fd
         if str(dst).endswith("manifest.json"):
             raise OSError(28, "No space left on device")
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", failing_replace)
     with pytest.raises(OSError, match="No space"):
@@ -483,13 +483,13 @@ _CHILD = textwrap.dedent(
     store.delete(["big1", "s0-1"])
     real_replace = os.replace
 
-    def dying_replace(src, dst):
+    def dying_replace(src, dst, **kwargs):
         if str(dst).endswith("manifest.json"):
             if mode == "before":
                 os._exit(9)
-            real_replace(src, dst)
+            real_replace(src, dst, **kwargs)
             os._exit(9)
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     os.replace = dying_replace
     store.flush()

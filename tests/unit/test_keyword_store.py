@@ -378,7 +378,7 @@ def test_failed_flush_keeps_old_index_readable(tmp_path: Path) -> None:
     ks.add(["c"], ["cherry"])
     real_replace = os.replace
 
-    def failing_replace(src: object, dst: object) -> None:
+    def failing_replace(src: object, dst: object, **kwargs: object) -> None:  # the manifest: by folder fd
         raise OSError("simulated crash before the manifest is replaced")
 
     os.replace = failing_replace  # type: ignore[assignment]

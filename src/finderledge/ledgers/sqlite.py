@@ -57,6 +57,7 @@ __all__ = ["SQLiteLedger"]
 
 logger = logging.getLogger(__name__)
 
+PAGE_SIZE = 16384  # bytes per SQLite page of a new ledger (see _connect)
 _STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged; value: when last touched
 SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
@@ -719,6 +720,9 @@ class SQLiteLedger(SQLiteReads):
 
 def _connect(target: str, on_disk: bool) -> sqlite3.Connection:
     db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=60.0)
+    # a chunk row (embedding, text, metadata) is ~2 kB: 4 kB pages held one each, half empty.  Only a new,
+    # empty database takes it (before WAL); an existing one keeps its page size.
+    db.execute(f"PRAGMA page_size={PAGE_SIZE}")
     db.execute("PRAGMA journal_mode=WAL" if on_disk else "PRAGMA journal_mode=MEMORY")
     db.execute("PRAGMA synchronous=NORMAL")
     return db

@@ -3,33 +3,25 @@
 Search runs on one in-memory ``IndexIDMap2(IndexFlatIP)`` over L2-normalised vectors.  Its ids are insertion
 sequence numbers, so rows keep insertion order and results (ties included) are the same after a reopen.
 
-On disk (``faiss/``), so that a flush writes only what changed (layout as in the BM25 store):
+On disk (``faiss/``) the files are kept by the segment layer shared with the BM25 store
+(:mod:`finderledge.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
+every file opened through it).  A segment here is ``vectors.npy`` (float32, normalised), ``seq.npy`` (int64
+sequence number per row, ascending), ``ids.json`` and ``meta.json`` (the chunks' metadata, parsed when a
+filter or merge needs it); a tombstone file holds a segment's deleted row numbers (int64).
 
-* ``manifest.json``: format, dimension, counters, the committed segments with each file's size and CRC32,
-  and a checksum of itself.  Each flush replaces it with ``os.replace``.
-* ``segments/seg-NNNNNNNN/``: ``vectors.npy`` (float32, normalised), ``seq.npy`` (int64 sequence number per
-  row, ascending), ``ids.json`` and ``meta.json`` (the chunks' metadata as JSON, parsed when a filter or merge needs it).
-* ``deletes/seg-NNNNNNNN.GGGGGGGG.npy``: a segment's deleted row numbers as of flush generation G.
-
-A flush writes the new rows as one segment and new tombstone files, replaces the manifest, then deletes
-the files it does not name.  Committed files are never rewritten, so a crash leaves the previous state
-readable.  A tier of ``MERGE_FACTOR`` similar-sized segments is merged and a segment with over
-``MAX_DELETED_RATIO`` deleted rows is rewritten: O(log n) segments, each row rewritten O(log n) times.
-Opening checks sizes, every file's CRC32 and the vectors' shape, and memory-maps the vectors.  The
-format 1 layout (``index.faiss`` + ``entries.json``) is still read and is converted by the next flush.
+A flush writes the new rows as one segment, merges a tier of ``MERGE_FACTOR`` similar-sized segments and
+rewrites a segment with over ``MAX_DELETED_RATIO`` deleted rows.  The rows it writes are read, a block at a
+time, from the in-memory index itself (which holds every live vector), so a flush or merge never holds a
+second copy of the matrix.  Opening checks sizes, every file's CRC32 and the vectors' shape.  The format 1
+layout (``index.faiss`` + ``entries.json``) is still read and is converted by the next flush.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
-import re
-import shutil
 import struct
 import threading
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -38,22 +30,25 @@ from typing import Any
 
 import numpy as np
 
-from ..durable import fsync_dir, manifest_checksum, npy_bytes, write_file
 from ..errors import IncompatibleIndexError, IndexCorruptError
 from ..filters import compile_filter, filter_key
-from ..integrity import (
-    PARSE_ERRORS,
-    SEGMENT_NAME,
-    checked_path,
-    corrupt_on_error,
-    is_inside,
-    parse_json,
-    parse_npy,
-    read_file,
-    real_folder,
-)
+from ..integrity import PARSE_ERRORS, corrupt_on_error, parse_json
 from ..metadata import share_equal
 from ..partitions import partition_of
+from ..segments import (
+    BLOCK_BYTES,
+    MANIFEST,
+    FileInfo,
+    SegmentFiles,
+    SegmentWriter,
+    deletes_name,
+    file_info,
+    needs_rewrite,
+    non_negative,
+    plan_merges,
+    segment_name,
+    segment_number,
+)
 from ..storage import index_folder
 from .base import VectorStore
 from .partition_rows import PartitionRows, live_rows
@@ -64,20 +59,19 @@ logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "finderledge.faiss_store"
 FORMAT_VERSION = 2
-MANIFEST = "manifest.json"
-SEGMENTS_DIR = "segments"
-DELETES_DIR = "deletes"
 VECTORS_FILE, SEQ_FILE, IDS_FILE, META_FILE = "vectors.npy", "seq.npy", "ids.json", "meta.json"
 SEGMENT_FILES = (VECTORS_FILE, SEQ_FILE, IDS_FILE, META_FILE)
 LEGACY_INDEX_FILE = "index.faiss"
 LEGACY_ENTRIES_FILE = "entries.json"
 LEGACY_FORMAT_VERSION = 1
+LEGACY_FILES = (
+    LEGACY_INDEX_FILE,
+    LEGACY_ENTRIES_FILE,
+    LEGACY_INDEX_FILE + ".tmp",
+    LEGACY_ENTRIES_FILE + ".tmp",
+)
 MERGE_FACTOR = 8
 MAX_DELETED_RATIO = 0.3
-_SEGMENT_NAME = SEGMENT_NAME
-_DELETES_NAME = re.compile(r"seg-[0-9]{8,}\.[0-9]{8,}\.npy")
-_CHUNK_BYTES = 8 << 20  # vectors are copied and written in blocks of about this size
-
 
 #: filters whose allowed rows are kept between writes (one per tenant of a multi-tenant index)
 MASK_CACHE_SIZE = 4096
@@ -91,19 +85,18 @@ class VectorIndexCorruptError(IndexCorruptError):
 class _Segment:
     """An immutable block of rows.  Only its tombstones (``live``) change.
 
-    ``directory`` is None for the rows added since the last flush, held in memory in ``vectors``.  For a
-    written segment ``vectors`` caches the memory map and ``meta_raw`` the checked bytes of ``meta.json``,
-    so a reader never needs a file that another process's flush may have deleted since.
+    ``name`` is empty for the rows added since the last flush (their vectors live in the FAISS index only).
+    A written segment keeps the checked bytes of ``meta.json`` (``meta_raw``), parsed on first use, so a
+    reader never needs a file that another process's flush may have deleted since.
     """
 
     name: str
     seq: np.ndarray  # int64 FAISS id per row, ascending
     live: np.ndarray  # bool per row
-    directory: Path | None = None
-    files: dict[str, dict[str, int]] = field(default_factory=dict)
+    files: dict[str, FileInfo] = field(default_factory=dict)
     metas: list[dict[str, Any]] | None = None  # None until parsed
     meta_raw: bytes | None = None
-    vectors: np.ndarray | None = None
+    meta_path: Path | None = None
     n_deleted: int = 0
     deletes: dict[str, int] | None = None  # committed tombstone file: gen, count, bytes, crc32
     deletes_dirty: bool = False
@@ -117,44 +110,20 @@ class _Segment:
         return self.rows - self.n_deleted
 
     def load_metas(self) -> list[dict[str, Any]]:
-        """The metadata of every row, deleted ones included, read from disk on first use."""
+        """The metadata of every row, deleted ones included, parsed on first use."""
         if self.metas is None:
-            assert self.directory is not None
-            path = self.directory / META_FILE
-            raw = (
-                self.meta_raw
-                if self.meta_raw is not None
-                else _check_file(path, self.files[META_FILE], read=True)
-            )
-            assert raw is not None
-            metas = parse_json(raw, path, VectorIndexCorruptError)
+            assert self.meta_raw is not None and self.meta_path is not None
+            metas = parse_json(self.meta_raw, self.meta_path, VectorIndexCorruptError)
             if (
                 not isinstance(metas, list)
                 or len(metas) != self.rows
                 or not all(isinstance(m, dict) for m in metas)
             ):
-                raise VectorIndexCorruptError(path, f"expected a list of {self.rows} metadata objects")
+                raise VectorIndexCorruptError(
+                    self.meta_path, f"expected a list of {self.rows} metadata objects"
+                )
             self.metas, self.meta_raw = share_equal(metas), None
         return self.metas
-
-    def load_vectors(self, dimension: int) -> np.ndarray:
-        """The vectors (rows x dimension float32), memory-mapped (once) for a written segment."""
-        if self.vectors is not None:
-            return self.vectors
-        assert self.directory is not None
-        path = self.directory / VECTORS_FILE
-        _check_file(path, self.files[VECTORS_FILE], read=False)
-        try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise VectorIndexCorruptError(path, f"unreadable .npy ({exc})") from None
-        if arr.dtype != np.dtype("<f4") or arr.shape != (self.rows, dimension) or not arr.flags.c_contiguous:
-            raise VectorIndexCorruptError(
-                path,
-                f"expected C-ordered <f4 of shape ({self.rows}, {dimension}), got {arr.dtype} {arr.shape}",
-            )
-        self.vectors = arr
-        return arr
 
 
 class FaissVectorStore(VectorStore):
@@ -175,69 +144,50 @@ class FaissVectorStore(VectorStore):
         self._lock = threading.RLock()
         self._seq_of: dict[str, int] = {}
         self._str_of: dict[int, str] = {}
-        self._pending: dict[str, tuple[int, np.ndarray, dict[str, Any]]] = {}  # not flushed yet, by seq
+        self._pending: dict[str, tuple[int, dict[str, Any]]] = {}  # rows not flushed yet: seq, metadata
         self._segments: list[_Segment] = []
         self._next_seq = 0
         self._next_segment = 0
         self._generation = 0
         self._dirty = False
-        self._gc_pending = False  # ``_committed`` was written but unused files may remain
-        self._committed: dict[str, Any] | None = None  # the manifest on disk
+        self._gc_pending = False  # the manifest was written but unused files may remain
         self._mask_cache: dict[str, np.ndarray] = {}
         self.partition_key: str | None = None  # see set_partition_key
         self._partitions: PartitionRows | None = None  # built on the first pinned search
-        self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dimension))
+        self._flat: Any = faiss.IndexFlatIP(self.dimension)
+        self._index: Any = faiss.IndexIDMap2(self._flat)
+        self._files: SegmentFiles | None = None
         if self.path is not None:
             index_folder(self.path)  # a link at faiss/ would lead every write elsewhere: refused
-            for folder in (SEGMENTS_DIR, DELETES_DIR):  # a flush writes into these: never through a link out
-                real_folder(self.path, folder, VectorIndexCorruptError)
-            if (self.path / MANIFEST).exists():
-                self._open(verify)
+            self._files = SegmentFiles(self.path, VectorIndexCorruptError)
+            self._files.check_folders()  # a flush writes into them: never through a link out
+            if self._files.has_manifest():
+                self._open(self._files)
             elif (self.path / LEGACY_ENTRIES_FILE).exists():
-                self._open_legacy()
+                self._open_legacy(self._files)
 
     # -- opening ------------------------------------------------------------------------------------
-    def _open(self, verify: bool) -> None:
-        assert self.path is not None
-        with corrupt_on_error(
-            self.path / MANIFEST, VectorIndexCorruptError
-        ):  # whatever a crafted file raises
-            manifest, segments, id_lists = _load_manifest(self.path, self.dimension, verify)
-            mpath = self.path / MANIFEST
-            for seg, ids in zip(segments, id_lists):
-                live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
-                live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
-                self._seq_of.update(zip(live_ids, live_seq))
-                self._str_of.update(zip(live_seq, live_ids))
-            live = sum(s.n_live for s in segments)
-            if len(self._seq_of) != live or len(self._str_of) != live:
-                raise VectorIndexCorruptError(mpath, "a chunk id or sequence number occurs twice")
-            if live != manifest["live_count"]:
-                raise VectorIndexCorruptError(
-                    mpath, f"segments hold {live} rows, the manifest says {manifest['live_count']}"
-                )
-            parts = [(s.load_vectors(self.dimension), np.flatnonzero(s.live)) for s in segments]
-            seqs, part_idx, row_idx = _sorted_layout(
-                [s.seq[rows] for s, (_, rows) in zip(segments, parts)], [rows for _, rows in parts]
-            )
-            if len(seqs):
-                self._index.add_with_ids(
-                    _gather([v for v, _ in parts], part_idx, row_idx, self.dimension), seqs
-                )
-            self._segments, self._committed = segments, manifest
+    def _open(self, files: SegmentFiles) -> None:
+        with corrupt_on_error(files.manifest_path, VectorIndexCorruptError):  # whatever a crafted file raises
+            manifest, segments, id_lists, vectors = _load_manifest(files, self.dimension)
+            self._seq_of, self._str_of = _id_maps(segments, id_lists, manifest["live_count"], files)
+            rows = [np.flatnonzero(s.live) for s in segments]
+            seqs, part_idx, row_idx = _sorted_layout([s.seq[r] for s, r in zip(segments, rows)], rows)
+            for block, lo, hi in _iter_blocks(vectors, part_idx, row_idx, self.dimension):
+                self._index.add_with_ids(block, seqs[lo:hi])
+            self._segments = segments
             self._next_seq = manifest["next_seq"]
             self._next_segment = manifest["next_segment"]
             self._generation = manifest["generation"]
 
-    def _open_legacy(self) -> None:
+    def _open_legacy(self, files: SegmentFiles) -> None:
         """Read the format 1 layout; every row is kept as unflushed, so the next flush converts it."""
-        assert self.path is not None
-        ids, seqs, vectors, metas, next_seq = _load_legacy(self.path, self.dimension)
+        ids, seqs, vectors, metas, next_seq = _load_legacy(files, self.dimension)
         self._index.add_with_ids(vectors, seqs)
-        for sid, seq, vec, md in zip(ids, seqs.tolist(), vectors, metas):
+        for sid, seq, md in zip(ids, seqs.tolist(), metas):
             self._seq_of[sid] = seq
             self._str_of[seq] = sid
-            self._pending[sid] = (seq, vec, md)
+            self._pending[sid] = (seq, md)
         self._next_seq = next_seq
         self._dirty = True
         logger.info(
@@ -250,127 +200,88 @@ class FaissVectorStore(VectorStore):
     def flush(self) -> None:
         """Write the changes since the last flush (new segment, tombstones, merges), then the manifest."""
         with self._lock:
-            if self.path is None or not (self._dirty or self._gc_pending):
+            files = self._files
+            if files is None or not (self._dirty or self._gc_pending):
                 return
-            root = self.path
-            if not self._dirty:
-                assert self._committed is not None
-                _collect_garbage(root, self._committed)
-                self._gc_pending = False
-                return
-            created = not (root / SEGMENTS_DIR).is_dir() or not (root / DELETES_DIR).is_dir()
-            for folder in (root / SEGMENTS_DIR, root / DELETES_DIR):
-                folder.mkdir(parents=True, exist_ok=True)
-            if created:
-                fsync_dir(root)
-            generation, next_segment = self._generation + 1, self._next_segment
-            segments = [s for s in self._segments if s.n_live]
-            if self._pending:
-                segments.append(self._pending_segment())
-            final: list[_Segment] = []
-            entries: list[dict[str, Any]] = []
-            tombstones: list[tuple[_Segment, dict[str, int]]] = []
-            for group in _plan_merges(segments):
-                seg = group[0]
-                if (
-                    len(group) == 1
-                    and seg.directory is not None
-                    and seg.n_deleted <= MAX_DELETED_RATIO * seg.rows
-                ):
-                    deletes = seg.deletes
-                    if seg.deletes_dirty:
-                        deletes = self._write_tombstones(seg, generation)
-                        tombstones.append((seg, deletes))
-                else:
-                    seg = self._write_segment(f"seg-{next_segment:08d}", group)
-                    next_segment, deletes = next_segment + 1, None
-                final.append(seg)
-                entries.append({"name": seg.name, "rows": seg.rows, "files": seg.files, "deletes": deletes})
-            if tombstones:
-                fsync_dir(root / DELETES_DIR)
-            body = {
-                "format": FORMAT_NAME,
-                "version": FORMAT_VERSION,
-                "dimension": self.dimension,
-                "generation": generation,
-                "next_segment": next_segment,
-                "next_seq": self._next_seq,
-                "live_count": len(self._seq_of),
-                "segments": entries,
-            }
-            manifest = {**body, "checksum": manifest_checksum(body)}
-            tmp = root / (MANIFEST + ".tmp")
-            write_file(tmp, json.dumps(manifest, indent=1, ensure_ascii=False).encode("utf-8"))
-            os.replace(tmp, root / MANIFEST)
-            # committed: from here on the in-memory state must describe the new manifest
-            for seg, deletes in tombstones:
-                seg.deletes, seg.deletes_dirty = deletes, False
-            self._segments, self._generation, self._next_segment = final, generation, next_segment
-            self._committed = manifest
-            self._pending.clear()
-            self._dirty, self._gc_pending = False, True
-            fsync_dir(root)
-            _collect_garbage(root, manifest)
+            if self._dirty:
+                self._commit(files)
+            self._gc_pending = True
+            files.collect_garbage(
+                [s.name for s in self._segments],
+                [deletes_name(s.name, s.deletes["gen"]) for s in self._segments if s.deletes],
+                extra=(*LEGACY_FILES, MANIFEST + ".tmp"),
+            )
             self._gc_pending = False
 
+    def _commit(self, files: SegmentFiles) -> None:
+        """Write new segments and tombstones, then the manifest (the commit point); caller holds the lock."""
+        files.prepare()
+        generation, next_segment = self._generation + 1, self._next_segment
+        segments = [s for s in self._segments if s.n_live]
+        if self._pending:
+            segments.append(_pending_segment(self._pending.values()))
+        final: list[_Segment] = []
+        tombstones: list[tuple[_Segment, dict[str, int]]] = []
+        for group in plan_merges([s.n_live for s in segments], MERGE_FACTOR):
+            seg = segments[group[0]]
+            if len(group) == 1 and seg.name and not needs_rewrite(seg.rows, seg.n_deleted, MAX_DELETED_RATIO):
+                if seg.deletes_dirty:
+                    dead = np.flatnonzero(~seg.live).astype("<i8")
+                    _, info = files.write_tombstones(seg.name, generation, dead)
+                    tombstones.append((seg, {"gen": generation, "count": len(dead), **info}))
+            else:
+                seg = self._write_segment(files, segment_name(next_segment), [segments[i] for i in group])
+                next_segment += 1
+            final.append(seg)
+        new_deletes = {id(seg): deletes for seg, deletes in tombstones}
+        entries = [
+            {"name": s.name, "rows": s.rows, "files": s.files, "deletes": new_deletes.get(id(s), s.deletes)}
+            for s in final
+        ]
+        body = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "dimension": self.dimension,
+            "generation": generation,
+            "next_segment": next_segment,
+            "next_seq": self._next_seq,
+            "live_count": len(self._seq_of),
+            "segments": entries,
+        }
+        files.write_manifest(body)
+        # committed: from here on the in-memory state must describe the new manifest
+        for seg, deletes in tombstones:
+            seg.deletes, seg.deletes_dirty = deletes, False
+        self._segments, self._generation, self._next_segment = final, generation, next_segment
+        self._pending.clear()
+        self._dirty = False
+
     def close(self) -> None:
-        """Release the memory maps (it does not flush); they are mapped again if the store is used."""
-        with self._lock:
-            for seg in self._segments:
-                seg.vectors = None
+        """Nothing to release: the vectors live in the in-memory index (no file stays mapped)."""
 
-    def _pending_segment(self) -> _Segment:
-        rows = sorted(self._pending.values(), key=lambda r: r[0])
-        return _Segment(
-            name="",
-            seq=np.array([r[0] for r in rows], dtype=np.int64),
-            live=np.ones(len(rows), dtype=bool),
-            vectors=np.stack([r[1] for r in rows]).astype(np.float32, copy=False),
-            metas=[r[2] for r in rows],
-        )
-
-    def _write_segment(self, name: str, sources: Sequence[_Segment]) -> _Segment:
-        """Write the live rows of ``sources`` in sequence order as segment ``name`` (temp dir + rename)."""
-        assert self.path is not None
-        final = self.path / SEGMENTS_DIR / name
-        tmp = final.with_name(name + ".tmp")
-        for stale in (tmp, final):  # left by a failed flush; a committed manifest never names them
-            _remove_path(stale)
-        tmp.mkdir()
-        vectors = [s.load_vectors(self.dimension) for s in sources]
+    def _write_segment(self, files: SegmentFiles, name: str, sources: Sequence[_Segment]) -> _Segment:
+        """Write the live rows of ``sources`` in sequence order as segment ``name``; the vectors are read
+        from the in-memory index a block at a time (no second copy of the matrix)."""
         rows = [np.flatnonzero(s.live) for s in sources]
         seqs, part_idx, row_idx = _sorted_layout([s.seq[r] for s, r in zip(sources, rows)], rows)
         metas_of = [s.load_metas() for s in sources]
         metas = [metas_of[p][r] for p, r in zip(part_idx.tolist(), row_idx.tolist())]
         ids = [self._str_of[q] for q in seqs.tolist()]
-        blocks = (block for block, _, _ in _iter_blocks(vectors, part_idx, row_idx, self.dimension))
-        files = {
-            VECTORS_FILE: _write_vectors(tmp / VECTORS_FILE, (len(seqs), self.dimension), blocks),
-            SEQ_FILE: write_file(tmp / SEQ_FILE, npy_bytes(seqs.astype("<i8"))),
-            IDS_FILE: write_file(tmp / IDS_FILE, _json_bytes(ids)),
-            META_FILE: write_file(tmp / META_FILE, _json_bytes(metas)),
-        }
-        fsync_dir(tmp)
-        os.rename(tmp, final)
-        fsync_dir(final.parent)
+        positions = _positions(self._faiss.vector_to_array(self._index.id_map), seqs)
+
+        def write(out: SegmentWriter) -> None:
+            xb = self._faiss.rev_swig_ptr(self._flat.get_xb(), self._index.ntotal * self.dimension)
+            matrix = xb.reshape(self._index.ntotal, self.dimension)  # a view of the index's own storage
+            out.write_rows(VECTORS_FILE, (len(seqs), self.dimension), _row_blocks(matrix, positions))
+            out.write_npy(SEQ_FILE, seqs, "<i8")
+            out.write_json(IDS_FILE, ids)
+            out.write_json(META_FILE, metas)
+
+        written = files.write_segment(name, write)
         logger.debug(
             "%s: wrote segment %s (%d rows from %d source(s))", self.path, name, len(seqs), len(sources)
         )
-        return _Segment(
-            name=name,
-            seq=seqs,
-            live=np.ones(len(seqs), dtype=bool),
-            directory=final,
-            files=files,
-            metas=metas,
-        )
-
-    def _write_tombstones(self, seg: _Segment, generation: int) -> dict[str, int]:
-        """Write the deleted row numbers of ``seg`` to a new file (never one a committed manifest names)."""
-        assert self.path is not None
-        dead = np.flatnonzero(~seg.live).astype("<i8")
-        info = write_file(self.path / DELETES_DIR / _deletes_name(seg.name, generation), npy_bytes(dead))
-        return {"gen": generation, "count": len(dead), **info}
+        return _Segment(name=name, seq=seqs, live=np.ones(len(seqs), dtype=bool), files=written, metas=metas)
 
     # -- writes -------------------------------------------------------------------------------------
     def add(
@@ -389,7 +300,6 @@ class FaissVectorStore(VectorStore):
             )
         if len(metadatas) != len(ids):
             raise ValueError(f"FAISS add: {len(ids)} ids but {len(metadatas)} metadata dicts")
-        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         last = {sid: i for i, sid in enumerate(ids)}  # an id given twice: the last one wins
         if len(last) != len(ids):
             keep = sorted(last.values())
@@ -402,11 +312,11 @@ class FaissVectorStore(VectorStore):
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
             self._next_seq += len(ids)
-            self._index.add_with_ids(vectors, seqs)
-            for sid, seq, vec, md in zip(ids, seqs.tolist(), vectors, cleaned):
+            _add_normalised(self._index, self._flat, vectors, seqs)
+            for sid, seq, md in zip(ids, seqs.tolist(), cleaned):
                 self._seq_of[sid] = seq
                 self._str_of[seq] = sid
-                self._pending[sid] = (seq, vec, md)
+                self._pending[sid] = (seq, md)
             if self._partitions is not None:
                 self._partitions.add(zip(seqs.tolist(), cleaned))
             self._changed()
@@ -508,7 +418,7 @@ class FaissVectorStore(VectorStore):
         """A search pinned to partition ``value`` (caller holds the lock)."""
         if self._partitions is None:
             assert self.partition_key is not None
-            pending = ((seq, md) for seq, _, md in self._pending.values())
+            pending = iter(self._pending.values())
             self._partitions = PartitionRows(self.partition_key, live_rows(self._segments, pending))
         return self._partitions.search(
             value, query, k, compile_filter(flt), self._index.reconstruct_batch, self._str_of.__getitem__
@@ -525,7 +435,7 @@ class FaissVectorStore(VectorStore):
             for seg in self._segments:
                 metas, seqs = seg.load_metas(), seg.seq.tolist()
                 allowed.extend(seqs[r] for r in np.flatnonzero(seg.live).tolist() if pred(metas[r]))
-            allowed.extend(seq for seq, _, md in self._pending.values() if pred(md))
+            allowed.extend(seq for seq, md in self._pending.values() if pred(md))
             cached = np.array(allowed, dtype=np.int64)
             while len(self._mask_cache) >= MASK_CACHE_SIZE:  # least recently used first (a tenant per filter)
                 del self._mask_cache[next(iter(self._mask_cache))]
@@ -546,120 +456,147 @@ class FaissVectorStore(VectorStore):
 # Reading
 # --------------------------------------------------------------------------------------------------
 def _load_manifest(
-    root: Path, dimension: int, verify: bool
-) -> tuple[dict[str, Any], list[_Segment], list[list[str]]]:
-    """Read and check the manifest and every segment it names; returns it, the segments and their ids."""
-    mpath = root / MANIFEST
-    manifest = parse_json(read_file(mpath, VectorIndexCorruptError), mpath, VectorIndexCorruptError)
-    if not isinstance(manifest, dict):
-        raise VectorIndexCorruptError(mpath, "manifest is not a JSON object")
-    if manifest.get("format") != FORMAT_NAME:
-        raise VectorIndexCorruptError(
-            mpath, f"not a FinderLedge FAISS index (format {manifest.get('format')!r})"
-        )
-    if manifest.get("version") != FORMAT_VERSION:
-        raise VectorIndexCorruptError(mpath, f"unsupported format version {manifest.get('version')!r}")
-    body = {k: v for k, v in manifest.items() if k != "checksum"}
-    if manifest.get("checksum") != manifest_checksum(body):
-        raise VectorIndexCorruptError(mpath, "manifest checksum mismatch")
+    files: SegmentFiles, dimension: int
+) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[np.ndarray]]:
+    """Read and check the manifest and every segment it names; returns it, the segments, their ids and
+    their vectors (memory maps, dropped once the index holds them)."""
+    mpath, err = files.manifest_path, VectorIndexCorruptError
+    manifest = files.read_manifest(FORMAT_NAME, FORMAT_VERSION, "FAISS index")
     for key in ("dimension", "generation", "next_segment", "next_seq", "live_count"):
-        _non_negative(manifest.get(key), key, mpath)
+        non_negative(manifest.get(key), key, mpath, err)
     if manifest["dimension"] != dimension:
         raise IncompatibleIndexError(
-            f"FAISS index at {root} has dimension {manifest['dimension']}, the embedding model gives {dimension}"
+            f"FAISS index at {files.root} has dimension {manifest['dimension']}, "
+            f"the embedding model gives {dimension}"
         )
     entries = manifest.get("segments")
     if not isinstance(entries, list):
-        raise VectorIndexCorruptError(mpath, "'segments' is not a list")
+        raise err(mpath, "'segments' is not a list")
     segments: list[_Segment] = []
     id_lists: list[list[str]] = []
-    names: set[str] = set()
+    vectors: list[np.ndarray] = []
     for entry in entries:
-        seg, ids = _load_segment(root, entry, dimension, verify, manifest["next_seq"])
-        if seg.name in names:
-            raise VectorIndexCorruptError(mpath, f"segment {seg.name} is listed twice")
+        seg, ids, vecs = _load_segment(files, entry, dimension, manifest["next_seq"])
+        if any(seg.name == other.name for other in segments):
+            raise err(mpath, f"segment {seg.name} is listed twice")
         # a flush reuses names from next_segment and generations after generation: they must be unused
-        if int(seg.name[4:]) >= manifest["next_segment"] or (
+        if segment_number(seg.name) >= manifest["next_segment"] or (
             seg.deletes and seg.deletes["gen"] > manifest["generation"]
         ):
-            raise VectorIndexCorruptError(mpath, f"segment {seg.name} is newer than the manifest's counters")
-        names.add(seg.name)
+            raise err(mpath, f"segment {seg.name} is newer than the manifest's counters")
         segments.append(seg)
         id_lists.append(ids)
-    return manifest, segments, id_lists
+        vectors.append(vecs)
+    return manifest, segments, id_lists, vectors
+
+
+def _add_normalised(index: Any, flat: Any, vectors: np.ndarray, seqs: np.ndarray) -> None:
+    """Add ``vectors`` (L2-normalised here) under ids ``seqs``, a block at a time: no normalised copy of the
+    whole input, and the index's storage grown once for all of them rather than block by block."""
+    codes = flat.codes
+    have, need = codes.size(), (index.ntotal + len(vectors)) * flat.code_size
+    if need > have:  # grow the storage once (resizing back keeps the room), so adds never reallocate
+        codes.resize(need)
+        codes.resize(have)
+    step = max(1, BLOCK_BYTES // (4 * max(vectors.shape[1], 1)))
+    for lo in range(0, len(vectors), step):
+        block = vectors[lo : lo + step]
+        block = block / np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
+        index.add_with_ids(np.ascontiguousarray(block, dtype=np.float32), seqs[lo : lo + step])
+
+
+def _id_maps(
+    segments: Sequence[_Segment], id_lists: Sequence[list[str]], live_count: int, files: SegmentFiles
+) -> tuple[dict[str, int], dict[int, str]]:
+    """Chunk id -> sequence number and back, for the live rows; every id and number must occur once."""
+    seq_of: dict[str, int] = {}
+    str_of: dict[int, str] = {}
+    for seg, ids in zip(segments, id_lists):
+        live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
+        live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
+        seq_of.update(zip(live_ids, live_seq))
+        str_of.update(zip(live_seq, live_ids))
+    live = sum(s.n_live for s in segments)
+    if len(seq_of) != live or len(str_of) != live:
+        raise VectorIndexCorruptError(files.manifest_path, "a chunk id or sequence number occurs twice")
+    if live != live_count:
+        raise VectorIndexCorruptError(
+            files.manifest_path, f"segments hold {live} rows, the manifest says {live_count}"
+        )
+    return seq_of, str_of
+
+
+def _pending_segment(rows: Iterable[tuple[int, dict[str, Any]]]) -> _Segment:
+    """The rows added since the last flush (sequence number, metadata) as an unwritten segment."""
+    ordered = sorted(rows, key=lambda r: r[0])
+    return _Segment(
+        name="",
+        seq=np.array([r[0] for r in ordered], dtype=np.int64),
+        live=np.ones(len(ordered), dtype=bool),
+        metas=[r[1] for r in ordered],
+    )
 
 
 def _load_segment(
-    root: Path, entry: Any, dimension: int, verify: bool, next_seq: int
-) -> tuple[_Segment, list[str]]:
-    """Check one manifest entry and its files (sizes, CRC32s, shapes); returns the segment and its ids."""
-    mpath = root / MANIFEST
+    files: SegmentFiles, entry: Any, dimension: int, next_seq: int
+) -> tuple[_Segment, list[str], np.ndarray]:
+    """Check one manifest entry and its files (sizes, CRC32s, shapes); returns the segment, its ids and
+    its vectors (memory-mapped)."""
+    mpath, err = files.manifest_path, VectorIndexCorruptError
     if not isinstance(entry, dict):
-        raise VectorIndexCorruptError(mpath, "a segment entry is not an object")
-    name = entry.get("name")
-    if not isinstance(name, str) or not _SEGMENT_NAME.fullmatch(name):
-        raise VectorIndexCorruptError(mpath, f"invalid segment name {name!r}")
-    rows = _non_negative(entry.get("rows"), f"{name} rows", mpath)
-    files = entry.get("files")
-    if rows == 0 or not isinstance(files, dict) or set(files) != set(SEGMENT_FILES):
-        raise VectorIndexCorruptError(mpath, f"segment {name}: bad row count or file list")
-    infos = {fname: _file_info(files[fname], f"{name}/{fname}", mpath) for fname in SEGMENT_FILES}
-    sdir = checked_path(root / SEGMENTS_DIR, name, _SEGMENT_NAME, VectorIndexCorruptError, mpath)
-    if not sdir.is_dir():
-        raise VectorIndexCorruptError(sdir, "segment directory is missing")
-    for fname in SEGMENT_FILES:
-        checked_path(sdir, fname, re.compile(re.escape(fname)), VectorIndexCorruptError, mpath)
-    ids = _parse_json(sdir / IDS_FILE, infos[IDS_FILE])
+        raise err(mpath, "a segment entry is not an object")
+    name = files.segment_name(entry.get("name"))
+    path_of = {fname: files.segment_file(name, fname) for fname in SEGMENT_FILES}  # checks the name
+    rows = non_negative(entry.get("rows"), f"{name} rows", mpath, err)
+    listed = entry.get("files")
+    if rows == 0 or not isinstance(listed, dict) or set(listed) != set(SEGMENT_FILES):
+        raise err(mpath, f"segment {name}: bad row count or file list")
+    infos = {fname: file_info(listed[fname], f"{name}/{fname}", mpath, err) for fname in SEGMENT_FILES}
+    ids = files.json(path_of[IDS_FILE], infos[IDS_FILE])
     if not isinstance(ids, list) or len(ids) != rows or not set(map(type, ids)) <= {str}:
-        raise VectorIndexCorruptError(sdir / IDS_FILE, f"expected a list of {rows} string ids")
-    seq = _parse_npy(sdir / SEQ_FILE, infos[SEQ_FILE])
+        raise err(files.root / path_of[IDS_FILE], f"expected a list of {rows} string ids")
+    seq = files.npy(path_of[SEQ_FILE], infos[SEQ_FILE])
     if seq.dtype != np.dtype("<i8") or seq.shape != (rows,):
-        raise VectorIndexCorruptError(
-            sdir / SEQ_FILE, f"expected <i8 of shape ({rows},), got {seq.dtype} {seq.shape}"
+        raise err(
+            files.root / path_of[SEQ_FILE], f"expected <i8 of shape ({rows},), got {seq.dtype} {seq.shape}"
         )
     if seq[0] < 0 or seq[-1] >= next_seq or (rows > 1 and not bool(np.all(np.diff(seq) > 0))):
-        raise VectorIndexCorruptError(sdir / SEQ_FILE, "sequence numbers are not ascending below next_seq")
-    meta_raw = _check_file(sdir / META_FILE, infos[META_FILE], read=True)  # parsed when a filter needs it
+        raise err(files.root / path_of[SEQ_FILE], "sequence numbers are not ascending below next_seq")
+    meta_raw = files.read(path_of[META_FILE], infos[META_FILE])  # parsed when a filter needs it
     # every vector is read into the in-memory index right after this anyway: checking its CRC32 here
     # costs one more pass over bytes just read, and turns a flipped byte into a rebuild instead of NaNs
-    if _file_crc(sdir / VECTORS_FILE) != infos[VECTORS_FILE]["crc32"]:
-        raise VectorIndexCorruptError(sdir / VECTORS_FILE, "checksum mismatch")
+    files.verify_crc(path_of[VECTORS_FILE], infos[VECTORS_FILE])
+    vectors, _ = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
     seg = _Segment(
-        name=name, seq=seq, live=np.ones(rows, dtype=bool), directory=sdir, files=infos, meta_raw=meta_raw
+        name=name,
+        seq=seq,
+        live=np.ones(rows, dtype=bool),
+        files=infos,
+        meta_raw=meta_raw,
+        meta_path=files.root / path_of[META_FILE],
     )
-    seg.load_vectors(dimension)  # size, dtype and shape
     deletes = entry.get("deletes")
     if deletes is not None:
         if not isinstance(deletes, dict):
-            raise VectorIndexCorruptError(mpath, f"segment {name}: 'deletes' is not an object")
-        gen = _non_negative(deletes.get("gen"), f"{name} deletes gen", mpath)
-        count = _non_negative(deletes.get("count"), f"{name} deletes count", mpath)
-        dpath = checked_path(
-            root / DELETES_DIR, _deletes_name(name, gen), _DELETES_NAME, VectorIndexCorruptError, mpath
-        )
-        dead = _parse_npy(dpath, _file_info(deletes, f"{name} deletes", mpath))
-        if (
-            dead.dtype.kind != "i"
-            or dead.shape != (count,)
-            or (count and (dead[0] < 0 or dead[-1] >= rows))
-            or (count > 1 and not bool(np.all(np.diff(dead) > 0)))
-        ):
-            raise VectorIndexCorruptError(dpath, "tombstones do not match the manifest")
+            raise err(mpath, f"segment {name}: 'deletes' is not an object")
+        gen = non_negative(deletes.get("gen"), f"{name} deletes gen", mpath, err)
+        count = non_negative(deletes.get("count"), f"{name} deletes count", mpath, err)
+        info = file_info(deletes, f"{name} deletes", mpath, err)
+        dead = files.read_tombstones(files.deletes_file(deletes_name(name, gen)), info, count, rows)
         seg.live[dead] = False
         seg.n_deleted = count
-        seg.deletes = {"gen": gen, "count": count, "bytes": deletes["bytes"], "crc32": deletes["crc32"]}
-    return seg, ids
+        seg.deletes = {"gen": gen, "count": count, **info}
+    return seg, ids, vectors
 
 
 def _load_legacy(
-    root: Path, dimension: int
+    files: SegmentFiles, dimension: int
 ) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]], int]:
     """Read format 1 (``index.faiss`` + ``entries.json``): ids, sequence numbers, vectors, metadata, next seq."""
+    root = files.root
     entries_path, index_path = root / LEGACY_ENTRIES_FILE, root / LEGACY_INDEX_FILE
-    entries = parse_json(
-        read_file(entries_path, VectorIndexCorruptError), entries_path, VectorIndexCorruptError
-    )
-    raw = read_file(index_path, VectorIndexCorruptError)
+    entries = files.json(LEGACY_ENTRIES_FILE)
+    raw = files.read(LEGACY_INDEX_FILE)
     if (
         not isinstance(entries, dict)
         or entries.get("format") != LEGACY_FORMAT_VERSION
@@ -725,67 +662,8 @@ def _parse_legacy_index(raw: bytes, path: Path) -> tuple[int, np.ndarray, np.nda
     return d, ids, vectors
 
 
-def _check_file(path: Path, info: Mapping[str, int], *, read: bool) -> bytes | None:
-    """Check a file's size against the manifest; with ``read``, also its CRC32, returning the bytes."""
-    if read:
-        data = read_file(path, VectorIndexCorruptError, size=info["bytes"])
-        if zlib.crc32(data) != info["crc32"]:
-            raise VectorIndexCorruptError(path, "checksum mismatch")
-        return data
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise VectorIndexCorruptError(path, "file is missing") from None
-    except OSError as exc:
-        raise VectorIndexCorruptError(path, f"cannot read ({exc})") from None
-    if size != info["bytes"]:
-        raise VectorIndexCorruptError(
-            path, f"file has {size} bytes, the manifest says {info['bytes']} (truncated?)"
-        )
-    return None
-
-
-def _file_crc(path: Path) -> int:
-    """CRC32 of a file, read in blocks (for ``verify=True`` on files too large to read at once)."""
-    crc = 0
-    try:
-        with open(path, "rb") as fh:
-            while block := fh.read(_CHUNK_BYTES):
-                crc = zlib.crc32(block, crc)
-    except OSError as exc:
-        raise VectorIndexCorruptError(path, f"cannot read ({exc})") from None
-    return crc
-
-
-def _parse_json(path: Path, info: Mapping[str, int]) -> Any:
-    raw = _check_file(path, info, read=True)
-    assert raw is not None
-    return parse_json(raw, path, VectorIndexCorruptError)
-
-
-def _parse_npy(path: Path, info: Mapping[str, int]) -> np.ndarray:
-    raw = _check_file(path, info, read=True)
-    assert raw is not None
-    return parse_npy(raw, path, VectorIndexCorruptError)  # the shape is checked against the size first
-
-
-def _non_negative(value: Any, what: str, where: Path) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise VectorIndexCorruptError(where, f"{what}: expected a non-negative integer, got {value!r}")
-    return value
-
-
-def _file_info(obj: Any, what: str, where: Path) -> dict[str, int]:
-    if not isinstance(obj, dict):
-        raise VectorIndexCorruptError(where, f"{what}: expected size and CRC32")
-    return {
-        "bytes": _non_negative(obj.get("bytes"), f"{what} bytes", where),
-        "crc32": _non_negative(obj.get("crc32"), f"{what} crc32", where),
-    }
-
-
 # --------------------------------------------------------------------------------------------------
-# Row order, merging and writing
+# Row order and blocks
 # --------------------------------------------------------------------------------------------------
 def _sorted_layout(
     seq_parts: Sequence[np.ndarray], row_parts: Sequence[np.ndarray]
@@ -811,7 +689,7 @@ def _iter_blocks(
 
     A run of consecutive rows of one part is passed as a slice (no copy from a memory map).
     """
-    step = max(1, _CHUNK_BYTES // (4 * dimension))
+    step = max(1, BLOCK_BYTES // (4 * dimension))
     for lo in range(0, len(part_idx), step):
         parts, rows = part_idx[lo : lo + step], row_idx[lo : lo + step]
         run = _as_run(vectors, parts, rows)
@@ -819,20 +697,6 @@ def _iter_blocks(
             run = np.empty((len(rows), dimension), dtype=np.float32)
             _copy_rows(run, vectors, parts, rows)
         yield run, lo, lo + len(rows)
-
-
-def _gather(
-    vectors: Sequence[np.ndarray], part_idx: np.ndarray, row_idx: np.ndarray, dimension: int
-) -> np.ndarray:
-    """All the rows of :func:`_iter_blocks` as one array (FAISS copies its whole storage on each add)."""
-    run = _as_run(vectors, part_idx, row_idx)
-    if run is not None:
-        return run
-    out = np.empty((len(part_idx), dimension), dtype=np.float32)
-    step = max(1, _CHUNK_BYTES // (4 * dimension))
-    for lo in range(0, len(part_idx), step):
-        _copy_rows(out[lo : lo + step], vectors, part_idx[lo : lo + step], row_idx[lo : lo + step])
-    return out
 
 
 def _as_run(vectors: Sequence[np.ndarray], parts: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
@@ -848,121 +712,27 @@ def _copy_rows(dest: np.ndarray, vectors: Sequence[np.ndarray], parts: np.ndarra
         dest[mask] = vectors[p][rows[mask]]
 
 
-def _tier(n: int) -> int:
-    """Size tier: 0 for 0-7 rows, 1 for 8-63, 2 for 64-511, ..."""
-    tier = 0
-    while n >= MERGE_FACTOR:
-        n //= MERGE_FACTOR
-        tier += 1
-    return tier
+def _positions(id_map: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+    """The rows of the index's storage holding ``seqs`` (``id_map``: the id of each stored row)."""
+    order = (
+        None if len(id_map) < 2 or bool(np.all(np.diff(id_map) > 0)) else np.argsort(id_map, kind="stable")
+    )
+    ordered = id_map if order is None else id_map[order]
+    pos = np.minimum(np.searchsorted(ordered, seqs), max(len(ordered) - 1, 0))
+    if len(seqs) and (len(ordered) == 0 or not bool(np.all(ordered[pos] == seqs))):
+        raise RuntimeError("FAISS index lost rows it should hold")  # a bug, never damage on disk
+    return pos if order is None else order[pos]
 
 
-def _plan_merges(segments: Sequence[_Segment]) -> list[list[_Segment]]:
-    """Group segments to be written together: while a tier holds ``MERGE_FACTOR`` groups, merge them."""
-    groups = [[s] for s in segments]
-    while True:
-        by_tier: dict[int, list[int]] = {}
-        for i, group in enumerate(groups):
-            by_tier.setdefault(_tier(sum(s.n_live for s in group)), []).append(i)
-        full = [t for t, members in by_tier.items() if len(members) >= MERGE_FACTOR]
-        if not full:
-            return groups
-        members = by_tier[min(full)]
-        merged = [s for i in members for s in groups[i]]
-        rest = [g for i, g in enumerate(groups) if i not in set(members)]
-        groups = rest[: members[0]] + [merged] + rest[members[0] :]
-
-
-def _deletes_name(segment: str, generation: int) -> str:
-    return f"{segment}.{generation:08d}.npy"
-
-
-def _collect_garbage(root: Path, manifest: Mapping[str, Any]) -> None:
-    """Delete segment directories and tombstone files the committed manifest does not name.
-
-    That covers what only the previous manifest referenced, leftovers of a crashed flush and the format 1
-    files.  Only names this store writes are touched.
-    """
-    keep_segments = {s["name"] for s in manifest["segments"]}
-    keep_deletes = {
-        _deletes_name(s["name"], s["deletes"]["gen"]) for s in manifest["segments"] if s["deletes"]
-    }
-    unused = [
-        root / name
-        for name in (
-            LEGACY_INDEX_FILE,
-            LEGACY_ENTRIES_FILE,
-            LEGACY_INDEX_FILE + ".tmp",
-            LEGACY_ENTRIES_FILE + ".tmp",
-        )
-    ]
-    try:
-        for folder, pattern, keep in (
-            (SEGMENTS_DIR, _SEGMENT_NAME, keep_segments),
-            (DELETES_DIR, _DELETES_NAME, keep_deletes),
-        ):
-            path = real_folder(
-                root, folder, VectorIndexCorruptError
-            )  # never list (and delete) through a link out
-            unused += [
-                Path(e.path)
-                for e in os.scandir(path)
-                if pattern.fullmatch(e.name.removesuffix(".tmp")) and e.name not in keep
-            ]
-    except (OSError, VectorIndexCorruptError) as exc:
-        logger.warning("%s: could not list FAISS files (%s)", root, exc)
-    for path in unused:
-        if not is_inside(root, path.parent):
-            logger.warning("%s: not removing %s, which is outside the index", root, path)
-            continue
-        try:
-            _remove_path(path)
-        except OSError as exc:  # the flush is committed; a later one removes what is left
-            logger.warning("%s: could not remove unused %s (%s)", root, path.name, exc)
-
-
-def _remove_path(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-
-
-class _CrcWriter:
-    """A write-only file wrapper that counts bytes and accumulates their CRC32."""
-
-    def __init__(self, fh: Any) -> None:
-        self.fh, self.size, self.crc = fh, 0, 0
-
-    def write(self, data: bytes | memoryview) -> int:
-        self.crc = zlib.crc32(data, self.crc)
-        self.size += len(data)
-        return int(self.fh.write(data))
-
-
-def _write_vectors(path: Path, shape: tuple[int, int], blocks: Iterable[np.ndarray]) -> dict[str, int]:
-    """Stream ``blocks`` into a float32 ``.npy`` of ``shape`` durably; returns its size and CRC32."""
-    with open(path, "wb") as fh:
-        out = _CrcWriter(fh)
-        header = {
-            "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
-            "fortran_order": False,
-            "shape": shape,
-        }
-        np.lib.format.write_array_header_1_0(out, header)  # type: ignore[arg-type]
-        written = 0
-        for block in blocks:
-            out.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
-            written += len(block)
-        if written != shape[0]:
-            raise RuntimeError(f"{path}: wrote {written} rows, expected {shape[0]}")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return {"bytes": out.size, "crc32": out.crc}
-
-
-def _json_bytes(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def _row_blocks(matrix: np.ndarray, positions: np.ndarray) -> Iterator[np.ndarray]:
+    """``matrix[positions]`` a block of about ``BLOCK_BYTES`` at a time (a run of rows is a view)."""
+    step = max(1, BLOCK_BYTES // (4 * max(matrix.shape[1], 1)))
+    for lo in range(0, len(positions), step):
+        rows = positions[lo : lo + step]
+        if int(rows[-1]) - int(rows[0]) == len(rows) - 1:
+            yield matrix[int(rows[0]) : int(rows[-1]) + 1]
+        else:
+            yield matrix[rows]
 
 
 def open_faiss(path: Path | None, dimension: int) -> FaissVectorStore:

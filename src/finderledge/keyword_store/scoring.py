@@ -1,0 +1,325 @@
+"""Okapi BM25 over segments and the buffer, as small pure functions (after bm25s' ``scoring.py``).
+
+Scoring is Okapi BM25 with the Lucene IDF::
+
+    idf(t)   = ln(1 + (N - df + 0.5) / (df + 0.5))
+    score    = sum over query tokens t of idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+
+(bm25s' "lucene" method and Lucene >= 8 leave out the constant factor ``k1 + 1``; rankings are identical
+and these scores are exactly ``(k1 + 1)`` times theirs.)  A search is: a :class:`Scope` (which documents
+the statistics count and which may be returned), then per query term its live postings and document
+frequency (:func:`term_postings`), each posting's contribution (:func:`contributions`), and per segment a
+sum and a top-k (:func:`accumulate`, :func:`top_candidates`); :func:`rank` merges the candidates, ties by id.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..filters import Predicate, compile_filter, filter_key
+from ..partitions import pins_only
+from .partitions import PartitionView
+from .segment import Buffer, Segment
+
+__all__ = [
+    "FilterCache",
+    "Scope",
+    "accumulate",
+    "contributions",
+    "doc_freq",
+    "idf",
+    "norm_constants",
+    "partition_scope",
+    "rank",
+    "score_query",
+    "score_text",
+    "term_postings",
+    "top_candidates",
+]
+
+FILTER_CACHE_SIZE = 64
+Postings = list[tuple[int, np.ndarray, np.ndarray]]  # (segment position, docs, term frequencies)
+
+
+@dataclass
+class Scope:
+    """What one search counts and returns.
+
+    ``n_docs``/``total_len`` are the corpus statistics (the whole live index, or a pinned partition);
+    ``masks`` the docs a filter allows per segment name, ``buffered`` the buffer ids it allows (``None``:
+    no restriction); ``part`` the pinned partition and ``part_rows`` its allowed docs per segment (``None``
+    in the list: all of the partition's docs)."""
+
+    n_docs: int
+    total_len: int
+    masks: dict[str, np.ndarray] | None = None
+    buffered: set[str] | None = None
+    part: PartitionView | None = None
+    part_rows: Sequence[np.ndarray | None] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# The formula
+# --------------------------------------------------------------------------------------------------
+def idf(n_docs: int, df: int) -> float:
+    """Lucene's IDF: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never negative)."""
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+def norm_constants(k1: float, b: float, avgdl: float) -> tuple[float, float]:
+    """``(c0, c1)`` with ``k1 * (1 - b + b * dl / avgdl) == c0 + c1 * dl``."""
+    return k1 * (1.0 - b), k1 * b / avgdl
+
+
+def contributions(w: float, tfs: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """Each posting's score for a term of weight ``w = qtf * idf * (k1 + 1)``: ``w * tf / (tf + norm)``."""
+    return (w * tfs) / (tfs + norms)
+
+
+def score_text(
+    qcounts: Mapping[str, int],
+    dcounts: Mapping[str, int],
+    stats: tuple[int, int],
+    k1: float,
+    b: float,
+    df_of: Callable[[str], int],
+) -> float:
+    """The score of one text (term counts ``dcounts``) in a corpus of ``stats = (n_docs, total_len)``;
+    ``df_of(term)`` gives the corpus's document frequency."""
+    n_docs, total_len = stats
+    if n_docs == 0 or not qcounts or not dcounts or total_len <= 0:
+        return 0.0
+    norm = k1 * (1.0 - b + b * sum(dcounts.values()) / (total_len / n_docs))
+    score = 0.0
+    for term, qtf in qcounts.items():
+        tf = dcounts.get(term, 0)
+        df = df_of(term) if tf else 0
+        if df:
+            score += qtf * idf(n_docs, df) * (k1 + 1.0) * tf / (tf + norm)
+    return score
+
+
+# --------------------------------------------------------------------------------------------------
+# Postings
+# --------------------------------------------------------------------------------------------------
+def live_postings(seg: Segment, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The docs and term frequencies of ``term`` in ``seg``, tombstoned docs left out (None: no such term)."""
+    row = seg.term_index.get(term)
+    if row is None:
+        return None
+    start, end = int(seg.indptr[row]), int(seg.indptr[row + 1])
+    d, t = seg.docs[start:end], seg.tfs[start:end]
+    if seg.n_deleted:
+        keep = seg.live[d]
+        d, t = d[keep], t[keep]
+    return d, t
+
+
+def doc_freq(segments: Sequence[Segment], buffer: Buffer, term: str) -> int:
+    """Live chunks holding ``term``."""
+    df = len(buffer.postings.get(term) or ())
+    for seg in segments:
+        post = live_postings(seg, term)
+        df += 0 if post is None else len(post[0])
+    return df
+
+
+def _within(d: np.ndarray, t: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The postings whose doc is in ``rows`` (ascending)."""
+    at = np.minimum(np.searchsorted(rows, d), max(len(rows) - 1, 0))
+    keep = rows[at] == d if len(rows) else np.zeros(len(d), dtype=bool)
+    return d[keep], t[keep]
+
+
+def term_postings(
+    segments: Sequence[Segment], buffer: Buffer, term: str, scope: Scope
+) -> tuple[int, Postings, dict[str, int] | None]:
+    """``term``'s document frequency over the docs ``scope`` counts, its postings that may score (per
+    segment) and its buffer postings."""
+    found: Postings = []
+    df = 0
+    part = scope.part
+    for si, seg in enumerate(segments):
+        post = live_postings(seg, term)
+        if post is None:
+            continue
+        d, t = post
+        if part is not None:  # the partition's postings only: its df, then what the filter allows
+            inside = part.codes[si][d] == part.code
+            d, t = d[inside], t[inside]
+            df += len(d)
+            rows = scope.part_rows[si]
+            if rows is not None and len(d):
+                d, t = _within(d, t, rows)
+        else:
+            df += len(d)
+        if scope.masks is not None and len(d):
+            m = scope.masks[seg.name][d]
+            d, t = d[m], t[m]
+        if len(d):
+            found.append((si, d, t))
+    bpost = buffer.postings.get(term)
+    if bpost:
+        df += len(bpost) if part is None else sum(1 for cid in bpost if cid in part.buffered)
+    return df, found, bpost
+
+
+# --------------------------------------------------------------------------------------------------
+# Summing and ranking
+# --------------------------------------------------------------------------------------------------
+def accumulate(docs: np.ndarray, contrib: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the contributions per doc of one segment: the docs with a positive score and their scores."""
+    if len(docs) * 16 >= n_docs:  # dense accumulation: O(docs + postings), no sort
+        dense = np.bincount(docs, weights=contrib, minlength=n_docs)
+        local = np.flatnonzero(dense > 0)  # contributions are > 0 (bool scan is fastest)
+        return local, dense[local]
+    local, inverse = np.unique(docs, return_inverse=True)
+    scores = np.bincount(inverse, weights=contrib)
+    pos = scores > 0
+    return local[pos], scores[pos]
+
+
+def top_candidates(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` best scores plus any ties with the k-th (so ties break by id later)."""
+    if len(scores) <= k:
+        return np.arange(len(scores))
+    part = np.argpartition(-scores, k - 1)[:k]
+    kth = scores[part].min()
+    return np.flatnonzero(scores >= kth)
+
+
+def rank(ids: list[str], scores: list[np.ndarray], k: int | None) -> list[tuple[str, float]]:
+    """``(id, score)`` best first, ties by id; the ``k`` best (all with ``None``)."""
+    if not ids:
+        return []
+    pairs = sorted(zip(ids, np.concatenate(scores).tolist()), key=lambda p: (-p[1], p[0]))
+    return pairs if k is None else pairs[:k]
+
+
+def score_query(
+    segments: Sequence[Segment],
+    buffer: Buffer,
+    qcounts: Mapping[str, int],
+    scope: Scope,
+    params: tuple[float, float],
+    k: int | None,
+) -> list[tuple[str, float]]:
+    """The BM25 ranking of the query (term counts ``qcounts``) over ``scope``; ``params = (k1, b)``."""
+    if scope.n_docs == 0 or not qcounts or scope.total_len / scope.n_docs <= 0:
+        return []
+    k1, b = params
+    c0, c1 = norm_constants(k1, b, scope.total_len / scope.n_docs)
+    seg_docs: list[list[np.ndarray]] = [[] for _ in segments]
+    seg_contrib: list[list[np.ndarray]] = [[] for _ in segments]
+    buf_scores: dict[str, float] = {}
+    for term, qtf in qcounts.items():
+        df, found, bpost = term_postings(segments, buffer, term, scope)
+        if df == 0:
+            continue
+        w = qtf * idf(scope.n_docs, df) * (k1 + 1.0)
+        for si, d, t in found:
+            seg = segments[si]
+            # the whole segment's norms are cached until avgdl changes; a partition's avgdl is its own
+            norms = (
+                seg.length_norm(c0, c1)[d] if scope.part is None else c0 + c1 * seg.lens[d].astype(np.float64)
+            )
+            seg_docs[si].append(d)
+            seg_contrib[si].append(contributions(w, t, norms))
+        for cid, tfi in (bpost or {}).items():
+            if scope.buffered is None or cid in scope.buffered:
+                tf = float(tfi)  # the same float64 operations, in the same order, as for a segment
+                buf_scores[cid] = buf_scores.get(cid, 0.0) + w * tf / (
+                    tf + (c0 + c1 * buffer.docs[cid].length)
+                )
+    cand_ids: list[str] = []
+    cand_scores: list[np.ndarray] = []
+    for seg, docs, contrib in zip(segments, seg_docs, seg_contrib):
+        if docs:
+            local, scores = accumulate(np.concatenate(docs), np.concatenate(contrib), seg.n_docs)
+            if k is not None:
+                top = top_candidates(scores, k)
+                local, scores = local[top], scores[top]
+            cand_ids.extend(seg.ids[i] for i in local.tolist())
+            cand_scores.append(scores)
+    buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
+    if k is not None and len(buffered) > k:  # the buffer's own k best (same order as the final sort)
+        buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
+    if buffered:
+        cand_ids.extend(cid for cid, _ in buffered)
+        cand_scores.append(np.array([s for _, s in buffered], dtype=np.float64))
+    return rank(cand_ids, cand_scores, k)
+
+
+# --------------------------------------------------------------------------------------------------
+# Filters and partitions
+# --------------------------------------------------------------------------------------------------
+class FilterCache:
+    """The docs each recent filter allows, per segment (segments are immutable) and in the buffer (until
+    the corpus's next write: ``version``)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[Predicate, dict[str, np.ndarray], tuple[int, set[str]]]] = (
+            OrderedDict()
+        )
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def scope(
+        self,
+        flt: Mapping[str, Any],
+        segments: Sequence[Segment],
+        buffer: Buffer,
+        stats: tuple[int, int],
+        version: int,
+    ) -> Scope:
+        """The scope of a search with filter ``flt`` over the whole index (``stats = (n_docs, total_len)``)."""
+        key = filter_key(flt)
+        entry = self._entries.get(key)
+        if entry is None:
+            pred = compile_filter(flt)
+            if pred is None:
+                return Scope(*stats)
+            entry = (pred, {}, (-1, set()))
+            self._entries[key] = entry
+            while len(self._entries) > FILTER_CACHE_SIZE:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(key)
+        pred, masks, (seen, buf) = entry
+        names = {s.name for s in segments}
+        for stale in [n for n in masks if n not in names]:
+            del masks[stale]
+        for seg in segments:
+            if seg.name not in masks:
+                metas = seg.load_metas()
+                masks[seg.name] = np.fromiter((pred(m) for m in metas), dtype=bool, count=len(metas))
+        if seen != version:
+            buf = {cid for cid, doc in buffer.docs.items() if pred(doc.meta)}
+            self._entries[key] = (pred, masks, (version, buf))
+        return Scope(*stats, masks=masks, buffered=buf)
+
+
+def partition_scope(
+    flt: Mapping[str, Any], key: str | None, segments: Sequence[Segment], buffer: Buffer, part: PartitionView
+) -> Scope:
+    """The scope of a search pinned to partition ``part``: its statistics, and its docs that pass ``flt``
+    per segment and in the buffer, in O(partition), never O(index)."""
+    if pins_only(flt, key):
+        rows: list[np.ndarray | None] = [None] * len(segments)
+        return Scope(part.n_live, part.total_len, buffered=part.buffered, part=part, part_rows=rows)
+    pred = compile_filter(flt)
+    assert pred is not None  # a filter that pins a partition has a condition
+    rows = []
+    for seg, inside in zip(segments, part.rows):
+        metas = seg.load_metas()
+        rows.append(inside[np.fromiter((pred(metas[i]) for i in inside.tolist()), bool, len(inside))])
+    buffered = {cid for cid in part.buffered if pred(buffer.docs[cid].meta)}
+    return Scope(part.n_live, part.total_len, buffered=buffered, part=part, part_rows=rows)
