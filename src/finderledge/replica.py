@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from . import memory
 from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
 from .keyword_store import KeywordStore
@@ -452,7 +453,9 @@ class Replica:
         The removals and the new ``seq`` then take effect together under one write lock.  A process that
         holds the checkpoint lock (the committing writer) also writes the vector overlay into the base index
         and both indexes to disk every :data:`SPILL_ROWS` chunks, marking the checkpoint as being written
-        first, so neither grows with the change in memory."""
+        first, so neither grows with the change in memory: the vector index's storage is grown once for the whole change
+        first (never copied half-way, which held it twice), and the heap freed by each spill's batches is handed
+        back to the system."""
         spill = (
             self.persistent
             and self.checkpoint_lock.held
@@ -461,6 +464,8 @@ class Replica:
         unspilled = 0
         marked: set[str] = set()
         for leg, (adds, _) in plans:
+            if spill and leg is self.vector:  # its storage grows once, never copied as the spills fill it
+                leg.handle.reserve(len(adds))
             for start in range(0, len(adds), CATCH_UP_BATCH):
                 rows = self.ledger.get_chunks(
                     adds[start : start + CATCH_UP_BATCH], with_embedding=leg is self.vector
@@ -473,6 +478,7 @@ class Replica:
                 if spill and unspilled >= SPILL_ROWS:
                     self._spill(leg, marked)
                     unspilled = 0
+                    memory.release_free_memory()  # the batches' freed rows, or the heap keeps growing
         steps = [
             (self._keyword_step if leg is self.keyword else self._vector_step)([], removes)
             for leg, (_, removes) in plans

@@ -64,5 +64,9 @@ class VectorStore(ABC):
     def flush(self) -> None:
         """Make every change durable (no-op for backends that write through)."""
 
+    def reserve(self, count: int) -> None:
+        """A hint that about ``count`` more vectors are coming (a big catch-up): a store that keeps them in one
+        growing buffer makes room once now, so adding them never copies the whole buffer (no-op by default)."""
+
     def close(self) -> None:
         """Release files and handles."""

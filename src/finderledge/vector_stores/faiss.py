@@ -321,6 +321,14 @@ class FaissVectorStore(VectorStore):
                 self._partitions.add(zip(seqs.tolist(), cleaned))
             self._changed()
 
+    def reserve(self, count: int) -> None:
+        """Grow the index's storage now for ``count`` more rows: added later (e.g. 5,000 at a time by a big
+        catch-up), they never make the storage reallocate, which copies every row held so far (a 200 MB file
+        peaked there, the old and the new storage both held)."""
+        if count > 0:
+            with self._lock:
+                _grow(self._flat, self._index.ntotal + count)
+
     def delete(self, ids: Iterable[str]) -> None:
         with self._lock:
             known = [i for i in dict.fromkeys(ids) if i in self._seq_of]
@@ -493,16 +501,22 @@ def _load_manifest(
 def _add_normalised(index: Any, flat: Any, vectors: np.ndarray, seqs: np.ndarray) -> None:
     """Add ``vectors`` (L2-normalised here) under ids ``seqs``, a block at a time: no normalised copy of the
     whole input, and the index's storage grown once for all of them rather than block by block."""
-    codes = flat.codes
-    have, need = codes.size(), (index.ntotal + len(vectors)) * flat.code_size
-    if need > have:  # grow the storage once (resizing back keeps the room), so adds never reallocate
-        codes.resize(need)
-        codes.resize(have)
+    _grow(flat, index.ntotal + len(vectors))
     step = max(1, BLOCK_BYTES // (4 * max(vectors.shape[1], 1)))
     for lo in range(0, len(vectors), step):
         block = vectors[lo : lo + step]
         block = block / np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
         index.add_with_ids(np.ascontiguousarray(block, dtype=np.float32), seqs[lo : lo + step])
+
+
+def _grow(flat: Any, rows: int) -> None:
+    """Make room for ``rows`` rows in ``flat``'s storage: resized up and back, the room is kept, so the adds
+    that follow never reallocate (within the room already made, resizing up copies nothing)."""
+    codes = flat.codes
+    have, need = codes.size(), rows * flat.code_size
+    if need > have:
+        codes.resize(need)
+        codes.resize(have)
 
 
 def _id_maps(

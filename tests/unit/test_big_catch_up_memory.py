@@ -1,0 +1,113 @@
+"""Issue 27 (bounded memory for one big file): the writer's catch-up of a big change grows the FAISS storage once.
+
+A 200 MB file peaked (1.18 GB) inside ``FaissVectorStore.add`` during a mid-catch-up spill: the index's one
+growing buffer reallocated, holding the old rows and their copy at once.  The catch-up knows how many vectors
+are coming, so the storage is made room for once, before the first of them, and never copied afterwards; and
+the heap the catch-up's batches freed is handed back to the system after each spill.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from texts import paragraphs
+
+from finderledge import FinderLedge, ingest, memory, replica
+from finderledge.vector_stores.faiss import FaissVectorStore
+
+
+def _storage(store: FaissVectorStore) -> int:
+    """The address of the index's vector storage (it changes when the storage is reallocated)."""
+    flat = faiss.downcast_index(faiss.downcast_index(store._index).index)
+    return int(faiss.rev_swig_ptr(flat.get_xb(), 1).__array_interface__["data"][0])
+
+
+def test_a_reserved_faiss_store_adds_without_moving_its_storage() -> None:
+    store = FaissVectorStore(None, dimension=32)
+    rng = np.random.default_rng(0)
+    store.add(["a"], rng.standard_normal((1, 32), dtype=np.float32), [{}])
+    store.reserve(4_000)
+    where = _storage(store)
+    for lo in range(0, 4_000, 500):
+        store.add(
+            [f"c{i}" for i in range(lo, lo + 500)],
+            rng.standard_normal((500, 32), dtype=np.float32),
+            [{}] * 500,
+        )
+        assert _storage(store) == where
+    assert len(store) == 4_001
+    assert store.search(rng.standard_normal(32, dtype=np.float32), 1)  # still searchable
+
+
+def test_the_writers_big_catch_up_grows_the_faiss_storage_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ingest, "STREAM_DOCUMENT_CHARS", 5_000)
+    monkeypatch.setattr(ingest, "STREAM_WINDOW_CHARS", 3_000)
+    monkeypatch.setattr(replica, "BIG_CHANGE", 10)  # the catch-up reads 7 rows at a time
+    monkeypatch.setattr(replica, "CATCH_UP_BATCH", 7)
+    monkeypatch.setattr(replica, "SPILL_ROWS", 15)  # and writes its indexes every 15 chunks
+    stream = paragraphs(3)
+    big = tmp_path / "big.txt"
+    big.write_text("\n\n".join(next(stream) for _ in range(80)), encoding="utf-8")
+    places: list[int] = []
+    trims: list[int] = []
+    real_add = FaissVectorStore.add
+
+    def add(self: FaissVectorStore, *args: object, **kwargs: object) -> None:
+        real_add(self, *args, **kwargs)  # type: ignore[arg-type]
+        places.append(_storage(self))
+
+    monkeypatch.setattr(FaissVectorStore, "add", add)
+    monkeypatch.setattr(memory, "release_free_memory", lambda: trims.append(1) or True)
+    with FinderLedge(
+        tmp_path / "index",
+        embedding=DeterministicFakeEmbedding(size=16),
+        vector_store="faiss",
+        show_progress=False,
+    ) as fl:
+        fl.add_texts(["a first small note about the warehouse"])  # the store exists before the big change
+        places.clear()
+        fl.add_document(big)
+        chunks = fl.count()["chunks"]
+        assert fl.search("warehouse", k=3)
+    assert chunks > 40
+    assert len(places) >= 3  # the change went in over several spills
+    assert len(set(places)) == 1, f"the storage moved {len(set(places)) - 1} time(s) during one catch-up"
+    assert len(trims) >= 3  # freed heap handed back after each spill
+
+
+def test_release_free_memory_returns_freed_heap_to_the_system() -> None:
+    """Many small blocks freed below live ones stay in the process (glibc keeps them) until released."""
+    code = textwrap.dedent(
+        """
+        import ctypes
+        from finderledge.memory import release_free_memory
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096 // 2**20
+        libc = ctypes.CDLL(None)
+        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+        blocks = [libc.malloc(4000) for _ in range(50_000)]  # ~200 MB on the heap (below the mmap threshold)
+        for b in blocks[:-1]:
+            libc.free(b)  # freed, but the last one keeps the heap's top in place
+        before = rss()
+        released = release_free_memory()
+        print(before, rss(), released)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    before, after, released = int(out[0]), int(out[1]), out[2] == "True"
+    if not released:
+        pytest.skip("no malloc_trim in this C library (not glibc): nothing to release")
+    assert before - after > 100, f"RSS {before} MB -> {after} MB"
