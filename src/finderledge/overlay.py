@@ -18,6 +18,8 @@ from .vector_stores import VectorStore
 
 __all__ = ["VectorOverlay"]
 
+MOVE_ROWS = 5_000  # rows written into the base index at a time when the overlay moves there
+
 
 class VectorOverlay:
     """Exact cosine search over chunks not yet in the base index, and the ids removed from it."""
@@ -156,9 +158,12 @@ class VectorOverlay:
         return [(self.ids[r], float(scores[r])) for r in rows.tolist()]
 
     def apply_to(self, base: VectorStore) -> None:
-        """Write everything into ``base`` (deletes first, then upserts); the caller then drops this overlay.
+        """Write everything into ``base`` (deletes first, then upserts) :data:`MOVE_ROWS` rows at a time, so
+        no matrix of every row is made for the move; the caller then drops this overlay.
 
         Searches stay right while it runs: an id in both base and overlay is hidden in the base."""
         base.delete(sorted(self.removed - set(self._position)))
-        if self._position:
-            base.add(self.ids, self.vectors(), self.metadatas, self.texts)
+        for lo in range(0, len(self._position), MOVE_ROWS):
+            hi = lo + MOVE_ROWS
+            block = self._matrix[lo:hi] if self._matrix is not None else np.stack(self._rows[lo:hi])
+            base.add(self.ids[lo:hi], block, self.metadatas[lo:hi], self.texts[lo:hi])
