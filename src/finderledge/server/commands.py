@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..vector_stores import backend_names
 
 __all__ = ["COMMANDS", "add_commands"]
@@ -135,7 +136,6 @@ def _loopback(host: str) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run uvicorn with ``--workers`` processes, each building the app from the same settings."""
-    from ..errors import ConfigurationError
     from .config import ServerConfig
     from .keys import KeyStore
 
