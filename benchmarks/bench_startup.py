@@ -599,44 +599,56 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
     cwd = tmp / "cwd"  # no .env file where the commands run
     cwd.mkdir()
 
-    print(f"building {args.chunks} chunks with the baseline {baseline[:10]} ...", flush=True)
-    built = tmp / "built"
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--build-into",
-            str(built),
-            "--chunks",
-            str(args.chunks),
-        ],
-        env=envs["old"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"building the index failed:\n{proc.stderr[-3000:]}")
-    build = json.loads(proc.stdout.strip().splitlines()[-1])
-    build_s = time.perf_counter() - started
-    documents = (args.chunks + PER_PARENT - 1) // PER_PARENT
-    expected = {
-        "documents": documents,
-        "chunks": args.chunks,
-        "keyword_index_chunks": args.chunks,
-        "vector_index_chunks": args.chunks,
-    }
-    if any(build.get(k) != v for k, v in expected.items()) or build["recorded"]["schema_version"] != "2":
-        raise RuntimeError(f"the built index is not what was asked for: {build}")
-    print(f"  built in {build_s:.1f} s: {json.dumps({k: build[k] for k in expected})}", flush=True)
+    # Each version opens a directory its own code wrote, from the same seeded data: the new ledger refuses one
+    # a development build wrote (schema versions before 4), as no release ever wrote those.
+    built: dict[str, Path] = {}
+    build_s: dict[str, float] = {}
+    schemas: dict[str, str] = {}
+    for name in ("old", "new"):
+        print(f"building {args.chunks} chunks with the {name} code ...", flush=True)
+        built[name] = tmp / f"built_{name}"
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--build-into",
+                str(built[name]),
+                "--chunks",
+                str(args.chunks),
+            ],
+            env=envs[name],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the index with the {name} code failed:\n{proc.stderr[-3000:]}")
+        build = json.loads(proc.stdout.strip().splitlines()[-1])
+        build_s[name] = time.perf_counter() - started
+        schemas[name] = build["recorded"].get("schema_version", "")
+        documents = (args.chunks + PER_PARENT - 1) // PER_PARENT
+        expected = {
+            "documents": documents,
+            "chunks": args.chunks,
+            "keyword_index_chunks": args.chunks,
+            "vector_index_chunks": args.chunks,
+        }
+        if any(build.get(k) != v for k, v in expected.items()):
+            raise RuntimeError(f"the built index is not what was asked for: {build}")
+        print(f"  built in {build_s[name]:.1f} s: {json.dumps({k: build[k] for k in expected})}", flush=True)
+        if name == "old":
+            old_model = build["recorded"]["embedding_model_id"]
 
-    # old: the old code's copy; new: the new default model recorded; new_recorded_torch: as the old code left it
+    # old: the old code's directory; new: the new code's (the new default model recorded);
+    # new_recorded_torch: the new code's with the old code's model id recorded
     dirs = {name: tmp / f"index_{name}" for name in ("old", "new", "new_recorded_torch")}
-    for d in dirs.values():
-        shutil.copytree(built, d)
+    shutil.copytree(built["old"], dirs["old"])
+    shutil.copytree(built["new"], dirs["new"])
+    shutil.copytree(built["new"], dirs["new_recorded_torch"])
     _record_model(dirs["new"], ONNX_MODEL_ID)
+    _record_model(dirs["new_recorded_torch"], old_model)
     recorded_model = {name: _recorded_model(d) for name, d in dirs.items()}
     cmds = {name: commands(dirs[name]) for name in versions}
     cmds["new"]["first_search_recorded_torch"] = commands(dirs["new_recorded_torch"])["first_search"]
@@ -795,9 +807,10 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
             "recorded_model": recorded_model,
             "recorded_model_note": "new: the built directory with the new default's model id recorded (what "
             "the new code records when it builds one; the vectors are random unit "
-            "vectors either way); new_recorded_torch: as the old code left it",
-            "ledger_schema": build["recorded"]["schema_version"],
-            "build_s": round(build_s, 1),
+            "vectors either way); new_recorded_torch: the new code's directory with the old code's model id; "
+            "each version's directory is written by its own code from the same seeded data",
+            "ledger_schema": schemas,
+            "build_s": {name: round(t, 1) for name, t in build_s.items()},
             "size_mb": round(sum(s for s, _ in before["new"].values()) / 2**20, 1),
         },
         "onnx_export": {

@@ -27,6 +27,8 @@ __all__ = [
     "CHUNK_UNITS",
     "ENV_PREFIX",
     "FUSIONS",
+    "PINNED_SETTINGS",
+    "RECORDED_SETTINGS",
     "SEARCH_MODES",
     "SECRET_SETTINGS",
     "VECTOR_STORES",
@@ -63,9 +65,12 @@ class Rule:
     optional: bool = False  # None is a valid value
 
 
-def _setting(default: Any, rule: Rule) -> Any:
-    """A dataclass field carrying its rule."""
-    return field(default=default, metadata={"rule": rule})
+def _setting(default: Any, rule: Rule, *, recorded: bool = False, pinned: bool = False) -> Any:
+    """A dataclass field carrying its rule and whether a persist directory records it when created
+    (``recorded``) and keeps the recorded value when reopened unless an argument says otherwise (``pinned``)."""
+    if pinned and not recorded:
+        raise ValueError("a pinned setting must be recorded")
+    return field(default=default, metadata={"rule": rule, "recorded": recorded, "pinned": pinned})
 
 
 def _one_of(allowed: tuple[str, ...]) -> Rule:
@@ -123,20 +128,23 @@ class Settings:
 
     persist_directory: str | None = _setting(None, NAME)  # None: in memory
     # of a new directory (a reopened one keeps its own); chroma: finderledge[chroma]; pgvector: database_url
-    vector_store: str = _setting("faiss", BACKEND)
+    vector_store: str = _setting("faiss", BACKEND, recorded=True, pinned=True)
     # PostgreSQL holding the ledger and the vectors (pgvector), shared by every machine; None: a local ledger
     database_url: str | None = _setting(None, DATABASE_URL)
     database_schema: str = _setting(
         "finderledge", IDENTIFIER
     )  # the Postgres schema holding the index's tables
-    chroma_url: str | None = _setting(None, NAME)  # a Chroma server (http://host:port) instead of local files
-    chroma_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
-    qdrant_url: str | None = _setting(None, NAME)  # a Qdrant server (http://host:6333); None: local mode
-    qdrant_collection: str = _setting("finderledge", NAME)  # its collection (one per index)
-    embedding_model: str | None = _setting(None, NAME)  # None: the offline MiniLM model
-    chunk_size: int = _setting(1000, POSITIVE_INT)
-    chunk_overlap: int = _setting(100, NON_NEGATIVE_INT)  # and below chunk_size
-    chunk_unit: str = _setting("weighted", _one_of(CHUNK_UNITS))  # what chunk_size/chunk_overlap count
+    # a Chroma server (http://host:port) instead of local files, and its collection (one per index)
+    chroma_url: str | None = _setting(None, NAME, recorded=True, pinned=True)
+    chroma_collection: str = _setting("finderledge", NAME, recorded=True, pinned=True)
+    # a Qdrant server (http://host:6333; None: local mode), and its collection (one per index)
+    qdrant_url: str | None = _setting(None, NAME, recorded=True, pinned=True)
+    qdrant_collection: str = _setting("finderledge", NAME, recorded=True, pinned=True)
+    embedding_model: str | None = _setting(None, NAME, recorded=True)  # None: the offline MiniLM model
+    chunk_size: int = _setting(1000, POSITIVE_INT, recorded=True, pinned=True)
+    chunk_overlap: int = _setting(100, NON_NEGATIVE_INT, recorded=True, pinned=True)  # and below chunk_size
+    # what chunk_size/chunk_overlap count
+    chunk_unit: str = _setting("weighted", _one_of(CHUNK_UNITS), recorded=True, pinned=True)
     search_mode: str = _setting("hybrid", _one_of(SEARCH_MODES))
     k: int = _setting(10, POSITIVE_INT)
     candidate_k: int = _setting(100, POSITIVE_INT)  # candidates each leg fetches before fusion
@@ -159,7 +167,7 @@ class Settings:
     show_progress: bool | None = _setting(None, FLAG)  # None: only when stderr is a terminal
     lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
     # a metadata key whose values are partitions with their own statistics (finderledge.partitions); None: one corpus
-    partition_key: str | None = _setting(None, PARTITION_KEY)
+    partition_key: str | None = _setting(None, PARTITION_KEY, recorded=True)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -222,6 +230,12 @@ class Settings:
             if data[name] is not None:
                 data[name] = redact_url(data[name])
         return data
+
+
+# settings fixed when a persist directory is created, reused when it is reopened (the fields flagged ``recorded``)
+RECORDED_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.metadata["recorded"])
+# of those, the ones the environment and ``.env`` never change on reopening (the fields flagged ``pinned``)
+PINNED_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.metadata["pinned"])
 
 
 def redact_url(url: str) -> str:

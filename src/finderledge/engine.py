@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .calibration import LedgerCalibrator
-from .config import Settings, redact_url
+from .config import PINNED_SETTINGS, RECORDED_SETTINGS, Settings, redact_url
 from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
@@ -43,29 +43,6 @@ __all__ = ["LEDGER_FILE", "RECORDED_SETTINGS", "Engine", "Model", "open_engine"]
 logger = logging.getLogger(__name__)
 
 OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
-# settings fixed when a persist directory is created, reused when it is reopened
-RECORDED_SETTINGS = (
-    "vector_store",
-    "embedding_model",
-    "chunk_size",
-    "chunk_overlap",
-    "chunk_unit",
-    "chroma_url",
-    "chroma_collection",
-    "qdrant_url",
-    "qdrant_collection",
-    "partition_key",
-)
-PINNED_SETTINGS = (
-    "vector_store",
-    "chunk_size",
-    "chunk_overlap",
-    "chunk_unit",
-    "chroma_url",
-    "chroma_collection",
-    "qdrant_url",
-    "qdrant_collection",
-)
 CHUNK_SETTINGS = ("chunk_size", "chunk_overlap", "chunk_unit")
 LEDGER_FILE = "ledger.sqlite3"
 REMOTE_PROVIDERS = ("openai", "ollama")  # their clients are made at open (a missing key fails there)

@@ -252,7 +252,8 @@ def upload(driver: WebDriver, path: Path, *, title: str = "", tags: str = "") ->
     return str(state_of(driver, "upload-form"))
 
 
-def search(driver: WebDriver, query: str, *, mode: str = "hybrid") -> list[dict[str, Any]]:
+def search(driver: WebDriver, query: str, *, mode: str = "") -> list[dict[str, Any]]:
+    """Search from the page; mode "" leaves mode and top k to the index's own settings (the page's default)."""
     type_into(driver, "search-query", query)
     Select(by_id(driver, "search-mode")).select_by_value(mode)
     by_id(driver, "search-submit").click()
@@ -429,6 +430,7 @@ def test_upload_list_search_chat_delete(
     # Search in English: the vacation policy first, found by both legs.
     results = search(driver, "how many paid vacation days do employees get")
     assert results, "no results shown"
+    assert by_id(driver, "search-status").text.endswith("(index default)")  # the page sent no mode, no top k
     top = results[0]
     assert top["document_id"] == english_id, results
     assert top["rank"] == "#1" and ENGLISH_TITLE in top["title"] and "vacation_policy.md" in top["title"]

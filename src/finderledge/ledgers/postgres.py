@@ -50,6 +50,14 @@ from ..pg_connection import (
     prepare_schema,
     safe_name,
 )
+from ..vector_stores.pgvector import (
+    PgVectorStore,
+    build_index_when_large,
+    column_dimension,
+    ensure_dimension,
+    table_ddl,
+    upsert_rows,
+)
 from .base import (
     ADD,
     COMPLETE,
@@ -70,8 +78,6 @@ from .base import (
 if TYPE_CHECKING:
     import psycopg
 
-    from ..vector_stores.pgvector import PgVectorStore
-
 __all__ = ["PgWriteLock", "PostgresConnectionError", "PostgresLedger", "advisory_key", "safe_name"]
 
 logger = logging.getLogger(__name__)
@@ -82,8 +88,6 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 def _ledger_ddl(schema: str) -> list[Any]:
     from psycopg import sql
-
-    from ..vector_stores.pgvector import table_ddl
 
     s = sql.Identifier(schema)
     statements = [
@@ -590,8 +594,6 @@ class PostgresLedger(PostgresReads):
             if dimension_hint is not None:
                 self._ensure_dimension(conn, int(dimension_hint))
             else:
-                from ..vector_stores.pgvector import column_dimension
-
                 self._dimension = column_dimension(conn, schema, VECTORS_TABLE)
         self._open_pool(self._ext_schema)
         self._writer: psycopg.Connection[Any] | None = None
@@ -633,7 +635,6 @@ class PostgresLedger(PostgresReads):
 
     def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
         """Inside a transaction (or autocommit): record ``dimension`` or check it against the recorded one."""
-        from ..vector_stores.pgvector import ensure_dimension
 
         if self._dimension == dimension:
             return
@@ -689,7 +690,6 @@ class PostgresLedger(PostgresReads):
         (``supports_staging`` is false: a big document is written in one transaction)."""
         if publish:
             raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
-        from ..vector_stores.pgvector import build_index_when_large, upsert_rows
 
         now = time.time()
         dims = {len(c.embedding) for _, chunks in add for c in chunks if c.embedding is not None}
@@ -870,7 +870,6 @@ class PostgresLedger(PostgresReads):
     def vector_store(self, dimension: int) -> PgVectorStore:
         """The vector leg over this ledger's ``vectors`` table (``location = LEDGER``: the ledger writes it in
         its transactions; the store searches).  Records ``dimension`` or checks it."""
-        from ..vector_stores.pgvector import PgVectorStore
 
         if self._dimension != int(dimension):
             with self._writing() as conn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigurationError
 from .config import ServerConfig
 
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ def create_app(config: ServerConfig | None = None, **kwargs: Any) -> FastAPI:
     try:
         from .app import create_app as build
     except ImportError as exc:  # fastapi, uvicorn or python-multipart missing
-        from ..errors import ConfigurationError
-
         raise ConfigurationError(
             f'the server needs its extra ({exc.name} is missing): pip install "finderledge[server]"'
         ) from None

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..vector_stores import backend_names
 
 __all__ = ["COMMANDS", "add_commands"]
@@ -90,8 +91,16 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
         default=os.environ.get("FINDERLEDGE_JWT_CLAIM", "sub"),
         help="the JWT claim naming the tenant (default sub)",
     )
-    p.add_argument("--jwt-audience", default=os.environ.get("FINDERLEDGE_JWT_AUDIENCE"))
-    p.add_argument("--jwt-issuer", default=os.environ.get("FINDERLEDGE_JWT_ISSUER"))
+    p.add_argument(
+        "--jwt-audience",
+        default=os.environ.get("FINDERLEDGE_JWT_AUDIENCE"),
+        help="the 'aud' a bearer token must carry (env FINDERLEDGE_JWT_AUDIENCE); a token with another is refused",
+    )
+    p.add_argument(
+        "--jwt-issuer",
+        default=os.environ.get("FINDERLEDGE_JWT_ISSUER"),
+        help="the 'iss' a bearer token must carry (env FINDERLEDGE_JWT_ISSUER)",
+    )
     p.add_argument(
         "--allow-no-auth",
         action="store_true",
@@ -127,7 +136,6 @@ def _loopback(host: str) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run uvicorn with ``--workers`` processes, each building the app from the same settings."""
-    from ..errors import ConfigurationError
     from .config import ServerConfig
     from .keys import KeyStore
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MissingExtraError
+from ..errors import ConfigurationError, MissingExtraError
 from ..filters import compile_filter
+from ..integrity import chroma_open_guard
 from ..locking import WriteLock
 from ..storage import Storage, full_disk_error
 from .base import LOCAL, SHARED, VectorStore
@@ -119,8 +120,6 @@ class ChromaVectorStore(VectorStore):
 
     def _connect(self) -> None:
         chromadb = import_chromadb()
-
-        from ..integrity import chroma_open_guard
 
         if self.url is not None:
             self._client = _http_client(self.url, self._settings)
@@ -292,8 +291,6 @@ def server_address(url: str) -> tuple[str, int, bool]:
     """``(host, port, ssl)`` of a Chroma server URL such as ``http://127.0.0.1:8000``."""
     from urllib.parse import urlsplit
 
-    from ..errors import ConfigurationError
-
     parts = urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
@@ -304,8 +301,6 @@ def server_address(url: str) -> tuple[str, int, bool]:
 
 def _http_client(url: str, settings: Any) -> Any:
     chromadb = import_chromadb()
-
-    from ..errors import ConfigurationError
 
     host, port, ssl = server_address(url)
     try:

@@ -409,9 +409,9 @@
     const thresholdText = $("search-threshold").value.trim();
     const body = {
       query,
-      top_k: parseInt($("search-top-k").value, 10) || 10,
+      top_k: parseInt($("search-top-k").value, 10) || null, // null: the index's own k
       score_threshold: thresholdText === "" ? null : Number(thresholdText),
-      search_mode: $("search-mode").value,
+      search_mode: $("search-mode").value || null, // null: the index's own search_mode
       tags: splitList($("search-tags").value),
     };
     const list = $("search-results");
@@ -426,7 +426,7 @@
       list.dataset.query = data.query;
       list.dataset.state = "done";
       $("search-status").textContent = results.length
-        ? results.length + " result" + (results.length === 1 ? "" : "s") + " (" + body.search_mode + ")"
+        ? results.length + " result" + (results.length === 1 ? "" : "s") + " (" + (body.search_mode || "index default") + ")"
         : "No results.";
     } catch (e) {
       list.replaceChildren();
