@@ -9,10 +9,12 @@ the heap the catch-up's batches freed is handed back to the system after each sp
 from __future__ import annotations
 
 import gc
+import json
 import subprocess
 import sys
 import textwrap
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import faiss
@@ -23,6 +25,8 @@ from texts import paragraphs
 
 from finderledge import FinderLedge, ingest, memory, replica
 from finderledge.overlay import VectorOverlay
+from finderledge.segments import SegmentWriter
+from finderledge.storage import Storage
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 
@@ -138,3 +142,24 @@ def test_moving_the_overlay_into_the_base_never_stacks_all_its_vectors() -> None
     assert peak < 0.4 * n * d * 4, f"moving {n * d * 4} bytes of vectors allocated {peak} bytes at once"
     query = np.random.default_rng(5_000).standard_normal((5_000, d), dtype=np.float32)[7]
     assert base.search(query, 1)[0][0] == "c5007"  # the rows kept their ids
+
+
+def test_a_segments_json_list_is_written_without_holding_all_its_text(tmp_path: Path) -> None:
+    """A flush writes a big segment's ids and metadata as JSON: the same bytes as one ``json.dumps``, never the
+    whole text and its bytes at once (the 200 MB file's last peak, in a merge's ``meta.json``)."""
+    metas = [{"source": "big.txt", "page": i, "title": f"part {i} — " + "é" * 200} for i in range(60_000)]
+    whole = json.dumps(metas, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    (tmp_path / "seg").mkdir()
+    out = SegmentWriter(Storage(tmp_path), "seg")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        out.write_json("meta.json", metas)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "seg" / "meta.json").read_bytes() == whole
+    assert out.files["meta.json"] == {"bytes": len(whole), "crc32": zlib.crc32(whole)}
+    assert peak < 0.5 * len(whole), f"writing {len(whole)} bytes of JSON held {peak} bytes at once"
+    out.write_json("empty.json", [])
+    assert (tmp_path / "seg" / "empty.json").read_bytes() == b"[]"
