@@ -160,7 +160,11 @@ def test_readme_commands_execute_every_notebook(tmp_path: Path) -> None:
         (
             tmp_path / "examples" / "notebooks" / f"{name}.ipynb"
         ).unlink()  # so only a fresh build passes --check
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # the kernel picks its own (inline) plot backend: an inherited MPLBACKEND=Agg would draw nothing
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"} | {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
     for command in readme_commands():
         argv = shlex.split(command)
         argv[0] = sys.executable if argv[0] == "python" else argv[0]
