@@ -269,13 +269,7 @@ def test_unknown_strategy_names_the_configured_ones(backend: dict[str, Any]) -> 
 def test_streamlit_ui_login_upload_chat(backend: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The UI through streamlit's AppTest against the running backend: sign up, upload into a dataset, chat with
     a chosen strategy, read the answer and its sources; carol never sees alice's or bob's text."""
-    backend_before = os.environ.get("MPLBACKEND")
-    from streamlit.testing.v1 import AppTest  # importing streamlit sets MPLBACKEND=Agg for the whole process
-
-    if backend_before is None:  # give later tests (the notebooks' plots) the environment they started with
-        monkeypatch.delenv("MPLBACKEND", raising=False)
-    else:
-        monkeypatch.setenv("MPLBACKEND", backend_before)
+    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("MOCHIRAG_API_URL", backend["url"])
     at = AppTest.from_file(str(EXAMPLE / "frontend.py"), default_timeout=180)
