@@ -9,7 +9,7 @@ import pytest
 
 from finderledge import FinderLedge
 from finderledge.config import Settings
-from finderledge.errors import ConfigurationError
+from finderledge.errors import ConfigurationError, UnsafePathError
 
 qdrant_client = pytest.importorskip("qdrant_client")  # finderledge[qdrant]
 
@@ -144,3 +144,32 @@ def test_a_server_collection_is_shared_and_indexes_the_designs_fields(
         assert [i for i, _ in store.search([1, 0, 0, 0], 1, {"tags": {"$contains": "hr"}})] == ["c1"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("linked", ["qdrant", "qdrant/meta.json", "qdrant/collection"])
+def test_a_link_in_the_local_qdrant_folder_is_refused_and_nothing_outside_changes(
+    tmp_path: Path, fake_embeddings, linked: str
+) -> None:
+    """The local folder goes through the storage layer: qdrant-client never opens a file through a link."""
+    directory = tmp_path / "index"
+    with FinderLedge(directory, embedding=fake_embeddings, vector_store="qdrant", env_file=None) as fl:
+        fl.add_texts(["refunds within 30 days"])
+    outside = tmp_path / "outside"
+    target = directory / linked
+    target.rename(outside)
+    target.symlink_to(outside)
+    before = (
+        sorted((p.relative_to(outside), p.stat().st_size) for p in outside.rglob("*"))
+        if outside.is_dir()
+        else outside.read_bytes()
+    )
+    with pytest.raises(UnsafePathError, match="link"):
+        FinderLedge(directory, embedding=fake_embeddings, vector_store="qdrant", env_file=None).search(
+            "refunds"
+        )
+    after = (
+        sorted((p.relative_to(outside), p.stat().st_size) for p in outside.rglob("*"))
+        if outside.is_dir()
+        else outside.read_bytes()
+    )
+    assert after == before

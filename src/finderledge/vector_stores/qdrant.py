@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, MissingExtraError
 from ..filters import compile_filter
+from ..storage import Storage
 from .base import LOCAL, SHARED, VectorStore
 from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
 
@@ -78,7 +79,9 @@ class QdrantVectorStore(VectorStore):
         elif self.path is None:
             self._client = client_module.QdrantClient(location=":memory:")
         else:
-            self.path.mkdir(parents=True, exist_ok=True)
+            # through the storage layer: a link at the folder or at any file qdrant-client opens is refused
+            Storage(self.path.parent).mkdir(self.path.name)
+            Storage(self.path).check(_local_files(collection_name))
             self._client = _local_client(client_module, self.path)
         self._ensure_collection(dimension)
 
@@ -175,6 +178,11 @@ class QdrantVectorStore(VectorStore):
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+
+
+def _local_files(collection: str) -> tuple[str, ...]:
+    """The files qdrant-client's local mode keeps in its folder (checked before it opens them)."""
+    return (".lock", "meta.json", f"collection/{collection}/storage.sqlite")
 
 
 def _local_client(client_module: Any, path: Path) -> Any:
