@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["LEDGER", "LOCAL", "SHARED", "VectorStore"]
+__all__ = ["FULL_KEY", "LEDGER", "LOCAL", "SHARED", "VectorStore", "full_metadata"]
 
 # where a backend keeps its vectors, which decides how it follows the ledger (see finderledge.replica)
 LOCAL = "local"  # files of this process/machine: a replica loaded from a checkpoint, following the change log
@@ -16,6 +17,25 @@ SHARED = (
     "shared"  # one store every process uses (a server): written through under the write lock after a commit
 )
 LEDGER = "ledger"  # inside the ledger's own database, written in the same transaction (nothing to follow)
+FULL_KEY = (
+    "_finderledge"  # a shared store's copy of the chunk's metadata as JSON: what filters are checked against
+)
+
+
+def full_metadata(record: Mapping[str, Any] | None, drop: tuple[str, ...]) -> dict[str, Any]:
+    """The chunk metadata a shared store's record carries: its :data:`FULL_KEY` JSON, or (older records, an
+    unreadable copy) the record's own fields less ``drop``."""
+    if not record:
+        return {}
+    full = record.get(FULL_KEY)
+    if isinstance(full, str):
+        try:
+            parsed = json.loads(full)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    return {k: v for k, v in record.items() if k not in drop}
 
 
 class VectorStore(ABC):

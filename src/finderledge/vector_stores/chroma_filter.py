@@ -14,9 +14,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .base import FULL_KEY, full_metadata
+
 __all__ = ["FULL_KEY", "chroma_metadata", "prefilter_where", "stored_metadata"]
 
-FULL_KEY = "_finderledge"  # the chunk's metadata as JSON: what the store checks filters against
 _INT64 = 2**63
 _EXACT = 2**53  # numbers up to this size narrow Chroma; bigger ones are only checked afterwards
 
@@ -59,17 +60,7 @@ def chroma_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
 
 def stored_metadata(md: Mapping[str, Any] | None) -> dict[str, Any]:
     """The chunk metadata a Chroma record carries (older records without :data:`FULL_KEY`: as stored)."""
-    if not md:
-        return {}
-    full = md.get(FULL_KEY)
-    if isinstance(full, str):
-        try:
-            parsed = json.loads(full)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {k: v for k, v in md.items() if k != "_"}
+    return full_metadata(md, ("_",))
 
 
 def _narrowing(field: str, op: str, arg: Any) -> dict[str, Any] | None:

@@ -15,9 +15,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .base import FULL_KEY, full_metadata
+
 __all__ = ["FULL_KEY", "ID_KEY", "prefilter", "qdrant_payload", "stored_metadata"]
 
-FULL_KEY = "_finderledge"  # the chunk's metadata as JSON: what the store checks filters against
 ID_KEY = "_finderledge_id"  # the chunk id (Qdrant's point ids are UUIDs or integers)
 _INT64 = 2**63
 _EXACT = 2**53  # numbers up to this size narrow Qdrant (its ranges compare as floats); bigger: checked after
@@ -69,17 +70,7 @@ def qdrant_payload(chunk_id: str, md: Mapping[str, Any]) -> dict[str, Any]:
 
 def stored_metadata(payload: Mapping[str, Any] | None) -> dict[str, Any]:
     """The chunk metadata a point carries."""
-    if not payload:
-        return {}
-    full = payload.get(FULL_KEY)
-    if isinstance(full, str):
-        try:
-            parsed = json.loads(full)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {k: v for k, v in payload.items() if k not in (FULL_KEY, ID_KEY)}
+    return full_metadata(payload, (FULL_KEY, ID_KEY))
 
 
 def _number(value: Any) -> bool:
