@@ -48,6 +48,7 @@ __all__ = [
     "MANIFEST",
     "SEGMENTS_DIR",
     "SEGMENT_NAME",
+    "CrcCheck",
     "FileInfo",
     "SegmentFiles",
     "SegmentWriter",
@@ -220,6 +221,26 @@ class SegmentWriter:
                 written += len(block)
             if written != shape[0]:
                 raise RuntimeError(f"{self._folder}/{fname}: wrote {written} rows, expected {shape[0]}")
+
+
+class CrcCheck:
+    """The CRC32 of a file accumulated over its bytes while they are used (e.g. copied into an index), then
+    compared with the manifest's: a large file is read once, not once to check and again to use."""
+
+    def __init__(self, path: Path, info: Mapping[str, int], error: Corrupt, head: bytes = b"") -> None:
+        self.path, self._want, self._error = path, info["crc32"], error
+        self._crc, self._size, self._bytes = checksum(head), len(head), info["bytes"]
+
+    def update(self, data: Any) -> None:
+        """Add the next bytes of the file (anything with a C-contiguous buffer: bytes, an array's rows)."""
+        view = memoryview(data).cast("B")
+        self._crc = checksum(view, self._crc)
+        self._size += len(view)
+
+    def verify(self) -> None:
+        """Raise the store's error unless every byte was added and the CRC32 is the manifest's."""
+        if self._size != self._bytes or self._crc != self._want:
+            raise self._error(self.path, "checksum mismatch")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -32,8 +32,7 @@ from finderledge.vector_stores.faiss import FaissVectorStore
 
 def _storage(store: FaissVectorStore) -> int:
     """The address of the index's vector storage (it changes when the storage is reallocated)."""
-    flat = faiss.downcast_index(faiss.downcast_index(store._index).index)
-    return int(faiss.rev_swig_ptr(flat.get_xb(), 1).__array_interface__["data"][0])
+    return int(faiss.rev_swig_ptr(store._rows.flat.get_xb(), 1).__array_interface__["data"][0])
 
 
 def test_a_reserved_faiss_store_adds_without_moving_its_storage() -> None:

@@ -1,7 +1,9 @@
 """FAISS as a FinderLedge vector store: exact cosine search, persisted incrementally and without pickle.
 
-Search runs on one in-memory ``IndexIDMap2(IndexFlatIP)`` over L2-normalised vectors.  Its ids are insertion
-sequence numbers, so rows keep insertion order and results (ties included) are the same after a reopen.
+Search runs on one in-memory ``IndexFlatIP`` over L2-normalised vectors (:class:`~.flat_rows.FlatRows`,
+which keeps the row id of each position itself: no ``IndexIDMap2`` reverse map to fill at open).  Row ids are
+insertion sequence numbers, so rows keep insertion order and results (ties included) are the same after a
+reopen.
 
 On disk (``faiss/``) the files are kept by the segment layer shared with the BM25 store
 (:mod:`finderledge.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
@@ -12,8 +14,9 @@ filter or merge needs it); a tombstone file holds a segment's deleted row number
 A flush writes the new rows as one segment, merges a tier of ``MERGE_FACTOR`` similar-sized segments and
 rewrites a segment with over ``MAX_DELETED_RATIO`` deleted rows.  The rows it writes are read, a block at a
 time, from the in-memory index itself (which holds every live vector), so a flush or merge never holds a
-second copy of the matrix.  Opening checks sizes, every file's CRC32 and the vectors' shape.  The format 1
-layout (``index.faiss`` + ``entries.json``) is still read and is converted by the next flush.
+second copy of the matrix.  Opening checks sizes, every file's CRC32 and the vectors' shape; the vectors'
+CRC32 is computed over each block while it is copied into the index (one read of the bytes, not two).  The
+format 1 layout (``index.faiss`` + ``entries.json``) is still read and is converted by the next flush.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ..partitions import partition_of
 from ..segments import (
     BLOCK_BYTES,
     MANIFEST,
+    CrcCheck,
     FileInfo,
     SegmentFiles,
     SegmentWriter,
@@ -51,6 +55,7 @@ from ..segments import (
 )
 from ..storage import index_folder
 from .base import VectorStore
+from .flat_rows import FlatRows
 from .partition_rows import PartitionRows, live_rows
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
@@ -129,8 +134,8 @@ class _Segment:
 class FaissVectorStore(VectorStore):
     """Exact cosine search (``IndexFlatIP`` over L2-normalised vectors) with an id map and metadata filters.
 
-    Opening checks the CRC32 of every file of every segment (the vectors are all read into the in-memory
-    index then anyway); ``verify`` is kept for compatibility and changes nothing.
+    Opening checks the CRC32 of every file of every segment (the vectors' while they are copied into the
+    in-memory index); ``verify`` is kept for compatibility and changes nothing.
     """
 
     name = "faiss"
@@ -143,7 +148,6 @@ class FaissVectorStore(VectorStore):
         self.dimension = int(dimension)
         self._lock = threading.RLock()
         self._seq_of: dict[str, int] = {}
-        self._str_of: dict[int, str] = {}
         self._pending: dict[str, tuple[int, dict[str, Any]]] = {}  # rows not flushed yet: seq, metadata
         self._segments: list[_Segment] = []
         self._next_seq = 0
@@ -154,8 +158,7 @@ class FaissVectorStore(VectorStore):
         self._mask_cache: dict[str, np.ndarray] = {}
         self.partition_key: str | None = None  # see set_partition_key
         self._partitions: PartitionRows | None = None  # built on the first pinned search
-        self._flat: Any = faiss.IndexFlatIP(self.dimension)
-        self._index: Any = faiss.IndexIDMap2(self._flat)
+        self._rows = FlatRows(faiss, self.dimension)
         self._files: SegmentFiles | None = None
         if self.path is not None:
             index_folder(self.path)  # a link at faiss/ would lead every write elsewhere: refused
@@ -170,11 +173,8 @@ class FaissVectorStore(VectorStore):
     def _open(self, files: SegmentFiles) -> None:
         with corrupt_on_error(files.manifest_path, VectorIndexCorruptError):  # whatever a crafted file raises
             manifest, segments, id_lists, vectors = _load_manifest(files, self.dimension)
-            self._seq_of, self._str_of = _id_maps(segments, id_lists, manifest["live_count"], files)
-            rows = [np.flatnonzero(s.live) for s in segments]
-            seqs, part_idx, row_idx = _sorted_layout([s.seq[r] for s, r in zip(segments, rows)], rows)
-            for block, lo, hi in _iter_blocks(vectors, part_idx, row_idx, self.dimension):
-                self._index.add_with_ids(block, seqs[lo:hi])
+            self._seq_of = _id_map(segments, id_lists, manifest["live_count"], files)
+            _fill(self._rows, segments, id_lists, vectors, files)
             self._segments = segments
             self._next_seq = manifest["next_seq"]
             self._next_segment = manifest["next_segment"]
@@ -183,10 +183,9 @@ class FaissVectorStore(VectorStore):
     def _open_legacy(self, files: SegmentFiles) -> None:
         """Read the format 1 layout; every row is kept as unflushed, so the next flush converts it."""
         ids, seqs, vectors, metas, next_seq = _load_legacy(files, self.dimension)
-        self._index.add_with_ids(vectors, seqs)
+        self._rows.append(vectors, seqs, ids)
         for sid, seq, md in zip(ids, seqs.tolist(), metas):
             self._seq_of[sid] = seq
-            self._str_of[seq] = sid
             self._pending[sid] = (seq, md)
         self._next_seq = next_seq
         self._dirty = True
@@ -266,12 +265,11 @@ class FaissVectorStore(VectorStore):
         seqs, part_idx, row_idx = _sorted_layout([s.seq[r] for s, r in zip(sources, rows)], rows)
         metas_of = [s.load_metas() for s in sources]
         metas = [metas_of[p][r] for p, r in zip(part_idx.tolist(), row_idx.tolist())]
-        ids = [self._str_of[q] for q in seqs.tolist()]
-        positions = _positions(self._faiss.vector_to_array(self._index.id_map), seqs)
+        positions = self._rows.positions(seqs)
+        ids = self._rows.ids[positions].tolist()
 
         def write(out: SegmentWriter) -> None:
-            xb = self._faiss.rev_swig_ptr(self._flat.get_xb(), self._index.ntotal * self.dimension)
-            matrix = xb.reshape(self._index.ntotal, self.dimension)  # a view of the index's own storage
+            matrix = self._rows.matrix()  # a view of the index's own storage
             out.write_rows(VECTORS_FILE, (len(seqs), self.dimension), _row_blocks(matrix, positions))
             out.write_npy(SEQ_FILE, seqs, "<i8")
             out.write_json(IDS_FILE, ids)
@@ -312,10 +310,9 @@ class FaissVectorStore(VectorStore):
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
             self._next_seq += len(ids)
-            _add_normalised(self._index, self._flat, vectors, seqs)
+            _add_normalised(self._rows, vectors, seqs, ids)
             for sid, seq, md in zip(ids, seqs.tolist(), cleaned):
                 self._seq_of[sid] = seq
-                self._str_of[seq] = sid
                 self._pending[sid] = (seq, md)
             if self._partitions is not None:
                 self._partitions.add(zip(seqs.tolist(), cleaned))
@@ -327,7 +324,7 @@ class FaissVectorStore(VectorStore):
         peaked there, the old and the new storage both held)."""
         if count > 0:
             with self._lock:
-                _grow(self._flat, self._index.ntotal + count)
+                self._rows.reserve(len(self._rows) + count)
 
     def delete(self, ids: Iterable[str]) -> None:
         with self._lock:
@@ -335,14 +332,10 @@ class FaissVectorStore(VectorStore):
             if not known:
                 return
             seqs = [self._seq_of.pop(sid) for sid in known]
-            flushed = []
-            for sid, seq in zip(known, seqs):
-                del self._str_of[seq]
-                if self._pending.pop(sid, None) is None:
-                    flushed.append(seq)
+            flushed = [seq for sid, seq in zip(known, seqs) if self._pending.pop(sid, None) is None]
             if flushed:
                 self._tombstone(np.array(flushed, dtype=np.int64))
-            self._index.remove_ids(self._faiss.IDSelectorBatch(np.array(seqs, dtype=np.int64)))
+            self._rows.remove(np.sort(np.array(seqs, dtype=np.int64)))
             if self._partitions is not None:
                 self._partitions.remove(seqs)
             self._changed()
@@ -375,10 +368,10 @@ class FaissVectorStore(VectorStore):
         query = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
         query = query / max(float(np.linalg.norm(query)), 1e-12)
         with self._lock:
-            if self._index.ntotal == 0 or k < 1:
+            if len(self._rows) == 0 or k < 1:
                 return []
-            params = None
-            limit = self._index.ntotal
+            allowed = None
+            limit = len(self._rows)
             value = partition_of(filter, self.partition_key)
             if value is not None and filter is not None:
                 return self._search_partition(value, query[0], k, filter)
@@ -386,10 +379,8 @@ class FaissVectorStore(VectorStore):
                 allowed = self._allowed(filter)
                 if len(allowed) == 0:
                     return []
-                params = self._faiss.SearchParameters(sel=self._faiss.IDSelectorBatch(allowed))
                 limit = len(allowed)
-            scores, found = self._index.search(query, min(k, limit), params=params)
-            return [(self._str_of[int(i)], float(s)) for s, i in zip(scores[0], found[0]) if i >= 0]
+            return self._rows.search(query, min(k, limit), allowed)[0]
 
     def search_many(
         self,
@@ -404,13 +395,9 @@ class FaissVectorStore(VectorStore):
             return super().search_many(embeddings, k, filter)
         queries = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
         with self._lock:
-            if self._index.ntotal == 0 or k < 1:
+            if len(self._rows) == 0 or k < 1:
                 return [[] for _ in range(len(queries))]
-            scores, found = self._index.search(queries, min(k, self._index.ntotal))
-            return [
-                [(self._str_of[int(i)], float(s)) for s, i in zip(row_scores, row_found) if i >= 0]
-                for row_scores, row_found in zip(scores, found)
-            ]
+            return self._rows.search(queries, min(k, len(self._rows)))
 
     def set_partition_key(self, key: str | None) -> None:
         """Keep the rows of each value of metadata ``key`` (see :mod:`finderledge.partitions`): a search whose
@@ -429,11 +416,11 @@ class FaissVectorStore(VectorStore):
             pending = iter(self._pending.values())
             self._partitions = PartitionRows(self.partition_key, live_rows(self._segments, pending))
         return self._partitions.search(
-            value, query, k, compile_filter(flt), self._index.reconstruct_batch, self._str_of.__getitem__
+            value, query, k, compile_filter(flt), self._rows.vectors_of, self._rows.id_of
         )
 
     def _allowed(self, flt: Mapping[str, Any]) -> np.ndarray:
-        """Sequence numbers of the live rows that pass ``flt``, cached per filter until the next write."""
+        """Index positions of the live rows that pass ``flt``, cached per filter until the next write."""
         key = filter_key(flt)
         cached = self._mask_cache.get(key)
         if cached is None:
@@ -444,7 +431,7 @@ class FaissVectorStore(VectorStore):
                 metas, seqs = seg.load_metas(), seg.seq.tolist()
                 allowed.extend(seqs[r] for r in np.flatnonzero(seg.live).tolist() if pred(metas[r]))
             allowed.extend(seq for seq, md in self._pending.values() if pred(md))
-            cached = np.array(allowed, dtype=np.int64)
+            cached = self._rows.positions(np.array(allowed, dtype=np.int64))
             while len(self._mask_cache) >= MASK_CACHE_SIZE:  # least recently used first (a tenant per filter)
                 del self._mask_cache[next(iter(self._mask_cache))]
             self._mask_cache[key] = cached
@@ -465,9 +452,9 @@ class FaissVectorStore(VectorStore):
 # --------------------------------------------------------------------------------------------------
 def _load_manifest(
     files: SegmentFiles, dimension: int
-) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[np.ndarray]]:
+) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[tuple[np.ndarray, CrcCheck]]]:
     """Read and check the manifest and every segment it names; returns it, the segments, their ids and
-    their vectors (memory maps, dropped once the index holds them)."""
+    their vectors (memory maps, dropped once the index holds them) with their pending CRC32 checks."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
     manifest = files.read_manifest(FORMAT_NAME, FORMAT_VERSION, "FAISS index")
     for key in ("dimension", "generation", "next_segment", "next_seq", "live_count"):
@@ -482,7 +469,7 @@ def _load_manifest(
         raise err(mpath, "'segments' is not a list")
     segments: list[_Segment] = []
     id_lists: list[list[str]] = []
-    vectors: list[np.ndarray] = []
+    vectors: list[tuple[np.ndarray, CrcCheck]] = []
     for entry in entries:
         seg, ids, vecs = _load_segment(files, entry, dimension, manifest["next_seq"])
         if any(seg.name == other.name for other in segments):
@@ -498,46 +485,88 @@ def _load_manifest(
     return manifest, segments, id_lists, vectors
 
 
-def _add_normalised(index: Any, flat: Any, vectors: np.ndarray, seqs: np.ndarray) -> None:
-    """Add ``vectors`` (L2-normalised here) under ids ``seqs``, a block at a time: no normalised copy of the
+def _add_normalised(rows: FlatRows, vectors: np.ndarray, seqs: np.ndarray, ids: Sequence[str]) -> None:
+    """Add ``vectors`` (L2-normalised here) as rows ``seqs``, a block at a time: no normalised copy of the
     whole input, and the index's storage grown once for all of them rather than block by block."""
-    _grow(flat, index.ntotal + len(vectors))
+    rows.reserve(len(rows) + len(vectors))
     step = max(1, BLOCK_BYTES // (4 * max(vectors.shape[1], 1)))
     for lo in range(0, len(vectors), step):
         block = vectors[lo : lo + step]
         block = block / np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
-        index.add_with_ids(np.ascontiguousarray(block, dtype=np.float32), seqs[lo : lo + step])
+        rows.append(np.ascontiguousarray(block, dtype=np.float32), seqs[lo : lo + step], ids[lo : lo + step])
 
 
-def _grow(flat: Any, rows: int) -> None:
-    """Make room for ``rows`` rows in ``flat``'s storage: resized up and back, the room is kept, so the adds
-    that follow never reallocate (within the room already made, resizing up copies nothing)."""
-    codes = flat.codes
-    have, need = codes.size(), rows * flat.code_size
-    if need > have:
-        codes.resize(need)
-        codes.resize(have)
-
-
-def _id_maps(
+def _id_map(
     segments: Sequence[_Segment], id_lists: Sequence[list[str]], live_count: int, files: SegmentFiles
-) -> tuple[dict[str, int], dict[int, str]]:
-    """Chunk id -> sequence number and back, for the live rows; every id and number must occur once."""
+) -> dict[str, int]:
+    """Chunk id -> sequence number for the live rows; every id must occur once (sequence numbers are
+    checked by :func:`_fill`)."""
     seq_of: dict[str, int] = {}
-    str_of: dict[int, str] = {}
     for seg, ids in zip(segments, id_lists):
         live_ids = list(compress(ids, seg.live.tolist())) if seg.n_deleted else ids
         live_seq = seg.seq[seg.live].tolist() if seg.n_deleted else seg.seq.tolist()
         seq_of.update(zip(live_ids, live_seq))
-        str_of.update(zip(live_seq, live_ids))
     live = sum(s.n_live for s in segments)
-    if len(seq_of) != live or len(str_of) != live:
-        raise VectorIndexCorruptError(files.manifest_path, "a chunk id or sequence number occurs twice")
+    if len(seq_of) != live:
+        raise VectorIndexCorruptError(files.manifest_path, "a chunk id occurs twice")
     if live != live_count:
         raise VectorIndexCorruptError(
             files.manifest_path, f"segments hold {live} rows, the manifest says {live_count}"
         )
-    return seq_of, str_of
+    return seq_of
+
+
+def _fill(
+    rows: FlatRows,
+    segments: Sequence[_Segment],
+    id_lists: Sequence[list[str]],
+    vectors: Sequence[tuple[np.ndarray, CrcCheck]],
+    files: SegmentFiles,
+) -> None:
+    """Copy the live rows of every segment into the empty ``rows`` in sequence order, straight into the
+    index's storage (sized once), checking each vectors file's CRC32 over its blocks as they are copied."""
+    live = [np.flatnonzero(s.live) for s in segments]
+    total = sum(len(r) for r in live)
+    seqs = np.concatenate([s.seq[r] for s, r in zip(segments, live)]) if total else np.empty(0, np.int64)
+    ids = np.empty(total, dtype=object)
+    at = 0
+    for seg, id_list, r in zip(segments, id_lists, live):
+        ids[at : at + len(r)] = id_list if not seg.n_deleted else [id_list[i] for i in r.tolist()]
+        at += len(r)
+    order = np.argsort(seqs, kind="stable")
+    seqs = seqs[order]
+    if len(seqs) > 1 and not bool(np.all(np.diff(seqs) > 0)):
+        raise VectorIndexCorruptError(files.manifest_path, "a sequence number occurs twice")
+    target = np.empty(total, dtype=np.int64)
+    target[order] = np.arange(total, dtype=np.int64)  # the position of each live row, segment by segment
+    matrix = rows.fill(seqs, ids[order])
+    at = 0
+    for seg, r, (vecs, crc) in zip(segments, live, vectors):
+        _copy_checked(matrix, vecs, seg.live, target[at : at + len(r)], crc)
+        at += len(r)
+
+
+def _copy_checked(
+    matrix: np.ndarray, vecs: np.ndarray, live: np.ndarray, target: np.ndarray, crc: CrcCheck
+) -> None:
+    """Copy the live rows of one segment's ``vecs`` (a memory map) to rows ``target`` of ``matrix``, a block
+    at a time, adding every block (dead rows too) to the file's CRC32, which is checked at the end."""
+    step = max(1, BLOCK_BYTES // 8 // (4 * max(vecs.shape[1], 1)))  # a block stays in cache from CRC to copy
+    done = 0
+    for lo in range(0, len(vecs), step):
+        block = vecs[lo : lo + step]
+        crc.update(block)
+        keep = live[lo : lo + step]
+        count = int(np.count_nonzero(keep))
+        if count == 0:
+            continue
+        to = target[done : done + count]
+        done += count
+        if count == len(block) and int(to[-1]) - int(to[0]) == count - 1:  # a run: one slice copy
+            matrix[int(to[0]) : int(to[-1]) + 1] = block
+        else:
+            matrix[to] = block[keep]
+    crc.verify()
 
 
 def _pending_segment(rows: Iterable[tuple[int, dict[str, Any]]]) -> _Segment:
@@ -553,9 +582,9 @@ def _pending_segment(rows: Iterable[tuple[int, dict[str, Any]]]) -> _Segment:
 
 def _load_segment(
     files: SegmentFiles, entry: Any, dimension: int, next_seq: int
-) -> tuple[_Segment, list[str], np.ndarray]:
-    """Check one manifest entry and its files (sizes, CRC32s, shapes); returns the segment, its ids and
-    its vectors (memory-mapped)."""
+) -> tuple[_Segment, list[str], tuple[np.ndarray, CrcCheck]]:
+    """Check one manifest entry and its files (sizes, CRC32s but the vectors', shapes); returns the segment,
+    its ids and its vectors (memory-mapped) with the check of their CRC32, made while they are copied."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
     if not isinstance(entry, dict):
         raise err(mpath, "a segment entry is not an object")
@@ -577,10 +606,10 @@ def _load_segment(
     if seq[0] < 0 or seq[-1] >= next_seq or (rows > 1 and not bool(np.all(np.diff(seq) > 0))):
         raise err(files.root / path_of[SEQ_FILE], "sequence numbers are not ascending below next_seq")
     meta_raw = files.read(path_of[META_FILE], infos[META_FILE])  # parsed when a filter needs it
-    # every vector is read into the in-memory index right after this anyway: checking its CRC32 here
-    # costs one more pass over bytes just read, and turns a flipped byte into a rebuild instead of NaNs
-    files.verify_crc(path_of[VECTORS_FILE], infos[VECTORS_FILE])
-    vectors, _ = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
+    # every vector is copied into the in-memory index right after this: its CRC32 is computed over the
+    # blocks as they are copied (_copy_checked; one read of the file), so a flipped byte is a rebuild, not NaNs
+    vectors, head = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
+    crc = CrcCheck(files.root / path_of[VECTORS_FILE], infos[VECTORS_FILE], err, head)
     seg = _Segment(
         name=name,
         seq=seq,
@@ -600,7 +629,7 @@ def _load_segment(
         seg.live[dead] = False
         seg.n_deleted = count
         seg.deletes = {"gen": gen, "count": count, **info}
-    return seg, ids, vectors
+    return seg, ids, (vectors, crc)
 
 
 def _load_legacy(
@@ -694,48 +723,6 @@ def _sorted_layout(
     if len(seqs) > 1 and not bool(np.all(np.diff(seqs) > 0)):
         raise ValueError("sequence numbers occur twice")
     return seqs, parts[order], rows[order]
-
-
-def _iter_blocks(
-    vectors: Sequence[np.ndarray], part_idx: np.ndarray, row_idx: np.ndarray, dimension: int
-) -> Iterator[tuple[np.ndarray, int, int]]:
-    """The rows ``vectors[part_idx[i]][row_idx[i]]`` in blocks: ``(block, start, stop)``, C-contiguous float32.
-
-    A run of consecutive rows of one part is passed as a slice (no copy from a memory map).
-    """
-    step = max(1, BLOCK_BYTES // (4 * dimension))
-    for lo in range(0, len(part_idx), step):
-        parts, rows = part_idx[lo : lo + step], row_idx[lo : lo + step]
-        run = _as_run(vectors, parts, rows)
-        if run is None:
-            run = np.empty((len(rows), dimension), dtype=np.float32)
-            _copy_rows(run, vectors, parts, rows)
-        yield run, lo, lo + len(rows)
-
-
-def _as_run(vectors: Sequence[np.ndarray], parts: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
-    """The rows as a slice of one part when they are consecutive rows of it (rows ascend within a part)."""
-    if len(rows) == 0 or int(rows[-1]) - int(rows[0]) != len(rows) - 1 or not bool(np.all(parts == parts[0])):
-        return None
-    return np.ascontiguousarray(vectors[int(parts[0])][int(rows[0]) : int(rows[-1]) + 1], dtype=np.float32)
-
-
-def _copy_rows(dest: np.ndarray, vectors: Sequence[np.ndarray], parts: np.ndarray, rows: np.ndarray) -> None:
-    for p in np.unique(parts).tolist():
-        mask = parts == p
-        dest[mask] = vectors[p][rows[mask]]
-
-
-def _positions(id_map: np.ndarray, seqs: np.ndarray) -> np.ndarray:
-    """The rows of the index's storage holding ``seqs`` (``id_map``: the id of each stored row)."""
-    order = (
-        None if len(id_map) < 2 or bool(np.all(np.diff(id_map) > 0)) else np.argsort(id_map, kind="stable")
-    )
-    ordered = id_map if order is None else id_map[order]
-    pos = np.minimum(np.searchsorted(ordered, seqs), max(len(ordered) - 1, 0))
-    if len(seqs) and (len(ordered) == 0 or not bool(np.all(ordered[pos] == seqs))):
-        raise RuntimeError("FAISS index lost rows it should hold")  # a bug, never damage on disk
-    return pos if order is None else order[pos]
 
 
 def _row_blocks(matrix: np.ndarray, positions: np.ndarray) -> Iterator[np.ndarray]:

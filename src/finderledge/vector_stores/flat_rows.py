@@ -1,0 +1,152 @@
+"""The FAISS store's vectors: a plain ``IndexFlatIP`` plus, kept here, the row id and chunk id at each position.
+
+Why not FAISS's ``IndexIDMap2``: it keeps a reverse map (an ``unordered_map`` id -> position) that it fills row
+by row on every ``add_with_ids`` and rebuilds whole on every ``remove_ids``; filling it while a 1,000,000-row
+index was opened took 6 s of a fresh process's first query (issue 29).  The store's row ids (sequence
+numbers) ascend with the position: rows are appended in sequence order and a removal keeps the order of the
+rest.  So a row's position is found by binary search in :attr:`FlatRows.seq` and no map is needed; a search
+maps the positions FAISS returns to chunk ids through :attr:`FlatRows.ids` (one array lookup per hit).
+
+Opening fills the index with :meth:`FlatRows.fill`: the storage is sized once and the caller writes every
+vector straight into it (no per-row insert, no second copy of the matrix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FlatRows", "grow_storage"]
+
+
+class FlatRows:
+    """Row ``i`` of ``flat`` holds the vector of sequence number ``seq[i]`` (ascending) and chunk ``ids[i]``."""
+
+    def __init__(self, faiss: Any, dimension: int) -> None:
+        self._faiss = faiss
+        self.dimension = dimension
+        self.flat: Any = faiss.IndexFlatIP(dimension)
+        self._seq = np.empty(0, dtype=np.int64)  # a buffer: the first ``_n`` entries are used
+        self._ids = np.empty(0, dtype=object)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def seq(self) -> np.ndarray:
+        """The sequence number of each stored row, ascending (a view)."""
+        return self._seq[: self._n]
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The chunk id of each stored row (a view of an object array)."""
+        return self._ids[: self._n]
+
+    # -- filling and changing -----------------------------------------------------------------------
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows in all, so the adds that follow never reallocate the storage."""
+        grow_storage(self.flat, rows)
+
+    def fill(self, seqs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Size the (empty) index for ``len(seqs)`` rows at once and return its storage as a writable
+        ``(rows, dimension)`` matrix, which the caller fills with the rows' normalised vectors."""
+        if self._n:
+            raise RuntimeError("FlatRows.fill: the index already holds rows")
+        self._check_ascending(seqs)
+        self.flat.codes.resize(len(seqs) * self.flat.code_size)
+        self.flat.ntotal = len(seqs)
+        self._seq, self._ids, self._n = np.asarray(seqs, dtype=np.int64), ids, len(seqs)
+        return self.matrix()
+
+    def append(self, vectors: np.ndarray, seqs: np.ndarray, ids: Sequence[str]) -> None:
+        """Append normalised ``vectors`` (C-contiguous float32) as rows ``seqs``, which must ascend above every
+        row held."""
+        self._check_ascending(seqs)
+        need = self._n + len(seqs)
+        if need > len(
+            self._seq
+        ):  # the id arrays grow by doubling: an add costs its own rows, not the index's
+            room = max(need, 2 * len(self._seq), 1024)
+            self._seq = _resized(self._seq, room)
+            self._ids = _resized(self._ids, room)
+        self.flat.add(vectors)
+        self._seq[self._n : need] = seqs
+        self._ids[self._n : need] = list(ids)
+        self._n = need
+
+    def remove(self, seqs: np.ndarray) -> None:
+        """Remove the rows ``seqs`` (each must be held); the others keep their order."""
+        if len(seqs) == 0:
+            return
+        positions = self.positions(seqs)
+        self.flat.remove_ids(self._faiss.IDSelectorBatch(positions))
+        keep = np.ones(self._n, dtype=bool)
+        keep[positions] = False
+        self._seq, self._ids = self.seq[keep], self.ids[keep]
+        self._n = len(self._seq)
+
+    def _check_ascending(self, seqs: np.ndarray) -> None:
+        if len(seqs) and (
+            (self._n and int(seqs[0]) <= int(self._seq[self._n - 1]))
+            or (len(seqs) > 1 and not bool(np.all(np.diff(seqs) > 0)))
+        ):
+            raise ValueError("rows must be added in ascending sequence order")
+
+    # -- reading ------------------------------------------------------------------------------------
+    def positions(self, seqs: np.ndarray) -> np.ndarray:
+        """The positions of rows ``seqs`` (each must be held)."""
+        seq = self.seq
+        wanted = np.asarray(seqs, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(seq, wanted), max(self._n - 1, 0))
+        if len(wanted) and (self._n == 0 or not bool(np.all(seq[pos] == wanted))):
+            raise RuntimeError("FAISS index lost rows it should hold")  # a bug, never damage on disk
+        return pos
+
+    def matrix(self) -> np.ndarray:
+        """The index's own storage as a ``(rows, dimension)`` float32 matrix (a view: valid until the next
+        change of the index)."""
+        if self._n == 0:
+            return np.empty((0, self.dimension), dtype=np.float32)
+        xb = self._faiss.rev_swig_ptr(self.flat.get_xb(), self._n * self.dimension)
+        return xb.reshape(self._n, self.dimension)
+
+    def vectors_of(self, seqs: np.ndarray) -> np.ndarray:
+        """The stored vectors of rows ``seqs`` (a copy)."""
+        return self.matrix()[self.positions(seqs)]
+
+    def id_of(self, seq: int) -> str:
+        """The chunk id of row ``seq``."""
+        return str(self._ids[int(self.positions(np.array([seq]))[0])])
+
+    def search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """The ``k`` best rows for each of ``queries`` (normalised), among positions ``allowed`` if given."""
+        params = None
+        if allowed is not None:
+            params = self._faiss.SearchParameters(sel=self._faiss.IDSelectorBatch(allowed))
+        scores, found = self.flat.search(queries, k, params=params)
+        ids = self._ids
+        return [
+            [(ids[p], s) for s, p in zip(row_scores.tolist(), row_found.tolist()) if p >= 0]
+            for row_scores, row_found in zip(scores, found)
+        ]
+
+
+def grow_storage(flat: Any, rows: int) -> None:
+    """Make room for ``rows`` rows in ``flat``'s storage: resized up and back, the room is kept, so the adds
+    that follow never reallocate (within the room already made, resizing up copies nothing)."""
+    codes = flat.codes
+    have, need = codes.size(), rows * flat.code_size
+    if need > have:
+        codes.resize(need)
+        codes.resize(have)
+
+
+def _resized(arr: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty(size, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
