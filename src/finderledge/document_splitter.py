@@ -26,14 +26,7 @@ from langchain_text_splitters import (
 from .config import CHUNK_UNITS
 from .metadata import FL_KEY, child_id
 
-__all__ = [
-    "CJK_CHAR_WEIGHT",
-    "TEXT_SEPARATORS",
-    "DocumentSplitter",
-    "child_id",
-    "new_document",
-    "weighted_length",
-]
+__all__ = ["CJK_CHAR_WEIGHT", "TEXT_SEPARATORS", "DocumentSplitter", "child_id", "weighted_length"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,12 +101,6 @@ def _section_of(headers: list[tuple[int, list[str]]], position: int) -> str | No
 def weighted_length(text: str) -> int:
     """Length of ``text`` with CJK characters weighted by :data:`CJK_CHAR_WEIGHT`."""
     return len(text) + (CJK_CHAR_WEIGHT - 1) * len(_CJK.findall(text))
-
-
-def new_document(text: str, metadata: dict[str, Any], doc_id: str | None = None) -> Document:
-    """A LangChain Document from parts FinderLedge has already checked (text a ``str``, metadata a JSON-ready
-    dict), built without pydantic's validation: a bulk write makes several per chunk."""
-    return Document.model_construct(page_content=text, metadata=metadata, id=doc_id)
 
 
 class DocumentSplitter:
@@ -270,5 +257,5 @@ class DocumentSplitter:
                     section = _section_of(headers, found)
                     if section:
                         info["headers"] = section
-            children.append(new_document(piece, {**md, FL_KEY: info}, info["id"]))
-        return new_document(parent.page_content, parent_md, parent_id), children
+            children.append(Document(page_content=piece, metadata={**md, FL_KEY: info}, id=info["id"]))
+        return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children

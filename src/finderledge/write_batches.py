@@ -21,7 +21,6 @@ import numpy as np
 from langchain_core.documents import Document
 
 from .document_loader import DocumentLoader, LoadResult, detect_doc_type, detect_language
-from .document_splitter import new_document
 from .errors import ConfigurationError, SourceNotFoundError, TooManyChunksError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, Ledger, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, child_id, info_of, normalize_metadata, user_metadata
@@ -192,7 +191,7 @@ def document_group(item: Document, extra: dict[str, Any]) -> Group:
     pid = check_document_id(item.id) if caller else content_id(str(src or ""), text, *owned(owner))
     return Group(
         str(src) if src else None,
-        [(pid, new_document(text, md))],
+        [(pid, Document(page_content=text, metadata=md))],
         replace=False,
         caller_ids=caller,
         owner=owner,
