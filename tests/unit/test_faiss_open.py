@@ -102,3 +102,20 @@ def test_a_flipped_byte_in_a_deleted_rows_vector_is_still_found(tmp_path: Path) 
     path.write_bytes(bytes(data))
     with pytest.raises(VectorIndexCorruptError, match="checksum"):
         FaissVectorStore(tmp_path / "f", dimension=D)
+
+
+def _storage(store: FaissVectorStore) -> int:
+    """The address of the index's vector storage (it changes when the storage is reallocated)."""
+    return int(faiss.rev_swig_ptr(store._rows.flat.get_xb(), 1).__array_interface__["data"][0])
+
+
+def test_the_first_adds_after_open_do_not_move_the_storage(tmp_path: Path) -> None:
+    """Opening sizes the storage once, with room to spare: a writer's next adds copy no row already held."""
+    store, vecs = _filled(tmp_path / "f")
+    store.flush()
+    reopened = FaissVectorStore(tmp_path / "f", dimension=D)
+    where = _storage(reopened)
+    for i in range(200):
+        reopened.add([f"n{i}"], vecs[i % 130][None, :], [{}])
+    assert _storage(reopened) == where
+    assert reopened.search(vecs[3], 1)[0][0] in {"r3", "n3", "n133"}

@@ -20,6 +20,9 @@ import numpy as np
 
 __all__ = ["FlatRows", "grow_storage"]
 
+FILL_ROOM = 32  # an opened index keeps room for 1/32 more rows (3% more memory) ...
+MIN_ROOM = 1024  # ... and at least this many
+
 
 class FlatRows:
     """Row ``i`` of ``flat`` holds the vector of sequence number ``seq[i]`` (ascending) and chunk ``ids[i]``."""
@@ -56,9 +59,15 @@ class FlatRows:
         if self._n:
             raise RuntimeError("FlatRows.fill: the index already holds rows")
         self._check_ascending(seqs)
-        self.flat.codes.resize(len(seqs) * self.flat.code_size)
-        self.flat.ntotal = len(seqs)
-        self._seq, self._ids, self._n = np.asarray(seqs, dtype=np.int64), ids, len(seqs)
+        n = len(seqs)
+        # room for the adds that follow (a writer's next spill): without it the first add after opening
+        # reallocates the storage, copying every row with the old and the new storage both held
+        room = n + max(n // FILL_ROOM, MIN_ROOM)
+        self.flat.codes.resize(room * self.flat.code_size)
+        self.flat.codes.resize(n * self.flat.code_size)  # the capacity stays
+        self.flat.ntotal = n
+        self._seq = _resized(np.asarray(seqs, dtype=np.int64), room)
+        self._ids, self._n = _resized(ids, room), n
         return self.matrix()
 
     def append(self, vectors: np.ndarray, seqs: np.ndarray, ids: Sequence[str]) -> None:
@@ -147,6 +156,7 @@ def grow_storage(flat: Any, rows: int) -> None:
 
 
 def _resized(arr: np.ndarray, size: int) -> np.ndarray:
+    """A buffer of ``size`` entries starting with ``arr``."""
     out = np.empty(size, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out
