@@ -75,9 +75,8 @@ class FlatRows:
         row held."""
         self._check_ascending(seqs)
         need = self._n + len(seqs)
-        if need > len(
-            self._seq
-        ):  # the id arrays grow by doubling: an add costs its own rows, not the index's
+        # the id arrays grow by doubling: an add costs its own rows, not the index's
+        if need > len(self._seq):
             room = max(need, 2 * len(self._seq), 1024)
             self._seq = _resized(self._seq, room)
             self._ids = _resized(self._ids, room)
