@@ -1,11 +1,24 @@
-"""Cold start of ``finderledge list``/``stats``/``search`` on a small default (FAISS) index, old code against new.
+"""Cold start of ``finderledge list``/``stats``/``search`` and the first API search on a small index, per vector store.
 
-    python benchmarks/bench_cold_start.py --old /path/to/old/src [--runs 5] [--dir DIR]
+    python benchmarks/bench_cold_start.py [--store faiss|chroma|both] [--old /path/to/old/src] [--runs 5]
+        [--dir DIR] [--out benchmarks/results/cold_start_stores.json]
 
-Each command runs in a fresh process, wall clock around ``subprocess.run``; the old and the new source trees
-(``PYTHONPATH``) and ``python -c pass`` are interleaved in every round, so both see the same machine load.
-The index (two short documents, the default model and store) is built by the new code when ``--dir`` does not
-hold one. Prints the medians (seconds) and the load average as JSON.
+Per store (``--store``, default faiss; ``both`` measures FAISS and Chroma in the same run) a small index is built
+by the current code in ``DIR/<store>`` when it does not hold one: two short documents, the default model,
+``finderledge add --vector-store <store>``.  Then every round times, each command in a fresh process (wall clock
+around ``subprocess.run``):
+
+- ``pass``:          ``python -c pass`` (the interpreter's own start, once per round)
+- ``list``:          ``python -m finderledge list --dir DIR/<store>``
+- ``stats``:         ``python -m finderledge stats --dir DIR/<store>``
+- ``search``:        ``python -m finderledge search warranty --dir DIR/<store>`` (hybrid, the default model)
+- ``api_search``:    ``import finderledge; FinderLedge(DIR/<store>).search("warranty")`` (the Python API path)
+
+The stores (and, with ``--old``, the old and the current source trees, ``PYTHONPATH``) are interleaved in every
+round, their order rotating from one round to the next, so each sees the same machine load.  Without ``--old``
+only the current tree (this checkout's ``src``) is measured.  Prints, and with ``--out`` writes, the medians,
+minima and maxima (seconds) and the load average (``os.getloadavg``) before and after as JSON; keys are
+``<store>.<command>`` for the current tree and ``<store>.<command>_old`` for the old one.
 """
 
 from __future__ import annotations
@@ -13,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -21,6 +35,9 @@ import time
 from pathlib import Path
 
 NEW_SRC = Path(__file__).resolve().parent.parent / "src"
+STORES = ("faiss", "chroma")
+TEXTS = ("refunds within 30 days of purchase", "two years of warranty on batteries")
+QUERY = "warranty"
 
 
 def _time(argv: list[str], src: Path) -> float:
@@ -31,44 +48,85 @@ def _time(argv: list[str], src: Path) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
-    """Parse the options, build the index if needed, time the commands and print the medians."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", type=Path, required=True, help="the old code's src folder")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--dir", type=Path, default=None)
-    args = parser.parse_args()
-    directory = args.dir or Path(tempfile.mkdtemp()) / "idx"
+def build_index(directory: Path, store: str) -> float | None:
+    """Build the two-document index of ``store`` in ``directory`` with the current code; seconds, None if present."""
+    if (directory / "ledger.sqlite3").exists():
+        return None
+    build = [sys.executable, "-m", "finderledge", "add", "--dir", str(directory), "--vector-store", store]
+    build += [a for text in TEXTS for a in ("--text", text)]
+    return _time(build, NEW_SRC)
+
+
+def store_commands(directory: Path) -> dict[str, list[str]]:
+    """The timed commands (name -> argv) on the index in ``directory``."""
     cli = [sys.executable, "-m", "finderledge"]
-    if not (directory / "ledger.sqlite3").exists():
-        texts = ["refunds within 30 days of purchase", "two years of warranty on batteries"]
-        build = [*cli, "add", "--dir", str(directory)] + [a for t in texts for a in ("--text", t)]
-        _time(build, NEW_SRC)
-    commands = {
-        "pass": [sys.executable, "-c", "pass"],
+    api = (
+        "import finderledge; "
+        f"fl = finderledge.FinderLedge({str(directory)!r}, show_progress=False); "
+        f"assert len(fl.search({QUERY!r})) > 0"
+    )
+    return {
         "list": [*cli, "list", "--dir", str(directory)],
         "stats": [*cli, "stats", "--dir", str(directory)],
-        "search": [*cli, "search", "warranty", "--dir", str(directory)],
+        "search": [*cli, "search", QUERY, "--dir", str(directory)],
+        "api_search": [sys.executable, "-c", api],
     }
+
+
+def rotated(items: list[tuple[str, str, Path]], round_: int) -> list[tuple[str, str, Path]]:
+    """``items`` rotated by ``round_`` places, so no store or tree always runs first."""
+    shift = round_ % len(items)
+    return items[shift:] + items[:shift]
+
+
+def summary(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Median, min and max (seconds, rounded) of each timed key."""
+    return {
+        stat: {key: round(fn(values), 3) for key, values in times.items()}
+        for stat, fn in (("median_s", statistics.median), ("min_s", min), ("max_s", max))
+    }
+
+
+def main() -> None:
+    """Parse the options, build the indexes if needed, time the commands and print (and write) the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", type=Path, default=None, help="an old code's src folder, timed as well")
+    parser.add_argument("--store", choices=[*STORES, "both"], default="faiss")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=None, help="folder of the indexes (DIR/<store>)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args()
+    root = args.dir or Path(tempfile.mkdtemp())
+    stores = list(STORES) if args.store == "both" else [args.store]
+    build_s = {store: build_index(root / store, store) for store in stores}
+    versions = [("new", NEW_SRC)] + ([("old", args.old)] if args.old else [])
+    slots = [(store, version, src) for version, src in versions for store in stores]
     times: dict[str, list[float]] = {}
     load_before = os.getloadavg()
     for round_ in range(args.runs):
-        versions = [("old", args.old), ("new", NEW_SRC)]
-        for version, src in versions if round_ % 2 == 0 else versions[::-1]:
-            for name, argv in commands.items():
-                if name == "pass" and version == "old":
-                    continue
-                times.setdefault(f"{name}" if name == "pass" else f"{name}_{version}", []).append(
-                    _time(argv, src)
-                )
+        times.setdefault("pass", []).append(_time([sys.executable, "-c", "pass"], NEW_SRC))
+        for store, version, src in rotated(slots, round_):
+            suffix = "_old" if version == "old" else ""
+            for name, argv in store_commands(root / store).items():
+                times.setdefault(f"{store}.{name}{suffix}", []).append(_time(argv, src))
     result = {
+        "command": "python " + " ".join(sys.argv),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
         "runs": args.runs,
-        "load_before": load_before,
-        "load_after": os.getloadavg(),
-        "median_s": {k: round(statistics.median(v), 3) for k, v in times.items()},
-        "min_s": {k: round(min(v), 3) for k, v in times.items()},
+        "stores": stores,
+        "old": str(args.old) if args.old else None,
+        "query": QUERY,
+        "build_s": {k: None if v is None else round(v, 3) for k, v in build_s.items()},
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        **summary(times),
     }
-    print(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
