@@ -20,7 +20,9 @@ only the current tree (this checkout's ``src``) is measured.  Prints, and with `
 minima and maxima (seconds) and the load average (``os.getloadavg``) before and after as JSON; keys are
 ``<store>.<command>`` for the current tree and ``<store>.<command>_old`` for the old one; ``under_1_5_s`` says
 which medians meet issue 29's target.  ``--importtime`` adds, per store, the top-level imports of one more
-``search`` run (``python -X importtime``, after the timed rounds): where a store's extra time goes.
+``search`` run (``python -X importtime``, after the timed rounds): where a store's extra time goes;
+``--exit-cost`` splits each CLI command (median of 3 more runs) into the time until the command returns and the
+interpreter's shutdown after it.
 """
 
 from __future__ import annotations
@@ -93,6 +95,39 @@ def top_imports(argv: list[str], src: Path, floor_ms: float = 20.0) -> dict[str,
     return dict(sorted(found.items(), key=lambda item: -item[1]))
 
 
+EXIT_PROBE = (
+    "import runpy, sys, time\n"
+    "sys.argv = ['finderledge', *sys.argv[1:]]\n"
+    "try:\n"
+    "    runpy.run_module('finderledge', run_name='__main__', alter_sys=True)\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "sys.stderr.write(f'\\nRETURNED {time.monotonic()!r}\\n')\n"
+)
+
+
+def exit_cost(argv: list[str], src: Path, repeats: int = 3) -> dict[str, float]:
+    """Median seconds of ``argv`` (a ``python -m finderledge`` command) up to the command's return, and after it.
+
+    The command runs as ``python -m finderledge`` would, then prints the (system-wide) monotonic clock; what
+    follows until the process has ended is the interpreter's shutdown (atexit, modules, extensions)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
+    to_return, after = [], []
+    for _ in range(repeats):
+        start = time.monotonic()
+        run = subprocess.run(
+            [argv[0], "-c", EXIT_PROBE, *argv[3:]], check=True, capture_output=True, env=env, text=True
+        )
+        end = time.monotonic()
+        returned = float(run.stderr.rsplit("RETURNED ", 1)[1])
+        to_return.append(returned - start)
+        after.append(end - returned)
+    return {
+        "to_return_s": round(statistics.median(to_return), 3),
+        "shutdown_s": round(statistics.median(after), 3),
+    }
+
+
 def rotated(items: list[tuple[str, str, Path]], round_: int) -> list[tuple[str, str, Path]]:
     """``items`` rotated by ``round_`` places, so no store or tree always runs first."""
     shift = round_ % len(items)
@@ -115,6 +150,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=None, help="folder of the indexes (DIR/<store>)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--exit-cost",
+        action="store_true",
+        help="also record how much of each CLI command is interpreter shutdown",
+    )
     parser.add_argument(
         "--importtime", action="store_true", help="also record each store's top-level imports of one search"
     )
@@ -146,6 +186,13 @@ def main() -> None:
         **summary(times),
     }
     result["under_1_5_s"] = {key: value < 1.5 for key, value in result["median_s"].items() if key != "pass"}
+    if args.exit_cost:  # after the timed rounds, so it cannot disturb them
+        result["exit_cost"] = {
+            f"{store}.{name}": exit_cost(argv, NEW_SRC)
+            for store in stores
+            for name, argv in store_commands(root / store).items()
+            if name != "api_search"
+        }
     if args.importtime:  # after the timed rounds, so it cannot disturb them
         result["search_top_imports_ms"] = {
             store: top_imports(store_commands(root / store)["search"], NEW_SRC) for store in stores
