@@ -20,7 +20,8 @@ only the current tree (this checkout's ``src``) is measured.  Prints, and with `
 minima and maxima (seconds) and the load average (``os.getloadavg``) before and after as JSON; keys are
 ``<store>.<command>`` for the current tree and ``<store>.<command>_old`` for the old one; ``under_1_5_s`` says
 which medians meet issue 29's target.  ``--importtime`` adds, per store, the top-level imports of one more
-``search`` run (``python -X importtime``, after the timed rounds): where a store's extra time goes;
+``search`` run (``python -X importtime``, after the timed rounds): where a store's extra time goes (for Chroma,
+also the phases of opening its files with chromadb alone, median of 3 fresh processes);
 ``--exit-cost`` splits each CLI command (median of 3 more runs) into the time until the command returns and the
 interpreter's shutdown after it.
 """
@@ -128,6 +129,40 @@ def exit_cost(argv: list[str], src: Path, repeats: int = 3) -> dict[str, float]:
     }
 
 
+CHROMA_PHASES = (
+    "import json, sys, time\n"
+    "t0 = time.perf_counter()\n"
+    "import chromadb\n"
+    "from chromadb.config import Settings\n"
+    "t1 = time.perf_counter()\n"
+    "client = chromadb.PersistentClient(sys.argv[1], settings=Settings(anonymized_telemetry=False))\n"
+    "t2 = time.perf_counter()\n"
+    "collection = client.get_collection('finderledge')\n"
+    "collection.count()\n"
+    "t3 = time.perf_counter()\n"
+    "collection.query(query_embeddings=[[0.1] * 384], n_results=2)\n"
+    "t4 = time.perf_counter()\n"
+    "print(json.dumps({'import_chromadb': t1 - t0, 'persistent_client': t2 - t1,\n"
+    "                  'collection_count': t3 - t2, 'first_query': t4 - t3}))\n"
+)
+
+
+def chroma_phases(directory: Path, repeats: int = 3) -> dict[str, float]:
+    """Median seconds of the phases of opening the Chroma files FinderLedge wrote (``DIR/chroma/chroma``)
+    with chromadb alone, each repeat in a fresh process: its import, the persistent client, the collection and
+    its count (what FinderLedge's Chroma store does when it opens), and a first query."""
+    runs = []
+    for _ in range(repeats):
+        run = subprocess.run(
+            [sys.executable, "-c", CHROMA_PHASES, str(directory / "chroma")],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        runs.append(json.loads(run.stdout))
+    return {key: round(statistics.median(r[key] for r in runs), 3) for key in runs[0]}
+
+
 def rotated(items: list[tuple[str, str, Path]], round_: int) -> list[tuple[str, str, Path]]:
     """``items`` rotated by ``round_`` places, so no store or tree always runs first."""
     shift = round_ % len(items)
@@ -197,6 +232,8 @@ def main() -> None:
         result["search_top_imports_ms"] = {
             store: top_imports(store_commands(root / store)["search"], NEW_SRC) for store in stores
         }
+        if "chroma" in stores:
+            result["chroma_open_phases_s"] = chroma_phases(root / "chroma")
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
