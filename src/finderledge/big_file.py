@@ -63,7 +63,8 @@ def stage(
     for pieces in splitter.split_windows(text, doc_type, language, window_chars):
         if not pieces:
             continue
-        vectors = embed(engine, pieces, report)
+        # every batch cached as computed: a failure discards the staged windows, not the work that made them
+        vectors = embed(engine, pieces, report, cache_seconds=0.0)
         chunks = []
         for piece, vec in zip(pieces, vectors):
             cid = child_id(pid, index)

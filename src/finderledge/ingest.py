@@ -23,7 +23,7 @@ from .big_file import release_texts, stage, streams
 from .config import Settings
 from .document_loader import DocumentLoader, absolute_path, known_gone, safe_path
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
-from .ledgers import COMPLETE, DocumentRecord, content_id
+from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import TEXT_SOURCE_PREFIX, user_metadata
 from .sources import source_key
 from .validation import check_parallel, check_texts
@@ -37,6 +37,7 @@ from .write_batches import (
     check_document_id,
     document_group,
     file_groups,
+    keep_vectors,
     owned_ids,
     path_item,
     plan,
@@ -52,8 +53,11 @@ __all__ = ["Checkpointer", "IngestReport", "Writer", "check_document_id", "conte
 
 logger = logging.getLogger(__name__)
 
-# a call holding more files (or text) is written in several transactions of whole files: memory stays bounded
-STREAM_GROUPS = 256  # files (or Documents) per write
+# a call holding more files (or text) is written in several transactions of whole files: memory stays bounded.
+# Documents given in memory are already held by the caller, so more of them go in one write: each transaction
+# rewrites the pages of the ledger's id indexes it touches, so fewer, larger ones write far less
+STREAM_GROUPS = 256  # files per write
+STREAM_DOCUMENTS = 4096  # Documents (add_texts, add_documents) per write
 STREAM_CHARS = 4_000_000  # characters of text per write
 
 # one document of more text is split, embedded and written window by window in staged transactions, then
@@ -128,13 +132,15 @@ class Writer:
         # document_id the call is one write, since the parents it does not list again are replaced
         listed: set[str] = set()
         batch: list[Group] = []
-        size = 0
+        size = files = 0
         for group in groups():
             batch.append(group)
             size += sum(len(doc.page_content) for _, doc in group.parents)
-            if document_id is None and (len(batch) >= STREAM_GROUPS or size >= STREAM_CHARS):
+            files += group.replace
+            full = files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
+            if document_id is None and full:
                 self._write_batch(batch, report, listed, budget=budget)
-                batch, size = [], 0
+                batch, size, files = [], 0, 0
         self._write_batch(batch, report, listed, prune_under, document_id, budget)
         report.seconds_total = time.perf_counter() - started
         logger.info(
@@ -186,6 +192,17 @@ class Writer:
             self._commit_batch(
                 groups, report, listed, prepared, staged, published, prune_under, document_id, budget
             )
+        except BaseException:  # the vectors computed for this batch are kept for a retry
+            keep_vectors(
+                self._engine,
+                [
+                    (content_id(c.content), c.embedding)
+                    for p in prepared.values()
+                    for c in p.chunks
+                    if c.embedding is not None
+                ],
+            )
+            raise
         finally:
             left = [pid for pid in begun if pid not in published]
             if left:  # not published (an error, or another writer stored it meanwhile): drop the rows
@@ -232,11 +249,8 @@ class Writer:
             )
             if new or to_delete:
                 publish = [staged[pid] for pid in new if pid in staged]
-                ledger.commit_write(
-                    add=[(prepared[pid].record, prepared[pid].chunks) for pid in new if pid not in staged],
-                    remove=to_delete,
-                    publish=publish,
-                )
+                add = [(prepared[pid].record, prepared[pid].chunks) for pid in new if pid not in staged]
+                ledger.commit_write(add=add, remove=to_delete, publish=publish)
                 published.update(doc.id for doc, _ in publish)
                 report.chunks_written += sum(len(prepared[pid].chunks) for pid in new if pid not in staged)
                 report.chunks_written += sum(count for _, count in publish)
@@ -244,7 +258,7 @@ class Writer:
                 if publish:  # the ledger holds the big texts now: let them go before the indexes catch up
                     del publish
                     release_texts(new, staged)
-                self._checkpoint()
+                self._checkpoint([c for _, chunks in add for c in chunks])
 
     # -- reindex ------------------------------------------------------------------------------------
     def reindex(self, report: IngestReport) -> None:
@@ -282,7 +296,7 @@ class Writer:
                     )
                     report.replaced.extend(same)
                     report.chunks_written += sum(len(prepared[i].chunks) for i in same)
-                    self._checkpoint()
+                    self._checkpoint([c for i in same for c in prepared[i].chunks])
 
     # -- remove -------------------------------------------------------------------------------------
     def remove(self, key: str) -> list[str]:
@@ -329,12 +343,13 @@ class Checkpointer:
         self._engine = engine
         self._saved_at = time.monotonic()  # when this writer last wrote the indexes to disk
 
-    def __call__(self) -> None:
+    def __call__(self, written: Sequence[ChunkRecord] = ()) -> None:
         """After a commit: update shared indexes, bring this process's replicas up to date, and persist them
-        when due (see :data:`SAVE_SHARE`).  The change is already safe in the ledger, so a failure here is
-        logged, not raised: the next write or open replays it."""
+        when due (see :data:`SAVE_SHARE`).  ``written``: the chunk rows just committed, applied from memory
+        rather than read back.  The change is already safe in the ledger, so a failure here is logged, not
+        raised: the next write or open replays it."""
         try:
-            self._engine.replica.sync_shared()
+            self._engine.replica.sync_shared(written)
         except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
             logger.error(
                 "the change is committed to the ledger, but updating the shared vector index failed "
@@ -344,7 +359,7 @@ class Checkpointer:
             )
         replica = self._engine.replica
         try:
-            replica.follow()  # in memory now (a backlog over replica.BACKLOG_LIMIT is written at once)
+            replica.follow(written=written)  # in memory now (a backlog over BACKLOG_LIMIT is written at once)
             if self._save_due():
                 replica.after_commit()
                 self._saved_at = time.monotonic()

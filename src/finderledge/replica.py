@@ -33,7 +33,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,7 +44,7 @@ from . import memory
 from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
 from .keyword_store import KeywordStore
-from .ledgers import ADD, Ledger
+from .ledgers import ADD, ChunkRecord, Ledger
 from .locking import ReadWriteLock, WriteLock
 from .metadata import child_id, share_equal, user_metadata
 from .overlay import VectorOverlay
@@ -327,10 +327,12 @@ class Replica:
         self.maybe_checkpoint()
 
     # -- following the log ----------------------------------------------------------------------------
-    def follow(self, *, wait: bool = True) -> int:
+    def follow(self, *, wait: bool = True, written: Sequence[ChunkRecord] = ()) -> int:
         """Apply every change committed since this replica last looked; returns the ``seq`` now reflected.
 
         With ``wait=False`` a thread that finds another one applying changes goes on without waiting.
+        ``written``: the chunk rows the caller has just committed, still holding the write lock; they are
+        applied from memory instead of being read back from the ledger (a later copy of an id wins).
         """
         if any(leg.damage is not None for leg in self.local_legs()):
             self._rebuild_damaged(wait)
@@ -341,7 +343,7 @@ class Replica:
         if not self._sync.acquire(blocking=wait):
             return self.seq
         try:
-            self._catch_up(self.local_legs())
+            self._catch_up(self.local_legs(), {c.id: c for c in written})
         finally:
             self._sync.release()
         self.maybe_checkpoint()
@@ -364,11 +366,13 @@ class Replica:
             except LockTimeoutError:
                 logger.debug("%s index is behind; the writer holding the lock brings it up to date", leg.name)
 
-    def sync_shared(self) -> None:
-        """Apply the change log to every shared index and record the ``seq`` it reflects (caller holds ``lock``).
+    def sync_shared(self, written: Sequence[ChunkRecord] = ()) -> None:
+        """Apply the change log to every shared index and record the ``seq`` it reflects (caller holds ``lock``;
+        ``written``: rows it has just committed, see :meth:`follow`).
 
         Adds are upserts and removals ignore unknown ids, so applying a change twice (after a crash between
         the index write and its record) is harmless."""
+        known = {c.id: c for c in written}
         assert self.lock.held or not self.persistent, "sync_shared needs the write lock"
         for leg in self.legs():
             if leg.location != SHARED:
@@ -381,7 +385,7 @@ class Replica:
             adds, removes = self._plan(leg, target)
             leg.handle.delete(removes)
             for start in range(0, len(adds), CATCH_UP_BATCH):  # one big file: a batch of rows at a time
-                rows = self.ledger.get_chunks(adds[start : start + CATCH_UP_BATCH], with_embedding=True)
+                rows = self._rows(adds[start : start + CATCH_UP_BATCH], True, known)
                 if rows:
                     leg.handle.add(
                         [c.id for c in rows],
@@ -415,8 +419,23 @@ class Replica:
         except StorageFullError as exc:  # searches go on from memory; the next write or open retries
             logger.warning("checkpoint deferred: %s", exc)
 
-    def _catch_up(self, legs: list[_Leg]) -> None:
-        """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``).
+    def _rows(
+        self, ids: list[str], with_embedding: bool, known: Mapping[str, ChunkRecord]
+    ) -> list[ChunkRecord]:
+        """Chunk rows by id, in order (unknown ids left out): those in ``known`` (just committed by this
+        process, under the write lock) from memory, the others read from the ledger."""
+        if not known:
+            return self.ledger.get_chunks(ids, with_embedding=with_embedding)
+        missing = [i for i in ids if i not in known]
+        read = (
+            {c.id: c for c in self.ledger.get_chunks(missing, with_embedding=with_embedding)}
+            if missing
+            else {}
+        )
+        return [row for i in ids if (row := known.get(i) or read.get(i)) is not None]
+
+    def _catch_up(self, legs: list[_Leg], known: Mapping[str, ChunkRecord] | None = None) -> None:
+        """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``; ``known``: see :meth:`_rows`).
 
         The slow part (reading rows, tokenizing) runs first; then every leg changes under one write lock,
         so a search sees all legs before a commit or all after it — never two versions of a source."""
@@ -428,11 +447,11 @@ class Replica:
             if sum(len(adds) for _, (adds, _) in plans) > BIG_CHANGE and not any(
                 set(adds) & set(removes) for _, (adds, removes) in plans
             ):
-                self._apply_in_batches(plans, target)
+                self._apply_in_batches(plans, target, known or {})
                 return
             steps: list[Callable[[], None]] = []
             for leg, (adds, removes) in plans:
-                rows = self.ledger.get_chunks(adds, with_embedding=leg is self.vector)
+                rows = self._rows(adds, leg is self.vector, known or {})
                 if leg is self.keyword:
                     steps.append(self._keyword_step(rows, removes))
                 else:
@@ -444,7 +463,12 @@ class Replica:
             for leg, _ in plans:
                 leg.seq = target
 
-    def _apply_in_batches(self, plans: list[tuple[_Leg, tuple[list[str], list[str]]]], target: int) -> None:
+    def _apply_in_batches(
+        self,
+        plans: list[tuple[_Leg, tuple[list[str], list[str]]]],
+        target: int,
+        known: Mapping[str, ChunkRecord],
+    ) -> None:
         """Apply a change of very many chunks (one big file) reading :data:`CATCH_UP_BATCH` rows at a time, so
         memory holds one batch of rows, not all (caller holds ``_sync`` and a ledger snapshot).
 
@@ -467,9 +491,7 @@ class Replica:
             if spill and leg is self.vector:  # its storage grows once, never copied as the spills fill it
                 leg.handle.reserve(len(adds))
             for start in range(0, len(adds), CATCH_UP_BATCH):
-                rows = self.ledger.get_chunks(
-                    adds[start : start + CATCH_UP_BATCH], with_embedding=leg is self.vector
-                )
+                rows = self._rows(adds[start : start + CATCH_UP_BATCH], leg is self.vector, known)
                 step = (self._keyword_step if leg is self.keyword else self._vector_step)(rows, [])
                 with self.rw.write():
                     step()

@@ -42,6 +42,7 @@ __all__ = [
     "document_group",
     "embed",
     "file_groups",
+    "keep_vectors",
     "owned_ids",
     "path_item",
     "plan",
@@ -52,6 +53,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+CACHE_SECONDS = 1.0  # embedding work gathered before its vectors are written to the cache (see embed)
 _PATH_LENGTH_LIMIT = 4096
 _ID_LENGTH_LIMIT = 1024
 
@@ -259,9 +261,17 @@ def prepare(
     out.update((pid, Prepared(record, chunks[pid])) for pid, record in records.items())
 
 
-def embed(engine: Engine, texts: list[str], report: IngestReport) -> np.ndarray:
+def embed(
+    engine: Engine, texts: list[str], report: IngestReport, cache_seconds: float | None = None
+) -> np.ndarray:
     """Vectors for passages: from the embedding cache when this model embedded the same text before,
-    else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached."""
+    else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached.
+
+    Computed vectors go to the cache whenever ``cache_seconds`` (default :data:`CACHE_SECONDS`) of embedding
+    work has gathered, and at once if embedding fails: a crash repeats at most that much work, and a cheap
+    model (given vectors, a small model on short texts) is not slowed down by a cache write per batch.  What
+    is left uncached is committed with its chunks right after, or cached by the caller if that fails
+    (:func:`keep_vectors`)."""
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     hashes = [content_id(t) for t in texts]
@@ -285,18 +295,27 @@ def embed(engine: Engine, texts: list[str], report: IngestReport) -> np.ndarray:
     # no bar (not a terminal, or turned off): a log line every few seconds instead
     log = ProgressLog("embedding chunks", len(pending), "chunk") if bar is None else None
     start_time = time.perf_counter()
+    unsaved: list[tuple[str, np.ndarray]] = []  # computed, not yet in the cache
+    unsaved_since = time.perf_counter()
+    every = CACHE_SECONDS if cache_seconds is None else cache_seconds
     try:
         for start in range(0, len(pending), size):
             batch = pending[start : start + size]
             vectors = np.asarray(engine.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
             new = [(h, v) for (h, _), v in zip(batch, vectors)]
-            engine.ledger.cache_embeddings(engine.model_id, new)  # kept even if this call fails later
+            unsaved.extend(new)
+            if time.perf_counter() - unsaved_since >= every:
+                engine.ledger.cache_embeddings(engine.model_id, unsaved)  # kept if this call fails later
+                unsaved, unsaved_since = [], time.perf_counter()
             cached.update(new)
             report.embeddings_computed += len(batch)
             if bar is not None:
                 bar.update(len(batch))
             if log is not None:
                 log.update(len(batch))
+    except BaseException:
+        keep_vectors(engine, unsaved)
+        raise
     finally:
         if bar is not None:
             bar.close()
@@ -304,6 +323,19 @@ def embed(engine: Engine, texts: list[str], report: IngestReport) -> np.ndarray:
             log.close()
     report.seconds_embedding += time.perf_counter() - start_time
     return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+
+
+def keep_vectors(engine: Engine, vectors: Sequence[tuple[str, np.ndarray]]) -> None:
+    """After a failure: put computed ``(text hash, vector)`` pairs in the embedding cache, so that a retry does
+    not embed them again; a cache that cannot be written (a full disk) is logged, never hides the failure."""
+    if not vectors:
+        return
+    try:
+        engine.ledger.cache_embeddings(engine.model_id, vectors)
+    except Exception:  # the original failure is what the caller must see
+        logger.warning(
+            "could not keep %d computed vectors in the embedding cache", len(vectors), exc_info=True
+        )
 
 
 # -- under the lock --------------------------------------------------------------------------------

@@ -95,8 +95,13 @@ def test_bad_file_is_reported_or_raised_and_nothing_is_lost(tmp_path: Path, mini
 
 INGEST_SCRIPT = """
 import json, os, signal, sys
+import finderledge.write_batches
 from finderledge import FinderLedge
 from finderledge.embeddings import SentenceTransformerEmbeddings, default_model_path
+
+# every batch kept in the cache as computed (by default one write per second of embedding work: these
+# batches of 8 short notes take milliseconds)
+finderledge.write_batches.CACHE_SECONDS = 0.0
 
 class KillingEmbeddings(SentenceTransformerEmbeddings):
     '''The real model, but the process is killed (SIGKILL) on the N-th batch: a crash mid-folder.'''
