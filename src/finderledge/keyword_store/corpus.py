@@ -19,6 +19,9 @@ __all__ = ["LARGE_BATCH_SEGMENT", "Corpus"]
 logger = logging.getLogger(__name__)
 
 LARGE_BATCH_SEGMENT = 500_000  # a large batch becomes segments of at most this many chunks
+# a batch of at least this share of the buffer becomes a segment at once: the buffer would cost a dict entry
+# per term and chunk, and build the same segment when it fills
+DIRECT_SEGMENT_SHARE = 0.5
 
 
 class Corpus:
@@ -71,11 +74,11 @@ class Corpus:
 
     # -- writes -------------------------------------------------------------------------------------
     def add(self, batch: PreparedBatch) -> None:
-        """Insert tokenized chunks, replacing those with the same ids (a large batch becomes segments
-        directly, skipping the dict buffer), then freeze and merge as needed."""
+        """Insert tokenized chunks, replacing those with the same ids (a batch of half a buffer or more
+        becomes segments directly, skipping the dict buffer), then freeze and merge as needed."""
         self.remove(batch.keys())
         loc = self.locator()
-        if len(batch) >= self.buffer_size:
+        if len(batch) >= max(1, int(self.buffer_size * DIRECT_SEGMENT_SHARE)):
             items = list(batch.items())
             step = max(self.buffer_size, LARGE_BATCH_SEGMENT)
             for start in range(0, len(items), step):
