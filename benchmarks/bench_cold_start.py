@@ -1,7 +1,7 @@
 """Cold start of ``finderledge list``/``stats``/``search`` and the first API search on a small index, per vector store.
 
     python benchmarks/bench_cold_start.py [--store faiss|chroma|both] [--old /path/to/old/src] [--runs 5]
-        [--dir DIR] [--out benchmarks/results/cold_start_stores.json] [--importtime]
+        [--dir DIR] [--out benchmarks/results/cold_start_stores.json] [--exit-cost] [--importtime]
 
 Per store (``--store``, default faiss; ``both`` measures FAISS and Chroma in the same run) a small index is built
 by the current code in ``DIR/<store>`` when it does not hold one: two short documents, the default model,
