@@ -25,7 +25,14 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
     fl, peer = result["finderledge_faiss"], result["bm25s_faiss_flat"]
     for side in (fl, peer):
         assert side["build_s"] > 0 and side["build_peak_rss_mib"] > 0 and side["disk_mib"] > 0
-        for key in ("import_s", "open_s", "first_hybrid_s", "keyword_p50_ms", "hybrid_p50_ms"):
+        for key in (
+            "import_s",
+            "open_s",
+            "first_hybrid_s",
+            "keyword_p50_ms",
+            "vector_p50_ms",
+            "hybrid_p50_ms",
+        ):
             assert side["serve"][key] > 0, key
     for key in ("add_one_s", "remove_one_s", "add_one_again_s", "remove_one_again_s"):
         assert fl["serve"][key] > 0, key
@@ -38,5 +45,9 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
         "add_one_again_vs_peer_rebuild",
         "remove_one_again_vs_peer_rebuild",
         "keyword_p50",
+        "vector_p50",
         "hybrid_p50",
+        "hybrid_minus_slowest_leg_ms",
     }
+    slowest = max(fl["serve"]["keyword_p50_ms"], fl["serve"]["vector_p50_ms"])
+    assert result["ratios"]["hybrid_minus_slowest_leg_ms"] == fl["serve"]["hybrid_p50_ms"] - slowest
