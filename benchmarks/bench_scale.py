@@ -11,7 +11,8 @@ that looks the text up).  Every measurement runs in a fresh subprocess (peak RSS
 ``resource.getrusage``), the two sides one after the other:
 
 - build: FinderLedge ``add_texts`` in batches of 2,000, closed; the peer tokenizes and indexes with bm25s
-  (English stopwords), adds the vectors to a FAISS ``IndexFlatIP`` and saves both and the texts;
+  (English stopwords), adds the vectors to a FAISS ``IndexFlatIP`` and saves both and the texts; bytes the
+  process read and wrote meanwhile (``/proc/self/io``, page cache included: write amplification shows here);
 - disk: bytes under each directory;
 - open + first hybrid query in a fresh process: ``import finderledge`` and the open timed separately;
   the peer loads bm25s, FAISS and the texts (imports timed separately too);
@@ -97,6 +98,20 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _io_mib() -> tuple[float, float]:
+    """MiB this process has read and written so far, page cache included (``/proc/self/io``; 0 elsewhere)."""
+    try:
+        fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    except OSError:
+        return 0.0, 0.0
+    return int(fields["rchar"]) / 2**20, int(fields["wchar"]) / 2**20
+
+
+def _io_since(start: tuple[float, float]) -> dict[str, float]:
+    now = _io_mib()
+    return {"io_read_mib": now[0] - start[0], "io_written_mib": now[1] - start[1]}
+
+
 def _disk(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
@@ -131,6 +146,7 @@ def child_build_fl(directory: Path, n: int, profile: bool) -> dict[str, Any]:
 
     emb = _given_embeddings(texts, vectors)
     profiler = cProfile.Profile() if profile else None
+    io = _io_mib()
     start = time.perf_counter()
     if profiler:
         profiler.enable()
@@ -142,7 +158,7 @@ def child_build_fl(directory: Path, n: int, profile: bool) -> dict[str, Any]:
         stats = pstats.Stats(profiler)
         stats.sort_stats("cumulative").print_stats(35)
         stats.sort_stats("tottime").print_stats(25)
-    return {"build_s": time.perf_counter() - start, "peak_rss_mib": _rss_mib()}
+    return {"build_s": time.perf_counter() - start, "peak_rss_mib": _rss_mib(), **_io_since(io)}
 
 
 def child_build_peer(directory: Path, n: int) -> dict[str, Any]:
@@ -150,6 +166,7 @@ def child_build_peer(directory: Path, n: int) -> dict[str, Any]:
     import bm25s
     import faiss
 
+    io = _io_mib()
     start = time.perf_counter()
     directory.mkdir(parents=True, exist_ok=True)
     model = bm25s.BM25()
@@ -159,7 +176,7 @@ def child_build_peer(directory: Path, n: int) -> dict[str, Any]:
     index.add(vectors)
     faiss.write_index(index, str(directory / "index.faiss"))
     (directory / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
-    return {"build_s": time.perf_counter() - start, "peak_rss_mib": _rss_mib()}
+    return {"build_s": time.perf_counter() - start, "peak_rss_mib": _rss_mib(), **_io_since(io)}
 
 
 def child_serve_fl(directory: Path, n: int, count: int) -> dict[str, Any]:
