@@ -41,14 +41,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import memory
+from .changes import chunk_metadata, keyword_step, plan_changes, read_rows, vector_step, vectors_of
 from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
 from .keyword_store import KeywordStore
-from .ledgers import ADD, ChunkRecord, Ledger
+from .ledgers import ChunkRecord, Ledger
 from .locking import ReadWriteLock, WriteLock
-from .metadata import child_id, share_equal, user_metadata
 from .overlay import VectorOverlay
-from .progress import logged
 from .vector_stores import LEDGER, LOCAL, SHARED, VectorStore
 
 __all__ = ["Checkpoint", "LocalRecords", "Records", "Replica"]
@@ -63,7 +62,6 @@ KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the old
 BIG_CHANGE = 20_000  # chunks: a catch-up adding more is applied in batches (see Replicas._apply_in_batches)
 CATCH_UP_BATCH = 5_000  # chunk rows read from the ledger at a time by such a catch-up
 SPILL_ROWS = 20_000  # chunks the committing writer applies in memory before writing them to the index files
-_PROGRESS_ABOVE = 20000  # rebuilding more chunks than this shows a progress bar (when progress is on)
 
 
 class Records:
@@ -382,15 +380,15 @@ class Replica:
             leg.seq = -1 if record is None else record.seq
             if leg.seq == target:
                 continue
-            adds, removes = self._plan(leg, target)
+            adds, removes = plan_changes(self.ledger, leg.name, leg.seq, leg.handle, target)
             leg.handle.delete(removes)
             for start in range(0, len(adds), CATCH_UP_BATCH):  # one big file: a batch of rows at a time
-                rows = self._rows(adds[start : start + CATCH_UP_BATCH], True, known)
+                rows = read_rows(self.ledger, adds[start : start + CATCH_UP_BATCH], True, known)
                 if rows:
                     leg.handle.add(
                         [c.id for c in rows],
-                        _vectors_of(rows, self.ledger),
-                        _user_metadata(rows),
+                        vectors_of(rows, self.ledger),
+                        chunk_metadata(rows),
                         [c.content for c in rows],
                     )
             leg.handle.flush()
@@ -419,21 +417,6 @@ class Replica:
         except StorageFullError as exc:  # searches go on from memory; the next write or open retries
             logger.warning("checkpoint deferred: %s", exc)
 
-    def _rows(
-        self, ids: list[str], with_embedding: bool, known: Mapping[str, ChunkRecord]
-    ) -> list[ChunkRecord]:
-        """Chunk rows by id, in order (unknown ids left out): those in ``known`` (just committed by this
-        process, under the write lock) from memory, the others read from the ledger."""
-        if not known:
-            return self.ledger.get_chunks(ids, with_embedding=with_embedding)
-        missing = [i for i in ids if i not in known]
-        read = (
-            {c.id: c for c in self.ledger.get_chunks(missing, with_embedding=with_embedding)}
-            if missing
-            else {}
-        )
-        return [row for i in ids if (row := known.get(i) or read.get(i)) is not None]
-
     def _catch_up(self, legs: list[_Leg], known: Mapping[str, ChunkRecord] | None = None) -> None:
         """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``; ``known``: see :meth:`_rows`).
 
@@ -441,7 +424,11 @@ class Replica:
         so a search sees all legs before a commit or all after it — never two versions of a source."""
         with self.ledger.snapshot():  # changes and chunk rows from one consistent state
             target = self.ledger.last_seq()
-            plans = [(leg, self._plan(leg, target)) for leg in legs if leg.seq != target]
+            plans = [
+                (leg, plan_changes(self.ledger, leg.name, leg.seq, leg.handle, target))
+                for leg in legs
+                if leg.seq != target
+            ]
             if not plans:
                 return
             if sum(len(adds) for _, (adds, _) in plans) > BIG_CHANGE and not any(
@@ -451,11 +438,8 @@ class Replica:
                 return
             steps: list[Callable[[], None]] = []
             for leg, (adds, removes) in plans:
-                rows = self._rows(adds, leg is self.vector, known or {})
-                if leg is self.keyword:
-                    steps.append(self._keyword_step(rows, removes))
-                else:
-                    steps.append(self._vector_step(rows, removes))
+                rows = read_rows(self.ledger, adds, leg is self.vector, known or {})
+                steps.append(self._step(leg, rows, removes))
                 leg.pending += len(adds) + len(removes)
         with self.rw.write():
             for step in steps:
@@ -491,8 +475,8 @@ class Replica:
             if spill and leg is self.vector:  # its storage grows once, never copied as the spills fill it
                 leg.handle.reserve(len(adds))
             for start in range(0, len(adds), CATCH_UP_BATCH):
-                rows = self._rows(adds[start : start + CATCH_UP_BATCH], leg is self.vector, known)
-                step = (self._keyword_step if leg is self.keyword else self._vector_step)(rows, [])
+                rows = read_rows(self.ledger, adds[start : start + CATCH_UP_BATCH], leg is self.vector, known)
+                step = self._step(leg, rows, [])
                 with self.rw.write():
                     step()
                 leg.pending += len(rows)
@@ -501,10 +485,7 @@ class Replica:
                     self._spill(leg, marked)
                     unspilled = 0
                     memory.release_free_memory()  # the batches' freed rows, or the heap keeps growing
-        steps = [
-            (self._keyword_step if leg is self.keyword else self._vector_step)([], removes)
-            for leg, (_, removes) in plans
-        ]
+        steps = [self._step(leg, [], removes) for leg, (_, removes) in plans]
         with self.rw.write():
             for step in steps:
                 step()
@@ -524,6 +505,12 @@ class Replica:
         if leg is self.vector:
             self._move_overlay()
         leg.handle.flush()
+
+    def _step(self, leg: _Leg, rows: list[ChunkRecord], removes: list[str]) -> Callable[[], None]:
+        """The slow part of applying ``rows`` and ``removes`` to ``leg`` now; the returned step applies them."""
+        if leg is self.keyword:
+            return keyword_step(leg.handle, rows, removes, self.progress)
+        return vector_step(self.overlay, self.ledger, rows, removes)
 
     def _rebuild_damaged(self, wait: bool) -> None:
         """Move aside and rebuild each leg whose files turned out damaged after it was loaded."""
@@ -572,77 +559,6 @@ class Replica:
             leg.damage = exc
             logger.error("%s; the %s index is moved aside and rebuilt at the next call", exc, leg.name)
             raise
-
-    def _keyword_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
-        store = self.keyword.handle
-        batches = [rows[i : i + 5000] for i in range(0, len(rows), 5000)]
-        if self.progress and len(rows) > _PROGRESS_ABOVE:
-            from tqdm.auto import tqdm
-
-            logger.info("building the keyword index from the ledger: %d chunks", len(rows))
-            batches = tqdm(batches, desc="keyword index", unit="batch", total=len(batches))  # type: ignore[assignment]
-        elif len(rows) > _PROGRESS_ABOVE:  # no bar: a log line every few seconds
-            batches = logged(batches, "keyword index (5,000 chunks a batch)", "batch")  # type: ignore[assignment]
-        prepared = [
-            store.prepare([c.id for c in batch], [c.content for c in batch], _user_metadata(batch))
-            for batch in batches
-        ]
-
-        def step() -> None:
-            store.delete(removes)
-            for batch in prepared:
-                store.add_prepared(batch)
-
-        return step
-
-    def _vector_step(self, rows: list[Any], removes: list[str]) -> Callable[[], None]:
-        vectors = _vectors_of(rows, self.ledger) if rows else None
-
-        def step() -> None:
-            self.overlay.remove(removes)
-            if vectors is not None:
-                self.overlay.add(
-                    [c.id for c in rows],
-                    vectors,
-                    _user_metadata(rows),
-                    [c.content for c in rows],
-                )
-
-        return step
-
-    def _plan(self, leg: _Leg, target: int) -> tuple[list[str], list[str]]:
-        """Chunk ids to add and remove so that ``leg`` reflects ``target``."""
-        if leg.seq < 0:  # no checkpoint to replay from: compare id sets once
-            have = leg.handle.ids()
-            truth = self.ledger.complete_chunk_ids()
-            if have and not truth and self.ledger.last_seq() == 0:  # never reconcile an index to empty
-                raise LedgerCorruptError(
-                    self.ledger.path or self.ledger.name or ":memory:",
-                    f"it has never recorded a document, but the {leg.name} index next to it holds {len(have)} chunks",
-                    "restore the ledger these indexes were built from (a backup), or move the index folders away "
-                    "to start an empty index; nothing was changed",
-                )
-            adds, removes = sorted(truth - have), sorted(have - truth)
-            if adds and not have:  # a new (or switched-to) index: built, nothing was lost
-                logger.info("%s index: building it from the ledger (%d chunks)", leg.name, len(adds))
-            elif adds or removes:
-                logger.warning(
-                    "%s index: restoring %d chunk(s) from the ledger, removing %d it does not hold",
-                    leg.name,
-                    len(adds),
-                    len(removes),
-                )
-        else:
-            final: dict[str, bool] = {}
-            removed: set[str] = set()  # a caller's id re-added with new content: remove the old chunk first
-            for change in self.ledger.changes_since(leg.seq, target):
-                for i in range(change.chunk_count):
-                    final[child_id(change.doc_id, i)] = change.op == ADD
-                    if change.op != ADD:
-                        removed.add(child_id(change.doc_id, i))
-            adds = [cid for cid, added in final.items() if added]
-            removes = [cid for cid, added in final.items() if not added or cid in removed]
-        return adds, removes
 
     # -- searching ----------------------------------------------------------------------------------
     def vector_search(self, embedding: Any, k: int, flt: Any) -> list[tuple[str, float]]:
@@ -804,17 +720,3 @@ class _NoFiles(VectorStore):
 
     def __len__(self) -> int:
         return 0
-
-
-def _user_metadata(rows: list[Any]) -> list[dict[str, Any]]:
-    """Each chunk's own metadata, equal ones as one shared object (see :func:`share_equal`)."""
-    return share_equal([user_metadata(c.metadata) for c in rows])
-
-
-def _vectors_of(rows: list[Any], ledger: Ledger) -> np.ndarray:
-    """The chunks' vectors stacked; a chunk stored without one means the ledger cannot rebuild this index."""
-    if any(c.embedding is None for c in rows):
-        raise IndexCorruptError(
-            ledger.path or ledger.name or "ledger", "the ledger lacks vectors; rebuild the index"
-        )
-    return np.stack([c.embedding for c in rows]) if rows else np.zeros((0, 0), dtype=np.float32)
