@@ -195,7 +195,7 @@ def child_serve_fl(directory: Path, n: int, count: int) -> dict[str, Any]:
     t2 = time.perf_counter()
     fl.search(qs[0], k=10)
     first_s = time.perf_counter() - t2
-    hybrid, keyword, vector = [], [], []
+    hybrid, keyword, vector, beyond = [], [], [], []
     for q in qs[1:]:
         t = time.perf_counter()
         fl.search(q, k=10, search_mode="keyword")
@@ -204,8 +204,10 @@ def child_serve_fl(directory: Path, n: int, count: int) -> dict[str, Any]:
         fl.search(q, k=10, search_mode="vector")
         vector.append(time.perf_counter() - t)
         t = time.perf_counter()
-        fl.search(q, k=10)
+        trace = fl.search(q, k=10).trace
         hybrid.append(time.perf_counter() - t)
+        # within this one search: its time beyond the slower leg (the legs run concurrently)
+        beyond.append(trace.total - max(trace.embed + trace.vector, trace.keyword))
     t = time.perf_counter()
     (added,) = fl.add_texts(["a new document about " + qs[1]])
     add_s = time.perf_counter() - t
@@ -226,6 +228,7 @@ def child_serve_fl(directory: Path, n: int, count: int) -> dict[str, Any]:
         "keyword_p50_ms": 1000 * statistics.median(keyword),
         "vector_p50_ms": 1000 * statistics.median(vector),
         "hybrid_p50_ms": 1000 * statistics.median(hybrid),
+        "hybrid_beyond_slowest_leg_p50_ms": 1000 * statistics.median(beyond),
         "add_one_s": add_s,
         "remove_one_s": remove_s,
         "add_one_again_s": add_again_s,

@@ -36,6 +36,7 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
             assert side["serve"][key] > 0, key
     for key in ("add_one_s", "remove_one_s", "add_one_again_s", "remove_one_again_s"):
         assert fl["serve"][key] > 0, key
+    assert 0 <= fl["serve"]["hybrid_beyond_slowest_leg_p50_ms"] < fl["serve"]["hybrid_p50_ms"]
     assert set(result["ratios"]) == {
         "build",
         "build_peak_rss",
