@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -59,6 +60,7 @@ _T = TypeVar("_T")
 BACKLOG_LIMIT = 5000
 _OPEN_RETRIES = 5
 KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the oldest are removed)
+NONE_KNOWN: Mapping[str, ChunkRecord] = MappingProxyType({})  # no rows from memory: all read from the ledger
 BIG_CHANGE = 20_000  # chunks: a catch-up adding more is applied in batches (see Replicas._apply_in_batches)
 CATCH_UP_BATCH = 5_000  # chunk rows read from the ledger at a time by such a catch-up
 SPILL_ROWS = 20_000  # chunks the committing writer applies in memory before writing them to the index files
@@ -370,7 +372,7 @@ class Replica:
 
         Adds are upserts and removals ignore unknown ids, so applying a change twice (after a crash between
         the index write and its record) is harmless."""
-        known = {c.id: c for c in written}
+        known: dict[str, ChunkRecord] | None = None  # made when a shared index is behind
         assert self.lock.held or not self.persistent, "sync_shared needs the write lock"
         for leg in self.legs():
             if leg.location != SHARED:
@@ -383,6 +385,8 @@ class Replica:
             adds, removes = plan_changes(self.ledger, leg.name, leg.seq, leg.handle, target)
             leg.handle.delete(removes)
             for start in range(0, len(adds), CATCH_UP_BATCH):  # one big file: a batch of rows at a time
+                if known is None:
+                    known = {c.id: c for c in written}
                 rows = read_rows(self.ledger, adds[start : start + CATCH_UP_BATCH], True, known)
                 if rows:
                     leg.handle.add(
@@ -417,8 +421,9 @@ class Replica:
         except StorageFullError as exc:  # searches go on from memory; the next write or open retries
             logger.warning("checkpoint deferred: %s", exc)
 
-    def _catch_up(self, legs: list[_Leg], known: Mapping[str, ChunkRecord] | None = None) -> None:
-        """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``; ``known``: see :meth:`_rows`).
+    def _catch_up(self, legs: list[_Leg], known: Mapping[str, ChunkRecord] = NONE_KNOWN) -> None:
+        """Bring ``legs`` to the ledger's newest ``seq`` (caller holds ``_sync``; ``known``: rows this process
+        has just committed, see :func:`~finderledge.changes.read_rows`).
 
         The slow part (reading rows, tokenizing) runs first; then every leg changes under one write lock,
         so a search sees all legs before a commit or all after it — never two versions of a source."""
@@ -434,11 +439,11 @@ class Replica:
             if sum(len(adds) for _, (adds, _) in plans) > BIG_CHANGE and not any(
                 set(adds) & set(removes) for _, (adds, removes) in plans
             ):
-                self._apply_in_batches(plans, target, known or {})
+                self._apply_in_batches(plans, target, known)
                 return
             steps: list[Callable[[], None]] = []
             for leg, (adds, removes) in plans:
-                rows = read_rows(self.ledger, adds, leg is self.vector, known or {})
+                rows = read_rows(self.ledger, adds, leg is self.vector, known)
                 steps.append(self._step(leg, rows, removes))
                 leg.pending += len(adds) + len(removes)
         with self.rw.write():
