@@ -24,7 +24,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from itertools import chain, filterfalse
+from itertools import chain
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .errors import ConfigurationError
@@ -86,9 +86,9 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
 # Sudachi rejects inputs above 49,149 bytes; stay well below and cut at sentence ends.
 _SUDACHI_MAX_BYTES = 40_000
 
-# Words whose index terms an AutoTokenizer remembers (see AutoTokenizer._words); the memo is emptied when it
-# would grow past this (~25 MB of short words).  bench_scale's 100k-chunk corpus has ~110k distinct words.
-TERM_MEMO_SIZE = 1 << 17
+# Words whose index terms an AutoTokenizer remembers (see _TermMemo); the memo is emptied when it is full, at
+# ~14 MiB of short words.  Tokenizing bench_scale's 100k chunks (~110k distinct words) took as long with 2**17.
+TERM_MEMO_SIZE = 1 << 16
 
 _KANA = r"\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3005\u3007"
@@ -230,6 +230,28 @@ def _split_for_sudachi(text: str, limit: int = _SUDACHI_MAX_BYTES) -> list[str]:
     return pieces
 
 
+class _TermMemo(dict[str, tuple[str, ...]]):
+    """Lower-case word -> its index terms: ``(stem,)``, or ``()`` when a stop word or shorter than ``min_length``.
+
+    A word not seen yet goes through the pipeline (``__missing__``) and is remembered: texts repeat the words of
+    the texts before them, and a lookup costs far less than the stop-word filter and the stemmer's call.  Emptied
+    when full (:data:`TERM_MEMO_SIZE`).  Threads may share it: an entry is written once, whole."""
+
+    def __init__(self, stopwords: frozenset[str], min_length: int, stemmer: Any) -> None:
+        super().__init__()
+        self.stopwords, self.min_length, self.stemmer = stopwords, min_length, stemmer
+
+    def __missing__(self, word: str) -> tuple[str, ...]:
+        if word in self.stopwords or len(word) < self.min_length:
+            terms: tuple[str, ...] = ()
+        else:
+            terms = (self.stemmer.stemWord(word),) if self.stemmer is not None else (word,)
+        if len(self) >= TERM_MEMO_SIZE:
+            self.clear()
+        self[word] = terms
+        return terms
+
+
 class SimpleTokenizer:
     """Lower-cased Unicode ``\\w+`` words, nothing else (no stemming, no stop words, no CJK logic).
 
@@ -315,8 +337,7 @@ class AutoTokenizer:
                     f"available: {sorted(Stemmer.algorithms())}"
                 ) from exc
         self._drop_pos: Callable[[int], bool] | None = None
-        # lower-case word -> its index terms: (stem,), or () when stop words or min_length drop it
-        self._terms: dict[str, tuple[str, ...]] = {}
+        self._terms = _TermMemo(self._stopwords, self.min_length, self._stemmer)
 
     # -- public ------------------------------------------------------------------------------------
     def __call__(self, text: str) -> list[str]:
@@ -351,37 +372,9 @@ class AutoTokenizer:
 
     # -- pipelines ---------------------------------------------------------------------------------
     def _words(self, words: list[str]) -> list[str]:
-        """Latin pipeline on already-split lower-case words: stop words, length, stemming.
-
-        Each word's terms are remembered (a text repeats the words of the texts before it): a word seen before
-        costs one dict lookup, not the stop-word filter and the stemmer's call."""
-        memo = self._terms
-        try:
-            return list(chain.from_iterable(map(memo.__getitem__, words)))
-        except KeyError:  # words not seen yet: run the pipeline on them alone and remember them
-            new = list(filterfalse(memo.__contains__, words))
-        learned: dict[str, tuple[str, ...]] = dict.fromkeys(new, ())  # dropped, unless kept below
-        kept = self._kept(new)
-        learned.update(zip(kept, zip(self._stems(kept))))
-        if len(memo) + len(learned) > TERM_MEMO_SIZE:
-            memo.clear()
-        memo.update(learned)  # one update: another thread sees a word's final terms or none
-        try:
-            return list(chain.from_iterable(map(memo.__getitem__, words)))
-        except KeyError:  # the memo was just emptied (full, or by another thread)
-            return self._stems(self._kept(words))
-
-    def _kept(self, words: Iterable[str]) -> list[str]:
-        """``words`` without stop words and words shorter than ``min_length``."""
-        stop = self._stopwords
-        minlen = self.min_length
-        return [w for w in words if w not in stop and len(w) >= minlen]
-
-    def _stems(self, words: list[str]) -> list[str]:
-        """The stem of each word (the words themselves without a stemmer)."""
-        if self._stemmer is not None and words:
-            return self._stemmer.stemWords(words)  # type: ignore[no-any-return]
-        return words
+        """Latin pipeline on already-split lower-case words: stop words, length, stemming (a dict lookup per
+        word seen before: see :class:`_TermMemo`)."""
+        return list(chain.from_iterable(map(self._terms.__getitem__, words)))
 
     def _latin_and_bigrams(self, text: str) -> list[str]:
         """Text without Japanese: ``\\w+`` words; runs of no-space scripts become bigrams."""
