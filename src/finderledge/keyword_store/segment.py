@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, count, filterfalse
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ class Segment:
 
     def __post_init__(self) -> None:
         if not self.term_index:
-            self.term_index = {t: i for i, t in enumerate(self.terms)}
+            self.term_index = dict(zip(self.terms, count()))
 
     @property
     def n_docs(self) -> int:
@@ -208,30 +209,33 @@ def build_segment(
     lens: Sequence[int],
     metas: list[dict[str, Any]],
 ) -> Segment:
-    """Build a CSR segment from per-doc term counts (cost linear in the postings, plus one sort)."""
-    vocab: dict[str, int] = {}
-    tids: list[int] = []
-    tfs: list[int] = []
-    per_doc = np.empty(len(ids), dtype=np.int64)
-    for i, c in enumerate(counts):
-        tids.extend([vocab.setdefault(t, len(vocab)) for t in c])
-        tfs.extend(c.values())
-        per_doc[i] = len(c)
-    tid_arr = np.asarray(tids, dtype=np.int32)
+    """Build a CSR segment from per-doc term counts (cost linear in the postings, plus one sort).
+
+    Terms are numbered in order of first appearance and the postings are put in term order by a stable sort
+    (docs stay ascending within a term); the loops over postings run in C (``dict``, ``map``, ``np.fromiter``).
+    """
+    per_doc = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
+    n_postings = int(per_doc.sum())
+    term_index = dict(zip(dict.fromkeys(chain.from_iterable(counts)), count()))
+    tid_arr = np.fromiter(
+        map(term_index.__getitem__, chain.from_iterable(counts)), dtype=np.int32, count=n_postings
+    )
+    tf_arr = np.fromiter(chain.from_iterable(c.values() for c in counts), dtype=np.int32, count=n_postings)
     doc_arr = np.repeat(np.arange(len(ids), dtype=np.int32), per_doc)
     order = np.argsort(tid_arr, kind="stable")  # stable: docs stay ascending within a term
-    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tid_arr, minlength=len(vocab)), out=indptr[1:])
+    indptr = np.zeros(len(term_index) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tid_arr, minlength=len(term_index)), out=indptr[1:])
     return Segment(
         name=name,
-        terms=list(vocab),
+        terms=list(term_index),
         indptr=indptr,
         docs=doc_arr[order],
-        tfs=np.asarray(tfs, dtype=np.int32)[order],
+        tfs=tf_arr[order],
         lens=np.asarray(lens, dtype=np.int32),
         ids=ids,
         metas=metas,
         live=np.ones(len(ids), dtype=bool),
+        term_index=term_index,
     )
 
 
@@ -251,9 +255,9 @@ def merge_segments(name: str, segs: Sequence[Segment]) -> Segment:
         seg_metas = seg.load_metas()
         live = seg.live
         new_local = np.cumsum(live, dtype=np.int64) - 1 + offset
-        term_map = np.fromiter(
-            (vocab.setdefault(t, len(vocab)) for t in seg.terms), dtype=np.int32, count=len(seg.terms)
-        )
+        new_terms = list(filterfalse(vocab.__contains__, seg.terms))  # numbered in order of appearance
+        vocab.update(zip(new_terms, count(len(vocab))))
+        term_map = np.fromiter(map(vocab.__getitem__, seg.terms), dtype=np.int32, count=len(seg.terms))
         rows = np.repeat(np.arange(len(seg.terms), dtype=np.int32), np.diff(seg.indptr))
         docs = np.asarray(seg.docs)
         tfs = np.asarray(seg.tfs)
@@ -264,19 +268,25 @@ def merge_segments(name: str, segs: Sequence[Segment]) -> Segment:
         doc_parts.append(new_local[docs].astype(np.int32))
         tf_parts.append(tfs)
         live_idx = np.flatnonzero(live)
-        ids.extend(seg.ids[i] for i in live_idx)
-        metas.extend(seg_metas[i] for i in live_idx)
+        if len(live_idx) == len(seg.ids):
+            ids.extend(seg.ids)
+            metas.extend(seg_metas)
+        else:
+            ids.extend([seg.ids[i] for i in live_idx.tolist()])
+            metas.extend([seg_metas[i] for i in live_idx.tolist()])
         lens_parts.append(np.asarray(seg.lens)[live_idx])
         offset += len(live_idx)
     tid_arr = np.concatenate(tid_parts) if tid_parts else np.zeros(0, np.int32)
     counts = np.bincount(tid_arr, minlength=len(vocab))
     terms = list(vocab)
+    term_index = vocab
     if (counts == 0).any():  # terms whose every posting was deleted: drop and renumber
         used = counts > 0
         renum = np.cumsum(used, dtype=np.int64) - 1
         tid_arr = renum[tid_arr].astype(np.int32)
         terms = [t for t, u in zip(terms, used) if u]
         counts = counts[used]
+        term_index = {}  # built by the segment
     order = np.argsort(tid_arr, kind="stable")
     indptr = np.zeros(len(terms) + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
@@ -290,6 +300,7 @@ def merge_segments(name: str, segs: Sequence[Segment]) -> Segment:
         ids=ids,
         metas=metas,
         live=np.ones(len(ids), dtype=bool),
+        term_index=term_index,
     )
 
 
