@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from finderledge.keyword_store import KeywordStore
-from finderledge.keyword_store.segment import Segment, build_segment, merge_segments
+from finderledge.keyword_store.segment import Segment, build_segment, merge_segments, stable_order
 
 
 def old_build(ids: list[str], counts: Sequence[Mapping[str, int]], lens: Sequence[int]) -> dict[str, Any]:
@@ -160,3 +161,21 @@ def test_direct_segments_and_buffer_score_alike() -> None:
         buffered.add(ids[i : i + 10], texts[i : i + 10])
     for query in ("alpha", "beta3 gamma1", "delta42 alpha", "beta6 delta299"):
         assert direct.search(query, k=300) == buffered.search(query, k=300)
+
+
+@pytest.mark.parametrize("n_keys", [1, 300, 1 << 16, (1 << 16) + 1, 1 << 20, (1 << 31) - 1])
+def test_stable_order_is_numpys_stable_argsort(n_keys: int) -> None:
+    """One radix pass for 16-bit keys, two for wider ones: numpy's stable order either way (many ties)."""
+    rng = np.random.default_rng(n_keys)
+    keys = np.minimum(rng.zipf(1.1, size=50_000) - 1, n_keys - 1).astype(np.int32)
+    keys[::7] = n_keys - 1
+    assert np.array_equal(stable_order(keys, n_keys), np.argsort(keys, kind="stable"))
+    assert len(stable_order(keys[:0], n_keys)) == 0
+
+
+def test_merge_of_more_than_65536_terms_same_as_before() -> None:
+    """A merged vocabulary past 16 bits takes the two-pass sort: still the old merge's arrays."""
+    a, _, _ = _segment("seg-00000001", [{f"a{i}": 1 + i % 3, "shared": 1} for i in range(40_000)], "a")
+    b, _, _ = _segment("seg-00000002", [{f"b{i}": 2, "shared": 2, f"a{i}": 1} for i in range(40_000)], "b")
+    a.tombstone("a5")
+    assert_same(merge_segments("seg-00000003", [a, b]), old_merge([a, b]))
