@@ -288,6 +288,8 @@ class AutoTokenizer:
         min_length: drop Latin-script tokens shorter than this many characters.
         drop_pronouns: drop Japanese pronouns, question words included (何・誰・どこ・いつ).  An index
             recorded before this setting existed reopens with ``False``, as it was built.
+
+    The settings are fixed once built: the tokenizer remembers each Latin word's terms (:class:`_TermMemo`).
     """
 
     name = "auto"
