@@ -47,13 +47,15 @@ from .rows import (
     Quarantine,
     RowDamage,
     check_chunk_id,
+    decode_chunk_metadata,
+    decode_document_metadata,
     decode_embedding,
-    decode_metadata,
-    dumps_metadata,
+    encode_chunk_metadata,
+    encode_document_metadata,
     owner_of,
 )
 
-__all__ = ["SQLiteLedger"]
+__all__ = ["SQLITE_SCHEMA_VERSION", "SQLiteLedger"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,21 @@ WRITER_CACHE_KIB = 65536  # the writing connection's page cache (an upper bound:
 _STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged; value: when last touched
 SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
+)
+#: The layout this SQLite ledger writes: version 5 stores each fact once (a one-chunk document's text in its
+#: document row only; metadata without what the columns or the document say, see :mod:`.rows`).  A version 4
+#: ledger (every row whole) is read as it is: its rows decode unchanged, new rows are written in version 5's
+#: form, and opening it records version 5 (an O(1) change: older FinderLedge then refuses it rather than
+#: misread the new rows).
+SQLITE_SCHEMA_VERSION = 5
+_READS = (SCHEMA_VERSION,)  # older released layouts this one reads
+#: a chunk's stored ``content`` when its text is its document's whole text (a value of its own kind: a text,
+#: even an empty one, is the chunk's own)
+DOCUMENT_TEXT = b""
+# a chunk row with what it derives from its document's row (LEFT JOIN documents d: NULL when there is none)
+_CHUNK_COLS = (
+    "c.id, c.parent_id, c.split_index, CASE WHEN c.content = X'' THEN d.content ELSE c.content END,"
+    " c.metadata, d.metadata"
 )
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -268,8 +285,9 @@ class SQLiteReads(Ledger):
             return []
         with self._read() as db:
             rows = db.execute(
-                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
-                "ORDER BY seq",
+                # '$[0]': the stored form of a document's metadata without its derived fields (see .rows)
+                "SELECT id FROM documents WHERE state=? AND json_extract(metadata,"
+                " CASE WHEN metadata LIKE '[%' THEN '$[0].document_id' ELSE '$.document_id' END)=? ORDER BY seq",
                 (COMPLETE, document_id),
             )
             return [r[0] for r in rows]
@@ -293,10 +311,8 @@ class SQLiteReads(Ledger):
         added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
         another process checkpointed may already hold later chunks)."""
         found: dict[str, ChunkRecord] = {}
-        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
-            ", c.embedding" if with_embedding else ""
-        )
-        join, extra = "", list[Any]()
+        cols = _CHUNK_COLS + (", c.embedding" if with_embedding else "")
+        join, extra = " LEFT JOIN documents d ON d.id = c.parent_id", list[Any]()
         if visible_at is not None:
             join = (
                 " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
@@ -315,10 +331,12 @@ class SQLiteReads(Ledger):
         return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
 
     def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
-        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
+        cols = _CHUNK_COLS + (", c.embedding" if with_embedding else "")
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
+                f"SELECT {cols} FROM chunks c LEFT JOIN documents d ON d.id = c.parent_id"
+                " WHERE c.parent_id=? ORDER BY c.split_index",
+                (parent_id,),
             )
             chunks = [self._chunk(r, with_embedding) for r in rows]
         return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
@@ -410,10 +428,16 @@ class SQLiteReads(Ledger):
         owner = owner_of(str(row[0]))
         try:
             check_chunk_id(row[0], row[1], row[2])
+            if not isinstance(row[3], str):
+                raise RowDamage(
+                    f"its text is its document's, and document {row[1]} is not in the ledger"
+                    if row[3] is None
+                    else f"its text is a blob of {len(row[3])} bytes"
+                )
             emb = None
-            if with_embedding and row[5] is not None:
-                emb = decode_embedding(row[5], self._embedding_dimension())
-            md = decode_metadata(row[4])
+            if with_embedding and row[6] is not None:
+                emb = decode_embedding(row[6], self._embedding_dimension())
+            md = decode_chunk_metadata(row[4], row[5], row[0], row[1], int(row[2]))
         except RowDamage as exc:
             self.quarantine.add(owner, f"chunk {row[0]}", exc)
             return None
@@ -430,7 +454,7 @@ class SQLiteReads(Ledger):
         if doc_id in self.quarantine:
             return None
         try:
-            return decode_metadata(text)
+            return decode_document_metadata(doc_id, text)
         except RowDamage as exc:
             self.quarantine.add(doc_id, f"document {doc_id}", exc)
             return None
@@ -469,7 +493,7 @@ class SQLiteLedger(SQLiteReads):
         try:
             version = _recorded_version(db)
             if version is not None:  # checked before anything is created in an older or newer layout
-                check_schema_version(target, version)
+                check_schema_version(target, version, SQLITE_SCHEMA_VERSION, _READS)
             db.executescript(_SCHEMA)
         except BaseException as exc:
             db.close()
@@ -478,8 +502,9 @@ class SQLiteLedger(SQLiteReads):
             raise
         super().__init__(file, db)
         self._closed = False
-        if version is None:  # a new ledger (an existing file without our tables was refused above)
-            self.set_info("schema_version", str(SCHEMA_VERSION))
+        if version != str(SQLITE_SCHEMA_VERSION):  # new (a file without our tables was refused above), or
+            # version 4: its whole rows are read as they are; new rows are written in version 5's form
+            self.set_info("schema_version", str(SQLITE_SCHEMA_VERSION))
 
     # -- info ---------------------------------------------------------------------------------------
     def set_info(self, key: str, value: str | None) -> None:
@@ -517,7 +542,9 @@ class SQLiteLedger(SQLiteReads):
             for run in unique_runs(add):  # a document added twice in one write: the later copy replaces
                 self._delete_rows([doc.id for doc, _ in run])  # removed earlier copies of the same content
                 self._insert_documents([(doc, len(chunks)) for doc, chunks in run], now)
-                self._insert_chunks([c for _, chunks in run for c in chunks])
+                self._insert_chunks(
+                    [c for _, chunks in run for c in chunks], parents={doc.id: doc for doc, _ in run}
+                )
             for doc, count in publish:
                 self._publish(doc, count, now)
             return self._seq(self._db)
@@ -558,7 +585,7 @@ class SQLiteLedger(SQLiteReads):
                     doc.content_hash,
                     COMPLETE,
                     doc.content,
-                    dumps_metadata(doc.metadata),
+                    encode_document_metadata(doc.id, doc.metadata),
                     now,
                     seq,
                 )
@@ -567,10 +594,18 @@ class SQLiteLedger(SQLiteReads):
         )
 
     def _insert_chunks(
-        self, chunks: Sequence[ChunkRecord], verb: str = "INSERT", *, uncache: bool = True
+        self,
+        chunks: Sequence[ChunkRecord],
+        verb: str = "INSERT",
+        *,
+        uncache: bool = True,
+        parents: dict[str, DocumentRecord] | None = None,
     ) -> None:
-        """Inside a write transaction: insert chunk rows (text hashed); the cache lets go of their vectors."""
+        """Inside a write transaction: insert chunk rows (text hashed); the cache lets go of their vectors.
+        A chunk whose document is among ``parents`` (written in the same transaction) stores only what its
+        document's row does not: no text when it is the document's whole text, its metadata's difference."""
         hashes = [content_id(c.content) for c in chunks]
+        found = parents or {}
         self._db.executemany(
             f"{verb} INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -579,8 +614,12 @@ class SQLiteLedger(SQLiteReads):
                     c.id,
                     c.parent_id,
                     c.split_index,
-                    c.content,
-                    dumps_metadata(c.metadata),
+                    DOCUMENT_TEXT
+                    if (doc := found.get(c.parent_id)) is not None and c.content == doc.content
+                    else c.content,
+                    encode_chunk_metadata(
+                        c.id, c.parent_id, c.split_index, c.metadata, None if doc is None else doc.metadata
+                    ),
                     None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
                     h,
                 )
