@@ -432,7 +432,7 @@ class SQLiteReads(Ledger):
                 raise RowDamage(
                     f"its text is its document's, and document {row[1]} is not in the ledger"
                     if row[3] is None
-                    else f"its text is a blob of {len(row[3])} bytes"
+                    else f"its text is a {type(row[3]).__name__} value, not text"
                 )
             emb = None
             if with_embedding and row[6] is not None:
