@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -183,6 +184,7 @@ def _write_v4(path: Path, add: list[tuple[DocumentRecord, list[ChunkRecord]]]) -
     SQLiteLedger(path).close()
     con = sqlite3.connect(path)
     with con:
+        con.execute("DROP INDEX documents_pending")  # version 4's indexes instead
         con.execute("CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index)")
         con.execute("CREATE INDEX IF NOT EXISTS documents_state ON documents(state)")
         for seq, (doc, chunks) in enumerate(add, start=1):
@@ -349,3 +351,74 @@ def test_damage_in_the_new_form_quarantines_its_document_and_is_reported(
         assert found == {d.id for d, _ in add} - {owner}  # every other document is still read
     finally:
         ledger.close()
+
+
+# statements that read every row by design (a whole catalog, every chunk id): a scan is their cost
+_WHOLE_READS = ("ORDER BY seq", "JOIN documents d ON d.id = c.parent_id WHERE d.state")
+
+
+@pytest.mark.parametrize("layout", ["new", "version 4"])
+def test_every_query_of_a_document_or_a_state_is_answered_by_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """No chunks_parent or documents_state index in a new ledger: each query they answered seeks the primary
+    key (a document's chunk ids are one range) or the partial index of documents not complete instead.
+    Every statement the ledger runs (traced) is planned again here: none scans a table it should seek."""
+    path = tmp_path / "ledger.sqlite3"
+    if layout == "version 4":  # with the indexes a version 4 ledger has
+        _write_v4(path, [])
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        con = connect(*args, **kwargs)
+        con.set_trace_callback(statements.append)  # each statement with its values
+        return con
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    add = corpus()
+    ledger = SQLiteLedger(path)
+    try:
+        ledger.set_info("embedding_dimension", str(DIM))
+        ledger.commit_write(add=add)
+        _stage(ledger)
+        ledger.commit_write(remove=["types"])
+        chunk_ids, doc_ids = _ids(add)
+        reads(ledger, chunk_ids, doc_ids, seq=len(add))
+        ledger.commit_write(add=add[:2])  # written again: their earlier rows deleted
+        assert ledger.stage_document("discarded")
+        ledger.discard_staged(["discarded"])
+        assert ledger.collect_removed(older_than=0) == 1
+    finally:
+        ledger.close()
+    monkeypatch.undo()
+    con = sqlite3.connect(path)
+    try:
+        indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        plans = {
+            sql: [r[3] for r in con.execute("EXPLAIN QUERY PLAN " + sql)]
+            for sql in statements
+            if sql.lstrip().upper().startswith(("SELECT", "DELETE", "UPDATE"))
+            and (" chunks" in sql or " documents" in sql)
+        }
+    finally:
+        con.close()
+    if layout == "new":
+        assert "chunks_parent" not in indexes and "documents_state" not in indexes
+        assert "documents_pending" in indexes
+    else:
+        assert {"chunks_parent", "documents_state"} <= indexes and "documents_pending" not in indexes
+    scans = {
+        sql: plan
+        for sql, plan in plans.items()
+        if not any(w in sql for w in _WHOLE_READS)
+        and any(re.fullmatch(r"SCAN (chunks|c|documents|d)", step) for step in plan)
+    }
+    assert not scans
+    by_range = [p for sql, p in plans.items() if "c.id >= " in sql]
+    seek = "(id>? AND id<?)" if layout == "new" else "USING INDEX"  # version 4: chunks_parent serves too
+    assert len(by_range) >= 4 and all(seek in " ".join(p) for p in by_range)
+    collect = [p for sql, p in plans.items() if "removed_at <" in sql]
+    assert collect and all(
+        ("documents_pending" if layout == "new" else "documents_state") in p[0] for p in collect
+    )

@@ -95,8 +95,6 @@ CREATE TABLE IF NOT EXISTS documents (
     removed_seq INTEGER,
     removed_at REAL
 );
-CREATE INDEX IF NOT EXISTS documents_source_state ON documents(source, state, seq);
-CREATE INDEX IF NOT EXISTS documents_state ON documents(state);
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
     parent_id TEXT NOT NULL,
@@ -106,8 +104,6 @@ CREATE TABLE IF NOT EXISTS chunks (
     embedding BLOB,
     text_hash TEXT
 );
-CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
-CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op TEXT NOT NULL,
@@ -121,6 +117,21 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
 """
+# Indexes of a new ledger.  A document's chunks are found by their ids (:data:`_OF_PARENT`), not by an index
+# of parent_id; documents by state only where they are not complete (few rows: removed ones).  A version 4
+# ledger keeps its chunks_parent and documents_state indexes (every query below is answered by its indexes
+# too; building new ones at open would take time that grows with the corpus).
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS documents_source_state ON documents(source, state, seq);
+CREATE INDEX IF NOT EXISTS documents_pending ON documents(state, removed_at) WHERE state <> 'complete';
+CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
+"""
+# the chunks of document :p by the primary key: their ids are ``<p>-NNNN`` (metadata.child_id), all at or
+# after ``<p>-`` and before ``<p>.``; parent_id leaves out those of another document whose id starts ``<p>-``
+_OF_PARENT = "c.id >= :p || '-' AND c.id < :p || '.' AND c.parent_id = :p"
+# documents that are not complete: the first term lets the partial index documents_pending answer, the
+# second a version 4 ledger's documents_state (two ranges)
+_PENDING = "state <> 'complete' AND (state < 'complete' OR state > 'complete')"
 
 
 class SQLiteReads(Ledger):
@@ -294,13 +305,8 @@ class SQLiteReads(Ledger):
 
     def chunk_count(self, doc_ids: Sequence[str]) -> int:
         """How many chunks the documents ``doc_ids`` have."""
-        total = 0
         with self._read() as db:
-            for batch in iter_batches(doc_ids):
-                total += db.execute(
-                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
-                ).fetchone()[0]
-        return int(total)
+            return sum(_count_of(db, doc_id) for doc_id in dict.fromkeys(doc_ids))
 
     def get_chunks(
         self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
@@ -335,8 +341,8 @@ class SQLiteReads(Ledger):
         with self._read() as db:
             rows = db.execute(
                 f"SELECT {cols} FROM chunks c LEFT JOIN documents d ON d.id = c.parent_id"
-                " WHERE c.parent_id=? ORDER BY c.split_index",
-                (parent_id,),
+                f" WHERE {_OF_PARENT} ORDER BY c.split_index",
+                {"p": parent_id},
             )
             chunks = [self._chunk(r, with_embedding) for r in rows]
         return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
@@ -406,12 +412,18 @@ class SQLiteReads(Ledger):
     # -- catalog counts --------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
-        with self._read() as db:
-            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
-            chunks = db.execute(
-                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
-                (COMPLETE,),
-            ).fetchone()[0]
+        with self._read() as db, self.snapshot():
+            # every row less those of documents not complete (a few; the partial index finds them) and of
+            # documents being staged: three counts of small indexes, not a join of every chunk
+            pending = [r[0] for r in db.execute(f"SELECT id FROM documents WHERE {_PENDING}")]
+            staged = db.execute(
+                "SELECT substr(key, ?) FROM info WHERE substr(key, 1, ?) = ?",
+                (len(_STAGED_KEY) + 1, len(_STAGED_KEY), _STAGED_KEY),
+            )
+            docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0] - len(pending)
+            chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] - sum(
+                _count_of(db, doc_id) for doc_id in dict.fromkeys([*pending, *(r[0] for r in staged)])
+            )
         return {"documents": int(docs), "chunks": int(chunks)}
 
     def sources(self) -> list[str]:
@@ -494,7 +506,7 @@ class SQLiteLedger(SQLiteReads):
             version = _recorded_version(db)
             if version is not None:  # checked before anything is created in an older or newer layout
                 check_schema_version(target, version, SQLITE_SCHEMA_VERSION, _READS)
-            db.executescript(_SCHEMA)
+            db.executescript(_SCHEMA if version is not None else _SCHEMA + _INDEXES)
         except BaseException as exc:
             db.close()
             if isinstance(exc, sqlite3.DatabaseError):
@@ -561,16 +573,7 @@ class SQLiteLedger(SQLiteReads):
         return seqs
 
     def _chunk_counts(self, doc_ids: Sequence[str]) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for batch in iter_batches(doc_ids):
-            marks = ",".join("?" * len(batch))
-            counts.update(
-                self._db.execute(
-                    f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
-                    batch,
-                )
-            )
-        return counts
+        return {doc_id: _count_of(self._db, doc_id) for doc_id in doc_ids}
 
     def _insert_documents(self, docs: Sequence[tuple[DocumentRecord, int]], now: float) -> None:
         """Inside a write transaction: the documents' ``add`` change rows, then their rows stamped with them."""
@@ -634,7 +637,7 @@ class SQLiteLedger(SQLiteReads):
         its chunks (one change row): the commit point of a big file."""
         key = _STAGED_KEY + doc.id
         marked = self._db.execute("SELECT 1 FROM info WHERE key=?", (key,)).fetchone()
-        held = self._db.execute("SELECT COUNT(*) FROM chunks WHERE parent_id=?", (doc.id,)).fetchone()[0]
+        held = _count_of(self._db, doc.id)
         if marked is None or held != count:
             raise LedgerCorruptError(
                 self._target,
@@ -647,8 +650,8 @@ class SQLiteLedger(SQLiteReads):
         self._insert_documents([(doc, count)], now)
         self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
             "DELETE FROM embedding_cache WHERE text_hash IN"
-            " (SELECT text_hash FROM chunks WHERE parent_id=? AND embedding IS NOT NULL)",
-            (doc.id,),
+            f" (SELECT c.text_hash FROM chunks c WHERE {_OF_PARENT} AND c.embedding IS NOT NULL)",
+            {"p": doc.id},
         )
         self._db.execute("DELETE FROM info WHERE key=?", (key,))
 
@@ -700,7 +703,7 @@ class SQLiteLedger(SQLiteReads):
                             self._db.execute("SELECT 1 FROM documents WHERE id=?", (doc_id,)).fetchone()
                             is None
                         ):
-                            self._db.execute("DELETE FROM chunks WHERE parent_id=?", (doc_id,))
+                            self._db.execute(f"DELETE FROM chunks AS c WHERE {_OF_PARENT}", {"p": doc_id})
                         self._db.execute("DELETE FROM info WHERE key=?", (_STAGED_KEY + doc_id,))
         return len(ids)
 
@@ -717,7 +720,7 @@ class SQLiteLedger(SQLiteReads):
             ids = [
                 r[0]
                 for r in self._db.execute(
-                    "SELECT id FROM documents WHERE state=? AND removed_at < ?",
+                    f"SELECT id FROM documents WHERE {_PENDING} AND state=? AND removed_at < ?",
                     (REMOVED, time.time() - older_than),
                 )
             ]
@@ -728,11 +731,10 @@ class SQLiteLedger(SQLiteReads):
         return len(ids)
 
     def _delete_rows(self, ids: Sequence[str], *, chunks: bool = True) -> None:
+        if chunks:
+            self._db.executemany(f"DELETE FROM chunks AS c WHERE {_OF_PARENT}", [{"p": i} for i in ids])
         for batch in iter_batches(ids):
-            marks = ",".join("?" * len(batch))
-            if chunks:
-                self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
-            self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+            self._db.execute(f"DELETE FROM documents WHERE id IN ({','.join('?' * len(batch))})", batch)
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._target)
@@ -770,6 +772,11 @@ def _connect(target: str, on_disk: bool) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL" if on_disk else "PRAGMA journal_mode=MEMORY")
     db.execute("PRAGMA synchronous=NORMAL")
     return db
+
+
+def _count_of(db: sqlite3.Connection, doc_id: str) -> int:
+    """How many chunks document ``doc_id`` has (a range of the primary key)."""
+    return int(db.execute(f"SELECT COUNT(*) FROM chunks c WHERE {_OF_PARENT}", {"p": doc_id}).fetchone()[0])
 
 
 def _recorded_version(db: sqlite3.Connection) -> str | None:
