@@ -422,3 +422,35 @@ def test_every_query_of_a_document_or_a_state_is_answered_by_an_index(
     assert collect and all(
         ("documents_pending" if layout == "new" else "documents_state") in p[0] for p in collect
     )
+
+
+def test_stored_vectors_are_found_by_text_hash_in_both_forms(tmp_path: Path) -> None:
+    """A chunk's text hash is stored as its 16 bytes (version 5) or as 32 hex characters (version 4 rows):
+    the vectors of stored chunks are reused by hash either way, and publishing a staged document drops the
+    cache entries of the vectors its chunks now hold."""
+    add = corpus()
+    path = tmp_path / "ledger.sqlite3"
+    _write_v4(path, add[:2])  # whole rows, hex hashes
+    ledger = SQLiteLedger(path)
+    try:
+        ledger.set_info("embedding_model_id", "m")
+        ledger.commit_write(add=add[2:])  # new rows, 16-byte hashes
+        chunks = [c for _, cs in add for c in cs]
+        found = ledger.cached_embeddings("m", [content_id(c.content) for c in chunks] + ["not hex"])
+        assert set(found) == {content_id(c.content) for c in chunks}
+        for c in chunks:  # equal texts are given equal vectors here (_vec of the text)
+            assert np.array_equal(found[content_id(c.content)], c.embedding)
+        assert ledger.cached_embeddings("other model", [content_id(chunks[0].content)]) == {}
+        staged_texts = ["Staged one.", "Staged two."]
+        ledger.cache_embeddings("m", [(content_id(t), _vec(i)) for i, t in enumerate(staged_texts)])
+        assert ledger.embedding_cache_size()["entries"] == 2
+        _stage(ledger)
+        assert ledger.embedding_cache_size()["entries"] == 0  # each vector kept once: in its chunk now
+    finally:
+        ledger.close()
+    con = sqlite3.connect(path)
+    try:
+        kinds = dict(con.execute("SELECT parent_id, typeof(text_hash) FROM chunks"))
+    finally:
+        con.close()
+    assert kinds["one"] == "text" and kinds["types"] == "blob" and kinds["staged"] == "blob"

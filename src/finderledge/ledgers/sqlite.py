@@ -66,7 +66,8 @@ SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
 )
 #: The layout this SQLite ledger writes: version 5 stores each fact once (a one-chunk document's text in its
-#: document row only; metadata without what the columns or the document say, see :mod:`.rows`).  A version 4
+#: document row only; metadata without what the columns or the document say, see :mod:`.rows`; a chunk's
+#: text hash as its 16 bytes, not 32 hex characters: with a 384-d vector ten rows then fit a 16 kB page).  A version 4
 #: ledger (every row whole) is read as it is: its rows decode unchanged, new rows are written in version 5's
 #: form, and opening it records version 5 (an O(1) change: older FinderLedge then refuses it rather than
 #: misread the new rows).
@@ -393,13 +394,18 @@ class SQLiteReads(Ledger):
                 found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
             missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
             if missing and self.get_info("embedding_model_id") == model:
-                for batch in iter_batches(missing):
+                for batch in iter_batches(missing, 250):
+                    # each hash in both stored forms: 16 bytes (version 5 rows) and hex (version 4 rows)
+                    keys = [*batch, *(b for b in map(_hash_bytes, batch) if b is not None)]
                     rows = db.execute(
                         f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
-                        f" AND text_hash IN ({','.join('?' * len(batch))})",
-                        batch,
+                        f" AND text_hash IN ({','.join('?' * len(keys))})",
+                        keys,
                     )
-                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+                    found.update(
+                        (h.hex() if isinstance(h, bytes) else h, np.frombuffer(v, dtype="<f4"))
+                        for h, v in rows
+                    )
         return found
 
     def embedding_cache_size(self) -> dict[str, int]:
@@ -624,7 +630,7 @@ class SQLiteLedger(SQLiteReads):
                         c.id, c.parent_id, c.split_index, c.metadata, None if doc is None else doc.metadata
                     ),
                     None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
-                    h,
+                    _hash_bytes(h) or h,
                 )
                 for c, h in zip(chunks, hashes)
             ],
@@ -650,7 +656,8 @@ class SQLiteLedger(SQLiteReads):
         self._insert_documents([(doc, count)], now)
         self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
             "DELETE FROM embedding_cache WHERE text_hash IN"
-            f" (SELECT c.text_hash FROM chunks c WHERE {_OF_PARENT} AND c.embedding IS NOT NULL)",
+            " (SELECT CASE WHEN typeof(c.text_hash) = 'blob' THEN lower(hex(c.text_hash)) ELSE c.text_hash END"
+            f" FROM chunks c WHERE {_OF_PARENT} AND c.embedding IS NOT NULL)",
             {"p": doc.id},
         )
         self._db.execute("DELETE FROM info WHERE key=?", (key,))
@@ -772,6 +779,14 @@ def _connect(target: str, on_disk: bool) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL" if on_disk else "PRAGMA journal_mode=MEMORY")
     db.execute("PRAGMA synchronous=NORMAL")
     return db
+
+
+def _hash_bytes(text_hash: str) -> bytes | None:
+    """A chunk's text hash as version 5 stores it: its 16 bytes (not 32 hex characters; None: not hex)."""
+    try:
+        return bytes.fromhex(text_hash)
+    except ValueError:
+        return None
 
 
 def _count_of(db: sqlite3.Connection, doc_id: str) -> int:
