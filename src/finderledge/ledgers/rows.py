@@ -124,15 +124,21 @@ def decode_document_metadata(doc_id: str, text: Any) -> dict[str, Any]:
     """A document's stored metadata as the dict it was written as; damage raises :class:`RowDamage`."""
     if not isinstance(text, str) or text[:1] != "[":
         return decode_metadata(text)
+    md = _stored_document(text)
+    fl = md[FL_KEY]
+    fl["id"], fl["is_parent"] = doc_id, True
+    md[FL_KEY] = dict(sorted(fl.items()))
+    return md
+
+
+def _stored_document(text: str) -> dict[str, Any]:
+    """A document's metadata in its stored form ``[object]`` (its ``_finderledge`` without id, is_parent)."""
     stored = _json(text)
     if not (isinstance(stored, list) and len(stored) == 1 and isinstance(stored[0], dict)):
         raise RowDamage("metadata is not a document's stored form ([object])")
     md: dict[str, Any] = stored[0]
-    fl = md.get(FL_KEY)
-    if not isinstance(fl, dict):
+    if not isinstance(md.get(FL_KEY), dict):
         raise RowDamage(f"metadata holds no {FL_KEY} object")
-    fl["id"], fl["is_parent"] = doc_id, True
-    md[FL_KEY] = dict(sorted(fl.items()))
     return md
 
 
@@ -197,7 +203,8 @@ def decode_chunk_metadata(
         raise RowDamage(
             f"metadata is stored as its document's, and document {parent_id} is not in the ledger"
         )
-    md = decode_document_metadata(parent_id, parent_text)
+    # the document's stored JSON parsed for each chunk: every chunk gets objects of its own, as before
+    md = _stored_document(parent_text) if parent_text[:1] == "[" else decode_metadata(parent_text)
     parent_fl = md.get(FL_KEY)
     derived = (
         None
@@ -206,9 +213,12 @@ def decode_chunk_metadata(
     )
     if derived is None:
         raise RowDamage(f"metadata is stored as its document's, whose {FL_KEY} lacks doc_type or split_count")
-    md.update(over)
-    md[FL_KEY] = dict(sorted({**rest, **derived}.items()))
-    return dict(sorted(md.items()))
+    # the stored JSON's keys are sorted, and so are a chunk's derived fields: sorted again only when merged
+    md[FL_KEY] = dict(sorted({**rest, **derived}.items())) if rest else derived
+    if over:
+        md.update(over)
+        return dict(sorted(md.items()))
+    return md
 
 
 def decode_embedding(blob: Any, dimension: int | None) -> np.ndarray:

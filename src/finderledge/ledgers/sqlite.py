@@ -66,11 +66,11 @@ SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
 )
 #: The layout this SQLite ledger writes: version 5 stores each fact once (a one-chunk document's text in its
-#: document row only; metadata without what the columns or the document say, see :mod:`.rows`; a chunk's
-#: text hash as its 16 bytes, not 32 hex characters: with a 384-d vector ten rows then fit a 16 kB page).  A version 4
-#: ledger (every row whole) is read as it is: its rows decode unchanged, new rows are written in version 5's
-#: form, and opening it records version 5 (an O(1) change: older FinderLedge then refuses it rather than
-#: misread the new rows).
+#: document row only; metadata without what the columns or the document say, see :mod:`.rows`), a chunk's
+#: text hash as its 16 bytes, not 32 hex characters (with a 384-d vector ten rows then fit a 16 kB page, not
+#: nine), and has fewer indexes (:data:`_INDEXES`).  A version 4 ledger (every row whole) is read as it is:
+#: its rows decode unchanged, new rows are written in version 5's form, and opening it records version 5 (an
+#: O(1) change: older FinderLedge then refuses it rather than misread the new rows).
 SQLITE_SCHEMA_VERSION = 5
 _READS = (SCHEMA_VERSION,)  # older released layouts this one reads
 #: a chunk's stored ``content`` when its text is its document's whole text (a value of its own kind: a text,
@@ -130,6 +130,12 @@ CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 # the chunks of document :p by the primary key: their ids are ``<p>-NNNN`` (metadata.child_id), all at or
 # after ``<p>-`` and before ``<p>.``; parent_id leaves out those of another document whose id starts ``<p>-``
 _OF_PARENT = "c.id >= :p || '-' AND c.id < :p || '.' AND c.parent_id = :p"
+# the same, counted from the primary key's index alone (no row read): ids ``<p.id>-`` and digits
+_IDS_OF = (
+    "c.id >= p.id || '-' AND c.id < p.id || '.' AND substr(c.id, length(p.id) + 2) GLOB '[0-9]*'"
+    " AND substr(c.id, length(p.id) + 2) NOT GLOB '*[^0-9]*'"
+)
+_DELETE_CHUNKS_OF = "DELETE FROM chunks WHERE id >= :p || '-' AND id < :p || '.' AND parent_id = :p"
 # documents that are not complete: the first term lets the partial index documents_pending answer, the
 # second a version 4 ledger's documents_state (two ranges)
 _PENDING = "state <> 'complete' AND (state < 'complete' OR state > 'complete')"
@@ -307,7 +313,7 @@ class SQLiteReads(Ledger):
     def chunk_count(self, doc_ids: Sequence[str]) -> int:
         """How many chunks the documents ``doc_ids`` have."""
         with self._read() as db:
-            return sum(_count_of(db, doc_id) for doc_id in dict.fromkeys(doc_ids))
+            return sum(_counts_of(db, doc_ids).values())
 
     def get_chunks(
         self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
@@ -419,18 +425,7 @@ class SQLiteReads(Ledger):
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
         with self._read() as db, self.snapshot():
-            # every row less those of documents not complete (a few; the partial index finds them) and of
-            # documents being staged: three counts of small indexes, not a join of every chunk
-            pending = [r[0] for r in db.execute(f"SELECT id FROM documents WHERE {_PENDING}")]
-            staged = db.execute(
-                "SELECT substr(key, ?) FROM info WHERE substr(key, 1, ?) = ?",
-                (len(_STAGED_KEY) + 1, len(_STAGED_KEY), _STAGED_KEY),
-            )
-            docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0] - len(pending)
-            chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] - sum(
-                _count_of(db, doc_id) for doc_id in dict.fromkeys([*pending, *(r[0] for r in staged)])
-            )
-        return {"documents": int(docs), "chunks": int(chunks)}
+            return _counts(db)
 
     def sources(self) -> list[str]:
         with self._read() as db:
@@ -579,7 +574,7 @@ class SQLiteLedger(SQLiteReads):
         return seqs
 
     def _chunk_counts(self, doc_ids: Sequence[str]) -> dict[str, int]:
-        return {doc_id: _count_of(self._db, doc_id) for doc_id in doc_ids}
+        return _counts_of(self._db, doc_ids)
 
     def _insert_documents(self, docs: Sequence[tuple[DocumentRecord, int]], now: float) -> None:
         """Inside a write transaction: the documents' ``add`` change rows, then their rows stamped with them."""
@@ -643,7 +638,7 @@ class SQLiteLedger(SQLiteReads):
         its chunks (one change row): the commit point of a big file."""
         key = _STAGED_KEY + doc.id
         marked = self._db.execute("SELECT 1 FROM info WHERE key=?", (key,)).fetchone()
-        held = _count_of(self._db, doc.id)
+        held = _counts_of(self._db, [doc.id]).get(doc.id, 0)
         if marked is None or held != count:
             raise LedgerCorruptError(
                 self._target,
@@ -710,7 +705,7 @@ class SQLiteLedger(SQLiteReads):
                             self._db.execute("SELECT 1 FROM documents WHERE id=?", (doc_id,)).fetchone()
                             is None
                         ):
-                            self._db.execute(f"DELETE FROM chunks AS c WHERE {_OF_PARENT}", {"p": doc_id})
+                            self._db.execute(_DELETE_CHUNKS_OF, {"p": doc_id})
                         self._db.execute("DELETE FROM info WHERE key=?", (_STAGED_KEY + doc_id,))
         return len(ids)
 
@@ -739,7 +734,7 @@ class SQLiteLedger(SQLiteReads):
 
     def _delete_rows(self, ids: Sequence[str], *, chunks: bool = True) -> None:
         if chunks:
-            self._db.executemany(f"DELETE FROM chunks AS c WHERE {_OF_PARENT}", [{"p": i} for i in ids])
+            self._db.executemany(_DELETE_CHUNKS_OF, [{"p": i} for i in ids])
         for batch in iter_batches(ids):
             self._db.execute(f"DELETE FROM documents WHERE id IN ({','.join('?' * len(batch))})", batch)
 
@@ -789,9 +784,39 @@ def _hash_bytes(text_hash: str) -> bytes | None:
         return None
 
 
-def _count_of(db: sqlite3.Connection, doc_id: str) -> int:
-    """How many chunks document ``doc_id`` has (a range of the primary key)."""
-    return int(db.execute(f"SELECT COUNT(*) FROM chunks c WHERE {_OF_PARENT}", {"p": doc_id}).fetchone()[0])
+def _counts_of(db: sqlite3.Connection, doc_ids: Sequence[str]) -> dict[str, int]:
+    """How many chunks each of the documents ``doc_ids`` has (those with none left out): one range of the
+    primary key's index each, a batch of documents a statement."""
+    counts: dict[str, int] = {}
+    for batch in iter_batches(list(dict.fromkeys(doc_ids))):
+        values = ",".join(["(?)"] * len(batch))
+        counts.update(
+            db.execute(
+                f"WITH p(id) AS (VALUES {values}) SELECT p.id, COUNT(*) FROM p JOIN chunks c ON {_IDS_OF}"
+                " GROUP BY p.id",
+                batch,
+            )
+        )
+    return counts
+
+
+def _counts(db: sqlite3.Connection) -> dict[str, int]:
+    """Complete documents and their chunks: every row less those of documents not complete (a few: the
+    partial index finds them) and of documents being staged; counts of small indexes, not a join of every
+    chunk.  (A chunk whose document row is missing, damage that ``finderledge check`` reports, is counted.)"""
+    pending = [r[0] for r in db.execute(f"SELECT id FROM documents WHERE {_PENDING}")]
+    staged = [
+        r[0]
+        for r in db.execute(
+            "SELECT substr(key, ?) FROM info WHERE substr(key, 1, ?) = ?",
+            (len(_STAGED_KEY) + 1, len(_STAGED_KEY), _STAGED_KEY),
+        )
+    ]
+    docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0] - len(pending)
+    chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] - sum(
+        _counts_of(db, [*pending, *staged]).values()
+    )
+    return {"documents": int(docs), "chunks": int(chunks)}
 
 
 def _recorded_version(db: sqlite3.Connection) -> str | None:
