@@ -65,6 +65,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +167,16 @@ class LangChainStack:
         }
 
 
+@contextmanager
+def _part(parts: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's seconds to ``parts[name + "_s"]`` and the MiB it wrote to ``[name + "_written_mib"]``."""
+    io, start = bs._io_mib(), time.perf_counter()
+    yield
+    parts[f"{name}_s"] = parts.get(f"{name}_s", 0.0) + time.perf_counter() - start
+    written = bs._io_since(io)["io_written_mib"]
+    parts[f"{name}_written_mib"] = parts.get(f"{name}_written_mib", 0.0) + written
+
+
 def child_build_lc(directory: Path, n: int) -> dict[str, Any]:
     texts, vectors = bs.corpus(n), bs.vectors_of(n)
     emb = bs._given_embeddings(texts, vectors)
@@ -182,12 +194,19 @@ def child_build_lc(directory: Path, n: int) -> dict[str, Any]:
     stack = LangChainStack(directory, emb, load=False)
     chunks: list[Any] = []
     indexed: Counter[str] = Counter()
+    parts: dict[str, float] = {}  # where the time and the bytes written go
     for at in range(0, n, bs.BATCH):
-        batch = stack.split(texts[at : at + bs.BATCH], [_source(i) for i in range(at, min(n, at + bs.BATCH))])
-        indexed.update(stack.index(batch, "incremental"))
+        with _part(parts, "split"):
+            batch = stack.split(
+                texts[at : at + bs.BATCH], [_source(i) for i in range(at, min(n, at + bs.BATCH))]
+            )
+        with _part(parts, "index"):
+            indexed.update(stack.index(batch, "incremental"))
         chunks.extend(batch)
-    stack.save_vectors()
-    stack.rebuild_keyword(chunks)
+    with _part(parts, "save_faiss"):
+        stack.save_vectors()
+    with _part(parts, "bm25_build_pickle"):
+        stack.rebuild_keyword(chunks)
     build_s = time.perf_counter() - start
     counts = stack.counts()
     if set(counts.values()) != {len(chunks)} or indexed["num_added"] != len(chunks):
@@ -197,6 +216,7 @@ def child_build_lc(directory: Path, n: int) -> dict[str, Any]:
         "peak_rss_mib": bs._rss_mib(),
         **bs._io_since(io),
         "chunks": len(chunks),
+        "parts": parts,
         "index_result": dict(indexed),
     }
 
@@ -432,6 +452,8 @@ def main() -> None:
         "rounds": args.rounds,
         "load_avg_start_mid_end": loads,  # per round: (1, 5, 15-minute) load before, after builds, at the end
         "cpus": os.cpu_count(),
+        # FAISS (OpenMP) and numpy (BLAS) threads: unset, each uses every core; on a loaded machine that costs
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "langchain_setup": {
             "splitter": f"RecursiveCharacterTextSplitter(chunk_size={CHUNK_SIZE}, chunk_overlap={CHUNK_OVERLAP})",
             "index": f"index(cleanup='incremental', source_id_key='source', batch_size={bs.BATCH}, "

@@ -45,6 +45,8 @@ def test_tiny_run_writes_every_side_and_ratio(tmp_path: Path) -> None:
         assert lc["serve"][key] > 0, key
     # one chunk per synthetic document, every one written by index(), then BM25 rebuilt on each add/remove
     assert lc["chunks"] == N and lc["index_result"]["num_added"] == N
+    for part in ("split", "index", "save_faiss", "bm25_build_pickle"):
+        assert 0 < lc["parts"][f"{part}_s"] < lc["build_s"], part
     assert lc["serve"]["parts"]["add_one"]["bm25_rebuild_pickle_s"] > 0
     assert lc["serve"]["parts"]["remove_one"]["split_index_full_s"] > 0
 
