@@ -78,6 +78,9 @@ MAX_QUERIES = 200
 QUERY_SHARE = 0.2
 #: fewer pseudo-queries than this (in the corpus or in a script group) decide nothing: gates stay open
 MIN_QUERIES = 20
+#: chunks drawn from the ledger per pseudo-query wanted (one index seek each, see ``sample_chunk_ids``); the
+#: pseudo-queries are the first of them, in sample order, with a sentence to search for and a parent not used yet
+DRAW_FACTOR = 8
 #: calibrate again once the corpus has grown or shrunk by more than this share since the last calibration
 RECALIBRATE_SHARE = 0.25
 #: the ledger info key that holds the calibration (JSON)
@@ -418,8 +421,8 @@ class LedgerCalibrator:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
                 fl.ledger.set_info(key, None)
             return None
-        if partition is None:
-            pool: Iterable[str] = fl.ledger.complete_chunk_ids()
+        if partition is None:  # a sample of the ledger, not every id: the draw does not grow with the corpus
+            pool: Iterable[str] = fl.ledger.sample_chunk_ids(DRAW_FACTOR * n)
             flt: dict[str, Any] | None = None
         else:
             pool = fl.keyword_store.partition_ids(partition)

@@ -167,9 +167,10 @@ class Writer:
         under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
         ledger = self._engine.ledger
         prepared: dict[str, Prepared] = {}
-        versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
+        stored = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
+        versions = {pid: version_hash(doc) for g in groups for pid, doc in g.parents}  # hashed once
         candidates = {
-            pid: (g, doc) for g in groups for pid, doc in g.parents if versions.get(pid) != version_hash(doc)
+            pid: (g, doc) for g in groups for pid, doc in g.parents if stored.get(pid) != versions[pid]
         }
         big = {pid for pid, (_, doc) in candidates.items() if streams(ledger, doc, STREAM_DOCUMENT_CHARS)}
         prepare(
@@ -178,6 +179,7 @@ class Writer:
             prepared,
             report,
             budget,
+            versions,
         )
         staged: dict[str, tuple[DocumentRecord, int]] = {}
         published: set[str] = set()
@@ -190,7 +192,16 @@ class Writer:
                     staged[pid] = result
                 del result  # `staged` alone holds the record: its text is let go after the commit
             self._commit_batch(
-                groups, report, listed, prepared, staged, published, prune_under, document_id, budget
+                groups,
+                report,
+                listed,
+                prepared,
+                staged,
+                published,
+                prune_under,
+                document_id,
+                budget,
+                versions,
             )
         except BaseException:  # the vectors computed for this batch are kept for a retry
             keep_vectors(
@@ -222,9 +233,11 @@ class Writer:
         prune_under: Sequence[str],
         document_id: str | None,
         budget: ChunkBudget | None = None,
+        versions: Mapping[str, str] | None = None,
     ) -> None:
         """Under the write lock: decide what is new and what it replaces, and commit it in one transaction
-        (the staged big documents among the new are published by the same transaction)."""
+        (the staged big documents among the new are published by the same transaction; ``versions``: the
+        parents' version hashes, computed once before the lock)."""
         ledger = self._engine.ledger
         with self._engine.write_lock.hold("adding documents"):
             unread = [
@@ -239,13 +252,14 @@ class Writer:
             extra_deletes = [  # a vanished file's parents that this call's owner added; another owner's stay
                 pid for src in gone for pid in owned_ids(ledger.document_metadata(source=src), document_id)
             ]
-            new, to_delete = plan(ledger, groups, report, extra_deletes, document_id, listed)
+            new, to_delete = plan(ledger, groups, report, extra_deletes, document_id, listed, versions)
             prepare(  # rare: stored when this call began, removed by another writer since
                 self._engine,
                 {pid: v for pid, v in new.items() if pid not in prepared and pid not in staged},
                 prepared,
                 report,
                 budget,
+                versions,
             )
             if new or to_delete:
                 publish = [staged[pid] for pid in new if pid in staged]

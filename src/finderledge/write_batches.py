@@ -23,7 +23,7 @@ from langchain_core.documents import Document
 from .document_loader import DocumentLoader, LoadResult, detect_doc_type, detect_language
 from .errors import ConfigurationError, SourceNotFoundError, TooManyChunksError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, Ledger, content_id
-from .metadata import DOCUMENT_ID, FL_KEY, child_id, info_of, normalize_metadata, user_metadata
+from .metadata import DOCUMENT_ID, FL_KEY, child_id, normalize_metadata, user_metadata
 from .progress import ProgressLog
 from .validation import clean_text
 
@@ -227,36 +227,33 @@ def prepare(
     out: dict[str, Prepared],
     report: IngestReport,
     budget: ChunkBudget | None = None,
+    versions: Mapping[str, str] | None = None,
 ) -> None:
     """Split ``parents`` and embed their chunks into ``out`` (``budget``: checked after each split, so an
-    oversized call stops before anything is embedded)."""
+    oversized call stops before anything is embedded; ``versions``: their :func:`version_hash` es if known)."""
     if not parents:
         return
     splitter = engine.splitter
-    children: list[Document] = []
+    children: list[tuple[str, dict[str, Any]]] = []
     records: dict[str, DocumentRecord] = {}
     for pid, (group, doc) in parents.items():
         doc_type, language = detected_type(doc)
-        parent, kids = splitter.split_document(doc, pid, child_id, doc_type=doc_type, language=language)
+        parent_md, kids = splitter.split_parts(
+            doc.page_content, doc.metadata, pid, child_id, doc_type=doc_type, language=language
+        )
         if budget is not None:
             budget.spend(len(kids))
+        version = versions.get(pid) if versions is not None else None
         records[pid] = DocumentRecord(
-            pid, group.source, version_hash(doc), COMPLETE, doc.page_content, parent.metadata
+            pid, group.source, version or version_hash(doc), COMPLETE, doc.page_content, parent_md
         )
         children.extend(kids)
-    vectors = embed(engine, [c.page_content for c in children], report)
+    vectors = embed(engine, [text for text, _ in children], report)
     chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
-    for child, vec in zip(children, vectors):
-        info = info_of(child.metadata)
+    for (text, md), vec in zip(children, vectors):
+        info = md[FL_KEY]
         chunks[info["parent_id"]].append(
-            ChunkRecord(
-                info["id"],
-                info["parent_id"],
-                info["split_index"],
-                child.page_content,
-                child.metadata,
-                vec,
-            )
+            ChunkRecord(info["id"], info["parent_id"], info["split_index"], text, md, vec)
         )
     out.update((pid, Prepared(record, chunks[pid])) for pid, record in records.items())
 
@@ -348,8 +345,10 @@ def plan(
     extra_deletes: Sequence[str],
     document_id: str | None,
     listed: set[str],
+    hashes: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, tuple[Group, Document]], list[str]]:
-    """Which parents are new and which stored ones they replace, decided under the write lock.
+    """Which parents are new and which stored ones they replace, decided under the write lock
+    (``hashes``: the parents' :func:`version_hash` es, when the caller has them).
 
     A stored parent with the same id but other content or metadata is replaced; so are the other parents
     of a file given again that the same owner (``document_id`` or none) added and, with ``document_id``,
@@ -373,7 +372,7 @@ def plan(
                 continue
             listed.add(pid)
             report.ids.append(pid)
-            if pid in versions and versions[pid] != version_hash(doc):
+            if pid in versions and versions[pid] != ((hashes or {}).get(pid) or version_hash(doc)):
                 new[pid] = (group, doc)  # the same id with other content or metadata: replace it
                 report.added.append(pid)
                 report.replaced.append(pid)
