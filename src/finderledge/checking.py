@@ -29,7 +29,13 @@ import numpy as np
 
 from .errors import FinderLedgeError, IncompatibleIndexError, IndexCorruptError, UnsafePathError
 from .keyword_store import KeywordStore
-from .ledgers.rows import RowDamage, check_chunk_id, decode_embedding, decode_metadata
+from .ledgers.rows import (
+    RowDamage,
+    check_chunk_id,
+    decode_chunk_metadata,
+    decode_document_metadata,
+    decode_embedding,
+)
 from .storage import Storage
 from .vector_stores.chroma import ChromaVectorStore
 from .vector_stores.faiss import FaissVectorStore
@@ -135,17 +141,24 @@ def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) ->
     for doc_id, metadata in con.execute("SELECT id, metadata FROM documents"):
         documents.add(doc_id)
         try:
-            decode_metadata(metadata)
+            decode_document_metadata(doc_id, metadata)
         except RowDamage as exc:
             report.damaged_documents.setdefault(doc_id, f"document {doc_id}: {exc}")
             bad.append(f"document {doc_id}: {exc}")
     orphans = 0
-    for cid, parent, split, metadata, blob in con.execute(
-        "SELECT id, parent_id, split_index, metadata, embedding FROM chunks"
+    for cid, parent, split, metadata, blob, text_kind, parent_metadata in con.execute(
+        # a chunk may store its text and metadata as what its document's row says (schema version 5)
+        "SELECT c.id, c.parent_id, c.split_index, c.metadata, c.embedding,"
+        " CASE WHEN c.content = X'' THEN 'its document''s' ELSE typeof(c.content) END, d.metadata"
+        " FROM chunks c LEFT JOIN documents d ON d.id = c.parent_id"
     ):
         try:
             check_chunk_id(cid, parent, split)
-            decode_metadata(metadata)
+            if text_kind == "its document's" and parent_metadata is None:
+                raise RowDamage(f"its text is its document's, and document {parent} is not in the ledger")
+            if text_kind not in ("text", "its document's"):
+                raise RowDamage(f"its text is a {text_kind} value, not text")
+            decode_chunk_metadata(metadata, parent_metadata, cid, parent, int(split))
             if blob is not None:
                 decode_embedding(blob, dimension)
         except RowDamage as exc:

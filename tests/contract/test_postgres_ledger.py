@@ -37,6 +37,7 @@ from finderledge.filters import compile_filter
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
 from finderledge.ledgers.base import SCHEMA_VERSION
 from finderledge.ledgers.postgres import PostgresConnectionError, PostgresLedger, advisory_key
+from finderledge.ledgers.sqlite import SQLITE_SCHEMA_VERSION
 from finderledge.vector_stores import LEDGER, SHARED, VectorStore, create_vector_store
 from finderledge.vector_stores import pgvector as pgv
 from finderledge.vector_stores.pg_filter import jsonb_text, to_sql
@@ -106,7 +107,11 @@ def test_an_empty_ledger(make_ledger: Any) -> None:
     assert ledger.counts() == {"documents": 0, "chunks": 0}
     assert ledger.get_info("nothing") is None and ledger.get_document("doc-1") is None
     assert ledger.sources() == [] and ledger.list_documents() == []
-    assert ledger.get_info("schema_version") == str(SCHEMA_VERSION) == "4"
+    # each kind records its own layout: SQLite's stores each fact once (version 5), Postgres's is version 4
+    expected = str(SQLITE_SCHEMA_VERSION) if isinstance(ledger, SQLiteLedger) else str(SCHEMA_VERSION)
+    assert (
+        ledger.get_info("schema_version") == expected and SCHEMA_VERSION == 4 and SQLITE_SCHEMA_VERSION == 5
+    )
 
 
 def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
@@ -279,7 +284,7 @@ def test_a_document_added_twice_in_one_write_keeps_the_later_copy(make_ledger: A
     assert ledger.document_ids() == ["doc-2", "doc-1"] and ledger.counts() == {"documents": 2, "chunks": 5}
 
 
-@pytest.mark.parametrize("recorded", ["5", "99"])
+@pytest.mark.parametrize("recorded", ["6", "99"])  # newer than both: SQLite 5, Postgres 4
 def test_a_ledger_of_a_newer_schema_is_refused(make_ledger: Any, recorded: str) -> None:
     ledger = make_ledger()
     ledger.commit_write([_doc(1)])

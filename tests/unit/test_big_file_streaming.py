@@ -175,12 +175,14 @@ def test_streamed_and_whole_file_give_the_same_chunks_and_results(
             assert results(reader) == hits  # another instance catches the change up (in batches) the same
             fl.delete(note)
         con = sqlite3.connect(index / "ledger.sqlite3")
-        chunks = [
-            (cid, text, md)
-            for cid, text, md in con.execute("SELECT id, content, metadata FROM chunks ORDER BY id")
-        ]
+        ids = [r[0] for r in con.execute("SELECT id FROM chunks ORDER BY id")]
         staged = con.execute("SELECT COUNT(*) FROM info WHERE key LIKE 'staged:%'").fetchone()[0]
         con.close()
+        ledger = SQLiteLedger(index / "ledger.sqlite3")  # read as every reader does: staged rows are stored
+        try:  # whole, the others as what differs from their document
+            chunks = [(c.id, c.content, c.metadata) for c in ledger.get_chunks(ids)]
+        finally:
+            ledger.close()
         return chunks, hits, staged
 
     whole, whole_hits, _ = build("whole")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
@@ -54,3 +55,30 @@ def test_an_existing_ledger_keeps_its_page_size(tmp_path: Path) -> None:
         assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
     finally:
         con.close()
+
+
+def test_a_one_chunk_document_is_stored_once_and_ten_chunk_rows_fit_a_page(tmp_path: Path) -> None:
+    """Schema version 5 (issue 29): a one-chunk document's text and metadata are in its document row only,
+    and a chunk row (a 384-d vector, 32-character ids, a 16-byte text hash) is small enough that ten fit
+    a 16 kB page: 100,000 chunks take 10,000 pages (164 MB), not 11,112 (182 MB) as version 4's did."""
+    root = tmp_path / "index"
+    texts = [f"{i:032x} {TEXT}" for i in range(CHUNKS)]
+    with FinderLedge(
+        root, embedding=DeterministicFakeEmbedding(size=384), show_progress=False, env_file=None
+    ) as fl:
+        fl.add_texts(texts)
+    con = sqlite3.connect(root / "ledger.sqlite3")
+    try:
+        stored = con.execute(
+            "SELECT DISTINCT typeof(content), length(content), metadata FROM chunks"
+        ).fetchall()
+        try:
+            leaves, cells = con.execute(
+                "SELECT COUNT(*), SUM(ncell) FROM dbstat WHERE name='chunks' AND pagetype='leaf'"
+            ).fetchone()
+        except sqlite3.OperationalError:  # an SQLite built without the dbstat table
+            pytest.skip("this SQLite has no dbstat table")
+    finally:
+        con.close()
+    assert stored == [("blob", 0, "")]  # neither the text nor any metadata stored again
+    assert cells == CHUNKS and leaves <= CHUNKS // 10 + 1, f"{cells / leaves:.1f} chunk rows a page"

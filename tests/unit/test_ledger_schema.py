@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 
 from finderledge import FinderLedge
 from finderledge.errors import IncompatibleIndexError
-from finderledge.ledgers.base import SCHEMA_VERSION
+from finderledge.ledgers.sqlite import SQLITE_SCHEMA_VERSION as SCHEMA_VERSION
 
 
 def _build(directory: Path, embedding: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +44,9 @@ REMOVED = "removed"  # removed at ``removed_seq``; rows kept a while for searche
 REMOVED_GRACE_SECONDS = 600.0
 #: The layout of the ledger's tables, recorded in its info table (``schema_version``).  No release wrote an
 #: older one (versions 1-3 were development builds, refused at open); a later release that changes the layout
-#: raises it and migrates from this one.  A ledger recording a higher version is refused.
+#: raises it and migrates from this one.  A ledger recording a higher version is refused.  The Postgres
+#: ledger writes this one; the SQLite ledger writes its own
+#: (:data:`finderledge.ledgers.sqlite.SQLITE_SCHEMA_VERSION`, which reads this one too).
 SCHEMA_VERSION = 4
 ADD, REMOVE = "add", "remove"
 INDEX_FOLDERS = (
@@ -97,19 +99,23 @@ class Change:
     chunk_count: int
 
 
-def check_schema_version(name: str, recorded: str | None) -> None:
+def check_schema_version(
+    name: str, recorded: str | None, current: int = SCHEMA_VERSION, also: Collection[int] = ()
+) -> None:
     """Refuse a ledger whose recorded layout this FinderLedge does not read: one a newer release wrote (upgrade
-    FinderLedge), or one a development build wrote before the first release (no migration exists for it)."""
-    if recorded == str(SCHEMA_VERSION):
+    FinderLedge), or one a development build wrote before the first release (no migration exists for it).
+    ``current`` is the layout this ledger kind writes (:data:`SCHEMA_VERSION` unless it has its own),
+    ``also`` older released layouts it still reads."""
+    if recorded == str(current) or any(recorded == str(v) for v in also):
         return
-    if recorded is not None and recorded.isdigit() and int(recorded) > SCHEMA_VERSION:
+    if recorded is not None and recorded.isdigit() and int(recorded) > current:
         raise IncompatibleIndexError(
             f"ledger {name}: schema version {recorded} was written by a newer FinderLedge; this one reads "
-            f"schema version {SCHEMA_VERSION} (upgrade finderledge to open it)"
+            f"schema version {current} (upgrade finderledge to open it)"
         )
     raise IncompatibleIndexError(
         f"ledger {name}: schema version {recorded!r} is not one this FinderLedge reads (schema version "
-        f"{SCHEMA_VERSION}); it was written by a development build before the first release: build the index "
+        f"{current}); it was written by a development build before the first release: build the index "
         "again from its sources in a new persist_directory (or database schema)"
     )
 

@@ -1,10 +1,24 @@
-"""Decoding ledger rows that may be damaged: one bad row quarantines its document, never every search.
+"""Encoding ledger rows, each fact once, and decoding them, damaged or not: one bad row quarantines its
+document, never every search.
 
 A chunk's stored metadata is JSON, its embedding a float32 blob and its id ``<parent_id>-<split_index>``.
 A row that breaks any of that (a 3-byte blob, JSON nested too deep to parse, a ``parent_id`` that is not
 its own) is left out of every answer together with the rest of its document, and a warning names it once;
 the document comes back when it is written again (``add``/``remove``), or after ``finderledge check
 --repair``.
+
+Metadata is stored without what the row's columns or its document already say (the SQLite ledger's
+schema version 5; :func:`encode_document_metadata`, :func:`encode_chunk_metadata`):
+
+* a document's: ``"[" + JSON + "]"``, its ``_finderledge`` without ``id`` (its id column) and ``is_parent``
+  (true);
+* a chunk's: ``""`` when it is its document's user metadata with the ``_finderledge`` fields every chunk has
+  (``id``, ``parent_id``, ``split_index`` from its columns; ``doc_type``, ``split_count`` from its
+  document's; ``is_parent`` false); else ``"[" + overrides + "," + other _finderledge fields + "]"``.
+
+Anything else that cannot be derived exactly is stored whole, as a JSON object (``{...}``, the only form of
+schema version 4, still read as it is).  Decoding gives back exactly the dict the whole JSON gave (same keys,
+values and key order: sorted, as stored).
 """
 
 from __future__ import annotations
@@ -17,14 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from ..metadata import child_id
+from ..metadata import FL_KEY, child_id
 
 __all__ = [
     "Quarantine",
     "RowDamage",
+    "decode_chunk_metadata",
+    "decode_document_metadata",
     "decode_embedding",
     "decode_metadata",
     "dumps_metadata",
+    "encode_chunk_metadata",
+    "encode_document_metadata",
     "owner_of",
 ]
 
@@ -54,6 +72,152 @@ def decode_metadata(text: Any) -> dict[str, Any]:
         raise RowDamage(f"metadata is not readable JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(md, dict):
         raise RowDamage(f"metadata is a JSON {type(md).__name__}, expected an object")
+    return md
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise RowDamage(f"metadata is not readable JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two metadata values are stored as the same JSON (so one can be read in place of the other)."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is str or kind is int or kind is bool:  # not float: -0.0 == 0.0, but their JSON differs
+        return bool(a == b)
+    try:
+        return json.dumps(a, ensure_ascii=False, sort_keys=True, default=str) == json.dumps(
+            b, ensure_ascii=False, sort_keys=True, default=str
+        )
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+def _str_keys(md: dict[str, Any]) -> bool:
+    return all(type(k) is str for k in md)
+
+
+def encode_document_metadata(doc_id: str, md: dict[str, Any]) -> str:
+    """A document's metadata as stored: without ``_finderledge.id`` (= ``doc_id``) and ``is_parent`` (true)
+    where it has both; otherwise whole."""
+    fl = md.get(FL_KEY)
+    if (
+        isinstance(fl, dict)
+        and type(fl.get("id")) is str
+        and fl["id"] == doc_id
+        and fl.get("is_parent") is True
+        and _str_keys(md)
+        and _str_keys(fl)
+    ):
+        rest = {k: v for k, v in fl.items() if k != "id" and k != "is_parent"}
+        return "[" + dumps_metadata({**md, FL_KEY: rest}) + "]"
+    return dumps_metadata(md)
+
+
+def decode_document_metadata(doc_id: str, text: Any) -> dict[str, Any]:
+    """A document's stored metadata as the dict it was written as; damage raises :class:`RowDamage`."""
+    if not isinstance(text, str) or text[:1] != "[":
+        return decode_metadata(text)
+    md = _stored_document(text)
+    fl = md[FL_KEY]
+    fl["id"], fl["is_parent"] = doc_id, True
+    md[FL_KEY] = dict(sorted(fl.items()))
+    return md
+
+
+def _stored_document(text: str) -> dict[str, Any]:
+    """A document's metadata in its stored form ``[object]`` (its ``_finderledge`` without id, is_parent)."""
+    stored = _json(text)
+    if not (isinstance(stored, list) and len(stored) == 1 and isinstance(stored[0], dict)):
+        raise RowDamage("metadata is not a document's stored form ([object])")
+    md: dict[str, Any] = stored[0]
+    if not isinstance(md.get(FL_KEY), dict):
+        raise RowDamage(f"metadata holds no {FL_KEY} object")
+    return md
+
+
+def _chunk_fields(
+    chunk_id: str, parent_id: str, split_index: int, parent_fl: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The ``_finderledge`` fields of a chunk derived from its columns and its document's (None: cannot)."""
+    if "doc_type" not in parent_fl or "split_count" not in parent_fl:
+        return None
+    return {
+        "doc_type": parent_fl["doc_type"],
+        "id": chunk_id,
+        "is_parent": False,
+        "parent_id": parent_id,
+        "split_count": parent_fl["split_count"],
+        "split_index": split_index,
+    }
+
+
+def encode_chunk_metadata(
+    chunk_id: str, parent_id: str, split_index: int, md: dict[str, Any], parent: dict[str, Any] | None
+) -> str:
+    """A chunk's metadata as stored: what differs from its document's metadata ``parent`` and from its own
+    columns (``""`` when nothing does); whole when ``parent`` is None (its document row is written later:
+    staging) or when it cannot be derived exactly (a user key of the document missing, non-string keys)."""
+    fl, parent_fl = md.get(FL_KEY), None if parent is None else parent.get(FL_KEY)
+    if not (isinstance(fl, dict) and isinstance(parent_fl, dict) and type(split_index) is int):
+        return dumps_metadata(md)
+    assert parent is not None
+    derived = _chunk_fields(chunk_id, parent_id, split_index, parent_fl)
+    if (
+        derived is None
+        or not all(k in fl and _same(fl[k], v) for k, v in derived.items())
+        or not (_str_keys(md) and _str_keys(fl) and _str_keys(parent))
+        or not all(k in md for k in parent)
+    ):
+        return dumps_metadata(md)
+    over = {k: v for k, v in md.items() if k != FL_KEY and (k not in parent or not _same(v, parent[k]))}
+    rest = {k: v for k, v in fl.items() if k not in derived}
+    if not over and not rest:
+        return ""
+    return "[" + dumps_metadata(over) + "," + dumps_metadata(rest) + "]"
+
+
+def decode_chunk_metadata(
+    text: Any, parent_text: Any, chunk_id: str, parent_id: str, split_index: int
+) -> dict[str, Any]:
+    """A chunk's stored metadata as the dict it was written as, rebuilt with its document's stored metadata
+    ``parent_text`` (None: no document row) where it was stored as a difference; damage raises
+    :class:`RowDamage`."""
+    if text == "":
+        over: Any = {}
+        rest: Any = {}
+    elif isinstance(text, str) and text[:1] == "[":
+        stored = _json(text)
+        if not (isinstance(stored, list) and len(stored) == 2 and all(isinstance(d, dict) for d in stored)):
+            raise RowDamage("metadata is not a chunk's stored form ([object, object])")
+        over, rest = stored
+    else:
+        return decode_metadata(text)
+    if parent_text is None:
+        raise RowDamage(
+            f"metadata is stored as its document's, and document {parent_id} is not in the ledger"
+        )
+    # the document's stored JSON parsed for each chunk: every chunk gets objects of its own, as before
+    md = _stored_document(parent_text) if parent_text[:1] == "[" else decode_metadata(parent_text)
+    parent_fl = md.get(FL_KEY)
+    derived = (
+        None
+        if not isinstance(parent_fl, dict)
+        else _chunk_fields(chunk_id, parent_id, split_index, parent_fl)
+    )
+    if derived is None:
+        raise RowDamage(f"metadata is stored as its document's, whose {FL_KEY} lacks doc_type or split_count")
+    # the stored JSON's keys are sorted, and so are a chunk's derived fields: sorted again only when merged
+    md[FL_KEY] = dict(sorted({**rest, **derived}.items())) if rest else derived
+    if over:
+        md.update(over)
+        return dict(sorted(md.items()))
     return md
 
 

@@ -47,13 +47,15 @@ from .rows import (
     Quarantine,
     RowDamage,
     check_chunk_id,
+    decode_chunk_metadata,
+    decode_document_metadata,
     decode_embedding,
-    decode_metadata,
-    dumps_metadata,
+    encode_chunk_metadata,
+    encode_document_metadata,
     owner_of,
 )
 
-__all__ = ["SQLiteLedger"]
+__all__ = ["SQLITE_SCHEMA_VERSION", "SQLiteLedger"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,22 @@ WRITER_CACHE_KIB = 65536  # the writing connection's page cache (an upper bound:
 _STAGED_KEY = "staged:"  # info key of a document whose chunks are being staged; value: when last touched
 SAMPLE_SEEK_FACTOR = (
     4  # sample_chunk_ids seeks once the table holds this many times the sample, else reads it
+)
+#: The layout this SQLite ledger writes: version 5 stores each fact once (a one-chunk document's text in its
+#: document row only; metadata without what the columns or the document say, see :mod:`.rows`), a chunk's
+#: text hash as its 16 bytes, not 32 hex characters (with a 384-d vector ten rows then fit a 16 kB page, not
+#: nine), and has fewer indexes (:data:`_INDEXES`).  A version 4 ledger (every row whole) is read as it is:
+#: its rows decode unchanged, new rows are written in version 5's form, and opening it records version 5 (an
+#: O(1) change: older FinderLedge then refuses it rather than misread the new rows).
+SQLITE_SCHEMA_VERSION = 5
+_READS = (SCHEMA_VERSION,)  # older released layouts this one reads
+#: a chunk's stored ``content`` when its text is its document's whole text (a value of its own kind: a text,
+#: even an empty one, is the chunk's own)
+DOCUMENT_TEXT = b""
+# a chunk row with what it derives from its document's row (LEFT JOIN documents d: NULL when there is none)
+_CHUNK_COLS = (
+    "c.id, c.parent_id, c.split_index, CASE WHEN c.content = X'' THEN d.content ELSE c.content END,"
+    " c.metadata, d.metadata"
 )
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -78,8 +96,6 @@ CREATE TABLE IF NOT EXISTS documents (
     removed_seq INTEGER,
     removed_at REAL
 );
-CREATE INDEX IF NOT EXISTS documents_source_state ON documents(source, state, seq);
-CREATE INDEX IF NOT EXISTS documents_state ON documents(state);
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY,
     parent_id TEXT NOT NULL,
@@ -89,8 +105,6 @@ CREATE TABLE IF NOT EXISTS chunks (
     embedding BLOB,
     text_hash TEXT
 );
-CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_id, split_index);
-CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     op TEXT NOT NULL,
@@ -104,6 +118,27 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
     PRIMARY KEY (model, text_hash)
 ) WITHOUT ROWID;
 """
+# Indexes of a new ledger.  A document's chunks are found by their ids (:data:`_OF_PARENT`), not by an index
+# of parent_id; documents by state only where they are not complete (few rows: removed ones).  A version 4
+# ledger keeps its chunks_parent and documents_state indexes (every query below is answered by its indexes
+# too; building new ones at open would take time that grows with the corpus).
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS documents_source_state ON documents(source, state, seq);
+CREATE INDEX IF NOT EXISTS documents_pending ON documents(state, removed_at) WHERE state <> 'complete';
+CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
+"""
+# the chunks of document :p by the primary key: their ids are ``<p>-NNNN`` (metadata.child_id), all at or
+# after ``<p>-`` and before ``<p>.``; parent_id leaves out those of another document whose id starts ``<p>-``
+_OF_PARENT = "c.id >= :p || '-' AND c.id < :p || '.' AND c.parent_id = :p"
+# the same, counted from the primary key's index alone (no row read): ids ``<p.id>-`` and digits
+_IDS_OF = (
+    "c.id >= p.id || '-' AND c.id < p.id || '.' AND substr(c.id, length(p.id) + 2) GLOB '[0-9]*'"
+    " AND substr(c.id, length(p.id) + 2) NOT GLOB '*[^0-9]*'"
+)
+_DELETE_CHUNKS_OF = "DELETE FROM chunks WHERE id >= :p || '-' AND id < :p || '.' AND parent_id = :p"
+# documents that are not complete: the first term lets the partial index documents_pending answer, the
+# second a version 4 ledger's documents_state (two ranges)
+_PENDING = "state <> 'complete' AND (state < 'complete' OR state > 'complete')"
 
 
 class SQLiteReads(Ledger):
@@ -268,21 +303,17 @@ class SQLiteReads(Ledger):
             return []
         with self._read() as db:
             rows = db.execute(
-                "SELECT id FROM documents WHERE state=? AND json_extract(metadata, '$.document_id')=? "
-                "ORDER BY seq",
+                # '$[0]': the stored form of a document's metadata without its derived fields (see .rows)
+                "SELECT id FROM documents WHERE state=? AND json_extract(metadata,"
+                " CASE WHEN metadata LIKE '[%' THEN '$[0].document_id' ELSE '$.document_id' END)=? ORDER BY seq",
                 (COMPLETE, document_id),
             )
             return [r[0] for r in rows]
 
     def chunk_count(self, doc_ids: Sequence[str]) -> int:
         """How many chunks the documents ``doc_ids`` have."""
-        total = 0
         with self._read() as db:
-            for batch in iter_batches(doc_ids):
-                total += db.execute(
-                    f"SELECT COUNT(*) FROM chunks WHERE parent_id IN ({','.join('?' * len(batch))})", batch
-                ).fetchone()[0]
-        return int(total)
+            return sum(_counts_of(db, doc_ids).values())
 
     def get_chunks(
         self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
@@ -293,10 +324,8 @@ class SQLiteReads(Ledger):
         added at or before it, and not removed by then (a search whose indexes reflect ``seq``; an index
         another process checkpointed may already hold later chunks)."""
         found: dict[str, ChunkRecord] = {}
-        cols = "c.id, c.parent_id, c.split_index, c.content, c.metadata" + (
-            ", c.embedding" if with_embedding else ""
-        )
-        join, extra = "", list[Any]()
+        cols = _CHUNK_COLS + (", c.embedding" if with_embedding else "")
+        join, extra = " LEFT JOIN documents d ON d.id = c.parent_id", list[Any]()
         if visible_at is not None:
             join = (
                 " JOIN documents d ON d.id = c.parent_id AND COALESCE(d.added_seq, 0) <= ?"
@@ -315,10 +344,12 @@ class SQLiteReads(Ledger):
         return [found[i] for i in chunk_ids if i in found and owner_of(i) not in self.quarantine]
 
     def chunks_of(self, parent_id: str, *, with_embedding: bool = False) -> list[ChunkRecord]:
-        cols = "id, parent_id, split_index, content, metadata" + (", embedding" if with_embedding else "")
+        cols = _CHUNK_COLS + (", c.embedding" if with_embedding else "")
         with self._read() as db:
             rows = db.execute(
-                f"SELECT {cols} FROM chunks WHERE parent_id=? ORDER BY split_index", (parent_id,)
+                f"SELECT {cols} FROM chunks c LEFT JOIN documents d ON d.id = c.parent_id"
+                f" WHERE {_OF_PARENT} ORDER BY c.split_index",
+                {"p": parent_id},
             )
             chunks = [self._chunk(r, with_embedding) for r in rows]
         return [] if parent_id in self.quarantine else [c for c in chunks if c is not None]
@@ -369,13 +400,18 @@ class SQLiteReads(Ledger):
                 found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
             missing = [h for h in dict.fromkeys(text_hashes) if h not in found]
             if missing and self.get_info("embedding_model_id") == model:
-                for batch in iter_batches(missing):
+                for batch in iter_batches(missing, 250):
+                    # each hash in both stored forms: 16 bytes (version 5 rows) and hex (version 4 rows)
+                    keys = [*batch, *(b for b in map(_hash_bytes, batch) if b is not None)]
                     rows = db.execute(
                         f"SELECT text_hash, embedding FROM chunks WHERE embedding IS NOT NULL"
-                        f" AND text_hash IN ({','.join('?' * len(batch))})",
-                        batch,
+                        f" AND text_hash IN ({','.join('?' * len(keys))})",
+                        keys,
                     )
-                    found.update((h, np.frombuffer(v, dtype="<f4")) for h, v in rows)
+                    found.update(
+                        (h.hex() if isinstance(h, bytes) else h, np.frombuffer(v, dtype="<f4"))
+                        for h, v in rows
+                    )
         return found
 
     def embedding_cache_size(self) -> dict[str, int]:
@@ -388,13 +424,8 @@ class SQLiteReads(Ledger):
     # -- catalog counts --------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         """Numbers of complete documents and chunks, and of unfinished documents."""
-        with self._read() as db:
-            docs = db.execute("SELECT COUNT(*) FROM documents WHERE state=?", (COMPLETE,)).fetchone()[0]
-            chunks = db.execute(
-                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.parent_id WHERE d.state=?",
-                (COMPLETE,),
-            ).fetchone()[0]
-        return {"documents": int(docs), "chunks": int(chunks)}
+        with self._read() as db, self.snapshot():
+            return _counts(db)
 
     def sources(self) -> list[str]:
         with self._read() as db:
@@ -410,10 +441,16 @@ class SQLiteReads(Ledger):
         owner = owner_of(str(row[0]))
         try:
             check_chunk_id(row[0], row[1], row[2])
+            if not isinstance(row[3], str):
+                raise RowDamage(
+                    f"its text is its document's, and document {row[1]} is not in the ledger"
+                    if row[3] is None
+                    else f"its text is a {type(row[3]).__name__} value, not text"
+                )
             emb = None
-            if with_embedding and row[5] is not None:
-                emb = decode_embedding(row[5], self._embedding_dimension())
-            md = decode_metadata(row[4])
+            if with_embedding and row[6] is not None:
+                emb = decode_embedding(row[6], self._embedding_dimension())
+            md = decode_chunk_metadata(row[4], row[5], row[0], row[1], int(row[2]))
         except RowDamage as exc:
             self.quarantine.add(owner, f"chunk {row[0]}", exc)
             return None
@@ -430,7 +467,7 @@ class SQLiteReads(Ledger):
         if doc_id in self.quarantine:
             return None
         try:
-            return decode_metadata(text)
+            return decode_document_metadata(doc_id, text)
         except RowDamage as exc:
             self.quarantine.add(doc_id, f"document {doc_id}", exc)
             return None
@@ -469,8 +506,8 @@ class SQLiteLedger(SQLiteReads):
         try:
             version = _recorded_version(db)
             if version is not None:  # checked before anything is created in an older or newer layout
-                check_schema_version(target, version)
-            db.executescript(_SCHEMA)
+                check_schema_version(target, version, SQLITE_SCHEMA_VERSION, _READS)
+            db.executescript(_SCHEMA if version is not None else _SCHEMA + _INDEXES)
         except BaseException as exc:
             db.close()
             if isinstance(exc, sqlite3.DatabaseError):
@@ -478,8 +515,9 @@ class SQLiteLedger(SQLiteReads):
             raise
         super().__init__(file, db)
         self._closed = False
-        if version is None:  # a new ledger (an existing file without our tables was refused above)
-            self.set_info("schema_version", str(SCHEMA_VERSION))
+        if version != str(SQLITE_SCHEMA_VERSION):  # new (a file without our tables was refused above), or
+            # version 4: its whole rows are read as they are; new rows are written in version 5's form
+            self.set_info("schema_version", str(SQLITE_SCHEMA_VERSION))
 
     # -- info ---------------------------------------------------------------------------------------
     def set_info(self, key: str, value: str | None) -> None:
@@ -517,7 +555,9 @@ class SQLiteLedger(SQLiteReads):
             for run in unique_runs(add):  # a document added twice in one write: the later copy replaces
                 self._delete_rows([doc.id for doc, _ in run])  # removed earlier copies of the same content
                 self._insert_documents([(doc, len(chunks)) for doc, chunks in run], now)
-                self._insert_chunks([c for _, chunks in run for c in chunks])
+                self._insert_chunks(
+                    [c for _, chunks in run for c in chunks], parents={doc.id: doc for doc, _ in run}
+                )
             for doc, count in publish:
                 self._publish(doc, count, now)
             return self._seq(self._db)
@@ -534,16 +574,7 @@ class SQLiteLedger(SQLiteReads):
         return seqs
 
     def _chunk_counts(self, doc_ids: Sequence[str]) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for batch in iter_batches(doc_ids):
-            marks = ",".join("?" * len(batch))
-            counts.update(
-                self._db.execute(
-                    f"SELECT parent_id, COUNT(*) FROM chunks WHERE parent_id IN ({marks}) GROUP BY parent_id",
-                    batch,
-                )
-            )
-        return counts
+        return _counts_of(self._db, doc_ids)
 
     def _insert_documents(self, docs: Sequence[tuple[DocumentRecord, int]], now: float) -> None:
         """Inside a write transaction: the documents' ``add`` change rows, then their rows stamped with them."""
@@ -558,7 +589,7 @@ class SQLiteLedger(SQLiteReads):
                     doc.content_hash,
                     COMPLETE,
                     doc.content,
-                    dumps_metadata(doc.metadata),
+                    encode_document_metadata(doc.id, doc.metadata),
                     now,
                     seq,
                 )
@@ -567,10 +598,18 @@ class SQLiteLedger(SQLiteReads):
         )
 
     def _insert_chunks(
-        self, chunks: Sequence[ChunkRecord], verb: str = "INSERT", *, uncache: bool = True
+        self,
+        chunks: Sequence[ChunkRecord],
+        verb: str = "INSERT",
+        *,
+        uncache: bool = True,
+        parents: dict[str, DocumentRecord] | None = None,
     ) -> None:
-        """Inside a write transaction: insert chunk rows (text hashed); the cache lets go of their vectors."""
+        """Inside a write transaction: insert chunk rows (text hashed); the cache lets go of their vectors.
+        A chunk whose document is among ``parents`` (written in the same transaction) stores only what its
+        document's row does not: no text when it is the document's whole text, its metadata's difference."""
         hashes = [content_id(c.content) for c in chunks]
+        found = parents or {}
         self._db.executemany(
             f"{verb} INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -579,10 +618,14 @@ class SQLiteLedger(SQLiteReads):
                     c.id,
                     c.parent_id,
                     c.split_index,
-                    c.content,
-                    dumps_metadata(c.metadata),
+                    DOCUMENT_TEXT
+                    if (doc := found.get(c.parent_id)) is not None and c.content == doc.content
+                    else c.content,
+                    encode_chunk_metadata(
+                        c.id, c.parent_id, c.split_index, c.metadata, None if doc is None else doc.metadata
+                    ),
                     None if c.embedding is None else np.asarray(c.embedding, dtype="<f4").tobytes(),
-                    h,
+                    _hash_bytes(h) or h,
                 )
                 for c, h in zip(chunks, hashes)
             ],
@@ -595,7 +638,7 @@ class SQLiteLedger(SQLiteReads):
         its chunks (one change row): the commit point of a big file."""
         key = _STAGED_KEY + doc.id
         marked = self._db.execute("SELECT 1 FROM info WHERE key=?", (key,)).fetchone()
-        held = self._db.execute("SELECT COUNT(*) FROM chunks WHERE parent_id=?", (doc.id,)).fetchone()[0]
+        held = _counts_of(self._db, [doc.id]).get(doc.id, 0)
         if marked is None or held != count:
             raise LedgerCorruptError(
                 self._target,
@@ -608,8 +651,9 @@ class SQLiteLedger(SQLiteReads):
         self._insert_documents([(doc, count)], now)
         self._db.execute(  # each vector is kept once: the cache kept them for a rerun until now
             "DELETE FROM embedding_cache WHERE text_hash IN"
-            " (SELECT text_hash FROM chunks WHERE parent_id=? AND embedding IS NOT NULL)",
-            (doc.id,),
+            " (SELECT CASE WHEN typeof(c.text_hash) = 'blob' THEN lower(hex(c.text_hash)) ELSE c.text_hash END"
+            f" FROM chunks c WHERE {_OF_PARENT} AND c.embedding IS NOT NULL)",
+            {"p": doc.id},
         )
         self._db.execute("DELETE FROM info WHERE key=?", (key,))
 
@@ -661,7 +705,7 @@ class SQLiteLedger(SQLiteReads):
                             self._db.execute("SELECT 1 FROM documents WHERE id=?", (doc_id,)).fetchone()
                             is None
                         ):
-                            self._db.execute("DELETE FROM chunks WHERE parent_id=?", (doc_id,))
+                            self._db.execute(_DELETE_CHUNKS_OF, {"p": doc_id})
                         self._db.execute("DELETE FROM info WHERE key=?", (_STAGED_KEY + doc_id,))
         return len(ids)
 
@@ -678,7 +722,7 @@ class SQLiteLedger(SQLiteReads):
             ids = [
                 r[0]
                 for r in self._db.execute(
-                    "SELECT id FROM documents WHERE state=? AND removed_at < ?",
+                    f"SELECT id FROM documents WHERE {_PENDING} AND state=? AND removed_at < ?",
                     (REMOVED, time.time() - older_than),
                 )
             ]
@@ -689,11 +733,10 @@ class SQLiteLedger(SQLiteReads):
         return len(ids)
 
     def _delete_rows(self, ids: Sequence[str], *, chunks: bool = True) -> None:
+        if chunks:
+            self._db.executemany(_DELETE_CHUNKS_OF, [{"p": i} for i in ids])
         for batch in iter_batches(ids):
-            marks = ",".join("?" * len(batch))
-            if chunks:
-                self._db.execute(f"DELETE FROM chunks WHERE parent_id IN ({marks})", batch)
-            self._db.execute(f"DELETE FROM documents WHERE id IN ({marks})", batch)
+            self._db.execute(f"DELETE FROM documents WHERE id IN ({','.join('?' * len(batch))})", batch)
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._target)
@@ -731,6 +774,49 @@ def _connect(target: str, on_disk: bool) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL" if on_disk else "PRAGMA journal_mode=MEMORY")
     db.execute("PRAGMA synchronous=NORMAL")
     return db
+
+
+def _hash_bytes(text_hash: str) -> bytes | None:
+    """A chunk's text hash as version 5 stores it: its 16 bytes (not 32 hex characters; None: not hex)."""
+    try:
+        return bytes.fromhex(text_hash)
+    except ValueError:
+        return None
+
+
+def _counts_of(db: sqlite3.Connection, doc_ids: Sequence[str]) -> dict[str, int]:
+    """How many chunks each of the documents ``doc_ids`` has (those with none left out): one range of the
+    primary key's index each, a batch of documents a statement."""
+    counts: dict[str, int] = {}
+    for batch in iter_batches(list(dict.fromkeys(doc_ids))):
+        values = ",".join(["(?)"] * len(batch))
+        counts.update(
+            db.execute(
+                f"WITH p(id) AS (VALUES {values}) SELECT p.id, COUNT(*) FROM p JOIN chunks c ON {_IDS_OF}"
+                " GROUP BY p.id",
+                batch,
+            )
+        )
+    return counts
+
+
+def _counts(db: sqlite3.Connection) -> dict[str, int]:
+    """Complete documents and their chunks: every row less those of documents not complete (a few: the
+    partial index finds them) and of documents being staged; counts of small indexes, not a join of every
+    chunk.  (A chunk whose document row is missing, damage that ``finderledge check`` reports, is counted.)"""
+    pending = [r[0] for r in db.execute(f"SELECT id FROM documents WHERE {_PENDING}")]
+    staged = [
+        r[0]
+        for r in db.execute(
+            "SELECT substr(key, ?) FROM info WHERE substr(key, 1, ?) = ?",
+            (len(_STAGED_KEY) + 1, len(_STAGED_KEY), _STAGED_KEY),
+        )
+    ]
+    docs = db.execute("SELECT COUNT(*) FROM documents").fetchone()[0] - len(pending)
+    chunks = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] - sum(
+        _counts_of(db, [*pending, *staged]).values()
+    )
+    return {"documents": int(docs), "chunks": int(chunks)}
 
 
 def _recorded_version(db: sqlite3.Connection) -> str | None:
