@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import ConfigurationError
@@ -34,6 +34,7 @@ __all__ = [
     "TEXT_SOURCE_PREFIX",
     "child_id",
     "clean_text",
+    "copies_per_object",
     "info_of",
     "kind_of",
     "normalize_metadata",
@@ -170,6 +171,20 @@ def user_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
 def child_id(parent_id: str, index: int) -> str:
     """The id of the ``index``-th chunk of a parent: stable, readable and the same in every store."""
     return f"{parent_id}-{index:04d}"
+
+
+def copies_per_object(metadatas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A dict copy of each of ``metadatas``, one per object given (a file's chunks share one).  Keyed by ``id()``
+    with the object held until the end: a lazy sequence's dict, freed after its chunk, would otherwise hand its
+    id, and its copy, to a later chunk's new dict."""
+    held: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
+    out = []
+    for md in metadatas:
+        hit = held.get(id(md))
+        if hit is None or hit[0] is not md:
+            hit = held[id(md)] = (md, dict(md))
+        out.append(hit[1])
+    return out
 
 
 def share_equal(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:

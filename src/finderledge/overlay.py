@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .filters import compile_filter
+from .metadata import copies_per_object
 from .vector_stores import VectorStore
 
 __all__ = ["VectorOverlay"]
@@ -50,14 +51,12 @@ class VectorOverlay:
         """Upsert chunks (an id also hides the base's older version of it)."""
         self.remove(ids)
         norms = np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        copies: dict[
-            int, dict[str, Any]
-        ] = {}  # one copy per metadata object given (a file's chunks share one)
-        for cid, vec, md, text in zip(ids, np.asarray(vectors, dtype=np.float32) / norms, metadatas, texts):
+        copies = copies_per_object(metadatas)  # one per metadata object given (a file's chunks share one)
+        for cid, vec, md, text in zip(ids, np.asarray(vectors, dtype=np.float32) / norms, copies, texts):
             self._position[cid] = len(self.ids)
             self.ids.append(cid)
             self._rows.append(vec)
-            self.metadatas.append(copies.setdefault(id(md), dict(md)))
+            self.metadatas.append(md)
             self.texts.append(text)
             self.removed.add(cid)  # the base's copy (if any) is replaced by this one
         self._matrix = None

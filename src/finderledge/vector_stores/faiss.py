@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import IncompatibleIndexError, IndexCorruptError
 from ..filters import compile_filter, filter_key
 from ..integrity import PARSE_ERRORS, corrupt_on_error, parse_json
-from ..metadata import share_equal
+from ..metadata import copies_per_object, share_equal
 from ..partitions import partition_of
 from ..segments import (
     BLOCK_BYTES,
@@ -302,10 +302,7 @@ class FaissVectorStore(VectorStore):
         if len(last) != len(ids):
             keep = sorted(last.values())
             ids, vectors, metadatas = [ids[i] for i in keep], vectors[keep], [metadatas[i] for i in keep]
-        copies: dict[
-            int, dict[str, Any]
-        ] = {}  # one copy per metadata object given (a file's chunks share one)
-        cleaned = [copies.setdefault(id(md), dict(md)) for md in metadatas]
+        cleaned = copies_per_object(metadatas)
         with self._lock:
             self.delete([i for i in ids if i in self._seq_of])
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
