@@ -23,6 +23,7 @@ from .big_file import release_texts, stage, streams
 from .config import Settings
 from .document_loader import DocumentLoader, absolute_path, known_gone, safe_path
 from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from .gc_pause import cyclic_gc_paused
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import TEXT_SOURCE_PREFIX, user_metadata
 from .sources import source_key
@@ -84,6 +85,7 @@ class Writer:
         self._checkpoint = Checkpointer(engine)
 
     # -- add ----------------------------------------------------------------------------------------
+    @cyclic_gc_paused()
     def ingest(
         self,
         source: Any,
@@ -275,6 +277,7 @@ class Writer:
                 self._checkpoint([c for _, chunks in add for c in chunks])
 
     # -- reindex ------------------------------------------------------------------------------------
+    @cyclic_gc_paused()
     def reindex(self, report: IngestReport) -> None:
         """Split every stored document again with the current splitter and replace its chunks, a batch of
         documents per ledger transaction; chunk texts already embedded are not embedded again (text hash).
@@ -396,6 +399,7 @@ class Checkpointer:
         )
 
 
+@cyclic_gc_paused()
 def rechunk(
     engine: Engine,
     writer: Writer,

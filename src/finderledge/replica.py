@@ -45,6 +45,7 @@ from . import memory
 from .changes import chunk_metadata, keyword_step, plan_changes, read_rows, vector_step, vectors_of
 from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, LockTimeoutError, StorageFullError
+from .gc_pause import cyclic_gc_paused
 from .keyword_store import KeywordStore
 from .ledgers import ChunkRecord, Ledger
 from .locking import ReadWriteLock, WriteLock
@@ -452,6 +453,7 @@ class Replica:
             for leg, _ in plans:
                 leg.seq = target
 
+    @cyclic_gc_paused()
     def _apply_in_batches(
         self,
         plans: list[tuple[_Leg, tuple[list[str], list[str]]]],
