@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from lazy_metadata import FreshDicts
 
 from finderledge.keyword_store import KeywordStore
-
-
-class _FreshDicts(Sequence[dict[str, Any]]):
-    """A lazy metadata view: every access builds a new dict (freed after use, so its id() is reused)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            raise TypeError("no slices")
-        return {"n": i}
 
 
 def test_each_chunk_keeps_its_metadata_from_a_lazy_sequence() -> None:
     """prepare_batch shares one copy per metadata *object*; a dict freed and its id() reused by the next
     chunk's must not hand that chunk the previous chunk's metadata (main gave 48 of 50 chunks a wrong one)."""
     store = KeywordStore(None)
-    store.add([f"c{i}" for i in range(50)], [f"text {i}" for i in range(50)], _FreshDicts(50))
+    store.add([f"c{i}" for i in range(50)], [f"text {i}" for i in range(50)], FreshDicts(50))
     assert [store.get_metadata(f"c{i}") for i in range(50)] == [{"n": i} for i in range(50)]
 
 
