@@ -4,9 +4,11 @@ A write of many documents allocates millions of short-lived objects (Documents, 
 lists), and each allocation burst lets the collector run; its full passes walk every container the process
 holds, so their cost grows with the index held in memory.  Measured on a 100,000-chunk build: 2.9 s of 12.5 s
 (issue 29).  The write path makes no reference cycles, so reference counting frees everything the pause
-leaves behind and memory does not grow (peak RSS 650 MiB paused, 654 MiB not).  The pause is process-wide
-while it lasts (as ``gc.disable`` is); nested or concurrent pauses end with the last one, and a collector the
-caller had turned off stays off.
+leaves behind and memory does not grow (peak RSS 650 MiB paused, 654 MiB not).  Loading files is not paused:
+parsers (pypdf, lxml) build object graphs with reference cycles, which the collector frees file by file; an
+ingest pauses around what it does with the loaded documents (split, embed, commit, index).  The pause is
+process-wide while it lasts (as ``gc.disable`` is); nested or concurrent pauses end with the last one, and a
+collector the caller had turned off stays off.
 """
 
 from __future__ import annotations

@@ -85,7 +85,6 @@ class Writer:
         self._checkpoint = Checkpointer(engine)
 
     # -- add ----------------------------------------------------------------------------------------
-    @cyclic_gc_paused()
     def ingest(
         self,
         source: Any,
@@ -111,9 +110,10 @@ class Writer:
             follow_symlinks=follow_symlinks,
         )
         items = list(source) if isinstance(source, (list, tuple)) else [source]
-        documents = {
-            i: document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)
-        }
+        with cyclic_gc_paused():  # files are loaded (parsed) unpaused: see gc_pause
+            documents = {
+                i: document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)
+            }
         check_caller_ids(list(documents.values()))  # refused before anything is written
         report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
         paths = {i: path_item(item) for i, item in enumerate(items) if i not in documents}
@@ -156,6 +156,7 @@ class Writer:
         )
         return report
 
+    @cyclic_gc_paused()
     def _write_batch(
         self,
         groups: Sequence[Group],

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from finderledge import FinderLedge
+from finderledge import FinderLedge, ingest
+from finderledge.document_loader import DocumentLoader
 from finderledge.gc_pause import cyclic_gc_paused
 
 
@@ -37,6 +38,30 @@ def test_a_write_runs_with_the_collector_paused_and_gives_it_back(tmp_path: Path
             fl.add_texts(["boom"])
         assert gc.isenabled()
     assert _Watching.seen and not any(_Watching.seen), "embedding ran with the collector on"
+
+
+def test_files_are_loaded_with_the_collector_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parsers build cyclic object graphs (pypdf readers): loading runs unpaused, so each file's are freed as the
+    ingest goes, not all at its end; what is done with the loaded documents is paused."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"f{i}.txt").write_text(f"file number {i} about collectors and cycles", encoding="utf-8")
+    loading: list[bool] = []
+    real = DocumentLoader.iter_load
+
+    def watched(self: DocumentLoader, *args: Any, **kwargs: Any) -> Any:
+        for item in real(self, *args, **kwargs):
+            loading.append(gc.isenabled())
+            yield item
+
+    monkeypatch.setattr(DocumentLoader, "iter_load", watched)
+    monkeypatch.setattr(ingest, "STREAM_GROUPS", 8)  # several write batches between the files
+    _Watching.seen = []
+    with FinderLedge(tmp_path / "idx", embedding=_Watching(size=8), show_progress=False, env_file=None) as fl:
+        assert fl.add_document(folder) and len(loading) == 30
+    assert all(loading), "a file was loaded with the collector paused"
+    assert len(_Watching.seen) >= 4 and not any(_Watching.seen), "embedding ran with the collector on"
 
 
 def test_a_collector_the_caller_turned_off_stays_off() -> None:
