@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import IndexCorruptError
 from ..integrity import parse_json
-from ..metadata import share_equal
+from ..metadata import copies_per_object, share_equal
 from ..storage import checksum
 
 __all__ = [
@@ -330,28 +330,21 @@ def prepare_batch(
     if metadatas is not None and len(metadatas) != len(ids):
         raise ValueError(f"got {len(ids)} ids but {len(metadatas)} metadatas")
     batch: PreparedBatch = {}
-    # one copy per metadata object given (a file's chunks share one), keyed by id() and holding the object: a
-    # lazy sequence's dict freed after its chunk would otherwise hand its id, and its copy, to the next one
-    copies: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
-    for i, (cid, text) in enumerate(zip(ids, texts)):
+    # one copy per metadata object given (a file's chunks share one), each checked once; no metadata: its own {}
+    given: Sequence[Mapping[str, Any] | None] = [None] * len(ids) if metadatas is None else metadatas
+    metas = copies_per_object({} if md is None else md for md in given)
+    checked: set[int] = set()  # ids of the copies checked (``metas`` holds them all)
+    for cid, text, meta in zip(ids, texts, metas):
         if not isinstance(cid, str) or not cid:
             raise TypeError(f"chunk ids must be non-empty strings, got {cid!r}")
         if not isinstance(text, str):
             raise TypeError(f"texts must be strings, got {type(text).__name__} for id {cid!r}")
-        given = metadatas[i] if metadatas is not None else None
-        if given is None:  # no metadata (None in a list of them too)
-            meta: dict[str, Any] = {}
-        else:
-            hit = copies.get(id(given))
-            if hit is not None and hit[0] is given:
-                meta = hit[1]
-            else:
-                meta = dict(given)
-                try:
-                    json.dumps(meta, allow_nan=False)
-                except (TypeError, ValueError) as exc:
-                    raise TypeError(f"metadata of chunk {cid!r} is not JSON-serialisable: {exc}") from exc
-                copies[id(given)] = (given, meta)
+        if meta and id(meta) not in checked:
+            try:
+                json.dumps(meta, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"metadata of chunk {cid!r} is not JSON-serialisable: {exc}") from exc
+            checked.add(id(meta))
         tokens = tokenizer(text)
         batch.pop(cid, None)
         batch[cid] = (Counter(tokens), len(tokens), meta)
