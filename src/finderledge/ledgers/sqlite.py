@@ -54,6 +54,7 @@ from .rows import (
     encode_document_metadata,
     owner_of,
 )
+from .wal_checkpoints import WalCheckpointer
 
 __all__ = ["SQLITE_SCHEMA_VERSION", "SQLiteLedger"]
 
@@ -515,6 +516,12 @@ class SQLiteLedger(SQLiteReads):
             raise
         super().__init__(file, db)
         self._closed = False
+        self._wal: WalCheckpointer | None = None
+        if (
+            file is not None
+        ):  # commits leave copying the log into the database to a thread (see wal_checkpoints)
+            self._wal = WalCheckpointer(self._target, lambda: _connect(self._target, True))
+            self._wal.take_over(db)
         if version != str(SQLITE_SCHEMA_VERSION):  # new (a file without our tables was refused above), or
             # version 4: its whole rows are read as they are; new rows are written in version 5's form
             self.set_info("schema_version", str(SQLITE_SCHEMA_VERSION))
@@ -739,7 +746,7 @@ class SQLiteLedger(SQLiteReads):
             self._db.execute(f"DELETE FROM documents WHERE id IN ({','.join('?' * len(batch))})", batch)
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._db, self._target)
+        return _Transaction(self._db, self._target, None if self._wal is None else self._wal.committed)
 
     # -- embedding cache ----------------------------------------------------------------------------
     def cache_embeddings(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
@@ -760,6 +767,8 @@ class SQLiteLedger(SQLiteReads):
             if self._closed:
                 return
             self._closed = True
+            if self._wal is not None:
+                self._wal.close()
             for db in self._readers:
                 db.close()
             self._readers.clear()
@@ -933,8 +942,13 @@ def _unreadable(target: str, exc: sqlite3.DatabaseError) -> Exception:
 class _Transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any exception."""
 
-    def __init__(self, db: sqlite3.Connection, target: str) -> None:
-        self._db, self._target = db, target
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        target: str,
+        committed: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
+        self._db, self._target, self._committed = db, target, committed
 
     def __enter__(self) -> None:
         with _full_disk(self._target):
@@ -945,11 +959,15 @@ class _Transaction:
             try:
                 with _full_disk(self._target):
                     self._db.execute("COMMIT")
-                return
             except BaseException:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+            if (
+                self._committed is not None
+            ):  # the write is committed: the log's checkpoint is not its business
+                self._committed(self._db)
+            return
         if self._db.in_transaction:  # SQLite may have rolled back already (a full disk does)
             self._db.execute("ROLLBACK")
         full = full_disk_error(exc, Path(self._target).parent)
