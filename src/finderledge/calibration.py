@@ -76,6 +76,8 @@ MAX_HELD_OUT = 100
 #: pseudo-queries per calibration at most, and the share of the corpus's chunks drawn below that
 MAX_QUERIES = 200
 QUERY_SHARE = 0.2
+#: pseudo-queries searched in the keyword leg together (their shared terms scored once), under one read lock
+KEYWORD_BLOCK = 50
 #: fewer pseudo-queries than this (in the corpus or in a script group) decide nothing: gates stay open
 MIN_QUERIES = 20
 #: chunks drawn from the ledger per pseudo-query wanted (one index seek each, see ``sample_chunk_ids``); the
@@ -536,10 +538,17 @@ class LedgerCalibrator:
                 if many is not None
                 else [vector_store.search(v, k, flt) for v in query_vectors]
             )
-        words = []
-        for text in texts:  # the read lock one search at a time: a writer applying a change waits for one
+        words: list[list[tuple[str, float]]] = []
+        batched = getattr(keyword_store, "search_many", None)
+        step = KEYWORD_BLOCK if batched is not None else 1
+        for start in range(0, len(texts), step):  # the read lock a block at a time: a writer waits for one
+            block = texts[start : start + step]
             with rw.read():
-                words.append(keyword_store.search(text, k, flt))
+                words.extend(
+                    batched(block, k, flt)
+                    if batched is not None
+                    else [keyword_store.search(block[0], k, flt)]
+                )
         return dict(zip(texts, found)), dict(zip(texts, words))
 
     def _parent_map(

@@ -14,7 +14,7 @@ import json
 import logging
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,6 +181,12 @@ class KeywordLeg:
         self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
         return self.replica.keyword_search(query, k, filter)
+
+    def search_many(
+        self, queries: Sequence[str], k: int = 10, filter: Mapping[str, Any] | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """Several keyword searches at once (the leg calibration's pseudo-queries share their common words)."""
+        return self.replica.keyword_search_many(queries, k, filter)
 
 
 class VectorLeg:

@@ -591,6 +591,11 @@ class Replica:
         handle = self.keyword.handle
         return self._guarded(self.keyword, lambda: handle.search(query, k, flt))
 
+    def keyword_search_many(self, queries: Sequence[str], k: int, flt: Any) -> list[list[tuple[str, float]]]:
+        """:meth:`keyword_search` for several queries at once (terms they share are scored once)."""
+        handle = self.keyword.handle
+        return self._guarded(self.keyword, lambda: handle.search_many(queries, k, flt))
+
     def _rescored(self, embedding: Any, hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
         """Cosine similarities from the ledger's vectors, for a store whose own scores are on another scale."""
         rows = {c.id: c.embedding for c in self.ledger.get_chunks([i for i, _ in hits], with_embedding=True)}

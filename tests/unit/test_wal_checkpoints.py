@@ -34,8 +34,9 @@ def _db_bytes(path: Path) -> int:
     return path.stat().st_size
 
 
-def _checkpointers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("finderledge-wal-checkpoint")]
+def _checkpointers(path: Path) -> list[threading.Thread]:
+    """The checkpoint threads of the ledger at ``path`` (other tests may leave ledgers of their own open)."""
+    return [t for t in threading.enumerate() if t.name == f"finderledge-wal-checkpoint {path}"]
 
 
 def test_a_commit_leaves_the_checkpoint_to_the_thread(
@@ -59,10 +60,10 @@ def test_a_commit_leaves_the_checkpoint_to_the_thread(
         while _db_bytes(path) < 30 * 2**20 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _db_bytes(path) > 30 * 2**20, "the thread never copied the log into the database"
-        assert len(_checkpointers()) == 1
+        assert len(_checkpointers(path)) == 1
     finally:
         ledger.close()
-    assert not _checkpointers(), "close left the thread running"
+    assert not _checkpointers(path), "close left the thread running"
     assert not path.with_name(path.name + "-wal").exists()
     reopened = SQLiteLedger(path)
     try:
@@ -88,7 +89,7 @@ def test_without_its_thread_the_writer_checkpoints_as_sqlite_would(
         with caplog.at_level(logging.WARNING, logger="finderledge.ledgers.wal_checkpoints"):
             ledger.commit_write(add=_docs(0, 1))
             deadline = time.monotonic() + 10
-            while _checkpointers() and time.monotonic() < deadline:
+            while _checkpointers(path) and time.monotonic() < deadline:
                 time.sleep(0.02)
         assert "background checkpoints unavailable" in caplog.text
         ledger.commit_write(add=_docs(1, 1))  # gives the writer its automatic checkpoints back
@@ -103,6 +104,7 @@ def test_a_ledger_in_memory_has_no_thread() -> None:
     ledger = SQLiteLedger(None)
     try:
         ledger.commit_write(add=_docs(0, 3))
-        assert not _checkpointers()
+        assert not _checkpointers(Path(":memory:"))
+        assert not [t for t in threading.enumerate() if t.name.endswith(":memory:")]
     finally:
         ledger.close()

@@ -31,6 +31,7 @@ from .segment import Buffer, Segment
 __all__ = [
     "FilterCache",
     "Scope",
+    "TermMemo",
     "accumulate",
     "contributions",
     "doc_freq",
@@ -41,6 +42,7 @@ __all__ = [
     "score_query",
     "score_text",
     "term_postings",
+    "term_scores",
     "top_candidates",
 ]
 
@@ -203,6 +205,60 @@ def rank(ids: list[str], scores: list[np.ndarray], k: int | None) -> list[tuple[
     return pairs if k is None else pairs[:k]
 
 
+#: a term's scored postings per segment ``(segment index, docs, contributions)`` and per buffered chunk id
+TermScores = tuple[list[tuple[int, np.ndarray, np.ndarray]], dict[str, float]]
+#: a term with fewer postings is not kept by a :class:`TermMemo` ...
+MEMO_MIN_POSTINGS = 1_000
+#: ... nor once the memo holds this many (about 12 bytes each: a batch of searches holds ~50 MB at most)
+MEMO_POSTINGS = 4_000_000
+
+
+class TermMemo(dict[tuple[str, int], TermScores]):
+    """The scored postings of ``(term, query tf)`` pairs, shared by the searches of one batch over one scope
+    (:meth:`KeywordStore.search_many <finderledge.keyword_store.store.KeywordStore.search_many>`): a term
+    many queries hold is looked up and scored once.  Holds terms with at least :data:`MEMO_MIN_POSTINGS`
+    postings (shorter ones cost less to score again), at most :data:`MEMO_POSTINGS` postings in all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.postings = 0
+
+    def keep(self, key: tuple[str, int], scores: TermScores) -> None:
+        size = sum(len(d) for _, d, _ in scores[0])
+        if MEMO_MIN_POSTINGS <= size and self.postings + size <= MEMO_POSTINGS:
+            self[key] = scores
+            self.postings += size
+
+
+def term_scores(
+    segments: Sequence[Segment],
+    buffer: Buffer,
+    term: str,
+    qtf: int,
+    scope: Scope,
+    constants: tuple[float, float, float],
+) -> TermScores | None:
+    """What ``term`` (``qtf`` times in the query) adds to each doc it scores in ``scope`` (None: no doc holds
+    it); ``constants = (k1, c0, c1)``."""
+    df, found, bpost = term_postings(segments, buffer, term, scope)
+    if df == 0:
+        return None
+    k1, c0, c1 = constants
+    w = qtf * idf(scope.n_docs, df) * (k1 + 1.0)
+    scored = []
+    for si, d, t in found:
+        seg = segments[si]
+        # the whole segment's norms are cached until avgdl changes; a partition's avgdl is its own
+        norms = seg.length_norm(c0, c1)[d] if scope.part is None else c0 + c1 * seg.lens[d].astype(np.float64)
+        scored.append((si, d, contributions(w, t, norms)))
+    buffered: dict[str, float] = {}
+    for cid, tfi in (bpost or {}).items():
+        if scope.buffered is None or cid in scope.buffered:
+            tf = float(tfi)  # the same float64 operations, in the same order, as for a segment
+            buffered[cid] = w * tf / (tf + (c0 + c1 * buffer.docs[cid].length))
+    return scored, buffered
+
+
 def score_query(
     segments: Sequence[Segment],
     buffer: Buffer,
@@ -210,8 +266,10 @@ def score_query(
     scope: Scope,
     params: tuple[float, float],
     k: int | None,
+    memo: TermMemo | None = None,
 ) -> list[tuple[str, float]]:
-    """The BM25 ranking of the query (term counts ``qcounts``) over ``scope``; ``params = (k1, b)``."""
+    """The BM25 ranking of the query (term counts ``qcounts``) over ``scope``; ``params = (k1, b)``;
+    ``memo``: scored terms shared with the other searches of a batch over the same scope."""
     if scope.n_docs == 0 or not qcounts or scope.total_len / scope.n_docs <= 0:
         return []
     k1, b = params
@@ -220,24 +278,18 @@ def score_query(
     seg_contrib: list[list[np.ndarray]] = [[] for _ in segments]
     buf_scores: dict[str, float] = {}
     for term, qtf in qcounts.items():
-        df, found, bpost = term_postings(segments, buffer, term, scope)
-        if df == 0:
-            continue
-        w = qtf * idf(scope.n_docs, df) * (k1 + 1.0)
-        for si, d, t in found:
-            seg = segments[si]
-            # the whole segment's norms are cached until avgdl changes; a partition's avgdl is its own
-            norms = (
-                seg.length_norm(c0, c1)[d] if scope.part is None else c0 + c1 * seg.lens[d].astype(np.float64)
-            )
+        scored = None if memo is None else memo.get((term, qtf))
+        if scored is None:
+            scored = term_scores(segments, buffer, term, qtf, scope, (k1, c0, c1))
+            if scored is None:
+                continue
+            if memo is not None:
+                memo.keep((term, qtf), scored)
+        for si, d, term_contrib in scored[0]:
             seg_docs[si].append(d)
-            seg_contrib[si].append(contributions(w, t, norms))
-        for cid, tfi in (bpost or {}).items():
-            if scope.buffered is None or cid in scope.buffered:
-                tf = float(tfi)  # the same float64 operations, in the same order, as for a segment
-                buf_scores[cid] = buf_scores.get(cid, 0.0) + w * tf / (
-                    tf + (c0 + c1 * buffer.docs[cid].length)
-                )
+            seg_contrib[si].append(term_contrib)
+        for cid, score in scored[1].items():
+            buf_scores[cid] = buf_scores.get(cid, 0.0) + score
     cand_ids: list[str] = []
     cand_scores: list[np.ndarray] = []
     for seg, docs, contrib in zip(segments, seg_docs, seg_contrib):

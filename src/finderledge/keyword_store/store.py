@@ -17,7 +17,7 @@ from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokeniz
 from .corpus import Corpus
 from .files import manifest_body, open_index, save_segments
 from .partitions import Partitions, PartitionView
-from .scoring import FilterCache, Scope, doc_freq, partition_scope, score_query, score_text
+from .scoring import FilterCache, Scope, TermMemo, doc_freq, partition_scope, score_query, score_text
 from .segment import KeywordIndexCorruptError, PreparedBatch, prepare_batch
 
 __all__ = ["KeywordStore"]
@@ -229,6 +229,28 @@ class KeywordStore:
             return []
         with self._lock:
             return self._score(query, k, filter)
+
+    def search_many(
+        self, queries: Sequence[str], k: int = 10, filter: Mapping[str, Any] | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` of each query, the same results, with each term's postings scored once for all of
+        them (the leg calibration's hundreds of sentences share their common words)."""
+        self._check_open()
+        if k <= 0:
+            return [[] for _ in queries]
+        with self._lock:
+            for seg in self._corpus.segments:
+                seg.verify()
+            scope = self._scope(filter)
+            if scope.n_docs == 0:
+                return [[] for _ in queries]
+            memo = TermMemo()
+            params = (self.k1, self.b)
+            segments, buffer = self._corpus.segments, self._corpus.buffer
+            return [
+                score_query(segments, buffer, Counter(self.tokenizer(q)), scope, params, k, memo)
+                for q in queries
+            ]
 
     def get_scores(self, query: str, filter: Mapping[str, Any] | None = None) -> dict[str, float]:
         """BM25 score of every chunk that matches ``query`` (chunks with score 0 are left out)."""
