@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.documents import Document
 
@@ -267,7 +267,8 @@ class FinderLedge:
 
         Returns one stored id per text, in order; a text without an id gets a content id (adding the same
         text again stores nothing, and both get the id of the one stored).  The same id with other content or metadata replaces that document."""
-        docs = text_documents(texts, metadatas, ids)
+        # each text as the Document it stands for (a TextItem, read like one: see write_batches.TextItem)
+        docs = cast(list[Document], text_documents(texts, metadatas, ids))
         return (
             self.ingest(docs, **kwargs).document_ids if docs else []
         )  # one id per text, as LangChain expects

@@ -33,6 +33,7 @@ from .write_batches import (
     Group,
     IngestReport,
     Prepared,
+    TextItem,
     call_metadata,
     check_caller_ids,
     check_document_id,
@@ -112,7 +113,9 @@ class Writer:
         items = list(source) if isinstance(source, (list, tuple)) else [source]
         with cyclic_gc_paused():  # files are loaded (parsed) unpaused: see gc_pause
             documents = {
-                i: document_group(item, extra) for i, item in enumerate(items) if isinstance(item, Document)
+                i: document_group(item, extra)
+                for i, item in enumerate(items)
+                if isinstance(item, (Document, TextItem))
             }
         check_caller_ids(list(documents.values()))  # refused before anything is written
         report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
@@ -484,17 +487,18 @@ def documents_with_ids(sources: Any, ids: Sequence[str | None] | None) -> list[A
 
 def text_documents(
     texts: Any, metadatas: Sequence[Mapping[str, Any]] | None, ids: Sequence[str | None] | None
-) -> list[Document]:
-    """``add_texts``' arguments as Documents, one per text (checked: parallel lists of the same length)."""
+) -> list[TextItem | Document]:
+    """``add_texts``' arguments as one item per text, ingested as a Document with that text, metadata and id
+    would be (checked: parallel lists of the same length)."""
     texts = check_texts(texts)
     metadatas = check_parallel("metadatas", metadatas, len(texts))
     ids = check_parallel("ids", ids, len(texts))
-    docs = [
-        Document(
-            page_content=t,
-            metadata=dict(metadatas[i] or {}) if metadatas else {},
-            id=ids[i] if ids else None,
-        )
-        for i, t in enumerate(texts)
-    ]
-    return docs
+    items: list[TextItem | Document] = []
+    for i, text in enumerate(texts):
+        md = dict(metadatas[i] or {}) if metadatas else {}
+        given = ids[i] if ids else None
+        if given is None or isinstance(given, str):
+            items.append(TextItem(text, md, given))
+        else:  # a Document checks (or coerces, as LangChain does: 5 -> "5") any other id
+            items.append(Document(page_content=text, metadata=md, id=given))
+    return items

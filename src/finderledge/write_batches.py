@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
@@ -35,6 +35,7 @@ __all__ = [
     "Group",
     "IngestReport",
     "Prepared",
+    "TextItem",
     "call_metadata",
     "check_caller_ids",
     "check_document_id",
@@ -119,6 +120,15 @@ class Group:
     owner: str | None = None  # the call's document_id: a file given again replaces only its owner's parents
 
 
+class TextItem(NamedTuple):
+    """One text of ``add_texts`` on its way in: what :func:`document_group` reads of a Document, without the
+    Document (a caller's Document is read once and never kept; this one would be made only to be read)."""
+
+    page_content: str
+    metadata: dict[str, Any]
+    id: str | None
+
+
 @dataclass
 class Prepared:
     """A parent split into chunks, with a vector per chunk, ready to commit."""
@@ -170,7 +180,7 @@ def call_metadata(
 # -- inputs as groups of parents ----------------------------------------------------------------------
 
 
-def document_group(item: Document, extra: dict[str, Any]) -> Group:
+def document_group(item: Document | TextItem, extra: dict[str, Any]) -> Group:
     """A LangChain Document as a group of one parent (its id: the caller's, else from source and text)."""
     if not isinstance(item.page_content, str) or not item.page_content.strip():
         raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
@@ -423,9 +433,13 @@ def source_ids(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     return owned_ids(rows, None) or [pid for pid, _ in rows]
 
 
+# ``json.dumps(metadata, sort_keys=True, ensure_ascii=False)``, the encoder made once (not per document)
+_VERSION_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
 def version_hash(doc: Document) -> str:
     """What makes two versions of a document the same: its text and its metadata."""
-    return content_id(doc.page_content, json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False))
+    return content_id(doc.page_content, _VERSION_JSON.encode(doc.metadata))
 
 
 def check_document_id(value: Any, what: str = "document id") -> str:

@@ -59,9 +59,13 @@ def owner_of(chunk_id: str) -> str:
     return head if sep and tail.isdigit() else chunk_id
 
 
+# what ``json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)`` uses, made once (not per row)
+_METADATA_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def dumps_metadata(md: dict[str, Any]) -> str:
     """Metadata as the ledger stores it: JSON text, keys sorted, exact (non-ASCII kept, other values as str)."""
-    return json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
+    return _METADATA_JSON.encode(md)
 
 
 def decode_metadata(text: Any) -> dict[str, Any]:
@@ -92,9 +96,7 @@ def _same(a: Any, b: Any) -> bool:
     if kind is str or kind is int or kind is bool:  # not float: -0.0 == 0.0, but their JSON differs
         return bool(a == b)
     try:
-        return json.dumps(a, ensure_ascii=False, sort_keys=True, default=str) == json.dumps(
-            b, ensure_ascii=False, sort_keys=True, default=str
-        )
+        return _METADATA_JSON.encode(a) == _METADATA_JSON.encode(b)
     except (TypeError, ValueError, RecursionError):
         return False
 
