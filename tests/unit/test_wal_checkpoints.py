@@ -108,3 +108,28 @@ def test_a_ledger_in_memory_has_no_thread() -> None:
         assert not [t for t in threading.enumerate() if t.name.endswith(":memory:")]
     finally:
         ledger.close()
+
+
+def test_a_thread_that_cannot_start_never_fails_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if self.name.startswith("finderledge-wal-checkpoint"):
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    path = tmp_path / "ledger.sqlite3"
+    ledger = SQLiteLedger(path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="finderledge.ledgers.wal_checkpoints"):
+            ledger.commit_write(add=_docs(0, 1))  # committed, not raised
+        assert "background checkpoints unavailable" in caplog.text
+        assert ledger.counts()["documents"] == 1
+        before = _db_bytes(path)
+        ledger.commit_write(add=_docs(1, 10_000))
+        assert _db_bytes(path) > before + 30 * 2**20, "nobody copied the log into the database"
+    finally:
+        ledger.close()

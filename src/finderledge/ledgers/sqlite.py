@@ -516,10 +516,9 @@ class SQLiteLedger(SQLiteReads):
             raise
         super().__init__(file, db)
         self._closed = False
+        # commits leave copying the log into the database to a thread of its own (see wal_checkpoints)
         self._wal: WalCheckpointer | None = None
-        if (
-            file is not None
-        ):  # commits leave copying the log into the database to a thread (see wal_checkpoints)
+        if file is not None:
             self._wal = WalCheckpointer(self._target, lambda: _connect(self._target, True))
             self._wal.take_over(db)
         if version != str(SQLITE_SCHEMA_VERSION):  # new (a file without our tables was refused above), or
@@ -963,9 +962,8 @@ class _Transaction:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
-            if (
-                self._committed is not None
-            ):  # the write is committed: the log's checkpoint is not its business
+            # the write is committed: copying the log into the database is another's business (never raises)
+            if self._committed is not None:
                 self._committed(self._db)
             return
         if self._db.in_transaction:  # SQLite may have rolled back already (a full disk does)

@@ -51,21 +51,32 @@ class WalCheckpointer:
         writer.execute("PRAGMA wal_autocheckpoint=0")
 
     def committed(self, writer: sqlite3.Connection) -> None:
-        """After a commit on ``writer``: wake the thread (started on the first commit)."""
-        if self.unavailable:
-            if not self._restored:
+        """After a commit on ``writer``: wake the thread (started on the first commit).  Never raises: the
+        commit is done, and a thread that cannot start gives the writer its automatic checkpoints back."""
+        if not self.unavailable:
+            try:
+                with self._lock:
+                    if self._stop:
+                        return
+                    if self._thread is None:
+                        thread = threading.Thread(
+                            target=self._run, name=f"finderledge-wal-checkpoint {self._name}", daemon=True
+                        )
+                        thread.start()
+                        self._thread = thread
+                self._wake.set()
+                return
+            except RuntimeError as exc:  # "can't start new thread"
+                logger.warning(
+                    "ledger %s: background checkpoints unavailable (%s); commits run them", self._name, exc
+                )
+                self.unavailable = True
+        if not self._restored:
+            try:
                 writer.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
                 self._restored = True
-            return
-        with self._lock:
-            if self._stop:
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name=f"finderledge-wal-checkpoint {self._name}", daemon=True
-                )
-                self._thread.start()
-        self._wake.set()
+            except sqlite3.Error as exc:  # tried again after the next commit
+                logger.warning("ledger %s: could not turn automatic checkpoints back on: %s", self._name, exc)
 
     def close(self) -> None:
         """Stop the thread after the checkpoint it is running (the closing writer checkpoints the rest)."""
