@@ -238,19 +238,9 @@ class KeywordStore:
         self._check_open()
         if k <= 0:
             return [[] for _ in queries]
+        memo = TermMemo()  # one scope for all: the same filter, and the index cannot change under the lock
         with self._lock:
-            for seg in self._corpus.segments:
-                seg.verify()
-            scope = self._scope(filter)
-            if scope.n_docs == 0:
-                return [[] for _ in queries]
-            memo = TermMemo()
-            params = (self.k1, self.b)
-            segments, buffer = self._corpus.segments, self._corpus.buffer
-            return [
-                score_query(segments, buffer, Counter(self.tokenizer(q)), scope, params, k, memo)
-                for q in queries
-            ]
+            return [self._score(q, k, filter, memo) for q in queries]
 
     def get_scores(self, query: str, filter: Mapping[str, Any] | None = None) -> dict[str, float]:
         """BM25 score of every chunk that matches ``query`` (chunks with score 0 are left out)."""
@@ -276,14 +266,17 @@ class KeywordStore:
                 lambda term: doc_freq(self._corpus.segments, self._corpus.buffer, term),
             )
 
-    def _score(self, query: str, k: int | None, flt: Mapping[str, Any] | None) -> list[tuple[str, float]]:
+    def _score(
+        self, query: str, k: int | None, flt: Mapping[str, Any] | None, memo: TermMemo | None = None
+    ) -> list[tuple[str, float]]:
         for seg in self._corpus.segments:
             seg.verify()
         scope = self._scope(flt)
         if scope.n_docs == 0:
             return []
         qcounts = Counter(self.tokenizer(query))
-        return score_query(self._corpus.segments, self._corpus.buffer, qcounts, scope, (self.k1, self.b), k)
+        corpus = self._corpus
+        return score_query(corpus.segments, corpus.buffer, qcounts, scope, (self.k1, self.b), k, memo)
 
     def _scope(self, flt: Mapping[str, Any] | None) -> Scope:
         """What a search with filter ``flt`` counts and may return (caller holds the lock)."""
