@@ -133,3 +133,28 @@ def test_a_thread_that_cannot_start_never_fails_the_commit(
         assert _db_bytes(path) > before + 30 * 2**20, "nobody copied the log into the database"
     finally:
         ledger.close()
+
+
+def test_an_idle_thread_ends_and_the_next_commit_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wal_checkpoints, "IDLE_S", 0.2)
+    monkeypatch.setattr(wal_checkpoints, "INTERVAL_S", 0.0)
+    path = tmp_path / "ledger.sqlite3"
+    ledger = SQLiteLedger(path)
+    try:
+        ledger.commit_write(add=_docs(0, 1))
+        assert len(_checkpointers(path)) == 1
+        deadline = time.monotonic() + 10
+        while _checkpointers(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _checkpointers(path), "an idle thread kept running"
+        before = _db_bytes(path)
+        ledger.commit_write(add=_docs(1, 10_000))  # starts another, which copies this commit
+        deadline = time.monotonic() + 30
+        while _db_bytes(path) < before + 30 * 2**20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _db_bytes(path) > before + 30 * 2**20, "no thread copied the log after the first one ended"
+    finally:
+        ledger.close()
+    assert not _checkpointers(path)

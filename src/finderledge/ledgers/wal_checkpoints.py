@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["AUTOCHECKPOINT_PAGES", "INTERVAL_S", "WalCheckpointer"]
+__all__ = ["AUTOCHECKPOINT_PAGES", "IDLE_S", "INTERVAL_S", "WalCheckpointer"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,18 +28,22 @@ logger = logging.getLogger(__name__)
 AUTOCHECKPOINT_PAGES = 1000
 #: a checkpoint at most this often (the commits in between are copied together: pages they all rewrote once)
 INTERVAL_S = 0.5
+#: the thread ends after this long without a commit (the next commit starts another)
+IDLE_S = 30.0
 
 
 class WalCheckpointer:
     """Checkpoints one database's write-ahead log on a daemon thread, woken by :meth:`committed`.
 
-    ``connect`` opens the thread's own connection (called on that thread, when the first commit wakes it)."""
+    ``connect`` opens the thread's own connection (called on that thread).  The thread starts at the first
+    commit and ends after :data:`IDLE_S` without one (its connection closed), so a ledger that only reads, or
+    stopped writing, holds neither; the next commit starts it again."""
 
     def __init__(self, name: str, connect: Callable[[], sqlite3.Connection]) -> None:
         self._name = name
         self._connect = connect
         self._wake = threading.Event()
-        self._stop = False
+        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.unavailable = False  # the thread could not open its connection: the writer checkpoints itself
@@ -51,12 +55,12 @@ class WalCheckpointer:
         writer.execute("PRAGMA wal_autocheckpoint=0")
 
     def committed(self, writer: sqlite3.Connection) -> None:
-        """After a commit on ``writer``: wake the thread (started on the first commit).  Never raises: the
-        commit is done, and a thread that cannot start gives the writer its automatic checkpoints back."""
+        """After a commit on ``writer``: wake the thread (started if none runs).  Never raises: the commit is
+        done, and a thread that cannot start gives the writer its automatic checkpoints back."""
         if not self.unavailable:
             try:
-                with self._lock:
-                    if self._stop:
+                with self._lock:  # woken under the lock: a thread ending for idleness sees it
+                    if self._stopping.is_set():
                         return
                     if self._thread is None:
                         thread = threading.Thread(
@@ -64,7 +68,7 @@ class WalCheckpointer:
                         )
                         thread.start()
                         self._thread = thread
-                self._wake.set()
+                    self._wake.set()
                 return
             except RuntimeError as exc:  # "can't start new thread"
                 logger.warning(
@@ -81,7 +85,7 @@ class WalCheckpointer:
     def close(self) -> None:
         """Stop the thread after the checkpoint it is running (the closing writer checkpoints the rest)."""
         with self._lock:
-            self._stop = True
+            self._stopping.set()
             thread = self._thread
         self._wake.set()
         if thread is not None:
@@ -94,27 +98,32 @@ class WalCheckpointer:
             logger.warning(
                 "ledger %s: background checkpoints unavailable (%s); commits run them", self._name, exc
             )
-            self.unavailable = True
+            with self._lock:
+                self.unavailable = True
+                self._thread = None
             return
         last = 0.0
         try:
-            while True:
-                self._wake.wait()
-                if self._stop:
-                    return
-                wait = last + INTERVAL_S - time.monotonic()
-                if wait > 0:  # commits in the meantime are copied by the same checkpoint
-                    time.sleep(wait)
+            while self._idle_wait():
+                # commits in the meantime are copied by the same checkpoint (a closing writer ends the wait)
+                self._stopping.wait(last + INTERVAL_S - time.monotonic())
                 self._wake.clear()
-                if self._stop:
+                if self._stopping.is_set():
                     return
                 try:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                     self.checkpoints += 1
-                except (
-                    sqlite3.Error
-                ) as exc:  # e.g. a full disk: the log keeps every commit; the next one retries
+                except sqlite3.Error as exc:  # e.g. a full disk: the log keeps every commit; the next retries
                     logger.warning("ledger %s: checkpointing the write-ahead log failed: %s", self._name, exc)
                 last = time.monotonic()
         finally:
             db.close()
+
+    def _idle_wait(self) -> bool:
+        """Wait for a commit; False when closing, or after :data:`IDLE_S` without one (the thread then ends)."""
+        while not self._wake.wait(IDLE_S):
+            with self._lock:
+                if not self._wake.is_set():
+                    self._thread = None
+                    return False
+        return not self._stopping.is_set()
