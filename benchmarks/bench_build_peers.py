@@ -318,12 +318,7 @@ def child_serve_lc(directory: Path, n: int, count: int) -> dict[str, Any]:
     if set(counts.values()) != {n}:
         raise RuntimeError(f"the LangChain stack disagrees after adding and removing: {counts}")
     return {
-        "import_s": import_s,
-        "open_s": open_s,
-        "first_hybrid_s": first_s,
-        "keyword_p50_ms": 1000 * statistics.median(keyword_ms),
-        "vector_p50_ms": 1000 * statistics.median(vector_ms),
-        "hybrid_p50_ms": 1000 * statistics.median(hybrid_ms),
+        **bs.serve_figures((import_s, open_s, first_s), keyword_ms, vector_ms, hybrid_ms),
         **timed,
         "parts": parts,
         "peak_rss_mib": bs._rss_mib(),
@@ -470,11 +465,7 @@ def main() -> None:
         "ratios": ratios(median),
         "per_round": rounds,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
+    bs.write_result(result, args.out)
 
 
 if __name__ == "__main__":

@@ -228,12 +228,7 @@ def child_serve_fl(directory: Path, n: int, count: int) -> dict[str, Any]:
     remove_again_s = time.perf_counter() - t
     fl.close()
     return {
-        "import_s": import_s,
-        "open_s": open_s,
-        "first_hybrid_s": first_s,
-        "keyword_p50_ms": 1000 * statistics.median(keyword),
-        "vector_p50_ms": 1000 * statistics.median(vector),
-        "hybrid_p50_ms": 1000 * statistics.median(hybrid),
+        **serve_figures((import_s, open_s, first_s), keyword, vector, hybrid),
         "hybrid_beyond_slowest_leg_p50_ms": 1000 * statistics.median(beyond),
         "add_one_s": add_s,
         "remove_one_s": remove_s,
@@ -288,14 +283,21 @@ def child_serve_peer(directory: Path, count: int) -> dict[str, Any]:
         t = time.perf_counter()
         hybrid(q)
         hy.append(time.perf_counter() - t)
+    return {**serve_figures((import_s, open_s, first_s), kw, ve, hy), "peak_rss_mib": _rss_mib()}
+
+
+def serve_figures(
+    starts: tuple[float, float, float], keyword: list[float], vector: list[float], hybrid: list[float]
+) -> dict[str, float]:
+    """The figures every side's serving child reports: ``starts`` = (import, open, first hybrid) seconds, and
+    the p50 in ms of each kind of search from its per-query seconds."""
     return {
-        "import_s": import_s,
-        "open_s": open_s,
-        "first_hybrid_s": first_s,
-        "keyword_p50_ms": 1000 * statistics.median(kw),
-        "vector_p50_ms": 1000 * statistics.median(ve),
-        "hybrid_p50_ms": 1000 * statistics.median(hy),
-        "peak_rss_mib": _rss_mib(),
+        "import_s": starts[0],
+        "open_s": starts[1],
+        "first_hybrid_s": starts[2],
+        "keyword_p50_ms": 1000 * statistics.median(keyword),
+        "vector_p50_ms": 1000 * statistics.median(vector),
+        "hybrid_p50_ms": 1000 * statistics.median(hybrid),
     }
 
 
@@ -384,11 +386,16 @@ def main() -> None:
         "bm25s_faiss_flat": peer,
         "ratios": ratios,
     }
+    write_result(result, args.out)
+
+
+def write_result(result: dict[str, Any], out: Path | None) -> None:
+    """Print a benchmark's result as indented JSON, and write it to ``out`` when given."""
     text = json.dumps(result, indent=2)
     print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n", encoding="utf-8")
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
