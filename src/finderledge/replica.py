@@ -556,15 +556,31 @@ class Replica:
             self._reload(leg)
         leg.damage = None
 
+    def reading(self, run: Callable[[], _T]) -> _T:
+        """Run ``run`` (searches of the legs) under the read lock, every leg at one ledger ``seq``.  A local leg
+        found damaged meanwhile is moved aside, rebuilt from the ledger, and ``run`` runs once more: the caller
+        gets an answer, not the damage of an index the ledger can rebuild (damage found again is raised)."""
+        for retry in (False, True):
+            self.follow(wait=retry)  # brings every leg up to date; a retry first rebuilds the damaged one
+            try:
+                with self.rw.read():
+                    return run()
+            except LedgerCorruptError:
+                raise
+            except IndexCorruptError:
+                if retry or not any(leg.damage is not None for leg in self.local_legs()):
+                    raise
+        raise AssertionError("unreachable")
+
     def _guarded(self, leg: _Leg, search: Callable[[], _T]) -> _T:
-        """Run a search on ``leg``; a damaged file it reads (lazily) is reported and rebuilt at the next call."""
+        """Run a search on ``leg``; a damaged file it reads (lazily) marks the leg to be rebuilt (see :meth:`reading`)."""
         try:
             return search()
         except LedgerCorruptError:
             raise
         except IndexCorruptError as exc:
             leg.damage = exc
-            logger.error("%s; the %s index is moved aside and rebuilt at the next call", exc, leg.name)
+            logger.error("%s; the %s index is moved aside and rebuilt from the ledger", exc, leg.name)
             raise
 
     # -- searching ----------------------------------------------------------------------------------

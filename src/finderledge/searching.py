@@ -86,10 +86,10 @@ class Searcher:
             prefetch(engine.embeddings)  # the model loads while the indexes open
             engine.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
         engine.calibrator.settle()  # this process's writes since the last calibration, measured before fusing
-        engine.replica.follow(wait=False)
-        with engine.replica.rw.read():  # both legs reflect one ledger seq
+
+        def legs() -> list[FusedHit]:  # under the read lock: both legs reflect one ledger seq
             trace.ledger_seq = engine.replica.seq
-            hits = engine.finder.search(
+            return engine.finder.search(
                 query,
                 mode=mode,
                 k=fetch,
@@ -100,6 +100,8 @@ class Searcher:
                     engine.ledger, engine.keyword_store, partition_of(filter, engine.settings.partition_key)
                 ),
             )
+
+        hits = engine.replica.reading(legs)  # a damaged index is rebuilt from the ledger and searched again
         if mmr:
             hits = self._diversified(
                 hits, DEFAULT_LAMBDA_MULT if lambda_mult is None else float(lambda_mult), trace.ledger_seq
