@@ -14,7 +14,7 @@ import json
 import logging
 import shutil
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .keyword_store import KeywordStore
 from .ledgers import Ledger, open_ledger
+from .leg_search import KeywordLeg, VectorLeg
 from .locking import WriteLock
 from .paths import replica_directory
 from .replica import LocalRecords, Replica
@@ -169,43 +170,6 @@ class Engine:
         self.replica.close()
         self.finder.close()
         self.ledger.close()
-
-
-class KeywordLeg:
-    """The keyword leg as the Finder sees it: this process's BM25 replica."""
-
-    def __init__(self, replica: Replica) -> None:
-        self.replica = replica
-
-    def search(
-        self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
-    ) -> list[tuple[str, float]]:
-        return self.replica.keyword_search(query, k, filter)
-
-    def search_many(
-        self, queries: Sequence[str], k: int = 10, filter: Mapping[str, Any] | None = None
-    ) -> list[list[tuple[str, float]]]:
-        """Several keyword searches at once (the leg calibration's pseudo-queries share their common words)."""
-        return self.replica.keyword_search_many(queries, k, filter)
-
-
-class VectorLeg:
-    """The vector leg as the Finder sees it: the base index plus the overlay of changes not yet checkpointed."""
-
-    def __init__(self, engine: Engine) -> None:
-        engine.vector_store  # noqa: B018 - opens it
-        self.replica = engine.replica
-
-    def search(
-        self, embedding: Any, k: int, filter: Mapping[str, Any] | None = None
-    ) -> list[tuple[str, float]]:
-        return self.replica.vector_search(embedding, k, filter)
-
-    def search_many(
-        self, embeddings: Any, k: int, filter: Mapping[str, Any] | None = None
-    ) -> list[list[tuple[str, float]]]:
-        """Several vector searches in one index call (the leg calibration's pseudo-queries)."""
-        return self.replica.vector_search_many(embeddings, k, filter)
 
 
 def open_engine(
@@ -356,6 +320,12 @@ def _open_replica(
     )
 
 
+def _vector_leg(engine: Engine) -> VectorLeg:
+    """The vector leg as the Finder sees it, its index opened (and caught up) first."""
+    engine.vector_store  # noqa: B018 - opens it
+    return VectorLeg(engine.replica)
+
+
 def _make_finder(engine: Engine) -> Finder:
     """The legs and their fusion; fixed weights turn adaptive fusion's calibration off."""
     settings = engine.settings
@@ -365,7 +335,7 @@ def _make_finder(engine: Engine) -> Finder:
         if w is not None
     }
     return Finder(
-        lambda: VectorLeg(engine),
+        lambda: _vector_leg(engine),
         KeywordLeg(engine.replica),
         lambda: engine.embeddings,
         model_id=engine.model_id,

@@ -370,7 +370,7 @@ class Checkpointer:
         rather than read back.  The change is already safe in the ledger, so a failure here is logged, not
         raised: the next write or open replays it."""
         try:
-            self._engine.replica.sync_shared(written)
+            self._engine.replica.shared.sync(written)
         except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
             logger.error(
                 "the change is committed to the ledger, but updating the shared vector index failed "

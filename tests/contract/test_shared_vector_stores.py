@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from finderledge import FinderLedge
 from finderledge.errors import ConfigurationError
-from finderledge.replica import Replica
+from finderledge.ledgers import ChunkRecord
+from finderledge.shared_indexes import SharedIndexes
 from finderledge.vector_stores.langchain import UnsupportedFilterError
 
 DOCS = [
@@ -82,17 +83,17 @@ def test_a_writer_dying_before_the_shared_write_is_caught_up_by_the_next_search(
     writer, reader = pair
     writer.add_document(DOCS[:1])
     assert len(reader.vector_store) == 1  # opened (and up to date) before the writer dies
-    original = Replica.sync_shared
+    original = SharedIndexes.sync
 
-    def dies(self: Replica) -> None:
+    def dies(self: SharedIndexes, written: Sequence[ChunkRecord] = ()) -> None:
         raise ConnectionError("the server went away")
 
-    monkeypatch.setattr(Replica, "sync_shared", dies)
+    monkeypatch.setattr(SharedIndexes, "sync", dies)
     with caplog.at_level(logging.ERROR):
         writer.add_document(DOCS[1:2])  # committed to the ledger; the shared store missed it
     assert "updating the shared vector index failed" in caplog.text
     assert len(reader.vector_store) == 1
-    monkeypatch.setattr(Replica, "sync_shared", original)
+    monkeypatch.setattr(SharedIndexes, "sync", original)
     assert _vector_hits(reader, "revenue growth in Europe")[0] == DOCS[1].page_content
     assert len(reader.vector_store) == 2
 

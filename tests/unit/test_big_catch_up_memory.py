@@ -23,7 +23,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from texts import paragraphs
 
-from finderledge import FinderLedge, ingest, memory, replica
+from finderledge import FinderLedge, catch_up, ingest, memory, replica
 from finderledge.overlay import VectorOverlay
 from finderledge.segments import SegmentWriter
 from finderledge.storage import Storage
@@ -58,8 +58,8 @@ def test_the_writers_big_catch_up_grows_the_faiss_storage_once(
     monkeypatch.setattr(ingest, "STREAM_DOCUMENT_CHARS", 5_000)
     monkeypatch.setattr(ingest, "STREAM_WINDOW_CHARS", 3_000)
     monkeypatch.setattr(replica, "BIG_CHANGE", 10)  # the catch-up reads 7 rows at a time
-    monkeypatch.setattr(replica, "CATCH_UP_BATCH", 7)
-    monkeypatch.setattr(replica, "SPILL_ROWS", 15)  # and writes its indexes every 15 chunks
+    monkeypatch.setattr(catch_up, "CATCH_UP_BATCH", 7)
+    monkeypatch.setattr(catch_up, "SPILL_ROWS", 15)  # and writes its indexes every 15 chunks
     stream = paragraphs(3)
     big = tmp_path / "big.txt"
     big.write_text("\n\n".join(next(stream) for _ in range(80)), encoding="utf-8")

@@ -15,7 +15,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from texts import paragraphs
 
-from finderledge import FinderLedge, ingest, replica
+from finderledge import FinderLedge, catch_up, ingest, replica
 from finderledge.ledgers import SQLiteLedger
 
 
@@ -189,8 +189,8 @@ def test_streamed_and_whole_file_give_the_same_chunks_and_results(
     monkeypatch.setattr(ingest, "STREAM_DOCUMENT_CHARS", 5_000)
     monkeypatch.setattr(ingest, "STREAM_WINDOW_CHARS", 3_000)
     monkeypatch.setattr(replica, "BIG_CHANGE", 10)  # the catch-up reads and applies 7 rows at a time
-    monkeypatch.setattr(replica, "CATCH_UP_BATCH", 7)
-    monkeypatch.setattr(replica, "SPILL_ROWS", 15)  # and the writer writes its indexes every 15 chunks
+    monkeypatch.setattr(catch_up, "CATCH_UP_BATCH", 7)
+    monkeypatch.setattr(catch_up, "SPILL_ROWS", 15)  # and the writer writes its indexes every 15 chunks
     windows = []
     real = SQLiteLedger.stage_chunks
     monkeypatch.setattr(
