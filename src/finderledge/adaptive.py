@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from .fusion import FusedHit, Ranking, collect_hits, sorted_hits
+from .fusion import FusedHit, Ranking, first_listed, top_hits, zero_scores
 from .relevance import keyword_evidence, vector_evidence
 
 __all__ = ["LegWeights", "evidence_fusion", "leg_weights"]
@@ -88,12 +88,15 @@ def evidence_fusion(
     vector_baseline: float,
     keyword_ceiling: float,
     exhaustive: Collection[str] = (),
+    limit: int | None = None,
 ) -> list[FusedHit]:
-    """Weighted sum of each leg's scores on the absolute evidence scale (not clipped: a leg's order is kept).
+    """Weighted sum of each leg's scores on the absolute evidence scale (not clipped: a leg's order is kept);
+    the best ``limit`` hits (all: None).
 
     A candidate a leg did not return gets that leg's last listed evidence, or 0 for a leg in ``exhaustive``
     (its list holds every match, as a BM25 leg that returned fewer hits than asked)."""
-    hits = collect_hits(rankings)
+    listed = first_listed(rankings)
+    scores = zero_scores(listed)
     for leg, ranking in rankings.items():
         w = weights.get(leg, 1.0)
         if not ranking or w == 0:
@@ -103,7 +106,8 @@ def evidence_fusion(
         if span <= 0:
             continue
         missing = 0.0 if leg in exhaustive else (float(ranking[-1][1]) - offset) / span
-        for hit in hits.values():
-            raw = hit.raw_scores.get(leg)
-            hit.score += w * (missing if raw is None else (raw - offset) / span)
-    return sorted_hits(hits)
+        by_id = listed[leg]
+        for doc_id in scores:
+            got = by_id.get(doc_id)
+            scores[doc_id] += w * (missing if got is None else (got[1] - offset) / span)
+    return top_hits(listed, scores, limit)

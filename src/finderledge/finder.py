@@ -224,7 +224,7 @@ class Finder:
             if self.fusion == "adaptive" and background is not None:
                 bg = self._measure(query, vectors, background, timings)
                 hits = self._adaptive(
-                    query, rankings, exhaustive, timings, partition_of(filter, self.partition_key)
+                    query, rankings, exhaustive, timings, partition_of(filter, self.partition_key), k
                 )
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
@@ -241,7 +241,12 @@ class Finder:
                         "set by the caller" if self.weights is not None else "equal (default for this fusion)"
                     )
                 hits = fuse(
-                    method, rankings, weights, self.rank_constant, {"keyword": 0.0} if exhaustive else None
+                    method,
+                    rankings,
+                    weights,
+                    self.rank_constant,
+                    {"keyword": 0.0} if exhaustive else None,
+                    limit=k,  # FusedHits for the hits returned only
                 )
                 timings.weights, timings.weights_reason = (
                     {leg: weights.get(leg, 1.0) for leg in rankings},
@@ -287,8 +292,10 @@ class Finder:
         exhaustive: bool,
         timings: SearchTrace,
         partition: str | None = None,
+        limit: int | None = None,
     ) -> list[FusedHit]:
-        """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights."""
+        """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights; the best
+        ``limit`` hits (all: None)."""
         baseline, ceiling = timings.vector_baseline or 0.0, timings.keyword_ceiling or 0.0
         if self.weights is not None:
             chosen = LegWeights(
@@ -321,10 +328,12 @@ class Finder:
             vector_baseline=baseline,
             keyword_ceiling=ceiling,
             exhaustive=("keyword",) if exhaustive else (),
+            limit=limit,
         )
 
     def _score(self, hits: list[FusedHit], timings: SearchTrace) -> None:
-        """Set every hit's absolute relevance (before the list is cut to ``k``, so it does not depend on ``k``)."""
+        """Set every hit's absolute relevance (each is capped by the hits ranked before it only, so the best
+        ``k`` get the values they would get in a longer list: it does not depend on ``k``)."""
         start = time.perf_counter()
         score_hits(
             hits,

@@ -16,8 +16,10 @@ Script detection (which scripts a query is written in, which an embedding model 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -29,16 +31,20 @@ __all__ = [
     "FIXED_FUSIONS",
     "KNOWN_SCRIPTS",
     "FusedHit",
+    "Listed",
     "Ranking",
     "collect_hits",
     "distribution_based_score_fusion",
+    "first_listed",
     "fuse",
     "model_scripts",
     "reciprocal_rank_fusion",
     "relative_score_fusion",
     "script_of",
     "sorted_hits",
+    "top_hits",
     "vector_leg_share",
+    "zero_scores",
 ]
 
 Ranking = Sequence[tuple[str, float]]
@@ -77,16 +83,75 @@ def sorted_hits(hits: dict[str, FusedHit]) -> list[FusedHit]:
     return sorted(hits.values(), key=lambda h: (-h.score, min(h.ranks.values()), h.id))
 
 
+Listed = dict[
+    str, dict[str, tuple[int, float]]
+]  # leg -> id -> (1-based rank, raw score) of its first listing
+
+
+def first_listed(rankings: Mapping[str, Ranking]) -> Listed:
+    """Each leg's ids at their first (best) position, with that rank and raw score; a repeated id counts once."""
+    out: Listed = {}
+    for leg, ranking in rankings.items():
+        listed: dict[str, tuple[int, float]] = {}
+        for rank, (doc_id, raw) in enumerate(ranking, start=1):
+            if doc_id not in listed:
+                listed[doc_id] = (rank, float(raw))
+        out[leg] = listed
+    return out
+
+
+def zero_scores(listed: Listed) -> dict[str, float]:
+    """Every id any leg listed, with score 0 (the legs' order, then each leg's)."""
+    return dict.fromkeys(chain.from_iterable(listed.values()), 0.0)
+
+
+def top_hits(listed: Listed, scores: Mapping[str, float], limit: int | None = None) -> list[FusedHit]:
+    """The best ``limit`` ids (all: None) as :class:`FusedHit` s, in :func:`sorted_hits` order (ties go to the
+    better best rank, then the id): only the hits returned are made, not one per candidate."""
+    best: dict[str, int] = {}
+    for by_id in listed.values():
+        for doc_id, (rank, _) in by_id.items():
+            if rank < best.get(doc_id, rank + 1):
+                best[doc_id] = rank
+
+    def key(doc_id: str) -> tuple[float, int, str]:
+        return (-scores[doc_id], best[doc_id], doc_id)
+
+    if limit is None or limit >= len(scores):
+        order = sorted(scores, key=key)
+    else:
+        order = heapq.nsmallest(limit, scores, key=key)
+    return [
+        FusedHit(
+            doc_id,
+            scores[doc_id],
+            {leg: by_id[doc_id][0] for leg, by_id in listed.items() if doc_id in by_id},
+            {leg: by_id[doc_id][1] for leg, by_id in listed.items() if doc_id in by_id},
+        )
+        for doc_id in order
+    ]
+
+
 def reciprocal_rank_fusion(
-    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None, rank_constant: int = 60
+    rankings: Mapping[str, Ranking],
+    weights: Mapping[str, float] | None = None,
+    rank_constant: int = 60,
+    limit: int | None = None,
 ) -> list[FusedHit]:
-    """Reciprocal Rank Fusion with per-leg weights (default 1) and rank constant (default 60)."""
+    """Reciprocal Rank Fusion with per-leg weights (default 1) and rank constant (default 60); the best
+    ``limit`` hits (all: None)."""
     if rank_constant < 0:
         raise ValueError(f"rrf rank constant: expected >= 0, got {rank_constant}")
-    hits = collect_hits(rankings)
-    for hit in hits.values():
-        hit.score = sum((weights or {}).get(leg, 1.0) / (rank_constant + r) for leg, r in hit.ranks.items())
-    return sorted_hits(hits)
+    listed = first_listed(rankings)
+    scores = {
+        doc_id: sum(
+            (weights or {}).get(leg, 1.0) / (rank_constant + by_id[doc_id][0])
+            for leg, by_id in listed.items()
+            if doc_id in by_id
+        )
+        for doc_id in zero_scores(listed)
+    }
+    return top_hits(listed, scores, limit)
 
 
 def _normalised_sum(
@@ -94,14 +159,16 @@ def _normalised_sum(
     weights: Mapping[str, float] | None,
     how: str,
     floors: Mapping[str, float] | None = None,
+    limit: int | None = None,
 ) -> list[FusedHit]:
-    hits = collect_hits(rankings)
+    listed = first_listed(rankings)
+    scores = zero_scores(listed)
     for leg, ranking in rankings.items():
         if not ranking:
             continue
         if how == "minmax":
-            scores = [float(s) for _, s in ranking]
-            lo, hi = min(scores), max(scores)
+            values = [float(s) for _, s in ranking]
+            lo, hi = min(values), max(values)
             if floors and leg in floors:  # the list holds every match: its true minimum is the floor
                 lo = min(lo, floors[leg])
         else:  # dbsf
@@ -110,50 +177,44 @@ def _normalised_sum(
             lo, hi = mean - 3 * std, mean + 3 * std
         span = hi - lo
         w = (weights or {}).get(leg, 1.0)
-        seen: set[str] = set()
-        for doc_id, _ in ranking:
-            if doc_id in seen:  # a repeated id counts once, at its first (best) position
-                continue
-            seen.add(doc_id)
-            hit = hits[doc_id]
-            raw = hit.raw_scores[leg]
-            norm = 1.0 if span <= 0 else min(max((raw - lo) / span, 0.0), 1.0)
-            hit.score += w * norm
-    return sorted_hits(hits)
+        for doc_id, (_, raw) in listed[leg].items():  # a repeated id counts once, at its first position
+            scores[doc_id] += w * (1.0 if span <= 0 else min(max((raw - lo) / span, 0.0), 1.0))
+    return top_hits(listed, scores, limit)
 
 
 def relative_score_fusion(
     rankings: Mapping[str, Ranking],
     weights: Mapping[str, float] | None = None,
     floors: Mapping[str, float] | None = None,
+    limit: int | None = None,
 ) -> list[FusedHit]:
-    """Min-max normalised scores, weighted and summed.
+    """Min-max normalised scores, weighted and summed; the best ``limit`` hits (all: None).
 
     ``floors`` gives, for a leg whose list is exhaustive (a BM25 leg that returned fewer hits than asked:
     every other document scores 0), the score the minimum should be taken as — so its last real match
     does not normalise to 0 as if it had not matched.
     """
-    return _normalised_sum(rankings, weights, "minmax", floors)
+    return _normalised_sum(rankings, weights, "minmax", floors, limit)
 
 
 def distribution_based_score_fusion(
-    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None
+    rankings: Mapping[str, Ranking], weights: Mapping[str, float] | None = None, limit: int | None = None
 ) -> list[FusedHit]:
-    """Scores normalised by mean ± 3σ of each leg, weighted and summed."""
-    return _normalised_sum(rankings, weights, "dbsf")
+    """Scores normalised by mean ± 3σ of each leg, weighted and summed; the best ``limit`` hits (all: None)."""
+    return _normalised_sum(rankings, weights, "dbsf", limit=limit)
 
 
 #: the fixed fusions by name (``adaptive`` is :func:`finderledge.adaptive.evidence_fusion`): one table, so the
 #: names ``fuse`` accepts and the methods it runs cannot drift apart
 FIXED_FUSIONS: dict[str, Callable[..., list[FusedHit]]] = {
-    "rrf": lambda rankings, weights, rank_constant, floors: reciprocal_rank_fusion(
-        rankings, weights, rank_constant
+    "rrf": lambda rankings, weights, rank_constant, floors, limit: reciprocal_rank_fusion(
+        rankings, weights, rank_constant, limit
     ),
-    "relative_score": lambda rankings, weights, rank_constant, floors: relative_score_fusion(
-        rankings, weights, floors
+    "relative_score": lambda rankings, weights, rank_constant, floors, limit: relative_score_fusion(
+        rankings, weights, floors, limit
     ),
-    "dbsf": lambda rankings, weights, rank_constant, floors: distribution_based_score_fusion(
-        rankings, weights
+    "dbsf": lambda rankings, weights, rank_constant, floors, limit: distribution_based_score_fusion(
+        rankings, weights, limit
     ),
 }
 
@@ -164,9 +225,11 @@ def fuse(
     weights: Mapping[str, float] | None = None,
     rank_constant: int = 60,
     floors: Mapping[str, float] | None = None,
+    limit: int | None = None,
 ) -> list[FusedHit]:
-    """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf`` (``floors``: relative_score only)."""
+    """Fuse with the named method: ``rrf``, ``relative_score`` or ``dbsf`` (``floors``: relative_score only);
+    the best ``limit`` hits (all: None)."""
     method_of = FIXED_FUSIONS.get(method)
     if method_of is None:
         raise ConfigurationError(f"setting 'fusion': expected one of {list(FIXED_FUSIONS)}, got {method!r}")
-    return method_of(rankings, weights, rank_constant, floors)
+    return method_of(rankings, weights, rank_constant, floors, limit)
