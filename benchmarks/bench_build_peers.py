@@ -392,6 +392,8 @@ def ratios(sides: dict[str, Any]) -> dict[str, dict[str, float]]:
         other = sides[peer]
         figures = {
             "build": fl["build_s"] / other["build_s"],
+            # with the peer's files synced to disk after its build, as FinderLedge syncs its own
+            "build_vs_synced": fl["build_s"] / (other["build_s"] + other.get("sync_s", 0.0)),
             "build_peak_rss": fl["peak_rss_mib"] / other["peak_rss_mib"],
             "disk": fl["disk_mib"] / other["disk_mib"],
             "io_written": fl["io_written_mib"] / other["io_written_mib"],
