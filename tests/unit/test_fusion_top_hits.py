@@ -17,27 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finderledge.adaptive import evidence_fusion
-from finderledge.fusion import FusedHit, Ranking, fuse
+from finderledge.fusion import FusedHit, Ranking, collect_hits, fuse, sorted_hits
 from finderledge.relevance import score_hits
 
-# -- the reference: the plain way -------------------------------------------------------------------------
-
-
-def _collect(rankings: Mapping[str, Ranking]) -> dict[str, FusedHit]:
-    hits: dict[str, FusedHit] = {}
-    for leg, ranking in rankings.items():
-        for rank, (doc_id, raw) in enumerate(ranking, start=1):
-            hit = hits.get(doc_id)
-            if hit is None:
-                hits[doc_id] = FusedHit(doc_id, 0.0, {leg: rank}, {leg: float(raw)})
-            elif leg not in hit.ranks:
-                hit.ranks[leg] = rank
-                hit.raw_scores[leg] = float(raw)
-    return hits
-
-
-def _sorted(hits: dict[str, FusedHit]) -> list[FusedHit]:
-    return sorted(hits.values(), key=lambda h: (-h.score, min(h.ranks.values()), h.id))
+# -- the reference: the plain way (every candidate a FusedHit: fusion.collect_hits, sorted_hits) ----------
 
 
 def _evidence(
@@ -47,7 +30,7 @@ def _evidence(
     ceiling: float,
     exhaustive: Sequence[str],
 ) -> list[FusedHit]:
-    hits = _collect(rankings)
+    hits = collect_hits(rankings)
     for leg, ranking in rankings.items():
         w = weights.get(leg, 1.0)
         if not ranking or w == 0:
@@ -59,14 +42,14 @@ def _evidence(
         for hit in hits.values():
             raw = hit.raw_scores.get(leg)
             hit.score += w * (missing if raw is None else (raw - offset) / span)
-    return _sorted(hits)
+    return sorted_hits(hits)
 
 
 def _rrf(rankings: Mapping[str, Ranking], weights: Mapping[str, float], c: int) -> list[FusedHit]:
-    hits = _collect(rankings)
+    hits = collect_hits(rankings)
     for hit in hits.values():
         hit.score = sum(weights.get(leg, 1.0) / (c + r) for leg, r in hit.ranks.items())
-    return _sorted(hits)
+    return sorted_hits(hits)
 
 
 def _normalised(
@@ -75,7 +58,7 @@ def _normalised(
     how: str,
     floors: Mapping[str, float] | None,
 ) -> list[FusedHit]:
-    hits = _collect(rankings)
+    hits = collect_hits(rankings)
     for leg, ranking in rankings.items():
         if not ranking:
             continue
@@ -97,7 +80,7 @@ def _normalised(
             seen.add(doc_id)
             raw = hits[doc_id].raw_scores[leg]
             hits[doc_id].score += w * (1.0 if span <= 0 else min(max((raw - lo) / span, 0.0), 1.0))
-    return _sorted(hits)
+    return sorted_hits(hits)
 
 
 # -- the property ---------------------------------------------------------------------------------------
