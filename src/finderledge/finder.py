@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,9 +25,13 @@ from .scripts import ANY_SCRIPT, model_scripts, parse_scripts, vector_leg_share
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-__all__ = ["Finder", "KeywordIndex", "VectorIndex"]
+__all__ = ["LEG_START_WAIT", "Finder", "KeywordIndex", "VectorIndex", "leg_thread_cores", "resolve_scripts"]
 
 logger = logging.getLogger(__name__)
+
+#: seconds a hybrid search waits for its vector leg to start on the leg thread before running the keyword leg
+#: (it starts at once unless both leg threads are busy with other searches: then it does not wait longer)
+LEG_START_WAIT = 0.005
 
 
 class KeywordIndex(Protocol):
@@ -94,30 +99,10 @@ class Finder:
         self.calibration: Callable[..., Calibration | None] = calibration or (lambda *_: None)
         self.candidate_k = candidate_k
         self.min_vector_share: float = check_setting("min_vector_share", min_vector_share)
-        self.vector_scripts = self._resolve_scripts(vector_scripts, model_id or self)
+        self.vector_scripts = resolve_scripts(vector_scripts, model_id or self)
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
         self.partition_key = partition_key
         self._pool: ThreadPoolExecutor | None = None
-
-    @staticmethod
-    def _resolve_scripts(value: str | frozenset[str], model: str | Finder) -> frozenset[str]:
-        """The scripts the model reads; ``model`` is its id, or this Finder (whose model is then loaded)."""
-        if isinstance(value, frozenset):
-            return value
-        if value == "auto":
-            if not isinstance(model, str):
-                from .embeddings import embedding_model_id  # the model is loaded: so is this module
-
-                model = embedding_model_id(model.embeddings)
-            scripts = model_scripts(model)
-            if scripts != ANY_SCRIPT:
-                logger.info(
-                    "embedding model reads %s script only: hybrid search skips the vector leg for "
-                    "queries written mostly in other scripts",
-                    sorted(scripts),
-                )
-            return scripts
-        return parse_scripts(check_setting("vector_scripts", value), ANY_SCRIPTS)
 
     @property
     def embeddings(self) -> Embeddings:
@@ -143,7 +128,10 @@ class Finder:
         flt: Mapping[str, Any] | None,
         timings: SearchTrace,
         seen: list[Any] | None = None,
+        started: threading.Event | None = None,
     ) -> list[tuple[str, float]]:
+        if started is not None:  # on the leg thread: the caller waits for this before its keyword leg
+            started.set()
         start = time.perf_counter()
         vector = self.embeddings.embed_query(query)
         timings.embed = time.perf_counter() - start
@@ -210,7 +198,11 @@ class Finder:
                 self._pool = ThreadPoolExecutor(
                     max_workers=2, thread_name_prefix="finderledge-leg", initializer=_leave_a_core()
                 )
-            vec = self._pool.submit(self._vector_leg, query, depth, filter, timings, vectors)
+            started = threading.Event()
+            vec = self._pool.submit(self._vector_leg, query, depth, filter, timings, vectors, started)
+            # the vector leg goes first: it holds the GIL only until it calls the model or the index (both let
+            # it go), while the keyword leg, mostly Python, would hold it until the interpreter's switch
+            started.wait(LEG_START_WAIT)
             kw = self._keyword_leg(query, depth, filter, timings)
             rankings = {"vector": vec.result(), "keyword": kw}
         start = time.perf_counter()
@@ -233,29 +225,20 @@ class Finder:
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
                 method = self.fusion
-                if (
-                    method == "adaptive"
-                ):  # a Finder used on its own, without a corpus to measure evidence against
+                reason = (
+                    "set by the caller" if self.weights is not None else "equal (default for this fusion)"
+                )
+                if method == "adaptive":  # a Finder on its own, without a corpus to measure evidence against
                     method, reason = (
                         "relative_score",
                         "adaptive fusion needs the corpus background: equal weights",
                     )
-                else:
-                    reason = (
-                        "set by the caller" if self.weights is not None else "equal (default for this fusion)"
-                    )
+                floors = {"keyword": 0.0} if exhaustive else None
                 hits = fuse(
-                    method,
-                    rankings,
-                    weights,
-                    self.rank_constant,
-                    {"keyword": 0.0} if exhaustive else None,
-                    limit=k,  # FusedHits for the hits returned only
-                )
-                timings.weights, timings.weights_reason = (
-                    {leg: weights.get(leg, 1.0) for leg in rankings},
-                    reason,
-                )
+                    method, rankings, weights, self.rank_constant, floors, limit=k
+                )  # k FusedHits only
+                timings.weights = {leg: weights.get(leg, 1.0) for leg in rankings}
+                timings.weights_reason = reason
             if "vector" not in rankings:
                 timings.weights["vector"] = 0.0
                 timings.weights_reason = (
@@ -386,3 +369,23 @@ def _leave_a_core() -> Callable[[], None] | None:
         return None
     threads = leg_thread_cores(faiss)
     return lambda: faiss.omp_set_num_threads(threads)
+
+
+def resolve_scripts(value: str | frozenset[str], model: str | Finder) -> frozenset[str]:
+    """The scripts the model reads; ``model`` is its id, or this Finder (whose model is then loaded)."""
+    if isinstance(value, frozenset):
+        return value
+    if value == "auto":
+        if not isinstance(model, str):
+            from .embeddings import embedding_model_id  # the model is loaded: so is this module
+
+            model = embedding_model_id(model.embeddings)
+        scripts = model_scripts(model)
+        if scripts != ANY_SCRIPT:
+            logger.info(
+                "embedding model reads %s script only: hybrid search skips the vector leg for "
+                "queries written mostly in other scripts",
+                sorted(scripts),
+            )
+        return scripts
+    return parse_scripts(check_setting("vector_scripts", value), ANY_SCRIPTS)
