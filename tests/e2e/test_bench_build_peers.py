@@ -53,6 +53,7 @@ def test_tiny_run_writes_every_side_and_ratio(tmp_path: Path) -> None:
     ratios = result["ratios"]
     assert set(ratios["bm25s_faiss"]) == {
         "build",
+        "build_vs_synced",
         "build_peak_rss",
         "disk",
         "io_written",

@@ -37,8 +37,10 @@ def test_tiny_run_writes_every_figure(tmp_path: Path) -> None:
     for key in ("add_one_s", "remove_one_s", "add_one_again_s", "remove_one_again_s"):
         assert fl["serve"][key] > 0, key
     assert 0 <= fl["serve"]["hybrid_beyond_slowest_leg_p50_ms"] < fl["serve"]["hybrid_p50_ms"]
+    assert peer["sync_s"] > 0  # the peer's fsync of its files, timed apart from its build
     assert set(result["ratios"]) == {
         "build",
+        "build_vs_peer_synced",
         "build_peak_rss",
         "disk",
         "add_one_vs_peer_rebuild",
