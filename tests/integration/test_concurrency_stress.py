@@ -37,6 +37,13 @@ N_WRITERS = 3
 N_READERS = 2
 MIN_KILLS = 5
 MIN_OPS = {"add": 10, "replace": 5, "remove": 3}  # finished operations a run must have seen
+# Chroma's own store (its Rust core), opened by a reader, may fail to replay its log after a writer was killed
+# mid-write.  FinderLedge then moves the index aside and rebuilds it from the ledger (the search that found it
+# still answers), and writers that open it next restore what it lacks: that recovery is counted, not a
+# problem, at most this many times a run; every other check (violations, probes, the ledger) still applies
+CHROMA_LOG_REPLAY = "Failed to apply logs to the hnsw segment writer"
+CHROMA_RESTORE = "vector index: restoring"
+MAX_CHROMA_REBUILDS = 3
 
 
 @dataclass
@@ -311,16 +318,34 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
     assert set(reports) == set(stress.readers), (
         f"missing reader reports: {set(stress.readers) - set(reports)}"
     )
+
+    def chroma_rebuild(msg: str) -> bool:
+        return kind == "chroma" and CHROMA_LOG_REPLAY in msg
+
+    writer_logs = [(name, e) for name, entries in journals.items() for e in entries if e["e"] == "log"]
+    rebuilds = sum(  # each rebuild logs the damage found, then the move aside
+        1
+        for rep in reports.values()
+        for w in rep["warnings"]
+        if chroma_rebuild(w["msg"]) and "; moved " in w["msg"]
+    ) + sum(1 for _, e in writer_logs if chroma_rebuild(e["msg"]) and "; moved " in e["msg"])
+    if rebuilds > MAX_CHROMA_REBUILDS:
+        problems.append(f"Chroma failed to replay its log {rebuilds} times (allowed {MAX_CHROMA_REBUILDS})")
+
+    def expected(msg: str) -> bool:  # Chroma's failure and its recovery (see CHROMA_LOG_REPLAY)
+        return chroma_rebuild(msg) or (rebuilds > 0 and msg.startswith(CHROMA_RESTORE))
+
     for rid, rep in reports.items():
         if rep["n_violations"]:
             problems.append(
                 f"reader {rid}: {rep['n_violations']} violation(s), first ones:\n"
                 + json.dumps(rep["violations"][:5], indent=1)
             )
-        if rep["n_warnings"]:
+        unexpected = [w for w in rep["warnings"] if not expected(w["msg"])]
+        if unexpected or rep["n_warnings"] > len(rep["warnings"]):
             problems.append(
                 f"reader {rid}: the library logged {rep['n_warnings']} warning(s):\n"
-                + json.dumps(rep["warnings"][:5], indent=1)
+                + json.dumps((unexpected or rep["warnings"])[:5], indent=1)
             )
         if rep["searches"] < 10:
             problems.append(f"reader {rid}: only {rep['searches']} searches")
@@ -338,7 +363,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
         for e in entries:
             if e["e"] == "error":
                 problems.append(f"writer {name} failed in {e['op']}:\n{e['tb']}")
-            elif e["e"] == "log":
+            elif e["e"] == "log" and not expected(e["msg"]):
                 problems.append(
                     f"writer {name}: the library logged {e['level']}: {e['msg']}\n{e.get('exc', '')}"
                 )
@@ -559,6 +584,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
         "vector_probe_misses": len(misses),
         "replica_checks": sum(r["replica_checks"] for r in reports.values()),
         "chroma_ids_drift": sum(r["chroma_ids_drift"] for r in reports.values()),
+        "chroma_log_replay_rebuilds": rebuilds,
         "documents": len(docs),
         "chunks": len(ledger_chunks),
         "changes": len(changes),
