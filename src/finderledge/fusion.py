@@ -83,9 +83,8 @@ def sorted_hits(hits: dict[str, FusedHit]) -> list[FusedHit]:
     return sorted(hits.values(), key=lambda h: (-h.score, min(h.ranks.values()), h.id))
 
 
-Listed = dict[
-    str, dict[str, tuple[int, float]]
-]  # leg -> id -> (1-based rank, raw score) of its first listing
+#: leg -> id -> (1-based rank, raw score) of the id's first listing in that leg
+Listed = dict[str, dict[str, tuple[int, float]]]
 
 
 def first_listed(rankings: Mapping[str, Ranking]) -> Listed:

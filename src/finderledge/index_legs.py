@@ -160,12 +160,17 @@ class Leg:
         return str(getattr(self.handle, "location", LOCAL))
 
     @property
+    def backlogged(self) -> bool:
+        """Over :data:`BACKLOG_LIMIT` changes wait in memory: persist now (even a stale replica, reloading first)."""
+        return self.pending > BACKLOG_LIMIT
+
+    @property
     def needs_checkpoint(self) -> bool:
         return (
             self.handle is not None
             and self.location == LOCAL
             and not self.memory_only
-            and (self.rebuilt or self.pending > BACKLOG_LIMIT)
+            and (self.rebuilt or self.backlogged)
         )
 
     def load(self) -> None:

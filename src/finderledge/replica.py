@@ -276,7 +276,7 @@ class Replica:
         ):
             return
         if not current:
-            if not (force or leg.pending > BACKLOG_LIMIT):
+            if not (force or leg.backlogged):
                 return
             logger.info("%s index: another process checkpointed it; reloading before persisting", leg.name)
             self._reload(leg)
