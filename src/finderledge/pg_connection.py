@@ -8,7 +8,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
     import psycopg
@@ -20,6 +20,7 @@ __all__ = [
     "connect_checked",
     "make_pool",
     "prepare_schema",
+    "require_psycopg",
     "safe_name",
     "scrub",
 ]
@@ -27,6 +28,16 @@ __all__ = [
 POOL_MAX_SIZE = 8
 _URL_SECRET = re.compile(r"(?i)(postgres(?:ql)?://)[^/@\s]*@")
 _PASSWORD_KV = re.compile(r"(?i)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def require_psycopg(feature: str) -> None:
+    """Refuse ``feature`` (e.g. ``database_url``) with one line naming the extra when psycopg or its pool is not
+    installed, before anything is opened (rather than a ModuleNotFoundError from deep inside)."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError(feature, exc.name or "psycopg", "postgres") from None
 
 
 class PostgresConnectionError(ConfigurationError):

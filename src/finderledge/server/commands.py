@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,11 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..vector_stores import backend_names
 
-__all__ = ["COMMANDS", "add_commands"]
+__all__ = ["COMMANDS", "EXIT_SERVER_FAILED", "add_commands"]
+
+#: ``finderledge serve``'s exit code when the server stopped on an error of its own after the checks passed
+#: (uvicorn's startup failure, e.g. the port taken between the check and the start; its log says why)
+EXIT_SERVER_FAILED = 3
 
 
 def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
@@ -134,6 +140,31 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another process listens on (or an address this machine lacks), before the server claims
+    to serve: binding as uvicorn does, then letting go (a :class:`ConfigurationError`, exit 2)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConfigurationError(f"--host {host}: not an address of this machine ({exc.strerror})") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as uvicorn: a closing socket is no owner
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigurationError(
+                    f"--port {port}: {host}:{port} is already in use by another process (another "
+                    "'finderledge serve'?); stop it or choose another port with --port"
+                ) from None
+            raise ConfigurationError(
+                f"--host {host} --port {port}: cannot listen there ({exc.strerror})"
+            ) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run uvicorn with ``--workers`` processes, each building the app from the same settings."""
     from .config import ServerConfig
@@ -185,6 +216,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f'the server needs its extra ({exc.name} is missing): pip install "finderledge[server]"'
         ) from None
+    check_port(args.host, args.port)
     os.environ.update(config.to_env())
     os.environ[SERVE_ENV] = "1"
     if args.workers > 1:
@@ -193,15 +225,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"finderledge: serving {config.directory} on http://{args.host}:{args.port} "
         f"({args.workers} worker(s); API docs at /docs)\n"
     )
-    uvicorn.run(
-        "finderledge.server.app:app_from_environment",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level="warning" if args.verbosity < 1 else "info",
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,  # then every worker exits within EXIT_SECONDS more
-    )
+    try:
+        uvicorn.run(
+            "finderledge.server.app:app_from_environment",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level="warning" if args.verbosity < 1 else "info",
+            timeout_graceful_shutdown=GRACEFUL_SECONDS,  # then every worker exits within EXIT_SECONDS more
+        )
+    except SystemExit as exc:  # uvicorn exits 1 or 3 when it cannot start: one documented code, and why
+        if exc.code in (None, 0):
+            return 0
+        sys.stderr.write(
+            f"finderledge serve: error: the server stopped on an error (uvicorn exit {exc.code}; "
+            "the lines above say why)\n"
+        )
+        return EXIT_SERVER_FAILED
     return 0
 
 

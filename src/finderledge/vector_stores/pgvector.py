@@ -58,7 +58,14 @@ import numpy as np
 
 from ..errors import ConfigurationError, IncompatibleIndexError
 from ..filters import compile_filter
-from ..pg_connection import advisory_key, connect_checked, make_pool, prepare_schema, safe_name
+from ..pg_connection import (
+    advisory_key,
+    connect_checked,
+    make_pool,
+    prepare_schema,
+    require_psycopg,
+    safe_name,
+)
 from .base import LEDGER, SHARED, VectorStore
 from .pg_filter import jsonb_text, to_sql
 
@@ -461,4 +468,5 @@ def open_pgvector(
             "vector_store='pgvector': pass url='postgresql://…' (or use database_url=…, "
             "whose ledger holds the vectors itself)"
         )
+    require_psycopg("vector_store='pgvector'")
     return PgVectorStore(url, dimension=dimension, schema=schema, table=table)
