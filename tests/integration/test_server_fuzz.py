@@ -326,6 +326,31 @@ FUZZ_SETTINGS = settings(
     derandomize="FINDERLEDGE_FUZZ_EXAMPLES" not in os.environ,  # the long form explores
     suppress_health_check=list(HealthCheck),
 )
+
+
+def _nodeid_for_schemathesis() -> None:
+    """pytest 9.2 keeps a node's id as ``Node._id`` (a NodeId) and dropped ``_nodeid``, which Schemathesis'
+    ``from_fixture`` (4.32.5, the newest) still reads and rewrites to name each operation ("'Function' object has
+    no attribute '_nodeid'"): give it back as a property over ``_id``. No-op on a pytest that has it."""
+    from _pytest.nodes import Node
+
+    if hasattr(Node, "_nodeid") or "_nodeid" in getattr(Node, "__slots__", ()):
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # an older pytest: it sets _nodeid on each node itself
+        return
+
+    def get(node: Any) -> str:
+        return str(node._id)
+
+    def put(node: Any, value: str) -> None:
+        node._id = coerce_node_id(value)
+
+    Node._nodeid = property(get, put)  # type: ignore[attr-defined]
+
+
+_nodeid_for_schemathesis()
 open_api = schemathesis.pytest.from_fixture("open_schema")
 keyed_api = schemathesis.pytest.from_fixture("keyed_schema")
 keyless_api = schemathesis.pytest.from_fixture("keyless_schema")
