@@ -27,3 +27,7 @@ def test_the_first_use_export_logs_each_step_and_beats(
         assert any(line.startswith(f"{what}: {n}/5 ") for line in lines), (n, lines)
     assert any(line.startswith(f"{what}: still ") for line in lines)  # the torch trace alone takes seconds
     assert lines[-1].startswith(f"{what}: done in ")
+    # one line at WARNING says what the wait is, for a script that shows warnings only (issue 44: the
+    # quickstart's basicConfig(level=WARNING) showed nothing for the whole export)
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [m for m in said if m.startswith("exporting the default model to ONNX once for this machine")]

@@ -283,7 +283,12 @@ def _ensure_built(model_path: Path) -> Path:
     with FileLock(str(final) + ".lock"):
         if (final / "build.json").is_file():  # another process built it while this one waited
             return final
-        logger.info("exporting %s to ONNX in %s (first use only; takes a few seconds)", model_path, final)
+        # a warning, not info: a script that shows only warnings (as the quickstart) still says why it waits
+        logger.warning(
+            "exporting the default model to ONNX once for this machine (about 20 s, minutes on a busy "
+            "machine; cached in %s)",
+            final,
+        )
         building = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
         try:
             with heartbeat("exporting the default model to ONNX (once per machine)") as step:
