@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from paths import DATASETS, EXAMPLES, ROOT, dataset  # noqa: F401 - re-exported for tests that import conftest
+from paths import DATASETS, EXAMPLES, REQUIRE, ROOT, dataset  # noqa: F401 - re-exported for tests that import conftest
 from pg_server import pg_url  # noqa: F401 - PostgreSQL + pgvector for the session, on first use
 from server_process import free_port
 
@@ -83,9 +83,10 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, session_cache: Path
 ) -> None:
-    """No FINDERLEDGE_* variable or .env file from the developer's shell leaks into a test."""
+    """No FINDERLEDGE_* variable or .env file from the developer's shell leaks into a test (but CI's
+    FINDERLEDGE_REQUIRE_DATASETS, read by tests/helpers/paths.py while the test runs)."""
     for key in list(os.environ):
-        if key.startswith("FINDERLEDGE_"):
+        if key.startswith("FINDERLEDGE_") and key != REQUIRE:
             monkeypatch.delenv(key)
     monkeypatch.setenv("FINDERLEDGE_CACHE_DIR", str(session_cache))
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
