@@ -3,7 +3,8 @@ and keys.
 
 Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id) or
 damage found (check);
-2 bad usage or input (a missing index, path or option value), or any other failure; 130 interrupted.
+2 bad usage or input (a missing index, path or option value, a missing extra, serve's port in use), or any
+other failure; 3 serve's server stopped on an error after starting; 130 interrupted.
 A failure is one line on stderr (``--debug`` shows the traceback instead); warnings are one line each
 (``-v`` adds FinderLedge's progress details, ``-q`` leaves errors only).  ``--json`` prints
 machine-readable output on stdout.

@@ -119,3 +119,18 @@ def test_a_misspelled_variable_is_named_with_the_nearest(tmp_path: Path) -> None
         "finderledge: warning: FINDERLEDGE_CHUNKSIZE is not a FinderLedge variable and is ignored; "
         "did you mean FINDERLEDGE_CHUNK_SIZE? (in the environment)"
     )
+
+
+def test_every_exit_code_is_documented() -> None:
+    """Each code the CLI returns (its EXIT_* constants and serve's) is in the README's list of exit codes."""
+    import re
+
+    from finderledge import cli
+    from finderledge.server import commands
+
+    codes = {0} | {v for k, v in vars(cli).items() if k.startswith("EXIT_")} | {commands.EXIT_SERVER_FAILED}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = re.search(r"Exit codes: (.*?); a failure is one line", readme, flags=re.DOTALL)
+    assert listed, "README: the list of exit codes moved"
+    documented = {int(n) for n in re.findall(r"(?:^|, )(\d+) ", listed.group(1).replace("\n", " "))}
+    assert codes == documented == {0, 1, 2, 3, 130}
