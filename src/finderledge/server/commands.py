@@ -149,9 +149,8 @@ def check_port(host: str, port: int) -> None:
         raise ConfigurationError(f"--host {host}: not an address of this machine ({exc.strerror})") from None
     family, _, _, _, address = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(
-            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
-        )  # as uvicorn: a closing socket is no owner
+        # as uvicorn binds: a socket of a closed server (TIME_WAIT) is no owner
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(address)
         except OSError as exc:
