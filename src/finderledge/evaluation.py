@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,7 +39,7 @@ from langchain_core.documents import Document
 from .config import SEARCH_MODES
 from .errors import ConfigurationError
 from .metadata import info_of, source_of
-from .progress import ProgressLog
+from .progress import ProgressLog, bar_fits
 from .sources import resolve_source
 
 if TYPE_CHECKING:
@@ -283,7 +282,7 @@ def index_beir(
     items = list(dataset.corpus.items())
     batches = range(0, len(items), batch_size)
     log = None
-    if show_progress if show_progress is not None else sys.stderr.isatty():
+    if show_progress if show_progress is not None else bar_fits():
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")  # type: ignore[assignment]
@@ -317,7 +316,7 @@ def _run_queries(
     query id and latency summaries."""
     iterator: Any = queries
     log = None
-    if show_progress if show_progress is not None else sys.stderr.isatty():
+    if show_progress if show_progress is not None else bar_fits():
         from tqdm.auto import tqdm
 
         iterator = tqdm(queries, desc=desc, unit="query")

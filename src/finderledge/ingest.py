@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,7 +126,7 @@ class Writer:
             if prune and Path(p).is_dir()
         ]
 
-        def groups() -> Iterator[Group]:
+        def groups() -> Generator[Group, None, None]:
             for i in range(len(items)):
                 if i in documents:
                     yield documents[i]
@@ -138,14 +138,21 @@ class Writer:
         listed: set[str] = set()
         batch: list[Group] = []
         size = files = 0
-        for group in groups():
-            batch.append(group)
-            size += sum(len(doc.page_content) for _, doc in group.parents)
-            files += group.replace
-            full = files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
-            if document_id is None and full:
-                self._write_batch(batch, report, listed, budget=budget)
-                batch, size, files = [], 0, 0
+        walk = groups()
+        try:
+            for group in walk:
+                batch.append(group)
+                size += sum(len(doc.page_content) for _, doc in group.parents)
+                files += group.replace
+                full = (
+                    files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
+                )
+                if document_id is None and full:
+                    self._write_batch(batch, report, listed, budget=budget)
+                    batch, size, files = [], 0, 0
+        except BaseException:
+            walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
+            raise
         self._write_batch(batch, report, listed, prune_under, document_id, budget)
         report.seconds_total = time.perf_counter() - started
         logger.info(
