@@ -384,10 +384,11 @@ def _open(args: argparse.Namespace, *, existing: bool = True, **extra: Any) -> A
 
 
 @contextmanager
-def _removed_on_failure(directory: str | os.PathLike[str]) -> Iterator[None]:
+def _removed_on_failure(directory: str | os.PathLike[str], *, keep_committed: bool = True) -> Iterator[None]:
     """Remove the directories made for ``directory`` when the block fails and they hold nothing: an index
     that committed batches or cached vectors before the failure (Ctrl-C in a long first ``add``) is kept, so
-    running the same command again picks up where it stopped."""
+    running the same command again picks up where it stopped.  ``keep_committed=False`` removes them anyway
+    (``eval`` would reuse a half-built index as if it were whole)."""
     created, path = None, Path(directory).expanduser().absolute()
     while not os.path.lexists(path) and path != path.parent:
         created, path = path, path.parent
@@ -395,7 +396,7 @@ def _removed_on_failure(directory: str | os.PathLike[str]) -> Iterator[None]:
         yield
     except BaseException:
         if created is not None and created.is_dir() and not created.is_symlink():
-            kept = _committed(Path(directory).expanduser())
+            kept = _committed(Path(directory).expanduser()) if keep_committed else None
             if kept is None:
                 shutil.rmtree(created, ignore_errors=True)
             else:
@@ -745,7 +746,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(f"--modes: give at least one of {', '.join(SEARCH_MODES)}")
     directory = _eval_directory(args)
     stopped: EvaluationInterrupted | None = None
-    with _removed_on_failure(directory) if directory is not None else nullcontext():
+    with _removed_on_failure(directory, keep_committed=False) if directory is not None else nullcontext():
         try:
             report = _evaluate(args, directory, modes)
         except EvaluationInterrupted as stop:  # Ctrl-C while the queries ran: print what was measured

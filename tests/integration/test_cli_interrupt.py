@@ -75,13 +75,23 @@ def test_an_interrupted_first_add_keeps_its_committed_batches_and_the_rerun_pick
     tmp_path: Path, corpus: Path
 ) -> None:
     directory = tmp_path / "new" / "idx"  # neither exists yet: the command creates both
-    proc = _start("add", str(corpus), "-d", str(directory), SLOW_MODEL_SECONDS="0.4", PROGRESS_INTERVAL="0")
-    _wait_until(proc, lambda: _documents(directory) > 0)
-    proc.send_signal(signal.SIGINT)  # Ctrl-C, while the second batch is under way
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(HELPER), "add", str(corpus), "-d", str(directory)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+            env=_env(SLOW_MODEL_SECONDS="0.4", PROGRESS_INTERVAL="0"),
+        )
+        # the second batch has embedded its first 64 chunks (so the first batch is committed): Ctrl-C
+        _wait_until(proc, lambda: log.read_text().count("embedding chunks: 64/256 chunk") == 2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    err = log.read_text()
     assert "finderledge add: interrupted" in err
-    assert re.search(rf"kept \S*idx: it holds {BATCH_FILES} documents", err), err
+    kept = re.search(rf"kept \S*idx: it holds {BATCH_FILES} documents and (\d+) cached vectors", err)
+    assert kept and int(kept[1]) >= 64, err  # the batch under way: its vectors wait in the embedding cache
     progress = [line for line in err.splitlines() if line.startswith("finderledge: info: ")]
     assert any(line.endswith("(interrupted)") for line in progress), progress
     assert not any(  # "(done)" only where all the work was done
@@ -99,6 +109,7 @@ def test_an_interrupted_first_add_keeps_its_committed_batches_and_the_rerun_pick
     )
     assert rerun.returncode == 0, rerun.stderr
     assert f"added {600 - BATCH_FILES}, unchanged {BATCH_FILES}" in rerun.stdout
+    assert f"embedded {600 - BATCH_FILES - int(kept[1])}, from cache {kept[1]})" in rerun.stdout
     assert "index now holds 600 documents, 600 chunks" in rerun.stdout
 
 
