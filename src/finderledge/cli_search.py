@@ -98,8 +98,8 @@ def answer_options(parser: argparse.ArgumentParser) -> None:
         "--llm",
         default=os.environ.get("FINDERLEDGE_LLM"),
         metavar="SPEC",
-        help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> writes the answer (default "
-        "$FINDERLEDGE_LLM; none: an extractive answer quoting the best passages)",
+        help="the model that writes the answer: openai:<model>, ollama:<model> or llamacpp:<path.gguf> "
+        "(default $FINDERLEDGE_LLM; none: an extractive answer quoting the best passages)",
     )
     parser.add_argument(
         "--llm-base-url",
@@ -111,6 +111,7 @@ def answer_options(parser: argparse.ArgumentParser) -> None:
         "--max-chars",
         type=_positive_int,
         default=None,
+        metavar="N",
         help="cap the passages given to the model (or quoted) at this many characters",
     )
 

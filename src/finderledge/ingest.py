@@ -221,8 +221,8 @@ class Writer:
                 self._engine,
                 [
                     (content_id(c.content), c.embedding)
-                    for p in prepared.values()
-                    for c in p.chunks
+                    for pid in _uncommitted(ledger, prepared, versions)
+                    for c in prepared[pid].chunks
                     if c.embedding is not None
                 ],
             )
@@ -411,6 +411,16 @@ class Checkpointer:
 
 
 @cyclic_gc_paused()
+def _uncommitted(ledger: Any, prepared: Mapping[str, Any], versions: Mapping[str, str]) -> list[str]:
+    """After a failed write: the prepared parents the ledger does not hold (a failure after the commit, e.g.
+    Ctrl-C while the indexes catch up, must not put the committed vectors in the cache a second time)."""
+    try:
+        stored = ledger.content_hashes(list(prepared))
+    except Exception:  # noqa: BLE001 - cannot tell: keep every vector (finderledge gc drops unused ones)
+        return list(prepared)
+    return [pid for pid in prepared if stored.get(pid) != versions.get(pid)]
+
+
 def rechunk(
     engine: Engine,
     writer: Writer,
