@@ -223,3 +223,30 @@ def test_a_bar_is_drawn_only_on_a_terminal_wide_enough() -> None:
         os.close(follower)
     with open(os.devnull, "w") as not_a_terminal:
         assert progress.bar_fits(not_a_terminal) is False
+
+
+def test_a_keyword_index_build_interrupted_says_so(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from finderledge import changes
+    from finderledge.ledgers import ChunkRecord
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    monkeypatch.setattr(changes, "PROGRESS_ABOVE", 3)
+    monkeypatch.setattr(changes, "KEYWORD_BATCH", 2)
+    caplog.set_level(logging.INFO, PROGRESS_LOGGER)
+
+    class Store:
+        calls = 0
+
+        def prepare(self, *args: object) -> object:
+            Store.calls += 1
+            if Store.calls == 3:
+                raise KeyboardInterrupt
+            return args
+
+    rows = [ChunkRecord(f"c{i}", "p", i, f"text {i}", {}) for i in range(8)]
+    with pytest.raises(KeyboardInterrupt):
+        changes.keyword_step(Store(), rows, [], progress=False)  # type: ignore[arg-type]
+    assert _lines(caplog)[-1].startswith("keyword index (5,000 chunks a batch): 2/4 batch")
+    assert _lines(caplog)[-1].endswith("(interrupted)")
