@@ -85,10 +85,15 @@ def keyword_step(
         batches = tqdm(batches, desc="keyword index", unit="batch", total=len(batches))  # type: ignore[assignment]
     elif len(rows) > PROGRESS_ABOVE:  # no bar: a log line every few seconds
         batches = logged(batches, "keyword index (5,000 chunks a batch)", "batch")  # type: ignore[assignment]
-    prepared = [
-        store.prepare([c.id for c in batch], [c.content for c in batch], chunk_metadata(batch))
-        for batch in batches
-    ]
+    try:
+        prepared = [
+            store.prepare([c.id for c in batch], [c.content for c in batch], chunk_metadata(batch))
+            for batch in batches
+        ]
+    except BaseException:
+        if hasattr(batches, "close"):  # now, while the failure is handled: the line says "interrupted"
+            batches.close()
+        raise
 
     def step() -> None:
         store.delete(removes)

@@ -1,8 +1,8 @@
-"""The ``finderledge`` command line: add, search, context, remove, list, stats, gc, check, reindex, eval, serve
-and keys.
+"""The ``finderledge`` command line: add, search, context, answer, remove, list, stats, gc, check, reindex, eval,
+serve and keys.
 
-Exit codes: 0 success; 1 nothing found (search/context without results, remove of an unknown id) or
-damage found (check);
+Exit codes: 0 success; 1 nothing found (search/context/answer without results, none left by
+--score-threshold, remove of an unknown id) or damage found (check);
 2 bad usage or input (a missing index, path or option value, a missing extra, serve's port in use), or any
 other failure; 3 serve's server stopped on an error after starting; 130 interrupted.
 A failure is one line on stderr (``--debug`` shows the traceback instead); warnings are one line each
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -24,6 +25,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .cli_logging import PROG, stderr_logging
+from .cli_search import (
+    ANSWER_SUMMARY,
+    answer_options,
+    metadata_option,
+    parse_metadata,
+    search_kwargs,
+    search_options,
+)
 from .config import CHUNK_UNITS, FUSIONS, SEARCH_MODES
 from .errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from .filters import and_filters
@@ -116,6 +125,7 @@ def _add_add(sub: Any) -> None:
     p.add_argument(
         "--text", action="append", metavar="TEXT", help="add TEXT itself as a document (repeatable)"
     )
+    metadata_option(p)
     p.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     p.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
     p.add_argument(
@@ -138,7 +148,7 @@ def _add_add(sub: Any) -> None:
 
 
 def _add_search(sub: Any, name: str, summary: str) -> None:
-    """The ``search`` or ``context`` subcommand."""
+    """The ``search``, ``context`` or ``answer`` subcommand."""
     p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
     _index_options(p)
     p.add_argument("query", help="the question or keywords to search for")
@@ -151,6 +161,10 @@ def _add_search(sub: Any, name: str, summary: str) -> None:
         help="both legs fused (default), the embedding leg only, or the BM25 leg only",
     )
     p.add_argument("--filter", default=None, help='metadata filter as JSON, e.g. \'{"lang": "ja"}\'')
+    search_options(p)
+    if name == "answer":
+        answer_options(p)
+        return
     p.add_argument("--parents", action="store_true", help="return parent documents instead of chunks")
     if name == "context":
         p.add_argument(
@@ -337,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_add(sub)
     _add_search(sub, "search", "search the index")
     _add_search(sub, "context", "print a prompt-ready context")
+    _add_search(sub, "answer", ANSWER_SUMMARY)
     _add_small_commands(sub)
     _add_eval(sub)
     add_commands(sub, _default_dir(), _output_options)
@@ -370,8 +385,11 @@ def _open(args: argparse.Namespace, *, existing: bool = True, **extra: Any) -> A
 
 
 @contextmanager
-def _removed_on_failure(directory: str | os.PathLike[str]) -> Iterator[None]:
-    """Remove the directories made for ``directory`` when the block fails (nothing is left behind)."""
+def _removed_on_failure(directory: str | os.PathLike[str], *, keep_committed: bool = True) -> Iterator[None]:
+    """Remove the directories made for ``directory`` when the block fails and they hold nothing: an index
+    that committed batches or cached vectors before the failure (Ctrl-C in a long first ``add``) is kept, so
+    running the same command again picks up where it stopped.  ``keep_committed=False`` removes them anyway
+    (``eval`` would reuse a half-built index as if it were whole)."""
     created, path = None, Path(directory).expanduser().absolute()
     while not os.path.lexists(path) and path != path.parent:
         created, path = path, path.parent
@@ -379,8 +397,39 @@ def _removed_on_failure(directory: str | os.PathLike[str]) -> Iterator[None]:
         yield
     except BaseException:
         if created is not None and created.is_dir() and not created.is_symlink():
-            shutil.rmtree(created, ignore_errors=True)
+            kept = _committed(Path(directory).expanduser()) if keep_committed else None
+            if kept is None:
+                shutil.rmtree(created, ignore_errors=True)
+            else:
+                logging.getLogger(__name__).warning(
+                    "kept %s: it holds %s committed before the failure; run the same command again to add "
+                    "the rest (finderledge gc drops unused cached vectors)",
+                    directory,
+                    kept,
+                )
         raise
+
+
+def _committed(directory: Path) -> str | None:
+    """What a directory's ledger holds (documents, cached vectors) in words, None when it holds nothing;
+    a ledger that cannot be read counts as holding something (it is never deleted unread)."""
+    from .facade import LEDGER_FILE
+
+    if not (directory / LEDGER_FILE).is_file():
+        return None
+    try:
+        from .ledgers.sqlite import SQLiteLedger
+
+        ledger = SQLiteLedger(directory / LEDGER_FILE)
+        try:
+            documents, cached = ledger.counts()["documents"], ledger.embedding_cache_size()["entries"]
+        finally:
+            ledger.close()
+    except Exception as exc:  # noqa: BLE001 - unreadable: kept, and said why
+        return f"a ledger that could not be read ({exc})"
+    if not documents and not cached:
+        return None
+    return f"{documents} documents and {cached} cached vectors"
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -413,6 +462,7 @@ def _add_sources(args: argparse.Namespace) -> list[Any]:
     """The paths (each must exist: a typo is never indexed as text) and the --text documents."""
     if not args.paths and not args.text:
         raise UsageError("nothing to add: give files or folders, or --text TEXT to add literal text")
+    args.metadata = parse_metadata(args.metadata)  # refused before anything is created
     sources: list[Any] = []
     for given in args.paths:
         path = Path(given).expanduser()
@@ -455,6 +505,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     ):
         report = fl.ingest(
             sources,
+            args.metadata,
             include=args.include,
             exclude=args.exclude,
             on_error=args.on_error,
@@ -470,10 +521,10 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 def _cmd_search(args: argparse.Namespace) -> int:
     """finderledge search."""
-    query, filter_ = _query(args), _filter(args)
+    query, filter_, options = _query(args), _filter(args), search_kwargs(args)
     with _open(args) as fl:
         results = fl.search(
-            query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents
+            query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents, **options
         )
     from .context import citation
 
@@ -482,26 +533,58 @@ def _cmd_search(args: argparse.Namespace) -> int:
         + r.content[:200].replace("\n", " ")
         for r in results
     )
-    _emit(args, [r.to_dict() for r in results], text or "no results")
+    _emit(args, [r.to_dict() for r in results], text or _no_results(args))
     return 0 if results else EXIT_NOT_FOUND
+
+
+def _no_results(args: argparse.Namespace) -> str:
+    """What search prints when nothing is found (and why, when --score-threshold left everything out)."""
+    if args.score_threshold is None:
+        return "no results"
+    return f"no results (none scored at least --score-threshold {args.score_threshold:g})"
 
 
 def _cmd_context(args: argparse.Namespace) -> int:
     """finderledge context."""
     from .context import NO_CONTEXT
 
-    query, filter_ = _query(args), _filter(args)
+    query, filter_, options = _query(args), _filter(args), search_kwargs(args)
     with _open(args) as fl:
-        ctx = fl.get_context(
-            query,
+        results = fl.search(
+            query, k=args.k, search_mode=args.mode, filter=filter_, return_parents=args.parents, **options
+        )
+        ctx = fl.get_context(results=results, max_chars=args.max_chars)  # NO_CONTEXT when none is left
+    _emit(args, {"query": query, "context": ctx, "found": ctx != NO_CONTEXT}, ctx)
+    return 0 if ctx != NO_CONTEXT else EXIT_NOT_FOUND
+
+
+def _cmd_answer(args: argparse.Namespace) -> int:
+    """finderledge answer: FinderLedge.answer with the LLM --llm (or $FINDERLEDGE_LLM) names, else the
+    extractive answer; the text, then the sources its [n] refer to. Exit 1 when nothing relevant was found."""
+    question, filter_, options = _query(args), _filter(args), search_kwargs(args)
+    llm = None
+    if args.llm:
+        from .llms import make_chat_model
+
+        llm = make_chat_model(args.llm, base_url=args.llm_base_url)
+    with _open(args) as fl:
+        answer = fl.answer(
+            question,
+            llm,
             k=args.k,
             search_mode=args.mode,
             filter=filter_,
-            return_parents=args.parents,
             max_chars=args.max_chars,
+            **options,
         )
-    _emit(args, {"query": query, "context": ctx, "found": ctx != NO_CONTEXT}, ctx)
-    return 0 if ctx != NO_CONTEXT else EXIT_NOT_FOUND
+    lines = [answer.text]
+    if answer.sources:
+        lines.append("\nsources:")
+        for s in answer.sources:
+            page = f", page {s.page}" if s.page is not None else ""
+            lines.append(f"[{s.n}] {s.source}{page} (chunk {s.chunk_id}, score {s.score:.4f})")
+    _emit(args, answer.to_dict(), "\n".join(lines))
+    return 0 if answer.sources else EXIT_NOT_FOUND
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
@@ -664,7 +747,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError(f"--modes: give at least one of {', '.join(SEARCH_MODES)}")
     directory = _eval_directory(args)
     stopped: EvaluationInterrupted | None = None
-    with _removed_on_failure(directory) if directory is not None else nullcontext():
+    with _removed_on_failure(directory, keep_committed=False) if directory is not None else nullcontext():
         try:
             report = _evaluate(args, directory, modes)
         except EvaluationInterrupted as stop:  # Ctrl-C while the queries ran: print what was measured
@@ -719,6 +802,7 @@ COMMANDS = {
     "add": _cmd_add,
     "search": _cmd_search,
     "context": _cmd_context,
+    "answer": _cmd_answer,
     "remove": _cmd_remove,
     "list": _cmd_list,
     "stats": _cmd_stats,

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import shutil
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from .ledgers import Ledger, open_ledger
 from .leg_search import KeywordLeg, VectorLeg
 from .locking import WriteLock
 from .paths import replica_directory
+from .progress import bar_fits
 from .replica import LocalRecords, Replica
 from .reranker import Reranker, create_reranker
 from .storage import Storage
@@ -319,7 +319,7 @@ def _open_replica(
         directory=local,
         records=LocalRecords(local, ledger.index_uuid) if shared and local else None,  # type: ignore[attr-defined]
         checkpoint_lock=WriteLock(local, settings.lock_timeout) if shared else None,
-        progress=sys.stderr.isatty() if settings.show_progress is None else settings.show_progress,
+        progress=bar_fits() if settings.show_progress is None else settings.show_progress,
     )
 
 

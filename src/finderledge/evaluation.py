@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,7 +39,7 @@ from langchain_core.documents import Document
 from .config import SEARCH_MODES
 from .errors import ConfigurationError
 from .metadata import info_of, source_of
-from .progress import ProgressLog
+from .progress import ProgressLog, bar_fits, ending
 from .sources import resolve_source
 
 if TYPE_CHECKING:
@@ -283,7 +282,7 @@ def index_beir(
     items = list(dataset.corpus.items())
     batches = range(0, len(items), batch_size)
     log = None
-    if show_progress if show_progress is not None else sys.stderr.isatty():
+    if show_progress if show_progress is not None else bar_fits():
         from tqdm.auto import tqdm
 
         batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")  # type: ignore[assignment]
@@ -298,6 +297,11 @@ def index_beir(
             ledger.add_documents(docs)
             if log is not None:
                 log.update(len(docs))
+    except BaseException as exc:
+        if log is not None:
+            log.close(ending(exc))  # "interrupted" after Ctrl-C, never "done" part way
+            log = None
+        raise
     finally:
         if log is not None:
             log.close()
@@ -317,7 +321,7 @@ def _run_queries(
     query id and latency summaries."""
     iterator: Any = queries
     log = None
-    if show_progress if show_progress is not None else sys.stderr.isatty():
+    if show_progress if show_progress is not None else bar_fits():
         from tqdm.auto import tqdm
 
         iterator = tqdm(queries, desc=desc, unit="query")
@@ -329,7 +333,7 @@ def _run_queries(
         for mode in modes:
             logger.debug("warming up %s with %r", mode, queries[0][1])
             ledger.search(queries[0][1], search_mode=mode, k=k)
-    done = 0
+    done, interrupted = 0, False
     try:
         for qid, text in iterator:
             for mode in modes:
@@ -353,11 +357,9 @@ def _run_queries(
                 del series[done:]
         logger.warning("interrupted after %d of %d queries: scoring those", done, len(queries))
         interrupted = True
-    else:
-        interrupted = False
     finally:
         if log is not None:
-            log.close()
+            log.close("interrupted" if interrupted else "")
     runs = {
         mode: (
             results[mode],

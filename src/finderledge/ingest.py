@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,7 +126,7 @@ class Writer:
             if prune and Path(p).is_dir()
         ]
 
-        def groups() -> Iterator[Group]:
+        def groups() -> Generator[Group, None, None]:
             for i in range(len(items)):
                 if i in documents:
                     yield documents[i]
@@ -138,14 +138,21 @@ class Writer:
         listed: set[str] = set()
         batch: list[Group] = []
         size = files = 0
-        for group in groups():
-            batch.append(group)
-            size += sum(len(doc.page_content) for _, doc in group.parents)
-            files += group.replace
-            full = files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
-            if document_id is None and full:
-                self._write_batch(batch, report, listed, budget=budget)
-                batch, size, files = [], 0, 0
+        walk = groups()
+        try:
+            for group in walk:
+                batch.append(group)
+                size += sum(len(doc.page_content) for _, doc in group.parents)
+                files += group.replace
+                full = (
+                    files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
+                )
+                if document_id is None and full:
+                    self._write_batch(batch, report, listed, budget=budget)
+                    batch, size, files = [], 0, 0
+        except BaseException:
+            walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
+            raise
         self._write_batch(batch, report, listed, prune_under, document_id, budget)
         report.seconds_total = time.perf_counter() - started
         logger.info(
@@ -214,8 +221,8 @@ class Writer:
                 self._engine,
                 [
                     (content_id(c.content), c.embedding)
-                    for p in prepared.values()
-                    for c in p.chunks
+                    for pid in _uncommitted(ledger, prepared, versions)
+                    for c in prepared[pid].chunks
                     if c.embedding is not None
                 ],
             )
@@ -404,6 +411,16 @@ class Checkpointer:
 
 
 @cyclic_gc_paused()
+def _uncommitted(ledger: Any, prepared: Mapping[str, Any], versions: Mapping[str, str]) -> list[str]:
+    """After a failed write: the prepared parents the ledger does not hold (a failure after the commit, e.g.
+    Ctrl-C while the indexes catch up, must not put the committed vectors in the cache a second time)."""
+    try:
+        stored = ledger.content_hashes(list(prepared))
+    except Exception:  # noqa: BLE001 - cannot tell: keep every vector (finderledge gc drops unused ones)
+        return list(prepared)
+    return [pid for pid in prepared if stored.get(pid) != versions.get(pid)]
+
+
 def rechunk(
     engine: Engine,
     writer: Writer,

@@ -3,22 +3,37 @@
 A build, an ingest or an evaluation writing to a file or a CI log used to print nothing for minutes. Here
 long work logs one line every :data:`INTERVAL` seconds through the ``finderledge.progress`` logger (done/total,
 rate, elapsed), which the ``finderledge`` command shows by default; a library user sees them by enabling
-INFO for that logger. Nothing is logged for work that ends before the first interval.
+INFO for that logger. Nothing is logged for work that ends before the first interval.  A bar is drawn only on
+a terminal wide enough to show one (:func:`bar_fits`): a terminal reporting 0 columns (some containers and CI
+runners) gets the log lines too.  The closing line says how the work ended: ``done``, ``interrupted``
+(Ctrl-C), ``failed`` or ``stopped`` (its consumer let go of it before the end).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["INTERVAL", "PROGRESS_LOGGER", "ProgressLog", "heartbeat", "logged"]
+__all__ = [
+    "INTERVAL",
+    "MIN_BAR_COLUMNS",
+    "PROGRESS_LOGGER",
+    "ProgressLog",
+    "bar_fits",
+    "ending",
+    "heartbeat",
+    "logged",
+]
 
 PROGRESS_LOGGER = "finderledge.progress"
 INTERVAL = 5.0  # seconds between two lines
+MIN_BAR_COLUMNS = 40  # narrower (a terminal reporting 0 columns): log lines, which wrap, instead of a bar
 
 logger = logging.getLogger(PROGRESS_LOGGER)
 T = TypeVar("T")
@@ -53,9 +68,11 @@ class ProgressLog:
             self._log(now, "")
 
     def close(self, note: str = "") -> None:
-        """Log the final count if this work was long enough to log anything (``note``: e.g. "interrupted")."""
+        """Log the final count if this work was long enough to log anything; ``note`` says how it ended
+        (:func:`ending`), by default "done" when every unit is done and "stopped" when some are not."""
         if self.lines:
-            self._log(self._clock(), note or "done")
+            finished = self.total is None or self.done >= self.total
+            self._log(self._clock(), note or ("done" if finished else "stopped"))
 
     def _log(self, now: float, note: str) -> None:
         elapsed = max(now - self._start, 1e-9)
@@ -76,15 +93,45 @@ class ProgressLog:
         self.lines += 1
 
 
+def bar_fits(stream: Any = None) -> bool:
+    """Whether a progress bar can be drawn on ``stream`` (default ``sys.stderr``): a terminal at least
+    :data:`MIN_BAR_COLUMNS` wide.  Elsewhere (a file, a pipe, a terminal reporting 0 columns) nothing drawn
+    with carriage returns would be seen, so long work logs lines instead."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        if not stream.isatty():
+            return False
+        return os.get_terminal_size(stream.fileno()).columns >= MIN_BAR_COLUMNS
+    except (AttributeError, OSError, ValueError):  # no descriptor, closed, or not a terminal after all
+        return False
+
+
+def ending(exc: BaseException | None) -> str:
+    """How work that raised ``exc`` ended, for a closing line: "interrupted" (Ctrl-C), "failed", or "done"
+    (None).  A generator closed early sees ``GeneratorExit``: its context says why the consumer stopped."""
+    if isinstance(exc, GeneratorExit):
+        exc = exc.__context__
+        if exc is None:  # the consumer let go before the end, without an error
+            return "stopped"
+    if exc is None:
+        return "done"
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+
+
 def logged(items: Sequence[T], what: str, unit: str) -> Iterator[T]:
-    """``items`` one by one, with a :class:`ProgressLog` line every few seconds (the closing line too)."""
+    """``items`` one by one, with a :class:`ProgressLog` line every few seconds (the closing line too: a
+    consumer that closes this generator while handling Ctrl-C gets an "interrupted" line, see :func:`ending`)."""
     log = ProgressLog(what, len(items), unit)
+    note = ""
     try:
         for item in items:
             yield item
             log.update()
+    except BaseException as exc:
+        note = ending(exc)
+        raise
     finally:
-        log.close()
+        log.close(note)
 
 
 @contextmanager

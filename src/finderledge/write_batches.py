@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from .document_loader import DocumentLoader, LoadResult, detect_doc_type, detect
 from .errors import ConfigurationError, SourceNotFoundError, TooManyChunksError
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, Ledger, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, child_id, normalize_metadata, user_metadata
-from .progress import ProgressLog
+from .progress import ProgressLog, bar_fits, ending
 from .validation import clean_text
 
 if TYPE_CHECKING:
@@ -292,7 +291,7 @@ def embed(
     pending = list(todo.items())
     show = engine.settings.show_progress
     if show is None:
-        show = sys.stderr.isatty() and len(pending) > size
+        show = bar_fits() and len(pending) > size
     bar = None
     if show and pending:
         from tqdm.auto import tqdm
@@ -320,8 +319,11 @@ def embed(
                 bar.update(len(batch))
             if log is not None:
                 log.update(len(batch))
-    except BaseException:
+    except BaseException as exc:
         keep_vectors(engine, unsaved)
+        if log is not None:
+            log.close(ending(exc))  # "interrupted" after Ctrl-C: never "done" at 320/585
+            log = None
         raise
     finally:
         if bar is not None:

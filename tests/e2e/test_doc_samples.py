@@ -151,6 +151,8 @@ def test_samples_run_as_written(
         assert namespace["docs"] and all(d.metadata["doc_type_detected"] == "text" for d in namespace["docs"])
         out = capsys.readouterr().out
         assert "text:" in out  # the raw Japanese text was found, with its default source
+        # list --filter '{"lang": "ja"}' finds the text that add --metadata stored
+        assert "1 of 1 documents" in out
         assert any(c.startswith("finderledge remove") for c in ran) and (workdir / ".finderledge").is_dir()
     if name == "strategies.md":
         assert (

@@ -172,3 +172,81 @@ def test_eval_on_the_command_line_prints_what_it_has_on_ctrl_c(
     assert "interrupted after 4 of 8 queries (Ctrl-C): the figures below cover those queries only" in out
     assert out.count("\nkeyword ") == 1 and "nDCG@10" in out
     assert "interrupted after 4 of 8 queries: scoring those" in err
+
+
+def test_work_that_stops_before_the_end_never_says_done(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: after Ctrl-C the last line said "(done)" at 320/585."""
+    caplog.set_level(logging.INFO, PROGRESS_LOGGER)
+    clock = _Clock()
+    log = ProgressLog("embedding chunks", 585, "chunk", interval=1.0, clock=clock)
+    clock.now += 2.0
+    log.update(320)
+    log.close()
+    assert _lines(caplog)[-1].endswith("320/585 chunk (55 %), 160.0 chunk/s, 2 s (stopped)")
+
+    def walk() -> None:
+        files = progress.logged(list(range(585)), "indexing files", "file")
+        try:
+            for i in files:
+                if i == 320:
+                    raise KeyboardInterrupt
+        except BaseException:
+            files.close()  # as the ingest does: closed while Ctrl-C is handled
+            raise
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    with pytest.raises(KeyboardInterrupt):
+        walk()
+    assert _lines(caplog)[-1].startswith("indexing files: 320/585 file") and _lines(caplog)[-1].endswith(
+        "(interrupted)"
+    )
+    assert progress.ending(ValueError("disk")) == "failed" and progress.ending(None) == "done"
+
+
+def test_a_bar_is_drawn_only_on_a_terminal_wide_enough() -> None:
+    """Issue 44: on a terminal reporting 0 columns a 204 s ingest showed nothing: log lines there instead."""
+    import fcntl
+    import os
+    import struct
+    import termios
+
+    leader, follower = os.openpty()
+    try:
+        with open(follower, "w", closefd=False) as terminal:
+            for columns, drawn in ((0, False), (progress.MIN_BAR_COLUMNS - 1, False), (80, True)):
+                fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+                assert progress.bar_fits(terminal) is drawn, columns
+    finally:
+        os.close(leader)
+        os.close(follower)
+    with open(os.devnull, "w") as not_a_terminal:
+        assert progress.bar_fits(not_a_terminal) is False
+
+
+def test_a_keyword_index_build_interrupted_says_so(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from finderledge import changes
+    from finderledge.ledgers import ChunkRecord
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    monkeypatch.setattr(changes, "PROGRESS_ABOVE", 3)
+    monkeypatch.setattr(changes, "KEYWORD_BATCH", 2)
+    caplog.set_level(logging.INFO, PROGRESS_LOGGER)
+
+    class Store:
+        calls = 0
+
+        def prepare(self, *args: object) -> object:
+            Store.calls += 1
+            if Store.calls == 3:
+                raise KeyboardInterrupt
+            return args
+
+    rows = [ChunkRecord(f"c{i}", "p", i, f"text {i}", {}) for i in range(8)]
+    with pytest.raises(KeyboardInterrupt):
+        changes.keyword_step(Store(), rows, [], progress=False)  # type: ignore[arg-type]
+    assert _lines(caplog)[-1].startswith("keyword index (5,000 chunks a batch): 2/4 batch")
+    assert _lines(caplog)[-1].endswith("(interrupted)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import logging
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -12,7 +11,7 @@ from typing import Any, Literal
 from langchain_core.documents import Document
 
 from ..errors import LoadError
-from ..progress import logged
+from ..progress import bar_fits, logged
 from .decode import BINARY_SNIFF_BYTES, looks_binary
 from .formats import EXTENSIONLESS, FORMATS, FormatReader, ReadOptions, SourceFile
 from .paths import absolute_path, safe_path
@@ -168,7 +167,7 @@ class DocumentLoader:
         """``files``, wrapped in a progress bar (files/s and ETA) when ``show_progress`` asks for one."""
         show = self.show_progress
         if show is None:
-            show = bool(getattr(sys.stderr, "isatty", lambda: False)())
+            show = bar_fits()
         if not show:  # no bar: a log line every few seconds of a long walk
             return logged(files, desc.lower(), "file")
         from tqdm.auto import tqdm

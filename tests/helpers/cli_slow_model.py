@@ -1,0 +1,41 @@
+"""``python cli_slow_model.py ARGS``: the real ``finderledge`` command (``finderledge.cli.main``, Python's own
+SIGINT handling) with a slow deterministic fake model in place of the default one, so a test can interrupt
+a long ingest at a known point in a few seconds.
+
+Environment: ``SLOW_MODEL_SECONDS`` each ``embed_documents`` call sleeps (default 0.3);
+``SLOW_MODEL_STARTED`` a file created when the first call starts; ``PROGRESS_INTERVAL`` seconds between two
+progress lines (default: the library's).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+import finderledge.embeddings
+from finderledge import progress
+from finderledge.cli import main
+
+
+class SlowFake(DeterministicFakeEmbedding):
+    """DeterministicFakeEmbedding (same text, same vector) that takes its time, like a model on a CPU."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        started = os.environ.get("SLOW_MODEL_STARTED")
+        if started:
+            Path(started).touch()
+        time.sleep(float(os.environ.get("SLOW_MODEL_SECONDS", "0.3")))
+        return super().embed_documents(texts)
+
+
+if __name__ == "__main__":
+    if "PROGRESS_INTERVAL" in os.environ:
+        progress.INTERVAL = float(os.environ["PROGRESS_INTERVAL"])
+    finderledge.embeddings.EmbeddingModelFactory.create_embeddings = staticmethod(  # type: ignore[method-assign]
+        lambda *a, **k: SlowFake(size=16)
+    )
+    sys.exit(main(sys.argv[1:]))
