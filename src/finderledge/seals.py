@@ -29,11 +29,13 @@ from .errors import IndexCorruptError, UnsafePathError
 from .paths import cache_root
 from .storage import Storage
 
-__all__ = ["KEY_FILE", "SEAL_FILE", "Seal", "seal_key"]
+__all__ = ["KEY_FILE", "SEAL_FILE", "STOPPED", "Seal", "seal_key"]
 
 logger = logging.getLogger(__name__)
 
 SEAL_FILE = "seal.json"
+#: why a folder is not sealed after a FinderLedge process was killed while the library wrote it
+STOPPED = "a process stopped (killed or crashed) while the library was writing here: its files are not sealed"
 KEY_FILE = "seal.key"
 _FORMAT = 1
 _BLOCK = 1 << 20
@@ -169,6 +171,15 @@ class Seal:
         self._storage.write_bytes(SEAL_FILE, json.dumps(record, sort_keys=True).encode("utf-8"))
         self._sealed, _ = self._scan()  # the seal file itself included: its own write is no change
 
+    def begin(self) -> None:
+        """Mark the folder as being written by the library (caller holds its lock): a process that dies before
+        :meth:`write` leaves it unsealed, and the next opener rebuilds it, saying why."""
+        if self.folder.is_dir():
+            self._storage.write_bytes(
+                SEAL_FILE, json.dumps({"format": _FORMAT, "open": os.getpid()}).encode()
+            )
+            self._sealed = None
+
     def changed(self) -> bool:
         """Whether any file changed (by size, time or inode) since this object last sealed or verified it."""
         if self._sealed is None:
@@ -202,6 +213,8 @@ class Seal:
             return
         try:
             record = json.loads(self._storage.read_bytes(SEAL_FILE))
+            if isinstance(record, dict) and "open" in record:
+                raise IndexCorruptError(self.folder, STOPPED)
             files = record["files"]
             sealed_folders = record["folders"]
             mac = str(record["mac"])

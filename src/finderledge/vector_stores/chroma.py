@@ -141,6 +141,7 @@ class ChromaVectorStore(VectorStore):
             Storage(self.path).check(CHROMA_FILES)  # again: it may have changed since the last connect
             assert self._seal is not None
             self._seal.verify()  # every file as FinderLedge left it, or moved aside and rebuilt: never opened
+            self._seal.begin()  # Chroma writes as it opens: sealed again when the lock is released
             alias, self._alias = _take_alias(self.path)
         with chroma_open_guard(self.path, alias):  # damage (even a Rust panic) -> IndexCorruptError: rebuilt
             if alias is None:
@@ -204,6 +205,8 @@ class ChromaVectorStore(VectorStore):
             if writing:  # bumped first: if this process dies mid-write, the others still reload
                 self._generation += 1
                 Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))
+                if self._seal is not None:
+                    self._seal.begin()
             try:
                 yield
             finally:  # whatever Chroma wrote (opening, writing, even reading) is sealed before the lock goes

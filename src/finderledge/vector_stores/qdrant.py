@@ -94,6 +94,7 @@ class QdrantVectorStore(VectorStore):
             Storage(self.path).check(_local_files(collection_name))
             self._seal = Seal(self.path, OWN_FILES)
             self._seal.verify()  # before qdrant-client unpickles anything (IndexCorruptError: rebuilt)
+            self._seal.begin()  # sealed again at flush and close
             self._client = _local_client(client_module, self.path)
         self._ensure_collection(dimension)
         self.flush()
@@ -140,11 +141,15 @@ class QdrantVectorStore(VectorStore):
             )
             for i, chunk_id in enumerate(ids)
         ]
+        if self._seal is not None:
+            self._seal.begin()
         for start in range(0, len(points), BATCH):
             self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
 
     def delete(self, ids: Iterable[str]) -> None:
         points: list[int | str | uuid.UUID] = [point_id(i) for i in ids]
+        if points and self._seal is not None:
+            self._seal.begin()
         for start in range(0, len(points), BATCH):
             self._client.delete(
                 self.collection,
