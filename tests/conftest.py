@@ -79,15 +79,6 @@ def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("finderledge-cache")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _session_cache_env(session_cache: Path) -> Iterator[None]:
-    """The session's cache folder for fixtures of any scope too: a directory a module fixture builds is
-    sealed (``finderledge.seals``) with the same key the tests verify it with."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("FINDERLEDGE_CACHE_DIR", str(session_cache))
-        yield
-
-
 @pytest.fixture(autouse=True)
 def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory, session_cache: Path

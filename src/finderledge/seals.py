@@ -5,7 +5,7 @@ Chroma's SQLite and HNSW files and qdrant-client's local storage are parsed by c
 headers), so a crafted or damaged file there could run code or corrupt memory.  Whenever such a library has
 written its folder (after it opens, after each write, at close: always under the folder's lock), FinderLedge
 records every file in it — relative path, size, SHA-256, a regular file with one name — in ``seal.json``,
-with an HMAC-SHA256 over the record keyed by a secret of this user (``<cache>/seal.key``, never in the
+with an HMAC-SHA256 over the record keyed by a secret of this user (:func:`key_path`, never in the
 directory), so a directory from elsewhere cannot carry a seal that passes.  Before the library opens the
 folder again the files are checked against it: anything that does not match (content, size, a symbolic or
 hard link, a missing or extra file, no seal, a seal made with another key) raises
@@ -26,16 +26,18 @@ import threading
 from pathlib import Path
 
 from .errors import IndexCorruptError, UnsafePathError
-from .paths import cache_root
 from .storage import Storage
 
-__all__ = ["KEY_FILE", "SEAL_FILE", "STOPPED", "Seal", "seal_key"]
+__all__ = ["KEY_FILE", "SEAL_FILE", "STOPPED", "Seal", "UnsealedError", "key_path", "seal_key"]
 
 logger = logging.getLogger(__name__)
 
 SEAL_FILE = "seal.json"
-#: why a folder is not sealed after a FinderLedge process was killed while the library wrote it
-STOPPED = "a process stopped (killed or crashed) while the library was writing here: its files are not sealed"
+#: why a folder is not sealed after a FinderLedge process stopped (or found the disk full) while the library wrote it
+STOPPED = (
+    "a process stopped (killed, crashed, or out of disk space) while the library was writing here: its files "
+    "are not sealed"
+)
 KEY_FILE = "seal.key"
 _FORMAT = 1
 _BLOCK = 1 << 20
@@ -45,12 +47,21 @@ _keys: dict[Path, bytes] = {}
 Signature = dict[str, tuple[int, int, int]]  # relative path -> (size, mtime_ns, inode)
 
 
+def key_path() -> Path:
+    """``$XDG_CONFIG_HOME/finderledge/seal.key`` (``%APPDATA%`` on Windows), else ``~/.config/finderledge/…``.
+
+    Per user, not per cache folder: every process of the user (a server, the CLI, a script) seals with the
+    same key whatever ``FINDERLEDGE_CACHE_DIR`` it runs with."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.environ.get("APPDATA") or "~/.config"
+    return Path(base).expanduser() / "finderledge" / KEY_FILE
+
+
 def seal_key() -> bytes:
-    """This user's secret for seals (``<cache>/seal.key``, 32 random bytes, created once, mode 0600).
+    """This user's secret for seals (:func:`key_path`, 32 random bytes, created once, mode 0600).
 
     Where it cannot be created (a read-only home), a key for this process only: seals then hold within the
     process, and another process rebuilds the sealed folders from the ledger (safe, only slower)."""
-    path = cache_root() / KEY_FILE
+    path = key_path()
     with _key_lock:
         if path in _keys:
             return _keys[path]
@@ -94,6 +105,12 @@ def _read_or_create_key(path: Path) -> bytes:
             return key
         raise OSError(f"{path} holds {len(key)} bytes, expected 32")
     raise OSError(f"{path} could not be created")
+
+
+class UnsealedError(IndexCorruptError):
+    """The folder was left unsealed by FinderLedge itself: a process stopped (killed, crashed) or the disk was
+    full while the library wrote it.  Its files are rebuilt from the ledger like damage, but there is nothing
+    to keep for inspection, so the folder is removed rather than moved aside."""
 
 
 class Seal:
@@ -214,7 +231,7 @@ class Seal:
         try:
             record = json.loads(self._storage.read_bytes(SEAL_FILE))
             if isinstance(record, dict) and "open" in record:
-                raise IndexCorruptError(self.folder, STOPPED)
+                raise UnsealedError(self.folder, STOPPED)
             files = record["files"]
             sealed_folders = record["folders"]
             mac = str(record["mac"])

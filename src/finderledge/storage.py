@@ -32,6 +32,7 @@ __all__ = [
     "full_disk_error",
     "index_folder",
     "is_full_disk",
+    "library_full_disk_error",
     "refuse_hard_link",
 ]
 
@@ -55,6 +56,7 @@ FIXED_FILES = (
     "bm25/manifest.json",
     "faiss/manifest.json",
 )
+NEARLY_FULL = 4 << 20  # bytes free below which a vector library's own write error is a full disk
 _FULL_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _SQLITE_FULL = 13
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -82,13 +84,33 @@ def is_full_disk(exc: BaseException) -> bool:
     return "database or disk is full" in text or "no space left on device" in text
 
 
-def full_disk_error(exc: BaseException, directory: Path | str | None) -> StorageFullError | None:
-    """The :class:`StorageFullError` for ``exc`` if it says the disk is full (else ``None``)."""
+def full_disk_error(
+    exc: BaseException, directory: Path | str | None, *, stored: bool = False
+) -> StorageFullError | None:
+    """The :class:`StorageFullError` for ``exc`` if it says the disk is full (else ``None``); ``stored``: the
+    failure came after the ledger stored the batch (an index's write)."""
     if isinstance(exc, StorageFullError):
         return exc
     if not is_full_disk(exc):
         return None
-    return StorageFullError(directory or "index", f"{type(exc).__name__}: {str(exc)[:300]}")
+    return StorageFullError(directory or "index", f"{type(exc).__name__}: {str(exc)[:300]}", stored=stored)
+
+
+def library_full_disk_error(exc: BaseException, directory: Path) -> StorageFullError | None:
+    """:func:`full_disk_error` for a failure inside a vector library (Chroma, qdrant-client), which writes only
+    what the ledger already stored.  Chroma's Rust core reports a full disk during its compaction as a bare
+    ``InternalError`` ("Error in compaction") without the OS error: a library error while the disk holding
+    ``directory`` has less than :data:`NEARLY_FULL` bytes free is taken as a full disk too."""
+    full = full_disk_error(exc, directory, stored=True)
+    if full is not None or not type(exc).__module__.startswith(("chromadb", "qdrant_client")):
+        return full
+    try:
+        st = os.statvfs(directory if os.path.isdir(directory) else os.path.dirname(directory))
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return None
+    if st.f_bavail * st.f_frsize >= NEARLY_FULL:
+        return None
+    return StorageFullError(directory, f"{type(exc).__name__}: {str(exc)[:300]}", stored=True)
 
 
 class Storage:

@@ -118,8 +118,8 @@ def test_a_seal_copied_with_the_files_does_not_pass_without_the_key(
     root = _copy(templates, "qdrant", tmp_path)
     canary = tmp_path / "canary.txt"
     _plant_pickle(root / QDRANT_DB, canary)
-    with monkeypatch.context() as attacker:  # the attacker's own key (a cache folder of their own)
-        attacker.setenv("FINDERLEDGE_CACHE_DIR", str(tmp_path / "attacker-cache"))
+    with monkeypatch.context() as attacker:  # the attacker's own key (a config folder of their own)
+        attacker.setenv("XDG_CONFIG_HOME", str(tmp_path / "attacker-config"))
         Seal(root / "qdrant", {".lock"}).write()  # a seal that matches the planted row
     with pytest.raises(IndexCorruptError, match="seal"):
         Seal(root / "qdrant", {".lock"}).verify()

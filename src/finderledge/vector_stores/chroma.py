@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, MissingExtraError
+from ..errors import ConfigurationError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
 from ..integrity import chroma_open_guard
 from ..locking import WriteLock
 from ..seals import SEAL_FILE, Seal
-from ..storage import Storage, full_disk_error
+from ..storage import Storage, library_full_disk_error
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
@@ -293,17 +293,21 @@ class ChromaVectorStore(VectorStore):
         if self._generation >= 0:
             with self._lock.hold("closing the Chroma index", note=False):
                 self._disconnect()
-                self._reseal()
+                try:
+                    self._reseal()
+                except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
+                    logger.warning("closing Chroma without sealing its files: %s", exc)
             self._generation = -1
 
 
 @contextmanager
 def _full_disk(path: Path | None) -> Iterator[None]:
-    """Chroma's "database or disk is full" (SQLite code 13, ENOSPC) as :class:`StorageFullError`."""
+    """Chroma's "database or disk is full" (SQLite code 13, ENOSPC, its "Error in compaction" on a full disk)
+    as :class:`StorageFullError` saying that the ledger stored the batch (Chroma only copies it)."""
     try:
         yield
     except BaseException as exc:
-        full = full_disk_error(exc, path)
+        full = None if path is None else library_full_disk_error(exc, path)
         if full is None or full is exc:
             raise
         raise full from exc

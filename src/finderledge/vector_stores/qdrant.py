@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, MissingExtraError
+from ..errors import ConfigurationError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
 from ..seals import SEAL_FILE, Seal
-from ..storage import Storage
+from ..storage import Storage, library_full_disk_error
 from .base import LOCAL, SHARED, VectorStore
 from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
 
@@ -141,21 +142,34 @@ class QdrantVectorStore(VectorStore):
             )
             for i, chunk_id in enumerate(ids)
         ]
-        if self._seal is not None:
-            self._seal.begin()
-        for start in range(0, len(points), BATCH):
-            self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
+        with self._full_disk():
+            if self._seal is not None:
+                self._seal.begin()
+            for start in range(0, len(points), BATCH):
+                self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
+
+    @contextmanager
+    def _full_disk(self) -> Iterator[None]:
+        """A full disk under qdrant-client's local storage as :class:`StorageFullError` (the ledger stored the batch)."""
+        try:
+            yield
+        except Exception as exc:
+            full = None if self.path is None else library_full_disk_error(exc, self.path)
+            if full is None or full is exc:
+                raise
+            raise full from exc
 
     def delete(self, ids: Iterable[str]) -> None:
         points: list[int | str | uuid.UUID] = [point_id(i) for i in ids]
-        if points and self._seal is not None:
-            self._seal.begin()
-        for start in range(0, len(points), BATCH):
-            self._client.delete(
-                self.collection,
-                points_selector=self._models.PointIdsList(points=points[start : start + BATCH]),
-                wait=True,
-            )
+        with self._full_disk():
+            if points and self._seal is not None:
+                self._seal.begin()
+            for start in range(0, len(points), BATCH):
+                self._client.delete(
+                    self.collection,
+                    points_selector=self._models.PointIdsList(points=points[start : start + BATCH]),
+                    wait=True,
+                )
 
     def search(
         self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
@@ -202,7 +216,10 @@ class QdrantVectorStore(VectorStore):
         if callable(close):
             close()
         if self._seal is not None and self.path is not None and self.path.is_dir():
-            self._seal.reseal_if_changed()
+            try:
+                self._seal.reseal_if_changed()
+            except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
+                logger.warning("closing the local Qdrant without sealing its files: %s", exc)
             self._seal = None
 
 
