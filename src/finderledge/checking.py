@@ -29,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FinderLedgeError, IncompatibleIndexError, IndexCorruptError, UnsafePathError
+from .errors import (
+    FinderLedgeError,
+    IncompatibleIndexError,
+    IndexCorruptError,
+    LockTimeoutError,
+    UnsafePathError,
+)
 from .keyword_store import KeywordStore
 from .ledgers.rows import (
     RowDamage,
@@ -38,6 +44,7 @@ from .ledgers.rows import (
     decode_document_metadata,
     decode_embedding,
 )
+from .locking import WriteLock
 from .seals import Seal
 from .storage import Storage
 from .vector_stores import chroma, qdrant
@@ -216,10 +223,13 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
             continue
         if folder in SEALED:  # checked against its seal; the library itself is never opened here
             try:
-                Seal(path, SEALED[folder]).verify()
+                with _quiet(folder, path):
+                    Seal(path, SEALED[folder]).verify()
             except IndexCorruptError as exc:
                 report.problems.append(f"{leg} index: {exc}; the ledger can rebuild it (check --repair)")
                 report.damaged_indexes[leg] = str(exc)
+            except LockTimeoutError as exc:
+                report.notes.append(f"{path} was not checked: another process kept writing it ({exc})")
             continue
         try:
             with _opened(folder, path, dimension) as store:
@@ -247,6 +257,17 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
         report.notes.append(
             f"{kind}'s own files carry no checksums: each was compared with the seal FinderLedge recorded"
         )
+
+
+@contextmanager
+def _quiet(folder: str, path: Path) -> Iterator[None]:
+    """Chroma's lock held (a read hold: no owner note), so that no process writes its files while they are
+    compared with their seal (qdrant-client's local mode serves one process at a time anyway)."""
+    if folder != "chroma":
+        yield
+        return
+    with WriteLock(path, 30.0).hold("checking the Chroma index", note=False):
+        yield
 
 
 @contextmanager

@@ -160,6 +160,8 @@ class Seal:
             fd = self._storage.open_fd(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except UnsafePathError as exc:
             raise IndexCorruptError(self.folder / name, exc.reason) from None
+        except FileNotFoundError:  # the library is not idle (another process writes it): nothing to seal
+            raise IndexCorruptError(self.folder / name, "the file vanished while it was read") from None
         digest = hashlib.sha256()
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):

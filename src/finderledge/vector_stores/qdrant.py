@@ -97,8 +97,12 @@ class QdrantVectorStore(VectorStore):
             self._seal.verify()  # before qdrant-client unpickles anything (IndexCorruptError: rebuilt)
             self._seal.begin()  # sealed again at flush and close
             self._client = _local_client(client_module, self.path)
-        self._ensure_collection(dimension)
-        self.flush()
+        try:
+            self._ensure_collection(dimension)
+            self.flush()
+        except BaseException:
+            self.close()  # releases the folder (and seals it) for the next opener
+            raise
 
     def flush(self) -> None:
         """Seal the local folder as qdrant-client left it (each write is stored at once; it holds ``.lock``)."""
