@@ -6,9 +6,11 @@ What is checked (see :func:`check_directory`):
 * the ledger: ``PRAGMA integrity_check`` (every page; this grows with the ledger, so it runs here and not at
   every open), FinderLedge's tables, every row decodes (metadata JSON, embedding blobs of the recorded
   dimension, chunk ids that match their ``parent_id``), every chunk's document exists;
-* each local index (BM25, FAISS, Chroma) against the ledger: its files' checksums (BM25, FAISS), the chunk
-  ids it holds against those the ledger held at its checkpoint, and (sampled) that its vectors are the
-  ledger's.
+* each local index (BM25, FAISS) against the ledger: its files' checksums, the chunk ids it holds against
+  those the ledger held at its checkpoint, and (sampled) that its vectors are the ledger's;
+* a local store whose files a third-party library reads itself (Chroma, qdrant-client's local mode): every
+  file against its seal (:mod:`finderledge.seals`), without opening the library (Chroma writes its files
+  whenever it opens them, and qdrant-client unpickles its rows).
 
 Repairs (``FinderLedge.check(repair=True)``) rebuild an index from the ledger; damaged ledger rows cannot
 be rebuilt from anything, so the report says what to do about them.
@@ -27,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FinderLedgeError, IncompatibleIndexError, IndexCorruptError, UnsafePathError
+from .errors import (
+    FinderLedgeError,
+    IncompatibleIndexError,
+    IndexCorruptError,
+    LockTimeoutError,
+    UnsafePathError,
+)
 from .keyword_store import KeywordStore
 from .ledgers.rows import (
     RowDamage,
@@ -36,8 +44,10 @@ from .ledgers.rows import (
     decode_document_metadata,
     decode_embedding,
 )
+from .locking import WriteLock
+from .seals import Seal
 from .storage import Storage
-from .vector_stores.chroma import ChromaVectorStore
+from .vector_stores import chroma, qdrant
 from .vector_stores.faiss import FaissVectorStore
 
 __all__ = ["CheckReport", "check_directory", "repair"]
@@ -47,6 +57,8 @@ logger = logging.getLogger(__name__)
 LEDGER_FILE = "ledger.sqlite3"
 _LISTED = 20  # problems of one kind listed one by one; the rest are counted
 _SAMPLED_VECTORS = 200
+# local stores a third-party library reads itself: checked against their seals, with FinderLedge's own files
+SEALED = {"chroma": chroma.OWN_FILES, "qdrant": qdrant.OWN_FILES}
 
 
 @dataclass
@@ -106,7 +118,7 @@ def check_directory(directory: str | Path) -> CheckReport:
         report.problems.append(f"{ledger} is missing: there is nothing to check the indexes against")
         return report
     try:
-        con = sqlite3.connect(f"{ledger.resolve().as_uri()}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{ledger.resolve().as_uri()}?{_read_only(ledger)}", uri=True)
     except sqlite3.Error as exc:
         report.problems.append(f"{ledger} cannot be opened ({exc})")
         return report
@@ -119,6 +131,13 @@ def check_directory(directory: str | Path) -> CheckReport:
 
 
 # -- the ledger ---------------------------------------------------------------------------------------
+def _read_only(ledger: Path) -> str:
+    """URI parameters that read the ledger without writing a byte: a ledger closed cleanly (no ``-wal``
+    or ``-shm`` beside it) is read as immutable, since even a ``mode=ro`` connection creates both files."""
+    journals = [ledger.with_name(ledger.name + suffix) for suffix in ("-wal", "-shm")]
+    return "mode=ro" if any(j.exists() for j in journals) else "mode=ro&immutable=1"
+
+
 def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) -> dict[str, str] | None:
     """Pages, tables and rows of the ledger; returns its info table, or None when it cannot be read."""
     try:
@@ -191,7 +210,7 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
     settings = json.loads(info.get("settings") or "{}")
     kind = settings.get("vector_store") or "faiss"
     legs = [("keyword", "index:keyword", "bm25")]
-    if kind in ("faiss", "chroma") and not settings.get("chroma_url"):
+    if kind == "faiss" or (kind in SEALED and not settings.get(f"{kind}_url")):
         legs.append(("vector", f"index:vector:{kind}", kind))
     dimension = int(info["embedding_dimension"]) if info.get("embedding_dimension", "").isdigit() else None
     for leg, key, folder in legs:
@@ -201,6 +220,16 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
             report.notes.append(
                 f"{path} has no checkpoint: it is rebuilt from the ledger when the index is opened"
             )
+            continue
+        if folder in SEALED:  # checked against its seal; the library itself is never opened here
+            try:
+                with _quiet(folder, path):
+                    Seal(path, SEALED[folder]).verify()
+            except IndexCorruptError as exc:
+                report.problems.append(f"{leg} index: {exc}; the ledger can rebuild it (check --repair)")
+                report.damaged_indexes[leg] = str(exc)
+            except LockTimeoutError as exc:
+                report.notes.append(f"{path} was not checked: another process kept writing it ({exc})")
             continue
         try:
             with _opened(folder, path, dimension) as store:
@@ -224,10 +253,21 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
         report.notes.append(
             f"{aside}: a damaged index moved aside earlier (kept for inspection; rebuilt since)"
         )
-    if kind == "chroma":
+    if kind in SEALED:
         report.notes.append(
-            "Chroma's own files carry no checksums: its ids and vectors were compared instead"
+            f"{kind}'s own files carry no checksums: each was compared with the seal FinderLedge recorded"
         )
+
+
+@contextmanager
+def _quiet(folder: str, path: Path) -> Iterator[None]:
+    """Chroma's lock held (a read hold: no owner note), so that no process writes its files while they are
+    compared with their seal (qdrant-client's local mode serves one process at a time anyway)."""
+    if folder != "chroma":
+        yield
+        return
+    with WriteLock(path, 30.0).hold("checking the Chroma index", note=False):
+        yield
 
 
 @contextmanager
@@ -242,10 +282,7 @@ def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
         return
     if dimension is None:
         raise IndexCorruptError(path, "the ledger records no embedding dimension for it")
-    if folder == "faiss":
-        store = FaissVectorStore(path, dimension=dimension, verify=True)
-    else:
-        store = ChromaVectorStore(path)
+    store = FaissVectorStore(path, dimension=dimension, verify=True)
     try:
         yield store
     finally:

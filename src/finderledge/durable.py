@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UnsafePathError
-from .storage import full_disk_error
+from .storage import full_disk_error, refuse_hard_link
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
@@ -33,6 +33,10 @@ def write_file(path: Path, data: bytes) -> dict[str, int]:
 
     A link at ``path`` is never followed (:class:`UnsafePathError`); a full disk raises
     :class:`StorageFullError` and removes the partial file."""
+    try:
+        refuse_hard_link(os.lstat(path), path)  # O_TRUNC would empty the file under its other name
+    except FileNotFoundError:
+        pass
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
     except OSError as exc:

@@ -122,12 +122,18 @@ class StorageFullError(FinderLedgeError, OSError):
     Free some space and retry the write; searches keep working meanwhile.  Also an ``OSError`` (``ENOSPC``).
     """
 
-    def __init__(self, directory: str | Path, detail: str) -> None:
+    def __init__(self, directory: str | Path, detail: str, *, stored: bool = False) -> None:
         self.directory = Path(directory)
         self.detail = detail
+        self.stored = stored  # True: an index failed after the ledger had stored the batch
         OSError.__init__(self, errno.ENOSPC, f"no space left for {self.directory} ({detail})")
 
     def __str__(self) -> str:
+        if self.stored:
+            return (
+                f"{self.directory}: the disk is full ({self.detail}); the batch was stored in the ledger, and "
+                "the index catches up from it at the next write or open; nothing was moved aside; free some space"
+            )
         return (
             f"{self.directory}: the disk is full ({self.detail}); nothing was changed or moved aside; "
             "free some space and retry"

@@ -21,6 +21,7 @@ from .durable import write_file
 from .errors import IndexCorruptError, LedgerCorruptError, StorageFullError
 from .ledgers import Ledger
 from .locking import WriteLock
+from .seals import UnsealedError
 from .vector_stores import LOCAL, VectorStore
 
 __all__ = [
@@ -226,6 +227,11 @@ class Leg:
         directory = self.directory / self.folder
         if not directory.is_dir() and not directory.is_symlink():
             return None
+        if isinstance(exc, UnsealedError):  # left half-written by FinderLedge itself: nothing to keep
+            shutil.rmtree(directory)
+            self.records.set_info(self.key, None)
+            logger.warning("%s; removed %s and rebuilding the index from the ledger", exc, directory)
+            return directory
         stamp = time.strftime("%Y%m%d-%H%M%S")
         aside = directory.with_name(f"{directory.name}.corrupt-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         directory.rename(aside)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IncompatibleIndexError, IndexCorruptError, StorageFullError, UnsafePathError
-from .storage import full_disk_error
+from .storage import library_full_disk_error
 
 __all__ = [
     "PARSE_ERRORS",
@@ -173,7 +173,7 @@ def chroma_open_guard(path: Path | None, alias: str | None) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        full = full_disk_error(exc, path)
+        full = library_full_disk_error(exc, path)
         if full is not None:  # Chroma writes as it starts: a full disk is no damage, nothing is moved
             _forget_chroma_system(alias)
             if full is exc:

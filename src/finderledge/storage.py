@@ -4,7 +4,9 @@ A persist directory may come from anywhere (an archive, a shared drive, another 
 is followed blindly: every fixed name (``ledger.sqlite3``, ``write.lock.owner``, ``bm25/``, ``faiss/``,
 ``chroma/``, ``chroma/generation`` …) is resolved inside the root one component at a time, with
 ``O_NOFOLLOW`` and ``dir_fd``, so a symbolic link (to a file or a folder outside) is refused with
-:class:`~finderledge.errors.UnsafePathError` naming it, before anything is written.  Writes are atomic
+:class:`~finderledge.errors.UnsafePathError` naming it, before anything is written.  A hard link carries no
+link bit, so a file is also refused when it has more than one name (``st_nlink > 1``): writing it in place
+(SQLite, a lock file) would change the other name's file, which may lie outside.  Writes are atomic
 (temporary file, ``fsync``, ``os.replace``), and a full disk (``ENOSPC``, ``EDQUOT``, SQLite's "database or
 disk is full", Chroma's code 13) is told apart from damage: :func:`full_disk_error` turns it into
 :class:`~finderledge.errors.StorageFullError`, which is never a reason to move an index aside.
@@ -30,6 +32,8 @@ __all__ = [
     "full_disk_error",
     "index_folder",
     "is_full_disk",
+    "library_full_disk_error",
+    "refuse_hard_link",
 ]
 
 # every fixed name of a persist directory (relative to it) that FinderLedge or a library it drives opens
@@ -52,6 +56,7 @@ FIXED_FILES = (
     "bm25/manifest.json",
     "faiss/manifest.json",
 )
+NEARLY_FULL = 4 << 20  # bytes free below which a vector library's own write error is a full disk
 _FULL_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _SQLITE_FULL = 13
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -79,13 +84,33 @@ def is_full_disk(exc: BaseException) -> bool:
     return "database or disk is full" in text or "no space left on device" in text
 
 
-def full_disk_error(exc: BaseException, directory: Path | str | None) -> StorageFullError | None:
-    """The :class:`StorageFullError` for ``exc`` if it says the disk is full (else ``None``)."""
+def full_disk_error(
+    exc: BaseException, directory: Path | str | None, *, stored: bool = False
+) -> StorageFullError | None:
+    """The :class:`StorageFullError` for ``exc`` if it says the disk is full (else ``None``); ``stored``: the
+    failure came after the ledger stored the batch (an index's write)."""
     if isinstance(exc, StorageFullError):
         return exc
     if not is_full_disk(exc):
         return None
-    return StorageFullError(directory or "index", f"{type(exc).__name__}: {str(exc)[:300]}")
+    return StorageFullError(directory or "index", f"{type(exc).__name__}: {str(exc)[:300]}", stored=stored)
+
+
+def library_full_disk_error(exc: BaseException, directory: Path) -> StorageFullError | None:
+    """:func:`full_disk_error` for a failure inside a vector library (Chroma, qdrant-client), which writes only
+    what the ledger already stored.  Chroma's Rust core reports a full disk during its compaction as a bare
+    ``InternalError`` ("Error in compaction") without the OS error: a library error while the disk holding
+    ``directory`` has less than :data:`NEARLY_FULL` bytes free is taken as a full disk too."""
+    full = full_disk_error(exc, directory, stored=True)
+    if full is not None or not type(exc).__module__.startswith(("chromadb", "qdrant_client")):
+        return full
+    try:
+        st = os.statvfs(directory if os.path.isdir(directory) else os.path.dirname(directory))
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return None
+    if st.f_bavail * st.f_frsize >= NEARLY_FULL:
+        return None
+    return StorageFullError(directory, f"{type(exc).__name__}: {str(exc)[:300]}", stored=True)
 
 
 class Storage:
@@ -120,6 +145,7 @@ class Storage:
                 raise UnsafePathError(current.parent, "expected a folder, found a file") from None
             if stat.S_ISLNK(st.st_mode):
                 raise UnsafePathError(current, f"is a symbolic link (to {_link_target(current)})")
+        refuse_hard_link(st, current)
         return current
 
     def check(self, names: Iterable[str]) -> None:
@@ -171,13 +197,21 @@ class Storage:
         """``os.open`` of ``root / name`` that never follows a link (any component); caller closes it."""
         dir_fd, leaf = self._open_parent(name, create=bool(flags & os.O_CREAT))
         try:
-            return os.open(leaf, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC):  # before O_TRUNC or a write reaches it
+                _refuse_link(dir_fd, leaf, self.root / name)
+            fd = os.open(leaf, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise UnsafePathError(self.root / name, "is a symbolic link") from None
             raise
         finally:
             os.close(dir_fd)
+        try:
+            refuse_hard_link(os.fstat(fd), self.root / name)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     # -- reading ------------------------------------------------------------------------------------
     def read_bytes(self, name: str) -> bytes:
@@ -270,14 +304,22 @@ def index_folder(path: Path) -> Path:
     return path
 
 
+def refuse_hard_link(st: os.stat_result, path: Path) -> None:
+    """Raise :class:`UnsafePathError` if ``st`` is a file with more than one name (a hard link): writing it in
+    place would change the file under its other name, which may lie outside the directory."""
+    if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
+        raise UnsafePathError(path, f"is a hard link (the file has {st.st_nlink} names; expected one)")
+
+
 def _refuse_link(dir_fd: int, leaf: str, path: Path) -> None:
-    """Raise :class:`UnsafePathError` if ``leaf`` (in the folder ``dir_fd``) is a symbolic link."""
+    """Raise :class:`UnsafePathError` if ``leaf`` (in the folder ``dir_fd``) is a symbolic or a hard link."""
     try:
         st = os.stat(leaf, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
         raise UnsafePathError(path, f"is a symbolic link (to {_link_target(path)})")
+    refuse_hard_link(st, path)
 
 
 def _fsync_fd(fd: int) -> None:

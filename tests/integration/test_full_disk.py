@@ -145,3 +145,47 @@ def test_a_full_disk_is_reported_as_such_and_loses_nothing(
         _consistent(fl)
     assert not _leftovers(root)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR and "corrupt" in r.getMessage()]
+
+
+@pytest.mark.parametrize("left", [300_000, 1_000_000])
+@pytest.mark.parametrize("kind", ["chroma", "qdrant"])
+def test_a_full_disk_under_a_vector_library_is_a_storage_full_error(
+    small_disk: Path, kind: str, left: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Chroma's Rust core reports a full disk during compaction as a bare ``InternalError``, qdrant-client as
+    ``sqlite3.OperationalError``; both came out of ``add_texts`` for a batch the ledger had stored (issue 39).
+    Now a batch either returns (stored: the index catches up from the ledger) or raises ``StorageFullError``
+    saying whether it was stored, and nothing is moved aside."""
+    root = small_disk / "index"
+    fl = _open(root, vector_store=kind)
+    fl.add_texts(_texts(40))
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    with open(small_disk / "ballast", "wb") as fh:
+        fh.write(b"\0" * max(0, free - left))
+    returned, refused = [], []
+    for i in range(8):
+        batch = [f"batch {i} text {j} about passwords and tides " * 3 for j in range(30)]
+        try:
+            fl.add_texts(batch)
+            returned.append(batch)
+        except StorageFullError as exc:
+            assert exc.errno == errno.ENOSPC
+            refused.append((batch, exc.stored))
+    fl.close()
+    assert refused, "the disk never filled up"
+    (small_disk / "ballast").unlink()
+    with _open(root) as again:
+        again.add_texts(["Written once space was freed."])
+    with _open(root) as again:
+        contents = {d.page_content for d in again.list_documents(limit=100000)}
+        for batch in returned:
+            assert set(batch) <= contents
+        for batch, stored in refused:
+            assert set(batch) <= contents if stored else not set(batch) & contents
+        _consistent(again)
+    assert not _leftovers(root)
+    assert not [
+        r
+        for r in caplog.records
+        if "InternalError" in r.getMessage() and "disk is full" not in r.getMessage()
+    ]

@@ -1,9 +1,12 @@
 """A crafted persist directory never makes FinderLedge read, write or delete anything outside it.
 
 Each fixed-name file and folder of each local backend (the SQLite ledger, the lock files, ``bm25/``,
-``faiss/``, ``chroma/`` and Chroma's own files) is replaced by a symbolic link to a file and to a folder
-outside; opening the directory (to search, or to write) must refuse it with an error naming the link,
-and every byte outside must be unchanged.
+``faiss/``, ``chroma/`` and Chroma's own files, qdrant-client's local folder) is replaced by a symbolic link
+to a file and to a folder outside; opening the directory (to search, or to write) must refuse it with an
+error naming the link, and every byte outside must be unchanged.  Then every file of every backend (segment
+files, Chroma's HNSW files, the ledger …) is replaced by a hard link or a symbolic link to an outside copy of
+its own bytes (a link bit is all that tells them apart): either the directory is refused naming it, or the
+index holding it is moved aside and rebuilt; never is a byte outside written.
 """
 
 from __future__ import annotations
@@ -33,8 +36,16 @@ NAMES = {
         "chroma/write.lock",
         "chroma/write.lock.owner",
         "chroma/generation",
+        "chroma/seal.json",
     ],
 }
+NAMES["qdrant"] = COMMON + [
+    "qdrant",
+    "qdrant/.lock",
+    "qdrant/meta.json",
+    "qdrant/collection/finderledge/storage.sqlite",
+    "qdrant/seal.json",
+]
 CASES = [(kind, name) for kind, names in NAMES.items() for name in names]
 
 
@@ -194,3 +205,52 @@ def test_storage_refuses_links_in_any_component_and_writes_atomically(tmp_path: 
         with pytest.raises(UnsafePathError):
             store.path(bad)
     assert _tree(outside) == before
+
+
+# ---------------------------------------------------------------------------------------------------
+# Every file of every backend, as a hard link or a symbolic link to an outside copy of itself
+# ---------------------------------------------------------------------------------------------------
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.parametrize("link", ["hard", "symbolic"])
+@pytest.mark.parametrize("kind", sorted(NAMES))
+def test_a_link_at_any_file_never_writes_outside(
+    templates: dict[str, Path], tmp_path: Path, kind: str, link: str
+) -> None:
+    names = _files(templates[kind])
+    assert any("data_level0.bin" in n for n in names) or kind != "chroma", names
+    outcomes: dict[str, str] = {}
+    for i, name in enumerate(names):
+        root = tmp_path / str(i) / "index"
+        shutil.copytree(templates[kind], root, symlinks=True)
+        outside = tmp_path / str(i) / "outside"
+        outside.mkdir()
+        target = outside / Path(name).name
+        shutil.copyfile(root / name, target)  # the outside file holds the very bytes: nothing looks damaged
+        (root / name).unlink()
+        if link == "hard":
+            os.link(target, root / name)
+        else:
+            (root / name).symlink_to(target)
+        before = _tree(outside)
+        try:
+            with _open(root) as fl:
+                fl.search("glaciers", k=2)
+                fl.search("glaciers", k=2, search_mode="vector")
+                fl.add_texts(["Deserts are dry."])
+                hit = fl.search("Deserts are dry.", k=1, search_mode="vector")[0]
+                assert hit.content == "Deserts are dry."
+        except UnsafePathError as exc:
+            assert str(root / name) in str(exc), (name, exc)
+            outcomes[name] = "refused"
+        except Exception as exc:  # noqa: BLE001 - counted: any other failure is one too
+            outcomes[name] = f"failed: {type(exc).__name__}: {exc}"
+        else:
+            outcomes[name] = "rebuilt" if list(root.glob("*.corrupt-*")) else "opened"
+        if _tree(outside) != before:
+            outcomes[name] += ", wrote outside"
+    # a file read by a library or written in place is refused or moved aside: never used through the link
+    bad = {name: how for name, how in outcomes.items() if how not in ("refused", "rebuilt")}
+    assert not bad, f"{len(bad)} of {len(names)} {link} links: {bad}"

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, MissingExtraError
+from ..errors import ConfigurationError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
 from ..integrity import chroma_open_guard
 from ..locking import WriteLock
-from ..storage import Storage, full_disk_error
+from ..seals import SEAL_FILE, Seal
+from ..storage import Storage, library_full_disk_error
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
@@ -38,7 +39,10 @@ CHROMA_FILES = (
     "write.lock",
     "write.lock.owner",
     GENERATION_FILE,
+    SEAL_FILE,
 )
+# FinderLedge's own files in chroma/ (read and written through the storage layer); Chroma's are sealed
+OWN_FILES = frozenset({"write.lock", "write.lock.owner", GENERATION_FILE})
 logger = logging.getLogger(__name__)
 
 _aliases_lock = threading.Lock()
@@ -81,7 +85,9 @@ class ChromaVectorStore(VectorStore):
     (it applies its log on ``get``/``query``), so two processes must never call it at the same time, nor
     with a stale copy.  Every call on a persistent store therefore holds an OS lock on ``path/write.lock``
     and first reopens the client if another process changed the collection since this one last saw it
-    (a counter in ``path/generation``, bumped before every write).
+    (a counter in ``path/generation``, bumped before every write).  Chroma writes its files even when it
+    only opens them, so every file it keeps is sealed (:mod:`finderledge.seals`) before the lock is released
+    and checked against the seal before Chroma opens them again.
     """
 
     name = "chroma"
@@ -104,6 +110,7 @@ class ChromaVectorStore(VectorStore):
         self._alias: int | None = None
         self._generation = -1
         self._collection_name = collection_name
+        self._seal: Seal | None = None
         if url is not None:
             self._lock = WriteLock(None, lock_timeout)  # the server serialises its own writes
         elif self.path is None:
@@ -114,6 +121,7 @@ class ChromaVectorStore(VectorStore):
             # chroma/ and the fixed files in it are opened by Chroma and filelock, which follow links
             Storage(self.path.parent).mkdir(self.path.name)
             Storage(self.path).check(CHROMA_FILES)
+            self._seal = Seal(self.path, OWN_FILES)
             self._lock = WriteLock(self.path, lock_timeout)
         with self._access():
             pass
@@ -131,6 +139,9 @@ class ChromaVectorStore(VectorStore):
         alias = None
         if self.path is not None:
             Storage(self.path).check(CHROMA_FILES)  # again: it may have changed since the last connect
+            assert self._seal is not None
+            self._seal.verify()  # every file as FinderLedge left it, or moved aside and rebuilt: never opened
+            self._seal.begin()  # Chroma writes as it opens: sealed again when the lock is released
             alias, self._alias = _take_alias(self.path)
         with chroma_open_guard(self.path, alias):  # damage (even a Rust panic) -> IndexCorruptError: rebuilt
             if alias is None:
@@ -194,7 +205,17 @@ class ChromaVectorStore(VectorStore):
             if writing:  # bumped first: if this process dies mid-write, the others still reload
                 self._generation += 1
                 Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))
-            yield
+                if self._seal is not None:
+                    self._seal.begin()
+            try:
+                yield
+            finally:  # whatever Chroma wrote (opening, writing, even reading) is sealed before the lock goes
+                self._reseal()
+
+    def _reseal(self) -> None:
+        """Seal Chroma's files again if it changed any of them (caller holds the lock; a few stats if not)."""
+        if self._seal is not None and self._generation >= 0 and self.path is not None and self.path.is_dir():
+            self._seal.reseal_if_changed()
 
     def add(
         self,
@@ -272,16 +293,21 @@ class ChromaVectorStore(VectorStore):
         if self._generation >= 0:
             with self._lock.hold("closing the Chroma index", note=False):
                 self._disconnect()
+                try:
+                    self._reseal()
+                except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
+                    logger.warning("closing Chroma without sealing its files: %s", exc)
             self._generation = -1
 
 
 @contextmanager
 def _full_disk(path: Path | None) -> Iterator[None]:
-    """Chroma's "database or disk is full" (SQLite code 13, ENOSPC) as :class:`StorageFullError`."""
+    """Chroma's "database or disk is full" (SQLite code 13, ENOSPC, its "Error in compaction" on a full disk)
+    as :class:`StorageFullError` saying that the ledger stored the batch (Chroma only copies it)."""
     try:
         yield
     except BaseException as exc:
-        full = full_disk_error(exc, path)
+        full = None if path is None else library_full_disk_error(exc, path)
         if full is None or full is exc:
             raise
         raise full from exc

@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, MissingExtraError
+from ..errors import ConfigurationError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
-from ..storage import Storage
+from ..seals import SEAL_FILE, Seal
+from ..storage import Storage, library_full_disk_error
 from .base import LOCAL, SHARED, VectorStore
 from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
 
-__all__ = ["COLLECTION", "QdrantVectorStore", "import_qdrant", "open_qdrant", "point_id"]
+__all__ = ["COLLECTION", "OWN_FILES", "QdrantVectorStore", "import_qdrant", "open_qdrant", "point_id"]
 
 COLLECTION = "finderledge"
 BATCH = 256  # points per upsert or delete request
+OWN_FILES = frozenset(
+    {".lock"}
+)  # the local folder's lock file (content unsealed); every other file is sealed
 #: the payload fields a new collection on a server indexes (the document-search design's payload schema)
 PAYLOAD_INDEXES = {
     "document_id": "keyword",
@@ -53,7 +58,12 @@ def point_id(chunk_id: str) -> str:
 
 
 class QdrantVectorStore(VectorStore):
-    """One Qdrant collection of FinderLedge chunks: on a server (``url``), in a local folder, or in memory."""
+    """One Qdrant collection of FinderLedge chunks: on a server (``url``), in a local folder, or in memory.
+
+    qdrant-client's local mode unpickles every row of its ``storage.sqlite`` when it opens, so its folder is
+    sealed (:mod:`finderledge.seals`) after it opens, at each flush and at close, and checked against the
+    seal before it opens: a planted or damaged row is never unpickled; the folder is moved aside and rebuilt.
+    """
 
     name = "qdrant"
 
@@ -74,6 +84,7 @@ class QdrantVectorStore(VectorStore):
         self.path = None if path is None or url is not None else Path(path)
         self.location = LOCAL if url is None else SHARED
         self.collection = collection_name
+        self._seal: Seal | None = None
         if url is not None:
             self._client = _server_client(client_module, url, api_key)
         elif self.path is None:
@@ -82,8 +93,21 @@ class QdrantVectorStore(VectorStore):
             # through the storage layer: a link at the folder or at any file qdrant-client opens is refused
             Storage(self.path.parent).mkdir(self.path.name)
             Storage(self.path).check(_local_files(collection_name))
+            self._seal = Seal(self.path, OWN_FILES)
+            self._seal.verify()  # before qdrant-client unpickles anything (IndexCorruptError: rebuilt)
+            self._seal.begin()  # sealed again at flush and close
             self._client = _local_client(client_module, self.path)
-        self._ensure_collection(dimension)
+        try:
+            self._ensure_collection(dimension)
+            self.flush()
+        except BaseException:
+            self.close()  # releases the folder (and seals it) for the next opener
+            raise
+
+    def flush(self) -> None:
+        """Seal the local folder as qdrant-client left it (each write is stored at once; it holds ``.lock``)."""
+        if self._seal is not None:
+            self._seal.reseal_if_changed()
 
     def _ensure_collection(self, dimension: int) -> None:
         models = self._models
@@ -122,17 +146,34 @@ class QdrantVectorStore(VectorStore):
             )
             for i, chunk_id in enumerate(ids)
         ]
-        for start in range(0, len(points), BATCH):
-            self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
+        with self._full_disk():
+            if self._seal is not None:
+                self._seal.begin()
+            for start in range(0, len(points), BATCH):
+                self._client.upsert(self.collection, points=points[start : start + BATCH], wait=True)
+
+    @contextmanager
+    def _full_disk(self) -> Iterator[None]:
+        """A full disk under qdrant-client's local storage as :class:`StorageFullError` (the ledger stored the batch)."""
+        try:
+            yield
+        except Exception as exc:
+            full = None if self.path is None else library_full_disk_error(exc, self.path)
+            if full is None or full is exc:
+                raise
+            raise full from exc
 
     def delete(self, ids: Iterable[str]) -> None:
         points: list[int | str | uuid.UUID] = [point_id(i) for i in ids]
-        for start in range(0, len(points), BATCH):
-            self._client.delete(
-                self.collection,
-                points_selector=self._models.PointIdsList(points=points[start : start + BATCH]),
-                wait=True,
-            )
+        with self._full_disk():
+            if points and self._seal is not None:
+                self._seal.begin()
+            for start in range(0, len(points), BATCH):
+                self._client.delete(
+                    self.collection,
+                    points_selector=self._models.PointIdsList(points=points[start : start + BATCH]),
+                    wait=True,
+                )
 
     def search(
         self, embedding: Sequence[float] | np.ndarray, k: int, filter: Mapping[str, Any] | None = None
@@ -178,11 +219,17 @@ class QdrantVectorStore(VectorStore):
         close = getattr(self._client, "close", None)
         if callable(close):
             close()
+        if self._seal is not None and self.path is not None and self.path.is_dir():
+            try:
+                self._seal.reseal_if_changed()
+            except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
+                logger.warning("closing the local Qdrant without sealing its files: %s", exc)
+            self._seal = None
 
 
 def _local_files(collection: str) -> tuple[str, ...]:
     """The files qdrant-client's local mode keeps in its folder (checked before it opens them)."""
-    return (".lock", "meta.json", f"collection/{collection}/storage.sqlite")
+    return (".lock", "meta.json", f"collection/{collection}/storage.sqlite", SEAL_FILE)
 
 
 def _local_client(client_module: Any, path: Path) -> Any:
