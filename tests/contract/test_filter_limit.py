@@ -66,7 +66,9 @@ def test_over_the_limit_is_refused_naming_it_on_every_backend(ledger: FinderLedg
     with pytest.raises(FilterTooLargeError):  # a scope's own filter is limited when the scope is made
         ledger.scoped({"n": {"$in": list(range(MAX_FILTER_VALUES + 1))}})
     scope = ledger.scoped({"n": {"$in": list(range(MAX_FILTER_VALUES))}})
-    with pytest.raises(FilterTooLargeError, match=f"{MAX_FILTER_VALUES + 1} values"):  # the caller's part alone
+    with pytest.raises(
+        FilterTooLargeError, match=f"{MAX_FILTER_VALUES + 1} values"
+    ):  # the caller's part alone
         scope.search("budget", filter={"n": {"$in": list(range(MAX_FILTER_VALUES + 1))}})
 
 

@@ -69,7 +69,11 @@ def test_the_tenants_own_clause_does_not_count_against_the_limit(tmp_path: Path)
             over = {"query": "budget", "filter": {"n": {"$in": list(range(MAX_FILTER_VALUES + 1))}}}
             r = client.post("/api/v1/search", json=over, headers=auth)
             assert r.status_code == 400 and f"{MAX_FILTER_VALUES + 1} values" in r.json()["detail"]
-            tags = {"query": "budget", "tags": ["x"], "filter": {"n": {"$in": list(range(MAX_FILTER_VALUES))}}}
+            tags = {
+                "query": "budget",
+                "tags": ["x"],
+                "filter": {"n": {"$in": list(range(MAX_FILTER_VALUES))}},
+            }
             r = client.post("/api/v1/search", json=tags, headers=auth)  # the request's own clauses do count
             assert r.status_code == 400, r.text[:300]
     finally:
