@@ -168,16 +168,20 @@ class AccessPolicy:
                 full = Path(root) / name
                 st = os.lstat(full)
                 if stat.S_ISLNK(st.st_mode):  # not followed by the loader; refused outright when it leads out
-                    target = Path(os.path.realpath(full))
-                    if self.folders is not None and not any(
-                        target == f or f in target.parents for f in self.folders
-                    ):
-                        raise AccessDeniedError(
-                            f"{what}: {full} is a symbolic link leading outside the allowed folders"
-                        )
+                    self._check_link(full, what)
                     continue
                 self._check_file(full, folder, st, what)
-            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+            for name in [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+                dirs.remove(name)  # not followed by the loader; refused outright when it leads out
+                self._check_link(Path(root) / name, what)
+
+    def _check_link(self, link: Path, what: str) -> None:
+        """A symbolic link met in a folder: refused when it leads outside the allowed folders."""
+        target = Path(os.path.realpath(link))
+        if self.folders is not None and not any(
+            target == f or Path(f) in target.parents for f in self.folders
+        ):
+            raise AccessDeniedError(f"{what}: {link} is a symbolic link leading outside the allowed folders")
 
     def _check_file(self, path: Path, folder: Path, st: os.stat_result | None, what: str) -> None:
         if st is None:

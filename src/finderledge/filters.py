@@ -236,4 +236,8 @@ def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
     present = [f for f in filters if f]
     if not present:
         return None
-    return present[0] if len(present) == 1 else {"$and": present}
+    if len(present) == 1:
+        return present[0]
+    scope = sum(f.scope_values for f in present if isinstance(f, ScopedFilter))
+    combined = {"$and": present}  # a scope's own values, narrowed further, still do not count
+    return ScopedFilter(combined, scope) if scope else combined

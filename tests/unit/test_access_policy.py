@@ -145,3 +145,36 @@ def test_the_policy_narrows_and_never_widens() -> None:
     assert policy.narrow({"tenant": "b"}) == {"$and": [{"tenant": "a"}, {"tenant": "b"}]}
     assert policy.accepts({"tenant": "a"}) and not policy.accepts({"tenant": "b"})
     assert AccessPolicy.owner().narrow({"x": 1}) == {"x": 1} and AccessPolicy.owner().writable
+
+
+def test_a_scopes_clause_stays_outside_the_limit_through_its_retrievers(fl: FinderLedge) -> None:
+    from finderledge.errors import FilterTooLargeError
+    from finderledge.filters import MAX_FILTER_VALUES
+
+    at_limit = {"n": {"$in": list(range(MAX_FILTER_VALUES))}}
+    fl.add_texts(["A's budget note."], [{"tenant": "a", "n": 1}])
+    view = fl.scoped({"tenant": "a"})
+    assert [d.page_content for d in view.as_retriever().invoke("budget", filter=at_limit)] == [
+        "A's budget note."
+    ]
+    assert [d.page_content for d in view.as_retriever(filter=at_limit).invoke("budget")] == [
+        "A's budget note."
+    ]
+    with pytest.raises(FilterTooLargeError):  # the retriever's filter and the call's are both the caller's
+        view.as_retriever(filter=at_limit).invoke("budget", filter={"n": 1})
+
+
+def test_a_folder_link_leading_out_is_refused(tmp_path: Path) -> None:
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    (allowed / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.md").write_text("hunter2", encoding="utf-8")
+    (allowed / "sub" / "ok.md").write_text("fine", encoding="utf-8")
+    (allowed / "sub" / "inside").symlink_to(
+        allowed / "sub", target_is_directory=True
+    )  # stays inside: skipped
+    policy = AccessPolicy({"tenant": "a"}, writable=True, folders=[allowed])
+    assert policy.check_path(allowed) == allowed.resolve()
+    (allowed / "sub" / "out").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(AccessDeniedError, match="out is a symbolic link leading outside the allowed folders"):
+        policy.check_path(allowed)
