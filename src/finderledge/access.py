@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,8 @@ class AccessPolicy:
     max_file_bytes: int | None = None
     max_chunks: int | None = None
     label: str = "this view"
+    #: a further check of each file (e.g. the server's unpack limits): why it is refused, or None
+    file_check: Callable[[Path], str | None] | None = field(default=None, compare=False)
     _accepts: Predicate | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +199,9 @@ class AccessPolicy:
                 f"{what}: {path} is {st.st_size:,} bytes, over {self.label}'s limit of "
                 f"{self.max_file_bytes:,} bytes per file"
             )
+        problem = self.file_check(path) if self.file_check is not None else None
+        if problem:
+            raise AccessDeniedError(f"{what}: {path}: {problem}")
 
 
 def _allowed_folder(folder: str | os.PathLike[str]) -> Path:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -98,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from .access import AccessPolicy
     from .facade import FinderLedge
     from .llms import make_chat_model
+    from .server.uploads import UnpackLimits, unpack_limit_problem
 
     policy = AccessPolicy(  # what the agent may see and do, checked before the index is opened
         base,
@@ -106,6 +108,9 @@ def _run(args: argparse.Namespace) -> int:
         max_file_bytes=int(args.max_file_mb * 1024 * 1024),
         max_chunks=ServerConfig.max_chunks,
         label="this MCP server",
+        file_check=functools.partial(
+            unpack_limit_problem, limits=UnpackLimits()
+        ),  # the server's upload limits
     )
     if args.allow_folder and not args.allow_writes:
         logger.warning("--allow-folder has no effect without --allow-writes: the server is read-only")

@@ -161,7 +161,14 @@ def build_server(
         filter: Annotated[dict[str, Any] | None, Field(description="metadata filter")] = None,
     ) -> dict[str, Any]:
         """Answer from the documents, citing sources as [n] (extractive quotes when no LLM is configured)."""
-        return view.answer(question, llm, k=k, filter=filter).to_dict()
+        try:
+            return view.answer(question, llm, k=k, filter=filter).to_dict()
+        except FinderLedgeError:
+            raise
+        except Exception as exc:  # the model's client raises its own kinds (the HTTP chat says so too)
+            raise tool_error_class()(
+                f"the language model failed: {type(exc).__name__}: {str(exc)[:300]}"
+            ) from exc
 
     @server.tool()
     @_reporting

@@ -178,3 +178,25 @@ def test_a_folder_link_leading_out_is_refused(tmp_path: Path) -> None:
     (allowed / "sub" / "out").symlink_to(outside, target_is_directory=True)
     with pytest.raises(AccessDeniedError, match="out is a symbolic link leading outside the allowed folders"):
         policy.check_path(allowed)
+
+
+def test_the_servers_unpack_limits_apply_to_files_of_the_host(tmp_path: Path) -> None:
+    """The MCP server checks files with the HTTP server's upload limits: a zip-bomb DOCX, too many rows."""
+    import functools
+    import zipfile
+
+    from finderledge.server.uploads import UnpackLimits, unpack_limit_problem
+
+    with zipfile.ZipFile(tmp_path / "bomb.docx", "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("word/document.xml", b"\0" * (26 * 1024 * 1024))
+    (tmp_path / "rows.csv").write_text("a,b\n" + "1,2\n" * 20, encoding="utf-8")
+    (tmp_path / "fine.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    check = functools.partial(unpack_limit_problem, limits=UnpackLimits(rows=10))
+    policy = AccessPolicy({"tenant": "a"}, writable=True, folders=[tmp_path], file_check=check)
+    with pytest.raises(AccessDeniedError, match="bomb.docx: the DOCX unpacks to .* over the limit of 25 MB"):
+        policy.check_path(tmp_path / "bomb.docx")
+    with pytest.raises(AccessDeniedError, match="rows.csv: the file has more than 10 rows"):
+        policy.check_path(tmp_path / "rows.csv")
+    (tmp_path / "bomb.docx").unlink()
+    (tmp_path / "rows.csv").unlink()
+    assert policy.check_path(tmp_path) == tmp_path.resolve()
