@@ -200,3 +200,17 @@ def test_the_servers_unpack_limits_apply_to_files_of_the_host(tmp_path: Path) ->
     (tmp_path / "bomb.docx").unlink()
     (tmp_path / "rows.csv").unlink()
     assert policy.check_path(tmp_path) == tmp_path.resolve()
+
+
+def test_a_hard_link_to_a_file_elsewhere_is_refused(tmp_path: Path) -> None:
+    import os
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2", encoding="utf-8")
+    os.link(secret, allowed / "notes.md")  # no link bit: only its second name tells
+    policy = AccessPolicy({"tenant": "a"}, writable=True, folders=[allowed])
+    for path in (allowed / "notes.md", allowed):
+        with pytest.raises(AccessDeniedError, match="notes.md is a hard link"):
+            policy.check_path(path)
