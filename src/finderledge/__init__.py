@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AccessPolicy": "access",
+    "AccessDeniedError": "errors",
     "Answer": "answer",
     "AnswerPrompts": "answer",
     "AnswerSource": "answer",
@@ -59,6 +61,8 @@ _EXPORTS = {
 }
 __all__ = [
     "NO_CONTEXT",
+    "AccessDeniedError",
+    "AccessPolicy",
     "Answer",
     "AnswerPrompts",
     "AnswerSource",
@@ -97,6 +101,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .access import AccessPolicy
     from .answer import Answer, AnswerPrompts, AnswerSource
     from .config import Settings
     from .context import NO_CONTEXT
@@ -104,6 +109,7 @@ if TYPE_CHECKING:
     from .document_splitter import DocumentSplitter
     from .embeddings import EmbeddingModelFactory
     from .errors import (
+        AccessDeniedError,
         ConfigurationError,
         DocumentNotFoundError,
         FinderLedgeError,

@@ -11,6 +11,7 @@ import errno
 from pathlib import Path
 
 __all__ = [
+    "AccessDeniedError",
     "ConfigurationError",
     "DocumentNotFoundError",
     "FilterTooLargeError",
@@ -33,6 +34,12 @@ class FinderLedgeError(Exception):
 
 class ConfigurationError(FinderLedgeError, ValueError):
     """A setting, argument or filter is invalid; the message names it and what was expected."""
+
+
+class AccessDeniedError(FinderLedgeError, PermissionError):
+    """An access policy (a scoped view, an MCP or HTTP caller) does not allow this: a write to a read-only
+    view, a document outside the caller's scope, a path outside the allowed folders, a file over the size
+    limit.  The message says what was refused and why, never what the refused document holds."""
 
 
 class FilterTooLargeError(ConfigurationError):

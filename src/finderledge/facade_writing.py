@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.documents import Document
 
 from .errors import ConfigurationError
+from .filters import compile_filter
 from .ingest import IngestReport, Writer, documents_with_ids, rechunk, text_documents
 from .validation import check_flag, check_mapping, check_patterns, document_key
 
@@ -42,6 +43,7 @@ class Writing:
         prune: bool = False,
         follow_symlinks: bool = False,
         document_id: str | None = None,
+        within: Mapping[str, Any] | None = None,
     ) -> list[str]:
         """Add a file, a directory (recursive), a LangChain ``Document`` or a list of those (raw text:
         :meth:`add_texts`; a string is always a path, and one that does not exist raises
@@ -60,6 +62,9 @@ class Writing:
         adding under the same ``document_id`` again replaces the parents it no longer has.
         Nothing is stored unless the whole call succeeds; vectors computed before a failure are cached,
         so running the same call again does not embed them twice.
+        ``within`` (a scope's base filter: a scoped writer's guard) refuses the call with
+        :class:`~finderledge.errors.AccessDeniedError`, nothing written, when a document it would replace,
+        remove or store does not match it, whatever id names it (another scope's copy of a file is left alone).
         """
         return self.ingest(
             source,
@@ -70,6 +75,7 @@ class Writing:
             prune=prune,
             follow_symlinks=follow_symlinks,
             document_id=document_id,
+            within=within,
         ).ids
 
     def add_documents(
@@ -113,6 +119,7 @@ class Writing:
         follow_symlinks: bool = False,
         document_id: str | None = None,
         max_chunks: int | None = None,
+        within: Mapping[str, Any] | None = None,
     ) -> IngestReport:
         """Like :meth:`add_document` but returns the full :class:`IngestReport`.
 
@@ -135,6 +142,7 @@ class Writing:
             follow_symlinks=follow_symlinks,
             document_id=document_id,
             max_chunks=max_chunks,
+            within=compile_filter(within),
         )
         self._engine.recalibrate()
         return report
@@ -152,27 +160,31 @@ class Writing:
         return rechunk(self._engine, self._writer, chunk_size, chunk_overlap, chunk_unit)
 
     # -- removal ------------------------------------------------------------------------------------
-    def remove_document(self, doc_id: str | os.PathLike[str]) -> list[str]:
+    def remove_document(
+        self, doc_id: str | os.PathLike[str], *, within: Mapping[str, Any] | None = None
+    ) -> list[str]:
         """Remove a parent document (by id), every document of a source path, or every parent of a
         ``document_id``, from every store.
 
         Returns the removed parent ids.  Raises :class:`~finderledge.errors.DocumentNotFoundError` (a
-        ``KeyError``) naming the id when nothing matches; nothing is changed then.
+        ``KeyError``) naming the id when nothing matches; nothing is changed then.  With ``within`` (a scope's
+        base filter) only documents it matches are removed, or counted as matching.
         """
         key = document_key(doc_id)
         self._engine.vector_store  # noqa: B018 - opened first, as for a write
-        removed = self._writer.remove(key)
+        removed = self._writer.remove(key, compile_filter(within))
         self._engine.recalibrate()
         return removed
 
-    def delete(self, ids: Sequence[str]) -> list[str]:
-        """Remove documents by id (LangChain's ``delete``): unknown ids are ignored; returns the ids removed."""
+    def delete(self, ids: Sequence[str], *, within: Mapping[str, Any] | None = None) -> list[str]:
+        """Remove documents by id (LangChain's ``delete``): unknown ids are ignored, and so are ids of documents
+        ``within`` (a scope's base filter) does not match; returns the ids removed."""
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             raise ConfigurationError(
                 f"delete: ids: expected a list of document ids, got {type(ids).__name__}"
             )
         keys = [document_key(i) for i in ids]
         self._engine.vector_store  # noqa: B018 - opened first, as for a write
-        removed = self._writer.delete(keys)
+        removed = self._writer.delete(keys, compile_filter(within))
         self._engine.recalibrate()
         return removed

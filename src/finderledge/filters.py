@@ -45,6 +45,7 @@ __all__ = [
     "OPERATORS",
     "MetadataFilter",
     "Predicate",
+    "ScopedFilter",
     "and_filters",
     "compile_filter",
     "filter_key",
@@ -170,12 +171,31 @@ def _compile(flt: Any, depth: int) -> Predicate | None:
     return _all(preds) if preds else None
 
 
+class ScopedFilter(dict[str, Any]):
+    """A caller's filter AND-ed with its scope's base filter (see :class:`finderledge.access.AccessPolicy`):
+    the base filter's own values (``scope_values``, themselves at most :data:`MAX_FILTER_VALUES`) do not count
+    against the caller's limit, so a tenant's own clause never turns a filter at the limit into one over it.
+    A plain copy of it counts every value again: the limit only ever applies more strictly."""
+
+    def __init__(self, flt: Mapping[str, Any], scope_values: int) -> None:
+        super().__init__(flt)
+        self.scope_values = max(0, min(int(scope_values), MAX_FILTER_VALUES))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ScopedFilter:
+        import copy
+
+        return ScopedFilter(copy.deepcopy(dict(self), memo), self.scope_values)
+
+    def __reduce__(self) -> Any:  # pickled (a process pool) as what it is
+        return (ScopedFilter, (dict(self), self.scope_values))
+
+
 def compile_filter(flt: MetadataFilter | None) -> Predicate | None:
     """Validate ``flt`` and turn it into a predicate over a metadata dict (``None`` for no filter)."""
     if flt is None:
         return None
     pred = _compile(flt, 1)
-    values = filter_values(flt)
+    values = filter_values(flt) - (flt.scope_values if isinstance(flt, ScopedFilter) else 0)
     if values > MAX_FILTER_VALUES:
         raise FilterTooLargeError(
             f"filter: {values} values is more than the limit of {MAX_FILTER_VALUES} "
@@ -216,4 +236,8 @@ def and_filters(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
     present = [f for f in filters if f]
     if not present:
         return None
-    return present[0] if len(present) == 1 else {"$and": present}
+    if len(present) == 1:
+        return present[0]
+    scope = sum(f.scope_values for f in present if isinstance(f, ScopedFilter))
+    combined = {"$and": present}  # a scope's own values, narrowed further, still do not count
+    return ScopedFilter(combined, scope) if scope else combined

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 
+from .access import in_scope, in_scope_ids, refuse_outside
 from .big_file import release_texts, stage, streams
 from .config import Settings
 from .document_loader import DocumentLoader, absolute_path, known_gone, safe_path
-from .errors import ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from .errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from .filters import Predicate
 from .gc_pause import cyclic_gc_paused
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
 from .metadata import TEXT_SOURCE_PREFIX, user_metadata
@@ -98,7 +100,10 @@ class Writer:
         follow_symlinks: bool = False,
         document_id: str | None = None,
         max_chunks: int | None = None,
+        within: Predicate | None = None,
     ) -> IngestReport:
+        """Add ``source``; with ``within`` (a scope's predicate) every stored document the call would replace or
+        remove, and every document it stores, must match it, else :class:`AccessDeniedError` (nothing written)."""
         started = time.perf_counter()
         extra = call_metadata(metadata, on_error, max_chunks, document_id)
         report = IngestReport()
@@ -148,12 +153,12 @@ class Writer:
                     files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
                 )
                 if document_id is None and full:
-                    self._write_batch(batch, report, listed, budget=budget)
+                    self._write_batch(batch, report, listed, budget=budget, within=within)
                     batch, size, files = [], 0, 0
         except BaseException:
             walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
             raise
-        self._write_batch(batch, report, listed, prune_under, document_id, budget)
+        self._write_batch(batch, report, listed, prune_under, document_id, budget, within)
         report.seconds_total = time.perf_counter() - started
         logger.info(
             "ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
@@ -175,6 +180,7 @@ class Writer:
         prune_under: Sequence[str] = (),
         document_id: str | None = None,
         budget: ChunkBudget | None = None,
+        within: Predicate | None = None,
     ) -> None:
         """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
         under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
@@ -215,6 +221,7 @@ class Writer:
                 document_id,
                 budget,
                 versions,
+                within,
             )
         except BaseException:  # the vectors computed for this batch are kept for a retry
             keep_vectors(
@@ -247,6 +254,7 @@ class Writer:
         document_id: str | None,
         budget: ChunkBudget | None = None,
         versions: Mapping[str, str] | None = None,
+        within: Predicate | None = None,
     ) -> None:
         """Under the write lock: decide what is new and what it replaces, and commit it in one transaction
         (the staged big documents among the new are published by the same transaction; ``versions``: the
@@ -263,9 +271,21 @@ class Writer:
                 if not any(src.startswith(u) for u in unread) and known_gone(src)
             ]
             extra_deletes = [  # a vanished file's parents that this call's owner added; another owner's stay
-                pid for src in gone for pid in owned_ids(ledger.document_metadata(source=src), document_id)
+                pid
+                for src in gone
+                for pid in owned_ids(in_scope(ledger.document_metadata(source=src), within), document_id)
             ]
-            new, to_delete = plan(ledger, groups, report, extra_deletes, document_id, listed, versions)
+            new, to_delete = plan(
+                ledger, groups, report, extra_deletes, document_id, listed, versions, within
+            )
+            if within is not None:  # a scoped writer: nothing outside its scope replaced, removed or stored
+                refuse_outside(ledger, to_delete, within, "add", document_id)
+                for pid, (_, doc) in new.items():
+                    if not within(doc.metadata):
+                        raise AccessDeniedError(
+                            f"add: document {pid!r} would be stored outside this scope (its metadata does not "
+                            "match the scope's base filter)"
+                        )
             prepare(  # rare: stored when this call began, removed by another writer since
                 self._engine,
                 {pid: v for pid, v in new.items() if pid not in prepared and pid not in staged},
@@ -327,9 +347,10 @@ class Writer:
                     self._checkpoint([c for i in same for c in prepared[i].chunks])
 
     # -- remove -------------------------------------------------------------------------------------
-    def remove(self, key: str) -> list[str]:
+    def remove(self, key: str, within: Predicate | None = None) -> list[str]:
         """Remove a parent by id, every parent of a source path or ``document_id``, or the raw text a result
-        shows as ``text:<id>`` (its default source); ``DocumentNotFoundError`` if none."""
+        shows as ``text:<id>`` (its default source); ``DocumentNotFoundError`` if none (with ``within``, a
+        scope's predicate: none inside the scope; another scope's documents are never removed)."""
         ledger = self._engine.ledger
         with self._engine.write_lock.hold("removing documents"):
             if ledger.document_state(safe_path(key)) == COMPLETE:
@@ -343,19 +364,25 @@ class Writer:
                 raw_text = key[len(TEXT_SOURCE_PREFIX) :] if key.startswith(TEXT_SOURCE_PREFIX) else None
                 if not ids and raw_text and ledger.document_state(raw_text) == COMPLETE:
                     ids = [raw_text]
+            if within is not None:
+                ids = in_scope_ids(ledger, ids, within)
             if not ids:
                 raise DocumentNotFoundError(
                     f"remove_document: no document with id, source or document_id {key!r}"
+                    + (" in this scope" if within is not None else "")
                 )
             ledger.commit_write(remove=ids)
             self._checkpoint()
         return ids
 
-    def delete(self, ids: Sequence[str]) -> list[str]:
-        """Remove the parents among ``ids`` that are stored (unknown ids are ignored); returns those removed."""
+    def delete(self, ids: Sequence[str], within: Predicate | None = None) -> list[str]:
+        """Remove the parents among ``ids`` that are stored (unknown ids are ignored, and with ``within``, a
+        scope's predicate, so are ids outside the scope); returns those removed."""
         ledger = self._engine.ledger
         with self._engine.write_lock.hold("deleting documents"):
             found = ledger.complete_ids(ids)
+            if within is not None:
+                found = set(in_scope_ids(ledger, list(found), within))
             removed = list(dict.fromkeys(i for i in ids if i in found))
             if removed:
                 ledger.commit_write(remove=removed)

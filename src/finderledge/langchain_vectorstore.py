@@ -25,9 +25,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from .access import AccessPolicy
 from .engine import Engine
 from .errors import ConfigurationError
-from .filters import and_filters, compile_filter, filter_key, matches
+from .filters import compile_filter, filter_key, matches
 from .ledgers import content_id
 from .metadata import DOCUMENT_ID, info_of, normalize_metadata, user_metadata
 from .protocols import SearchableLedger
@@ -52,6 +53,7 @@ class FinderLedgeVectorStore(VectorStore):
         self.ledger = ledger
         self._base_filter = copy.deepcopy(dict(base_filter)) if base_filter else None
         self._accepts = compile_filter(self._base_filter)  # validated now, not at the first search
+        self._policy = AccessPolicy(self._base_filter, writable=True, folders=None, label="this vector store")
 
     @property
     def base_filter(self) -> dict[str, Any] | None:
@@ -119,7 +121,10 @@ class FinderLedgeVectorStore(VectorStore):
                     f"add_texts: id {doc_id!r} is taken by a document outside this store's "
                     "base filter; choose another id"
                 )
-        return self.ledger.add_texts(texts, given_metadatas, ids=final_ids, **kwargs)
+        # checked again by the writer under its lock (within=): no other writer slips a document in between
+        return self.ledger.add_texts(
+            texts, given_metadatas, ids=final_ids, within=self._base_filter, **kwargs
+        )
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Store each Document under ``ids[i]``, else its ``id``, else a content id; the inputs are not changed."""
@@ -146,7 +151,7 @@ class FinderLedgeVectorStore(VectorStore):
         if self._accepts is not None:
             keys = [k for k in keys if self._visible(k) is not None]
         if keys:
-            self.ledger.delete(keys)
+            self.ledger.delete(keys, within=self._base_filter)
         return True
 
     # -- reading ------------------------------------------------------------------------------------
@@ -166,8 +171,8 @@ class FinderLedgeVectorStore(VectorStore):
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """FinderLedge's best ``k`` chunks with their relevance in [0, 1] (higher is better)."""
-        if self._base_filter:
-            kwargs["filter"] = and_filters(copy.deepcopy(self._base_filter), kwargs.get("filter"))
+        if self._base_filter:  # the access policy's narrowing: the base filter's values do not count
+            kwargs["filter"] = self._policy.narrow(kwargs.get("filter"))
         return [(_plain(r), r.score) for r in self.ledger.search(query, k=k, **kwargs)]
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
@@ -178,8 +183,8 @@ class FinderLedgeVectorStore(VectorStore):
     ) -> list[Document]:
         """The best ``k`` chunks that do not repeat each other, chosen among ``fetch_k`` fused candidates
         (FinderLedge's ``search(mmr=True)``: the chunks' stored vectors measure redundancy)."""
-        if self._base_filter:
-            kwargs["filter"] = and_filters(copy.deepcopy(self._base_filter), kwargs.get("filter"))
+        if self._base_filter:  # the access policy's narrowing: the base filter's values do not count
+            kwargs["filter"] = self._policy.narrow(kwargs.get("filter"))
         results = self.ledger.search(
             query, k=k, mmr=True, fetch_k=max(fetch_k, k), lambda_mult=lambda_mult, **kwargs
         )

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .document_loader import absolute_path, safe_path
+from .filters import ScopedFilter
 
 __all__ = ["SOURCE", "resolve_source", "resolve_source_filter", "source_key"]
 
@@ -68,4 +69,6 @@ def resolve_source_filter(flt: Any) -> Any:
             out[key] = _resolve_condition(cond)
         else:
             out[key] = cond
+    if isinstance(flt, ScopedFilter):  # a scope's own clause keeps not counting against the caller's limit
+        return ScopedFilter(out, flt.scope_values)
     return out

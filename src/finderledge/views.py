@@ -6,6 +6,7 @@ its methods; each view searches through the ledger's public ``search``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +113,16 @@ def as_vectorstore(
     return FinderLedgeVectorStore(ledger, base_filter=dict(base_filter) if base_filter else None)
 
 
-def scoped(ledger: SearchableLedger, base_filter: Mapping[str, Any]) -> Scope:
-    """A read-only view whose searches, contexts and retrievers always apply ``base_filter`` (e.g. a tenant):
-    callers' filters narrow it and can never remove it (see :class:`~finderledge.scope.Scope`)."""
-    return Scope(ledger, base_filter)
+def scoped(
+    ledger: SearchableLedger,
+    base_filter: Mapping[str, Any],
+    *,
+    writable: bool = False,
+    folders: Sequence[str | os.PathLike[str]] | None = None,
+    max_file_bytes: int | None = None,
+) -> Scope:
+    """A view whose searches, contexts and retrievers always apply ``base_filter`` (e.g. a tenant): callers'
+    filters narrow it and can never remove it.  Read-only unless ``writable=True``: then its adds carry the base
+    filter's fields and it never replaces or removes another scope's document; ``folders`` (when given) are
+    the only ones it reads files from, each at most ``max_file_bytes`` (see :class:`~finderledge.scope.Scope`)."""
+    return Scope(ledger, base_filter, writable=writable, folders=folders, max_file_bytes=max_file_bytes)

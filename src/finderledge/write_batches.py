@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from langchain_core.documents import Document
 
+from .access import in_scope
 from .document_loader import DocumentLoader, LoadResult, detect_doc_type, detect_language
 from .errors import ConfigurationError, SourceNotFoundError, TooManyChunksError
+from .filters import Predicate
 from .ledgers import COMPLETE, ChunkRecord, DocumentRecord, Ledger, content_id
 from .metadata import DOCUMENT_ID, FL_KEY, child_id, normalize_metadata, user_metadata
 from .progress import ProgressLog, bar_fits, ending
@@ -358,19 +360,21 @@ def plan(
     document_id: str | None,
     listed: set[str],
     hashes: Mapping[str, str] | None = None,
+    within: Predicate | None = None,
 ) -> tuple[dict[str, tuple[Group, Document]], list[str]]:
     """Which parents are new and which stored ones they replace, decided under the write lock
     (``hashes``: the parents' :func:`version_hash` es, when the caller has them).
 
     A stored parent with the same id but other content or metadata is replaced; so are the other parents
     of a file given again that the same owner (``document_id`` or none) added and, with ``document_id``,
-    the parents of that document id not given again.  Another owner's copy of the file is never touched."""
+    the parents of that document id not given again.  Another owner's copy of the file is never touched, nor,
+    with ``within`` (a scope's predicate), another scope's."""
     new: dict[str, tuple[Group, Document]] = {}
     to_delete: list[str] = []
     versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
     for group in groups:
         existing = (
-            owned_ids(ledger.document_metadata(source=group.source), group.owner)
+            owned_ids(in_scope(ledger.document_metadata(source=group.source), within), group.owner)
             if (group.replace and group.source)
             else []
         )

@@ -63,8 +63,28 @@ def test_over_the_limit_is_refused_naming_it_on_every_backend(ledger: FinderLedg
                 ledger.search("budget", search_mode=mode, filter=flt)
             assert isinstance(err.value, ConfigurationError)
             assert "MAX_FILTER_VALUES" in str(err.value)
-    with pytest.raises(FilterTooLargeError):
-        ledger.scoped({"n": {"$in": list(range(MAX_FILTER_VALUES))}}).search("budget", filter={"x": "y"})
+    with pytest.raises(FilterTooLargeError):  # a scope's own filter is limited when the scope is made
+        ledger.scoped({"n": {"$in": list(range(MAX_FILTER_VALUES + 1))}})
+    scope = ledger.scoped({"n": {"$in": list(range(MAX_FILTER_VALUES))}})
+    with pytest.raises(
+        FilterTooLargeError, match=f"{MAX_FILTER_VALUES + 1} values"
+    ):  # the caller's part alone
+        scope.search("budget", filter={"n": {"$in": list(range(MAX_FILTER_VALUES + 1))}})
+
+
+def test_a_scopes_own_clause_does_not_count_against_the_callers_limit(ledger: FinderLedge) -> None:
+    """Issue 39: the tenant's clause made a caller's filter at the limit one over it; a scope's values are
+    limited on their own, so scope and caller both at the limit (20,000 values) answer on every backend."""
+    tenant = ledger.scoped({"n": {"$lt": 10}})
+    at_limit = {"n": {"$in": list(range(MAX_FILTER_VALUES))}}
+    wide = ledger.scoped({"n": {"$in": [*range(5, 20), *(f"s{i}" for i in range(MAX_FILTER_VALUES - 15))]}})
+    for mode in MODES:
+        found = tenant.search("budget", search_mode=mode, filter=at_limit, k=30)
+        assert {r.document.metadata["n"] for r in found} == set(range(10)), mode
+        found = wide.search("budget", search_mode=mode, filter=at_limit, k=30)
+        assert {r.document.metadata["n"] for r in found} == set(range(5, 20)), mode
+    assert tenant.count(at_limit)["documents"] == 10
+    assert len(tenant.list_documents(filter=at_limit)) == 10
 
 
 def test_at_the_limit_every_backend_answers(ledger: FinderLedge) -> None:

@@ -203,3 +203,36 @@ def test_serve_without_keys_listens_on_loopback_only(tmp_path: Path) -> None:
     )
     assert run.returncode == 2 and "no API key exists" in run.stderr
     assert not (tmp_path / "idx").exists()
+
+
+def test_an_upload_never_replaces_another_tenants_document(
+    tmp_path: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39: the server's writes go through the caller's access policy, so even an upload whose document
+    id collides with another tenant's (forced here) is refused (403), and that document is left as it was."""
+    import uuid
+
+    from finderledge.server import uploads
+
+    directory = tmp_path / "index"
+    taken = uuid.UUID("0123456789abcdef0123456789abcdef")
+    secret = KeyStore(directory / "server").create("alice")[1]
+    fl = FinderLedge(directory, embedding=minilm, show_progress=False)
+    fl.add_texts(["Bob's contract: 1,000 EUR."], [{"tenant": "bob"}], document_id=taken.hex)
+    monkeypatch.setattr(uploads.uuid, "uuid4", lambda: taken)
+    try:
+        with TestClient(create_app(ServerConfig(directory=directory), ledger=fl)) as client:
+            r = client.post(
+                "/api/v1/documents",
+                headers=_auth(secret),
+                files={"file": ("a.md", b"Alice's text replacing it.", "text/markdown")},
+            )
+            assert r.status_code == 403, r.text
+            assert "outside this scope" in r.json()["detail"] and "1,000 EUR" not in r.text
+            assert client.delete(f"/api/v1/documents/{taken.hex}", headers=_auth(secret)).status_code == 404
+        docs = fl.list_documents(filter={"document_id": taken.hex})
+        assert [(d.page_content, d.metadata["tenant"]) for d in docs] == [
+            ("Bob's contract: 1,000 EUR.", "bob")
+        ]
+    finally:
+        fl.close()

@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
+    AccessDeniedError,
     ConfigurationError,
     DocumentNotFoundError,
     FilterTooLargeError,
@@ -117,6 +118,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _library_error(request: Request, exc: FinderLedgeError) -> JSONResponse:
         if isinstance(exc, FilterTooLargeError):
             return _error(400, str(exc))
+        if isinstance(exc, AccessDeniedError):  # the caller's access policy refused it
+            return _error(403, str(exc))
         if isinstance(exc, ConfigurationError):
             return _error(422, str(exc))
         if isinstance(exc, DocumentNotFoundError):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from ..filters import and_filters
+from ..access import AccessPolicy
 from .keys import TokenError, looks_like_jwt
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ class ServerState:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: a tenant (with keys) or everyone (no keys configured)."""
+    """Who is calling: a tenant (with keys) or everyone (no keys configured); what they may see and do is
+    their :class:`~finderledge.access.AccessPolicy` (``policy``), the one every entry point uses."""
 
     tenant: str | None
 
@@ -55,13 +57,21 @@ class Caller:
         """The filter every read of this caller is narrowed by (never widened by theirs)."""
         return None if self.tenant is None else {TENANT_FIELD: self.tenant}
 
+    @cached_property
+    def policy(self) -> AccessPolicy:
+        """The caller's access: their tenant's documents, writes (uploads: the upload area's files, never a
+        server path), no folder of the host."""
+        label = "this server" if self.tenant is None else f"tenant {self.tenant!r}"
+        return AccessPolicy(self.base_filter, writable=True, folders=(), label=label)
+
     def narrow(self, *filters: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The caller's base filter AND-ed with ``filters``."""
-        return and_filters(self.base_filter, *filters)
+        """The caller's base filter AND-ed with ``filters`` (the request's: their values count against the
+        filter limit, the tenant's own clause does not)."""
+        return self.policy.narrow(*filters)
 
     def stamp(self) -> dict[str, Any]:
         """The metadata every write of this caller carries."""
-        return {} if self.tenant is None else {TENANT_FIELD: self.tenant}
+        return self.policy.stamp()
 
 
 def get_state(request: Request) -> ServerState:

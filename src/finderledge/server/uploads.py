@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["TYPES", "StoredUpload", "UnpackLimits", "UploadArea", "UploadError", "safe_filename"]
+__all__ = [
+    "TYPES",
+    "StoredUpload",
+    "UnpackLimits",
+    "UploadArea",
+    "UploadError",
+    "safe_filename",
+    "unpack_limit_problem",
+]
 
 CHUNK = 1024 * 1024
 #: extension -> (canonical MIME type, the declared types accepted for it besides generic ones)
@@ -51,9 +59,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class UploadError(Exception):
     """An upload refused; ``status`` is the HTTP code to answer with, the message says why."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.reason = reason  # for a limit: what was over which limit, without the server's advice
 
 
 @dataclass(frozen=True)
@@ -110,11 +119,26 @@ class UnpackLimits:
 def _too_much(what: str, found: str, limit: int, setting: str) -> UploadError:
     """413 naming the limit and the server setting that raises it."""
     shown = f"{limit / 1024 / 1024:g} MB" if setting.endswith("_mb") else str(limit)
+    reason = f"{what} {found}, over the limit of {shown}"
     return UploadError(
         413,
-        f"file: {what} {found}, over the limit of {shown} (server setting {setting}; raise it with "
+        f"file: {reason} (server setting {setting}; raise it with "
         f"'finderledge serve --{setting.replace('_', '-')}' to accept such files)",
+        reason,
     )
+
+
+def unpack_limit_problem(path: Path, limits: UnpackLimits) -> str | None:
+    """What in a file of the host is over ``limits`` (the server's upload limits: a DOCX that unpacks to more,
+    a PDF's pages, CSV/JSONL rows, JSON items), or ``None``; content the loader cannot read is left to it."""
+    ext = path.suffix.lower()
+    if ext not in (".pdf", ".docx", ".csv", ".jsonl", ".json"):
+        return None
+    try:
+        _check_content(path, ext, limits)
+    except UploadError as exc:
+        return exc.reason if exc.status == 413 else None
+    return None
 
 
 def _count_records(path: Path, ext: str, limit: int) -> int:
@@ -163,7 +187,8 @@ def _check_content(path: Path, ext: str, limits: UnpackLimits) -> None:
         if "word/document.xml" not in names:
             raise UploadError(400, "file: not a DOCX (no word/document.xml)")
         if len(infos) > 10_000:
-            raise UploadError(413, f"file: the DOCX has {len(infos)} entries, over the limit of 10000")
+            reason = f"the DOCX has {len(infos)} entries, over the limit of 10000"
+            raise UploadError(413, f"file: {reason}", reason)
         if unpacked > limits.unpacked_bytes:
             raise _too_much(
                 "the DOCX unpacks to",

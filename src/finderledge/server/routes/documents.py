@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
 from langchain_core.documents import Document
 
-from ...errors import LoadError, TooManyChunksError
+from ...errors import AccessDeniedError, LoadError, TooManyChunksError
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ..deps import TENANT_FIELD, CallerDep, StateDep
 from ..jobs import IndexJob
@@ -160,6 +160,7 @@ def upload(
             document_id=stored.document_id,
             on_error="raise",
             max_chunks=state.config.max_chunks,
+            within=caller.policy.scope,  # never replaces another tenant's document
         )
         if not report.ids:
             reason = report.skipped[0][1] if report.skipped else "no text found"
@@ -169,7 +170,7 @@ def upload(
     def describe(exc: BaseException) -> str:
         if isinstance(exc, LoadError):
             return f"{stored.filename!r} could not be read: {str(exc).replace(str(stored.path), stored.filename)}"
-        if isinstance(exc, _NothingIndexed):
+        if isinstance(exc, (_NothingIndexed, AccessDeniedError)):
             return str(exc)
         if isinstance(exc, TooManyChunksError):
             return (
@@ -333,6 +334,6 @@ def delete_document(state: StateDep, caller: CallerDep, document_id: str) -> Res
         state.jobs.forget(document_id)
         state.uploads.discard(document_id)
         return Response(status_code=204)
-    state.ledger.delete([str(p.id) for p in parents])
+    state.ledger.delete([str(p.id) for p in parents], within=caller.policy.scope)
     state.uploads.discard(document_id)
     return Response(status_code=204)
