@@ -21,6 +21,8 @@ from ..results import SearchResult
 __all__ = ["display_names", "document_key", "document_page", "group_documents", "same_passages"]
 
 _TITLE_CHARS = 80  # a title taken from raw text's first line is cut here
+#: titles that name nothing (a PDF writer's default): the file's name is shown instead
+_PLACEHOLDER_TITLES = frozenset({"untitled", "untitled document", "(anonymous)", "anonymous", "no title"})
 
 
 def document_key(metadata: Mapping[str, Any], parent_id: str) -> str:
@@ -36,7 +38,8 @@ def document_key(metadata: Mapping[str, Any], parent_id: str) -> str:
 
 def display_names(metadata: Mapping[str, Any], text: str = "") -> tuple[str, str]:
     """``(filename, title)``: the uploaded or loaded file's name (never a server path; ``""`` for raw text), and
-    the ``title`` metadata, else that name, else the text's first line."""
+    the ``title`` metadata (unless a placeholder such as a PDF's "untitled"), else that name, else the text's
+    first line."""
     filename = ""
     for key in ("filename", "file_name"):
         value = metadata.get(key)
@@ -48,7 +51,7 @@ def display_names(metadata: Mapping[str, Any], text: str = "") -> tuple[str, str
         if isinstance(source, str) and source and not source.startswith("text:"):
             filename = PurePath(source.replace("\\", "/")).name
     title = metadata.get("title")
-    if isinstance(title, str) and title.strip():
+    if isinstance(title, str) and title.strip() and title.strip().lower() not in _PLACEHOLDER_TITLES:
         return filename, title.strip()
     if filename:
         return filename, filename
