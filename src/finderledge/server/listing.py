@@ -15,6 +15,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from ..filters import and_filters
 from ..metadata import DOCUMENT_ID, info_of
 from ..results import SearchResult
 
@@ -70,22 +71,36 @@ def group_documents(parents: Iterable[Document]) -> dict[str, list[Document]]:
 
 
 def document_page(
-    ledger: Any, filter: Mapping[str, Any] | None, start: int, stop: int, batch: int = 500
+    ledger: Any, filter: dict[str, Any] | None, start: int, stop: int, batch: int = 500
 ) -> tuple[list[str], dict[str, list[Document]]]:
     """Every document's id (:func:`document_key`) matching ``filter``, in the order added, and the parents of
-    those from ``start`` to ``stop`` (a page): the ledger's listing read a batch at a time, so the texts of the
-    other documents are never all held at once."""
+    those from ``start`` to ``stop`` (a page).
+
+    When every matching parent has a document id (a server only ever uploaded to), the ids come from the
+    ledger's metadata and only the page's parents are read; else the ledger's listing is read, a batch at a
+    time without a filter (paged in SQL), so the texts of the other documents are never all held at once."""
+    with_id = and_filters(filter, {DOCUMENT_ID: {"$ne": ""}})
+    if ledger.count(filter)["documents"] == ledger.count(with_id)["documents"]:
+        ids = ledger.list_document_ids(filter=filter)
+        chosen = ids[start:stop]
+        page: dict[str, list[Document]] = {key: [] for key in chosen}
+        if chosen:
+            for parent in ledger.list_documents(filter=and_filters(filter, {DOCUMENT_ID: {"$in": chosen}})):
+                page[parent.metadata[DOCUMENT_ID]].append(parent)
+        return ids, {key: parents for key, parents in page.items() if parents}
     keys: dict[str, int] = {}
-    page: dict[str, list[Document]] = {}
+    page = {}
     offset = 0
+    if filter is not None:  # a filtered listing scans every document's metadata per call: one call
+        batch = 0
     while True:
-        parents = ledger.list_documents(filter=filter, offset=offset, limit=batch)
+        parents = ledger.list_documents(filter=filter, offset=offset, limit=batch or None)
         for parent in parents:
             key = document_key(parent.metadata, str(info_of(parent.metadata).get("id") or parent.id))
             position = keys.setdefault(key, len(keys))
             if start <= position < stop:
                 page.setdefault(key, []).append(parent)
-        if len(parents) < batch:
+        if not batch or len(parents) < batch:
             return list(keys), page
         offset += batch
 

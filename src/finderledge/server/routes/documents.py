@@ -267,7 +267,7 @@ def list_documents(
     }
     every = ids + list(pending)  # uploads not indexed yet (or failed) come last
     chosen = every[start : start + per_page]
-    grouped = {i: every_parent[i] for i in chosen if i in indexed}
+    grouped = {i: every_parent[i] for i in chosen if i in every_parent}
     items = [
         _summary(i, grouped[i]) if i in grouped else _pending(pending[i])
         for i in chosen
