@@ -89,7 +89,9 @@ def test_every_document_is_listed_and_titled_however_it_was_added(built: dict[st
     ids = {d["id"] for d in listed}
     hits = client.post("/api/v1/search", json={"query": "paid vacation days", "top_k": 5}).json()["results"]
     assert hits and hits[0]["title"] == "Leave policy" and hits[0]["filename"] == "leave.md"
-    assert all(h["document_id"] in ids and h["title"] for h in hits if h["filename"]), hits
+    assert all(h["document_id"] in ids and h["title"] for h in hits), hits
+    japanese = client.post("/api/v1/search", json={"query": "返金の申請期限", "top_k": 1}).json()["results"]
+    assert japanese[0]["title"] == JAPANESE and japanese[0]["document_id"] == by_title[JAPANESE]["id"]
 
 
 def test_a_file_added_then_uploaded_is_one_passage_with_both_documents(built: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ def _int(value: Any) -> int | None:
 def _names(result: SearchResult) -> dict[str, Any]:
     """Which document a result is of: its id (an upload's, or the one the server gives a document the CLI or
     the library added; see :mod:`..listing`), its file's name and its title (else the file's name)."""
-    filename, title = display_names(result.document.metadata)
+    filename, title = display_names(result.document.metadata, result.content)  # raw text: its first line
     return {
         "document_id": document_key(result.document.metadata, result.parent_id),
         "chunk_id": result.id,
