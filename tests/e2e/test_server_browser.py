@@ -600,7 +600,14 @@ def test_a_background_upload_shows_processing_then_indexed_or_failed(
             ("Upload of broken.pdf failed (HTTP 422): ", "Upload of broken.pdf failed (HTTP 400): ")
         )
         assert "could not be read" in error, error  # the job's reason, shown
-        assert [r["filename"] for r in wait_docs_loaded(driver)] == ["vacation_policy.md"]
+        # a failure within the wait (400) keeps nothing; one in the background (422) stays listed as failed,
+        # with its reason, until deleted (which of the two happens depends on the machine's speed)
+        listed = [(r["filename"], r["status"]) for r in wait_docs_loaded(driver)]
+        assert listed in (
+            [("vacation_policy.md", "indexed")],
+            [("vacation_policy.md", "indexed"), ("broken.pdf", "failed")],
+        ), listed
+        assert ("broken.pdf", "failed") in listed or "(HTTP 400)" in error, (listed, error)
 
 
 def test_an_index_built_by_the_cli_shows_as_it_is(
