@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import sys
@@ -30,7 +31,7 @@ from core.managers import CONFIG, LLMManager, Settings
 from core.rag_chain import get_rag_response
 from core.retriever_manager import RetrieverManager
 
-from finderledge import ConfigurationError
+from finderledge import ConfigurationError, FinderLedgeError
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.deps import CallerDep
 from finderledge.server.keys import TENANT_PATTERN
@@ -38,6 +39,7 @@ from finderledge.server.keys import TENANT_PATTERN
 TOKEN_SECONDS = 60 * 60
 USERS_FILE = "users.json"
 PBKDF2_ROUNDS = 100_000
+logger = logging.getLogger("mochirag")
 _LLM_ONLY = frozenset({"multi_query", "deep_rag", "hyde"})  # the strategies that need the LLM
 
 
@@ -95,11 +97,20 @@ class QueryIn(BaseModel):
 class Mochi:
     """What the design's routes need: the users, the token secret, the settings and the retriever manager."""
 
-    def __init__(self, users: UserStore, secret: str, settings: Settings, manager: RetrieverManager) -> None:
+    def __init__(
+        self,
+        users: UserStore,
+        secret: str,
+        settings: Settings,
+        manager: RetrieverManager,
+        llm: LLMManager | None = None,
+    ) -> None:
         self.users = users
         self.secret = secret
         self.settings = settings
         self.manager = manager
+        self.llm_spec = llm.spec if llm is not None else None  # named in a model failure's message
+        self.llm_base_url = llm.base_url if llm is not None else None
 
 
 def get_mochi(request: Request) -> Mochi:
@@ -144,11 +155,46 @@ def strategies(mochi: MochiDep, caller: CallerDep) -> dict[str, Any]:
     }
 
 
-@router.post("/chat/query/", summary="Answer from the user's documents through a strategy (LCEL chain)")
+NO_LLM = (
+    "no language model is configured, and /chat/query/ answers through one (the design's LCEL chain): set "
+    "llm.provider and llm.model (and llm.base_url for an OpenAI-protocol server) in config/strategies.yaml, or "
+    "the LLM environment variable (LLM=openai:<model> with LLM_BASE_URL=http://<host>:<port>/v1, or "
+    "LLM=ollama:<model>), then restart the backend. Without a model, POST /api/v1/search finds the passages and "
+    "POST /api/v1/chat answers with them (an extractive answer)"
+)
+
+
+def model_failure(mochi: Mochi, exc: Exception) -> HTTPException:
+    """A 502 naming the model, where it was looked for, what failed and which settings to check."""
+    where = f" at {mochi.llm_base_url}" if mochi.llm_base_url else ""
+    kind = type(exc).__name__
+    unreachable = any(
+        word in c.__name__.lower() for c in type(exc).__mro__ for word in ("connect", "timeout")
+    )
+    what = "could not be reached" if unreachable else "failed"
+    logger.warning("the language model %s%s %s: %s: %s", mochi.llm_spec, where, what, kind, exc)
+    return HTTPException(
+        502,
+        f"the language model {mochi.llm_spec}{where} {what} ({kind}: {str(exc)[:300]}); check that its server "
+        "is running and that LLM / LLM_BASE_URL (or llm.provider, llm.model and llm.base_url in "
+        "config/strategies.yaml) name it",
+    )
+
+
+@router.post(
+    "/chat/query/",
+    summary="Answer from the user's documents through a strategy (LCEL chain)",
+    responses={
+        502: {
+            "description": "the language model could not be reached or failed (the reason and the settings)"
+        },
+        503: {"description": "no language model is configured (which settings to set)"},
+    },
+)
 def chat_query(mochi: MochiDep, caller: CallerDep, body: QueryIn) -> dict[str, Any]:
     """The design's data flow: JWT → user → RetrieverManager.get_retriever → LCEL chain → answer + sources."""
     if mochi.manager.llm is None:
-        raise HTTPException(503, "no language model is configured: set llm in strategies.yaml or LLM=")
+        raise HTTPException(503, NO_LLM)
     strategy = body.strategy or mochi.settings.default_strategy
     try:
         response = get_rag_response(
@@ -156,6 +202,10 @@ def chat_query(mochi: MochiDep, caller: CallerDep, body: QueryIn) -> dict[str, A
         )
     except ConfigurationError as exc:
         raise HTTPException(422, str(exc)) from None
+    except FinderLedgeError:
+        raise  # the index's own errors: the server's handlers answer them
+    except Exception as exc:  # noqa: BLE001 - the model's client raises its own kinds
+        raise model_failure(mochi, exc) from None
     return {"question": body.question, "strategy": strategy, **response}
 
 
@@ -183,7 +233,7 @@ def create_backend(
     app = create_app(config)
     manager = RetrieverManager(settings, app.state.finderledge.ledger, llm.get_llm())
     users = UserStore(config.server_dir / USERS_FILE)
-    app.state.mochirag = Mochi(users, secret, settings, manager)
+    app.state.mochirag = Mochi(users, secret, settings, manager, llm)
     app.include_router(router)
     return app
 

@@ -140,10 +140,12 @@ def lexical_faithfulness(answer: str, contexts: list[str]) -> float:
 
     A simple lexical support check, not an entailment judgement: the extractive note and [n] markers are ignored.
     """
-    from finderledge.server.answers import EXTRACTIVE_NOTE
+    from finderledge.answer import DEFAULT_PROMPTS
 
     known = set(_TOKEN.findall("\n".join(contexts).lower()))
-    text = re.sub(r"\[\d+\]", " ", answer.replace(EXTRACTIVE_NOTE, " "))
+    for prompts in DEFAULT_PROMPTS.values():  # the note is in the question's language
+        answer = answer.replace(prompts.extractive_note, " ")
+    text = re.sub(r"\[\d+\]", " ", answer)
     sentences = [
         s for s in re.split(r"(?<=[.!?。！？])\s+|(?<=[。！？])|\n+", text) if _TOKEN.search(s.lower())
     ]

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .context import Citation, format_context
+from .context import Citation, collapse_identical, format_context
 from .errors import ConfigurationError
 from .fusion import script_of
 from .metadata import user_metadata
@@ -133,10 +133,13 @@ class AnswerSource:
     passage: str
     score: float
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the other sources of the same passage (identical text found in several documents), each once
+    also: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, n: int, result: SearchResult) -> AnswerSource:
+    def of(cls, n: int, result: SearchResult, copies: Sequence[SearchResult] = ()) -> AnswerSource:
         page = result.metadata.get("page")
+        others = dict.fromkeys(c.source for c in copies if c.source != result.source)
         return cls(
             n=n,
             source=result.source,
@@ -146,6 +149,7 @@ class AnswerSource:
             passage=result.content,
             score=result.score,
             metadata=user_metadata(result.metadata),
+            also=list(others),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -261,6 +265,7 @@ class _Plan:
     prompts: AnswerPrompts
     llm: Any
     history: Sequence[Any] | None
+    copies: dict[str, list[SearchResult]] = field(default_factory=dict)  # by the kept result's chunk id
 
     def pieces(self) -> Iterator[str]:
         if not self.results:
@@ -285,7 +290,9 @@ class _Plan:
         return Answer(
             question=self.question,
             text=text,
-            sources=[AnswerSource.of(n, r) for n, r in enumerate(self.results, start=1)],
+            sources=[
+                AnswerSource.of(n, r, self.copies.get(r.id, ())) for n, r in enumerate(self.results, start=1)
+            ],
             extractive=self.llm is None and bool(self.results),
             model=None if self.llm is None else model_name(self.llm),
             language=question_language(self.question),
@@ -331,7 +338,8 @@ def _plan(
     **search: Any,
 ) -> _Plan:
     """Search (unless ``results`` are given) and build the numbered context; results scoring 0 (no evidence
-    at all) are never cited."""
+    at all) are never cited, and a passage found in several documents is cited once (its ``also`` names the
+    others)."""
     if not isinstance(question, str) or not question.strip():
         raise ConfigurationError(f"question: expected a non-empty string, got {question!r}")
     check_options(search)
@@ -347,7 +355,10 @@ def _plan(
         )
     kept = [r for r in results if r.score > 0]
     context = format_context(kept, citation=citation, max_chars=max_chars) if kept else ""
-    return _Plan(question, kept, context, chosen, llm, history)
+    # identical passages (one file added from two sources) are one source, numbered as the context numbers it
+    groups = collapse_identical(kept)
+    copies = {group[0].id: group[1:] for group in groups if len(group) > 1}
+    return _Plan(question, [group[0] for group in groups], context, chosen, llm, history, copies)
 
 
 def answer(ledger: SearchableLedger, question: str, **options: Any) -> Answer:

@@ -24,6 +24,7 @@ __all__ = [
     "NO_CONTEXT",
     "citation",
     "citation_fields",
+    "collapse_identical",
     "format_context",
 ]
 
@@ -172,6 +173,19 @@ def _passages(results: Iterable[Any]) -> list[tuple[Mapping[str, Any], str, str 
     return out
 
 
+def _text_of(item: Any) -> str:
+    return item.content if isinstance(item, SearchResult) else getattr(item, "page_content", "")
+
+
+def collapse_identical(results: Iterable[Any]) -> list[list[Any]]:
+    """Results (or Documents) grouped by identical text, whitespace aside, in the order of each text's first
+    (best-ranked) copy: the same file added twice, from two sources, is one passage with both sources."""
+    groups: dict[str, list[Any]] = {}
+    for item in results:
+        groups.setdefault(" ".join(_text_of(item).split()), []).append(item)
+    return list(groups.values())
+
+
 def format_context(
     results: Iterable[SearchResult | Document],
     *,
@@ -182,7 +196,8 @@ def format_context(
 ) -> str:
     """``[1] (source: …)`` then the passage, blank line between passages; :data:`NO_CONTEXT` when empty.
 
-    ``start`` numbers the first passage; ``citation`` is a format string over :data:`CITATION_FIELDS`
+    Identical passages (the same text from two sources, whitespace aside) are given once, their citations
+    joined with ``"; "``.  ``start`` numbers the first passage; ``citation`` is a format string over :data:`CITATION_FIELDS`
     (``"{source}#chunk={chunk}"``) or a callable ``metadata -> str`` (``None``: the default citation);
     ``template`` lays out one passage from ``{n}``, ``{citation}`` and ``{content}``.  ``max_chars`` caps
     the total length: passages that would overflow are left out (the first one's text is truncated rather
@@ -192,8 +207,13 @@ def format_context(
     check_format(start=start, citation=citation, template=template)
     blocks: list[str] = []
     used = 0
-    for n, (metadata, content, document_id) in enumerate(_passages(results), start=start):
-        cite = _cite(metadata, document_id, citation)
+    passages = _passages(results)
+    groups: dict[str, list[tuple[Mapping[str, Any], str, str | None]]] = {}
+    for passage in passages:  # identical texts from two sources: one passage citing both
+        groups.setdefault(" ".join(passage[1].split()), []).append(passage)
+    for n, group in enumerate(groups.values(), start=start):
+        _, content, _ = group[0]
+        cite = "; ".join(dict.fromkeys(_cite(md, doc_id, citation) for md, _, doc_id in group))
         block = template.format(n=n, citation=cite, content=content.strip())
         if max_chars is not None and used + len(block) > max_chars:
             if not blocks:  # the first passage is cut in its text, never in its citation

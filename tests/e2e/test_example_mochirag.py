@@ -399,3 +399,71 @@ def load_backend() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _signed_in(client: Any) -> dict[str, str]:
+    client.post("/users/", json={"username": "gil", "password": PASSWORD})
+    token = client.post("/token", data={"username": "gil", "password": PASSWORD}).json()["access_token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    r = client.post(
+        "/api/v1/documents",
+        headers=headers,
+        data={"dataset_id": "hr"},
+        files={"file": ("leave.md", b"# Leave\n\nGil has twenty days of paid leave.\n", "text/markdown")},
+    )
+    assert r.status_code == 201, r.text
+    return headers
+
+
+def test_chat_without_an_llm_says_which_setting_to_configure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 001 / issue 44: /chat/query/ without a model is a 503 whose body names the settings to set."""
+    from fastapi.testclient import TestClient
+
+    config = yaml.safe_load((EXAMPLE / "config" / "strategies.yaml").read_text())
+    config["llm"] = {}
+    path = tmp_path / "strategies.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.delenv("LLM", raising=False)
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    app = load_backend().create_backend(tmp_path / "index", secret=SECRET, settings_path=path)
+    with TestClient(app) as client:
+        headers = _signed_in(client)
+        r = client.post("/chat/query/", headers=headers, json={"question": "How many days of leave?"})
+        assert r.status_code == 503, r.text
+        detail = r.json()["detail"]
+        for setting in ("llm.provider", "llm.model", "config/strategies.yaml", "LLM=", "LLM_BASE_URL"):
+            assert setting in detail, (setting, detail)
+        # and what works without one
+        r = client.post("/api/v1/chat", headers=headers, json={"question": "How many days of leave?"})
+        assert r.status_code == 200 and r.json()["extractive"] and "twenty days" in r.json()["answer"]
+
+
+def test_chat_with_an_unreachable_llm_is_a_clear_502_not_a_500(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44: a configured model whose server is down gave an unhandled 500; now a 502 naming the model, its
+    URL, what failed and the settings to check, for every strategy (an LLM strategy's plan falls back)."""
+    from fastapi.testclient import TestClient
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    monkeypatch.setenv("LLM", "openai:local-model")
+    monkeypatch.setenv("LLM_BASE_URL", dead)
+    app = load_backend().create_backend(tmp_path / "index", secret=SECRET)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        headers = _signed_in(client)
+        for strategy in ("basic", "multi_query"):
+            r = client.post(
+                "/chat/query/",
+                headers=headers,
+                json={"question": "How many days of leave?", "strategy": strategy},
+            )
+            assert r.status_code == 502, (strategy, r.status_code, r.text)
+            detail = r.json()["detail"]
+            assert f"openai:local-model at {dead} could not be reached" in detail, detail
+            assert (
+                "LLM_BASE_URL" in detail
+                and "llm.base_url" in detail
+                and "internal server error" not in detail
+            )

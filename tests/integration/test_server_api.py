@@ -166,7 +166,8 @@ def test_health_version_page_and_docs(api) -> None:
         "uploads",
     }
     assert client.get("/api/v1/version").json()["api"] == "v1"
-    assert client.get("/").headers["content-type"].startswith("text/html")
+    assert client.get("/", headers={"Accept": "text/html"}).headers["content-type"].startswith("text/html")
+    assert client.get("/").json()["docs"] == "/docs"  # an API client (Accept */*): JSON
     schema = client.get("/openapi.json").json()
     assert {"/api/v1/documents", "/api/v1/search", "/api/v1/chat", "/api/v1/chat/stream"} <= set(
         schema["paths"]

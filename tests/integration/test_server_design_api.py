@@ -97,7 +97,21 @@ def test_root_answers_json_to_an_api_client_and_the_page_to_a_browser(keyword_k3
         .headers["content-type"]
         .startswith("text/html")
     )
-    assert client.get("/").headers["content-type"].startswith("text/html")  # */*: the page, as before
+    # issue 44: a plain API client (Accept */* or none, as curl and httpx send) gets JSON with links to the docs
+    for accept in ("*/*", "", "application/json, */*;q=0.5"):
+        plain = client.get("/", headers={"Accept": accept})
+        assert plain.headers["content-type"].startswith("application/json"), accept
+        assert plain.json() == api.json() and plain.headers["vary"] == "Accept"
+        links = plain.headers["link"]
+        assert '</docs>; rel="service-doc"' in links and '</openapi.json>; rel="service-desc"' in links
+        for target in ("/docs", "/openapi.json", "/redoc"):
+            assert client.get(target).status_code == 200, target
+    for browser in (  # Chromium's and Firefox's navigation Accept headers: the page
+        "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8",
+        "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    ):
+        page = client.get("/", headers={"Accept": browser})
+        assert page.headers["content-type"].startswith("text/html") and "<title>FinderLedge" in page.text
 
 
 def test_design_health_names_the_database_and_the_backend(keyword_k3) -> None:

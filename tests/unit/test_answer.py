@@ -198,3 +198,33 @@ def test_results_given_are_answered_as_is(fl: FinderLedge) -> None:
     assert [s.source for s in answer.sources] == ["shipping.md"]
     with pytest.raises(ConfigurationError, match="results"):
         fl.answer("x", results=results, k=2)
+
+
+def test_a_passage_stored_from_two_sources_is_one_passage_in_the_context_and_the_answer(
+    fl: FinderLedge,
+) -> None:
+    """Issue 44: the same file added twice (by the CLI, then uploaded) gave the passage as [1] and [2]; now the
+    context gives it once citing both sources, and the answer cites it once, its ``also`` naming the other."""
+    fl.add_texts(
+        ["Refunds are accepted within 30 days of  delivery.\n"],
+        [{"source": "upload/refunds.md", "tenant": "a"}],
+    )
+    results = fl.search("refunds within 30 days", k=4, filter={"tenant": {"$ne": "b"}})
+    copies = [r for r in results if "Refunds are accepted" in r.content]
+    assert len(copies) == 2  # the search itself keeps both (its shape is unchanged)
+
+    context = fl.get_context(results=results)
+    assert context.count("Refunds are accepted within 30 days") == 1, context
+    assert re.search(r"\[1\] \(source: (refunds\.md, page 2|upload/refunds\.md)[^)]*; source: ", context), (
+        context
+    )
+    assert context.count("\n\n[") == len(results) - 2  # one passage fewer: numbered 1..n-1, no gap
+
+    answer = fl.answer("refunds within 30 days", k=4, filter={"tenant": {"$ne": "b"}})
+    passages = [s.passage for s in answer.sources]
+    assert sum("Refunds are accepted" in p for p in passages) == 1, passages
+    assert [s.n for s in answer.sources] == list(range(1, len(answer.sources) + 1))
+    refund = next(s for s in answer.sources if "Refunds are accepted" in s.passage)
+    assert {refund.source, *refund.also} == {"refunds.md", "upload/refunds.md"}
+    assert answer.text.count("Refunds are accepted") == 1, answer.text
+    assert answer.to_dict()["sources"][refund.n - 1]["also"] == refund.also

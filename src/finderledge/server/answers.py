@@ -2,12 +2,12 @@
 with none configured, an extractive answer that quotes the best passages and says it is one.
 
 The answer itself is written by :mod:`finderledge.answer` (the library's ``FinderLedge.answer``); an answerer
-names the model and the prompts the server uses.  The extractive note stays English whatever the question's
-language (clients look for it)."""
+names the model and the prompts the server uses.  The notes (extractive answer, nothing found) are in the
+question's language, as the library's are; a client tells an extractive answer by the response's ``extractive``
+field."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
@@ -23,16 +23,26 @@ from ..answer import (
 )
 from ..llms import make_chat_model
 
-__all__ = ["EXTRACTIVE_NOTE", "NO_ANSWER", "Answerer", "ExtractiveAnswerer", "ModelAnswerer", "make_answerer"]
+__all__ = [
+    "EXTRACTIVE_NOTE",
+    "NO_ANSWER",
+    "Answerer",
+    "ExtractiveAnswerer",
+    "ModelAnswerer",
+    "make_answerer",
+    "no_answer",
+]
 
 logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = DEFAULT_PROMPTS["en"].system
-#: the server's prompts: the library's defaults by language, the notes in English
-SERVER_PROMPTS: dict[str, AnswerPrompts] = {
-    lang: dataclasses.replace(p, extractive_note=EXTRACTIVE_NOTE, no_answer=NO_ANSWER)
-    for lang, p in DEFAULT_PROMPTS.items()
-}
+#: the server's prompts: the library's defaults by language, notes included
+SERVER_PROMPTS: dict[str, AnswerPrompts] = dict(DEFAULT_PROMPTS)
+
+
+def no_answer(question: str) -> str:
+    """The answer when nothing relevant was found, in the question's language."""
+    return resolve_prompts(None, question).no_answer
 
 
 class Answerer(Protocol):
@@ -73,7 +83,8 @@ class ExtractiveAnswerer:
     def stream(
         self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
     ) -> Iterator[str]:
-        return extractive_pieces(passages, EXTRACTIVE_NOTE, max_chars=self.max_chars)
+        note = resolve_prompts(None, question).extractive_note
+        return extractive_pieces(passages, note, max_chars=self.max_chars)
 
 
 class ModelAnswerer:

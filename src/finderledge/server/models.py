@@ -23,6 +23,7 @@ StrategyName = Literal[
 
 __all__ = [
     "JSON_ERRORS",
+    "AlsoIn",
     "ChatRequest",
     "ChatResponse",
     "ChatTurn",
@@ -202,6 +203,15 @@ class SearchRequest(_Retrieval):
     top_k: int | None = Field(None, ge=1, le=100, description="results; default: the index's k setting")
 
 
+class AlsoIn(BaseModel):
+    """Another document holding the same passage (identical text: one file added twice, from two sources)."""
+
+    document_id: str | None
+    chunk_id: str
+    filename: str | None
+    title: str | None
+
+
 class SearchHit(BaseModel):
     """One result, with each leg's rank and raw score (absent when that leg did not find it): why it ranked."""
 
@@ -219,6 +229,9 @@ class SearchHit(BaseModel):
     keyword_rank: int | None = None
     keyword_score: float | None = None
     metadata: dict[str, Any]
+    also_in: list[AlsoIn] = Field(
+        default_factory=list, description="other documents with the same passage, shown once (identical text)"
+    )
 
 
 class SearchResponse(BaseModel):
@@ -271,6 +284,9 @@ class SourceOut(BaseModel):
     score: float
     content: str
     chunk_content: str = Field(description="the passage (= content; the design's name)")
+    also_in: list[AlsoIn] = Field(
+        default_factory=list, description="other documents with the same passage, cited once (identical text)"
+    )
 
 
 class ChatResponse(BaseModel):
@@ -297,7 +313,7 @@ class DesignHealthOut(BaseModel):
 
 
 class RootOut(BaseModel):
-    """``GET /`` for an API client (``Accept: application/json``)."""
+    """``GET /`` for an API client (an ``Accept`` without text/html)."""
 
     message: str
     version: str

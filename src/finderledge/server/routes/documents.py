@@ -14,6 +14,7 @@ from ...errors import AccessDeniedError, LoadError, TooManyChunksError
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
 from ..deps import TENANT_FIELD, CallerDep, StateDep
 from ..jobs import IndexJob
+from ..listing import display_names, document_page, group_documents
 from ..models import ChunkOut, DocumentDetail, DocumentList, DocumentOut, ErrorOut
 from ..uploads import UploadError
 
@@ -62,18 +63,23 @@ def stored_name(document_id: str, filename: str) -> str:
 
 
 def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
-    """A :class:`DocumentOut` from the parents stored under one document id."""
+    """A :class:`DocumentOut` from the parents stored under one document id (an upload, or a document the CLI
+    or the library added: titled from its title, else its file's name, else its text)."""
     md = parents[0].metadata
     tags = md.get("tags")
-    filename = str(md.get("filename") or md.get("file_name") or "")
+    filename, title = display_names(md, parents[0].page_content)
+    uploaded = isinstance(md.get(DATA_SOURCE_ID), str)
+    source_id = md.get("source_id")
     return {
         "id": document_id,
         "filename": filename,
-        "title": str(md.get("title") or md.get("filename") or ""),
+        "title": title,
         "mime_type": str(md.get("mime_type") or ""),
         "size": int(md.get("size") or 0),
         "file_size": int(md.get("size") or 0),
-        "file_path": stored_name(document_id, filename),
+        "file_path": stored_name(document_id, filename)
+        if uploaded
+        else (source_id if isinstance(source_id, str) else filename),
         "tags": [str(t) for t in tags] if isinstance(tags, list) else [],
         "dataset_id": md.get(DATASET_ID) if isinstance(md.get(DATASET_ID), str) else None,
         "data_source_id": document_id,
@@ -86,11 +92,17 @@ def _summary(document_id: str, parents: list[Document]) -> dict[str, Any]:
 
 
 def _parents(state: StateDep, caller: CallerDep, ids: list[str]) -> dict[str, list[Document]]:
-    """The caller's parents of each document id, grouped (ids the caller cannot see are absent)."""
+    """The caller's parents of each document id, grouped (ids the caller cannot see are absent); an id of a
+    document added without one (by the CLI or the library: see :mod:`..listing`) is found among every
+    document."""
     found = state.ledger.list_documents(filter=caller.narrow({DOCUMENT_ID: {"$in": ids}}))
     grouped: dict[str, list[Document]] = defaultdict(list)
     for doc in found:
         grouped[doc.metadata[DOCUMENT_ID]].append(doc)
+    missing = set(ids) - set(grouped)
+    if missing:
+        every = group_documents(state.ledger.list_documents(filter=caller.narrow()))
+        grouped.update({key: every[key] for key in missing if key in every})
     return grouped
 
 
@@ -239,9 +251,13 @@ def list_documents(
         list[str] | None, Query(description="only documents uploaded to any of these datasets")
     ] = None,
 ) -> dict[str, Any]:
-    """The caller's documents, in upload order, a page at a time."""
+    """The caller's documents, however they were added (uploaded, or by the CLI or the library), in the order
+    they were added, a page at a time."""
     datasets = {DATASET_ID: {"$in": dataset_id}} if dataset_id else None
-    ids = state.ledger.list_document_ids(filter=caller.narrow(tag_filter(tag), datasets))
+    start = (page - 1) * per_page
+    ids, every_parent = document_page(
+        state.ledger, caller.narrow(tag_filter(tag), datasets), start, start + per_page
+    )
     indexed = set(ids)
     pending = {
         r["id"]: r
@@ -251,9 +267,8 @@ def list_documents(
         and (not dataset_id or r.get("dataset_id") in dataset_id)
     }
     every = ids + list(pending)  # uploads not indexed yet (or failed) come last
-    chosen = every[(page - 1) * per_page : page * per_page]
-    shown = [i for i in chosen if i in indexed]
-    grouped = _parents(state, caller, shown) if shown else {}
+    chosen = every[start : start + per_page]
+    grouped = {i: every_parent[i] for i in chosen if i in every_parent}
     items = [
         _summary(i, grouped[i]) if i in grouped else _pending(pending[i])
         for i in chosen

@@ -71,6 +71,14 @@
     return title || filename || item.document_id || "(untitled)";
   }
 
+  /** "Also in: …" for a passage found in other documents too (identical text, shown once), else null. */
+  function alsoIn(item, testid) {
+    const others = item.also_in || [];
+    if (!others.length) return null;
+    return el("p", { className: "muted also", testid },
+      "Also in: " + others.map(docLabel).join(", "));
+  }
+
   /** A FastAPI error body's detail as one line: a string, or a list of validation errors. */
   function formatDetail(detail) {
     if (typeof detail === "string") return detail;
@@ -301,7 +309,7 @@
 
   function docRow(doc) {
     const del = el("button", { type: "button", className: "danger small", testid: "doc-delete",
-      title: "Delete " + doc.filename }, "Delete");
+      title: "Delete " + (doc.filename || doc.title) }, "Delete");
     del.addEventListener("click", (event) => {
       event.stopPropagation();
       deleteDocument(doc);
@@ -324,7 +332,7 @@
   }
 
   async function deleteDocument(doc) {
-    if (!window.confirm("Delete “" + doc.title + "” (" + doc.filename + ")?")) return;
+    if (!window.confirm("Delete “" + doc.title + "”" + (doc.filename ? " (" + doc.filename + ")" : "") + "?")) return;
     show($("docs-error"), "");
     try {
       await api("/documents/" + encodeURIComponent(doc.id), { method: "DELETE" });
@@ -395,7 +403,8 @@
       el("div", { className: "why", testid: "result-why" },
         legCell("vector", hit.vector_rank, hit.vector_score, "result-vector"),
         legCell("keyword", hit.keyword_rank, hit.keyword_score, "result-keyword")),
-      el("p", { className: "snippet", testid: "result-snippet", title: hit.content }, snippet(hit.content, SNIPPET_CHARS)));
+      el("p", { className: "snippet", testid: "result-snippet", title: hit.content }, snippet(hit.content, SNIPPET_CHARS)),
+      alsoIn(hit, "result-also"));
   }
 
   async function onSearch(event) {
@@ -450,7 +459,8 @@
         el("span", { className: "rank" }, "[" + source.n + "]"),
         el("span", { className: "doc", testid: "source-title" }, docLabel(source) + where),
         el("span", { className: "score" }, "score " + fmtScore(source.score))),
-      el("p", { className: "snippet" }, snippet(source.content, SNIPPET_CHARS)));
+      el("p", { className: "snippet" }, snippet(source.content, SNIPPET_CHARS)),
+      alsoIn(source, "source-also"));
   }
 
   /** Parse a text/event-stream body; call onEvent(parsedJson) for each event's data. */
