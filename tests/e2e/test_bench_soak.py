@@ -21,7 +21,18 @@ ROUND_FIELDS = ("returned", "lost", "duplicated", "unconfirmed_present", "opens"
 def test_tiny_soak_counts_every_store(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_soak.py"), "--writers", "2", "--seconds", "8"]
-    command += ["--rounds", "1", "--max-kills", "3", "--kill-min", "0.5", "--kill-max", "1.5", "--out", str(out)]
+    command += [
+        "--rounds",
+        "1",
+        "--max-kills",
+        "3",
+        "--kill-min",
+        "0.5",
+        "--kill-max",
+        "1.5",
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=880, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text(encoding="utf-8"))
