@@ -5,21 +5,25 @@ What is checked (see :func:`check_directory`):
 * the directory: no fixed-name file or folder is a symbolic link (:mod:`finderledge.storage`);
 * the ledger: ``PRAGMA integrity_check`` (every page; this grows with the ledger, so it runs here and not at
   every open), FinderLedge's tables, every row decodes (metadata JSON, embedding blobs of the recorded
-  dimension, chunk ids that match their ``parent_id``), every chunk's document exists;
+  dimension, chunk ids that match their ``parent_id``), every chunk's text matches the hash stored with it,
+  every chunk's document exists;
 * each local index (BM25, FAISS) against the ledger: its files' checksums, the chunk ids it holds against
   those the ledger held at its checkpoint, and (sampled) that its vectors are the ledger's;
 * a local store whose files a third-party library reads itself (Chroma, qdrant-client's local mode): every
   file against its seal (:mod:`finderledge.seals`), without opening the library (Chroma writes its files
   whenever it opens them, and qdrant-client unpickles its rows).
 
-Repairs (``FinderLedge.check(repair=True)``) rebuild an index from the ledger; damaged ledger rows cannot
-be rebuilt from anything, so the report says what to do about them.
+Repairs (``FinderLedge.check(repair=True)``) rebuild an index from the ledger, which holds every vector: no
+embedding model is needed (:class:`LedgerVectors` stands in for it).  Damaged ledger rows cannot be rebuilt
+from anything, so the report says what to do about them.  A full disk is no damage: what it kept from being
+checked or repaired is listed in ``disk_full``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
@@ -28,15 +32,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 
 from .errors import (
+    ConfigurationError,
     FinderLedgeError,
     IncompatibleIndexError,
     IndexCorruptError,
     LockTimeoutError,
+    StorageFullError,
     UnsafePathError,
 )
 from .keyword_store import KeywordStore
+from .ledgers.base import REMOVED, REMOVED_GRACE_SECONDS, content_id
 from .ledgers.rows import (
     RowDamage,
     check_chunk_id,
@@ -46,11 +54,11 @@ from .ledgers.rows import (
 )
 from .locking import WriteLock
 from .seals import Seal
-from .storage import Storage
+from .storage import Storage, full_disk_error
 from .vector_stores import chroma, qdrant
 from .vector_stores.faiss import FaissVectorStore
 
-__all__ = ["CheckReport", "check_directory", "repair"]
+__all__ = ["CheckReport", "LedgerVectors", "check_directory", "repair", "repair_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +67,14 @@ _LISTED = 20  # problems of one kind listed one by one; the rest are counted
 _SAMPLED_VECTORS = 200
 # local stores a third-party library reads itself: checked against their seals, with FinderLedge's own files
 SEALED = {"chroma": chroma.OWN_FILES, "qdrant": qdrant.OWN_FILES}
+_SQLITE_IOERR = 10
 
 
 @dataclass
 class CheckReport:
     """What :func:`check_directory` found: ``problems`` (damage), ``notes`` (fine, but worth knowing),
-    ``repaired`` and ``not_repaired`` (with ``repair=True``); each entry one sentence in plain words."""
+    ``repaired`` and ``not_repaired`` (with ``repair=True``), ``disk_full`` (what a full disk kept from being
+    checked or repaired: no damage); each entry one sentence in plain words."""
 
     directory: str
     problems: list[str] = field(default_factory=list)
@@ -73,6 +83,7 @@ class CheckReport:
     not_repaired: list[str] = field(default_factory=list)
     damaged_indexes: dict[str, str] = field(default_factory=dict)  # "keyword"/"vector" -> why
     damaged_documents: dict[str, str] = field(default_factory=dict)  # document id -> why
+    disk_full: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -87,14 +98,17 @@ class CheckReport:
             "notes": self.notes,
             "repaired": self.repaired,
             "not_repaired": self.not_repaired,
+            "disk_full": self.disk_full,
         }
 
     def text(self) -> str:
         """The report as lines of plain text."""
-        lines = [
-            f"{self.directory}: " + ("no damage found" if self.clean else f"{len(self.problems)} problem(s)")
-        ]
+        found = "no damage found" if self.clean else f"{len(self.problems)} problem(s)"
+        if self.disk_full:
+            found += "; the disk is full, so not everything could be checked or repaired"
+        lines = [f"{self.directory}: {found}"]
         for title, items in (
+            ("disk full", self.disk_full),
             ("problem", self.problems),
             ("repaired", self.repaired),
             ("not repaired", self.not_repaired),
@@ -120,7 +134,11 @@ def check_directory(directory: str | Path) -> CheckReport:
     try:
         con = sqlite3.connect(f"{ledger.resolve().as_uri()}?{_read_only(ledger)}", uri=True)
     except sqlite3.Error as exc:
-        report.problems.append(f"{ledger} cannot be opened ({exc})")
+        full = _disk_full(exc, root)
+        if full is not None:
+            report.disk_full.append(_not_checked(ledger, full))
+        else:
+            report.problems.append(f"{ledger} cannot be opened ({exc})")
         return report
     with closing(con):
         info = _check_ledger(con, ledger, report)
@@ -143,7 +161,11 @@ def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) ->
     try:
         rows = con.execute("PRAGMA integrity_check").fetchall()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        report.problems.append(f"{ledger} is damaged ({exc}); restore it from a backup")
+        full = _disk_full(exc, ledger.parent)
+        if full is not None:  # reading a WAL ledger needs room for its shared-memory file
+            report.disk_full.append(_not_checked(ledger, full))
+        else:
+            report.problems.append(f"{ledger} is damaged ({exc}); restore it from a backup")
         return None
     if rows != [("ok",)]:
         detail = "; ".join(str(r[0]) for r in rows[:3]).replace("\n", " ")[:500]
@@ -155,35 +177,35 @@ def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) ->
         report.problems.append(f"{ledger} holds no FinderLedge tables")
         return None
     dimension = int(info["embedding_dimension"]) if info.get("embedding_dimension", "").isdigit() else None
-    documents: set[str] = set()
+    documents: dict[str, str] = {}  # id -> state
     bad: list[str] = []
-    for doc_id, metadata in con.execute("SELECT id, metadata FROM documents"):
-        documents.add(doc_id)
+    for doc_id, metadata, state in con.execute("SELECT id, metadata, state FROM documents"):
+        documents[doc_id] = state
         try:
             decode_document_metadata(doc_id, metadata)
         except RowDamage as exc:
-            report.damaged_documents.setdefault(doc_id, f"document {doc_id}: {exc}")
-            bad.append(f"document {doc_id}: {exc}")
+            _damaged_row(report, bad, doc_id, state, f"document {doc_id}", exc)
     orphans = 0
-    for cid, parent, split, metadata, blob, text_kind, parent_metadata in con.execute(
+    for cid, parent, split, metadata, blob, text_kind, parent_metadata, text, text_hash in con.execute(
         # a chunk may store its text and metadata as what its document's row says (schema version 5)
         "SELECT c.id, c.parent_id, c.split_index, c.metadata, c.embedding,"
-        " CASE WHEN c.content = X'' THEN 'its document''s' ELSE typeof(c.content) END, d.metadata"
+        " CASE WHEN c.content = X'' THEN 'its document''s' ELSE typeof(c.content) END, d.metadata,"
+        " CASE WHEN c.content = X'' THEN d.content ELSE c.content END, c.text_hash"
         " FROM chunks c LEFT JOIN documents d ON d.id = c.parent_id"
     ):
         try:
             check_chunk_id(cid, parent, split)
             if text_kind == "its document's" and parent_metadata is None:
                 raise RowDamage(f"its text is its document's, and document {parent} is not in the ledger")
-            if text_kind not in ("text", "its document's"):
+            if text_kind not in ("text", "its document's") or not isinstance(text, str):
                 raise RowDamage(f"its text is a {text_kind} value, not text")
+            _check_text_hash(text, text_hash)
             decode_chunk_metadata(metadata, parent_metadata, cid, parent, int(split))
             if blob is not None:
                 decode_embedding(blob, dimension)
         except RowDamage as exc:
-            owner = cid.rpartition("-")[0] or cid
-            report.damaged_documents.setdefault(owner, f"chunk {cid}: {exc}")
-            bad.append(f"chunk {cid} (document {owner}): {exc}")
+            owner = _owner(cid)
+            _damaged_row(report, bad, owner, documents.get(owner), f"chunk {cid} (document {owner})", exc)
             continue
         if parent not in documents and "staged:" + parent not in info:  # staged: a big write under way
             orphans += 1
@@ -193,6 +215,62 @@ def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) ->
     if len(bad) > _LISTED:
         report.problems.append(f"{ledger}: {len(bad) - _LISTED} more damaged rows")
     return info
+
+
+def _disk_full(exc: BaseException, root: Path) -> StorageFullError | None:
+    """The :class:`StorageFullError` for ``exc`` when it is the disk being full: said so, or an SQLite I/O
+    error (``SQLITE_IOERR_SHMSIZE`` …) while the file system holding ``root`` has no free block."""
+    full = full_disk_error(exc, root)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if full is None and code is not None and code & 0xFF == _SQLITE_IOERR:
+        with suppress(OSError):
+            if os.statvfs(root).f_bavail == 0:
+                full = StorageFullError(
+                    root, f"{exc} ({getattr(exc, 'sqlite_errorname', code)}) with no free space"
+                )
+    return full
+
+
+def _owner(chunk_id: str) -> str:
+    """The document a chunk id belongs to (``<document id>-NNNN``)."""
+    return chunk_id.rpartition("-")[0] or chunk_id
+
+
+def _not_checked(path: Path, full: StorageFullError) -> str:
+    return (
+        f"{path}: not checked, the disk is full ({full.detail}); nothing was changed: free some space and "
+        "run the check again"
+    )
+
+
+def _damaged_row(
+    report: CheckReport, bad: list[str], doc_id: str, state: str | None, row: str, exc: RowDamage
+) -> None:
+    """Record damage in a row of document ``doc_id``; a removed document's rows are only kept for searches
+    still under way (see REMOVED_GRACE_SECONDS), so their damage is a note, not a problem."""
+    if state == REMOVED:
+        note = (
+            f"{row}: {exc}; the document was removed, and its rows are deleted with the other removed rows "
+            f"at the first write {REMOVED_GRACE_SECONDS / 60:.0f} minutes or more after the removal"
+        )
+        if note not in report.notes:
+            report.notes.append(note)
+        return
+    report.damaged_documents.setdefault(doc_id, f"{row.split(' (')[0]}: {exc}")
+    bad.append(f"{row}: {exc}")
+
+
+def _check_text_hash(text: str, stored: Any) -> None:
+    """A chunk's text must hash to the hash written with it (16 bytes, or 32 hex characters in a version 4
+    ledger); text changed in the ledger afterwards does not."""
+    if isinstance(stored, bytes) and len(stored) == 16:
+        stored = stored.hex()
+    if not isinstance(stored, str) or len(stored) != 32:
+        return  # no hash of a form this version wrote: nothing to compare with
+    if content_id(text) != stored.lower():
+        raise RowDamage(
+            "its text does not match the hash written with it (it was changed in the ledger afterwards)"
+        )
 
 
 # -- the indexes --------------------------------------------------------------------------------------
@@ -233,8 +311,11 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
             continue
         try:
             with _opened(folder, path, dimension) as store:
-                have = store.ids()
-                expected = _ids_at(con, int(record["seq"]))
+                # a document with a damaged row may be left out of an index rebuilt since: not the index's fault
+                have = {i for i in store.ids() if _owner(i) not in report.damaged_documents}
+                expected = {
+                    i for i in _ids_at(con, int(record["seq"])) if _owner(i) not in report.damaged_documents
+                }
                 missing, extra = expected - have, have - expected
                 if missing or extra:
                     raise IndexCorruptError(
@@ -243,15 +324,26 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
                         f"({len(missing)} missing, {len(extra)} not in the ledger)",
                     )
                 if leg == "vector":
-                    _check_vectors(con, store, path, sorted(have))
+                    _check_vectors(con, store, path, sorted(have), dimension or 0)
         except (IndexCorruptError, IncompatibleIndexError) as exc:
             report.problems.append(f"{leg} index: {exc}; the ledger can rebuild it (check --repair)")
             report.damaged_indexes[leg] = str(exc)
-        except FinderLedgeError as exc:
-            report.problems.append(f"{leg} index at {path}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - whatever a damaged index makes its library raise is reported
+            full = full_disk_error(exc, root)
+            if full is not None:  # no damage: it could not be opened to be checked
+                report.disk_full.append(_not_checked(path, full))
+            elif isinstance(exc, FinderLedgeError):
+                report.problems.append(f"{leg} index at {path}: {exc}")
+            else:
+                why = f"it cannot be read ({type(exc).__name__}: {str(exc)[:300]})"
+                report.problems.append(
+                    f"{leg} index at {path}: {why}; the ledger can rebuild it (check --repair)"
+                )
+                report.damaged_indexes[leg] = why
     for aside in sorted(p.name for p in root.iterdir() if ".corrupt-" in p.name):
         report.notes.append(
-            f"{aside}: a damaged index moved aside earlier (kept for inspection; rebuilt since)"
+            f"{aside}: a damaged index moved aside earlier, kept for inspection (nothing reads it; you may "
+            "delete it)"
         )
     if kind in SEALED:
         report.notes.append(
@@ -290,12 +382,12 @@ def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
             store.close()
 
 
-def _check_vectors(con: sqlite3.Connection, store: Any, path: Path, ids: list[str]) -> None:
+def _check_vectors(con: sqlite3.Connection, store: Any, path: Path, ids: list[str], dimension: int) -> None:
     """A sample of the index's vectors must be the ledger's: each chunk its own nearest neighbour."""
     step = max(1, len(ids) // _SAMPLED_VECTORS)
     for cid in ids[::step][:_SAMPLED_VECTORS]:
         row = con.execute("SELECT embedding FROM chunks WHERE id=?", (cid,)).fetchone()
-        if row is None or row[0] is None or len(row[0]) % 4:
+        if row is None or not isinstance(row[0], bytes) or len(row[0]) != 4 * dimension:
             continue  # reported with the ledger's rows
         query = np.frombuffer(row[0], dtype="<f4")
         hits = store.search(query, 5)
@@ -309,14 +401,66 @@ def repair(report: CheckReport, rebuild: Callable[[str, str], None]) -> CheckRep
         try:
             rebuild(leg, why)
         except (FinderLedgeError, OSError) as exc:
-            report.not_repaired.append(f"{leg} index: rebuilding it failed ({exc})")
+            full = full_disk_error(exc, report.directory)
+            if full is not None:
+                report.disk_full.append(
+                    f"{leg} index: its rebuild could not be saved, the disk is full ({full.detail}); the "
+                    "ledger still holds everything: free some space and run check --repair again (or open "
+                    "the directory, which rebuilds it)"
+                )
+            else:
+                report.not_repaired.append(f"{leg} index: rebuilding it failed ({exc})")
         else:
             report.repaired.append(f"{leg} index: moved aside and rebuilt from the ledger")
     for doc_id, why in report.damaged_documents.items():
         report.not_repaired.append(
-            f"{why}: the ledger is the only copy, so it cannot be rebuilt; the document is left out of "
-            f"results until you add it again or remove it (finderledge remove {doc_id})"
+            f"{why}: the ledger is the only copy of this row, so it cannot be rebuilt; add the document "
+            f"again, or remove it (finderledge remove {doc_id})"
         )
     if any("restore it from a backup" in p for p in report.problems):
         report.not_repaired.append("the ledger itself is damaged: restore it from a backup")
     return report
+
+
+class LedgerVectors(Embeddings):
+    """Stands in for the embedding model a directory was built with (``model_id``, as the ledger records it)
+    while it is repaired: every vector a rebuild needs is in the ledger, so nothing is embedded."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+    def _refuse(self) -> list[float]:
+        raise ConfigurationError(
+            f"check --repair rebuilds indexes from the vectors in the ledger and loads no embedding model "
+            f"({self.model_id!r}); open the directory with that model to embed text"
+        )
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._refuse() for _ in texts[:1]]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._refuse()
+
+
+def repair_model(directory: str | Path) -> LedgerVectors | None:
+    """The stand-in for the model ``directory`` records (with its dimension), or None when it records none
+    (or its ledger cannot be read): then nothing in it needs a model, or opening it reports the damage."""
+    ledger = Path(directory) / LEDGER_FILE
+    try:
+        con = sqlite3.connect(f"{ledger.resolve().as_uri()}?mode=ro", uri=True)
+    except (sqlite3.Error, OSError):
+        return None
+    try:
+        info = dict(
+            con.execute(
+                "SELECT key, value FROM info WHERE key IN ('embedding_model_id', 'embedding_dimension')"
+            )
+        )
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    model, dimension = info.get("embedding_model_id"), info.get("embedding_dimension")
+    if not isinstance(model, str) or not str(dimension).isdigit():
+        return None
+    return LedgerVectors(model)

@@ -4,7 +4,8 @@ serve and keys.
 Exit codes: 0 success; 1 nothing found (search/context/answer without results, none left by
 --score-threshold, remove of an unknown id) or damage found (check);
 2 bad usage or input (a missing index, path or option value, a missing extra, serve's port in use), or any
-other failure; 3 serve's server stopped on an error after starting; 130 interrupted.
+other failure; 3 serve's server stopped on an error after starting, or (check) the disk is full, so part of
+the check or repair could not run (no damage; free space and run it again); 130 interrupted.
 A failure is one line on stderr (``--debug`` shows the traceback instead); warnings are one line each
 (``-v`` adds FinderLedge's progress details, ``-q`` leaves errors only).  ``--json`` prints
 machine-readable output on stdout.
@@ -48,6 +49,7 @@ __all__ = ["build_parser", "main", "package_version"]
 
 DEFAULT_DIR = ".finderledge"
 EXIT_NOT_FOUND = 1
+EXIT_DISK_FULL = 3  # check: the disk is full, not everything could be checked or repaired
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 ADD_SUMMARY = "add files or folders (or literal text with --text)"
@@ -201,7 +203,9 @@ def _add_small_commands(sub: Any) -> None:
         description=(
             "Verify the ledger (every page, every row, parents and chunks) and each index against it (ids, "
             "checksums, vectors), and report what is wrong in plain words; nothing is changed unless "
-            "--repair is given.  Exit codes: 0 no damage, 1 damage found (repaired or not), 2 bad usage."
+            "--repair is given (it rebuilds indexes from the vectors in the ledger: no embedding model is "
+            "loaded).  Exit codes: 0 no damage, 1 damage found (repaired or not), 2 bad usage, 3 the disk is "
+            "full, so part of the check or repair could not run (free some space and run it again)."
         ),
     )
     p.add_argument(
@@ -670,25 +674,51 @@ def _cmd_gc(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    """finderledge check [--repair]: exit 0 when no damage is found, 1 when some is (repaired or not)."""
+    """finderledge check [--repair]: exit 0 when no damage is found, 1 when some is (repaired or not), 3 when
+    the disk is full and part of it could not run."""
     from .checking import check_directory
 
     _require_index(args.dir)
-    if args.repair:  # opening rebuilds; the report still says what was found
-        found = check_directory(args.dir)
-        with _open(args) as fl:
-            report = fl.check(repair=True)
-        report.problems = found.problems + [p for p in report.problems if p not in found.problems]
-        report.notes = found.notes + [n for n in report.notes if n not in found.notes]
-        for leg in found.damaged_indexes:  # opening moved it aside and rebuilt it already
-            if leg not in report.damaged_indexes and not any(
-                r.startswith(f"{leg} index") for r in report.repaired
-            ):
-                report.repaired.append(f"{leg} index: moved aside and rebuilt from the ledger")
-    else:
-        report = check_directory(args.dir)
+    report = check_directory(args.dir)
+    if args.repair:
+        report = _repaired(args, report)
     _emit(args, report.to_dict(), report.text())
-    return 0 if report.clean else 1
+    if report.disk_full:
+        return EXIT_DISK_FULL
+    return 0 if report.clean and not report.not_repaired else 1
+
+
+def _repaired(args: argparse.Namespace, found: Any) -> Any:
+    """``found`` repaired through FinderLedge.check(repair=True); opening may rebuild an index first, so the
+    report still says what was found before.  No embedding model is loaded unless --embedding names one."""
+    from .checking import repair_model
+    from .errors import IndexCorruptError, StorageFullError
+
+    if found.disk_full:  # the disk is full: a repair writes, and what is damaged is not even known yet
+        found.disk_full.append("not repaired: free some space and run check --repair again")
+        return found
+    stand_in = repair_model(args.dir) if args.embedding is None else None
+    report = None
+    try:
+        with _open(args, embedding=stand_in) if stand_in is not None else _open(args) as fl:
+            report = fl.check(repair=True)
+    except StorageFullError as exc:
+        (report or found).disk_full.append(
+            f"not repaired, the disk is full ({exc.detail}): free some space and run check --repair again"
+        )
+    except IndexCorruptError as exc:  # the ledger itself (LedgerCorruptError): nothing can rebuild it
+        (report or found).not_repaired.append(f"the directory cannot be opened to repair it: {exc}")
+    if report is None:
+        return found
+    report.problems = found.problems + [p for p in report.problems if p not in found.problems]
+    report.notes = found.notes + [n for n in report.notes if n not in found.notes]
+    report.disk_full = found.disk_full + [d for d in report.disk_full if d not in found.disk_full]
+    for leg in found.damaged_indexes:  # opening moved it aside and rebuilt it already
+        if leg not in report.damaged_indexes and not any(
+            r.startswith(f"{leg} index") for r in report.repaired
+        ):
+            report.repaired.append(f"{leg} index: moved aside and rebuilt from the ledger")
+    return report
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:

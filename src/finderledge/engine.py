@@ -519,6 +519,10 @@ def _model_id(model: Embeddings | str | None) -> str:
     """The id recorded for ``model``: by name without importing any model, an instance by its class."""
     if model is None or isinstance(model, str):
         return model_name_id(model)
+    from .checking import LedgerVectors
+
+    if isinstance(model, LedgerVectors):  # check --repair: the recorded model's vectors, from the ledger
+        return model.model_id
     from .embeddings import embedding_model_id  # an instance: its class is loaded already
 
     return embedding_model_id(model)

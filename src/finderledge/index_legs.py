@@ -152,6 +152,7 @@ class Leg:
         self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
         self.damage: IndexCorruptError | None = None  # found after loading (a lazily read file): rebuild soon
         self.memory_only = False  # its files could not be opened (a full disk): served from the ledger
+        self.moved_at_load: Path | None = None  # where its last load moved damaged files (None: it did not)
         # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)
         self.folder = "bm25" if key == "index:keyword" else key.rsplit(":", 1)[-1]
 
@@ -176,6 +177,7 @@ class Leg:
 
     def load(self) -> None:
         """Open the handle from disk; the checkpoint is read first, so ``seq`` never overstates the files."""
+        self.moved_at_load = None
         for attempt in range(_OPEN_RETRIES):
             record = Checkpoint.read(self.records, self.key)
             try:
@@ -215,7 +217,8 @@ class Leg:
                 raise
             except IndexCorruptError as again:
                 exc = again
-            if self.move_aside(exc) is None:
+            self.moved_at_load = self.move_aside(exc)
+            if self.moved_at_load is None:
                 raise exc
             return self.opener(), None
 

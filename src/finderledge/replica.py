@@ -209,15 +209,18 @@ class Replica:
 
     def rebuild_index(self, name: str, reason: str) -> None:
         """Move the ``keyword`` or ``vector`` index aside and rebuild it from the ledger now (``check --repair``)."""
+        moved = False
         if name == "vector" and self.vector.handle is None:
             self.load_vector()
+            moved = self.vector.moved_at_load is not None  # opening found the damage: moved aside, rebuilt
         leg = self.keyword if name == "keyword" else self.vector
         if leg.location != LOCAL or leg.directory is None:
             return
         with self._sync:
-            with self.checkpoint_lock.hold(f"moving the damaged {leg.name} index aside"):
-                leg.move_aside(IndexCorruptError(leg.directory / leg.folder, reason))
-                self._reload(leg)
+            if not moved:  # each damaged index is moved aside once
+                with self.checkpoint_lock.hold(f"moving the damaged {leg.name} index aside"):
+                    leg.move_aside(IndexCorruptError(leg.directory / leg.folder, reason))
+                    self._reload(leg)
             leg.damage = None
         with self.checkpoint_lock.hold("checkpointing the rebuilt index"):
             self.checkpoint(force=True)

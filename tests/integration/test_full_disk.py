@@ -8,6 +8,7 @@ Mounting needs root (CI runs as root): where it cannot be done, these tests fail
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import subprocess
@@ -189,3 +190,62 @@ def test_a_full_disk_under_a_vector_library_is_a_storage_full_error(
         for r in caplog.records
         if "InternalError" in r.getMessage() and "disk is full" not in r.getMessage()
     ]
+
+
+def _check(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> tuple[int, dict]:
+    from finderledge.cli import main
+
+    code = main(["check", "--dir", str(root), "--json", *extra])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err, out.err
+    return code, json.loads(out.out)
+
+
+@pytest.mark.parametrize("kind", ["faiss", "chroma"])
+def test_check_on_a_full_disk_says_so_and_never_calls_it_damage(
+    small_disk: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: on Chroma, ``check`` reported the full disk as a problem (damage, exit 1).  A full disk is
+    exit 3 with its own lines (``disk_full``) when it kept part of the check from running, never damage."""
+    root = small_disk / "index"
+    with _open(root, vector_store=kind) as fl:
+        fl.add_texts(_texts(40))
+    ballast = _fill(small_disk)
+    code, report = _check(capsys, root)
+    assert code in (0, 3) and report["problems"] == [], report[
+        "problems"
+    ]  # Chroma writes as it opens; FAISS does not
+    assert (code == 3) == bool(report["disk_full"]) and all("full" in d for d in report["disk_full"])
+    for path in ballast + list(small_disk.glob("ballast-tail-*")):
+        path.unlink(missing_ok=True)
+    assert _check(capsys, root)[0] == 0
+
+
+def test_check_repair_on_a_full_disk_says_so_then_repairs_once_there_is_space(
+    small_disk: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the failed rebuild was listed as "rebuilding it failed" under damage not repaired.  A reader
+    keeps the ledger's shared-memory file, so the check can read the ledger on the full disk."""
+    root = small_disk / "index"
+    with _open(root, vector_store="faiss") as fl:
+        fl.add_texts(_texts(40))
+    target = next((root / "faiss").rglob("vectors.npy"))
+    raw = bytearray(target.read_bytes())
+    raw[-5] ^= 0x01
+    target.write_bytes(bytes(raw))
+    reader = _open(root)
+    ballast = _fill(small_disk)
+    code, report = _check(capsys, root)
+    assert code == 1 and any("vectors.npy" in p for p in report["problems"]), report["problems"]  # damage
+    code, report = _check(capsys, root, "--repair")
+    reader.close()
+    assert code == 3, report
+    assert report["disk_full"] and all("full" in d for d in report["disk_full"]), report
+    assert not any("failed" in n for n in report["not_repaired"]), report
+    for path in ballast + list(small_disk.glob("ballast-tail-*")):
+        path.unlink(missing_ok=True)
+    code, report = _check(capsys, root, "--repair")
+    assert code in (0, 1) and not report["disk_full"], report
+    assert _check(capsys, root) == (0, _check(capsys, root)[1])
+    with _open(root) as fl:
+        assert len(_consistent(fl)) == 40

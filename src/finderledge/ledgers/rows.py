@@ -260,10 +260,11 @@ class Quarantine:
             self._ids[doc_id] = f"{row}: {damage}"
         logger.warning(
             "ledger %s: %s cannot be decoded (%s); document %s is quarantined: left out of results until it "
-            "is added again or removed (finderledge check --repair removes it)",
+            "is added again or removed (finderledge remove %s; finderledge check lists every damaged row)",
             self.where,
             row,
             damage,
+            doc_id,
             doc_id,
         )
 
