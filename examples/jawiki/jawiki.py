@@ -119,15 +119,18 @@ def gold_id(metadata: Mapping[str, Any]) -> str:
     return cite(metadata).replace("#chunk=", "#")
 
 
-def build_dev(dataset: Path, workdir: Path, limit: int | None = None) -> tuple[Path, int]:
+def build_dev(
+    dataset: Path, workdir: Path, limit: int | None = None, embedding: str | None = None
+) -> tuple[Path, int]:
     """Write ``dev.jsonl``: one ``{id, question, gold_sources, gold_paragraphs, gold_articles}`` per query whose
     relevant paragraphs are all among the first ``limit``. ``gold_sources`` are the design's
-    ``jawiki:<title>#<cid>``: every chunk of the gold paragraphs, read from the index (so ``ingest`` first)."""
+    ``jawiki:<title>#<cid>``: every chunk of the gold paragraphs, read from the index (so ``ingest`` first),
+    opened with the model it was built with (``embedding``: ``--embedding``, as for ``ingest``)."""
     data = _dataset(dataset)
     paragraphs = {p.id: p for p in load_paragraphs(dataset, limit)}
     if not (workdir / "index" / "ledger.sqlite3").exists():
         raise SystemExit(f"no index under {workdir}: run 'jawiki.py ingest' before 'build-dev'")
-    ledger = open_ledger(workdir)
+    ledger = open_ledger(workdir, embedding=embedding_setting(embedding))
     try:
         chunk_ids = {
             pid: [gold_id(c.metadata) for c in ledger.get_split_documents(pid)]
@@ -673,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 0
     if args.command == "build-dev":
-        path, n = build_dev(args.dataset, workdir, args.limit)
+        path, n = build_dev(args.dataset, workdir, args.limit, embedding=args.embedding)
         print(f"wrote {n} questions to {path}")
         return 0
     rag = JawikiRag(

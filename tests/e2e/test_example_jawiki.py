@@ -411,3 +411,28 @@ def test_normalisation_collapses_whitespace() -> None:
     from jawiki import normalize
 
     assert normalize("  東大寺\n\n の　仏像\t です ") == "東大寺 の 仏像 です"  # full-width space included
+
+
+def test_build_wiki_index_embedding_flag_reaches_build_dev(tmp_path: Path) -> None:
+    """Issue 44, design 003 (``build_wiki_index.py``: "index → dev.jsonl"): ``--embedding X`` indexed with X and
+    then crashed in ``build-dev``, which opened the index with the default model (exit 1, no ``dev.jsonl``).
+    Now the flag reaches every step: the index is X's, ``dev.jsonl`` is written, and ``ask --embedding X`` answers."""
+    from finderledge.embeddings import DEFAULT_MODEL
+
+    env = {"FINDERLEDGE_EMBEDDING_MODEL": ""}  # the flag alone names the model
+    build = [
+        sys.executable,
+        "examples/jawiki/build_wiki_index.py",
+        "--max",
+        "1",
+        "--embedding",
+        DEFAULT_MODEL,
+        "--out_dir",
+        str(tmp_path),
+    ]
+    run(env, build)
+    assert json.loads((tmp_path / "ingest.json").read_text(encoding="utf-8"))["embedding"] == DEFAULT_MODEL
+    dev = (tmp_path / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+    assert dev and all(json.loads(row)["gold_sources"] for row in dev)
+    ask = [sys.executable, "examples/jawiki/rag_wiki.py", "--q", "東大寺の仏像", "--out_dir", str(tmp_path)]
+    assert "参照: [0] jawiki:東大寺の仏像#chunk=" in run(env, [*ask, "--embedding", DEFAULT_MODEL])
