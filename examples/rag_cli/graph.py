@@ -18,6 +18,7 @@ from langgraph.graph import END, START, StateGraph
 
 from finderledge import FinderLedge
 from finderledge.context import format_context
+from finderledge.metadata import FL_KEY
 from finderledge.reranker import CallableReranker, Reranker, create_reranker
 from finderledge.server.answers import ExtractiveAnswerer
 
@@ -34,7 +35,7 @@ class RagState(TypedDict, total=False):
     """What flows through the graph; each node fills its own keys."""
 
     query: str
-    documents: list[Document]  # retrieve: the hybrid top SEARCH_K chunks
+    documents: list[Document]  # retrieve: the hybrid top SEARCH_K chunks, metadata["chunk_index"] set
     reranked_documents: list[Document]  # rerank: the best RERANK_TOP_K, metadata["rerank_score"] set
     contexts: list[str]  # generate: "[n] (file.pdf:p2)\npassage", one per reranked chunk
     prompt: str  # generate: the text sent to the LLM (built in extractive mode too)
@@ -66,6 +67,21 @@ class EmbeddingReranker:
         p = np.stack([self._cache[t] for t in texts])
         cos = p @ q / (np.linalg.norm(p, axis=1) * np.linalg.norm(q) + 1e-12)
         return [float(s) for s in cos]
+
+
+def with_chunk_index(doc: Document) -> Document:
+    """``doc`` with the design's ``chunk_index`` metadata (section 4.7: the chunk's number within its source, from
+    0): FinderLedge's ``split_index`` (``metadata["_finderledge"]``), since a page or a row is one document there,
+    so its chunks are numbered within their ``source_id`` (``file.pdf:p1``).  FinderLedge keeps its own fields
+    under ``_finderledge`` and never writes beside the user's keys; the graph is the design's application, so
+    its documents carry the design's key."""
+    info = doc.metadata.get(FL_KEY) or {}
+    index = info.get("split_index")
+    if index is None:
+        return doc
+    return Document(
+        page_content=doc.page_content, id=doc.id, metadata={**doc.metadata, "chunk_index": int(index)}
+    )
 
 
 def rerank(
@@ -168,12 +184,17 @@ def build_graph(
 
     def retrieve(state: RagState) -> RagState:
         results = ledger.search(state["query"], k=search_k, search_mode="hybrid", rerank=False)
-        return {"documents": [r.document for r in results]}
+        return {"documents": [with_chunk_index(r.document) for r in results]}
 
     def rerank_node(state: RagState) -> RagState:
         docs = state["documents"]
         as_dicts = [
-            {"content": d.page_content, "source": d.metadata.get("source_id"), "n": i}
+            {
+                "content": d.page_content,
+                "source": d.metadata.get("source_id"),
+                "chunk_index": d.metadata.get("chunk_index"),
+                "n": i,
+            }
             for i, d in enumerate(docs)
         ]
         best = rerank(state["query"], as_dicts, rerank_top_k, reranker=reranker)

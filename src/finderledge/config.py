@@ -86,7 +86,8 @@ def _known_backend(value: str) -> bool:
 
 
 def _postgres_url(value: str) -> bool:
-    return value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+    """A libpq URL, or SQLAlchemy's form with a driver (``postgresql+psycopg://``), which the connection drops."""
+    return re.match(r"(?i)postgres(?:ql)?(?:\+[a-z0-9_]+)?://", value) is not None
 
 
 def _identifier(value: str) -> bool:
@@ -112,7 +113,12 @@ SECONDS = Rule(float, "a finite number of seconds (a negative one waits forever)
 BACKEND = Rule(
     str, f"one of {list(VECTOR_STORES)} (or a name given to vector_stores.register)", _known_backend
 )
-DATABASE_URL = Rule(str, "a postgresql://user:password@host:port/dbname URL", _postgres_url, optional=True)
+DATABASE_URL = Rule(
+    str,
+    "a postgresql://user:password@host:port/dbname URL (postgresql+psycopg://… accepted)",
+    _postgres_url,
+    optional=True,
+)
 IDENTIFIER = Rule(str, "a lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters)", _identifier)
 PARTITION_KEY = Rule(
     str,

@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, overload
 
 from langchain_core.documents import Document
 from langchain_text_splitters import (
@@ -217,26 +217,53 @@ class DocumentSplitter:
             yield pieces
             start = end
 
+    @overload
+    def split_document(
+        self, parent: Document, *, doc_type: str | None = None, language: str | None = None
+    ) -> list[Document]: ...
+
+    @overload
     def split_document(
         self,
         parent: Document,
         parent_id: str,
-        make_child_id: Callable[[str, int], str],
+        make_child_id: Callable[[str, int], str] = child_id,
         *,
         doc_type: str | None = None,
         language: str | None = None,
-    ) -> tuple[Document, list[Document]]:
-        """Return the parent and its children, ids assigned by ``make_child_id``, FinderLedge's fields under
-        :data:`~finderledge.metadata.FL_KEY`.  ``doc_type``/``language`` default to the loader's metadata."""
+    ) -> tuple[Document, list[Document]]: ...
+
+    def split_document(
+        self,
+        parent: Document,
+        parent_id: str | None = None,
+        make_child_id: Callable[[str, int], str] = child_id,
+        *,
+        doc_type: str | None = None,
+        language: str | None = None,
+    ) -> tuple[Document, list[Document]] | list[Document]:
+        """Split one document.  ``split_document(doc)``, as the design writes it, returns the chunks
+        (``List[Document]``); their parent id is ``doc.id``, or a hash of its ``source`` and text (as
+        ``add_document`` gives a text), and each chunk's id is ``<parent id>-<index>``.  With a
+        ``parent_id`` it returns the parent and its children, ids assigned by ``make_child_id``.  Either
+        way FinderLedge's fields (``id``, ``parent_id``, ``split_index``, ``split_count``…) are under
+        :data:`~finderledge.metadata.FL_KEY`; ``doc_type``/``language`` default to the loader's metadata."""
+        pid = parent_id
+        if pid is None:
+            from .ledgers.base import content_id  # the ledgers import more than a splitter needs
+
+            pid = parent.id or content_id(str(parent.metadata.get("source") or ""), parent.page_content)
         parent_md, parts = self.split_parts(
             parent.page_content,
             parent.metadata,
-            parent_id,
+            pid,
             make_child_id,
             doc_type=doc_type,
             language=language,
         )
         children = [Document(page_content=text, metadata=md, id=md[FL_KEY]["id"]) for text, md in parts]
+        if parent_id is None:
+            return children
         return Document(page_content=parent.page_content, metadata=parent_md, id=parent_id), children
 
     def split_parts(

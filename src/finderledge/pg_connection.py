@@ -18,6 +18,7 @@ __all__ = [
     "PostgresConnectionError",
     "advisory_key",
     "connect_checked",
+    "libpq_url",
     "make_pool",
     "prepare_schema",
     "require_psycopg",
@@ -26,7 +27,9 @@ __all__ = [
 ]
 
 POOL_MAX_SIZE = 8
-_URL_SECRET = re.compile(r"(?i)(postgres(?:ql)?://)[^/@\s]*@")
+_URL_SECRET = re.compile(r"(?i)(postgres(?:ql)?(?:\+[a-z0-9_]+)?://)[^/@\s]*@")
+# SQLAlchemy's form names a Python driver after the scheme (postgresql+psycopg://, +psycopg2, +asyncpg …)
+_DRIVER_SUFFIX = re.compile(r"(?i)^(postgres(?:ql)?)\+[a-z0-9_]+://")
 _PASSWORD_KV = re.compile(r"(?i)password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
 
 
@@ -44,15 +47,22 @@ class PostgresConnectionError(ConfigurationError):
     """The database could not be reached or refused the connection; the message names it without secrets."""
 
 
+def libpq_url(url: str) -> str:
+    """``url`` as libpq reads it: SQLAlchemy's driver suffix dropped (``postgresql+psycopg://u@h/db`` ->
+    ``postgresql://u@h/db``; the design of seed 002 writes ``DATABASE_URL`` so).  The server is the same
+    whichever Python driver the URL names; FinderLedge connects with psycopg 3."""
+    return _DRIVER_SUFFIX.sub(lambda m: f"{m.group(1)}://", url, count=1)
+
+
 def _parse(url: str) -> dict[str, str]:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        return {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
+        return {k: str(v) for k, v in conninfo_to_dict(libpq_url(url)).items() if v is not None}
     except Exception:  # noqa: BLE001 - whatever it raises, its message may echo the string: never shown
         raise ConfigurationError(
             "database_url: not a PostgreSQL connection string "
-            "(expected postgresql://user:password@host:port/dbname)"
+            "(expected postgresql://user:password@host:port/dbname, or postgresql+psycopg://…)"
         ) from None
 
 
@@ -98,7 +108,7 @@ def connect_checked(url: str, name: str, application_name: str = "finderledge") 
     import psycopg
 
     try:
-        return psycopg.connect(url, **_connect_kwargs(url, application_name))
+        return psycopg.connect(libpq_url(url), **_connect_kwargs(url, application_name))
     except psycopg.Error as exc:
         reason = scrub(str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__, url)
         raise PostgresConnectionError(f"cannot connect to PostgreSQL at {name}: {reason}") from None
@@ -143,7 +153,7 @@ def make_pool(url: str, ext_schema: str, name: str, max_size: int = POOL_MAX_SIZ
         conn.execute("SELECT set_config('search_path', %s, false)", (path,))
 
     pool: ConnectionPool[Any] = ConnectionPool(
-        url,
+        libpq_url(url),
         min_size=1,
         max_size=max_size,
         open=False,
