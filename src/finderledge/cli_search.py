@@ -15,6 +15,7 @@ from .metadata import normalize_metadata
 __all__ = [
     "ANSWER_SUMMARY",
     "answer_options",
+    "llm_options",
     "metadata_option",
     "parse_metadata",
     "search_kwargs",
@@ -92,13 +93,14 @@ def search_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def answer_options(parser: argparse.ArgumentParser) -> None:
-    """``--llm`` and ``--llm-base-url``: the same settings and variables as ``serve`` and ``mcp``."""
+def llm_options(parser: argparse.ArgumentParser, writes: str = "the answer") -> None:
+    """``--llm`` and ``--llm-base-url``, read from ``$FINDERLEDGE_LLM``/``$FINDERLEDGE_LLM_BASE_URL`` by default:
+    one declaration for ``answer``, ``serve`` and ``mcp``."""
     parser.add_argument(
         "--llm",
         default=os.environ.get("FINDERLEDGE_LLM"),
         metavar="SPEC",
-        help="the model that writes the answer: openai:<model>, ollama:<model> or llamacpp:<path.gguf> "
+        help=f"the model that writes {writes}: openai:<model>, ollama:<model> or llamacpp:<path.gguf> "
         "(default $FINDERLEDGE_LLM; none: an extractive answer quoting the best passages)",
     )
     parser.add_argument(
@@ -107,6 +109,11 @@ def answer_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="an OpenAI-compatible or Ollama server's URL (default $FINDERLEDGE_LLM_BASE_URL)",
     )
+
+
+def answer_options(parser: argparse.ArgumentParser) -> None:
+    """``--llm`` and ``--llm-base-url``: the same settings and variables as ``serve`` and ``mcp``."""
+    llm_options(parser)
     parser.add_argument(
         "--max-chars",
         type=_positive_int,

@@ -7,10 +7,10 @@ import argparse
 import functools
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
+from .cli_search import llm_options
 from .errors import ConfigurationError
 from .server.config import ServerConfig
 
@@ -65,17 +65,7 @@ def add_command(sub: Any, index_dir_default: str, output_options: Any) -> None:
         metavar="MODEL",
         help="the model the index is built with (if not the default)",
     )
-    p.add_argument(
-        "--llm",
-        default=os.environ.get("FINDERLEDGE_LLM"),
-        help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> for the answer tool (default "
-        "$FINDERLEDGE_LLM; none: extractive answers)",
-    )
-    p.add_argument(
-        "--llm-base-url",
-        default=os.environ.get("FINDERLEDGE_LLM_BASE_URL"),
-        help="an OpenAI-compatible or Ollama server's URL (default $FINDERLEDGE_LLM_BASE_URL)",
-    )
+    llm_options(p, "the answer tool's answers")
     output_options(p)
 
 

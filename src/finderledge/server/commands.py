@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..cli_search import llm_options
 from ..errors import ConfigurationError
 from ..vector_stores import backend_names
 
@@ -38,17 +39,7 @@ def add_commands(sub: Any, index_dir_default: str, output_options: Any) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1, help="worker processes (each opens the index)")
-    p.add_argument(
-        "--llm",
-        default=os.environ.get("FINDERLEDGE_LLM"),
-        help="openai:<model>, ollama:<model> or llamacpp:<path.gguf> (default $FINDERLEDGE_LLM; "
-        "none: extractive answers)",
-    )
-    p.add_argument(
-        "--llm-base-url",
-        default=os.environ.get("FINDERLEDGE_LLM_BASE_URL"),
-        help="an OpenAI-compatible or Ollama server's URL",
-    )
+    llm_options(p, "the chat answers")
     p.add_argument("--max-upload-mb", type=float, default=50.0)
     p.add_argument(
         "--max-unpacked-mb", type=float, default=25.0, help="what a DOCX may unpack to (more: 413)"
