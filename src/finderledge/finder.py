@@ -121,6 +121,11 @@ class Finder:
             self._vector_store = self._vector_store()  # type: ignore[operator]
         return self._vector_store  # type: ignore[return-value]
 
+    def reads(self, query: str) -> bool:
+        """Whether the embedding model reads ``query`` (else hybrid search leaves the vector leg out: a search
+        prefetches the model only when this is true)."""
+        return vector_leg_share(query, self.vector_scripts) >= self.min_vector_share
+
     def _vector_leg(
         self,
         query: str,
@@ -183,7 +188,7 @@ class Finder:
             rankings = {"vector": self._vector_leg(query, k, filter, timings, vectors)}
         elif mode == "keyword":
             rankings = {"keyword": self._keyword_leg(query, k, filter, timings)}
-        elif vector_leg_share(query, self.vector_scripts) < self.min_vector_share:
+        elif not self.reads(query):
             # the embedding model cannot read this query: rank by the keyword leg alone (fused score scale);
             # the vector leg only fills up the list when the keyword leg finds fewer than k
             logger.debug(

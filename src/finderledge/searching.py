@@ -82,8 +82,11 @@ class Searcher:
         if mmr:  # diversify among more fused candidates than are returned
             fetch = max(fetch, fetch_k or DEFAULT_FETCH_K)
             depth = max(depth or 0, fetch)
+        if mode == "vector" or (mode == "hybrid" and engine.finder.reads(query)):
+            prefetch(
+                engine.embeddings
+            )  # the model loads while the indexes open (not for a query it cannot read)
         if mode != "keyword":
-            prefetch(engine.embeddings)  # the model loads while the indexes open
             engine.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
         engine.calibrator.settle()  # this process's writes since the last calibration, measured before fusing
 

@@ -32,6 +32,7 @@ __all__ = [
     "parse_model_name",
     "prefetch",
     "register",
+    "stop_prefetch",
 ]
 
 DEFAULT_MODEL = (
@@ -138,3 +139,10 @@ def prefetch(embeddings: Any) -> None:
     start = getattr(embeddings, "prefetch", None)
     if callable(start):
         start()
+
+
+def stop_prefetch(embeddings: Any, timeout: float | None = None) -> bool:
+    """Stop a model's background load and wait for it (no thread left inside native code); True when none is
+    left running (also for models that never load in the background)."""
+    stop = getattr(embeddings, "stop_prefetch", None)
+    return bool(stop(timeout)) if callable(stop) else True
