@@ -103,7 +103,9 @@ def test_a_query_the_model_cannot_read_starts_no_load() -> None:
     model = LoadingModel()
     fl = _open(model, vector_scripts="latin")
     try:
-        fl.add_texts(["返金は商品到着から30日以内に申請できます。", "Refunds within 30 days."], ids=["ja", "en"])
+        fl.add_texts(
+            ["返金は商品到着から30日以内に申請できます。", "Refunds within 30 days."], ids=["ja", "en"]
+        )
         assert model.background.running is False
         found = fl.search("返金の申請期限", k=1)
         assert [r.id for r in found] == ["ja-0000"]
