@@ -17,7 +17,7 @@ from .config import ANY_SCRIPTS, SEARCH_MODES, check_setting
 from .errors import ConfigurationError
 from .filters import compile_filter
 from .fusion import FusedHit, Ranking, fuse
-from .partitions import partition_of
+from .partitions import corpus_of
 from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, score_hits
 from .results import SearchTrace
 from .scripts import ANY_SCRIPT, model_scripts, parse_scripts, vector_leg_share
@@ -225,7 +225,7 @@ class Finder:
             if self.fusion == "adaptive" and background is not None:
                 bg = self._measure(query, vectors, background, timings)
                 hits = self._adaptive(
-                    query, rankings, exhaustive, timings, partition_of(filter, self.partition_key), k
+                    query, rankings, exhaustive, timings, corpus_of(filter, self.partition_key), k
                 )
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
@@ -283,7 +283,7 @@ class Finder:
         rankings: Mapping[str, Ranking],
         exhaustive: bool,
         timings: SearchTrace,
-        partition: str | None = None,
+        partition: Any = None,
         limit: int | None = None,
     ) -> list[FusedHit]:
         """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights; the best
@@ -296,11 +296,24 @@ class Finder:
         elif len(rankings) < 2:
             chosen = LegWeights({leg: 1.0 for leg in rankings}, reason="one leg")
         else:
-            calibration = self.calibration() if partition is None else self.calibration(partition)
+            # a filter reaching several partitions: no calibration describes them alone (each partition's is
+            # measured on it, the corpus's on every partition)
+            several = partition is not None and not isinstance(partition, str)
+            if several:
+                calibration = None
+            else:
+                calibration = self.calibration() if partition is None else self.calibration(partition)
             group, competence = calibration.competence_for(query) if calibration else ("", None)
             priors: dict[str, float] = {}
             if competence is None:
-                gates, source = {}, "not calibrated (too small a corpus, or not written since an upgrade)"
+                gates, source = (
+                    {},
+                    (
+                        "not calibrated (the filter reaches several partitions)"
+                        if several
+                        else "not calibrated (too small a corpus, or not written since an upgrade)"
+                    ),
+                )
             else:
                 gates, priors = competence.gates, competence.priors
                 script = "" if group == "all" else f" {group}-script"

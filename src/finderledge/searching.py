@@ -18,7 +18,7 @@ from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
 from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_mmr_options, mmr_order
-from .partitions import partition_of
+from .partitions import corpus_of
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
@@ -100,7 +100,7 @@ class Searcher:
                 candidate_k=depth,
                 trace=trace,
                 background=LedgerBackground(
-                    engine.ledger, engine.keyword_store, partition_of(filter, engine.settings.partition_key)
+                    engine.ledger, engine.keyword_store, corpus_of(filter, engine.settings.partition_key)
                 ),
             )
 
