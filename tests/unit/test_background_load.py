@@ -117,3 +117,18 @@ def test_a_query_the_model_cannot_read_starts_no_load() -> None:
     finally:
         fl.close()
     assert not model.background.running
+
+
+def test_the_exit_hook_stops_every_load_and_starts_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``atexit`` runs before the interpreter finalises (restored after: this process goes on)."""
+    from finderledge.embeddings import loading
+
+    monkeypatch.setattr(loading, "_exiting", False)
+    first, second = LoadingModel(), LoadingModel()
+    first.prefetch()
+    second.prefetch()
+    assert first.background.running and second.background.running
+    loading._at_exit()
+    assert not first.background.running and not second.background.running and _load_threads() == []
+    first.prefetch()  # the interpreter is exiting: no load starts
+    assert not first.background.running
