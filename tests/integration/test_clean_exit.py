@@ -11,8 +11,9 @@ Each process also carries a probe (a ``sitecustomize`` whose ``atexit`` hook, re
 it lists the threads still alive when the interpreter is about to finalise, and the test wants none.  That
 check is deterministic (the old code left ``finderledge-model-load`` alive in every Japanese run, which then
 aborted), so fewer runs per path are as strong as the bare exit codes of many: 50 fresh processes per FAISS
-path, 20 per Chroma or Qdrant path (2-3x the CPU of a FAISS process), 360 in all, about 580 CPU-seconds
-(under 5 minutes on 2 idle cores).  ``FINDERLEDGE_EXIT_RUNS=50`` runs 50 on every path."""
+path, 20 per Chroma or Qdrant path (2-3x the CPU of a FAISS process), 360 in all: measured 717 CPU-seconds
+(about 6 minutes on 2 idle cores; 29 minutes wall on the shared build machine at load 12-15), where 600
+would take about 1,100.  ``FINDERLEDGE_EXIT_RUNS=50`` runs 50 on every path."""
 
 from __future__ import annotations
 
