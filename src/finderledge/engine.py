@@ -74,6 +74,14 @@ class Model:
     def embeddings(self, value: Embeddings) -> None:
         self._instance = value
 
+    def close(self) -> None:
+        """Stop the model's background load, if one runs, and wait for it: no thread of this index is left
+        inside a native library (a model never made is not made now)."""
+        if self._instance is not None:
+            from .embeddings import stop_prefetch
+
+            stop_prefetch(self._instance)
+
     def dimension(self, ledger: Ledger) -> int:
         """The embedding dimension, recorded in the ledger (probing the model once for a new directory)."""
         dim = ledger.get_info("embedding_dimension")
@@ -168,8 +176,9 @@ class Engine:
             return
         self.closed = True
         self.calibrator.settle()  # the writes of this process, measured once (if they moved the corpus)
+        self.finder.close()  # joins the leg threads (a vector leg may be loading the model)
+        self.model.close()
         self.replica.close()
-        self.finder.close()
         self.ledger.close()
 
 

@@ -27,6 +27,7 @@ OTHER_VARIABLES = frozenset(
         "JWT_AUDIENCE",
         "JWT_ISSUER",
         "REQUIRE_DATASETS",
+        "EXIT_RUNS",
         "FUZZ_EXAMPLES",
         "FILTER_EXAMPLES",
         "TENANT_EXAMPLES",

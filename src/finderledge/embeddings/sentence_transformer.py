@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
+from .loading import BackgroundLoad
 from .names import ONNX_MODEL_NAME, default_model_path
 
 __all__ = ["SentenceTransformerEmbeddings", "create", "default_model_path", "quiet_transformers"]
@@ -55,7 +56,7 @@ class SentenceTransformerEmbeddings(Embeddings):
         self._model_kwargs = model_kwargs
         self._model: Any = None  # loaded on first use: opening an index to list or count never loads torch
         self._lock = threading.Lock()  # torch modules are not safe to call from several threads at once
-        self._prefetcher: threading.Thread | None = None
+        self._background = BackgroundLoad(self._load_locked)  # stopped and joined at close and at exit
         looks_local = (
             model_name_or_path.startswith((".", "~", os.sep)) or model_name_or_path.count(os.sep) > 1
         )
@@ -63,18 +64,20 @@ class SentenceTransformerEmbeddings(Embeddings):
             raise ValueError(f"embedding model {model_name_or_path!r} could not be loaded: no such directory")
 
     def prefetch(self) -> None:
-        """Start loading the model in the background (a search opens its indexes meanwhile); no-op once loaded."""
-        if self._model is None and self._prefetcher is None:
+        """Start loading the model in the background (a search opens its indexes meanwhile); no-op once loaded
+        or while loading."""
+        if self._model is None:
+            self._background.start()
 
-            def load() -> None:
-                try:
-                    with self._lock:
-                        self._loaded()
-                except ValueError:  # raised again, with its message, by the embed that needs the model
-                    logger.debug("prefetching the embedding model failed", exc_info=True)
+    def stop_prefetch(self, timeout: float | None = None) -> bool:
+        """Stop a background load before its next step and wait for it (``FinderLedge.close()`` does): no thread
+        is left inside torch.  True when none is left running."""
+        return self._background.stop(timeout)
 
-            self._prefetcher = threading.Thread(target=load, name="finderledge-model-load", daemon=True)
-            self._prefetcher.start()
+    def _load_locked(self) -> None:
+        with self._lock:
+            self._background.checkpoint()  # stopped while it waited for the lock: nothing to load
+            self._loaded()
 
     def _loaded(self) -> Any:
         """The sentence-transformers model, loaded the first time it is needed (call with the lock held)."""

@@ -154,7 +154,7 @@ def term_postings(
             continue
         d, t = post
         if part is not None:  # the partition's postings only: its df, then what the filter allows
-            inside = part.codes[si][d] == part.code
+            inside = part.holds(si, d)
             d, t = d[inside], t[inside]
             df += len(d)
             rows = scope.part_rows[si]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..integrity import corrupt_on_error
-from ..partitions import partition_of
+from ..partitions import PartitionFilter, partition_of, partitions_of
 from ..segments import MANIFEST, SegmentFiles
 from ..storage import index_folder
 from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
@@ -221,7 +221,7 @@ class KeywordStore:
 
         ``filter`` (see :mod:`finderledge.filters`) restricts the candidates before top-k
         selection; IDF and average length still describe the whole live corpus, or (with a
-        ``partition_key``) the partition the filter pins.  Ties are broken by id, so results do
+        ``partition_key``) the partitions the filter can reach.  Ties are broken by id, so results do
         not depend on the segment layout.
         """
         self._check_open()
@@ -281,22 +281,25 @@ class KeywordStore:
     def _scope(self, flt: Mapping[str, Any] | None) -> Scope:
         """What a search with filter ``flt`` counts and may return (caller holds the lock)."""
         corpus = self._corpus
-        value = partition_of(flt, self.partition_key) if self._partitions is not None else None
-        if value is not None and flt is not None:
-            part = self._partition_view(value)
-            return partition_scope(flt, self.partition_key, corpus.segments, corpus.buffer, part)
+        if self._partitions is not None and flt:  # a filter on the key: those partitions' statistics
+            value = partition_of(flt, self.partition_key)
+            reach = partitions_of(flt, self.partition_key) if value is None else None
+            if value is not None or reach is not None:
+                part = self._partition_view(value if value is not None else reach)  # type: ignore[arg-type]
+                return partition_scope(flt, self.partition_key, corpus.segments, corpus.buffer, part)
         if not flt:
             return Scope(*corpus.stats)
         return self._filters.scope(flt, corpus.segments, corpus.buffer, corpus.stats, corpus.version)
 
     # ------------------------------------------------------------------------------ partitions ---
-    def partition_size(self, value: str) -> int:
-        """Live chunks in partition ``value`` (needs a ``partition_key``)."""
+    def partition_size(self, value: str | PartitionFilter) -> int:
+        """Live chunks in partition ``value``, or in the partitions a filter reaches (needs a ``partition_key``)."""
         with self._lock:
             return self._partition_view(value).n_live
 
-    def partition_ids(self, value: str) -> list[str]:
-        """Ids of the live chunks in partition ``value`` (needs a ``partition_key``)."""
+    def partition_ids(self, value: str | PartitionFilter) -> list[str]:
+        """Ids of the live chunks in partition ``value``, or in the partitions a filter reaches (needs a
+        ``partition_key``)."""
         with self._lock:
             return self._partition_view(value).live_ids(self._corpus.segments)
 
@@ -307,10 +310,13 @@ class KeywordStore:
         with self._lock:
             return self._partitions.sizes(self._corpus.segments, self._corpus.buffer)
 
-    def _partition_view(self, value: str) -> PartitionView:
+    def _partition_view(self, value: str | PartitionFilter) -> PartitionView:
         if self._partitions is None:
             raise ValueError("this keyword store has no partition_key")
-        return self._partitions.view(value, self._corpus.segments, self._corpus.buffer, self._corpus.version)
+        corpus = self._corpus
+        if isinstance(value, PartitionFilter):
+            return self._partitions.view_set(value, corpus.segments, corpus.buffer, corpus.version)
+        return self._partitions.view(value, corpus.segments, corpus.buffer, corpus.version)
 
     # ----------------------------------------------------------------------------- persistence ---
     def flush(self) -> None:
