@@ -3,8 +3,9 @@
 A policy holds the caller's base filter (the documents it sees: a tenant, a partition), whether it may write,
 the folders it may ingest files from and the size limits of what it brings in.  The Python
 :meth:`FinderLedge.scoped <finderledge.facade.FinderLedge.scoped>` view, the HTTP server's callers
-(:mod:`finderledge.server.deps`), the MCP server (:mod:`finderledge.mcp_server`) and the command line all
-build one and go through it:
+(:mod:`finderledge.server.deps`), the MCP server (:mod:`finderledge.mcp_server`) and the LangChain vector
+store build one and go through it; the plain facade and the command line act as the directory's owner
+(:meth:`AccessPolicy.owner`: every document, writes, files anywhere):
 
 * reads: :meth:`AccessPolicy.narrow` ANDs the caller's filters with the base filter (a caller narrows it,
   never widens it); the base filter's own values do not count against the caller's filter limit;
