@@ -14,7 +14,7 @@ What is checked (see :func:`check_directory`):
   whenever it opens them, and qdrant-client unpickles its rows).
 
 Repairs (``FinderLedge.check(repair=True)``) rebuild an index from the ledger, which holds every vector: no
-embedding model is needed (:class:`LedgerVectors` stands in for it).  Damaged ledger rows cannot be rebuilt
+embedding model is needed (:class:`finderledge.ledger_vectors.LedgerVectors` stands in for it).  Damaged ledger rows cannot be rebuilt
 from anything, so the report says what to do about them.  A full disk is no damage: what it kept from being
 checked or repaired is listed in ``disk_full``.
 """
@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
 from .errors import (
-    ConfigurationError,
     FinderLedgeError,
     IncompatibleIndexError,
     IndexCorruptError,
@@ -58,7 +56,7 @@ from .storage import Storage, full_disk_error
 from .vector_stores import chroma, qdrant
 from .vector_stores.faiss import FaissVectorStore
 
-__all__ = ["CheckReport", "LedgerVectors", "check_directory", "repair", "repair_model"]
+__all__ = ["CheckReport", "check_directory", "repair"]
 
 logger = logging.getLogger(__name__)
 
@@ -420,47 +418,3 @@ def repair(report: CheckReport, rebuild: Callable[[str, str], None]) -> CheckRep
     if any("restore it from a backup" in p for p in report.problems):
         report.not_repaired.append("the ledger itself is damaged: restore it from a backup")
     return report
-
-
-class LedgerVectors(Embeddings):
-    """Stands in for the embedding model a directory was built with (``model_id``, as the ledger records it)
-    while it is repaired: every vector a rebuild needs is in the ledger, so nothing is embedded."""
-
-    def __init__(self, model_id: str) -> None:
-        self.model_id = model_id
-
-    def _refuse(self) -> list[float]:
-        raise ConfigurationError(
-            f"check --repair rebuilds indexes from the vectors in the ledger and loads no embedding model "
-            f"({self.model_id!r}); open the directory with that model to embed text"
-        )
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return [self._refuse() for _ in texts[:1]]
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._refuse()
-
-
-def repair_model(directory: str | Path) -> LedgerVectors | None:
-    """The stand-in for the model ``directory`` records (with its dimension), or None when it records none
-    (or its ledger cannot be read): then nothing in it needs a model, or opening it reports the damage."""
-    ledger = Path(directory) / LEDGER_FILE
-    try:
-        con = sqlite3.connect(f"{ledger.resolve().as_uri()}?mode=ro", uri=True)
-    except (sqlite3.Error, OSError):
-        return None
-    try:
-        info = dict(
-            con.execute(
-                "SELECT key, value FROM info WHERE key IN ('embedding_model_id', 'embedding_dimension')"
-            )
-        )
-    except sqlite3.Error:
-        return None
-    finally:
-        con.close()
-    model, dimension = info.get("embedding_model_id"), info.get("embedding_dimension")
-    if not isinstance(model, str) or not str(dimension).isdigit():
-        return None
-    return LedgerVectors(model)

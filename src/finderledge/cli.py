@@ -691,8 +691,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _repaired(args: argparse.Namespace, found: Any) -> Any:
     """``found`` repaired through FinderLedge.check(repair=True); opening may rebuild an index first, so the
     report still says what was found before.  No embedding model is loaded unless --embedding names one."""
-    from .checking import repair_model
     from .errors import IndexCorruptError, StorageFullError
+    from .ledger_vectors import repair_model
 
     if found.disk_full:  # the disk is full: a repair writes, and what is damaged is not even known yet
         found.disk_full.append("not repaired: free some space and run check --repair again")

@@ -528,7 +528,7 @@ def _model_id(model: Embeddings | str | None) -> str:
     """The id recorded for ``model``: by name without importing any model, an instance by its class."""
     if model is None or isinstance(model, str):
         return model_name_id(model)
-    from .checking import LedgerVectors
+    from .ledger_vectors import LedgerVectors
 
     if isinstance(model, LedgerVectors):  # check --repair: the recorded model's vectors, from the ledger
         return model.model_id
