@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 
 from .errors import IndexCorruptError, UnsafePathError
-from .storage import Storage
+from .storage import Storage, replaced_by
 
 __all__ = ["KEY_FILE", "SEAL_FILE", "STOPPED", "Seal", "UnsealedError", "key_path", "seal_key"]
 
@@ -175,6 +175,11 @@ class Seal:
         body = json.dumps({"format": _FORMAT, "files": files, "folders": folders}, sort_keys=True)
         return hmac.new(seal_key(), body.encode("utf-8"), hashlib.sha256).hexdigest()
 
+    def _ours(self, name: str) -> bool:
+        """Whether ``name`` is one of FinderLedge's own files here, or the temp file of one that a process
+        killed inside an atomic replace left behind (the library never opens either)."""
+        return name in self.own or replaced_by(name) in self.own
+
     # -- sealing and checking -----------------------------------------------------------------------
     def write(self) -> None:
         """Record the folder's files as they are now (caller holds the folder's lock; the library is idle)."""
@@ -184,7 +189,7 @@ class Seal:
         files = {
             name: {"size": size, "sha256": self._digest(name)}
             for name, (size, _, _) in sorted(signature.items())
-            if name not in self.own
+            if not self._ours(name)
         }
         record = {"format": _FORMAT, "files": files, "folders": folders, "mac": self._mac(files, folders)}
         self._storage.write_bytes(SEAL_FILE, json.dumps(record, sort_keys=True).encode("utf-8"))
@@ -220,7 +225,7 @@ class Seal:
         if not self.folder.is_dir():
             return
         signature, folders = self._scan()
-        foreign = sorted(name for name in signature if name not in self.own)
+        foreign = sorted(name for name in signature if not self._ours(name))
         if SEAL_FILE not in signature:
             if foreign:
                 raise IndexCorruptError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import uuid
 import zlib
@@ -34,7 +35,19 @@ __all__ = [
     "is_full_disk",
     "library_full_disk_error",
     "refuse_hard_link",
+    "replaced_by",
 ]
+
+# the temp file :meth:`Storage.write_bytes` writes before it renames it over ``leaf``
+_TEMP_FILE = re.compile(r"\.(?P<leaf>[^/]+)\.tmp-\d+-[0-9a-f]{8}")
+
+
+def replaced_by(name: str) -> str | None:
+    """The file a temp file named ``name`` was written to replace (:meth:`Storage.write_bytes` leaves one
+    behind when its process is killed before the rename), or None when ``name`` is no such temp file."""
+    match = _TEMP_FILE.fullmatch(name)
+    return match["leaf"] if match else None
+
 
 # every fixed name of a persist directory (relative to it) that FinderLedge or a library it drives opens
 FIXED_FOLDERS = ("bm25", "faiss", "chroma")

@@ -230,3 +230,19 @@ def test_anything_the_seal_does_not_record_is_refused(tmp_path: Path, change: st
     with pytest.raises(IndexCorruptError):
         Seal(folder, {"own.lock"}).verify()
     assert outside.read_text() == "precious"
+
+
+def test_a_temp_file_of_our_own_left_by_a_killed_writer_is_no_damage(tmp_path: Path) -> None:
+    """A writer SIGKILLed inside the seal's atomic replace left ``.seal.json.tmp-<pid>-<hex>`` beside the seal;
+    the next reader called the folder damaged and rebuilt it (the Chroma stress test in CI).  Our own temp
+    files are not the library's: ignored.  A file of that shape for a name that is not ours still counts."""
+    folder = tmp_path / "store"
+    folder.mkdir()
+    (folder / "db").write_bytes(b"xyz")
+    Seal(folder, {"own.lock"}).write()
+    (folder / f".{SEAL_FILE}.tmp-12345-0d3c0914").write_bytes(b'{"format": 1, "open"')
+    (folder / ".own.lock.tmp-12345-0d3c0915").write_bytes(b"")
+    Seal(folder, {"own.lock"}).verify()
+    (folder / ".db.tmp-12345-0d3c0916").write_bytes(b"planted")
+    with pytest.raises(IndexCorruptError, match="does not record"):
+        Seal(folder, {"own.lock"}).verify()
