@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, MissingExtraError, StorageFullError
+from ..errors import ConfigurationError, IndexCorruptError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
 from ..integrity import chroma_open_guard
 from ..locking import WriteLock
@@ -183,12 +184,8 @@ class ChromaVectorStore(VectorStore):
             yield
             return
         # a read (or close) holds the lock without writing its owner note: reading never writes to our files
-        with (
-            _full_disk(self.path),
-            self._lock.hold(
-                "writing the Chroma index" if writing else "reading the Chroma index", note=writing
-            ),
-        ):
+        with _full_disk(self.path), ExitStack() as held:
+            self._hold(held, writing)
             if self.path is None:
                 if self._generation < 0:
                     self._connect()
@@ -211,6 +208,21 @@ class ChromaVectorStore(VectorStore):
                 yield
             finally:  # whatever Chroma wrote (opening, writing, even reading) is sealed before the lock goes
                 self._reseal()
+
+    def _hold(self, held: ExitStack, writing: bool) -> None:
+        """Take the folder's lock into ``held``.  Its lock file lives in the folder, which another process may
+        have just moved aside to rebuild it (a damaged or unsealed folder): then wait for the rebuilt folder
+        and reconnect to it; a folder that never comes back is reported as damage, which the replica heals."""
+        what = "writing the Chroma index" if writing else "reading the Chroma index"
+        for _ in range(_MOVED_RETRIES):
+            try:
+                held.enter_context(self._lock.hold(what, note=writing))
+                return
+            except FileNotFoundError:
+                self._disconnect()  # the client's files were moved away with the folder
+                self._generation = -1
+                time.sleep(_MOVED_WAIT)
+        raise IndexCorruptError(self.path or Path("."), "the folder was moved away and not rebuilt")
 
     def _reseal(self) -> None:
         """Seal Chroma's files again if it changed any of them (caller holds the lock; a few stats if not)."""
@@ -298,6 +310,11 @@ class ChromaVectorStore(VectorStore):
                 except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
                     logger.warning("closing Chroma without sealing its files: %s", exc)
             self._generation = -1
+
+
+# a folder moved aside by another process is waited for at most this long (seconds: retries x wait)
+_MOVED_RETRIES = 200
+_MOVED_WAIT = 0.05
 
 
 @contextmanager
