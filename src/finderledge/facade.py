@@ -1,9 +1,9 @@
 """``FinderLedge``: the one-line facade that ingests documents and searches them in hybrid, vector or keyword mode.
 
 Every part lives elsewhere and this class only delegates: :func:`finderledge.engine.open_engine` opens the
-parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`finderledge.ingest` writes,
-:mod:`finderledge.searching` searches, :mod:`finderledge.catalog` reads documents back, and
-:mod:`finderledge.views` and :mod:`finderledge.asking` make contexts, retrievers, scopes and answers.  Its
+parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`finderledge.ingest.write` writes,
+:mod:`finderledge.ranking.search` searches, :mod:`finderledge.ledgers.catalog` reads documents back, and
+:mod:`finderledge.rag.views` and :mod:`finderledge.rag.asking` make contexts, retrievers, scopes and answers.  Its
 methods are grouped by capability: the parts as properties (:mod:`finderledge.facade_parts`), the writes
 (:mod:`finderledge.facade_writing`) and reading back (:mod:`finderledge.facade_reading`) are inherited.
 """
@@ -17,21 +17,21 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import asking, views
-from .calibration import Calibration
-from .catalog import Catalog
-from .checking import CheckReport, check_directory
-from .checking import repair as run_repair
 from .config import Settings
-from .context import NO_CONTEXT
 from .engine import LEDGER_FILE, RECORDED_SETTINGS, open_engine
 from .errors import ConfigurationError
 from .facade_parts import EngineParts
 from .facade_reading import ReadingBack
 from .facade_writing import Source, Writing
-from .ingest import IngestReport, Writer
+from .ingest.write import IngestReport, Writer
+from .ledgers.catalog import Catalog
+from .rag import asking, views
+from .rag.context import NO_CONTEXT
+from .ranking.calibration import Calibration
+from .ranking.search import Searcher
+from .replica.checking import CheckReport, check_directory
+from .replica.checking import repair as run_repair
 from .results import SearchResults
-from .searching import Searcher
 from .strategies import QueryStrategy, run_strategy
 from .vector_stores import adapt_vector_store
 
@@ -126,7 +126,7 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
         the gates adaptive fusion uses (done on its own, at the next search or close, after writes that changed
         the corpus by over 25 %).
 
-        Returns the calibration (see :mod:`finderledge.calibration`), or None for a corpus too small to measure.
+        Returns the calibration (see :mod:`finderledge.ranking.calibration`), or None for a corpus too small to measure.
         """
         self.vector_store  # noqa: B018
         return self._engine.calibrator.refresh(force=True)
@@ -205,7 +205,7 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
             lambda_mult=lambda_mult,
         )
 
-    # -- contexts, LangChain views, scopes (finderledge.views) and answers (finderledge.asking) -----
+    # -- contexts, LangChain views, scopes (finderledge.rag.views) and answers (finderledge.rag.asking) -----
     get_context = views.get_context
     as_retriever = views.as_retriever
     as_vectorstore = views.as_vectorstore

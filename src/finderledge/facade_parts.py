@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
     from .config import Settings
-    from .document_splitter import DocumentSplitter
     from .engine import Engine
-    from .finder import Finder
+    from .ingest.splitter import DocumentSplitter
     from .keyword_store import KeywordStore
-    from .reranker import Reranker
+    from .ranking.finder import Finder
+    from .ranking.reranker import Reranker
     from .vector_stores import VectorStore
 
 __all__ = ["EngineParts"]

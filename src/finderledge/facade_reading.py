@@ -1,6 +1,6 @@
-"""Reading stored documents back, as the facade offers it (see :mod:`finderledge.catalog`).
+"""Reading stored documents back, as the facade offers it (see :mod:`finderledge.ledgers.catalog`).
 
-:class:`~finderledge.facade.FinderLedge` inherits these; each asks its :class:`~finderledge.catalog.Catalog`.
+:class:`~finderledge.facade.FinderLedge` inherits these; each asks its :class:`~finderledge.ledgers.catalog.Catalog`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from langchain_core.documents import Document
 
-    from .catalog import Catalog
     from .filters import MetadataFilter
+    from .ledgers.catalog import Catalog
 
 __all__ = ["ReadingBack"]
 
@@ -66,7 +66,7 @@ class ReadingBack:
 
     def gc(self) -> dict[str, int]:
         """Empty the embedding cache of vectors no stored chunk needs (see :meth:`Catalog.gc
-        <finderledge.catalog.Catalog.gc>`); returns how many were removed and the size left."""
+        <finderledge.ledgers.catalog.Catalog.gc>`); returns how many were removed and the size left."""
         return self._catalog.gc()
 
     def __len__(self) -> int:

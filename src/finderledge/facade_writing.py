@@ -1,7 +1,7 @@
 """Adding and removing documents, as the facade offers it (LangChain's names included).
 
 :class:`~finderledge.facade.FinderLedge` inherits these; each checks its arguments and hands the work to its
-:class:`~finderledge.ingest.Writer`, then lets adaptive fusion know the corpus moved.
+:class:`~finderledge.ingest.write.Writer`, then lets adaptive fusion know the corpus moved.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 
 from .errors import ConfigurationError
 from .filters import compile_filter
-from .ingest import IngestReport, Writer, documents_with_ids, rechunk, text_documents
+from .ingest.write import IngestReport, Writer, documents_with_ids, rechunk, text_documents
 from .validation import check_flag, check_mapping, check_patterns, document_key
 
 if TYPE_CHECKING:
