@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import IndexCorruptError, LedgerCorruptError, StorageFullError
 from ..ledgers import Ledger
@@ -43,17 +43,15 @@ _OPEN_RETRIES = 5
 KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the oldest are removed)
 
 
-class Records:
+class Records(Protocol):
     """Where checkpoint records are kept: ``get_info``/``set_info`` of the ledger, or :class:`LocalRecords`."""
 
-    def get_info(self, key: str) -> str | None:
-        raise NotImplementedError
+    def get_info(self, key: str) -> str | None: ...
 
-    def set_info(self, key: str, value: str | None) -> None:
-        raise NotImplementedError
+    def set_info(self, key: str, value: str | None) -> None: ...
 
 
-class LocalRecords(Records):
+class LocalRecords:
     """Checkpoint records of this machine's replicas, in ``directory/replica.json``, for a shared database ledger.
 
     The file names the ledger it follows (``ledger_uuid``): records made for another database (or one that
