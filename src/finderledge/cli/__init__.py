@@ -1,6 +1,5 @@
-"""The ``finderledge`` command line: ``commands`` (the commands), ``logs`` (where log records go),
-``search_options`` (options that reach the search API)."""
+"""The ``finderledge`` command line: ``commands`` (every command and ``main``, the console script), ``logs``
+(where log records go), ``search_options`` (options that reach the search API, shared with ``serve`` and ``mcp``).
 
-from .commands import main
-
-__all__ = ["main"]
+Nothing is imported here, so the server's and the MCP command's use of ``search_options`` never imports every
+command (and no import cycle runs through this package)."""
