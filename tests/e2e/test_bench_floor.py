@@ -43,12 +43,16 @@ def test_tiny_run_writes_every_ratio(tmp_path: Path) -> None:
             assert figure["fl_p50_ms"] > 0 and figure["floor_p50_ms"] > 0
             assert figure["ratio"] == figure["fl_p50_ms"] / figure["floor_p50_ms"]
             assert isinstance(figure["meets"], bool) and len(figure["load_start_end"]) == 2
+            assert figure["fl_cpu_p50_ms"] > 0 and isinstance(figure["meets_cpu"], bool)
         first = result["first_search"][cache]
         assert len(first["rounds"]) == 2 and first["ratio"] > 0
         assert first["rounds"][0]["fl"]["first_hybrid_s"] > 0 and first["rounds"][0]["floor"]["open_s"] > 0
     assert result["queries_warm"]["floor_faiss_threads"] >= 1
     expected = {"build", "build_vs_synced", "disk"}
     expected |= {f"{f}_p50_{c}" for f in FIGURES for c in ("warm", "cold")}
+    cpu = {f"{f}_cpu_p50_{c}" for f in FIGURES for c in ("warm", "cold")}
+    assert set(result["ratios"]) - expected <= cpu  # a CPU ratio is left out where the floor took no CPU tick
+    expected |= set(result["ratios"]) & cpu
     expected |= {"first_search_warm", "first_search_cold"}
     assert set(result["ratios"]) == expected
 
