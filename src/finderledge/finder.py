@@ -1,4 +1,4 @@
-"""The Finder: runs the vector and keyword legs (at once for ``hybrid`` when a core is free) and fuses their rankings."""
+"""The Finder: runs the vector and keyword legs (concurrently for ``hybrid``) and fuses their rankings."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .adaptive import LegWeights, evidence_fusion, leg_weights, top_evidence
@@ -26,24 +25,13 @@ from .scripts import ANY_SCRIPT, model_scripts, parse_scripts, vector_leg_share
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-__all__ = [
-    "LEG_START_WAIT",
-    "SPARE_CORE_RECHECK",
-    "Finder",
-    "KeywordIndex",
-    "VectorIndex",
-    "leg_thread_cores",
-    "resolve_scripts",
-    "spare_core",
-]
+__all__ = ["LEG_START_WAIT", "Finder", "KeywordIndex", "VectorIndex", "leg_thread_cores", "resolve_scripts"]
 
 logger = logging.getLogger(__name__)
 
 #: seconds a hybrid search waits for its vector leg to start on the leg thread before running the keyword leg
 #: (it starts at once unless both leg threads are busy with other searches: then it does not wait longer)
 LEG_START_WAIT = 0.005
-#: seconds a Finder keeps its answer to :func:`spare_core` (reading the load average costs microseconds)
-SPARE_CORE_RECHECK = 1.0
 
 
 class KeywordIndex(Protocol):
@@ -115,7 +103,6 @@ class Finder:
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
         self.partition_key = partition_key
         self._pool: ThreadPoolExecutor | None = None
-        self._spare: tuple[float, bool] = (-SPARE_CORE_RECHECK, False)  # (when looked up, spare_core())
 
     @property
     def embeddings(self) -> Embeddings:
@@ -138,16 +125,6 @@ class Finder:
         """Whether the embedding model reads ``query`` (else hybrid search leaves the vector leg out: a search
         prefetches the model only when this is true)."""
         return vector_leg_share(query, self.vector_scripts) >= self.min_vector_share
-
-    def _spare_core(self) -> bool:
-        """Whether a hybrid search runs its legs at once: the 1-minute load average leaves a core free for
-        the second leg (:func:`spare_core`), looked up at most once a second."""
-        now = time.monotonic()
-        checked, spare = self._spare
-        if now - checked >= SPARE_CORE_RECHECK:
-            spare = spare_core()
-            self._spare = (now, spare)
-        return spare
 
     def _vector_leg(
         self,
@@ -221,13 +198,6 @@ class Finder:
             rankings = {"keyword": self._keyword_leg(query, depth, filter, timings)}
             if len(rankings["keyword"]) < k:
                 fill = self._vector_leg(query, k, filter, timings)
-        elif not self._spare_core():
-            # no core to run a second thread on: handing the vector leg to the leg thread and back would only
-            # wait for the scheduler (10-20 ms a search on 2 busy cores, issue 41); both legs run here, the
-            # vector leg's FAISS team as on the leg thread
-            kw = self._keyword_leg(query, depth, filter, timings)
-            with _leg_team():
-                rankings = {"vector": self._vector_leg(query, depth, filter, timings, vectors), "keyword": kw}
         else:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
@@ -400,44 +370,11 @@ class Finder:
 def leg_thread_cores(faiss: Any) -> int:
     """OpenMP threads for the vector leg beside the keyword leg: one core fewer than the caller's own count
     (and than this process may use), at least one."""
-    return max(1, min(int(faiss.omp_get_max_threads()), _cores() - 1))
-
-
-def _cores() -> int:
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def spare_core() -> bool:
-    """Whether this process may use a core the machine leaves idle: at least two cores, and a 1-minute load
-    average of at most one fewer.  Two legs at once beat one after the other only with a core free for the
-    second; without one, the hand-off to the leg thread and back waits for the scheduler."""
-    cores = _cores()
-    if cores < 2:
-        return False
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on this platform: assume the cores are free
-        return True
-    return load <= cores - 1
-
-
-@contextmanager
-def _leg_team() -> Iterator[None]:
-    """The vector leg's FAISS (OpenMP) team on this thread for the block: :func:`leg_thread_cores` threads,
-    as on the leg thread (the caller's own count is put back after)."""
-    faiss = sys.modules.get("faiss")
-    if faiss is None:
-        yield
-        return
-    mine = int(faiss.omp_get_max_threads())
-    faiss.omp_set_num_threads(leg_thread_cores(faiss))
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(mine)
+        cores = os.cpu_count() or 1
+    return max(1, min(int(faiss.omp_get_max_threads()), cores - 1))
 
 
 def _leave_a_core() -> Callable[[], None] | None:
