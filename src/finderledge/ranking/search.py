@@ -109,28 +109,32 @@ class Searcher:
             hits = self._diversified(
                 hits, DEFAULT_LAMBDA_MULT if lambda_mult is None else float(lambda_mult), trace.ledger_seq
             )
-        found = [
-            (doc, info_of(doc.metadata)["relevance_score"])
-            for doc, _ in self._documents_for(hits, return_parents, wanted, trace.ledger_seq)
-        ]
-        if reranking and found:
+        picked = self._records_for(hits, return_parents, wanted, trace.ledger_seq)
+        if reranking and picked:
             assert engine.reranker is not None
+            docs = [pick.build() for pick in picked]
             reranked = []
-            for i, raw, shown in rerank_documents(
-                engine.reranker, query, [doc for doc, _ in found]
-            ):  # shown: in [0, 1]
-                doc, first = found[i]
+            for i, raw, shown in rerank_documents(engine.reranker, query, docs):  # shown: in [0, 1]
+                doc, first = docs[i], picked[i].score
                 info_of(doc.metadata).update(
                     fused_score=first, fused_rank=i + 1, rerank_score=raw, relevance_score=shown
                 )
                 reranked.append((doc, shown))
-            found = reranked
-        if threshold is not None:
-            found = [(doc, score) for doc, score in found if score >= threshold]
+            if threshold is not None:
+                reranked = [(doc, score) for doc, score in reranked if score >= threshold]
+            results = (
+                SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(reranked[:k], start=1)
+            )
+        else:
+            if threshold is not None:
+                picked = [pick for pick in picked if pick.score >= threshold]
+            # each result's Document is built when it is first read (SearchResult.deferred)
+            results = (
+                SearchResult.deferred(pick.build, pick.score, rank)
+                for rank, pick in enumerate(picked[:k], start=1)
+            )
         trace.total = time.perf_counter() - started
-        return SearchResults(
-            (SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(found[:k], start=1)), trace
-        )
+        return SearchResults(results, trace)
 
     def _diversified(self, hits: Sequence[FusedHit], lambda_mult: float, seq: int) -> list[FusedHit]:
         """The fused hits in maximal-marginal-relevance order (:mod:`finderledge.ranking.mmr`), by their stored vectors."""
@@ -142,15 +146,13 @@ class Searcher:
         vectors = [getattr(chunks.get(h.id), "embedding", None) for h in hits]
         return [hits[i] for i in mmr_order(relevance, vectors, lambda_mult, len(hits))]
 
-    def _documents_for(
-        self, hits: Sequence[FusedHit], parents: bool, limit: int, seq: int
-    ) -> list[tuple[Document, FusedHit]]:
-        """The stored chunks (or their parents, first occurrence only) of fused hits, annotated with leg details.
+    def _records_for(self, hits: Sequence[FusedHit], parents: bool, limit: int, seq: int) -> list[_Pick]:
+        """The stored chunks (or their parents, first occurrence only) of fused hits, each with its hit.
 
         Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
         since is still returned by this search (it was current when the search ran), never a half-state."""
         chunks = {c.id: c for c in self._engine.ledger.get_chunks([h.id for h in hits], visible_at=seq)}
-        out: list[tuple[Document, FusedHit]] = []
+        out: list[_Pick] = []
         seen: set[str] = set()
         for hit in hits:
             chunk = chunks.get(hit.id)
@@ -164,15 +166,32 @@ class Searcher:
                 record = self._engine.ledger.get_document(chunk.parent_id)
                 if record is None:
                     continue
-                doc = as_document(record)
-                info_of(doc.metadata)["matched_chunk_id"] = chunk.id
+                out.append(_Pick(record, hit, chunk.id))
             else:
-                doc = as_document(chunk)
-            annotate(doc, hit)
-            out.append((doc, hit))
+                out.append(_Pick(chunk, hit))
             if len(out) == limit:
                 break
         return out
+
+
+class _Pick:
+    """A record a search returns, with the fused hit that found it; :meth:`build` makes its ``Document``."""
+
+    __slots__ = ("hit", "matched", "record", "score")
+
+    def __init__(
+        self, record: DocumentRecord | ChunkRecord, hit: FusedHit, matched: str | None = None
+    ) -> None:
+        self.record, self.hit, self.matched = record, hit, matched
+        self.score = hit.score if hit.relevance is None else hit.relevance  # the result's relevance
+
+    def build(self) -> Document:
+        """The record as a ``Document`` annotated with the hit's scores (and the matched chunk of a parent)."""
+        doc = as_document(self.record)
+        if self.matched is not None:
+            info_of(doc.metadata)["matched_chunk_id"] = self.matched
+        annotate(doc, self.hit)
+        return doc
 
 
 def as_document(record: DocumentRecord | ChunkRecord) -> Document:
