@@ -11,7 +11,7 @@ on a shared machine absolute times drift, a ratio measured side by side does not
 - **The floor.** bm25s scores (``get_scores``) with a fast top-k (``np.argpartition(-scores, depth)``, not
   ``bm25s.retrieve``'s, which is slow on arrays of tied zeros), the query tokenized as bm25s tokenizes
   (its token pattern and English stopwords); FAISS ``IndexFlatIP`` on the same number of OpenMP threads as
-  FinderLedge's vector leg (:func:`finderledge.finder.leg_thread_cores`); 100 candidates per leg; reciprocal
+  FinderLedge's vector leg (:func:`finderledge.ranking.finder.leg_thread_cores`); 100 candidates per leg; reciprocal
   rank fusion in plain Python; the texts of the final ``k`` from memory.
 - **Builds**, ``--rounds`` of them interleaved (floor, FinderLedge, floor, ...); the floor's ``fsync`` of its
   files is timed apart (``sync_s``) and the ratio given both without and with it.
@@ -73,7 +73,7 @@ def _load() -> list[float]:
 def leg_threads(faiss: Any) -> int:
     """The OpenMP threads FinderLedge's vector leg runs on (its own rule, so both sides get the same)."""
     try:
-        from finderledge.finder import leg_thread_cores
+        from finderledge.ranking.finder import leg_thread_cores
 
         return int(leg_thread_cores(faiss))
     except ImportError:  # a FinderLedge without the rule: one core fewer than this process may use

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge, SearchResult
-from finderledge import searching as searching_module
+from finderledge.ranking import search as searching_module
 
 TEXTS = [f"note {i} about tides and glaciers, the {i}th of them" for i in range(30)]
 

@@ -1,7 +1,7 @@
 """The read path: run the legs, fuse, read the hits' texts as of the searched change, rerank, threshold.
 
 :class:`Searcher` does one :meth:`~finderledge.facade.FinderLedge.search`; the facade only checks nothing
-and forwards, as it does to :class:`~finderledge.ingest.write.Writer` for writes.
+and forwards, as it does to :class:`~finderledge.ingest.write.write.Writer` for writes.
 """
 
 from __future__ import annotations
