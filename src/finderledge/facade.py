@@ -87,8 +87,8 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
         partition_key: str | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
-        rerank_candidates: int = 20,
-        reranker_on_error: str = "warn",
+        rerank_candidates: int | None = None,
+        reranker_on_error: str | None = None,
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
         given = locals()
@@ -112,8 +112,6 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
             vector_store=instance,
             keyword_tokenizer=keyword_tokenizer,
             reranker=reranker,
-            rerank_candidates=rerank_candidates,
-            reranker_on_error=reranker_on_error,
             env_file=None if env_file is None else os.fspath(env_file),
         )
         self._writer = Writer(self._engine)

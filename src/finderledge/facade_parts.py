@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,12 +61,14 @@ class EngineParts:
 
     @property
     def rerank_candidates(self) -> int:
-        """How many fused candidates the reranker rescores."""
-        return self._engine.rerank_candidates
+        """How many fused candidates the reranker rescores (the setting ``rerank_candidates``)."""
+        return self._engine.settings.rerank_candidates
 
     @rerank_candidates.setter
     def rerank_candidates(self, value: int) -> None:
-        self._engine.rerank_candidates = value
+        """Change the setting for the searches to come; a bad value raises ``ConfigurationError``."""
+        engine = self._engine
+        engine.settings = dataclasses.replace(engine.settings, rerank_candidates=value)
 
     @property
     def embeddings(self) -> Embeddings:

@@ -93,7 +93,7 @@ def test_the_facade_exposes_its_engine_and_shares_its_parts(tmp_path: Path, fake
         assert fl.settings is engine.settings and fl.finder is engine.finder
         assert fl.persist_directory == engine.directory
         fl.rerank_candidates = 7  # the facade's setters change the engine the read path uses
-        assert engine.rerank_candidates == 7
+        assert engine.settings.rerank_candidates == 7
         fl.add_texts(["alpha beta", "gamma delta"])
         assert engine.ledger.counts()["documents"] == 2 == len(fl)
     assert engine.closed
