@@ -496,7 +496,7 @@ class JawikiRag:
 
     def ask(self, question: str) -> Answer:
         """Retrieve, then answer from the kept passages, or say :data:`NOT_FOUND` when none is relevant."""
-        from finderledge.context import format_context
+        from finderledge.rag.context import format_context
 
         t0 = time.perf_counter()
         results = self.retrieve(question)

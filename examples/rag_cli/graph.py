@@ -17,9 +17,9 @@ from langchain_core.documents import Document
 from langgraph.graph import END, START, StateGraph
 
 from finderledge import FinderLedge
-from finderledge.context import format_context
 from finderledge.metadata import FL_KEY
-from finderledge.reranker import CallableReranker, Reranker, create_reranker
+from finderledge.rag.context import format_context
+from finderledge.ranking.reranker import CallableReranker, Reranker, create_reranker
 from finderledge.server.answers import ExtractiveAnswerer
 
 # the design's prompt template (section 4.9), word for word; the context list holds "[n] (source)\npassage" blocks

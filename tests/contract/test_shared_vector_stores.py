@@ -20,7 +20,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from finderledge import FinderLedge
 from finderledge.errors import ConfigurationError
 from finderledge.ledgers import ChunkRecord
-from finderledge.shared_indexes import SharedIndexes
+from finderledge.replica.shared import SharedIndexes
 from finderledge.vector_stores.langchain import UnsupportedFilterError
 
 DOCS = [

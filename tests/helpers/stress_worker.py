@@ -228,7 +228,7 @@ def run_writer(
     directory: str, kind: str, writer_id: str, shared_dir: str, journal_path: str, seed: int
 ) -> int:
     from finderledge.errors import DocumentNotFoundError
-    from finderledge.ingest import content_id
+    from finderledge.ingest.write import content_id
 
     rng = random.Random(seed)
     journal = Journal(journal_path)
@@ -360,7 +360,7 @@ def run_reader(
     stop_file: str,
     max_seconds: float,
 ) -> int:
-    from finderledge.document_splitter import child_id
+    from finderledge.ingest.splitter import child_id
 
     rng = random.Random(seed)
     logs = watch_logs()

@@ -20,8 +20,9 @@ from paths import (
 )
 
 from finderledge import FinderLedge
-from finderledge.adaptive import evidence_fusion, leg_weights, top_evidence
-from finderledge.calibration import (
+from finderledge.evaluation import ndcg_at_k
+from finderledge.ranking.adaptive import evidence_fusion, leg_weights, top_evidence
+from finderledge.ranking.calibration import (
     INFO_KEY,
     MIN_QUERIES,
     Calibration,
@@ -32,8 +33,7 @@ from finderledge.calibration import (
     query_count,
     script_group,
 )
-from finderledge.evaluation import ndcg_at_k
-from finderledge.fusion import ANY_SCRIPT, reciprocal_rank_fusion, relative_score_fusion
+from finderledge.ranking.fusion import ANY_SCRIPT, reciprocal_rank_fusion, relative_score_fusion
 
 
 class Anonymous(Embeddings):
@@ -115,7 +115,7 @@ def test_calibration_round_trips_and_knows_when_it_is_stale(caplog: pytest.LogCa
     assert (
         not c.is_stale(1200, "m") and c.is_stale(1300, "m") and c.is_stale(700, "m") and c.is_stale(1000, "x")
     )
-    with caplog.at_level(logging.WARNING, logger="finderledge.calibration"):
+    with caplog.at_level(logging.WARNING, logger="finderledge.ranking.calibration"):
         assert Calibration.from_json('{"groups": 3}') is None
     assert "unreadable" in caplog.text
     # a query in a script group that was not calibrated on its own takes the corpus's gates

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from finderledge import cli
-from finderledge.cli import main
+from finderledge.cli import commands as cli
+from finderledge.cli.commands import main
 from finderledge.errors import (
     ConfigurationError,
     DocumentNotFoundError,

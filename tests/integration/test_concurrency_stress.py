@@ -29,10 +29,10 @@ import stress_worker as sw  # tests/helpers/, on sys.path through tests/conftest
 
 WORKER = Path(sw.__file__).resolve()
 
-from finderledge.document_splitter import child_id
-from finderledge.ingest import content_id
-from finderledge.replica import Checkpoint
-from finderledge.seals import STOPPED
+from finderledge.ingest.splitter import child_id
+from finderledge.ingest.write import content_id
+from finderledge.replica.core import Checkpoint
+from finderledge.storage.seals import STOPPED
 
 N_WRITERS = 3
 N_READERS = 2
@@ -333,7 +333,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
     if rebuilds > MAX_CHROMA_REBUILDS:
         problems.append(f"Chroma failed to replay its log {rebuilds} times (allowed {MAX_CHROMA_REBUILDS})")
 
-    # a writer killed while Chroma wrote its files leaves them unsealed (finderledge.seals): the next opener
+    # a writer killed while Chroma wrote its files leaves them unsealed (finderledge.storage.seals): the next opener
     # removes and rebuilds them from the ledger, at most once per kill
     unsealed = sum(
         1 for rep in reports.values() for w in rep["warnings"] if kind == "chroma" and STOPPED in w["msg"]

@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 
 from finderledge import FinderLedge
-from finderledge.cli import main
-from finderledge.durable import manifest_checksum, npy_bytes
+from finderledge.cli.commands import main
 from finderledge.errors import FinderLedgeError, IndexCorruptError, LedgerCorruptError
+from finderledge.storage.durable import manifest_checksum, npy_bytes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 QUERIES = [

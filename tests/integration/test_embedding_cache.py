@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from pg_server import fresh_schema
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

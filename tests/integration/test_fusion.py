@@ -8,8 +8,8 @@ import pytest
 from langchain_core.documents import Document
 
 from finderledge import FinderLedge, SearchTrace
-from finderledge.finder import Finder
-from finderledge.fusion import (
+from finderledge.ranking.finder import Finder
+from finderledge.ranking.fusion import (
     ANY_SCRIPT,
     fuse,
     model_scripts,

@@ -95,13 +95,13 @@ def test_bad_file_is_reported_or_raised_and_nothing_is_lost(tmp_path: Path, mini
 
 INGEST_SCRIPT = """
 import json, os, signal, sys
-import finderledge.write_batches
+import finderledge.ingest.batches
 from finderledge import FinderLedge
 from finderledge.embeddings import SentenceTransformerEmbeddings, default_model_path
 
 # every batch kept in the cache as computed (by default one write per second of embedding work: these
 # batches of 8 short notes take milliseconds)
-finderledge.write_batches.CACHE_SECONDS = 0.0
+finderledge.ingest.batches.CACHE_SECONDS = 0.0
 
 class KillingEmbeddings(SentenceTransformerEmbeddings):
     '''The real model, but the process is killed (SIGKILL) on the N-th batch: a crash mid-folder.'''
@@ -176,9 +176,9 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     """Streaming ingest: a folder over STREAM_GROUPS files is loaded, embedded and committed a batch of whole
     files at a time; a failure mid-folder keeps the batches before it (each file complete) and loses nothing
     embedded (the retry takes the failed batch's vectors from the cache)."""
-    import finderledge.ingest
+    import finderledge.ingest.write
 
-    monkeypatch.setattr(finderledge.ingest, "STREAM_GROUPS", 5)
+    monkeypatch.setattr(finderledge.ingest.write, "STREAM_GROUPS", 5)
     folder = tmp_path / "docs"
     _write_long_notes(folder, 23)
     (folder / "stale.txt").write_text("A file that will vanish before the second run.", encoding="utf-8")
@@ -230,9 +230,9 @@ def test_a_document_id_call_is_one_write_however_large(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With document_id the parents it does not list again are replaced, so the call cannot be split."""
-    import finderledge.ingest
+    import finderledge.ingest.write
 
-    monkeypatch.setattr(finderledge.ingest, "STREAM_GROUPS", 2)
+    monkeypatch.setattr(finderledge.ingest.write, "STREAM_GROUPS", 2)
     folder = tmp_path / "docs"
     _write_corpus(folder, 7)
     with FinderLedge(embedding=minilm, show_progress=False) as fl:

@@ -107,7 +107,7 @@ def test_the_cli_uses_the_database_named_by_the_environment(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import finderledge.facade
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
 
     real = finderledge.facade.FinderLedge
     monkeypatch.setattr(

@@ -14,8 +14,8 @@ from paths import DATASETS, dataset
 
 from finderledge import NO_CONTEXT, FinderLedge
 from finderledge.errors import ConfigurationError
-from finderledge.fusion import FusedHit
-from finderledge.relevance import (
+from finderledge.ranking.fusion import FusedHit
+from finderledge.ranking.relevance import (
     BackgroundCache,
     CorpusBackground,
     LedgerBackground,

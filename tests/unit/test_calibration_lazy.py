@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-import finderledge.calibration as calibration_module
+import finderledge.ranking.calibration as calibration_module
 from finderledge import FinderLedge
-from finderledge.calibration import INFO_KEY, Calibration
+from finderledge.ranking.calibration import INFO_KEY, Calibration
 
 
 def _texts(start: int, n: int) -> list[str]:

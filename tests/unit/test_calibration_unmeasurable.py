@@ -44,14 +44,14 @@ def test_calibration_draws_a_sample_not_every_chunk_id(
 ) -> None:
     """The pseudo-queries come from a sample of the ledger (an index seek per chunk drawn), so calibrating a
     large corpus does not read and sort every chunk id (issue 29: 0.4 s at 100k chunks, 4 s at 1M)."""
-    from finderledge import calibration
+    from finderledge.ranking import calibration
 
     monkeypatch.setattr(calibration, "DRAW_FACTOR", 1)  # 200 drawn: seeks from 800 chunks on, not 6,400
     reads: list[int] = []
     real = SQLiteLedger.complete_chunk_ids
 
     def counting(self: SQLiteLedger, *args: Any, **kwargs: Any) -> Any:
-        if any(frame.filename.endswith("calibration.py") for frame in inspect.stack()):
+        if any(frame.filename.endswith("ranking/calibration.py") for frame in inspect.stack()):
             reads.append(1)  # by the calibrator (a new index compares id sets once: not counted)
         return real(self, *args, **kwargs)
 

@@ -18,11 +18,11 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from finderledge import FinderLedge, Settings
 from finderledge.engine import Engine, open_engine
 from finderledge.errors import ConfigurationError, IncompatibleIndexError
-from finderledge.ingest import IngestReport, Writer
-from finderledge.langchain_vectorstore import FinderLedgeVectorStore
+from finderledge.ingest.write import IngestReport, Writer
 from finderledge.ledgers.sqlite import SQLiteLedger
-from finderledge.protocols import SearchableLedger
-from finderledge.searching import Searcher
+from finderledge.rag.protocols import SearchableLedger
+from finderledge.rag.vectorstore import FinderLedgeVectorStore
+from finderledge.ranking.search import Searcher
 
 ROOT = Path(__file__).resolve().parents[2]
 

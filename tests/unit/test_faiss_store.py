@@ -16,8 +16,8 @@ import faiss
 import numpy as np
 import pytest
 
-from finderledge.durable import manifest_checksum
 from finderledge.errors import IncompatibleIndexError, IndexCorruptError
+from finderledge.storage.durable import manifest_checksum
 from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
 
 D = 8

@@ -17,8 +17,10 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from finderledge import FinderLedge
-from finderledge.adaptive import leg_weights
-from finderledge.calibration import (
+from finderledge.evaluation import evaluate, format_report
+from finderledge.keyword_store import KeywordStore
+from finderledge.ranking.adaptive import leg_weights
+from finderledge.ranking.calibration import (
     INFO_KEY,
     MIN_QUERIES,
     PRIOR_MIN,
@@ -27,8 +29,6 @@ from finderledge.calibration import (
     leg_priors,
     without_sentence,
 )
-from finderledge.evaluation import evaluate, format_report
-from finderledge.keyword_store import KeywordStore
 
 DIM = 256
 

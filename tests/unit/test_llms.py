@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from finderledge import llms
+from finderledge.rag import llms
 from finderledge.errors import ConfigurationError, MissingExtraError
 from finderledge.registry import Registry
 

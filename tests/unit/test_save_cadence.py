@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from finderledge import FinderLedge
-from finderledge.ingest import SAVE_SHARE, SAVE_SMALL
+from finderledge.ingest.write import SAVE_SHARE, SAVE_SMALL
 from finderledge.keyword_store import KeywordStore
-from finderledge.overlay import VectorOverlay
-from finderledge.replica import Checkpoint
+from finderledge.replica.core import Checkpoint
+from finderledge.replica.overlay import VectorOverlay
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"

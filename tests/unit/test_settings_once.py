@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from finderledge import Finder, Settings, fusion, scripts
+from finderledge import Finder, Settings, scripts
 from finderledge.config import ANY_SCRIPTS, SEARCH_MODES
 from finderledge.errors import ConfigurationError
+from finderledge.ranking import fusion
 from finderledge.registry import Registry
 
 
@@ -73,7 +74,8 @@ def _choices(parser: argparse.ArgumentParser, command: str, option: str) -> list
 
 
 def test_the_cli_offers_every_registered_vector_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from finderledge import cli, vector_stores
+    from finderledge import vector_stores
+    from finderledge.cli import commands as cli
 
     backends: Registry[Any] = Registry("vector backend", "vector_store")  # the built-ins, and one more
     for name in vector_stores.backend_names():
@@ -96,7 +98,8 @@ def test_the_cli_offers_every_registered_vector_backend(monkeypatch: pytest.Monk
 def test_the_cli_and_evaluation_offer_the_search_modes_of_settings() -> None:
     import inspect
 
-    from finderledge import cli, evaluation
+    from finderledge import evaluation
+    from finderledge.cli import commands as cli
 
     parser = cli.build_parser()
     assert tuple(_choices(parser, "search", "--mode")) == SEARCH_MODES

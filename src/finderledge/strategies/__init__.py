@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..metadata import info_of
+from ..ranking.relevance import check_score_threshold
+from ..ranking.reranker import rerank_documents
 from ..registry import Registry
-from ..relevance import check_score_threshold
-from ..reranker import rerank_documents
 from ..results import SearchResult, SearchResults
 from ..validation import check_search_options, query_text
 from .base import QueryStrategy, SubQuery
@@ -27,7 +27,7 @@ from .hyde import HyDE
 from .multi_query import MultiQuery
 
 if TYPE_CHECKING:
-    from ..protocols import SearchableLedger
+    from ..rag.protocols import SearchableLedger
 
 __all__ = [
     "STRATEGIES",

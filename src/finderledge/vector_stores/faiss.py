@@ -6,7 +6,7 @@ insertion sequence numbers, so rows keep insertion order and results (ties inclu
 reopen.
 
 On disk (``faiss/``) the files are kept by the segment layer shared with the BM25 store
-(:mod:`finderledge.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
+(:mod:`finderledge.storage.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
 every file opened through it).  A segment here is ``vectors.npy`` (float32, normalised), ``seq.npy`` (int64
 sequence number per row, ascending), ``ids.json`` and ``meta.json`` (the chunks' metadata, parsed when a
 filter or merge needs it); a tombstone file holds a segment's deleted row numbers (int64).
@@ -32,10 +32,11 @@ import numpy as np
 
 from ..errors import IncompatibleIndexError, IndexCorruptError
 from ..filters import compile_filter, filter_key
-from ..integrity import corrupt_on_error, parse_json
 from ..metadata import copies_per_object, share_equal
 from ..partitions import partition_of
-from ..segments import (
+from ..storage.files import index_folder
+from ..storage.integrity import corrupt_on_error, parse_json
+from ..storage.segments import (
     BLOCK_BYTES,
     MANIFEST,
     CrcCheck,
@@ -50,7 +51,6 @@ from ..segments import (
     segment_name,
     segment_number,
 )
-from ..storage import index_folder
 from .base import VectorStore
 from .flat_rows import FlatRows
 from .partition_rows import PartitionRows, live_rows
