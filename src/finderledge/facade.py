@@ -29,6 +29,7 @@ from .ingest.write import IngestReport, Writer, documents_with_ids, rechunk, tex
 from .ledgers.catalog import Catalog
 from .rag import asking, views
 from .rag.context import NO_CONTEXT
+from .rag.protocols import provide_ledger_class
 from .ranking.calibration import Calibration
 from .ranking.search import Searcher
 from .replica.checking import CheckReport, check_directory
@@ -541,6 +542,11 @@ class FinderLedge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+provide_ledger_class(
+    FinderLedge
+)  # what FinderLedgeVectorStore.from_texts opens (it never imports this module)
 
 
 def _is_embeddings(value: Any) -> bool:
