@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from finderledge.rag import llms
 from finderledge.errors import ConfigurationError, MissingExtraError
+from finderledge.rag import llms
 from finderledge.registry import Registry
 
 
