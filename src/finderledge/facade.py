@@ -46,8 +46,10 @@ if TYPE_CHECKING:
     from .filters import MetadataFilter
     from .ingest.splitter import DocumentSplitter
     from .keyword_store import KeywordStore
+    from .ledgers import Ledger
     from .ranking.finder import Finder
     from .ranking.reranker import Reranker
+    from .replica.core import Replica
     from .vector_stores import VectorStore
 
 
@@ -139,6 +141,35 @@ class FinderLedge:
         """The open index's parts (ledger, write lock, replica, model, finder, calibrator, reranker): for tools
         and tests that inspect them; the methods of this class are the supported way to change anything."""
         return self._engine
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger, the source of truth (documents, chunks, vectors, the change log, info records): for
+        tools and tests that read it; the methods of this class are the supported way to change anything."""
+        return self._engine.ledger
+
+    @property
+    def replica(self) -> Replica:
+        """How this process's indexes follow the ledger (each index's checkpoint, the overlay of changes
+        applied since): for tools and tests that inspect it."""
+        return self._engine.replica
+
+    @property
+    def write_lock(self) -> Any:
+        """The lock a write holds while it commits (a file lock, or the Postgres ledger's advisory lock), one
+        write at a time across processes: for tools and tests that must hold it."""
+        return self._engine.write_lock
+
+    @property
+    def model_id(self) -> str:
+        """The id the ledger records for the embedding model (known by name: reading it loads no model)."""
+        return self._engine.model_id
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The stored calibration adaptive fusion takes its gates from (None until measured); reading it
+        measures nothing (:meth:`calibrate` does)."""
+        return self._engine.calibrator.current()
 
     @property
     def settings(self) -> Settings:
