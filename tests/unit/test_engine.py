@@ -95,7 +95,10 @@ def test_the_facade_exposes_its_engine_and_shares_its_parts(tmp_path: Path, fake
         assert fl.persist_directory == engine.directory
         # the read accessors tests and tools use instead of the engine's shape (fl.engine.ledger …)
         assert fl.ledger is engine.ledger and fl.replica is engine.replica
-        assert fl.write_lock is engine.write_lock and fl.model_id == engine.model_id == "DeterministicFakeEmbedding"
+        assert (
+            fl.write_lock is engine.write_lock
+            and fl.model_id == engine.model_id == "DeterministicFakeEmbedding"
+        )
         assert fl.calibration is None  # nothing measured yet: reading it measures nothing
         fl.rerank_candidates = 7  # the facade's setters change the engine the read path uses
         assert engine.settings.rerank_candidates == 7
