@@ -136,10 +136,17 @@ if TYPE_CHECKING:
     from .results import SearchResult, SearchResults, SearchTrace
 
 
+# names whose use needs another module imported first: FinderLedgeVectorStore.from_texts opens a FinderLedge,
+# whose class the facade gives when it is imported (the store never imports the facade)
+_IMPORTED_WITH = {"FinderLedgeVectorStore": "facade"}
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'finderledge' has no attribute {name!r}")
+    if name in _IMPORTED_WITH:
+        importlib.import_module(f".{_IMPORTED_WITH[name]}", __name__)
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

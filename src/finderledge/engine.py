@@ -47,6 +47,14 @@ logger = logging.getLogger(__name__)
 OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
 CHUNK_SETTINGS = ("chunk_size", "chunk_overlap", "chunk_unit")
 LEDGER_FILE = "ledger.sqlite3"
+# the settings resolved before the ledger opens: where it is, and the reranker (refused before anything opens)
+PRE_SETTINGS = (
+    "persist_directory",
+    "database_url",
+    "database_schema",
+    "rerank_candidates",
+    "reranker_on_error",
+)
 REMOTE_PROVIDERS = ("openai", "ollama")  # their clients are made at open (a missing key fails there)
 LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
@@ -102,7 +110,6 @@ class Engine:
     replica: Replica
     model: Model
     reranker: Reranker | None = None
-    rerank_candidates: int = 20
     finder: Finder = field(init=False)
     calibrator: LedgerCalibrator = field(init=False)
     closed: bool = field(default=False, init=False)
@@ -189,8 +196,6 @@ def open_engine(
     vector_store: VectorStore | None = None,
     keyword_tokenizer: Any = None,
     reranker: Any = None,
-    rerank_candidates: int = 20,
-    reranker_on_error: str = "warn",
     env_file: str | Path | None = ".env",
 ) -> Engine:
     """Open (or create) the index ``args`` names: the settings given by the caller (None: unset, taken from
@@ -199,11 +204,9 @@ def open_engine(
 
     A refused open leaves nothing open (the ledger and its locks are closed again)."""
     args = dict(args)
-    _check_rerank_candidates(rerank_candidates)
-    chosen_reranker = create_reranker(reranker, on_error=reranker_on_error)  # refused before anything opens
-    pre = Settings.resolve(
-        {k: args.get(k) for k in ("persist_directory", "database_url", "database_schema")}, env_file=env_file
-    )
+    pre = Settings.resolve({k: args.get(k) for k in PRE_SETTINGS}, env_file=env_file)
+    # a reranker that cannot be built is refused before anything opens
+    chosen_reranker = create_reranker(reranker, on_error=pre.reranker_on_error)
     directory = _prepare_directory(pre.persist_directory)
     if pre.database_url is not None and vector_store is None and args.get("vector_store") is None:
         args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
@@ -213,7 +216,7 @@ def open_engine(
         engine = _assemble(
             ledger, args, pre, directory, embedding, vector_store, keyword_tokenizer, env_file, parts
         )
-        engine.reranker, engine.rerank_candidates = chosen_reranker, rerank_candidates
+        engine.reranker = chosen_reranker
         engine.replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
         return engine
     except BaseException:  # a refused open must not leave the ledger (and its locks) open
@@ -456,11 +459,6 @@ def _warn_chunking_changed(recorded: Mapping[str, Any], settings: Settings, dire
             directory,
             changed,
         )
-
-
-def _check_rerank_candidates(value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigurationError(f"setting 'rerank_candidates': expected a positive integer, got {value!r}")
 
 
 def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:

@@ -29,6 +29,7 @@ from .ingest.write import IngestReport, Writer, documents_with_ids, rechunk, tex
 from .ledgers.catalog import Catalog
 from .rag import asking, views
 from .rag.context import NO_CONTEXT
+from .rag.protocols import provide_ledger_class
 from .ranking.calibration import Calibration
 from .ranking.search import Searcher
 from .replica.checking import CheckReport, check_directory
@@ -45,8 +46,10 @@ if TYPE_CHECKING:
     from .filters import MetadataFilter
     from .ingest.splitter import DocumentSplitter
     from .keyword_store import KeywordStore
+    from .ledgers import Ledger
     from .ranking.finder import Finder
     from .ranking.reranker import Reranker
+    from .replica.core import Replica
     from .vector_stores import VectorStore
 
 
@@ -100,8 +103,8 @@ class FinderLedge:
         partition_key: str | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
-        rerank_candidates: int = 20,
-        reranker_on_error: str = "warn",
+        rerank_candidates: int | None = None,
+        reranker_on_error: str | None = None,
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
         given = locals()
@@ -125,8 +128,6 @@ class FinderLedge:
             vector_store=instance,
             keyword_tokenizer=keyword_tokenizer,
             reranker=reranker,
-            rerank_candidates=rerank_candidates,
-            reranker_on_error=reranker_on_error,
             env_file=None if env_file is None else os.fspath(env_file),
         )
         self._writer = Writer(self._engine)
@@ -140,6 +141,35 @@ class FinderLedge:
         """The open index's parts (ledger, write lock, replica, model, finder, calibrator, reranker): for tools
         and tests that inspect them; the methods of this class are the supported way to change anything."""
         return self._engine
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger, the source of truth (documents, chunks, vectors, the change log, info records): for
+        tools and tests that read it; the methods of this class are the supported way to change anything."""
+        return self._engine.ledger
+
+    @property
+    def replica(self) -> Replica:
+        """How this process's indexes follow the ledger (each index's checkpoint, the overlay of changes
+        applied since): for tools and tests that inspect it."""
+        return self._engine.replica
+
+    @property
+    def write_lock(self) -> Any:
+        """The lock a write holds while it commits (a file lock, or the Postgres ledger's advisory lock), one
+        write at a time across processes: for tools and tests that must hold it."""
+        return self._engine.write_lock
+
+    @property
+    def model_id(self) -> str:
+        """The id the ledger records for the embedding model (known by name: reading it loads no model)."""
+        return self._engine.model_id
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The stored calibration adaptive fusion takes its gates from (None until measured); reading it
+        measures nothing (:meth:`calibrate` does)."""
+        return self._engine.calibrator.current()
 
     @property
     def settings(self) -> Settings:
@@ -167,12 +197,14 @@ class FinderLedge:
 
     @property
     def rerank_candidates(self) -> int:
-        """How many fused candidates the reranker rescores."""
-        return self._engine.rerank_candidates
+        """How many fused candidates the reranker rescores (the setting ``rerank_candidates``)."""
+        return self._engine.settings.rerank_candidates
 
     @rerank_candidates.setter
     def rerank_candidates(self, value: int) -> None:
-        self._engine.rerank_candidates = value
+        """Change the setting for the searches to come; a bad value raises ``ConfigurationError``."""
+        engine = self._engine
+        engine.settings = dataclasses.replace(engine.settings, rerank_candidates=value)
 
     @property
     def embeddings(self) -> Embeddings:
@@ -541,6 +573,11 @@ class FinderLedge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+provide_ledger_class(
+    FinderLedge
+)  # what FinderLedgeVectorStore.from_texts opens (it never imports this module)
 
 
 def _is_embeddings(value: Any) -> bool:

@@ -296,7 +296,7 @@ def _read_ledger(
 
 def _vector_ids(fl: Any) -> set[str]:
     """What the vector leg serves: the base index with the overlay on top."""
-    overlay = fl.engine.replica.overlay
+    overlay = fl.replica.overlay
     return (fl.vector_store.ids() | set(overlay.ids)) - (overlay.removed - set(overlay.ids))
 
 
@@ -549,7 +549,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
             fl.close()
         fl = sw.open_ledger(stress.directory, kind)
         try:
-            replica = fl.engine.replica
+            replica = fl.replica
             base_vector, base_keyword = set(fl.vector_store.ids()), set(fl.keyword_store.ids())
             if not replica.overlay.empty:
                 problems.append(
@@ -562,9 +562,9 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
                     f"{len(base_vector)} chunk ids; vector lacks {sorted(ledger_chunks - base_vector)[:3]}, has "
                     f"extra {sorted(base_vector - ledger_chunks)[:3]}"
                 )
-            last = fl.engine.ledger.last_seq()
+            last = fl.ledger.last_seq()
             for key in ("index:keyword", f"index:vector:{kind}"):
-                record = Checkpoint.read(fl.engine.ledger, key)
+                record = Checkpoint.read(fl.ledger, key)
                 if record is None or record.seq != last:
                     problems.append(f"after close(): checkpoint {key} = {record}, ledger seq {last}")
         finally:

@@ -117,7 +117,7 @@ def small_ledger(minilm, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _keys(fl: FinderLedge, hits) -> list[str]:  # type: ignore[no-untyped-def]
-    return [c.metadata["key"] for c in fl.engine.ledger.get_chunks([h.id for h in hits])]
+    return [c.metadata["key"] for c in fl.ledger.get_chunks([h.id for h in hits])]
 
 
 def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(

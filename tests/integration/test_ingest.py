@@ -191,7 +191,7 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     assert min(v for k, v in full.items() if k.startswith("long")) >= 3
 
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, chunk_size=120, chunk_overlap=0, show_progress=False)
-    real_commit, commits = fl.engine.ledger.commit_write, []
+    real_commit, commits = fl.ledger.commit_write, []
 
     def failing_third(*args, **kwargs):  # type: ignore[no-untyped-def]
         commits.append(len(kwargs.get("add", ())))
@@ -199,7 +199,7 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
             raise OSError(28, "disk full")
         return real_commit(*args, **kwargs)
 
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", failing_third)
+    monkeypatch.setattr(fl.ledger, "commit_write", failing_third)
     with pytest.raises(OSError, match="disk full"):
         fl.add_document(folder)
     assert commits == [5, 5, 5]
@@ -207,7 +207,7 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     assert len(stored) == 10 and all(stored[name] == full[name] for name in stored)  # whole files only
     _consistent(fl)
 
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", real_commit)
+    monkeypatch.setattr(fl.ledger, "commit_write", real_commit)
     (folder / "stale.txt").unlink()
     report = fl.ingest(folder)  # the rerun: stored batches unchanged, the failed one from the cache
     assert report.files_seen == 23 and report.files_unchanged == 10 and report.files_added == 13
@@ -236,9 +236,9 @@ def test_a_document_id_call_is_one_write_however_large(
     folder = tmp_path / "docs"
     _write_corpus(folder, 7)
     with FinderLedge(embedding=minilm, show_progress=False) as fl:
-        real_commit, commits = fl.engine.ledger.commit_write, []
+        real_commit, commits = fl.ledger.commit_write, []
         monkeypatch.setattr(
-            fl.engine.ledger, "commit_write", lambda *a, **kw: commits.append(1) or real_commit(*a, **kw)
+            fl.ledger, "commit_write", lambda *a, **kw: commits.append(1) or real_commit(*a, **kw)
         )  # type: ignore[func-returns-value]
         fl.add_document(folder, document_id="manual")
         assert len(commits) == 1 and fl.count()["documents"] == 7

@@ -68,8 +68,8 @@ def test_the_writer_applies_its_own_commit_from_memory_and_gets_the_ledgers_inde
         ]
         assert fl.count()["chunks"] == 301
     with _open(tmp_path / "a", fake_embeddings) as fl:  # rebuilt from the ledger alone
-        fl.engine.replica.rebuild_index("keyword", "test: rebuilt from the ledger")
-        fl.engine.replica.rebuild_index("vector", "test: rebuilt from the ledger")
+        fl.replica.rebuild_index("keyword", "test: rebuilt from the ledger")
+        fl.replica.rebuild_index("vector", "test: rebuilt from the ledger")
         from_ledger = [
             [(h.id, round(h.score, 6)) for h in fl.search(q, k=5, search_mode=mode, filter={"pier": 3})]
             for q in ("ferry island 4 dawn", "pier 3")
@@ -141,7 +141,7 @@ def test_a_failed_commit_keeps_the_vectors_it_computed(
         def full(*args: Any, **kwargs: Any) -> int:
             raise OSError(28, "disk full")
 
-        monkeypatch.setattr(fl.engine.ledger, "commit_write", full)
+        monkeypatch.setattr(fl.ledger, "commit_write", full)
         with pytest.raises(OSError, match="disk full"):
             fl.add_texts(_texts(50))
         monkeypatch.undo()

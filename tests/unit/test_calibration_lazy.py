@@ -11,7 +11,7 @@ import pytest
 
 import finderledge.ranking.calibration as calibration_module
 from finderledge import FinderLedge
-from finderledge.ranking.calibration import INFO_KEY, Calibration
+from finderledge.ranking.calibration import Calibration
 
 
 def _texts(start: int, n: int) -> list[str]:
@@ -46,7 +46,7 @@ def test_a_bulk_build_calibrates_once_before_the_next_search(
     with _open(tmp_path / "ix", fake_embeddings) as fl:
         for start in range(0, 1000, 200):  # each call moves the corpus by more than a quarter
             fl.add_texts(_texts(start, 200))
-        assert measured == [] and fl.engine.ledger.get_info(INFO_KEY) is None
+        assert measured == [] and fl.calibration is None
         trace = fl.search("orchard pear trees").trace
         assert measured == [1000]
         assert "calibrated on 200 pseudo-queries" in trace.weights_reason
@@ -66,7 +66,7 @@ def test_a_writer_that_never_searches_calibrates_at_close(
     reader = _open(tmp_path / "ix", fake_embeddings)
     try:
         reader.search("orchard")  # another process reads the stored gates; it measures nothing
-        assert Calibration.from_json(reader.engine.ledger.get_info(INFO_KEY)).corpus_size == 600
+        assert reader.calibration.corpus_size == 600
     finally:
         reader.close()
     assert measured == [600]

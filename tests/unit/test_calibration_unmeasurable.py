@@ -78,6 +78,6 @@ def test_calibration_draws_a_sample_not_every_chunk_id(
     with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
         fl.add_texts(texts)
         fl.search("alpha", k=1)  # the calibration due after the write runs first
-        stored = fl.engine.ledger.get_info(calibration.INFO_KEY)
+        stored = fl.calibration
     assert stored is not None, "the corpus was calibrated"
     assert reads == [], "calibrating read every chunk id"

@@ -25,7 +25,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..config import CHUNK_UNITS, FUSIONS, SEARCH_MODES
+from ..config import CHUNK_UNITS, FUSIONS, SEARCH_MODES, Settings
 from ..errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from ..filters import and_filters
 from ..mcp.command import COMMANDS as MCP_COMMANDS
@@ -298,7 +298,10 @@ def _add_eval(sub: Any) -> None:
         help="cross-encoder:<name-or-path> (or a bare name/path): rerank each mode's top candidates",
     )
     p.add_argument(
-        "--rerank-candidates", type=int, default=None, help="candidates the reranker rescores (default 20)"
+        "--rerank-candidates",
+        type=int,
+        default=None,
+        help=f"candidates the reranker rescores (default {Settings().rerank_candidates})",
     )
     p.add_argument(
         "--fusion",
@@ -378,8 +381,6 @@ def _require_index(directory: str | os.PathLike[str]) -> None:
 
 def _open(args: argparse.Namespace, *, existing: bool = True, **extra: Any) -> Any:
     """FinderLedge over ``args.dir`` (which must already hold an index unless ``existing`` is false)."""
-    from ..config import Settings
-
     if existing and Settings.resolve({}).database_url is None:  # Postgres mode: the database is the index
         _require_index(args.dir)
     from ..facade import FinderLedge

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,7 +32,7 @@ from ..ledgers import content_id
 from ..metadata import DOCUMENT_ID, info_of, normalize_metadata, user_metadata
 from ..results import SearchResult
 from ..validation import check_parallel, check_texts, document_key
-from .protocols import SearchableLedger
+from .protocols import SearchableLedger, new_ledger
 
 __all__ = ["FinderLedgeVectorStore"]
 
@@ -211,18 +210,13 @@ class FinderLedgeVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> FinderLedgeVectorStore:
-        """A new FinderLedge (``kwargs``: its settings, e.g. ``persist_directory``) holding ``texts``."""
-        store = cls(_facade_class()(embedding=embedding, **kwargs))
+        """A new FinderLedge (``kwargs``: its settings, e.g. ``persist_directory``) holding ``texts``; it is
+        opened by :func:`~finderledge.rag.protocols.new_ledger`, the class the facade gave (this module never
+        imports the facade, which makes this store in ``as_vectorstore``)."""
+        store = cls(new_ledger(embedding=embedding, **kwargs))
         if texts:
             store.add_texts(texts, metadatas, ids=ids)
         return store
-
-
-def _facade_class() -> type[Any]:
-    """``FinderLedge``, looked up by name: the facade makes this store (``as_vectorstore``) and LangChain's
-    ``from_texts`` makes the facade, so one of the two must find the other at run time; importing the facade
-    here would make the modules a cycle."""
-    return importlib.import_module("..facade", __package__).FinderLedge  # type: ignore[no-any-return]
 
 
 def _plain(result: SearchResult) -> Document:

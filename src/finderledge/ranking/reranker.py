@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from langchain_core.documents import Document
 
+from ..config import RERANKER_ON_ERROR, check_setting
 from ..errors import ConfigurationError
 from ..registry import Registry
 
@@ -180,7 +181,7 @@ RerankerSpec = str | Reranker | Callable[[str, Sequence[Document]], Sequence[flo
 
 #: what ``kind(name, **options) -> Reranker`` builds a reranker named ``"<kind>:<name>"`` from
 RerankerKind = Callable[..., Reranker]
-ON_ERROR = ("warn", "raise")
+ON_ERROR = RERANKER_ON_ERROR  # the values of the setting ``reranker_on_error``
 DEFAULT_KIND = "cross-encoder"  # a bare name or path
 
 #: reranker kinds by the prefix of ``reranker="<kind>:<name>"``
@@ -221,10 +222,7 @@ def _from_name(spec: str, on_error: str) -> Reranker | None:
 
 def create_reranker(spec: RerankerSpec, *, on_error: str = "warn") -> Reranker | None:
     """Build a reranker from ``spec`` (see module docstring); ``None`` when ``spec`` is ``None`` or failed to load."""
-    if on_error not in ON_ERROR:
-        raise ConfigurationError(
-            f"setting 'reranker_on_error': expected one of {list(ON_ERROR)}, got {on_error!r}"
-        )
+    check_setting("reranker_on_error", on_error)  # the setting's own rule and message
     if spec is None or isinstance(spec, Reranker):
         return spec
     from langchain_core.documents.compressor import BaseDocumentCompressor  # loads LangChain's runnables

@@ -75,7 +75,7 @@ class Searcher:
         mode = search_mode or engine.settings.search_mode
         k = engine.settings.k if k is None else k
         reranking = rerank and engine.reranker is not None
-        wanted = max(k, engine.rerank_candidates) if reranking else k
+        wanted = max(k, engine.settings.rerank_candidates) if reranking else k
         depth, fetch = candidate_k, wanted
         if return_parents:  # several chunks may share a parent: take every candidate, keep the first of each
             depth = fetch = max(candidate_k or engine.settings.candidate_k, 4 * wanted)

@@ -372,7 +372,7 @@ def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
         return
     if dimension is None:
         raise IndexCorruptError(path, "the ledger records no embedding dimension for it")
-    store = FaissVectorStore(path, dimension=dimension, verify=True)
+    store = FaissVectorStore(path, dimension=dimension)  # opening checks every CRC32
     try:
         yield store
     finally:

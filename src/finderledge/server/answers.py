@@ -106,7 +106,8 @@ class ModelAnswerer:
 
 def make_answerer(spec: str | None, *, base_url: str | None = None, timeout: float = 120.0) -> Answerer:
     """The answerer a ``llm`` setting names (see :func:`finderledge.rag.llms.make_chat_model`), or ``None``:
-    extractive.  A missing client package or key is a :class:`ConfigurationError`."""
+    extractive.  A missing key is a :class:`ConfigurationError`, a missing client package a
+    :class:`~finderledge.errors.MissingExtraError` naming its extra."""
     if not spec:
         return ExtractiveAnswerer()
     return ModelAnswerer(make_chat_model(spec, base_url=base_url, timeout=timeout), spec)

@@ -102,7 +102,7 @@ def run_strategy(
         results.trace.strategy = chosen.name
         results.trace.strategy_fallback = f"{type(exc).__name__}: {exc}"[:300]
         return results
-    depth = max(k, fl.rerank_candidates) if (rerank and fl.reranker is not None) else k
+    depth = max(k, fl.settings.rerank_candidates) if (rerank and fl.reranker is not None) else k
 
     def one(sub: SubQuery) -> SearchResults:
         options = {**search, "search_mode": sub.mode or search.get("search_mode")}
