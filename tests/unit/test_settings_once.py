@@ -128,7 +128,7 @@ def test_the_reranker_settings_are_settings_declared_once(tmp_path: Any) -> None
 
     from finderledge import FinderLedge
     from finderledge.engine import open_engine
-    from finderledge.reranker import create_reranker
+    from finderledge.ranking.reranker import create_reranker
 
     assert (Settings().rerank_candidates, Settings().reranker_on_error) == (20, "warn")
     for name in ("rerank_candidates", "reranker_on_error"):  # the facade passes None: Settings decides
