@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -419,6 +419,9 @@ class PostgresDialect(SQLDialect):
                 self._local.conn = None
                 if not conn.broken:
                     conn.execute("COMMIT")
+
+    def statement(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        return self._writer_connection()
 
     @contextmanager
     def _writer_connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -113,6 +113,11 @@ class SQLDialect(ABC):
         """One write transaction under the process's write mutex: a cursor (``execute``, ``executemany``)."""
 
     @abstractmethod
+    def statement(self) -> AbstractContextManager[Any]:
+        """The writer's connection under the write mutex, outside a transaction: each statement commits on its
+        own, and a read sees the latest commit without taking the database's write lock."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     # -- values ----------------------------------------------------------------------------------------
@@ -225,11 +230,11 @@ class SQLLedger(Ledger):
     def set_info(self, key: str, value: str | None) -> None:
         """Set (or with ``None`` delete) a key of the info table."""
         d = self.dialect
-        with d.writing() as tx:
+        with d.statement() as db:
             if value is None:
-                tx.execute(self._sql("DELETE FROM {s}info WHERE key=?"), (key,))
+                db.execute(self._sql("DELETE FROM {s}info WHERE key=?"), (key,))
             else:
-                tx.execute(d.insert("info", ("key", "value"), "replace", "key"), (key, value))
+                db.execute(d.insert("info", ("key", "value"), "replace", "key"), (key, value))
 
     def close(self) -> None:
         self.dialect.close()
@@ -367,16 +372,17 @@ class SQLLedger(Ledger):
     def collect_removed(self, older_than: float = REMOVED_GRACE_SECONDS) -> int:
         """Delete the rows of documents removed more than ``older_than`` seconds ago; returns how many."""
         d = self.dialect
-        with d.writing() as tx:
+        with d.statement() as db:  # (a transaction only when there is something to delete)
             ids = [
                 r[0]
-                for r in tx.execute(
+                for r in db.execute(
                     self._sql(f"SELECT id FROM {{s}}documents WHERE {d.pending}state=? AND removed_at < ?"),
                     (REMOVED, time.time() - older_than),
                 ).fetchall()
             ]
             if ids:
-                self._delete_rows(tx, ids)
+                with d.writing() as tx:
+                    self._delete_rows(tx, ids)
         self.discard_staged()  # a crashed big write's staged rows
         return len(ids)
 
@@ -419,8 +425,9 @@ class SQLLedger(Ledger):
         if not self.supports_staging:
             return 0
         cutoff = time.time() - (STAGED_GRACE_SECONDS if older_than is None else older_than)
-        with self.dialect.writing() as tx:
-            rows = tx.execute(
+        d = self.dialect
+        with d.statement() as db:  # (a transaction only when there is something to delete)
+            rows = db.execute(
                 self._sql("SELECT key, value FROM {s}info WHERE substr(key, 1, ?) = ?"),
                 (len(STAGED_KEY), STAGED_KEY),
             ).fetchall()
@@ -429,13 +436,13 @@ class SQLLedger(Ledger):
                 ids = [i for i, touched in staged.items() if touched < cutoff]
             else:
                 ids = [i for i in doc_ids if i in staged]
-            for doc_id in ids:
-                if (
-                    tx.execute(self._sql("SELECT 1 FROM {s}documents WHERE id=?"), (doc_id,)).fetchone()
-                    is None
-                ):
-                    self.dialect.delete_chunks_of(tx, [doc_id])
-                tx.execute(self._sql("DELETE FROM {s}info WHERE key=?"), (STAGED_KEY + doc_id,))
+            if ids:
+                with d.writing() as tx:
+                    for doc_id in ids:
+                        found = tx.execute(self._sql("SELECT 1 FROM {s}documents WHERE id=?"), (doc_id,))
+                        if found.fetchone() is None:
+                            d.delete_chunks_of(tx, [doc_id])
+                        tx.execute(self._sql("DELETE FROM {s}info WHERE key=?"), (STAGED_KEY + doc_id,))
         return len(ids)
 
     def _publish(self, tx: Any, doc: DocumentRecord, count: int, now: float) -> None:

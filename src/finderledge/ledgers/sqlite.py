@@ -199,8 +199,8 @@ class SQLiteDialect(SQLDialect):
             self._wal.take_over(db)
         if version != str(SQLITE_SCHEMA_VERSION):  # new (a file without our tables was refused above), or
             # version 4: its whole rows are read as they are; new rows are written in version 5's form
-            with self.writing() as tx:
-                tx.execute(
+            with self.statement() as statement:
+                statement.execute(
                     "INSERT OR REPLACE INTO info(key, value) VALUES ('schema_version', ?)",
                     (str(SQLITE_SCHEMA_VERSION),),
                 )
@@ -255,6 +255,11 @@ class SQLiteDialect(SQLDialect):
             self._lock,
             _Transaction(self._db, self._target, None if self._wal is None else self._wal.committed),
         ):
+            yield self._db
+
+    @contextmanager
+    def statement(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, _full_disk(self._target):
             yield self._db
 
     def close(self) -> None:
