@@ -36,7 +36,12 @@ from finderledge.errors import ConfigurationError, IncompatibleIndexError, LockT
 from finderledge.filters import compile_filter
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
 from finderledge.ledgers.base import SCHEMA_VERSION
-from finderledge.ledgers.postgres import PostgresConnectionError, PostgresLedger, advisory_key
+from finderledge.ledgers.postgres import (
+    PostgresConnectionError,
+    PostgresDialect,
+    PostgresLedger,
+    advisory_key,
+)
 from finderledge.ledgers.sqlite import SQLITE_SCHEMA_VERSION
 from finderledge.vector_stores import LEDGER, SHARED, VectorStore, create_vector_store
 from finderledge.vector_stores import pgvector as pgv
@@ -874,8 +879,9 @@ def test_postgres_draws_the_background_sample_without_reading_every_id(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before, PostgresLedger drew ``sample_chunk_ids`` by fetching every chunk id and sorting them (6.1 s at
-    1M chunks on every process's first search).  Counted as rows PostgreSQL returns to the ledger: one per
-    sampled chunk (and two bounds), the same at 2,400 and at 12,000 chunks, while reading every id grows."""
+    1M chunks on every process's first search).  Counted as rows PostgreSQL returns to the ledger and
+    statements: one row per sampled chunk (and two bounds) in three statements, the same at 2,400 and at
+    12,000 chunks, while reading every id grows."""
     from finderledge.relevance import SAMPLE_SIZE, LedgerBackground
 
     small = _CountedLedger(pg_url, schema=fresh_schema())
@@ -913,20 +919,25 @@ def test_postgres_draws_the_background_sample_without_reading_every_id(
         )
         assert full_small[0] == 2400 and full_large[0] == 12_000  # the probe sees a full read
         assert sample_small[0] <= 130 and sample_large[0] <= 130, (sample_small, sample_large)
-        assert sample_small[1] == sample_large[1] == 130  # two bounds, one seek per sampled chunk
+        assert sample_small[1] == sample_large[1] == 3  # two bounds, then every seek in one statement
     finally:
         small.close()
         large.close()
 
 
 def test_the_postgres_seek_is_an_index_scan(pg_ledger: PostgresLedger, pg_url: str) -> None:
-    """Each seek reads from the documents' (state, seq) index and the chunks' parent index: no table scan."""
+    """Every seek reads from the documents' (state, seq) index and the chunks' parent index, in one statement:
+    no table scan."""
     _fill_pg(pg_ledger, 2000)
     dialect = pg_ledger.dialect
+    assert isinstance(dialect, PostgresDialect)
     with psycopg.connect(pg_url) as conn:
         conn.execute(dialect.sql("ANALYZE {s}documents"))
         conn.execute(dialect.sql("ANALYZE {s}chunks"))
+        points = list(range(1, 2000, 100))
         plan = "\n".join(
-            r[0] for r in conn.execute("EXPLAIN " + dialect.sql(dialect.seek_sql), (100, COMPLETE))
+            r[0] for r in conn.execute("EXPLAIN " + dialect.sql(dialect.seek_sql), (points, COMPLETE))
         )
     assert "Seq Scan" not in plan and "Index" in plan, plan
+    # seq 1 + 50, 150, ...: evenly over the documents, the first chunk of each
+    assert pg_ledger.sample_chunk_ids(20) == [f"doc-{p}-0000" for p in range(50, 2000, 100)]

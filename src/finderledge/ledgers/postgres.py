@@ -286,10 +286,12 @@ class PostgresDialect(SQLDialect):
     chunk_read = "c.id, c.parent_id, c.split_index, c.content, c.content_json, c.metadata"
     embedding_read = ", v.embedding::real[]"
     embedding_join = f" LEFT JOIN {{s}}{VECTORS_TABLE} v ON v.id = c.id"
-    # documents by seq (the primary key), then the first chunk of the first complete one (chunks_parent)
+    # for each point, the first complete document at or after it by seq (documents_state), then its first
+    # chunk (chunks_parent): every seek in one statement, one round trip
     seek_sql = (
-        "SELECT c.id FROM {s}documents d JOIN {s}chunks c ON c.parent_id = d.id"
-        " WHERE d.seq >= ? AND d.state = ? ORDER BY d.seq, c.split_index LIMIT 1"
+        "SELECT s.id FROM unnest(?::bigint[]) WITH ORDINALITY AS p(seq, n) CROSS JOIN LATERAL"
+        " (SELECT c.id FROM {s}documents d JOIN {s}chunks c ON c.parent_id = d.id"
+        " WHERE d.seq >= p.seq AND d.state = ? ORDER BY d.seq, c.split_index LIMIT 1) s ORDER BY p.n"
     )
 
     def __init__(self, url: str, schema: str, dimension_hint: int | None = None) -> None:
@@ -585,6 +587,9 @@ class PostgresDialect(SQLDialect):
         low = conn.execute(self.sql("SELECT min(seq) FROM {s}documents")).fetchone()
         high = conn.execute(self.sql("SELECT max(seq) FROM {s}documents")).fetchone()
         return (None if low is None else low[0]), (None if high is None else high[0])
+
+    def seek(self, conn: psycopg.Connection[Any], points: Sequence[int]) -> list[str]:
+        return [r[0] for r in conn.execute(self.sql(self.seek_sql), (list(points), COMPLETE)).fetchall()]
 
     # -- what only this database offers ----------------------------------------------------------------
     def write_lock(self, timeout: float) -> PgWriteLock:

@@ -192,8 +192,9 @@ class SQLDialect(ABC):
     def seek_bounds(self, conn: Any) -> tuple[int | None, int | None]:
         """The lowest and highest value of the sample seek key (None: nothing stored)."""
 
-    #: the first complete chunk at or after a value of the seek key (parameters: that value, ``COMPLETE``)
-    seek_sql: str = ""
+    @abstractmethod
+    def seek(self, conn: Any, points: Sequence[int]) -> list[str]:
+        """For each value of the seek key, the id of the first complete chunk at or after it (index seeks)."""
 
     def uncache_chunks_of(self, tx: Any, doc_id: str) -> None:
         """Drop the cache entries of the texts a staged document's chunks hold (where staging exists)."""
@@ -555,13 +556,8 @@ class SQLLedger(Ledger):
             if low is None or high is None or high - low + 1 <= SAMPLE_SEEK_FACTOR * size:
                 return super().sample_chunk_ids(size)
             span = high - low + 1
-            picked: dict[str, None] = {}
-            seek = self._sql(d.seek_sql)
-            for i in range(size):
-                row = db.execute(seek, (low + (2 * i + 1) * span // (2 * size), COMPLETE)).fetchone()
-                if row is not None:
-                    picked[row[0]] = None
-            return list(picked)
+            points = [low + (2 * i + 1) * span // (2 * size) for i in range(size)]
+            return list(dict.fromkeys(d.seek(db, points)))
 
     # -- catalog --------------------------------------------------------------------------------------
     def list_documents(

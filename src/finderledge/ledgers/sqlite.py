@@ -126,6 +126,12 @@ _IDS_OF = (
     " AND substr(c.id, length(p.id) + 2) NOT GLOB '*[^0-9]*'"
 )
 _DELETE_CHUNKS_OF = "DELETE FROM chunks WHERE id >= ? || '-' AND id < ? || '.' AND parent_id = ?"
+# the first complete chunk at or after a rowid: CROSS JOIN and +state walk chunks by rowid (the planner would
+# scan documents by state)
+_SEEK = (
+    "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
+    "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1"
+)
 # documents that are not complete: the first term lets the partial index documents_pending answer, the
 # second a version 4 ledger's documents_state (two ranges)
 _PENDING = "state <> 'complete' AND (state < 'complete' OR state > 'complete')"
@@ -153,11 +159,6 @@ class SQLiteDialect(SQLDialect):
     chunk_read = _CHUNK_COLS
     embedding_read = ", c.embedding"
     document_join = " LEFT JOIN documents d ON d.id = c.parent_id"
-    # CROSS JOIN and +state: walk chunks by rowid (the planner would scan documents by state)
-    seek_sql = (
-        "SELECT c.id FROM chunks c CROSS JOIN documents d ON d.id = c.parent_id "
-        "WHERE c.rowid >= ? AND +d.state=? ORDER BY c.rowid LIMIT 1"
-    )
 
     def __init__(self, path: str | Path | None = None) -> None:
         file = Path(path) if path is not None else None
@@ -360,6 +361,11 @@ class SQLiteDialect(SQLDialect):
         low = conn.execute("SELECT MIN(rowid) FROM chunks").fetchone()[0]
         high = conn.execute("SELECT MAX(rowid) FROM chunks").fetchone()[0]
         return low, high
+
+    def seek(self, conn: sqlite3.Connection, points: Sequence[int]) -> list[str]:
+        """One statement a point (in-process: no round trip to save)."""
+        rows = (conn.execute(_SEEK, (point, COMPLETE)).fetchone() for point in points)
+        return [row[0] for row in rows if row is not None]
 
     def uncache_chunks_of(self, tx: sqlite3.Connection, doc_id: str) -> None:
         tx.execute(
