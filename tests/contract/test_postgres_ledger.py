@@ -36,7 +36,12 @@ from finderledge.filters import compile_filter
 from finderledge.ingest.splitter import child_id  # chunk ids are <parent>-NNNN in every ledger
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
 from finderledge.ledgers.base import SCHEMA_VERSION
-from finderledge.ledgers.postgres import PostgresConnectionError, PostgresLedger, advisory_key
+from finderledge.ledgers.postgres import (
+    PostgresConnectionError,
+    PostgresDialect,
+    PostgresLedger,
+    advisory_key,
+)
 from finderledge.ledgers.sqlite import SQLITE_SCHEMA_VERSION
 from finderledge.vector_stores import LEDGER, SHARED, VectorStore, create_vector_store
 from finderledge.vector_stores import pgvector as pgv
@@ -339,6 +344,21 @@ def test_many_threads_read_at_once(make_ledger: Any) -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_sample_is_drawn_by_seeks_the_same_every_time_never_of_removed_documents(make_ledger: Any) -> None:
+    """Both ledgers run :class:`~finderledge.ledgers.sql.SQLLedger`'s seek (issue 43: PostgreSQL too): spread
+    over the whole corpus, the same in every process for one ledger state; a small corpus is read whole."""
+    ledger = make_ledger()
+    ledger.commit_write([_doc(i, chunks=3, embed=False) for i in range(400)])
+    ledger.commit_write(remove=[f"doc-{i}" for i in range(0, 400, 2)])
+    complete = ledger.complete_chunk_ids()
+    ids = ledger.sample_chunk_ids(32)
+    assert len(ids) == 32 and set(ids) <= complete
+    assert ids == ledger.sample_chunk_ids(32) == make_ledger().sample_chunk_ids(32)  # another "process"
+    numbers = sorted(int(i.split("-")[1]) for i in ids)
+    assert numbers[0] < 40 and numbers[-1] > 360 and all(n % 2 == 1 for n in numbers)
+    assert sorted(ledger.sample_chunk_ids(1000)) == sorted(complete)  # fewer rows than the seek wants
 
 
 # -- what only the PostgreSQL ledger promises -----------------------------------------------------------
@@ -822,3 +842,102 @@ def test_reported_edge_cases_translate_exactly(pg_url: str, flt: dict[str, Any],
             if row[0]:
                 got.append(value)
     assert got == matches
+
+
+# -- issue 43: a fresh process's first search reads no more of PostgreSQL as the corpus grows --------------
+class _Keyword:
+    """What LedgerBackground reads from the keyword store: its size, tokenizer and k1."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.k1 = size, 0.9
+
+    def __len__(self) -> int:
+        return self.size
+
+    @staticmethod
+    def tokenizer(text: str) -> list[str]:
+        return text.split()
+
+
+class _CountedLedger(PostgresLedger):
+    """A probe: every read of all chunk ids is counted."""
+
+    full_reads = 0
+
+    def complete_chunk_ids(self) -> set[str]:
+        type(self).full_reads += 1
+        return super().complete_chunk_ids()
+
+
+def _fill_pg(ledger: Ledger, documents: int, per_doc: int = 4) -> None:
+    add = [_doc(i, chunks=per_doc, embed=False) for i in range(documents)]
+    for start in range(0, len(add), 1000):
+        ledger.commit_write(add[start : start + 1000])
+
+
+def test_postgres_draws_the_background_sample_without_reading_every_id(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, PostgresLedger drew ``sample_chunk_ids`` by fetching every chunk id and sorting them (6.1 s at
+    1M chunks on every process's first search).  Counted as rows PostgreSQL returns to the ledger and
+    statements: one row per sampled chunk (and two bounds) in three statements, the same at 2,400 and at
+    12,000 chunks, while reading every id grows."""
+    from finderledge.ranking.relevance import SAMPLE_SIZE, LedgerBackground
+
+    small = _CountedLedger(pg_url, schema=fresh_schema())
+    large = _CountedLedger(pg_url, schema=fresh_schema())
+    try:
+        _fill_pg(small, 600)
+        _fill_pg(large, 3000)
+        _CountedLedger.full_reads = 0
+        background = LedgerBackground(large, _Keyword(12_000)).sample(
+            SAMPLE_SIZE
+        )  # what a first search draws
+        assert _CountedLedger.full_reads == 0 and background.sample_size == SAMPLE_SIZE
+
+        rows, statements = [0], [0]
+        real = psycopg.Cursor.execute
+
+        def execute(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:
+            result = real(self, *args, **kwargs)
+            statements[0] += 1
+            if self.description is not None:
+                rows[0] += max(self.rowcount, 0)
+            return result
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+
+        def work(call: Any) -> tuple[int, int]:
+            rows[0] = statements[0] = 0
+            call()
+            return rows[0], statements[0]
+
+        full_small, full_large = work(small.complete_chunk_ids), work(large.complete_chunk_ids)
+        sample_small, sample_large = (
+            work(lambda: small.sample_chunk_ids(128)),
+            work(lambda: large.sample_chunk_ids(128)),
+        )
+        assert full_small[0] == 2400 and full_large[0] == 12_000  # the probe sees a full read
+        assert sample_small[0] <= 130 and sample_large[0] <= 130, (sample_small, sample_large)
+        assert sample_small[1] == sample_large[1] == 3  # two bounds, then every seek in one statement
+    finally:
+        small.close()
+        large.close()
+
+
+def test_the_postgres_seek_is_an_index_scan(pg_ledger: PostgresLedger, pg_url: str) -> None:
+    """Every seek reads from the documents' (state, seq) index and the chunks' parent index, in one statement:
+    no table scan."""
+    _fill_pg(pg_ledger, 2000)
+    dialect = pg_ledger.dialect
+    assert isinstance(dialect, PostgresDialect)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(dialect.sql("ANALYZE {s}documents"))
+        conn.execute(dialect.sql("ANALYZE {s}chunks"))
+        points = list(range(1, 2000, 100))
+        plan = "\n".join(
+            r[0] for r in conn.execute("EXPLAIN " + dialect.sql(dialect.seek_sql), (points, COMPLETE))
+        )
+    assert "Seq Scan" not in plan and "Index" in plan, plan
+    # seq 1 + 50, 150, ...: evenly over the documents, the first chunk of each
+    assert pg_ledger.sample_chunk_ids(20) == [f"doc-{p}-0000" for p in range(50, 2000, 100)]

@@ -2,9 +2,9 @@
 
 The ledger is the single source of truth: documents, their chunks (texts, metadata, vectors), a change
 log numbering every write (``seq``), recorded settings and the embedding cache.  Indexes are derived from
-it (see :mod:`finderledge.replica.core`).  Two implementations: :class:`~finderledge.ledgers.sqlite.SQLiteLedger`
-(a file in the persist directory) and :class:`~finderledge.ledgers.postgres.PostgresLedger` (a database
-many machines share).
+it (see :mod:`finderledge.replica.core`).  One implementation, :class:`~finderledge.ledgers.sql.SQLLedger`, over
+a dialect per database: :class:`~finderledge.ledgers.sqlite.SQLiteLedger` (a file in the persist directory)
+and :class:`~finderledge.ledgers.postgres.PostgresLedger` (a database many machines share).
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ class Ledger(ABC):
     def sample_chunk_ids(self, size: int) -> list[str]:
         """``size`` complete chunk ids, the same in every process for the same ledger state (all of them in a
         smaller corpus): here the smallest hashes of every id; a ledger that can seek draws them without
-        reading every id (SQLite), so a fresh process's first search does not grow with the corpus."""
+        reading every id (every SQL ledger), so a fresh process's first search does not grow with the corpus."""
         return sorted(self.complete_chunk_ids(), key=sample_key)[:size]
 
     # -- catalog ------------------------------------------------------------------------------------
