@@ -68,7 +68,7 @@ class FinderLedge:
     ``.env`` file, then (for a reopened directory) the settings it was built with, then the defaults.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API
         self,
         persist_directory: str | os.PathLike[str] | None = None,
         *,
@@ -433,7 +433,7 @@ class FinderLedge:
         return self._engine.calibrator.refresh(force=True)
 
     # -- search -------------------------------------------------------------------------------------
-    def search(
+    def search(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API
         self,
         query: str,
         *,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["aanswer", "aget_context", "answer", "as_rag_chain", "asearch", "astream_answer", "stream_answer"]
 
 
-def answer(
+def answer(  # noqa: PLR0913 - FinderLedge.answer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -60,7 +60,7 @@ def answer(
     return answers.answer(ledger, question, **_options(locals()))
 
 
-async def aanswer(
+async def aanswer(  # noqa: PLR0913 - FinderLedge.aanswer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -84,7 +84,7 @@ async def aanswer(
     return await answers.aanswer(ledger, question, **_options(locals()))
 
 
-def stream_answer(
+def stream_answer(  # noqa: PLR0913 - FinderLedge.stream_answer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -109,7 +109,7 @@ def stream_answer(
     return answers.stream_answer(ledger, question, **_options(locals()))
 
 
-def astream_answer(
+def astream_answer(  # noqa: PLR0913 - FinderLedge.astream_answer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,

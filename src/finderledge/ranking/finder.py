@@ -69,7 +69,7 @@ class Finder:
     uses that partition's calibration (``calibration`` is then called with the partition's value).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API
         self,
         vector_store: VectorIndex | Callable[[], VectorIndex],
         keyword_store: KeywordIndex,
