@@ -54,7 +54,7 @@ __all__ = ["LEDGER_FILE", "NO_CONTEXT", "RECORDED_SETTINGS", "FinderLedge", "Ing
 
 logger = logging.getLogger(__name__)
 
-Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
+Source = str | os.PathLike[str] | Document | Sequence[str | os.PathLike[str] | Document]
 
 
 class FinderLedge:

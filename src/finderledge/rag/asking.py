@@ -146,11 +146,14 @@ def as_rag_chain(ledger: SearchableLedger, llm: Any = None, **options: Any) -> R
             value = value.get("question", value.get("input"))
         return cast(str, value)
 
+    # SearchableLedger cannot name Answer: rag.answer imports it (naming it there would be an import cycle)
     def run(value: Any) -> Answer:
-        return ledger.answer(question_of(value), llm, **options)
+        answer: Answer = ledger.answer(question_of(value), llm, **options)
+        return answer
 
     async def arun(value: Any) -> Answer:
-        return await ledger.aanswer(question_of(value), llm, **options)
+        answer: Answer = await ledger.aanswer(question_of(value), llm, **options)
+        return answer
 
     return RunnableLambda(run, afunc=arun, name="finderledge_rag_chain")
 

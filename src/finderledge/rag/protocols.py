@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
 
     from ..config import Settings
@@ -53,7 +54,7 @@ class SearchableLedger(Protocol):
     def as_retriever(self) -> Callable[..., Any]: ...
 
     @property
-    def get_document(self) -> Callable[..., Any]: ...
+    def get_document(self) -> Callable[..., Document | None]: ...
 
     @property
     def add_texts(self) -> Callable[..., list[str]]: ...

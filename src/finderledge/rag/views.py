@@ -63,7 +63,7 @@ def get_context(  # noqa: PLR0913 - FinderLedge.get_context's signature (public 
             query,
             k=k,
             search_mode=search_mode,
-            filter=filter,  # type: ignore[arg-type]
+            filter=filter,
             return_parents=return_parents,
             score_threshold=score_threshold,
             strategy=strategy,
