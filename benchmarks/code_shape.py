@@ -1,19 +1,23 @@
-"""The shape of src/finderledge as numbers: largest class and function, private reach-ins, import cycles and
-function-level imports, so a refactoring can state before -> after (issue "One engine, a thin facade").
+"""The shape of src/finderledge as numbers: largest class (alone and counted with its bases) and function,
+private reach-ins, import cycles, import-graph depth and function-level imports, so a refactoring can state
+before -> after (issues "One engine, a thin facade" and 40).
 
     python benchmarks/code_shape.py [--json] [SRC]
 
-Import cycles count every import: at module level, in ``TYPE_CHECKING`` blocks (a cycle held apart only by
-``if TYPE_CHECKING`` is still a cycle in the design), inside functions (a lazy import still needs the other
-module), and by name: ``importlib.import_module("pkg.mod")`` or ``import_module(".mod", __package__)`` with a
-constant name. Function-level imports (imports inside a function body) are also counted on their own; those of
-optional dependencies are unavoidable.
+The import graph holds every import: module-level ones, ``TYPE_CHECKING`` blocks (a cycle held apart only by
+``if TYPE_CHECKING`` is still a cycle in the design), imports inside functions and imports by name
+(``importlib.import_module("..facade", __package__)`` with a literal name). Cycles are its strongly connected
+groups, and its depth is the number of modules on the longest chain of imports (a cycle counted as one step,
+so a new cycle can shorten it); both are given without and with the imports by name. Function-level imports are imports inside a function body; those of optional dependencies are unavoidable, the
+rest are cycles in disguise. A class counted with its bases adds the lines of every base class defined under
+``SRC`` (and theirs), so a class cut into bases to fit a line count is measured whole.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import json
 import subprocess
 import sys
@@ -39,22 +43,80 @@ def resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
     return [target] + [f"{target}.{alias.name}" for alias in node.names]
 
 
-def imported_by_name(module: str, is_package: bool, call: ast.Call) -> list[str]:
-    """The module an ``importlib.import_module(name[, package])`` call imports, when ``name`` is a constant
-    (a relative name is resolved against this module's package, as ``__package__`` would)."""
-    func = call.func
+def by_name(module: str, is_package: bool, node: ast.Call) -> str | None:
+    """The absolute module an ``import_module("name"[, __package__])`` call with a literal name imports."""
+    func = node.func
     called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if called != "import_module" or not call.args:
-        return []
-    first = call.args[0]
-    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
-        return []
-    name = first.value
-    if not name.startswith("."):
-        return [name]
-    level = len(name) - len(name.lstrip("."))
-    node = ast.ImportFrom(module=name[level:] or None, names=[], level=level)
-    return resolve(module, is_package, node)[:1]
+    if called != "import_module" or not node.args:
+        return None
+    name = node.args[0]
+    if not isinstance(name, ast.Constant) or not isinstance(name.value, str):
+        return None
+    package = module if is_package else module.rpartition(".")[0]
+    try:
+        return importlib.util.resolve_name(name.value, package)
+    except ImportError:  # more leading dots than packages
+        return None
+
+
+def imported_names(module: str, is_package: bool, tree: ast.Module) -> dict[str, str]:
+    """``{local name: absolute dotted name}`` of every ``from X import name [as alias]`` in the module."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            target = resolve(module, is_package, node)[0]
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{target}.{alias.name}"
+    return names
+
+
+def base_name(node: ast.expr) -> str | None:
+    """The name a base class expression refers to (``Base``, ``pkg.Base``, ``Generic[T]`` -> ``Generic``)."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = base_name(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
+
+
+def with_bases(classes: dict[str, tuple[int, list[str]]]) -> list[tuple[int, str, list[str]]]:
+    """Each class's lines plus those of all its bases defined under ``src`` (each counted once), largest first,
+    with the bases counted."""
+    counted = []
+    for name, (lines, _) in classes.items():
+        seen: list[str] = []
+        todo = list(classes[name][1])
+        while todo:
+            base = todo.pop(0)
+            if base in classes and base not in seen and base != name:
+                seen.append(base)
+                todo.extend(classes[base][1])
+        counted.append((lines + sum(classes[b][0] for b in seen), name, seen))
+    return sorted(counted, reverse=True)
+
+
+def depth(edges: dict[str, set[str]]) -> tuple[int, list[str]]:
+    """The longest chain of imports, in modules (a cycle's modules count as one step, named by its first
+    module and its size), and one such chain."""
+    group_of = {m: (m,) for m in edges}
+    for group in strongly_connected(edges):
+        for m in group:
+            group_of[m] = tuple(group)
+    after: dict[tuple[str, ...], set[tuple[str, ...]]] = {g: set() for g in group_of.values()}
+    for m, targets in edges.items():
+        after[group_of[m]].update(group_of[n] for n in targets if group_of[n] != group_of[m])
+    longest: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+
+    def chain(g: tuple[str, ...]) -> list[tuple[str, ...]]:
+        if g not in longest:
+            longest[g] = [g, *max((chain(n) for n in sorted(after[g])), key=len, default=[])]
+        return longest[g]
+
+    best = max((chain(g) for g in sorted(after)), key=len, default=[])
+    return len(best), [g[0] if len(g) == 1 else f"{g[0]} (+{len(g) - 1} in a cycle)" for g in best]
 
 
 def scan(src: Path) -> dict:
@@ -63,42 +125,69 @@ def scan(src: Path) -> dict:
     for path in sorted(src.rglob("*.py")):
         modules[module_name(path, src)] = path
     edges: dict[str, set[str]] = {m: set() for m in modules}
+    named: dict[str, set[str]] = {m: set() for m in modules}  # imports by name
     classes: list[tuple[int, str]] = []
+    class_bases: dict[str, tuple[int, list[str]]] = {}
     functions: list[tuple[int, str]] = []
     local_imports: list[str] = []
+    by_name_imports: list[str] = []
     for mod, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         is_package = path.name == "__init__.py"
+        local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+        imported = imported_names(mod, is_package, tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
-                classes.append((node.end_lineno - node.lineno + 1, f"{mod}.{node.name}"))
+                lines = node.end_lineno - node.lineno + 1
+                classes.append((lines, f"{mod}.{node.name}"))
+                bases = [base_name(b) for b in node.bases]
+                class_bases[f"{mod}.{node.name}"] = (
+                    lines,
+                    [
+                        f"{mod}.{b}"
+                        if b in local
+                        else imported.get(b.split(".")[0], b) + b[len(b.split(".")[0]) :]
+                        for b in bases
+                        if b
+                    ],
+                )
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append((node.end_lineno - node.lineno + 1, f"{mod}:{node.lineno} {node.name}"))
                 for inner in ast.walk(node):
                     if isinstance(inner, (ast.Import, ast.ImportFrom)):
                         local_imports.append(f"{mod}:{inner.lineno}")
-        for node in ast.walk(tree):  # every import, wherever it stands (module level, functions, by name)
+        for node in ast.walk(tree):
             names: list[str] = []
-            if isinstance(node, ast.Import):
+            if isinstance(node, ast.Call) and (target := by_name(mod, is_package, node)):
+                if target in modules and target != mod:
+                    by_name_imports.append(f"{mod}:{node.lineno} -> {target}")
+                    named[mod].add(target)
+            elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = resolve(mod, is_package, node)
-                if all(n in modules for n in names[1:]):
-                    # `from pkg import sub`: the submodule, like `from pkg.sub import x` (the package's
-                    # __init__ runs for both; it is an edge only where a name is taken from it)
-                    names = names[1:]
-            elif isinstance(node, ast.Call):
-                names = imported_by_name(mod, is_package, node)
+                if node.module is None and any(n in modules for n in names[1:]):
+                    names = names[1:]  # `from . import sub`: the submodule, not the package's __init__
             for name in names:
                 if name in modules and name != mod:
                     edges[mod].add(name)
+    every = {m: edges[m] | named[m] for m in modules}
+    levels, chain = depth(edges)
+    levels_by_name, chain_by_name = depth(every)
     return {
         "modules": len(modules),
         "lines": sum(len(p.read_text(encoding="utf-8").splitlines()) for p in modules.values()),
         "largest_classes": sorted(classes, reverse=True)[:5],
+        "largest_classes_with_bases": with_bases(class_bases)[:5],
         "largest_functions": sorted(functions, reverse=True)[:5],
         "function_level_imports": len(local_imports),
+        "imports_by_name": by_name_imports,
         "cycles": strongly_connected(edges),
+        "cycles_with_imports_by_name": strongly_connected(every),
+        "import_depth": levels,
+        "longest_import_chain": chain,
+        "import_depth_with_imports_by_name": levels_by_name,
+        "longest_import_chain_with_imports_by_name": chain_by_name,
         "slf001": slf001(src),
     }
 
@@ -163,11 +252,28 @@ def main() -> None:
         return
     print(f"modules {figures['modules']}, lines {figures['lines']}")
     print("largest classes:", ", ".join(f"{name} ({n})" for n, name in figures["largest_classes"]))
+    print(
+        "largest classes with their bases:",
+        ", ".join(
+            f"{name} ({n}{': ' + ' + '.join(bases) if bases else ''})"
+            for n, name, bases in figures["largest_classes_with_bases"]
+        ),
+    )
     print("largest functions:", ", ".join(f"{name} ({n})" for n, name in figures["largest_functions"]))
     print(f"SLF001 (private reach-ins): {figures['slf001']}")
     print(f"function-level imports: {figures['function_level_imports']}")
+    print(f"imports by name: {len(figures['imports_by_name'])}", *figures["imports_by_name"], sep="\n  ")
+    print(f"import-graph depth: {figures['import_depth']} modules")
+    print("  " + " -> ".join(figures["longest_import_chain"]))
+    print(
+        f"import-graph depth, imports by name included: {figures['import_depth_with_imports_by_name']} modules"
+    )
+    print("  " + " -> ".join(figures["longest_import_chain_with_imports_by_name"]))
     print(f"import cycles: {len(figures['cycles'])}")
     for group in figures["cycles"]:
+        print(f"  {len(group)} modules: {' <-> '.join(group)}")
+    print(f"import cycles, imports by name included: {len(figures['cycles_with_imports_by_name'])}")
+    for group in figures["cycles_with_imports_by_name"]:
         print(f"  {len(group)} modules: {' <-> '.join(group)}")
 
 

@@ -273,7 +273,8 @@ def _given(raw: Any) -> bool:
 
 def _rule(name: str) -> Rule:
     """The rule of the setting called ``name``."""
-    return Settings.__dataclass_fields__[name].metadata["rule"]
+    rule: Rule = Settings.__dataclass_fields__[name].metadata["rule"]  # set by _setting(), read as Any
+    return rule
 
 
 def _refuse(name: str, value: Any, source: str | None, expected: str | None = None) -> ConfigurationError:

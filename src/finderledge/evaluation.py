@@ -28,7 +28,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from .sources import resolve_source
 
 if TYPE_CHECKING:
     from .facade import FinderLedge
+    from .results import SearchTrace
 
 __all__ = [
     "BeirDataset",
@@ -180,14 +181,16 @@ class _EmbedTimer:
         self.seconds = 0.0
         self._target = embeddings
         self._patched = False
-        original = getattr(embeddings, "embed_documents", None)
+        original: Callable[[list[str]], list[list[float]]] | None = getattr(
+            embeddings, "embed_documents", None
+        )
         if original is None:
             return
 
         def timed(texts: list[str]) -> list[list[float]]:
             start = time.perf_counter()
             try:
-                return original(texts)  # type: ignore[no-any-return]
+                return original(texts)
             finally:
                 self.seconds += time.perf_counter() - start
 
@@ -210,7 +213,7 @@ class _EmbedTimer:
             self._patched = False
 
 
-def _latency_without_embedding(wall: float, timings: Any) -> float:
+def _latency_without_embedding(wall: float, timings: SearchTrace | None) -> float:
     """Wall time of one search minus what the query embedding added to it.
 
     Hybrid runs ``embed + vector`` beside ``keyword``, so without the embedding the legs take
@@ -280,12 +283,12 @@ def index_beir(
     """Add every corpus document (``title`` + blank line + ``text``) with ``beir_id`` metadata; returns seconds."""
     start = time.perf_counter()
     items = list(dataset.corpus.items())
-    batches = range(0, len(items), batch_size)
+    batches: Iterable[int] = range(0, len(items), batch_size)
     log = None
     if show_progress if show_progress is not None else bar_fits():
         from tqdm.auto import tqdm
 
-        batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")  # type: ignore[assignment]
+        batches = tqdm(batches, desc=f"indexing {dataset.name}", unit="batch")
     else:  # no bar: a log line every few seconds
         log = ProgressLog(f"indexing {dataset.name}", len(items), "document")
     try:
@@ -340,7 +343,7 @@ def _run_queries(
                 t0 = time.perf_counter()
                 found = ledger.search(text, search_mode=mode, k=k)
                 elapsed = time.perf_counter() - t0
-                timings = getattr(found, "trace", None)
+                timings: SearchTrace | None = getattr(found, "trace", None)
                 wall, search, embed = timed[mode]
                 wall.append(elapsed * 1000)
                 search.append(_latency_without_embedding(elapsed, timings) * 1000)
@@ -738,7 +741,7 @@ def evaluate(
                 "a question file is evaluated against an existing index: pass persist_directory "
                 "(finderledge eval FILE --dir INDEX)"
             )
-        if ledger is None and not Path(persist_directory).is_dir():  # type: ignore[arg-type]
+        if ledger is None and persist_directory is not None and not Path(persist_directory).is_dir():
             raise FileNotFoundError(
                 f"no index at {persist_directory}: build it first "
                 f"(finderledge add PATH --dir {persist_directory})"

@@ -57,7 +57,7 @@ __all__ = ["LEDGER_FILE", "NO_CONTEXT", "RECORDED_SETTINGS", "FinderLedge", "Ing
 
 logger = logging.getLogger(__name__)
 
-Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
+Source = str | os.PathLike[str] | Document | Sequence[str | os.PathLike[str] | Document]
 
 
 class FinderLedge:
@@ -71,7 +71,7 @@ class FinderLedge:
     ``.env`` file, then (for a reopened directory) the settings it was built with, then the defaults.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API
         self,
         persist_directory: str | os.PathLike[str] | None = None,
         *,
@@ -465,7 +465,7 @@ class FinderLedge:
         return self._engine.calibrator.refresh(force=True)
 
     # -- search -------------------------------------------------------------------------------------
-    def search(
+    def search(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API
         self,
         query: str,
         *,

@@ -85,7 +85,7 @@ class _Deferred(SearchResult):
         object.__setattr__(self, "score", score)
         object.__setattr__(self, "rank", rank)
 
-    @property  # type: ignore[misc]  # a property over the dataclass field: built on first read
+    @property  # a property over the dataclass field: built on first read
     def document(self) -> Document:
         doc: Document | None = self.__dict__.get("_document")
         if doc is None:

@@ -23,8 +23,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from texts import paragraphs
 
-from finderledge import FinderLedge
-from finderledge.ingest import memory
+from finderledge import FinderLedge, memory
 from finderledge.ingest import write as ingest
 from finderledge.replica import catch_up
 from finderledge.replica import core as replica
@@ -99,7 +98,7 @@ def test_release_free_memory_returns_freed_heap_to_the_system() -> None:
     code = textwrap.dedent(
         """
         import ctypes
-        from finderledge.ingest.memory import release_free_memory
+        from finderledge.memory import release_free_memory
         def rss():
             with open("/proc/self/statm") as f:
                 return int(f.read().split()[1]) * 4096 // 2**20

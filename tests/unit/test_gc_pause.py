@@ -14,7 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from finderledge import FinderLedge
 from finderledge.document_loader import DocumentLoader
 from finderledge.ingest import write as ingest
-from finderledge.ingest.gc_pause import cyclic_gc_paused
+from finderledge.memory import cyclic_gc_paused
 
 
 class _Watching(DeterministicFakeEmbedding):

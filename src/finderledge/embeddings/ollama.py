@@ -16,4 +16,5 @@ __all__ = ["create"]
 
 def create(name: str, *, batch_size: int = 64, **options: Any) -> Embeddings:
     """The model ``name`` served by a local Ollama."""
-    return OllamaEmbeddings(model=name, **options)
+    model: Embeddings = OllamaEmbeddings(model=name, **options)  # untyped when the extra is missing
+    return model

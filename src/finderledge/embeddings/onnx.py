@@ -326,7 +326,8 @@ def _verified(folder: Path, tokenizer: Any, threads: int) -> dict[str, Any]:
     machine = _machine()
     record = folder / f"verify-{hashlib.sha256(machine.encode()).hexdigest()[:12]}.json"
     if record.is_file():
-        return json.loads(record.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        measured: dict[str, Any] = json.loads(record.read_text(encoding="utf-8"))
+        return measured
     reference = np.load(folder / "reference.npy")
     vectors = _run(_session(folder / "int8.onnx", threads), tokenizer, VERIFY_SENTENCES, 8)
     result = {"machine": machine, "sentences": len(VERIFY_SENTENCES), **_agreement(vectors, reference)}
@@ -416,7 +417,8 @@ class OnnxEmbeddings(Embeddings):
         if not texts:
             return []
         session, tokenizer = self._loaded()
-        return _run(session, tokenizer, list(texts), self.batch_size).tolist()  # type: ignore[no-any-return]
+        vectors: list[list[float]] = _run(session, tokenizer, list(texts), self.batch_size).tolist()
+        return vectors
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed passages (one text per ONNX run: no padding, and a vector never depends on its batch)."""

@@ -107,7 +107,8 @@ class SentenceTransformerEmbeddings(Embeddings):
                 show_progress_bar=False,
                 convert_to_numpy=True,
             )
-        return vectors.tolist()  # type: ignore[no-any-return]
+        rows: list[list[float]] = vectors.tolist()
+        return rows
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed passages in batches of ``batch_size``."""

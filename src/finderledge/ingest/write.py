@@ -25,6 +25,7 @@ from ..document_loader import DocumentLoader, absolute_path, known_gone, safe_pa
 from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError, IndexCorruptError
 from ..filters import Predicate
 from ..ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
+from ..memory import cyclic_gc_paused
 from ..metadata import TEXT_SOURCE_PREFIX, user_metadata
 from ..sources import source_key
 from ..validation import check_parallel, check_texts
@@ -48,7 +49,6 @@ from .batches import (
     version_hash,
 )
 from .big_file import release_texts, stage, streams
-from .gc_pause import cyclic_gc_paused
 
 if TYPE_CHECKING:
     from ..engine import Engine

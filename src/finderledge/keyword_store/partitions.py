@@ -35,7 +35,8 @@ class PartitionView:
     def holds(self, segment: int, docs: np.ndarray) -> np.ndarray:
         """Which of ``docs`` (of the ``segment``-th segment) are in the partition (or the set)."""
         codes = self.codes[segment][docs]
-        return codes == self.code if self.table is None else self.table[codes + 2]
+        member: np.ndarray = codes == self.code if self.table is None else self.table[codes + 2]
+        return member
 
     def live_ids(self, segments: Sequence[Segment]) -> list[str]:
         """Ids of the partition's live chunks: the buffered ones (sorted), then per segment in row order."""

@@ -82,7 +82,8 @@ def norm_constants(k1: float, b: float, avgdl: float) -> tuple[float, float]:
 
 def contributions(w: float, tfs: np.ndarray, norms: np.ndarray) -> np.ndarray:
     """Each posting's score for a term of weight ``w = qtf * idf * (k1 + 1)``: ``w * tf / (tf + norm)``."""
-    return (w * tfs) / (tfs + norms)
+    scores: np.ndarray = (w * tfs) / (tfs + norms)
+    return scores
 
 
 def score_text(

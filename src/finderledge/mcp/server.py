@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar, cast
 
 from pydantic import Field
 
@@ -37,8 +37,18 @@ logger = logging.getLogger(__name__)
 
 Metadata = dict[str, str | int | float | bool]
 
+_Tool = TypeVar("_Tool", bound=Callable[..., Any])
 
-def server_class() -> Any:
+
+class ToolServer(Protocol):
+    """What FinderLedge uses of the SDK's server: registering a tool, running over stdio."""
+
+    def tool(self, name: str | None = None) -> Callable[[_Tool], _Tool]: ...
+
+    def run(self, transport: Literal["stdio"] = "stdio") -> None: ...
+
+
+def server_class() -> Callable[..., ToolServer]:
     """The SDK's server class (``MCPServer`` in mcp 2, ``FastMCP`` in mcp 1), or an error naming the extra."""
     try:
         from mcp.server.mcpserver import MCPServer  # mcp 2
@@ -47,9 +57,10 @@ def server_class() -> Any:
     except ImportError:
         pass
     try:
-        from mcp.server.fastmcp import FastMCP  # type: ignore[attr-defined]  # mcp 1
+        from mcp.server.fastmcp import FastMCP  # type: ignore[attr-defined]  # mcp 1 (CI has mcp 2)
 
-        return FastMCP
+        legacy: Callable[..., ToolServer] = FastMCP
+        return legacy
     except ImportError as exc:
         raise MissingExtraError(
             "finderledge mcp (the Model Context Protocol SDK)", exc.name or "mcp", "mcp"
@@ -64,6 +75,7 @@ def tool_error_class() -> type[Exception]:
 
         return ToolError
     except ImportError:
+        # mcp 1's module, absent from mcp 2 (which CI installs)
         from mcp.server.fastmcp.exceptions import ToolError as Mcp1ToolError  # type: ignore[import-not-found]
 
         return cast(type[Exception], Mcp1ToolError)
@@ -103,7 +115,7 @@ def build_server(
     llm: Any = None,
     *,
     policy: AccessPolicy | None = None,
-) -> Any:
+) -> ToolServer:
     """An MCP server whose tools search and feed ``ledger`` under ``policy`` (default: ``base_filter``,
     read-only, no files); answers by ``llm``, else extractive."""
     if policy is None:
@@ -122,8 +134,9 @@ def build_server(
     try:
         server = server_cls("finderledge", instructions=about, version=package_version())
     except TypeError:  # mcp 1's FastMCP takes no version: set it on its low-level server
-        server = server_cls("finderledge", instructions=about)
-        server._mcp_server.version = package_version()  # noqa: SLF001 - mcp 1 has no other way
+        legacy: Any = server_cls("finderledge", instructions=about)  # FastMCP (mcp 1, untyped here)
+        legacy._mcp_server.version = package_version()  # noqa: SLF001 - mcp 1 has no other way
+        server = legacy
 
     @server.tool()
     @_reporting

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["aanswer", "aget_context", "answer", "as_rag_chain", "asearch", "astream_answer", "stream_answer"]
 
 
-def answer(
+def answer(  # noqa: PLR0913 - FinderLedge.answer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -60,7 +60,7 @@ def answer(
     return answers.answer(ledger, question, **_options(locals()))
 
 
-async def aanswer(
+async def aanswer(  # noqa: PLR0913 - FinderLedge.aanswer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -84,7 +84,7 @@ async def aanswer(
     return await answers.aanswer(ledger, question, **_options(locals()))
 
 
-def stream_answer(
+def stream_answer(  # noqa: PLR0913 - FinderLedge.stream_answer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -109,7 +109,7 @@ def stream_answer(
     return answers.stream_answer(ledger, question, **_options(locals()))
 
 
-def astream_answer(
+def astream_answer(  # noqa: PLR0913 - FinderLedge.astream_answer's signature (public API)
     ledger: SearchableLedger,
     question: str,
     llm: Any = None,
@@ -146,11 +146,14 @@ def as_rag_chain(ledger: SearchableLedger, llm: Any = None, **options: Any) -> R
             value = value.get("question", value.get("input"))
         return cast(str, value)
 
+    # SearchableLedger cannot name Answer: rag.answer imports it (naming it there would be an import cycle)
     def run(value: Any) -> Answer:
-        return ledger.answer(question_of(value), llm, **options)
+        answer: Answer = ledger.answer(question_of(value), llm, **options)
+        return answer
 
     async def arun(value: Any) -> Answer:
-        return await ledger.aanswer(question_of(value), llm, **options)
+        answer: Answer = await ledger.aanswer(question_of(value), llm, **options)
+        return answer
 
     return RunnableLambda(run, afunc=arun, name="finderledge_rag_chain")
 

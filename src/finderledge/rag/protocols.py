@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from langchain_core.documents import Document
     from langchain_core.embeddings import Embeddings
 
     from ..config import Settings
@@ -62,7 +63,7 @@ class SearchableLedger(Protocol):
     def as_retriever(self) -> Callable[..., Any]: ...
 
     @property
-    def get_document(self) -> Callable[..., Any]: ...
+    def get_document(self) -> Callable[..., Document | None]: ...
 
     @property
     def add_texts(self) -> Callable[..., list[str]]: ...

@@ -118,6 +118,7 @@ class FinderLedgeRetriever(BaseRetriever):
         # the one place the frozen base filter is set: folding search_kwargs' filter in, during construction
         base = and_filters(self.filter, extra.pop("filter", None))
         self.__dict__["filter"] = copy.deepcopy(base)
+        # pydantic types __pydantic_private__ as Optional; a model with private attributes always has it here
         self.__pydantic_private__["_base_filter"] = copy.deepcopy(base)  # type: ignore[index]
         for name, value in extra.items():
             if getattr(self, name) not in (None, False, True, "fallback") and getattr(self, name) != value:
@@ -164,7 +165,7 @@ class FinderLedgeRetriever(BaseRetriever):
         """Deprecated pydantic copy: like :meth:`model_copy`, the base filter cannot be updated."""
         if _FILTER_FIELDS & set(kwargs.get("update") or {}):
             raise ConfigurationError(_FIXED_FILTER)
-        return super().copy(*args, **kwargs)  # type: ignore[no-any-return]
+        return super().copy(*args, **kwargs)
 
     def _options(self, call: dict[str, Any]) -> dict[str, Any]:
         """This call's search options: the retriever's, overridden by ``call``; filters AND-ed."""

@@ -87,13 +87,19 @@ class Scope:
         self, question: str, llm: Any = None, *, filter: Mapping[str, Any] | None = None, **options: Any
     ) -> Answer:
         """:meth:`FinderLedge.answer` within the scope: only the scope's documents are cited."""
-        return self.ledger.answer(question, llm, filter=self._narrow(filter), **options)
+        # SearchableLedger cannot name Answer or FinderLedgeRetriever: rag.answer imports it, rag.retriever too
+        # (through strategies), so naming them there would be an import cycle
+        answer: Answer = self.ledger.answer(question, llm, filter=self._narrow(filter), **options)
+        return answer
 
     def as_retriever(self, **options: Any) -> FinderLedgeRetriever:
         """A retriever whose base filter is this scope's (AND-ed with any ``filter`` given here)."""
         search_kwargs = dict(options.pop("search_kwargs", None) or {})
         flt = and_filters(options.pop("filter", None), search_kwargs.pop("filter", None))
-        return self.ledger.as_retriever(filter=self._narrow(flt), search_kwargs=search_kwargs, **options)
+        retriever: FinderLedgeRetriever = self.ledger.as_retriever(
+            filter=self._narrow(flt), search_kwargs=search_kwargs, **options
+        )
+        return retriever
 
     def list_documents(self, *, filter: Mapping[str, Any] | None = None, **options: Any) -> list[Document]:
         """:meth:`FinderLedge.list_documents` within the scope."""

@@ -61,7 +61,7 @@ class FinderLedgeVectorStore(VectorStore):
 
     @property
     def embeddings(self) -> Embeddings:
-        return self.ledger.embeddings  # type: ignore[no-any-return]
+        return self.ledger.embeddings
 
     def _visible(self, doc_id: str) -> Document | None:
         """The stored parent ``doc_id`` if it exists and the base filter accepts it, else ``None``."""

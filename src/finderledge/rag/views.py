@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the retriever imports langchain_core.retrievers (and langsm
 __all__ = ["as_retriever", "as_vectorstore", "get_context", "scoped"]
 
 
-def get_context(
+def get_context(  # noqa: PLR0913 - FinderLedge.get_context's signature (public API)
     ledger: SearchableLedger,
     query: str | None = None,
     *,
@@ -63,7 +63,7 @@ def get_context(
             query,
             k=k,
             search_mode=search_mode,
-            filter=filter,  # type: ignore[arg-type]
+            filter=filter,
             return_parents=return_parents,
             score_threshold=score_threshold,
             strategy=strategy,

@@ -69,7 +69,7 @@ class Finder:
     uses that partition's calibration (``calibration`` is then called with the partition's value).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API
         self,
         vector_store: VectorIndex | Callable[[], VectorIndex],
         keyword_store: KeywordIndex,
@@ -108,7 +108,7 @@ class Finder:
     def embeddings(self) -> Embeddings:
         """The embedding model (given, or created on first use by the function given)."""
         if not hasattr(self._embeddings, "embed_query"):
-            self._embeddings = self._embeddings()  # type: ignore[operator]
+            self._embeddings = self._embeddings()
         return self._embeddings  # type: ignore[return-value]
 
     @embeddings.setter
@@ -118,8 +118,8 @@ class Finder:
     @property
     def vector_store(self) -> VectorIndex:
         if not hasattr(self._vector_store, "search"):
-            self._vector_store = self._vector_store()  # type: ignore[operator]
-        return self._vector_store  # type: ignore[return-value]
+            self._vector_store = self._vector_store()
+        return self._vector_store
 
     def reads(self, query: str) -> bool:
         """Whether the embedding model reads ``query`` (else hybrid search leaves the vector leg out: a search

@@ -86,10 +86,10 @@ class VectorLeg:
         leg, overlay = self.replica.vector, self.replica.overlay
         handle = leg.handle
         if leg.location != LOCAL:
-            hits = handle.search(embedding, k, filter)
+            hits: list[tuple[str, float]] = handle.search(embedding, k, filter)
             if getattr(handle, "needs_rescoring", False):
                 return rescored(self.replica.ledger, embedding, hits)
-            return hits  # type: ignore[no-any-return]
+            return hits
         if overlay.empty:
             return guarded(leg, lambda: handle.search(embedding, k, filter))
         return guarded(leg, lambda: overlay.search(handle, embedding, k, filter))

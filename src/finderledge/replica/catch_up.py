@@ -10,9 +10,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from ..ingest import memory
-from ..ingest.gc_pause import cyclic_gc_paused
+from .. import memory
 from ..ledgers import ChunkRecord, Ledger
+from ..memory import cyclic_gc_paused
 from ..storage.locking import ReadWriteLock, WriteLock
 from ..vector_stores import LOCAL
 from .changes import read_rows

@@ -5,7 +5,7 @@ overlay.  :class:`~finderledge.replica.core.Replica` decides when; these functio
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -77,14 +77,15 @@ def keyword_step(
     store: KeywordStore, rows: list[ChunkRecord], removes: list[str], progress: bool
 ) -> Callable[[], None]:
     """Tokenize ``rows`` now (the slow part); the returned step deletes ``removes`` and adds them."""
-    batches = [rows[i : i + KEYWORD_BATCH] for i in range(0, len(rows), KEYWORD_BATCH)]
+    chunks = [rows[i : i + KEYWORD_BATCH] for i in range(0, len(rows), KEYWORD_BATCH)]
+    batches: Iterable[list[ChunkRecord]] = chunks
     if progress and len(rows) > PROGRESS_ABOVE:
         from tqdm.auto import tqdm
 
         logger.info("building the keyword index from the ledger: %d chunks", len(rows))
-        batches = tqdm(batches, desc="keyword index", unit="batch", total=len(batches))  # type: ignore[assignment]
+        batches = tqdm(chunks, desc="keyword index", unit="batch", total=len(chunks))
     elif len(rows) > PROGRESS_ABOVE:  # no bar: a log line every few seconds
-        batches = logged(batches, "keyword index (5,000 chunks a batch)", "batch")  # type: ignore[assignment]
+        batches = logged(chunks, "keyword index (5,000 chunks a batch)", "batch")
     try:
         prepared = [
             store.prepare([c.id for c in batch], [c.content for c in batch], chunk_metadata(batch))

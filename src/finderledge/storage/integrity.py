@@ -114,7 +114,8 @@ def parse_npy(raw: bytes, path: Path, error: Corrupt) -> np.ndarray:
         raise error(
             path, f"the header describes {count * dtype.itemsize} bytes of data, the file holds {have}"
         )
-    return np.frombuffer(raw, dtype=dtype, count=count, offset=buf.tell()).reshape(shape).copy()
+    array: np.ndarray = np.frombuffer(raw, dtype=dtype, count=count, offset=buf.tell()).reshape(shape).copy()
+    return array
 
 
 def is_sqlite_corruption(exc: BaseException) -> bool:

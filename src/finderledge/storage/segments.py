@@ -214,7 +214,7 @@ class SegmentWriter:
             "shape": shape,
         }
         with self._create(fname) as out:
-            np.lib.format.write_array_header_1_0(out, header)  # type: ignore[arg-type]
+            np.lib.format.write_array_header_1_0(out, header)
             written = 0
             for block in blocks:
                 out.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))

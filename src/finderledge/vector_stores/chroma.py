@@ -269,7 +269,7 @@ class ChromaVectorStore(VectorStore):
         while True:  # Chroma narrows (never too far), compile_filter decides; widen until k pass
             with self._access():
                 result = self._collection.query(
-                    query_embeddings=[query],  # type: ignore[arg-type]
+                    query_embeddings=[query],
                     n_results=n,
                     where=where,
                     include=["distances", "metadatas"] if pred is not None else ["distances"],

@@ -126,12 +126,13 @@ class FlatRows:
         change of the index)."""
         if self._n == 0:
             return np.empty((0, self.dimension), dtype=np.float32)
-        xb = self._faiss.rev_swig_ptr(self.flat.get_xb(), self._n * self.dimension)
+        xb: np.ndarray = self._faiss.rev_swig_ptr(self.flat.get_xb(), self._n * self.dimension)
         return xb.reshape(self._n, self.dimension)
 
     def vectors_of(self, seqs: np.ndarray) -> np.ndarray:
         """The stored vectors of rows ``seqs`` (a copy)."""
-        return self.matrix()[self.positions(seqs)]
+        rows: np.ndarray = self.matrix()[self.positions(seqs)]
+        return rows
 
     def id_of(self, seq: int) -> str:
         """The chunk id of row ``seq``."""

@@ -92,7 +92,8 @@ class PartitionRows:
 def _dots(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Inner product of each row with ``query``: float32 products summed along the row (the same
     operations for a row whatever the number of rows, unlike a BLAS matrix-vector product)."""
-    return np.multiply(vectors, query, dtype=np.float32).sum(axis=1, dtype=np.float32)
+    dots: np.ndarray = np.multiply(vectors, query, dtype=np.float32).sum(axis=1, dtype=np.float32)
+    return dots
 
 
 def live_rows(

@@ -226,8 +226,8 @@ def to_sql(flt: MetadataFilter | None, column: str = "metadata") -> tuple[str, l
     """``(sql, params)``: a boolean SQL expression over the ``jsonb`` ``column`` (``%s`` placeholders) that holds
     exactly for the rows :func:`~finderledge.filters.compile_filter` accepts, lossy rows aside (see the module
     docstring).  The filter is validated first (``ConfigurationError``)."""
-    if compile_filter(flt) is None:
+    if flt is None or compile_filter(flt) is None:
         return "TRUE", []
     builder = _Builder(column)
-    sql = builder.node(flt)  # type: ignore[arg-type]
+    sql = builder.node(flt)
     return sql, builder.params
