@@ -19,6 +19,7 @@ from paths import (
     dataset,
 )
 
+import finderledge.calibration as calibration_module
 from finderledge import FinderLedge
 from finderledge.adaptive import evidence_fusion, leg_weights, top_evidence
 from finderledge.calibration import (
@@ -185,7 +186,12 @@ def _texts(n: int) -> list[str]:
     ]
 
 
-def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_path: Path, minilm) -> None:
+def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(
+    tmp_path: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        calibration_module, "QUIET_S", 60.0
+    )  # no pause within the bulk build, whatever the load
     fl = FinderLedge(
         tmp_path / "ix", embedding=minilm, vector_store="faiss", show_progress=False, env_file=None
     )
@@ -199,13 +205,15 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_pa
         assert (
             fl.engine.ledger.get_info(INFO_KEY) is None
         )  # measured lazily: not after each write of a bulk build
-        fl.search("solar electricity")  # ... but before the next search, once, on the corpus as it is then
+        assert fl.search("solar electricity").trace.calibration_pending  # a search does not wait for it
+        assert fl.wait_for_calibration(timeout=300)  # once, in the background, on the corpus as it is then
         first = Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY))
         assert first is not None and first.corpus_size == 150 and first.groups["all"].queries == 30
         fl.add_texts(_texts(170)[150:])  # +13 %: the gates stand
-        fl.search("solar electricity")
+        assert fl.wait_for_calibration(timeout=300)
         assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)) == first
         fl.add_texts(_texts(200)[170:])  # +33 %: measured again
+        assert fl.wait_for_calibration(timeout=300)
         trace = fl.search("How do solar panels make electricity?").trace
         assert set(trace.gates) == {"vector", "keyword"} and set(trace.evidence) == {"vector", "keyword"}
         assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)).corpus_size == 200
@@ -269,7 +277,7 @@ def test_explicit_weights_and_fusions_are_obeyed(tmp_path: Path, minilm) -> None
 def test_a_failed_calibration_never_fails_the_write(
     minilm, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: Any, *, force: bool = False) -> None:
+    def broken(self: Any, *, force: bool = False, partition: str | None = None) -> None:
         raise RuntimeError("embedding service down")
 
     monkeypatch.setattr(LedgerCalibrator, "refresh", broken)
@@ -277,7 +285,8 @@ def test_a_failed_calibration_never_fails_the_write(
     try:
         with caplog.at_level(logging.WARNING, logger="finderledge"):
             ids = fl.add_texts(_texts(120))
-            assert fl.search("glaciers valleys", k=1)  # measured (lazily) before it: failed, logged
+            assert fl.search("glaciers valleys", k=1)
+            assert fl.wait_for_calibration(timeout=300)  # measured in the background: failed, logged
         assert len(ids) == 120 and "embedding service down" in caplog.text
     finally:
         fl.close()
@@ -335,7 +344,7 @@ def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: 
     )
     try:
         fl.add_texts(texts, metas)
-        fl.search("solar")  # the calibration the write made due runs before the next search
+        assert fl.wait_for_calibration(timeout=600)  # the calibration the write made due (in the background)
         calibration = fl.engine.calibrator.current()
         assert calibration is not None and {"all", "cjk", "latin"} <= set(calibration.groups)
         assert calibration.groups["cjk"].gates["vector"] == 0.0  # it finds nothing from a Japanese sentence
