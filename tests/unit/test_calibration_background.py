@@ -115,7 +115,7 @@ def test_stop_leaves_no_thread_and_keeps_the_old_gates(tmp_path: Path) -> None:
         time.sleep(0.3)  # it started
         start = time.perf_counter()
         assert fl.engine.calibrator.stop(timeout=30)
-        assert time.perf_counter() - start < 2.0  # one batch of PROBE_BATCH texts at most
+        assert time.perf_counter() - start < 2.0  # one model call (PROBE_BATCH texts) at most
         assert _calibrators() == []
         assert fl.engine.ledger.get_info(INFO_KEY) is None  # nothing half-measured was stored
         slow.delay = 0.0
