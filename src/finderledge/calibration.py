@@ -429,8 +429,9 @@ class LedgerCalibrator:
         writes made due, starting it now rather than after the quiet period; True when none is due or running."""
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         with self._state:
-            self._hurry.set()
-            self._state.notify_all()
+            if self.pending:  # (no one due: the next write's calibration still waits for its quiet period)
+                self._hurry.set()
+                self._state.notify_all()
         if self._due:
             self._start()
         while True:
