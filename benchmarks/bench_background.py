@@ -18,7 +18,7 @@ import numpy as np
 
 from finderledge.ledgers.base import COMPLETE, ChunkRecord, DocumentRecord
 from finderledge.ledgers.sqlite import SQLiteLedger
-from finderledge.relevance import SAMPLE_SIZE, LedgerBackground, sample_background, sample_key
+from finderledge.ranking.relevance import SAMPLE_SIZE, LedgerBackground, sample_background, sample_key
 
 
 class _Keyword:

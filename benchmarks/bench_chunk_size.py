@@ -34,8 +34,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's helpers
 from bench_embedding_backends import load_average, now, paired_difference, subset
 
-from finderledge.document_splitter import DocumentSplitter, weighted_length
 from finderledge.evaluation import BeirDataset, evaluate, load_beir, ndcg_at_k
+from finderledge.ingest.splitter import DocumentSplitter, weighted_length
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1] / "shared" / "datasets"

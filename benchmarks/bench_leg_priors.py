@@ -30,8 +30,8 @@ sys.path.insert(0, str(HERE))
 from bench_adaptive import open_index, test_split
 from build_dense_dominant import OUT as DD_ROOT
 
-from finderledge.calibration import INFO_KEY, Calibration
 from finderledge.evaluation import BeirDataset, evaluate_modes, load_beir
+from finderledge.ranking.calibration import INFO_KEY, Calibration
 
 logger = logging.getLogger("bench_leg_priors")
 OUT = HERE / "results" / "leg_priors.json"

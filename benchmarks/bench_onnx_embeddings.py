@@ -26,7 +26,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 from finderledge.embeddings import SentenceTransformerEmbeddings, default_model_path
-from finderledge.onnx_embeddings import OnnxEmbeddings
+from finderledge.embeddings.onnx import OnnxEmbeddings
 
 logger = logging.getLogger("bench_onnx_embeddings")
 DATASET = Path(__file__).resolve().parents[2] / "shared/datasets/scifact"

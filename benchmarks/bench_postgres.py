@@ -214,7 +214,7 @@ class CachedMiniLM(Embeddings):
         return vectors
 
     def _lookup(self, texts: list[str], kind: str) -> list[list[float]]:
-        from finderledge.ingest import content_id
+        from finderledge.ingest.write import content_id
 
         hashes = [content_id(t) for t in texts]
         with self._lock:
@@ -521,7 +521,7 @@ def bench_recall(
 ) -> dict[str, Any]:
     """recall@10 of pgvector's search (HNSW when the table is large) and of Chroma's, against exact search
     (numpy over the same vectors, checked against pgvector's own exact path on a few queries)."""
-    from finderledge.document_splitter import child_id
+    from finderledge.ingest.splitter import child_id
     from finderledge.vector_stores import pgvector
 
     ids = [child_id(_doc_id(i), 0) for i in range(size)]
@@ -697,7 +697,7 @@ def bench_replica(
     url: str, fl_pg: Any, corpus: TopicCorpus, size: int, new_docs: int, workdir: Path, batch: int
 ) -> dict[str, Any]:
     """Fresh-process replica build, then catch-up after ``new_docs`` documents written by this process."""
-    from finderledge.document_splitter import child_id
+    from finderledge.ingest.splitter import child_id
 
     directory = workdir / "replica-fresh"
     embedding = TopicEmbeddings(corpus)

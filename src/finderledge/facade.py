@@ -1,11 +1,12 @@
 """``FinderLedge``: the one-line facade that ingests documents and searches them in hybrid, vector or keyword mode.
 
 Every part lives elsewhere and this class only delegates: :func:`finderledge.engine.open_engine` opens the
-parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`finderledge.ingest` writes,
-:mod:`finderledge.searching` searches, :mod:`finderledge.catalog` reads documents back, and
-:mod:`finderledge.views` and :mod:`finderledge.asking` make contexts, retrievers, scopes and answers.  Its
-methods are grouped by capability: the parts as properties (:mod:`finderledge.facade_parts`), the writes
-(:mod:`finderledge.facade_writing`) and reading back (:mod:`finderledge.facade_reading`) are inherited.
+parts (ledger, write lock, replica, model, finder, calibrator, reranker), :mod:`finderledge.ingest.write` writes,
+:mod:`finderledge.ranking.search` searches, :mod:`finderledge.ledgers.catalog` reads documents back, and
+:mod:`finderledge.rag.views` and :mod:`finderledge.rag.asking` make contexts, retrievers, scopes and answers.
+
+One class in one file: it is long because it is the public API's signatures and docstrings (each method checks
+its arguments and hands the work to one part), not because it holds logic.
 """
 
 from __future__ import annotations
@@ -14,37 +15,52 @@ import dataclasses
 import logging
 import os
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
-from . import asking, views
-from .calibration import Calibration
-from .catalog import Catalog
-from .checking import CheckReport, check_directory
-from .checking import repair as run_repair
+from langchain_core.documents import Document
+
 from .config import Settings
-from .context import NO_CONTEXT
 from .engine import LEDGER_FILE, RECORDED_SETTINGS, open_engine
 from .errors import ConfigurationError
-from .facade_parts import EngineParts
-from .facade_reading import ReadingBack
-from .facade_writing import Source, Writing
-from .ingest import IngestReport, Writer
+from .filters import compile_filter
+from .ingest.write import IngestReport, Writer, documents_with_ids, rechunk, text_documents
+from .ledgers.catalog import Catalog
+from .rag import asking, views
+from .rag.context import NO_CONTEXT
+from .rag.protocols import provide_ledger_class
+from .ranking.calibration import Calibration
+from .ranking.search import Searcher
+from .replica.checking import CheckReport, check_directory
+from .replica.checking import repair as run_repair
 from .results import SearchResults
-from .searching import Searcher
 from .strategies import QueryStrategy, run_strategy
+from .validation import check_flag, check_mapping, check_patterns, document_key
 from .vector_stores import adapt_vector_store
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
+
+    from .engine import Engine
+    from .filters import MetadataFilter
+    from .ingest.splitter import DocumentSplitter
+    from .keyword_store import KeywordStore
+    from .ledgers import Ledger
+    from .ranking.finder import Finder
+    from .ranking.reranker import Reranker
+    from .replica.core import Replica
+    from .vector_stores import VectorStore
 
 
 __all__ = ["LEDGER_FILE", "NO_CONTEXT", "RECORDED_SETTINGS", "FinderLedge", "IngestReport", "Source"]
 
 logger = logging.getLogger(__name__)
 
+Source = str | os.PathLike | Document | Sequence[str | os.PathLike | Document]
 
-class FinderLedge(EngineParts, Writing, ReadingBack):
+
+class FinderLedge:
     """Hybrid retrieval over your documents, with one chunk id across the ledger, the vector and the keyword store.
 
     >>> ledger = FinderLedge("./index")              # doctest: +SKIP
@@ -87,8 +103,8 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
         partition_key: str | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
-        rerank_candidates: int = 20,
-        reranker_on_error: str = "warn",
+        rerank_candidates: int | None = None,
+        reranker_on_error: str | None = None,
         env_file: str | os.PathLike[str] | None = ".env",
     ) -> None:
         given = locals()
@@ -112,13 +128,330 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
             vector_store=instance,
             keyword_tokenizer=keyword_tokenizer,
             reranker=reranker,
-            rerank_candidates=rerank_candidates,
-            reranker_on_error=reranker_on_error,
             env_file=None if env_file is None else os.fspath(env_file),
         )
         self._writer = Writer(self._engine)
         self._searcher = Searcher(self._engine)
         self._catalog = Catalog(self._engine)
+
+    # -- the parts of the open index ----------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        """The open index's parts (ledger, write lock, replica, model, finder, calibrator, reranker): for tools
+        and tests that inspect them; the methods of this class are the supported way to change anything."""
+        return self._engine
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger, the source of truth (documents, chunks, vectors, the change log, info records): for
+        tools and tests that read it; the methods of this class are the supported way to change anything."""
+        return self._engine.ledger
+
+    @property
+    def replica(self) -> Replica:
+        """How this process's indexes follow the ledger (each index's checkpoint, the overlay of changes
+        applied since): for tools and tests that inspect it."""
+        return self._engine.replica
+
+    @property
+    def write_lock(self) -> Any:
+        """The lock a write holds while it commits (a file lock, or the Postgres ledger's advisory lock), one
+        write at a time across processes: for tools and tests that must hold it."""
+        return self._engine.write_lock
+
+    @property
+    def model_id(self) -> str:
+        """The id the ledger records for the embedding model (known by name: reading it loads no model)."""
+        return self._engine.model_id
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The stored calibration adaptive fusion takes its gates from (None until measured); reading it
+        measures nothing (:meth:`calibrate` does)."""
+        return self._engine.calibrator.current()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (arguments, environment, the directory's recorded ones, defaults)."""
+        return self._engine.settings
+
+    @property
+    def persist_directory(self) -> Path | None:
+        """The persist directory (None: in memory, or Postgres mode)."""
+        return self._engine.directory
+
+    @property
+    def finder(self) -> Finder:
+        """The legs and their fusion."""
+        return self._engine.finder
+
+    @property
+    def reranker(self) -> Reranker | None:
+        """The reranker of the fused top ``rerank_candidates`` (None: none); may be replaced."""
+        return self._engine.reranker
+
+    @reranker.setter
+    def reranker(self, value: Reranker | None) -> None:
+        self._engine.reranker = value
+
+    @property
+    def rerank_candidates(self) -> int:
+        """How many fused candidates the reranker rescores (the setting ``rerank_candidates``)."""
+        return self._engine.settings.rerank_candidates
+
+    @rerank_candidates.setter
+    def rerank_candidates(self, value: int) -> None:
+        """Change the setting for the searches to come; a bad value raises ``ConfigurationError``."""
+        engine = self._engine
+        engine.settings = dataclasses.replace(engine.settings, rerank_candidates=value)
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """The embedding model, created on first use (listing or counting loads none)."""
+        return self._engine.embeddings
+
+    @embeddings.setter
+    def embeddings(self, value: Embeddings) -> None:
+        self._engine.embeddings = value
+
+    @property
+    def splitter(self) -> DocumentSplitter:
+        """The document splitter, created on first use (a search splits nothing)."""
+        return self._engine.splitter
+
+    @splitter.setter
+    def splitter(self, value: DocumentSplitter) -> None:
+        self._engine.splitter = value
+
+    @property
+    def vector_store(self) -> VectorStore:
+        """The vector backend's base index, opened on first use (FAISS needs the embedding dimension first).
+
+        Changes made since its last checkpoint may still sit in the replica's overlay; searches see both."""
+        return self._engine.vector_store
+
+    @property
+    def keyword_store(self) -> KeywordStore:
+        """The BM25 index of this process (it follows the ledger's change log)."""
+        return self._engine.keyword_store
+
+    def refresh(self) -> int:
+        """Apply every change other processes committed; returns the ledger ``seq`` now reflected.
+
+        Searches do this themselves; call it to catch up ahead of time."""
+        return self._engine.replica.follow()
+
+    # -- ingest -------------------------------------------------------------------------------------
+    def add_document(
+        self,
+        source: Source,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        on_error: str = "skip",
+        prune: bool = False,
+        follow_symlinks: bool = False,
+        document_id: str | None = None,
+        within: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Add a file, a directory (recursive), a LangChain ``Document`` or a list of those (raw text:
+        :meth:`add_texts`; a string is always a path, and one that does not exist raises
+        :class:`~finderledge.errors.SourceNotFoundError`).
+
+        Returns the ids of the parent documents the input is stored as (already-stored identical
+        content included, stored once).  A file whose content changed replaces its older version.
+        ``metadata`` is added to every document (any key but ``_finderledge``, which holds FinderLedge's own
+        fields).  A ``Document`` with an ``id`` is stored under that id: the same id with other content or
+        metadata replaces the stored version.
+        ``prune=True`` also removes documents of files that no longer exist under a directory given.
+        ``on_error="skip"`` (default) reports files that fail to parse and goes on; ``"raise"`` stops.
+        Symlinks met inside a directory are not followed (reported as skipped) unless ``follow_symlinks=True``.
+        ``document_id`` (yours, e.g. one per uploaded file) is stored as the metadata key ``document_id`` of
+        every parent and chunk of this call, so its pages/rows are filtered, listed and removed together;
+        adding under the same ``document_id`` again replaces the parents it no longer has.
+        Nothing is stored unless the whole call succeeds; vectors computed before a failure are cached,
+        so running the same call again does not embed them twice.
+        ``within`` (a scope's base filter: a scoped writer's guard) refuses the call with
+        :class:`~finderledge.errors.AccessDeniedError`, nothing written, when a document it would replace,
+        remove or store does not match it, whatever id names it (another scope's copy of a file is left alone).
+        """
+        return self.ingest(
+            source,
+            metadata,
+            include=include,
+            exclude=exclude,
+            on_error=on_error,
+            prune=prune,
+            follow_symlinks=follow_symlinks,
+            document_id=document_id,
+            within=within,
+        ).ids
+
+    def add_documents(
+        self,
+        sources: Iterable[str | os.PathLike[str] | Document],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Batch form of :meth:`add_document`; ``ids`` (LangChain's argument) gives each Document its id."""
+        return self.add_document(documents_with_ids(sources, ids), metadata, **kwargs)
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        ids: Sequence[str | None] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Add raw texts (LangChain's name and arguments): one document per text, with its metadata and id.
+
+        Returns one stored id per text, in order; a text without an id gets a content id (adding the same
+        text again stores nothing, and both get the id of the one stored).  The same id with other content or metadata replaces that document."""
+        # each text as the Document it stands for (a TextItem, read like one: see write_batches.TextItem)
+        docs = cast(list[Document], text_documents(texts, metadatas, ids))
+        return (
+            self.ingest(docs, **kwargs).document_ids if docs else []
+        )  # one id per text, as LangChain expects
+
+    def ingest(
+        self,
+        source: Source,
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        on_error: str = "skip",
+        prune: bool = False,
+        follow_symlinks: bool = False,
+        document_id: str | None = None,
+        max_chunks: int | None = None,
+        within: Mapping[str, Any] | None = None,
+    ) -> IngestReport:
+        """Like :meth:`add_document` but returns the full :class:`IngestReport`.
+
+        ``max_chunks`` bounds the chunks this call may make: more raise :class:`TooManyChunksError` while
+        splitting, before the batch that crosses it is embedded (with ``document_id`` the call is one write,
+        so nothing is written); a server bounds each upload's work with it."""
+        check_mapping("metadata", metadata)
+        check_patterns("include", include)
+        check_patterns("exclude", exclude)
+        check_flag("prune", prune)
+        check_flag("follow_symlinks", follow_symlinks)
+        self._engine.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
+        report = self._writer.ingest(
+            source,
+            metadata,
+            include=include,
+            exclude=exclude,
+            on_error=on_error,
+            prune=prune,
+            follow_symlinks=follow_symlinks,
+            document_id=document_id,
+            max_chunks=max_chunks,
+            within=compile_filter(within),
+        )
+        self._engine.recalibrate()
+        return report
+
+    def reindex(
+        self,
+        *,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        chunk_unit: str | None = None,
+    ) -> IngestReport:
+        """Split every stored document again with these chunk settings (the current ones where not given) and
+        record them for the directory: the explicit way to change chunking, since an argument on reopening
+        only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded)."""
+        return rechunk(self._engine, self._writer, chunk_size, chunk_overlap, chunk_unit)
+
+    # -- removal ------------------------------------------------------------------------------------
+    def remove_document(
+        self, doc_id: str | os.PathLike[str], *, within: Mapping[str, Any] | None = None
+    ) -> list[str]:
+        """Remove a parent document (by id), every document of a source path, or every parent of a
+        ``document_id``, from every store.
+
+        Returns the removed parent ids.  Raises :class:`~finderledge.errors.DocumentNotFoundError` (a
+        ``KeyError``) naming the id when nothing matches; nothing is changed then.  With ``within`` (a scope's
+        base filter) only documents it matches are removed, or counted as matching.
+        """
+        key = document_key(doc_id)
+        self._engine.vector_store  # noqa: B018 - opened first, as for a write
+        removed = self._writer.remove(key, compile_filter(within))
+        self._engine.recalibrate()
+        return removed
+
+    def delete(self, ids: Sequence[str], *, within: Mapping[str, Any] | None = None) -> list[str]:
+        """Remove documents by id (LangChain's ``delete``): unknown ids are ignored, and so are ids of documents
+        ``within`` (a scope's base filter) does not match; returns the ids removed."""
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise ConfigurationError(
+                f"delete: ids: expected a list of document ids, got {type(ids).__name__}"
+            )
+        keys = [document_key(i) for i in ids]
+        self._engine.vector_store  # noqa: B018 - opened first, as for a write
+        removed = self._writer.delete(keys, compile_filter(within))
+        self._engine.recalibrate()
+        return removed
+
+    # -- reading back (finderledge.ledgers.catalog) -------------------------------------------------
+
+    def get_document(self, doc_id: str) -> Document | None:
+        """A parent document or a chunk by id (``None`` if unknown)."""
+        return self._catalog.get_document(doc_id)
+
+    def get_parent_document(self, child_id: str) -> Document | None:
+        """The parent of a chunk (``None`` if the chunk is unknown)."""
+        return self._catalog.get_parent_document(child_id)
+
+    def get_split_documents(self, parent_id: str) -> list[Document]:
+        """The chunks of a parent, in order."""
+        return self._catalog.get_split_documents(parent_id)
+
+    def list_documents(
+        self,
+        *,
+        source: str | None = None,
+        filter: MetadataFilter | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[Document]:
+        """Parent documents in the order they were added: of one ``source``, matching ``filter`` (the search
+        filter language, on the parent's metadata), the first ``offset`` skipped, at most ``limit``."""
+        return self._catalog.list_documents(source=source, filter=filter, offset=offset, limit=limit)
+
+    def list_document_ids(
+        self, *, filter: MetadataFilter | None = None, offset: int = 0, limit: int | None = None
+    ) -> list[str]:
+        """The application document ids (``document_id=`` of :meth:`add_document`) of the parents matching
+        ``filter``, each once, in the order first added; ``offset``/``limit`` page through them."""
+        return self._catalog.list_document_ids(filter=filter, offset=offset, limit=limit)
+
+    def list_sources(self) -> list[str]:
+        """Every source (file path or given ``source``) that has documents."""
+        return self._catalog.list_sources()
+
+    def count(self, filter: MetadataFilter | None = None) -> dict[str, int]:
+        """``{"documents": …, "chunks": …}`` — parents and chunks stored (those of parents matching ``filter``)."""
+        return self._catalog.count(filter)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per store and the settings in force (for ``finderledge stats``)."""
+        return self._catalog.stats()
+
+    def gc(self) -> dict[str, int]:
+        """Empty the embedding cache of vectors no stored chunk needs (see :meth:`Catalog.gc
+        <finderledge.ledgers.catalog.Catalog.gc>`); returns how many were removed and the size left."""
+        return self._catalog.gc()
+
+    def __len__(self) -> int:
+        return self._catalog.count()["documents"]
 
     # -- calibration --------------------------------------------------------------------------------
     def calibrate(self) -> Calibration | None:
@@ -126,7 +459,7 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
         the gates adaptive fusion uses (done on its own, in the background, after writes that changed the corpus
         by over 25 %: see :meth:`wait_for_calibration`).
 
-        Returns the calibration (see :mod:`finderledge.calibration`), or None for a corpus too small to measure.
+        Returns the calibration (see :mod:`finderledge.ranking.calibration`), or None for a corpus too small to measure.
         """
         self.vector_store  # noqa: B018
         return self._engine.calibrator.measure_now()
@@ -213,7 +546,7 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
             lambda_mult=lambda_mult,
         )
 
-    # -- contexts, LangChain views, scopes (finderledge.views) and answers (finderledge.asking) -----
+    # -- contexts, LangChain views, scopes (finderledge.rag.views) and answers (finderledge.rag.asking) -----
     get_context = views.get_context
     as_retriever = views.as_retriever
     as_vectorstore = views.as_vectorstore
@@ -248,6 +581,11 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+provide_ledger_class(
+    FinderLedge
+)  # what FinderLedgeVectorStore.from_texts opens (it never imports this module)
 
 
 def _is_embeddings(value: Any) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,6 +66,43 @@ class SearchResult:
             "content": self.content,
             "metadata": dict(self.metadata),
         }
+
+    @classmethod
+    def deferred(cls, make: Callable[[], Document], score: float, rank: int) -> SearchResult:
+        """A result whose ``document`` is built by ``make`` on first use: a search returns ``k`` results, and
+        building each LangChain ``Document`` (a pydantic model, its metadata copied and annotated) cost more
+        than the search itself at k=100 (issue 41); a caller reading only some results pays only for those."""
+        return _Deferred(make, score, rank)
+
+
+class _Deferred(SearchResult):
+    """A :class:`SearchResult` that builds its ``document`` once, on first use (every thread sees the same one)."""
+
+    _make: Callable[[], Document]
+
+    def __init__(self, make: Callable[[], Document], score: float, rank: int) -> None:
+        object.__setattr__(self, "_make", make)
+        object.__setattr__(self, "score", score)
+        object.__setattr__(self, "rank", rank)
+
+    @property  # type: ignore[misc]  # a property over the dataclass field: built on first read
+    def document(self) -> Document:
+        doc: Document | None = self.__dict__.get("_document")
+        if doc is None:
+            # two threads may both build one: setdefault keeps the first stored, and both return that one
+            doc = self.__dict__.setdefault("_document", self._make())
+        return doc
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SearchResult):
+            return NotImplemented
+        return (self.document, self.score, self.rank) == (other.document, other.score, other.rank)
+
+    def __repr__(self) -> str:
+        return f"SearchResult(document={self.document!r}, score={self.score!r}, rank={self.rank!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (or copied) as the plain result it stands for
+        return (SearchResult, (self.document, self.score, self.rank))
 
 
 @dataclass

@@ -12,8 +12,8 @@ from langchain_core.vectorstores import VectorStore
 from langchain_tests.integration_tests import RetrieversIntegrationTests, VectorStoreIntegrationTests
 
 from finderledge import EmbeddingModelFactory, FinderLedge
-from finderledge.langchain_vectorstore import FinderLedgeVectorStore
-from finderledge.retriever import FinderLedgeRetriever
+from finderledge.rag.retriever import FinderLedgeRetriever
+from finderledge.rag.vectorstore import FinderLedgeVectorStore
 
 TEXTS = [
     "FinderLedge combines BM25 keyword search with vector search.",

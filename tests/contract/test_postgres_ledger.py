@@ -31,9 +31,9 @@ from pg_server import fresh_schema  # the pg_url fixture comes from conftest.py
 from test_filter_property import FIELDS, VALUES, _ordered, _scalar
 from test_vector_store_contract import DIM, VectorStoreContract, _vectors
 
-from finderledge.document_splitter import child_id  # chunk ids are <parent>-NNNN in every ledger
 from finderledge.errors import ConfigurationError, IncompatibleIndexError, LockTimeoutError
 from finderledge.filters import compile_filter
+from finderledge.ingest.splitter import child_id  # chunk ids are <parent>-NNNN in every ledger
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
 from finderledge.ledgers.base import SCHEMA_VERSION
 from finderledge.ledgers.postgres import PostgresConnectionError, PostgresLedger, advisory_key

@@ -1,5 +1,5 @@
 """One contract every reranker passes (issue 26, "one registry"): each kind registered in
-:data:`finderledge.reranker.RERANKERS`, and each object ``create_reranker`` wraps (a callable, a LangChain
+:data:`finderledge.ranking.reranker.RERANKERS`, and each object ``create_reranker`` wraps (a callable, a LangChain
 compressor), scores a candidate list the way search and the query strategies rely on.
 
 The contract is tests/helpers/reranker_contract.py; the cross-encoder (a real local model: it loads PyTorch)
@@ -19,7 +19,7 @@ from registries import built_in_names
 from reranker_contract import RerankerContract, word_overlap
 
 from finderledge.errors import ConfigurationError
-from finderledge.reranker import (
+from finderledge.ranking.reranker import (
     RERANKERS,
     CallableReranker,
     Reranker,
@@ -67,7 +67,7 @@ class TestRegisteredKind(RerankerContract):
 
 def test_every_registered_kind_has_a_contract_class() -> None:
     covered = {"cross-encoder"}  # tests/integration/test_reranker.py::TestCrossEncoderContract
-    assert built_in_names("finderledge.reranker", "RERANKERS") == covered
+    assert built_in_names("finderledge.ranking.reranker", "RERANKERS") == covered
     assert "test-overlap" in RERANKERS  # TestRegisteredKind
 
 

@@ -20,7 +20,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from finderledge import FinderLedge
 from finderledge.errors import ConfigurationError
 from finderledge.ledgers import ChunkRecord
-from finderledge.shared_indexes import SharedIndexes
+from finderledge.replica.shared import SharedIndexes
 from finderledge.vector_stores.langchain import UnsupportedFilterError
 
 DOCS = [
@@ -74,7 +74,7 @@ def test_chroma_server_leg_follows_another_instances_writes(pair: tuple[FinderLe
     assert _vector_hits(reader, "penguins")[0].startswith("Penguins")
     writer.delete(removed)
     assert not any(t.startswith("Penguins") for t in _vector_hits(reader, "penguins"))
-    assert len(reader.vector_store) == len(writer.engine.ledger.complete_chunk_ids())
+    assert len(reader.vector_store) == len(writer.ledger.complete_chunk_ids())
 
 
 def test_a_writer_dying_before_the_shared_write_is_caught_up_by_the_next_search(
@@ -119,7 +119,7 @@ def test_reopening_keeps_the_server_and_never_records_credentials(
     ) as fl:
         fl.add_document(DOCS)
         assert "s3cret" not in json.dumps(fl.stats(), default=str)
-        recorded = fl.engine.ledger.get_info("settings") or ""
+        recorded = fl.ledger.get_info("settings") or ""
     assert "s3cret" not in recorded and json.loads(recorded)["chroma_collection"] == collection
     assert not any(b"s3cret" in p.read_bytes() for p in (tmp_path / "i").rglob("*") if p.is_file())
     with FinderLedge(
@@ -153,7 +153,7 @@ def test_langchain_in_memory_store_as_the_vector_leg_scores_like_faiss(tmp_path:
         fl.add_document(DOCS)
         ref.add_document(DOCS)
         assert len(store.store) == 3  # our chunks, with our ids
-        assert set(store.store) == fl.engine.ledger.complete_chunk_ids()
+        assert set(store.store) == fl.ledger.complete_chunk_ids()
         got = fl.search("a cat by the window", search_mode="vector", k=3)
         want = ref.search("a cat by the window", search_mode="vector", k=3)
         assert [r.content for r in got] == [r.content for r in want]

@@ -104,7 +104,7 @@ def _run_python(page: Path) -> dict:
 
 
 def _run_shell(page: Path) -> list[str]:
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
 
     ran = []
     for block in _blocks(page, "bash"):

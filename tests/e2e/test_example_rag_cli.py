@@ -259,7 +259,7 @@ def test_cross_encoder_setting(tmp_path: Path) -> None:
     from sentence_transformers import CrossEncoder
 
     from finderledge.embeddings import default_model_path
-    from finderledge.reranker import CrossEncoderReranker
+    from finderledge.ranking.reranker import CrossEncoderReranker
 
     make_reranker = example_module("graph").make_reranker
     CrossEncoder(default_model_path(), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
@@ -464,7 +464,7 @@ def test_llamacpp_gets_the_design_parameters(monkeypatch: pytest.MonkeyPatch, tm
 
 def test_rerank_has_the_design_shape() -> None:
     """``rerank(query, docs, top_k=3)``: dicts in, the best top_k dicts out (with a score), [] for None or []."""
-    from finderledge.reranker import CallableReranker
+    from finderledge.ranking.reranker import CallableReranker
 
     rerank = example_module("graph").rerank
     by_length = CallableReranker(lambda query, docs: [float(len(d.page_content)) for d in docs])

@@ -59,10 +59,10 @@ def test_every_result_has_a_source(minilm, tmp_path: Path) -> None:
 def test_raw_text_shows_one_source_on_every_surface(
     minilm, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from finderledge.cli import main
-    from finderledge.context import citation_fields, format_context
+    from finderledge.cli.commands import main
     from finderledge.evaluation import gold_matches
     from finderledge.metadata import source_of
+    from finderledge.rag.context import citation_fields, format_context
 
     with FinderLedge(tmp_path / "idx", embedding=minilm, vector_store="faiss", show_progress=False) as fl:
         [raw] = fl.add_texts(["Refunds of raw text take ten days."], metadatas=[{"lang": "en"}])

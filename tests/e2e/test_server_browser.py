@@ -340,7 +340,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 def test_upload_list_search_chat_delete(
     server: str, make_driver: Callable[[], WebDriver], files: dict[str, Path], tmp_path: Path
 ) -> None:
-    from finderledge.cli import package_version
+    from finderledge.cli.commands import package_version
 
     driver = make_driver()
     open_page(driver, server)

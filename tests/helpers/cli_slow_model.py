@@ -1,4 +1,4 @@
-"""``python cli_slow_model.py ARGS``: the real ``finderledge`` command (``finderledge.cli.main``, Python's own
+"""``python cli_slow_model.py ARGS``: the real ``finderledge`` command (``finderledge.cli.commands.main``, Python's own
 SIGINT handling) with a slow deterministic fake model in place of the default one, so a test can interrupt
 a long ingest at a known point in a few seconds.
 
@@ -18,7 +18,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 import finderledge.embeddings
 from finderledge import progress
-from finderledge.cli import main
+from finderledge.cli.commands import main
 
 
 class SlowFake(DeterministicFakeEmbedding):

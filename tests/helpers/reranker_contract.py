@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 from langchain_core.documents import Document
 
-from finderledge.reranker import SCORE_SCALES, Reranker, rerank_documents, unit_score
+from finderledge.ranking.reranker import SCORE_SCALES, Reranker, rerank_documents, unit_score
 
 QUERY = "how long is a refund window"
 DOCS = [

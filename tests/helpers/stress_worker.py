@@ -228,7 +228,7 @@ def run_writer(
     directory: str, kind: str, writer_id: str, shared_dir: str, journal_path: str, seed: int
 ) -> int:
     from finderledge.errors import DocumentNotFoundError
-    from finderledge.ingest import content_id
+    from finderledge.ingest.write import content_id
 
     rng = random.Random(seed)
     journal = Journal(journal_path)
@@ -360,7 +360,7 @@ def run_reader(
     stop_file: str,
     max_seconds: float,
 ) -> int:
-    from finderledge.document_splitter import child_id
+    from finderledge.ingest.splitter import child_id
 
     rng = random.Random(seed)
     logs = watch_logs()
@@ -402,7 +402,7 @@ def run_reader(
         if seq < report["max_seq"]:
             violation("ledger_seq went back", seq=seq, before=report["max_seq"])
         report["max_seq"] = max(report["max_seq"], seq)
-        cmap.update(fl.engine.ledger)  # after the search: knows every change up to (at least) seq
+        cmap.update(fl.ledger)  # after the search: knows every change up to (at least) seq
         tokens_by_source: dict[str, set[str]] = {}
         seen: set[str] = set()
         for r in results:
@@ -463,7 +463,7 @@ def run_reader(
         if not cmap.live:
             return
         pid = rng.choice(list(cmap.live)[-200:])  # mostly recent commits
-        record = fl.engine.ledger.get_document(pid)
+        record = fl.ledger.get_document(pid)
         if record is None:
             return  # removed meanwhile
         token = TOKEN_RE.findall(record.content)[0]
@@ -490,7 +490,7 @@ def run_reader(
         if not cmap.live:
             return
         pid = rng.choice(list(cmap.live)[-200:])
-        chunks = fl.engine.ledger.chunks_of(pid)
+        chunks = fl.ledger.chunks_of(pid)
         if not chunks:
             return
         chunk = rng.choice(chunks)
@@ -511,12 +511,12 @@ def run_reader(
         base = (
             fl.vector_store
         )  # first: opening the vector leg (if no search opened it yet) catches up both legs
-        seq = min(leg.seq for leg in fl.engine.replica.legs())
-        cmap.update(fl.engine.ledger)
+        seq = min(leg.seq for leg in fl.replica.legs())
+        cmap.update(fl.ledger)
         want = {
             child_id(pid, i) for pid, n in cmap.chunks.items() if cmap.live_at(pid, seq) for i in range(n)
         }
-        overlay = fl.engine.replica.overlay
+        overlay = fl.replica.overlay
         legs = {
             "keyword": set(fl.keyword_store.ids()),
             "vector": (base.ids() | set(overlay.ids)) - (overlay.removed - set(overlay.ids)),

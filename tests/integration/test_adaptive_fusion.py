@@ -19,11 +19,11 @@ from paths import (
     dataset,
 )
 
-import finderledge.calibration as calibration_module
+import finderledge.ranking.calibration as calibration_module
 from finderledge import FinderLedge
-from finderledge.adaptive import evidence_fusion, leg_weights, top_evidence
-from finderledge.calibration import (
-    INFO_KEY,
+from finderledge.evaluation import ndcg_at_k
+from finderledge.ranking.adaptive import evidence_fusion, leg_weights, top_evidence
+from finderledge.ranking.calibration import (
     MIN_QUERIES,
     Calibration,
     GroupCompetence,
@@ -33,8 +33,7 @@ from finderledge.calibration import (
     query_count,
     script_group,
 )
-from finderledge.evaluation import ndcg_at_k
-from finderledge.fusion import ANY_SCRIPT, reciprocal_rank_fusion, relative_score_fusion
+from finderledge.ranking.fusion import ANY_SCRIPT, reciprocal_rank_fusion, relative_score_fusion
 
 
 class Anonymous(Embeddings):
@@ -116,7 +115,7 @@ def test_calibration_round_trips_and_knows_when_it_is_stale(caplog: pytest.LogCa
     assert (
         not c.is_stale(1200, "m") and c.is_stale(1300, "m") and c.is_stale(700, "m") and c.is_stale(1000, "x")
     )
-    with caplog.at_level(logging.WARNING, logger="finderledge.calibration"):
+    with caplog.at_level(logging.WARNING, logger="finderledge.ranking.calibration"):
         assert Calibration.from_json('{"groups": 3}') is None
     assert "unreadable" in caplog.text
     # a query in a script group that was not calibrated on its own takes the corpus's gates
@@ -197,26 +196,24 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(
     )
     try:
         fl.add_texts(_texts(60))
-        assert fl.engine.ledger.get_info(INFO_KEY) is None  # too small a corpus to measure: gates stay open
+        assert fl.calibration is None  # too small a corpus to measure: gates stay open
         results = fl.search("solar electricity")
         assert results.trace.fusion_method == "adaptive" and "not calibrated" in results.trace.weights_reason
         fl.add_texts(_texts(100)[60:])
         fl.add_texts(_texts(150)[100:])
-        assert (
-            fl.engine.ledger.get_info(INFO_KEY) is None
-        )  # measured lazily: not after each write of a bulk build
+        assert fl.calibration is None  # measured lazily: not after each write of a bulk build
         assert fl.search("solar electricity").trace.calibration_pending  # a search does not wait for it
         assert fl.wait_for_calibration(timeout=300)  # once, in the background, on the corpus as it is then
-        first = Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY))
+        first = fl.calibration
         assert first is not None and first.corpus_size == 150 and first.groups["all"].queries == 30
         fl.add_texts(_texts(170)[150:])  # +13 %: the gates stand
         assert fl.wait_for_calibration(timeout=300)
-        assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)) == first
+        assert fl.calibration == first
         fl.add_texts(_texts(200)[170:])  # +33 %: measured again
         assert fl.wait_for_calibration(timeout=300)
         trace = fl.search("How do solar panels make electricity?").trace
         assert set(trace.gates) == {"vector", "keyword"} and set(trace.evidence) == {"vector", "keyword"}
-        assert Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)).corpus_size == 200
+        assert fl.calibration.corpus_size == 200
         assert "calibrated on 40 pseudo-queries" in trace.weights_reason
         assert sum(trace.weights.values()) == pytest.approx(1.0)  # both gates open: the evidence shares
         fl.delete(sorted({r.parent_id for r in fl.search("note", search_mode="keyword", k=200)})[:120])
@@ -224,9 +221,7 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(
         fl.close()  # settles what this process wrote
     reopened = FinderLedge(tmp_path / "ix", embedding=minilm, show_progress=False, env_file=None)
     try:
-        assert (
-            reopened.engine.ledger.get_info(INFO_KEY) is None
-        )  # 80 chunks left: below the minimum, old gates dropped
+        assert reopened.calibration is None  # 80 chunks left: below the minimum, old gates dropped
     finally:
         reopened.close()
 
@@ -238,7 +233,7 @@ def test_explicit_weights_and_fusions_are_obeyed(tmp_path: Path, minilm) -> None
     )
     try:
         fixed.add_texts(texts)
-        assert fixed.engine.ledger.get_info(INFO_KEY) is None  # fixed weights: nothing to calibrate
+        assert fixed.calibration is None  # fixed weights: nothing to calibrate
         trace = fixed.search("violin strings").trace
         assert (
             trace.weights == {"vector": 1.0, "keyword": 0.5} and trace.weights_reason == "set by the caller"
@@ -345,7 +340,7 @@ def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: 
     try:
         fl.add_texts(texts, metas)
         assert fl.wait_for_calibration(timeout=600)  # the calibration the write made due (in the background)
-        calibration = fl.engine.calibrator.current()
+        calibration = fl.calibration
         assert calibration is not None and {"all", "cjk", "latin"} <= set(calibration.groups)
         assert calibration.groups["cjk"].gates["vector"] == 0.0  # it finds nothing from a Japanese sentence
         assert calibration.groups["latin"].gates == {"vector": 1.0, "keyword": 1.0}  # English: both legs work

@@ -12,7 +12,7 @@ import pytest
 from fake_openai import REPLY, FakeOpenAI, fake_openai
 
 from finderledge import FinderLedge, make_chat_model
-from finderledge.answer import Answer
+from finderledge.rag.answer import Answer
 
 
 @pytest.fixture

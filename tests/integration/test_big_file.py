@@ -25,7 +25,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys
     from langchain_core.embeddings import DeterministicFakeEmbedding
-    from finderledge import FinderLedge, ingest
+    from finderledge import FinderLedge
+    from finderledge.ingest import write as ingest
 
     ingest.STREAM_DOCUMENT_CHARS = 20_000  # this file (~150 KB) takes the streaming path
     ingest.STREAM_WINDOW_CHARS = 10_000

@@ -23,7 +23,7 @@ PROBE = (
 SCRIPT = """
 import sys, time
 from langchain_core.embeddings import DeterministicFakeEmbedding
-import finderledge.calibration as calibration
+import finderledge.ranking.calibration as calibration
 from finderledge import FinderLedge
 
 class Slow(DeterministicFakeEmbedding):

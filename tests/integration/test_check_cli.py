@@ -14,7 +14,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 
 
 def test_check_repair_rebuilds_a_flipped_vector_file(

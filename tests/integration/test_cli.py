@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from finderledge.cli import main
+from finderledge.cli.commands import main
 
 
 def _json(capsys: pytest.CaptureFixture[str]) -> object:

@@ -14,8 +14,8 @@ import pytest
 from fake_openai import REPLY, fake_openai
 
 from finderledge import NO_CONTEXT, FinderLedge
-from finderledge.answer import EXTRACTIVE_NOTE
-from finderledge.cli import main
+from finderledge.cli.commands import main
+from finderledge.rag.answer import EXTRACTIVE_NOTE
 
 NONSENSE = "qqzzxxyy wibble"
 
@@ -219,7 +219,7 @@ def test_answer_with_an_llm_named_by_option_or_variable(
 
 
 def test_help_lists_the_new_options() -> None:
-    from finderledge.cli import build_parser
+    from finderledge.cli.commands import build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]

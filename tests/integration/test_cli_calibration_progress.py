@@ -11,7 +11,7 @@ from typing import Any
 
 RUN = (
     "import sys\nimport finderledge.progress as progress\nprogress.INTERVAL = 0.0\n"
-    "from finderledge.cli import main\nraise SystemExit(main(sys.argv[1:]))\n"
+    "from finderledge.cli.commands import main\nraise SystemExit(main(sys.argv[1:]))\n"
 )
 
 

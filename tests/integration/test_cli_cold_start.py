@@ -17,7 +17,7 @@ MODEL_OR_SPLITTER = (
     "finderledge.embeddings.factory",  # the package and its names module are light: the backends are not
     "finderledge.embeddings.onnx",
     "finderledge.embeddings.sentence_transformer",
-    "finderledge.document_splitter",
+    "finderledge.ingest.splitter",
     "onnxruntime",
     "tokenizers",
     "torch",
@@ -25,7 +25,7 @@ MODEL_OR_SPLITTER = (
     "transformers",
 )
 PROBE = (
-    "import json, sys\nfrom finderledge.cli import main\ncode = main(sys.argv[1:])\n"
+    "import json, sys\nfrom finderledge.cli.commands import main\ncode = main(sys.argv[1:])\n"
     "print(json.dumps([code, sorted(sys.modules)]))"
 )
 
@@ -73,4 +73,4 @@ def test_search_loads_the_model_but_no_splitter(index: Path) -> None:
     loaded = _loaded("search", "warranty", "--dir", str(index))
     assert "finderledge.embeddings.onnx" in loaded  # the probe sees what a command imports
     assert not {m for m in loaded if m.split(".")[0] == "langchain_text_splitters"}
-    assert "finderledge.document_splitter" not in loaded
+    assert "finderledge.ingest.splitter" not in loaded

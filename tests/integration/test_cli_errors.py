@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from finderledge import cli
-from finderledge.cli import main
+from finderledge.cli import commands as cli
+from finderledge.cli.commands import main
 from finderledge.errors import (
     ConfigurationError,
     DocumentNotFoundError,
@@ -368,7 +368,7 @@ def test_quiet_shows_no_warnings(
 def test_python_warnings_and_self_printing_loggers_show_once(tmp_path: Path) -> None:
     code = (
         "import logging, sys, warnings\n"
-        "from finderledge import cli\n"
+        "from finderledge.cli import commands as cli\n"
         "noisy = logging.getLogger('noisy')\n"
         "noisy.addHandler(logging.StreamHandler(sys.stderr))\n"
         "def stats(args):\n"

@@ -28,7 +28,7 @@ BATCH_FILES = 256  # ingest.STREAM_GROUPS: files per committed batch
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """600 one-chunk files: three batches (256, 256, 88)."""
-    from finderledge.ingest import STREAM_GROUPS
+    from finderledge.ingest.write import STREAM_GROUPS
 
     assert STREAM_GROUPS == BATCH_FILES
     folder = tmp_path / "corpus"

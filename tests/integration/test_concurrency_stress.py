@@ -29,10 +29,10 @@ import stress_worker as sw  # tests/helpers/, on sys.path through tests/conftest
 
 WORKER = Path(sw.__file__).resolve()
 
-from finderledge.document_splitter import child_id
-from finderledge.ingest import content_id
-from finderledge.replica import Checkpoint
-from finderledge.seals import STOPPED
+from finderledge.ingest.splitter import child_id
+from finderledge.ingest.write import content_id
+from finderledge.replica.core import Checkpoint
+from finderledge.storage.seals import STOPPED
 
 N_WRITERS = 3
 N_READERS = 2
@@ -296,7 +296,7 @@ def _read_ledger(
 
 def _vector_ids(fl: Any) -> set[str]:
     """What the vector leg serves: the base index with the overlay on top."""
-    overlay = fl.engine.replica.overlay
+    overlay = fl.replica.overlay
     return (fl.vector_store.ids() | set(overlay.ids)) - (overlay.removed - set(overlay.ids))
 
 
@@ -333,7 +333,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
     if rebuilds > MAX_CHROMA_REBUILDS:
         problems.append(f"Chroma failed to replay its log {rebuilds} times (allowed {MAX_CHROMA_REBUILDS})")
 
-    # a writer killed while Chroma wrote its files leaves them unsealed (finderledge.seals): the next opener
+    # a writer killed while Chroma wrote its files leaves them unsealed (finderledge.storage.seals): the next opener
     # removes and rebuilds them from the ledger, at most once per kill
     unsealed = sum(
         1 for rep in reports.values() for w in rep["warnings"] if kind == "chroma" and STOPPED in w["msg"]
@@ -549,7 +549,7 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
             fl.close()
         fl = sw.open_ledger(stress.directory, kind)
         try:
-            replica = fl.engine.replica
+            replica = fl.replica
             base_vector, base_keyword = set(fl.vector_store.ids()), set(fl.keyword_store.ids())
             if not replica.overlay.empty:
                 problems.append(
@@ -562,9 +562,9 @@ def run_stress(root: Path, kind: str, seconds: float, seed: int) -> dict[str, An
                     f"{len(base_vector)} chunk ids; vector lacks {sorted(ledger_chunks - base_vector)[:3]}, has "
                     f"extra {sorted(base_vector - ledger_chunks)[:3]}"
                 )
-            last = fl.engine.ledger.last_seq()
+            last = fl.ledger.last_seq()
             for key in ("index:keyword", f"index:vector:{kind}"):
-                record = Checkpoint.read(fl.engine.ledger, key)
+                record = Checkpoint.read(fl.ledger, key)
                 if record is None or record.seq != last:
                     problems.append(f"after close(): checkpoint {key} = {record}, ledger seq {last}")
         finally:

@@ -12,8 +12,8 @@ from conftest import run_doc_samples
 from langchain_core.documents import Document
 
 from finderledge import NO_CONTEXT, FinderLedge
-from finderledge.context import citation_fields, format_context
 from finderledge.errors import ConfigurationError
+from finderledge.rag.context import citation_fields, format_context
 
 ROOT = Path(__file__).resolve().parents[2]
 Q = "How long is a password reset link valid?"

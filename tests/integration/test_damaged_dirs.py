@@ -12,10 +12,8 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import sqlite3
-import struct
 import subprocess
 import sys
 import textwrap
@@ -31,9 +29,9 @@ import numpy as np
 import pytest
 
 from finderledge import FinderLedge
-from finderledge.cli import main
-from finderledge.durable import manifest_checksum, npy_bytes
+from finderledge.cli.commands import main
 from finderledge.errors import FinderLedgeError, IndexCorruptError, LedgerCorruptError
+from finderledge.storage.durable import manifest_checksum, npy_bytes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 QUERIES = [
@@ -465,70 +463,6 @@ def test_a_symlinked_segments_folder_is_not_followed(
 # ---------------------------------------------------------------------------------------------------
 # 4. Sizes are checked against the file before anything is allocated
 # ---------------------------------------------------------------------------------------------------
-def _crafted_legacy(directory: Path, dimension: int, claimed_floats: int) -> None:
-    """A format 1 index: a real three-row ``index.faiss`` whose vector count is raised to ``claimed_floats``."""
-    import faiss
-
-    index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
-    index.add_with_ids(np.ones((3, dimension), dtype=np.float32), np.arange(3, dtype=np.int64))
-    raw = bytearray(faiss.serialize_index(index).tobytes())
-    struct.pack_into("<Q", raw, 74, claimed_floats)  # IxM2 header (37 bytes), IxFI header (37), float count
-    entries = {
-        "format": 1,
-        "dimension": dimension,
-        "sha256": hashlib.sha256(raw).hexdigest(),
-        "next": 3,
-        "ids": ["a", "b", "c"],
-        "int_ids": [0, 1, 2],
-        "metadatas": [{}, {}, {}],
-    }
-    shutil.rmtree(directory)
-    directory.mkdir()
-    (directory / "index.faiss").write_bytes(bytes(raw))
-    (directory / "entries.json").write_text(json.dumps(entries), encoding="utf-8")
-
-
-MEMORY_SCRIPT = """
-import resource, sys
-from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
-try:
-    FaissVectorStore(sys.argv[1], dimension=int(sys.argv[2]))
-    print("opened")
-except VectorIndexCorruptError as exc:
-    print("corrupt:", exc.reason)
-# VmHWM, not ru_maxrss: Linux carries the parent's high-water mark across fork+exec into ru_maxrss
-hwm = [line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")]
-print("maxrss_kb", hwm[0] if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-"""
-
-
-def test_a_crafted_legacy_index_is_rejected_before_any_allocation(
-    built: tuple[str, Path, dict[str, Any]], minilm: Any
-) -> None:
-    kind, root, expected = built
-    if kind != "faiss":
-        pytest.skip("the FAISS layout only")
-    _crafted_legacy(root / "faiss", 384, (4600 << 20) // 4)  # 4.7 kB claiming 4.6 GB of vectors
-    assert (root / "faiss" / "index.faiss").stat().st_size < 5000
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(MEMORY_SCRIPT), str(root / "faiss"), "384"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "corrupt:" in proc.stdout
-    maxrss_mb = int(re.search(r"maxrss_kb (\d+)", proc.stdout)[1]) / 1024  # type: ignore[index]
-    assert maxrss_mb < 1000, f"opening a 4.7 kB file took {maxrss_mb:.0f} MB"
-    fl = _open(root, minilm)
-    try:
-        assert _answers(fl) == expected
-        assert len(_asides(root, "faiss")) == 1
-    finally:
-        fl.close()
-
-
 def _huge_npy(dtype: str, length: int, data: bytes) -> bytes:
     """An .npy header claiming ``length`` items, followed by ``data`` (a few bytes)."""
     buf = io.BytesIO()
@@ -607,9 +541,6 @@ def _craft(root: Path, kind: str, craft: str) -> str:
         (root / "faiss" / "manifest.json").write_bytes(NESTED)
     elif craft == "faiss ids.json nested":
         _replace_segment_file(root / "faiss", "ids.json", NESTED)
-    elif craft == "faiss legacy entries.json nested":
-        _crafted_legacy(root / "faiss", 384, 3 * 384)
-        (root / "faiss" / "entries.json").write_bytes(NESTED)
     return craft.split()[0]
 
 
@@ -621,7 +552,6 @@ CRAFTS = [
     "bm25 terms.json nested",
     "faiss manifest nested",
     "faiss ids.json nested",
-    "faiss legacy entries.json nested",
 ]
 
 

@@ -130,7 +130,7 @@ def test_re_adding_a_file_with_other_metadata_updates_it(fl: FinderLedge, tmp_pa
 def test_cli_list_pages_and_filters(tmp_path: Path, minilm, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
 
     with FinderLedge(tmp_path / "idx", embedding=minilm, show_progress=False) as fl:
         ids = fl.add_texts([f"note {i}" for i in range(4)], metadatas=[{"n": i} for i in range(4)])

@@ -12,7 +12,7 @@ from langchain_core.documents import Document
 from pg_server import fresh_schema
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -30,7 +30,7 @@ def test_each_vector_is_stored_once_and_gc_drops_what_no_chunk_holds(
     fl.add_texts(["The first note about tea.", "The second note about coffee."], ids=["a", "b"])
     assert fl.stats()["embedding_cache"] == {"entries": 0, "bytes": 0}  # the chunks hold the vectors
     # a write that fails after embedding keeps its vectors in the cache, so the retry embeds nothing again
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", _fail)
+    monkeypatch.setattr(fl.ledger, "commit_write", _fail)
     with pytest.raises(OSError, match="disk full"):
         fl.add_texts(["A third note about cocoa.", "A fourth note about mate."], ids=["c", "d"])
     monkeypatch.undo()
@@ -40,7 +40,7 @@ def test_each_vector_is_stored_once_and_gc_drops_what_no_chunk_holds(
     assert (
         fl.stats()["embedding_cache"]["entries"] == 1
     )  # cocoa's vector moved into its chunk; mate's is left
-    fl.engine.ledger.cache_embeddings("some-other-model", [("h", fl.embeddings.embed_query("x"))])
+    fl.ledger.cache_embeddings("some-other-model", [("h", fl.embeddings.embed_query("x"))])
     assert fl.gc() == {"removed": 2, "entries": 0, "bytes": 0}
     assert fl.gc()["removed"] == 0
     # a text a stored chunk holds is never embedded again, cache or no cache (a rewrite keeping a chunk)
@@ -71,6 +71,6 @@ def test_gc_and_stats_from_the_command_line(
     assert main(["stats", "--dir", str(tmp_path / "i")]) == 0
     assert "embedding cache: 0 vectors (0.0 MB; finderledge gc empties it)" in capsys.readouterr().out
     with FinderLedge(tmp_path / "i", embedding=minilm) as fl:  # vectors left by a failed write
-        fl.engine.ledger.cache_embeddings(fl.engine.model_id, [("h", fl.embeddings.embed_query("x"))])
+        fl.ledger.cache_embeddings(fl.model_id, [("h", fl.embeddings.embed_query("x"))])
     assert main(["gc", "--dir", str(tmp_path / "i")]) == 0
     assert "removed 1 cached vectors; the cache holds 0 (0.0 MB)" in capsys.readouterr().out

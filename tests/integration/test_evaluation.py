@@ -17,7 +17,7 @@ from paths import (
 )
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 from finderledge.evaluation import (
     evaluate,
     evaluate_modes,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from finderledge import progress
-from finderledge.onnx_embeddings import OnnxEmbeddings
+from finderledge.embeddings.onnx import OnnxEmbeddings
 from finderledge.progress import PROGRESS_LOGGER
 
 

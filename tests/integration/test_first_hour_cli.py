@@ -72,7 +72,7 @@ def test_a_server_that_cannot_start_exits_3(busy_port: int, tmp_path: Path) -> N
     code = (
         "import sys\nimport finderledge.server.commands as commands\n"
         "commands.check_port = lambda host, port: None\n"
-        "from finderledge.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+        "from finderledge.cli.commands import main\nsys.exit(main(sys.argv[1:]))\n"
     )
     done = finderledge(
         "serve", str(tmp_path / "index"), "--port", str(busy_port), tmp_path=tmp_path, code=code
@@ -125,7 +125,7 @@ def test_every_exit_code_is_documented() -> None:
     """Each code the CLI returns (its EXIT_* constants and serve's) is in the README's list of exit codes."""
     import re
 
-    from finderledge import cli
+    from finderledge.cli import commands as cli
     from finderledge.server import commands
 
     codes = {0} | {v for k, v in vars(cli).items() if k.startswith("EXIT_")} | {commands.EXIT_SERVER_FAILED}

@@ -193,7 +193,7 @@ def test_a_full_disk_under_a_vector_library_is_a_storage_full_error(
 
 
 def _check(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> tuple[int, dict]:
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
 
     code = main(["check", "--dir", str(root), "--json", *extra])
     out = capsys.readouterr()

@@ -8,8 +8,8 @@ import pytest
 from langchain_core.documents import Document
 
 from finderledge import FinderLedge, SearchTrace
-from finderledge.finder import Finder
-from finderledge.fusion import (
+from finderledge.ranking.finder import Finder
+from finderledge.ranking.fusion import (
     ANY_SCRIPT,
     fuse,
     model_scripts,
@@ -117,7 +117,7 @@ def small_ledger(minilm, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _keys(fl: FinderLedge, hits) -> list[str]:  # type: ignore[no-untyped-def]
-    return [c.metadata["key"] for c in fl.engine.ledger.get_chunks([h.id for h in hits])]
+    return [c.metadata["key"] for c in fl.ledger.get_chunks([h.id for h in hits])]
 
 
 def test_finder_skips_the_vector_leg_for_queries_the_model_cannot_read(

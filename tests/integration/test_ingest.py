@@ -95,13 +95,13 @@ def test_bad_file_is_reported_or_raised_and_nothing_is_lost(tmp_path: Path, mini
 
 INGEST_SCRIPT = """
 import json, os, signal, sys
-import finderledge.write_batches
+import finderledge.ingest.batches
 from finderledge import FinderLedge
 from finderledge.embeddings import SentenceTransformerEmbeddings, default_model_path
 
 # every batch kept in the cache as computed (by default one write per second of embedding work: these
 # batches of 8 short notes take milliseconds)
-finderledge.write_batches.CACHE_SECONDS = 0.0
+finderledge.ingest.batches.CACHE_SECONDS = 0.0
 
 class KillingEmbeddings(SentenceTransformerEmbeddings):
     '''The real model, but the process is killed (SIGKILL) on the N-th batch: a crash mid-folder.'''
@@ -176,9 +176,9 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     """Streaming ingest: a folder over STREAM_GROUPS files is loaded, embedded and committed a batch of whole
     files at a time; a failure mid-folder keeps the batches before it (each file complete) and loses nothing
     embedded (the retry takes the failed batch's vectors from the cache)."""
-    import finderledge.ingest
+    import finderledge.ingest.write
 
-    monkeypatch.setattr(finderledge.ingest, "STREAM_GROUPS", 5)
+    monkeypatch.setattr(finderledge.ingest.write, "STREAM_GROUPS", 5)
     folder = tmp_path / "docs"
     _write_long_notes(folder, 23)
     (folder / "stale.txt").write_text("A file that will vanish before the second run.", encoding="utf-8")
@@ -191,7 +191,7 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     assert min(v for k, v in full.items() if k.startswith("long")) >= 3
 
     fl = FinderLedge(tmp_path / "idx", embedding=minilm, chunk_size=120, chunk_overlap=0, show_progress=False)
-    real_commit, commits = fl.engine.ledger.commit_write, []
+    real_commit, commits = fl.ledger.commit_write, []
 
     def failing_third(*args, **kwargs):  # type: ignore[no-untyped-def]
         commits.append(len(kwargs.get("add", ())))
@@ -199,7 +199,7 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
             raise OSError(28, "disk full")
         return real_commit(*args, **kwargs)
 
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", failing_third)
+    monkeypatch.setattr(fl.ledger, "commit_write", failing_third)
     with pytest.raises(OSError, match="disk full"):
         fl.add_document(folder)
     assert commits == [5, 5, 5]
@@ -207,7 +207,7 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     assert len(stored) == 10 and all(stored[name] == full[name] for name in stored)  # whole files only
     _consistent(fl)
 
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", real_commit)
+    monkeypatch.setattr(fl.ledger, "commit_write", real_commit)
     (folder / "stale.txt").unlink()
     report = fl.ingest(folder)  # the rerun: stored batches unchanged, the failed one from the cache
     assert report.files_seen == 23 and report.files_unchanged == 10 and report.files_added == 13
@@ -230,15 +230,15 @@ def test_a_document_id_call_is_one_write_however_large(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With document_id the parents it does not list again are replaced, so the call cannot be split."""
-    import finderledge.ingest
+    import finderledge.ingest.write
 
-    monkeypatch.setattr(finderledge.ingest, "STREAM_GROUPS", 2)
+    monkeypatch.setattr(finderledge.ingest.write, "STREAM_GROUPS", 2)
     folder = tmp_path / "docs"
     _write_corpus(folder, 7)
     with FinderLedge(embedding=minilm, show_progress=False) as fl:
-        real_commit, commits = fl.engine.ledger.commit_write, []
+        real_commit, commits = fl.ledger.commit_write, []
         monkeypatch.setattr(
-            fl.engine.ledger, "commit_write", lambda *a, **kw: commits.append(1) or real_commit(*a, **kw)
+            fl.ledger, "commit_write", lambda *a, **kw: commits.append(1) or real_commit(*a, **kw)
         )  # type: ignore[func-returns-value]
         fl.add_document(folder, document_id="manual")
         assert len(commits) == 1 and fl.count()["documents"] == 7

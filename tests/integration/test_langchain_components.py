@@ -16,7 +16,7 @@ from langchain_core.stores import InMemoryStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from finderledge import FinderLedge
-from finderledge.self_query import FinderLedgeTranslator
+from finderledge.rag.self_query import FinderLedgeTranslator
 
 HANDBOOK = [
     Document(

@@ -51,3 +51,36 @@ def test_add_texts_returns_one_id_per_text(minilm: Any) -> None:
         assert len(ids) == 3 and ids[0] == ids[2] != ids[1]
         assert fl.count()["documents"] == 2
         assert fl.add_texts(["Cocoa.", "Mate."], ids=["c", None])[0] == "c"
+
+
+FROM_TEXTS_SCRIPT = """
+import sys
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from finderledge import FinderLedgeVectorStore
+store = FinderLedgeVectorStore.from_texts(["alpha beta"], DeterministicFakeEmbedding(size=8), env_file=None)
+print(type(store.ledger).__name__, store.ledger.count()["documents"])
+"""
+
+STORE_ALONE_SCRIPT = """
+import sys
+import finderledge.rag.vectorstore
+print("facade imported:", "finderledge.facade" in sys.modules)
+"""
+
+
+def test_from_texts_in_a_fresh_process_through_the_public_name() -> None:
+    """``from finderledge import FinderLedgeVectorStore`` is enough for LangChain's ``from_texts``: the package
+    imports the facade with it (the store module itself never imports the facade, lazily or by name)."""
+    import subprocess
+    import sys
+
+    made = subprocess.run(
+        [sys.executable, "-c", FROM_TEXTS_SCRIPT], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.split() == ["FinderLedge", "1"]
+    alone = subprocess.run(
+        [sys.executable, "-c", STORE_ALONE_SCRIPT], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout.strip() == "facade imported: False"

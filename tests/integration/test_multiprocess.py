@@ -29,9 +29,9 @@ def pausing(real):
         return real(*args, **kwargs)
     return wrapper
 if pause_at == "before-commit":
-    fl.engine.ledger.commit_write = pausing(fl.engine.ledger.commit_write)
+    fl.ledger.commit_write = pausing(fl.ledger.commit_write)
 else:
-    fl.engine.replica.checkpoint = pausing(fl.engine.replica.checkpoint)
+    fl.replica.checkpoint = pausing(fl.replica.checkpoint)
 docs = [Document(page_content=f"Report {i} on alpine glacier retreat and meltwater.", metadata={"n": i})
         for i in range(50)]
 print(json.dumps(fl.add_documents(docs)))
@@ -64,7 +64,7 @@ def _start(script: str, *args: str) -> subprocess.Popen[str]:
 def _index_ids(fl: FinderLedge) -> tuple[set[str], set[str], set[str]]:
     """Chunk ids of the ledger, the keyword replica and the vector replica (base index and overlay)."""
     fl.refresh()
-    overlay = fl.engine.replica.overlay
+    overlay = fl.replica.overlay
     ledger = {c.id for d in fl.list_documents() for c in fl.get_split_documents(d.id)}
     vector = (fl.vector_store.ids() - overlay.removed) | set(overlay.ids)
     return ledger, fl.keyword_store.ids(), vector
@@ -122,7 +122,7 @@ def test_a_reader_process_follows_another_process_in_every_leg(
         for mode in ("keyword", "vector", "hybrid"):  # the very next search sees it, in every leg
             top = fl.search("Zanzibar clove plantations", search_mode=mode, k=1)
             assert top[0].metadata["_finderledge"]["parent_id"] == new_id, mode
-            assert top.trace.ledger_seq == fl.engine.ledger.last_seq()
+            assert top.trace.ledger_seq == fl.ledger.last_seq()
         editor = _start(EDITOR, str(directory), "remove", new_id)
         assert editor.wait(timeout=180) == 0, editor.communicate()[1]
         for mode in ("keyword", "vector", "hybrid"):
@@ -192,7 +192,7 @@ def test_searches_during_ingest_in_threads_see_one_committed_version(
 def test_a_held_write_lock_times_out_naming_the_holder(tmp_path: Path, minilm) -> None:  # type: ignore[no-untyped-def]
     holder = FinderLedge(tmp_path / "index", vector_store="faiss", embedding=minilm)
     blocked = FinderLedge(tmp_path / "index", embedding=minilm, lock_timeout=0.5)
-    with holder.engine.write_lock.hold("a long ingest"):
+    with holder.write_lock.hold("a long ingest"):
         with pytest.raises(LockTimeoutError, match=r"held by pid \d+ on .* \(a long ingest\)") as info:
             blocked.add_texts(["Another document."])
         assert isinstance(info.value, TimeoutError) and str(tmp_path / "index") in str(info.value)

@@ -553,7 +553,7 @@ def test_cli_add_reports_symlinks_and_follows_them_when_asked(
 ) -> None:
     import json
 
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
 
     root, _ = _symlink_tree(tmp_path)
     d = str(tmp_path / "idx")

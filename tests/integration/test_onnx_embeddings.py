@@ -14,10 +14,10 @@ from embeddings_contract import EmbeddingsContract
 from langchain_core.embeddings import Embeddings
 
 from finderledge import EmbeddingModelFactory, FinderLedge, IncompatibleIndexError
-from finderledge import onnx_embeddings as oe
 from finderledge.embeddings import BUNDLED_MODELS, TORCH_MODEL, embedding_model_id
-from finderledge.fusion import model_scripts
-from finderledge.onnx_embeddings import DEFAULT_MIN_AGREEMENT, OnnxEmbeddings
+from finderledge.embeddings import onnx as oe
+from finderledge.embeddings.onnx import DEFAULT_MIN_AGREEMENT, OnnxEmbeddings
+from finderledge.ranking.fusion import model_scripts
 
 PASSAGES = [
     "Vitamin D supplementation reduced the rate of acute respiratory infection in a meta-analysis of trials.",

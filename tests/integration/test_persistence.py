@@ -83,12 +83,12 @@ def test_exception_before_the_commit_leaves_stores_as_before(
     fl.add_document(example_dir / "guides")
     before = fl.count()
     snapshot = {q: [r.id for r in fl.search(q)] for q in QUERIES}
-    real_commit = fl.engine.ledger.commit_write
+    real_commit = fl.ledger.commit_write
 
     def broken_commit(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise OSError("disk full")  # fault injection: the ledger transaction fails (and rolls back)
 
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", broken_commit)
+    monkeypatch.setattr(fl.ledger, "commit_write", broken_commit)
     with pytest.raises(OSError, match="disk full"):
         fl.add_document(
             [
@@ -96,7 +96,7 @@ def test_exception_before_the_commit_leaves_stores_as_before(
                 example_dir / "regions.json",
             ]
         )
-    monkeypatch.setattr(fl.engine.ledger, "commit_write", real_commit)
+    monkeypatch.setattr(fl.ledger, "commit_write", real_commit)
     assert fl.count() == before
     assert fl.vector_store.ids() == fl.keyword_store.ids()
     assert {q: [r.id for r in fl.search(q)] for q in QUERIES} == snapshot
@@ -144,7 +144,7 @@ where = sys.argv[2]
 def crash(*a, **k):
     os._exit(9)          # like SIGKILL: no cleanup, no finally
 if where == "commit":
-    fl.engine.ledger.commit_write = crash           # before the commit point: nothing happened
+    fl.ledger.commit_write = crash           # before the commit point: nothing happened
 elif where == "keyword-flush":
     fl.keyword_store.flush = crash            # after the commit: the BM25 checkpoint is never written
 else:
@@ -168,8 +168,8 @@ def test_kill_mid_add_then_reopen(tmp_path: Path, store_kind: str, example_dir: 
     try:
         ledger_ids = {c.id for d in fl.list_documents() for c in fl.get_split_documents(d.id)}
         fl.refresh()
-        vector_ids = (fl.vector_store.ids() | set(fl.engine.replica.overlay.ids)) - (
-            fl.engine.replica.overlay.removed - set(fl.engine.replica.overlay.ids)
+        vector_ids = (fl.vector_store.ids() | set(fl.replica.overlay.ids)) - (
+            fl.replica.overlay.removed - set(fl.replica.overlay.ids)
         )
         assert ledger_ids == vector_ids == fl.keyword_store.ids()
         found = fl.search("Kilimanjaro expedition", search_mode="keyword")

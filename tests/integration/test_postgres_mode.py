@@ -93,7 +93,7 @@ def test_the_environment_variable_selects_postgres(
     with FinderLedge(embedding=minilm, show_progress=False) as fl:
         fl.add_texts(["hello from the environment"])
         assert fl.persist_directory is None
-        assert fl.engine.ledger.name.endswith(schema) or schema in fl.engine.ledger.name
+        assert fl.ledger.name.endswith(schema) or schema in fl.ledger.name
     with FinderLedge(embedding=minilm, show_progress=False) as again:  # another process, same database
         assert _contents(again.search("hello", search_mode="keyword")) == ["hello from the environment"]
 
@@ -107,7 +107,7 @@ def test_the_cli_uses_the_database_named_by_the_environment(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import finderledge.facade
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
 
     real = finderledge.facade.FinderLedge
     monkeypatch.setattr(
@@ -273,7 +273,7 @@ def test_two_machines_writing_at_once_lose_nothing(
         tmp_path / "here", database_url=pg_url, database_schema=schema, embedding=minilm, show_progress=False
     ) as here:
         assert len(here.list_documents()) == 30
-        changes = here.engine.ledger.changes_since(0)
+        changes = here.ledger.changes_since(0)
         assert [c.seq for c in changes] == sorted({c.seq for c in changes}) and len(changes) == 30
         for name in ("b", "c"):
             for i in (0, 14):

@@ -19,7 +19,7 @@ from reranker_contract import RerankerContract
 
 from finderledge import FinderLedge, create_reranker
 from finderledge.embeddings import default_model_path
-from finderledge.reranker import Reranker
+from finderledge.ranking.reranker import Reranker
 
 Q = "How long is a password reset link valid?"
 
@@ -84,7 +84,7 @@ def test_cross_encoder_logits_are_shown_in_the_unit_interval(
     import torch
     from sentence_transformers import CrossEncoder
 
-    from finderledge.reranker import CrossEncoderReranker
+    from finderledge.ranking.reranker import CrossEncoderReranker
 
     def scaled(x: torch.Tensor) -> torch.Tensor:  # an untrained head's logits are tiny: spread them out
         return 400 * x
@@ -135,7 +135,7 @@ class LongestFirst(BaseDocumentCompressor):
 
 
 def test_compressor_and_callable_rerankers(fl: FinderLedge) -> None:
-    from finderledge.reranker import create_reranker
+    from finderledge.ranking.reranker import create_reranker
 
     fl.rerank_candidates = 4  # rerank exactly the fused top 4
     fused = fl.search(Q, k=4, rerank=False)

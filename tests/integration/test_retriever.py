@@ -73,7 +73,7 @@ def test_async_calls_take_the_same_per_call_options(ledger: FinderLedge) -> None
 
 
 def test_the_constructor_takes_k(ledger: FinderLedge) -> None:
-    from finderledge.retriever import FinderLedgeRetriever
+    from finderledge.rag.retriever import FinderLedgeRetriever
 
     assert len(FinderLedgeRetriever(ledger=ledger, k=3).invoke("password")) == 3
     with pytest.raises(ValueError):

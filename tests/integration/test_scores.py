@@ -14,8 +14,8 @@ from paths import DATASETS, dataset
 
 from finderledge import NO_CONTEXT, FinderLedge
 from finderledge.errors import ConfigurationError
-from finderledge.fusion import FusedHit
-from finderledge.relevance import (
+from finderledge.ranking.fusion import FusedHit
+from finderledge.ranking.relevance import (
     BackgroundCache,
     CorpusBackground,
     LedgerBackground,
@@ -93,7 +93,7 @@ def test_ordering_is_the_fusions(fl: FinderLedge, mode: str) -> None:
     for query in GOOD + NONSENSE:
         results = fl.search(query, search_mode=mode, k=10, score_threshold=None)
         background = LedgerBackground(
-            fl.engine.ledger, fl.keyword_store
+            fl.ledger, fl.keyword_store
         )  # adaptive fusion reads the corpus background
         reference = fl.finder.search(query, mode=mode, k=10, background=background)
         assert [r.id for r in results] == [h.id for h in reference]

@@ -183,7 +183,7 @@ def test_serve_profile_document_search(tmp_path: Path, monkeypatch: pytest.Monke
     design's variables read and command-line options winning."""
     import uvicorn
 
-    from finderledge.cli import main
+    from finderledge.cli.commands import main
     from finderledge.server.app import SERVE_ENV
     from finderledge.server.config import ENV_PREFIX
 

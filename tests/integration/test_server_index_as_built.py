@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from files import make_pdf
 
-from finderledge.answer import DEFAULT_PROMPTS, EXTRACTIVE_NOTE
+from finderledge.rag.answer import DEFAULT_PROMPTS, EXTRACTIVE_NOTE
 from finderledge.server import ServerConfig, create_app
 
 REFUNDS = "# Refunds\n\nRefunds are accepted within 30 days of purchase. Send the order number to support.\n"

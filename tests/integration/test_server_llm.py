@@ -103,7 +103,7 @@ def test_chat_models_from_a_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     """One public function builds the model a setting names; every bad setting is a ConfigurationError."""
     from langchain_openai import ChatOpenAI
 
-    from finderledge.llms import make_chat_model
+    from finderledge.rag.llms import make_chat_model
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):

@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.keys import KeyStore
 from finderledge.server.routes import PUBLIC_PATHS, ROUTE_MODULES, routers

@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
 
 from finderledge import ConfigurationError, FinderLedge
-from finderledge.answer import DEFAULT_PROMPTS, EXTRACTIVE_NOTE, Answer, AnswerPrompts, question_language
+from finderledge.rag.answer import DEFAULT_PROMPTS, EXTRACTIVE_NOTE, Answer, AnswerPrompts, question_language
 
 
 class Words(Embeddings):

@@ -13,7 +13,7 @@ import pytest
 
 from finderledge.ledgers.base import COMPLETE, ChunkRecord, DocumentRecord
 from finderledge.ledgers.sqlite import SAMPLE_SEEK_FACTOR, SQLiteLedger
-from finderledge.relevance import SAMPLE_SIZE, LedgerBackground
+from finderledge.ranking.relevance import SAMPLE_SIZE, LedgerBackground
 
 WORDS = ["solar", "battery", "storage", "grid", "wind", "turbine", "panel", "charge", "volt", "load"]
 

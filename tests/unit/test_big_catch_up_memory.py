@@ -23,10 +23,14 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from texts import paragraphs
 
-from finderledge import FinderLedge, catch_up, ingest, memory, replica
-from finderledge.overlay import VectorOverlay
-from finderledge.segments import SegmentWriter
-from finderledge.storage import Storage
+from finderledge import FinderLedge
+from finderledge.ingest import memory
+from finderledge.ingest import write as ingest
+from finderledge.replica import catch_up
+from finderledge.replica import core as replica
+from finderledge.replica.overlay import VectorOverlay
+from finderledge.storage.files import Storage
+from finderledge.storage.segments import SegmentWriter
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 
@@ -95,7 +99,7 @@ def test_release_free_memory_returns_freed_heap_to_the_system() -> None:
     code = textwrap.dedent(
         """
         import ctypes
-        from finderledge.memory import release_free_memory
+        from finderledge.ingest.memory import release_free_memory
         def rss():
             with open("/proc/self/statm") as f:
                 return int(f.read().split()[1]) * 4096 // 2**20

@@ -16,8 +16,10 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from texts import paragraphs
 
-from finderledge import FinderLedge, ingest, replica
+from finderledge import FinderLedge
+from finderledge.ingest import write as ingest
 from finderledge.ledgers import DocumentRecord
+from finderledge.replica import core as replica
 
 MARKER = "zqxj-start-of-the-big-file "
 

@@ -15,8 +15,11 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from texts import paragraphs
 
-from finderledge import FinderLedge, catch_up, ingest, replica
+from finderledge import FinderLedge
+from finderledge.ingest import write as ingest
 from finderledge.ledgers import SQLiteLedger
+from finderledge.replica import catch_up
+from finderledge.replica import core as replica
 
 
 def _text(count: int, seed: int = 7) -> str:

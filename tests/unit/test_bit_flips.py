@@ -102,7 +102,7 @@ def test_moved_aside_copies_are_bounded(
     built: tuple[Path, dict[str, Any], list[str]], tmp_path: Path
 ) -> None:
     """Damage found again and again keeps only the newest copies (KEEP_ASIDE), never fills the disk."""
-    from finderledge.replica import KEEP_ASIDE
+    from finderledge.replica.core import KEEP_ASIDE
 
     root = tmp_path / "index"
     shutil.copytree(built[0], root)

@@ -19,8 +19,8 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-import finderledge.ingest
-import finderledge.write_batches
+import finderledge.ingest.batches
+import finderledge.ingest.write
 from finderledge import FinderLedge
 from finderledge.ledgers.sqlite import SQLiteLedger
 
@@ -68,8 +68,8 @@ def test_the_writer_applies_its_own_commit_from_memory_and_gets_the_ledgers_inde
         ]
         assert fl.count()["chunks"] == 301
     with _open(tmp_path / "a", fake_embeddings) as fl:  # rebuilt from the ledger alone
-        fl.engine.replica.rebuild_index("keyword", "test: rebuilt from the ledger")
-        fl.engine.replica.rebuild_index("vector", "test: rebuilt from the ledger")
+        fl.replica.rebuild_index("keyword", "test: rebuilt from the ledger")
+        fl.replica.rebuild_index("vector", "test: rebuilt from the ledger")
         from_ledger = [
             [(h.id, round(h.score, 6)) for h in fl.search(q, k=5, search_mode=mode, filter={"pier": 3})]
             for q in ("ferry island 4 dawn", "pier 3")
@@ -81,7 +81,7 @@ def test_the_writer_applies_its_own_commit_from_memory_and_gets_the_ledgers_inde
 def test_documents_in_memory_are_written_in_fewer_larger_transactions(
     tmp_path: Path, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(finderledge.ingest, "STREAM_DOCUMENTS", 400)
+    monkeypatch.setattr(finderledge.ingest.write, "STREAM_DOCUMENTS", 400)
     commits = _count(monkeypatch, SQLiteLedger, "commit_write")
     folder = tmp_path / "notes"
     folder.mkdir()
@@ -119,7 +119,7 @@ def test_the_cache_is_written_per_second_of_embedding_work_and_on_failure(
         fl.add_texts(_texts(200))
         assert cheap.calls == 20 and caches == []  # milliseconds of work: no cache writes at all
 
-    monkeypatch.setattr(finderledge.write_batches, "CACHE_SECONDS", 0.25)
+    monkeypatch.setattr(finderledge.ingest.batches, "CACHE_SECONDS", 0.25)
     slow = _Slow(size=16, pause=0.1, fail_at=9)  # 8 batches of 0.1 s, then a failure
     with _open(tmp_path / "slow", slow, embedding_batch_size=10) as fl:
         with pytest.raises(RuntimeError, match="midway"):
@@ -141,7 +141,7 @@ def test_a_failed_commit_keeps_the_vectors_it_computed(
         def full(*args: Any, **kwargs: Any) -> int:
             raise OSError(28, "disk full")
 
-        monkeypatch.setattr(fl.engine.ledger, "commit_write", full)
+        monkeypatch.setattr(fl.ledger, "commit_write", full)
         with pytest.raises(OSError, match="disk full"):
             fl.add_texts(_texts(50))
         monkeypatch.undo()

@@ -15,9 +15,9 @@ import pytest
 from filelock import FileLock
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-import finderledge.calibration as calibration_module
+import finderledge.ranking.calibration as calibration_module
 from finderledge import FinderLedge
-from finderledge.calibration import CALIBRATION_LOCK, INFO_KEY, Calibration
+from finderledge.ranking.calibration import CALIBRATION_LOCK, INFO_KEY, Calibration
 
 
 class SlowEmbeddings(DeterministicFakeEmbedding):

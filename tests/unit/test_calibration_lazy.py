@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-import finderledge.calibration as calibration_module
+import finderledge.ranking.calibration as calibration_module
 from finderledge import FinderLedge
-from finderledge.calibration import INFO_KEY, Calibration
+from finderledge.ranking.calibration import Calibration
 
 
 def _texts(start: int, n: int) -> list[str]:
@@ -49,7 +49,7 @@ def test_a_bulk_build_calibrates_once_when_its_writes_pause(
     with _open(tmp_path / "ix", fake_embeddings) as fl:
         for start in range(0, 1000, 200):  # each call moves the corpus by more than a quarter
             fl.add_texts(_texts(start, 200))
-        assert measured == [] and fl.engine.ledger.get_info(INFO_KEY) is None
+        assert measured == [] and fl.calibration is None
         trace = fl.search("orchard pear trees").trace  # the search does not measure it
         assert measured == [] and trace.calibration_pending
         assert fl.wait_for_calibration(timeout=120)
@@ -85,7 +85,7 @@ def test_a_writer_that_never_searches_calibrates_at_close(
     reader = _open(tmp_path / "ix", fake_embeddings)
     try:
         reader.search("orchard")  # another process reads the stored gates; it measures nothing
-        assert Calibration.from_json(reader.engine.ledger.get_info(INFO_KEY)).corpus_size == 600
+        assert reader.calibration.corpus_size == 600
     finally:
         reader.close()
     assert measured == [600]

@@ -44,14 +44,14 @@ def test_calibration_draws_a_sample_not_every_chunk_id(
 ) -> None:
     """The pseudo-queries come from a sample of the ledger (an index seek per chunk drawn), so calibrating a
     large corpus does not read and sort every chunk id (issue 29: 0.4 s at 100k chunks, 4 s at 1M)."""
-    from finderledge import calibration
+    from finderledge.ranking import calibration
 
     monkeypatch.setattr(calibration, "DRAW_FACTOR", 1)  # 200 drawn: seeks from 800 chunks on, not 6,400
     reads: list[int] = []
     real = SQLiteLedger.complete_chunk_ids
 
     def counting(self: SQLiteLedger, *args: Any, **kwargs: Any) -> Any:
-        if any(frame.filename.endswith("calibration.py") for frame in inspect.stack()):
+        if any(frame.filename.endswith("ranking/calibration.py") for frame in inspect.stack()):
             reads.append(1)  # by the calibrator (a new index compares id sets once: not counted)
         return real(self, *args, **kwargs)
 
@@ -78,6 +78,6 @@ def test_calibration_draws_a_sample_not_every_chunk_id(
     with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
         fl.add_texts(texts)
         assert fl.wait_for_calibration(timeout=120)  # the calibration due after the write (in the background)
-        stored = fl.engine.ledger.get_info(calibration.INFO_KEY)
+        stored = fl.calibration
     assert stored is not None, "the corpus was calibrated"
     assert reads == [], "calibrating read every chunk id"

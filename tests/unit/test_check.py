@@ -14,7 +14,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 
 TEXTS = [f"Note {i} about {w}." for i, w in enumerate(["glaciers", "tides", "passwords", "orchards"] * 5)]
 

@@ -65,7 +65,7 @@ def test_a_streamed_big_file_is_refused_in_its_counting_pass(
 ) -> None:
     """A long plain text is written window by window; the limit stops it while its chunks are counted, before
     any window is embedded or staged."""
-    from finderledge import ingest
+    from finderledge.ingest import write as ingest
 
     monkeypatch.setattr(ingest, "STREAM_DOCUMENT_CHARS", 5_000)
     monkeypatch.setattr(ingest, "STREAM_WINDOW_CHARS", 3_000)

@@ -8,7 +8,7 @@ import pytest
 
 from finderledge.config import Settings
 from finderledge.errors import ConfigurationError
-from finderledge.pg_connection import libpq_url, safe_name, scrub
+from finderledge.storage.postgres import libpq_url, safe_name, scrub
 
 pytest.importorskip("psycopg")
 

@@ -23,7 +23,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
 from finderledge.errors import IncompatibleIndexError, UnsafePathError
-from finderledge.storage import Storage
+from finderledge.storage.files import Storage
 
 TEXTS = ["Glaciers retreat in warm summers.", "Password reset links expire after one hour."]
 COMMON = ["ledger.sqlite3", "write.lock", "write.lock.owner", "bm25"]

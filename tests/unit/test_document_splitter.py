@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from langchain_core.documents import Document
 
-from finderledge.document_splitter import DocumentSplitter, child_id, weighted_length
+from finderledge.ingest.splitter import DocumentSplitter, child_id, weighted_length
 from finderledge.metadata import FL_KEY
 
 JA = (

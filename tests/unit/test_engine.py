@@ -18,11 +18,12 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from finderledge import FinderLedge, Settings
 from finderledge.engine import Engine, open_engine
 from finderledge.errors import ConfigurationError, IncompatibleIndexError
-from finderledge.ingest import IngestReport, Writer
-from finderledge.langchain_vectorstore import FinderLedgeVectorStore
+from finderledge.ingest.write import IngestReport, Writer
 from finderledge.ledgers.sqlite import SQLiteLedger
-from finderledge.protocols import SearchableLedger
-from finderledge.searching import Searcher
+from finderledge.rag import protocols
+from finderledge.rag.protocols import SearchableLedger
+from finderledge.rag.vectorstore import FinderLedgeVectorStore
+from finderledge.ranking.search import Searcher
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,31 +93,68 @@ def test_the_facade_exposes_its_engine_and_shares_its_parts(tmp_path: Path, fake
         assert isinstance(fl, SearchableLedger)
         assert fl.settings is engine.settings and fl.finder is engine.finder
         assert fl.persist_directory == engine.directory
+        # the read accessors tests and tools use instead of the engine's shape (fl.engine.ledger …)
+        assert fl.ledger is engine.ledger and fl.replica is engine.replica
+        assert (
+            fl.write_lock is engine.write_lock
+            and fl.model_id == engine.model_id == "DeterministicFakeEmbedding"
+        )
+        assert fl.calibration is None  # nothing measured yet: reading it measures nothing
         fl.rerank_candidates = 7  # the facade's setters change the engine the read path uses
-        assert engine.rerank_candidates == 7
+        assert engine.settings.rerank_candidates == 7
         fl.add_texts(["alpha beta", "gamma delta"])
         assert engine.ledger.counts()["documents"] == 2 == len(fl)
     assert engine.closed
 
 
-def test_the_facade_cluster_has_no_import_cycle_and_no_private_reach_in() -> None:
+def _code_shape() -> Any:
     spec = importlib.util.spec_from_file_location("code_shape", ROOT / "benchmarks" / "code_shape.py")
     assert spec is not None and spec.loader is not None
     shape = importlib.util.module_from_spec(spec)
     sys.modules["code_shape"] = shape
     spec.loader.exec_module(shape)
-    figures = shape.scan(ROOT / "src")
+    return shape
+
+
+def test_the_facade_cluster_has_no_import_cycle_and_no_private_reach_in() -> None:
+    figures = _code_shape().scan(ROOT / "src")
     assert figures["cycles"] == []
     assert figures["slf001"] == 0
+
+
+def test_code_shape_counts_lazy_imports_and_imports_by_name(tmp_path: Path) -> None:
+    """A cycle closed inside a function or by ``importlib.import_module`` with a constant name is a cycle;
+    ``from pkg import sub`` depends on the submodule, not on the package's ``__init__``."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import top\n", encoding="utf-8")
+    (pkg / "top.py").write_text("from .sub import leaf\n", encoding="utf-8")
+    (pkg / "sub" / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "sub" / "leaf.py").write_text(
+        "import importlib\n\ndef f():\n    return importlib.import_module('..top', __package__)\n",
+        encoding="utf-8",
+    )
+    (pkg / "sub" / "lazy.py").write_text("def g():\n    from .. import top\n", encoding="utf-8")
+    (pkg / "sub" / "other.py").write_text(
+        "import importlib\nimportlib.import_module('pkg.sub.lazy')\n", encoding="utf-8"
+    )
+    (pkg / "top2.py").write_text("from .sub import other\n", encoding="utf-8")
+    figures = _code_shape().scan(tmp_path)
+    assert figures["cycles"] == [["pkg.sub.leaf", "pkg.top"]]  # by name, inside a function
+    (pkg / "sub" / "leaf.py").write_text("X = 1\n", encoding="utf-8")
+    (pkg / "sub" / "lazy.py").write_text("def g():\n    from .. import top2\n", encoding="utf-8")
+    assert _code_shape().scan(tmp_path)["cycles"] == [["pkg.sub.lazy", "pkg.sub.other", "pkg.top2"]]
 
 
 class _OtherModel(DeterministicFakeEmbedding):
     """Another model class: its recorded id differs from the directory's."""
 
 
-def test_the_langchain_store_finds_the_facade_by_name(tmp_path: Path, fake_embeddings: Any) -> None:
-    """The store and the facade make each other without importing each other: ``from_texts`` makes a
-    FinderLedge, and the store still refuses anything else as its ledger."""
+def test_the_langchain_store_opens_the_ledger_class_the_facade_gave(
+    tmp_path: Path, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store and the facade make each other without the store importing the facade: ``from_texts`` opens
+    the class the facade gave ``rag.protocols`` (FinderLedge), and the store refuses anything else as its ledger."""
     store = FinderLedgeVectorStore.from_texts(
         ["alpha beta", "gamma delta"],
         fake_embeddings,
@@ -130,6 +168,9 @@ def test_the_langchain_store_finds_the_facade_by_name(tmp_path: Path, fake_embed
         store.ledger.close()
     with pytest.raises(ConfigurationError, match="expected a FinderLedge"):
         FinderLedgeVectorStore(store.ledger.engine)  # type: ignore[arg-type]
+    monkeypatch.setattr(protocols, "_ledger_class", [])  # a process that never imported the facade
+    with pytest.raises(ConfigurationError, match="from finderledge import FinderLedge"):
+        FinderLedgeVectorStore.from_texts(["alpha"], fake_embeddings, env_file=None)
 
 
 def test_every_setting_is_a_keyword_argument_of_the_facade() -> None:

@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 import pytest
 
-from finderledge.segments import SegmentFiles
+from finderledge.storage.segments import SegmentFiles
 from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
 
 D = 8

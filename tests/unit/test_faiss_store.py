@@ -1,15 +1,14 @@
-"""FaissVectorStore persistence: round trips, incremental flushes, merging, crash safety, corruption, format 1."""
+"""FaissVectorStore persistence: round trips, incremental flushes, merging, crash safety, corruption."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import faiss
 import numpy as np
 import pytest
 
-from finderledge.durable import manifest_checksum
 from finderledge.errors import IncompatibleIndexError, IndexCorruptError
+from finderledge.storage.durable import manifest_checksum
 from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
 
 D = 8
@@ -655,10 +654,9 @@ def test_verify_checks_the_vectors_crc(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-3] ^= 0xFF  # same size, same shape: only the CRC tells
     path.write_bytes(bytes(data))
-    # every vector is read at open anyway: the CRC32 is checked by default (a flip was NaN rows before)
-    for verify in (False, True):
-        with pytest.raises(VectorIndexCorruptError, match="checksum"):
-            FaissVectorStore(root, dimension=D, verify=verify)
+    # every vector is read at open anyway: the CRC32 is always checked (a flip was NaN rows before)
+    with pytest.raises(VectorIndexCorruptError, match="checksum"):
+        FaissVectorStore(root, dimension=D)
 
 
 def test_dimension_mismatch_is_incompatible(tmp_path: Path) -> None:
@@ -668,99 +666,3 @@ def test_dimension_mismatch_is_incompatible(tmp_path: Path) -> None:
     store.flush()
     with pytest.raises(IncompatibleIndexError, match="dimension"):
         FaissVectorStore(root, dimension=D * 2)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Format 1 (index.faiss + entries.json)
-# ---------------------------------------------------------------------------------------------------
-def _legacy_rows(rng: np.random.Generator, n: int) -> Iterator[tuple[str, np.ndarray, dict[str, Any]]]:
-    for i in range(n):
-        yield f"old{i}", _vectors(rng, 1)[0], {"group": i % 3, "tag": "ab"[i % 2]}
-
-
-def _write_format_1(
-    path: Path, d: int, adds: list[tuple[str, np.ndarray, dict[str, Any]]], deletes: list[str]
-) -> Any:
-    """Build an index as the format 1 store did (add/delete semantics and ``flush`` copied from it)."""
-    index = faiss.IndexIDMap2(faiss.IndexFlatIP(d))
-    int_of: dict[str, int] = {}
-    meta: dict[str, dict[str, Any]] = {}
-    nxt = 0
-    for sid, vec, md in adds:
-        if sid in int_of:
-            index.remove_ids(faiss.IDSelectorBatch(np.array([int_of.pop(sid)], dtype=np.int64)))
-        v = _normalised(vec.reshape(1, -1))
-        index.add_with_ids(v, np.array([nxt], dtype=np.int64))
-        int_of[sid], meta[sid] = nxt, dict(md)
-        nxt += 1
-    for sid in deletes:
-        index.remove_ids(faiss.IDSelectorBatch(np.array([int_of.pop(sid)], dtype=np.int64)))
-        meta.pop(sid)
-    # the format 1 ``flush``:
-    path.mkdir(parents=True, exist_ok=True)
-    raw = faiss.serialize_index(index).tobytes()
-    ids = list(int_of)
-    entries = {
-        "format": 1,
-        "dimension": d,
-        "sha256": hashlib.sha256(raw).hexdigest(),
-        "next": nxt,
-        "ids": ids,
-        "int_ids": [int_of[i] for i in ids],
-        "metadatas": [meta[i] for i in ids],
-    }
-    (path / "index.faiss").write_bytes(raw)
-    (path / "entries.json").write_bytes(json.dumps(entries, ensure_ascii=False).encode("utf-8"))
-    str_of = {v: k for k, v in int_of.items()}
-
-    def search(q: np.ndarray, k: int) -> list[tuple[str, float]]:
-        query = np.asarray(q, dtype=np.float32).reshape(1, -1)
-        query = query / max(float(np.linalg.norm(query)), 1e-12)
-        scores, found = index.search(query, min(k, index.ntotal))
-        return [(str_of[int(i)], float(s)) for s, i in zip(scores[0], found[0]) if i >= 0]
-
-    return search
-
-
-def test_format_1_opens_and_is_converted_on_flush(tmp_path: Path) -> None:
-    rng = np.random.default_rng(13)
-    root = tmp_path / "f"
-    adds = list(_legacy_rows(rng, 120))
-    adds += [("old7", adds[0][1], {"group": 1}), ("old8", adds[0][1], {"group": 1})]  # upserts, and a tie
-    old_search = _write_format_1(root, D, adds, deletes=["old3", "old50"])
-    store = FaissVectorStore(root, dimension=D)
-    assert len(store) == 118 and "old3" not in store.ids()
-    queries = [*_vectors(rng, 5), adds[0][1]]
-    for q in queries:
-        assert store.search(q, 10) == old_search(q, 10)
-    final_meta = {sid: md for sid, _, md in adds}
-    for q in queries:
-        assert store.search(q, 200, {"group": 1}) == [
-            h for h in old_search(q, 200) if final_meta[h[0]]["group"] == 1
-        ]
-    before = _state(store)
-    reopened_before_flush = FaissVectorStore(root, dimension=D)  # opening alone changes nothing
-    assert _state(reopened_before_flush) == before
-    assert (root / "index.faiss").exists() and not (root / "manifest.json").exists()
-
-    _fill(store, None, ["fresh"], rng)
-    store.flush()
-    assert not (root / "index.faiss").exists() and not (root / "entries.json").exists()
-    assert (root / "manifest.json").exists() and _unreferenced(root) == set()
-    reopened = FaissVectorStore(root, dimension=D)
-    assert _state(reopened) == _state(store)
-    for q in queries:
-        assert [h for h in reopened.search(q, 200) if h[0] != "fresh"] == old_search(q, 200)
-
-
-def test_format_1_damage_and_dimension(tmp_path: Path) -> None:
-    rng = np.random.default_rng(14)
-    root = tmp_path / "f"
-    _write_format_1(root, D, list(_legacy_rows(rng, 10)), deletes=[])
-    with pytest.raises(IncompatibleIndexError):
-        FaissVectorStore(root, dimension=D + 1)
-    raw = (root / "index.faiss").read_bytes()
-    (root / "index.faiss").write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(VectorIndexCorruptError) as info:
-        FaissVectorStore(root, dimension=D)
-    assert isinstance(info.value, IndexCorruptError)

@@ -16,9 +16,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finderledge.adaptive import evidence_fusion
-from finderledge.fusion import FusedHit, Ranking, collect_hits, fuse, sorted_hits
-from finderledge.relevance import score_hits
+from finderledge.ranking.adaptive import evidence_fusion
+from finderledge.ranking.fusion import FusedHit, Ranking, collect_hits, fuse, sorted_hits
+from finderledge.ranking.relevance import score_hits
 
 # -- the reference: the plain way (every candidate a FusedHit: fusion.collect_hits, sorted_hits) ----------
 

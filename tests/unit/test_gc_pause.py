@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from finderledge import FinderLedge, ingest
+from finderledge import FinderLedge
 from finderledge.document_loader import DocumentLoader
-from finderledge.gc_pause import cyclic_gc_paused
+from finderledge.ingest import write as ingest
+from finderledge.ingest.gc_pause import cyclic_gc_paused
 
 
 class _Watching(DeterministicFakeEmbedding):

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.documents import Document
 
 from finderledge import FinderLedge
-from finderledge.ingest import Checkpointer
+from finderledge.ingest.write import Checkpointer
 
 
 def _interrupt(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> None:

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from finderledge.checking import check_directory
 from finderledge.errors import IncompatibleIndexError
 from finderledge.ledgers import SQLiteLedger
 from finderledge.ledgers.base import ChunkRecord, DocumentRecord, check_schema_version, content_id
 from finderledge.ledgers.rows import dumps_metadata
 from finderledge.ledgers.sqlite import SQLITE_SCHEMA_VERSION
 from finderledge.metadata import FL_KEY, child_id
+from finderledge.replica.checking import check_directory
 
 DIM = 8
 

@@ -17,9 +17,10 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from finderledge import FinderLedge
-from finderledge.adaptive import leg_weights
-from finderledge.calibration import (
-    INFO_KEY,
+from finderledge.evaluation import evaluate, format_report
+from finderledge.keyword_store import KeywordStore
+from finderledge.ranking.adaptive import leg_weights
+from finderledge.ranking.calibration import (
     MIN_QUERIES,
     PRIOR_MIN,
     Calibration,
@@ -27,8 +28,6 @@ from finderledge.calibration import (
     leg_priors,
     without_sentence,
 )
-from finderledge.evaluation import evaluate, format_report
-from finderledge.keyword_store import KeywordStore
 
 DIM = 256
 
@@ -169,7 +168,7 @@ def test_a_paraphrasing_corpus_gets_a_vector_prior_visible_in_trace_and_eval(tmp
     try:
         fl.add_texts(_paraphrasing_corpus())
         assert fl.wait_for_calibration(timeout=120)  # the calibration the write made due (in the background)
-        calibration = Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY))
+        calibration = fl.calibration
         assert calibration is not None
         g = calibration.groups["all"]
         assert g.gates == {"vector": 1.0, "keyword": 1.0}
@@ -213,7 +212,7 @@ def test_a_corpus_where_the_legs_are_alike_keeps_priors_near_one(tmp_path: Path)
     try:
         fl.add_texts(texts)
         assert fl.wait_for_calibration(timeout=120)  # the calibration the write made due (in the background)
-        g = Calibration.from_json(fl.engine.ledger.get_info(INFO_KEY)).groups["all"]
+        g = fl.calibration.groups["all"]
         assert g.held_out_mrr["keyword"] > 0.9 and g.held_out_mrr["vector"] > 0.9
         assert g.priors["vector"] == pytest.approx(1.0, abs=0.1)
     finally:

@@ -19,7 +19,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
-from finderledge.finder import leg_thread_cores
+from finderledge.ranking.finder import leg_thread_cores
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 

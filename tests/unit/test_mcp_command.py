@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from finderledge.cli import main
-from finderledge.mcp_server import stamp_of
+from finderledge.cli.commands import main
+from finderledge.mcp.server import stamp_of
 
 
 def test_a_missing_sdk_names_the_extra(
@@ -32,7 +32,7 @@ def test_a_bad_base_filter_is_refused(value: str, tmp_path: Path, capsys: pytest
 def test_the_command_line_does_not_import_the_server() -> None:
     import subprocess
 
-    code = "import sys, finderledge.cli; print('finderledge.mcp_server' in sys.modules, 'mcp' in sys.modules)"
+    code = "import sys, finderledge.cli.commands; print('finderledge.mcp.server' in sys.modules, 'mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]  # only `finderledge mcp` pays for the SDK and the tools
 

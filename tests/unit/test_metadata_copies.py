@@ -8,7 +8,7 @@ import numpy as np
 from lazy_metadata import FreshDicts
 
 from finderledge.metadata import copies_per_object
-from finderledge.overlay import VectorOverlay
+from finderledge.replica.overlay import VectorOverlay
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from finderledge import ConfigurationError, FinderLedge
-from finderledge.mmr import mmr_order
+from finderledge.ranking.mmr import mmr_order
 
 
 class Words(Embeddings):

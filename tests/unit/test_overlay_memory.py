@@ -8,7 +8,7 @@ import tracemalloc
 
 import numpy as np
 
-from finderledge.overlay import VectorOverlay
+from finderledge.replica.overlay import VectorOverlay
 
 
 def test_the_overlay_keeps_one_copy_of_its_vectors_after_stacking_them() -> None:

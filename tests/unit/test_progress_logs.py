@@ -12,7 +12,7 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge, progress
-from finderledge.cli import main
+from finderledge.cli.commands import main
 from finderledge.evaluation import EvaluationInterrupted, evaluate
 from finderledge.progress import PROGRESS_LOGGER, ProgressLog, heartbeat
 
@@ -228,8 +228,8 @@ def test_a_bar_is_drawn_only_on_a_terminal_wide_enough() -> None:
 def test_a_keyword_index_build_interrupted_says_so(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from finderledge import changes
     from finderledge.ledgers import ChunkRecord
+    from finderledge.replica import changes
 
     monkeypatch.setattr(progress, "INTERVAL", 0.0)
     monkeypatch.setattr(changes, "PROGRESS_ABOVE", 3)

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from finderledge import FinderLedge
-from finderledge.ingest import SAVE_SHARE, SAVE_SMALL
+from finderledge.ingest.write import SAVE_SHARE, SAVE_SMALL
 from finderledge.keyword_store import KeywordStore
-from finderledge.overlay import VectorOverlay
-from finderledge.replica import Checkpoint
+from finderledge.replica.core import Checkpoint
+from finderledge.replica.overlay import VectorOverlay
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -61,7 +61,7 @@ def test_a_bulk_build_writes_the_indexes_far_less_often_than_it_commits(
         fl.add_texts(_texts(0, 4000))  # 16 commits of 256 documents
         during = flushes.count("KeywordStore")
         assert during < 16, f"the BM25 index was written {during} times for 16 commits (once per commit)"
-        backlog = max(leg.pending for leg in fl.engine.replica.local_legs())
+        backlog = max(leg.pending for leg in fl.replica.local_legs())
         assert backlog < SAVE_SHARE * 4000, "the changes not yet written exceed the share a crash replays"
         top = fl.search("harbour 3999 lighthouse", search_mode="keyword", k=1)[0]
         assert top.document.page_content.startswith("Record 3999 ")
@@ -69,9 +69,7 @@ def test_a_bulk_build_writes_the_indexes_far_less_often_than_it_commits(
         fl.close()  # writes what was left
     reopened = _open(tmp_path / "ix", fake_embeddings)
     try:
-        assert (
-            Checkpoint.read(reopened.engine.ledger, "index:keyword").seq == reopened.engine.ledger.last_seq()
-        )
+        assert Checkpoint.read(reopened.ledger, "index:keyword").seq == reopened.ledger.last_seq()
     finally:
         reopened.close()
 
@@ -88,8 +86,8 @@ def test_one_document_added_to_a_large_index_writes_only_the_ledger_and_close_wr
         fl.search("harbour", k=1)  # both legs loaded
         (added,) = fl.add_texts(["A zeppelin moored above the quiet harbour."])
         assert flushes == [], "adding one document to a large index wrote an index"
-        record = Checkpoint.read(fl.engine.ledger, "index:keyword")
-        assert record is not None and record.seq < fl.engine.ledger.last_seq()
+        record = Checkpoint.read(fl.ledger, "index:keyword")
+        assert record is not None and record.seq < fl.ledger.last_seq()
         for mode in ("keyword", "vector", "hybrid"):  # searchable at once, in every leg
             hits = fl.search("zeppelin moored", search_mode=mode, k=n + 1)
             assert added in {h.parent_id for h in hits}, mode
@@ -99,9 +97,7 @@ def test_one_document_added_to_a_large_index_writes_only_the_ledger_and_close_wr
     assert "KeywordStore" in flushes and "FaissVectorStore" in flushes
     reopened = _open(tmp_path / "ix", fake_embeddings)
     try:
-        assert (
-            Checkpoint.read(reopened.engine.ledger, "index:keyword").seq == reopened.engine.ledger.last_seq()
-        )
+        assert Checkpoint.read(reopened.ledger, "index:keyword").seq == reopened.ledger.last_seq()
     finally:
         reopened.close()
 
@@ -148,8 +144,8 @@ def test_a_writer_killed_before_writing_the_indexes_loses_nothing(
             }
             assert set(added) <= found, mode
             assert first[0] not in found, mode
-        assert fl.vector_store.ids() | set(fl.engine.replica.overlay.ids) >= set(
-            fl.engine.ledger.complete_chunk_ids()
+        assert fl.vector_store.ids() | set(fl.replica.overlay.ids) >= set(
+            fl.ledger.complete_chunk_ids()
         )  # every chunk in the vector leg (base or replayed overlay)
     finally:
         fl.close()

@@ -18,8 +18,8 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
-from finderledge.durable import manifest_checksum
 from finderledge.errors import IndexCorruptError, LedgerCorruptError
+from finderledge.storage.durable import manifest_checksum
 from finderledge.vector_stores.faiss import FaissVectorStore
 
 TEXTS = [

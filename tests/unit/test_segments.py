@@ -1,4 +1,4 @@
-"""The segment layer both on-disk indexes share (``finderledge.segments``): its merge policy, the one door
+"""The segment layer both on-disk indexes share (``finderledge.storage.segments``): its merge policy, the one door
 every index file is opened through, and a FAISS flush that never holds a second copy of the matrix."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from finderledge.errors import IndexCorruptError
 from finderledge.keyword_store import KeywordIndexCorruptError, KeywordStore
-from finderledge.segments import plan_merges, tier
+from finderledge.storage.segments import plan_merges, tier
 from finderledge.vector_stores.faiss import FaissVectorStore, VectorIndexCorruptError
 
 

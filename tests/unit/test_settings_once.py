@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from finderledge import Finder, Settings, fusion, scripts
+from finderledge import Finder, Settings, scripts
 from finderledge.config import ANY_SCRIPTS, SEARCH_MODES
 from finderledge.errors import ConfigurationError
+from finderledge.ranking import fusion
 from finderledge.registry import Registry
 
 
@@ -73,7 +74,8 @@ def _choices(parser: argparse.ArgumentParser, command: str, option: str) -> list
 
 
 def test_the_cli_offers_every_registered_vector_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from finderledge import cli, vector_stores
+    from finderledge import vector_stores
+    from finderledge.cli import commands as cli
 
     backends: Registry[Any] = Registry("vector backend", "vector_store")  # the built-ins, and one more
     for name in vector_stores.backend_names():
@@ -96,7 +98,8 @@ def test_the_cli_offers_every_registered_vector_backend(monkeypatch: pytest.Monk
 def test_the_cli_and_evaluation_offer_the_search_modes_of_settings() -> None:
     import inspect
 
-    from finderledge import cli, evaluation
+    from finderledge import evaluation
+    from finderledge.cli import commands as cli
 
     parser = cli.build_parser()
     assert tuple(_choices(parser, "search", "--mode")) == SEARCH_MODES
@@ -115,3 +118,39 @@ def test_fixed_fusions_come_from_one_table_that_settings_and_fuse_share() -> Non
         ConfigurationError, match=r"setting 'fusion': expected one of \['rrf', 'relative_score', 'dbsf'\]"
     ):
         fusion.fuse("borda", ranking)
+
+
+def test_the_reranker_settings_are_settings_declared_once(tmp_path: Any) -> None:
+    """rerank_candidates and reranker_on_error: a default, a rule and an environment variable in Settings only."""
+    import inspect
+
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from finderledge import FinderLedge
+    from finderledge.engine import open_engine
+    from finderledge.reranker import create_reranker
+
+    assert (Settings().rerank_candidates, Settings().reranker_on_error) == (20, "warn")
+    for name in ("rerank_candidates", "reranker_on_error"):  # the facade passes None: Settings decides
+        assert inspect.signature(FinderLedge).parameters[name].default is None
+        assert name not in inspect.signature(open_engine).parameters
+    assert _settings_error(rerank_candidates=0) == (
+        "setting 'rerank_candidates': expected an integer >= 1, got 0"
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        create_reranker(None, on_error="ignore")
+    assert str(refused.value) == _settings_error(reranker_on_error="ignore")
+    env = tmp_path / ".env"
+    env.write_text("FINDERLEDGE_RERANK_CANDIDATES=7\n", encoding="utf-8")
+    with FinderLedge(embedding=DeterministicFakeEmbedding(size=8), env_file=env) as fl:
+        assert fl.rerank_candidates == fl.settings.rerank_candidates == 7
+        fl.rerank_candidates = 9  # the setter replaces the setting, checked by the same rule
+        assert fl.settings.rerank_candidates == 9
+        with pytest.raises(ConfigurationError, match="'rerank_candidates'"):
+            fl.rerank_candidates = 0
+        assert fl.settings.rerank_candidates == 9
+    env.write_text("FINDERLEDGE_RERANKER_ON_ERROR=ignore\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigurationError, match=r"'reranker_on_error' \(from FINDERLEDGE_RERANKER_ON_ERROR in "
+    ):
+        FinderLedge(embedding=DeterministicFakeEmbedding(size=8), env_file=env)

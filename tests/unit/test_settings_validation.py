@@ -305,7 +305,7 @@ def test_nan_weight_never_reaches_the_scores() -> None:
         fl.close()
 
 
-@pytest.mark.parametrize("bad", [True, 0, -1, 2.5, "20"])
+@pytest.mark.parametrize("bad", [True, 0, -1, 2.5, "twenty"])
 def test_rerank_candidates_must_be_a_positive_int(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match="rerank_candidates"):
         FinderLedge(embedding=DeterministicFakeEmbedding(size=8), rerank_candidates=bad, env_file=None)

@@ -17,7 +17,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 
 import finderledge.facade
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 from finderledge.document_loader import DocumentLoader
 
 EMBEDDING = DeterministicFakeEmbedding(size=16)

@@ -20,9 +20,9 @@ import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from finderledge import FinderLedge
-from finderledge.cli import main
+from finderledge.cli.commands import main
 from finderledge.errors import IndexCorruptError
-from finderledge.seals import SEAL_FILE, Seal
+from finderledge.storage.seals import SEAL_FILE, Seal
 
 TEXTS = [
     "Glaciers retreat in warm summers.",

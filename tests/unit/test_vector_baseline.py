@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from finderledge.relevance import sample_background, vector_evidence
+from finderledge.ranking.relevance import sample_background, vector_evidence
 
 
 def _equicorrelated(n: int, c: float, dim: int = 64) -> np.ndarray:

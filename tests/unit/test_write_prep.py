@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 
-import finderledge.ingest as ingest_module
-from finderledge import FinderLedge, write_batches
+import finderledge.ingest.write as ingest_module
+from finderledge import FinderLedge
 from finderledge.document_loader import sniff
-from finderledge.document_splitter import DocumentSplitter, child_id, weighted_length
+from finderledge.ingest import batches as write_batches
+from finderledge.ingest.splitter import DocumentSplitter, child_id, weighted_length
 
 pytestmark = pytest.mark.unit
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from ..paths import cache_root
 from ..progress import heartbeat
+from ..storage.paths import cache_root
 from .loading import BackgroundLoad
 from .names import ONNX_ALIASES
 from .names import ONNX_MODEL_NAME as MODEL_NAME

@@ -12,7 +12,7 @@ Design (Lucene-like, small), one module per part of the data path:
   chunk count are maintained on every write, so IDF and the average length always describe the live corpus.
 * :mod:`.partitions`: per-partition statistics for searches pinned to one value of a ``partition_key``.
 * :mod:`.files`: the on-disk format (``docs/keyword_store.md``), kept through the segment layer shared with
-  the FAISS store (:mod:`finderledge.segments`: manifest, tombstones, **tiered merging**, garbage
+  the FAISS store (:mod:`finderledge.storage.segments`: manifest, tombstones, **tiered merging**, garbage
   collection), so each chunk is rewritten O(log n) times and the number of segments stays O(log n).
 * :mod:`.store`: :class:`KeywordStore`, which ties them together under one lock.
 """

@@ -1,7 +1,7 @@
 """The live chunks of a keyword index: segments, the buffer, where each id lives and the live totals.
 
 Every write goes through :class:`Corpus` (no lock, no files: :class:`~.store.KeywordStore` holds the lock
-and persists it).  Merging follows the shared tiered policy of :mod:`finderledge.segments`.
+and persists it).  Merging follows the shared tiered policy of :mod:`finderledge.storage.segments`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from ..segments import needs_rewrite, plan_merges, segment_name
+from ..storage.segments import needs_rewrite, plan_merges, segment_name
 from .files import Opened
 from .segment import Buffer, PreparedBatch, Segment, build_segment, merge_segments
 
@@ -137,7 +137,7 @@ class Corpus:
         self._changed()
 
     def merge(self) -> None:
-        """Tombstone compaction, then tiered merging (:func:`finderledge.segments.plan_merges`): bounded
+        """Tombstone compaction, then tiered merging (:func:`finderledge.storage.segments.plan_merges`): bounded
         work, amortised over writes."""
         for seg in list(self.segments):
             if seg.n_docs and seg.n_live == 0:

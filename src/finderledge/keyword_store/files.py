@@ -1,4 +1,4 @@
-"""The keyword index on disk, kept through the shared segment layer (:mod:`finderledge.segments`).
+"""The keyword index on disk, kept through the shared segment layer (:mod:`finderledge.storage.segments`).
 
 A segment is ``indptr.npy``/``docs.npy``/``tfs.npy``/``lens.npy`` (memory-mapped at open) and
 ``terms.json``/``ids.json``/``meta.json``; the manifest records the BM25 counters and the tokenizer.  The
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..segments import (
+from ..storage.segments import (
     DELETES_DIR,
     FileInfo,
     SegmentFiles,

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import IndexCorruptError
-from ..integrity import parse_json
 from ..metadata import copies_per_object, share_equal
-from ..storage import checksum
+from ..storage.files import checksum
+from ..storage.integrity import parse_json
 
 __all__ = [
     "Buffer",

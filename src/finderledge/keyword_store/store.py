@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..integrity import corrupt_on_error
 from ..partitions import PartitionFilter, partition_of, partitions_of
-from ..segments import MANIFEST, SegmentFiles
-from ..storage import index_folder
+from ..storage.files import index_folder
+from ..storage.integrity import corrupt_on_error
+from ..storage.segments import MANIFEST, SegmentFiles
 from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
 from .corpus import Corpus
 from .files import manifest_body, open_index, save_segments

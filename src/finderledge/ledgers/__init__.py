@@ -41,7 +41,7 @@ __all__ = [
 def open_ledger(settings: Settings, path: Path | None) -> Ledger:
     """The ledger the settings name: PostgreSQL at ``database_url``, else SQLite at ``path`` (None: memory)."""
     if settings.database_url is not None:
-        from ..pg_connection import require_psycopg
+        from ..storage.postgres import require_psycopg
         from .postgres import PostgresLedger
 
         require_psycopg("database_url")

@@ -2,7 +2,7 @@
 
 The ledger is the single source of truth: documents, their chunks (texts, metadata, vectors), a change
 log numbering every write (``seq``), recorded settings and the embedding cache.  Indexes are derived from
-it (see :mod:`finderledge.replica`).  Two implementations: :class:`~finderledge.ledgers.sqlite.SQLiteLedger`
+it (see :mod:`finderledge.replica.core`).  Two implementations: :class:`~finderledge.ledgers.sqlite.SQLiteLedger`
 (a file in the persist directory) and :class:`~finderledge.ledgers.postgres.PostgresLedger` (a database
 many machines share).
 """
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IncompatibleIndexError
-from ..relevance import sample_key
+from ..ranking.relevance import sample_key
 
 __all__ = [
     "ADD",

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, IncompatibleIndexError, LockTimeoutError
 from ..metadata import DOCUMENT_ID, user_metadata
-from ..pg_connection import (
+from ..storage.postgres import (
     PostgresConnectionError,
     advisory_key,
     connect_checked,
@@ -157,7 +157,7 @@ def _document_id(md: dict[str, Any]) -> str | None:
 # -- the write lock ----------------------------------------------------------------------------------------
 class PgWriteLock:
     """Exclusive, re-entrant write lock of one ledger across processes and machines, with the interface of
-    :class:`finderledge.locking.WriteLock`: a session-level ``pg_advisory_lock`` on a dedicated connection,
+    :class:`finderledge.storage.locking.WriteLock`: a session-level ``pg_advisory_lock`` on a dedicated connection,
     taken by polling ``pg_try_advisory_lock`` until the timeout.  The holder is named by its connection's
     ``application_name`` (``finderledge pid N on host: what``), which dies with it."""
 
@@ -861,7 +861,7 @@ class PostgresLedger(PostgresReads):
     # -- the shared machinery -----------------------------------------------------------------------
     def write_lock(self, timeout: float) -> PgWriteLock:
         """The ledger's write lock across processes and machines (same interface as
-        :class:`finderledge.locking.WriteLock`); closed with the ledger."""
+        :class:`finderledge.storage.locking.WriteLock`); closed with the ledger."""
         lock = PgWriteLock(self._url, f"ledger {self.name}", self._write_key, timeout)
         with self._lock:
             self._locks.append(lock)

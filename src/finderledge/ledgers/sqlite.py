@@ -3,7 +3,7 @@
 The vector and keyword indexes are derived from the ledger and can be rebuilt from it (chunk texts,
 metadata and embeddings are all kept here).  A write is one SQLite transaction: documents and chunks
 are inserted (or deleted) together with a row per document in the ``changes`` log, whose ``seq`` numbers
-every change.  Indexes follow that log (see :mod:`finderledge.replica`): an index checkpoint records the
+every change.  Indexes follow that log (see :mod:`finderledge.replica.core`): an index checkpoint records the
 ``seq`` it reflects, and every process applies the changes after it — so committing to the ledger is
 the commit point, and nothing half-written is ever visible.
 """
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import IncompatibleIndexError, LedgerCorruptError
-from ..integrity import is_sqlite_corruption
-from ..storage import Storage, full_disk_error
+from ..storage.files import Storage, full_disk_error
+from ..storage.integrity import is_sqlite_corruption
 from .base import (
     ADD,
     COMPLETE,

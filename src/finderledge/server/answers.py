@@ -1,7 +1,7 @@
 """Chat answers: a language model (any LangChain chat model or LLM) answering from cited passages, or,
 with none configured, an extractive answer that quotes the best passages and says it is one.
 
-The answer itself is written by :mod:`finderledge.answer` (the library's ``FinderLedge.answer``); an answerer
+The answer itself is written by :mod:`finderledge.rag.answer` (the library's ``FinderLedge.answer``); an answerer
 names the model and the prompts the server uses.  The notes (extractive answer, nothing found) are in the
 question's language, as the library's are; a client tells an extractive answer by the response's ``extractive``
 field."""
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from ..answer import (
+from ..rag.answer import (
     DEFAULT_PROMPTS,
     EXTRACTIVE_NOTE,
     NO_ANSWER,
@@ -21,7 +21,7 @@ from ..answer import (
     model_pieces,
     resolve_prompts,
 )
-from ..llms import make_chat_model
+from ..rag.llms import make_chat_model
 
 __all__ = [
     "EXTRACTIVE_NOTE",
@@ -62,7 +62,7 @@ class Answerer(Protocol):
 
     @property
     def prompts(self) -> Any:
-        """The prompts for :meth:`FinderLedge.stream_answer` (see :mod:`finderledge.answer`)."""
+        """The prompts for :meth:`FinderLedge.stream_answer` (see :mod:`finderledge.rag.answer`)."""
 
     def stream(
         self, question: str, history: Sequence[tuple[str, str]], context: str, passages: Sequence[str]
@@ -105,8 +105,9 @@ class ModelAnswerer:
 
 
 def make_answerer(spec: str | None, *, base_url: str | None = None, timeout: float = 120.0) -> Answerer:
-    """The answerer a ``llm`` setting names (see :func:`finderledge.llms.make_chat_model`), or ``None``:
-    extractive.  A missing client package or key is a :class:`ConfigurationError`."""
+    """The answerer a ``llm`` setting names (see :func:`finderledge.rag.llms.make_chat_model`), or ``None``:
+    extractive.  A missing key is a :class:`ConfigurationError`, a missing client package a
+    :class:`~finderledge.errors.MissingExtraError` naming its extra."""
     if not spec:
         return ExtractiveAnswerer()
     return ModelAnswerer(make_chat_model(spec, base_url=base_url, timeout=timeout), spec)

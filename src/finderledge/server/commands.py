@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli_search import llm_options
+from ..cli.search_options import llm_options
 from ..errors import ConfigurationError
 from ..vector_stores import backend_names
 

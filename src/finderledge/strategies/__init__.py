@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..metadata import info_of
+from ..ranking.relevance import check_score_threshold
+from ..ranking.reranker import rerank_documents
 from ..registry import Registry
-from ..relevance import check_score_threshold
-from ..reranker import rerank_documents
 from ..results import SearchResult, SearchResults
 from ..validation import check_search_options, query_text
 from .base import QueryStrategy, SubQuery
@@ -27,7 +27,7 @@ from .hyde import HyDE
 from .multi_query import MultiQuery
 
 if TYPE_CHECKING:
-    from ..protocols import SearchableLedger
+    from ..rag.protocols import SearchableLedger
 
 __all__ = [
     "STRATEGIES",
@@ -102,7 +102,7 @@ def run_strategy(
         results.trace.strategy = chosen.name
         results.trace.strategy_fallback = f"{type(exc).__name__}: {exc}"[:300]
         return results
-    depth = max(k, fl.rerank_candidates) if (rerank and fl.reranker is not None) else k
+    depth = max(k, fl.settings.rerank_candidates) if (rerank and fl.reranker is not None) else k
 
     def one(sub: SubQuery) -> SearchResults:
         options = {**search, "search_mode": sub.mode or search.get("search_mode")}

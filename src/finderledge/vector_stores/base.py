@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["FULL_KEY", "LEDGER", "LOCAL", "SHARED", "VectorStore", "full_metadata"]
 
-# where a backend keeps its vectors, which decides how it follows the ledger (see finderledge.replica)
+# where a backend keeps its vectors, which decides how it follows the ledger (see finderledge.replica.core)
 LOCAL = "local"  # files of this process/machine: a replica loaded from a checkpoint, following the change log
 SHARED = (
     "shared"  # one store every process uses (a server): written through under the write lock after a commit

@@ -20,10 +20,10 @@ import numpy as np
 
 from ..errors import ConfigurationError, IndexCorruptError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
-from ..integrity import chroma_open_guard
-from ..locking import WriteLock
-from ..seals import SEAL_FILE, Seal
-from ..storage import Storage, library_full_disk_error
+from ..storage.files import Storage, library_full_disk_error
+from ..storage.integrity import chroma_open_guard
+from ..storage.locking import WriteLock
+from ..storage.seals import SEAL_FILE, Seal
 from .base import LOCAL, SHARED, VectorStore
 from .chroma_filter import chroma_metadata, prefilter_where, stored_metadata
 
@@ -87,7 +87,7 @@ class ChromaVectorStore(VectorStore):
     with a stale copy.  Every call on a persistent store therefore holds an OS lock on ``path/write.lock``
     and first reopens the client if another process changed the collection since this one last saw it
     (a counter in ``path/generation``, bumped before every write).  Chroma writes its files even when it
-    only opens them, so every file it keeps is sealed (:mod:`finderledge.seals`) before the lock is released
+    only opens them, so every file it keeps is sealed (:mod:`finderledge.storage.seals`) before the lock is released
     and checked against the seal before Chroma opens them again.
     """
 

@@ -6,7 +6,7 @@ insertion sequence numbers, so rows keep insertion order and results (ties inclu
 reopen.
 
 On disk (``faiss/``) the files are kept by the segment layer shared with the BM25 store
-(:mod:`finderledge.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
+(:mod:`finderledge.storage.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
 every file opened through it).  A segment here is ``vectors.npy`` (float32, normalised), ``seq.npy`` (int64
 sequence number per row, ascending), ``ids.json`` and ``meta.json`` (the chunks' metadata, parsed when a
 filter or merge needs it); a tombstone file holds a segment's deleted row numbers (int64).
@@ -15,15 +15,12 @@ A flush writes the new rows as one segment, merges a tier of ``MERGE_FACTOR`` si
 rewrites a segment with over ``MAX_DELETED_RATIO`` deleted rows.  The rows it writes are read, a block at a
 time, from the in-memory index itself (which holds every live vector), so a flush or merge never holds a
 second copy of the matrix.  Opening checks sizes, every file's CRC32 and the vectors' shape; the vectors'
-CRC32 is computed over each block while it is copied into the index (one read of the bytes, not two).  The
-format 1 layout (``index.faiss`` + ``entries.json``) is still read and is converted by the next flush.
+CRC32 is computed over each block while it is copied into the index (one read of the bytes, not two).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +32,11 @@ import numpy as np
 
 from ..errors import IncompatibleIndexError, IndexCorruptError
 from ..filters import compile_filter, filter_key
-from ..integrity import PARSE_ERRORS, corrupt_on_error, parse_json
 from ..metadata import copies_per_object, share_equal
 from ..partitions import partition_of
-from ..segments import (
+from ..storage.files import index_folder
+from ..storage.integrity import corrupt_on_error, parse_json
+from ..storage.segments import (
     BLOCK_BYTES,
     MANIFEST,
     CrcCheck,
@@ -53,7 +51,6 @@ from ..segments import (
     segment_name,
     segment_number,
 )
-from ..storage import index_folder
 from .base import VectorStore
 from .flat_rows import FlatRows
 from .partition_rows import PartitionRows, live_rows
@@ -66,15 +63,6 @@ FORMAT_NAME = "finderledge.faiss_store"
 FORMAT_VERSION = 2
 VECTORS_FILE, SEQ_FILE, IDS_FILE, META_FILE = "vectors.npy", "seq.npy", "ids.json", "meta.json"
 SEGMENT_FILES = (VECTORS_FILE, SEQ_FILE, IDS_FILE, META_FILE)
-LEGACY_INDEX_FILE = "index.faiss"
-LEGACY_ENTRIES_FILE = "entries.json"
-LEGACY_FORMAT_VERSION = 1
-LEGACY_FILES = (
-    LEGACY_INDEX_FILE,
-    LEGACY_ENTRIES_FILE,
-    LEGACY_INDEX_FILE + ".tmp",
-    LEGACY_ENTRIES_FILE + ".tmp",
-)
 MERGE_FACTOR = 8
 MAX_DELETED_RATIO = 0.3
 
@@ -135,12 +123,12 @@ class FaissVectorStore(VectorStore):
     """Exact cosine search (``IndexFlatIP`` over L2-normalised vectors) with an id map and metadata filters.
 
     Opening checks the CRC32 of every file of every segment (the vectors' while they are copied into the
-    in-memory index); ``verify`` is kept for compatibility and changes nothing.
+    in-memory index).
     """
 
     name = "faiss"
 
-    def __init__(self, path: str | Path | None = None, *, dimension: int, verify: bool = False) -> None:
+    def __init__(self, path: str | Path | None = None, *, dimension: int) -> None:
         import faiss
 
         self._faiss: Any = faiss
@@ -166,8 +154,6 @@ class FaissVectorStore(VectorStore):
             self._files.check_folders()  # a flush writes into them: never through a link out
             if self._files.has_manifest():
                 self._open(self._files)
-            elif (self.path / LEGACY_ENTRIES_FILE).exists():
-                self._open_legacy(self._files)
 
     # -- opening ------------------------------------------------------------------------------------
     def _open(self, files: SegmentFiles) -> None:
@@ -179,21 +165,6 @@ class FaissVectorStore(VectorStore):
             self._next_seq = manifest["next_seq"]
             self._next_segment = manifest["next_segment"]
             self._generation = manifest["generation"]
-
-    def _open_legacy(self, files: SegmentFiles) -> None:
-        """Read the format 1 layout; every row is kept as unflushed, so the next flush converts it."""
-        ids, seqs, vectors, metas, next_seq = _load_legacy(files, self.dimension)
-        self._rows.append(vectors, seqs, ids)
-        for sid, seq, md in zip(ids, seqs.tolist(), metas):
-            self._seq_of[sid] = seq
-            self._pending[sid] = (seq, md)
-        self._next_seq = next_seq
-        self._dirty = True
-        logger.info(
-            "%s: FAISS index in format %d; it is converted on the next flush",
-            self.path,
-            LEGACY_FORMAT_VERSION,
-        )
 
     # -- persistence --------------------------------------------------------------------------------
     def flush(self) -> None:
@@ -208,7 +179,7 @@ class FaissVectorStore(VectorStore):
             files.collect_garbage(
                 [s.name for s in self._segments],
                 [deletes_name(s.name, s.deletes["gen"]) for s in self._segments if s.deletes],
-                extra=(*LEGACY_FILES, MANIFEST + ".tmp"),
+                extra=(MANIFEST + ".tmp",),
             )
             self._gc_pending = False
 
@@ -627,79 +598,6 @@ def _load_segment(
         seg.n_deleted = count
         seg.deletes = {"gen": gen, "count": count, **info}
     return seg, ids, (vectors, crc)
-
-
-def _load_legacy(
-    files: SegmentFiles, dimension: int
-) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]], int]:
-    """Read format 1 (``index.faiss`` + ``entries.json``): ids, sequence numbers, vectors, metadata, next seq."""
-    root = files.root
-    entries_path, index_path = root / LEGACY_ENTRIES_FILE, root / LEGACY_INDEX_FILE
-    entries = files.json(LEGACY_ENTRIES_FILE)
-    raw = files.read(LEGACY_INDEX_FILE)
-    if (
-        not isinstance(entries, dict)
-        or entries.get("format") != LEGACY_FORMAT_VERSION
-        or entries.get("sha256") != hashlib.sha256(raw).hexdigest()
-    ):
-        raise VectorIndexCorruptError(
-            root, f"{LEGACY_INDEX_FILE} does not match {LEGACY_ENTRIES_FILE} (torn write or corruption)"
-        )
-    d, id_map, vectors = _parse_legacy_index(raw, index_path)
-    if d != dimension:
-        raise IncompatibleIndexError(
-            f"FAISS index at {root} has dimension {d}, the embedding model gives {dimension}"
-        )
-    n = len(id_map)
-    try:
-        ids, int_ids, metas = list(entries["ids"]), list(entries["int_ids"]), list(entries["metadatas"])
-        next_seq = int(entries["next"])
-        row_of = {int(v): i for i, v in enumerate(id_map.tolist())}
-        if not all(isinstance(md, dict) for md in metas) or not all(isinstance(i, str) for i in ids):
-            raise VectorIndexCorruptError(entries_path, "ids must be strings and metadata objects")
-        if not (len(ids) == len(int_ids) == len(metas) == n == len(row_of) == len(set(ids))) or set(
-            row_of
-        ) != set(int_ids):
-            raise VectorIndexCorruptError(entries_path, f"{len(ids)} ids for {n} vectors")
-        order = np.argsort(np.asarray(int_ids, dtype=np.int64), kind="stable")
-        seqs = np.asarray(int_ids, dtype=np.int64)[order]
-    except PARSE_ERRORS as exc:
-        raise VectorIndexCorruptError(entries_path, f"{type(exc).__name__}: {str(exc)[:300]}") from None
-    rows = np.array([row_of[q] for q in seqs.tolist()], dtype=np.int64)
-    vectors = np.ascontiguousarray(vectors[rows])
-    next_seq = max(next_seq, int(seqs[-1]) + 1 if n else 0)
-    return [ids[i] for i in order.tolist()], seqs, vectors, [metas[i] for i in order.tolist()], next_seq
-
-
-_LEGACY_HEADER = struct.Struct("<4siqqq?i")  # fourcc, d, ntotal, two dummies, is_trained, metric type
-
-
-def _parse_legacy_index(raw: bytes, path: Path) -> tuple[int, np.ndarray, np.ndarray]:
-    """Dimension, ids and vectors of a serialised ``IndexIDMap2(IndexFlatIP)``, parsed without FAISS.
-
-    Every count in the headers is checked against the file's length before anything is allocated (FAISS
-    itself allocates what a header claims first: 4.6 GB for a crafted 4.7 kB file)."""
-    head = _LEGACY_HEADER.size
-    if len(raw) < 2 * head + 16:
-        raise VectorIndexCorruptError(path, f"{len(raw)} bytes: too short for a FAISS index")
-    outer, inner = _LEGACY_HEADER.unpack_from(raw, 0), _LEGACY_HEADER.unpack_from(raw, head)
-    if outer[0] != b"IxM2" or inner[0] != b"IxFI" or outer[6] != 0 or inner[6] != 0:
-        raise VectorIndexCorruptError(path, "not an IndexIDMap2 over an inner-product IndexFlat")
-    d, ntotal = outer[1], outer[2]
-    (floats,) = struct.unpack_from("<Q", raw, 2 * head)
-    data = 2 * head + 8
-    if d <= 0 or ntotal < 0 or (inner[1], inner[2]) != (d, ntotal) or floats != ntotal * d:
-        raise VectorIndexCorruptError(path, f"inconsistent header (d={d}, ntotal={ntotal}, {floats} floats)")
-    if len(raw) != data + 4 * floats + 8 + 8 * ntotal:
-        raise VectorIndexCorruptError(
-            path, f"{len(raw)} bytes, the header describes {data + 4 * floats + 8 + 8 * ntotal}"
-        )
-    (n_ids,) = struct.unpack_from("<Q", raw, data + 4 * floats)
-    if n_ids != ntotal:
-        raise VectorIndexCorruptError(path, f"{n_ids} ids for {ntotal} vectors")
-    vectors = np.frombuffer(raw, dtype="<f4", count=floats, offset=data).reshape(ntotal, d)
-    ids = np.frombuffer(raw, dtype="<i8", count=ntotal, offset=data + 4 * floats + 8)
-    return d, ids, vectors
 
 
 # --------------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, IncompatibleIndexError
 from ..filters import compile_filter
-from ..pg_connection import (
+from ..storage.postgres import (
     advisory_key,
     connect_checked,
     make_pool,

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import ConfigurationError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
-from ..seals import SEAL_FILE, Seal
-from ..storage import Storage, library_full_disk_error
+from ..storage.files import Storage, library_full_disk_error
+from ..storage.seals import SEAL_FILE, Seal
 from .base import LOCAL, SHARED, VectorStore
 from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
 
@@ -61,7 +61,7 @@ class QdrantVectorStore(VectorStore):
     """One Qdrant collection of FinderLedge chunks: on a server (``url``), in a local folder, or in memory.
 
     qdrant-client's local mode unpickles every row of its ``storage.sqlite`` when it opens, so its folder is
-    sealed (:mod:`finderledge.seals`) after it opens, at each flush and at close, and checked against the
+    sealed (:mod:`finderledge.storage.seals`) after it opens, at each flush and at close, and checked against the
     seal before it opens: a planted or damaged row is never unpickled; the folder is moved aside and rebuilt.
     """
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from ...front_matter import split_front_matter
+from ..front_matter import split_front_matter
 from ..paths import safe_path
 from ..results import EmptyDocumentError
 from ..sniff import CODE_LANGUAGES, EXTENSION_TYPES, LOADER_KEYS, detect_language, sniff_doc_type

@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ...context import citation
 from ...metadata import DOCUMENT_ID, info_of, user_metadata
+from ...rag.context import citation
 from ...results import SearchResult
 from ..deps import Caller, CallerDep, ServerState, StateDep
 from ..listing import display_names, document_key, same_passages

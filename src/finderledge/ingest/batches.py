@@ -1,0 +1,513 @@
+"""Preparing a write: inputs become groups of parents, parents are split and embedded (before the write lock),
+and under the lock :func:`plan` decides which parents are new and which stored ones they replace.
+
+:class:`~finderledge.ingest.write.Writer` drives these steps and commits; :mod:`finderledge.ingest.big_file` writes the long
+documents window by window.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from langchain_core.documents import Document
+
+from ..access import in_scope
+from ..document_loader import DocumentLoader, LoadResult, detect_doc_type, detect_language
+from ..errors import ConfigurationError, SourceNotFoundError, TooManyChunksError
+from ..filters import Predicate
+from ..ledgers import COMPLETE, ChunkRecord, DocumentRecord, Ledger, content_id
+from ..metadata import DOCUMENT_ID, FL_KEY, child_id, normalize_metadata, user_metadata
+from ..progress import ProgressLog, bar_fits, ending
+from ..validation import clean_text
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+__all__ = [
+    "ChunkBudget",
+    "Group",
+    "IngestReport",
+    "Prepared",
+    "TextItem",
+    "call_metadata",
+    "check_caller_ids",
+    "check_document_id",
+    "detected_type",
+    "document_group",
+    "embed",
+    "file_groups",
+    "keep_vectors",
+    "owned_ids",
+    "path_item",
+    "plan",
+    "prepare",
+    "source_ids",
+    "version_hash",
+]
+
+logger = logging.getLogger(__name__)
+
+CACHE_SECONDS = 1.0  # embedding work gathered before its vectors are written to the cache (see embed)
+_PATH_LENGTH_LIMIT = 4096
+_ID_LENGTH_LIMIT = 1024
+
+
+@dataclass
+class IngestReport:
+    """What one ``add_document`` call did: documents and files added, unchanged, replaced, pruned, skipped."""
+
+    ids: list[str] = field(default_factory=list)  # every parent id the input is now stored as, in input order
+    document_ids: list[str] = field(
+        default_factory=list
+    )  # the parent id of each input Document, one per Document
+    added: list[str] = field(default_factory=list)  # parent ids newly stored
+    unchanged: list[str] = field(default_factory=list)  # parent ids already stored with the same content
+    replaced: list[str] = field(default_factory=list)  # parent ids removed because their source changed
+    pruned: list[str] = field(
+        default_factory=list
+    )  # parent ids removed because their file is gone (prune=True)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    files_seen: int = 0
+    files_added: int = 0  # files new to the store
+    files_unchanged: int = 0
+    files_replaced: int = 0  # files whose content changed
+    chunks_written: int = 0
+    embeddings_computed: int = 0
+    embeddings_cached: int = 0  # chunk texts whose vector came from the embedding cache
+    seconds_embedding: float = 0.0
+    seconds_total: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (ids as lists, counts, timings)."""
+        return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    def summary(self) -> str:
+        """One human-readable paragraph (printed by ``finderledge add``)."""
+        lines = [
+            (
+                f"files seen: {self.files_seen} (added {self.files_added}, unchanged {self.files_unchanged}, "
+                f"replaced {self.files_replaced}, skipped {len(self.skipped)})"
+            ),
+            (
+                f"documents: {len(self.added)} added, {len(self.unchanged)} unchanged, "
+                f"{len(self.replaced)} replaced, {len(self.pruned)} pruned"
+            ),
+            (
+                f"chunks written: {self.chunks_written} (embedded {self.embeddings_computed}, "
+                f"from cache {self.embeddings_cached})"
+            ),
+            f"time: {self.seconds_total:.1f} s, of which embedding {self.seconds_embedding:.1f} s",
+        ]
+        lines += [f"skipped {path}: {reason}" for path, reason in self.skipped]
+        return "\n".join(lines)
+
+
+@dataclass
+class Group:
+    """Parents that come from one source; ``replace`` means older versions of that source are replaced."""
+
+    source: str | None
+    parents: list[tuple[str, Document]]
+    replace: bool
+    caller_ids: bool = False  # ids the caller chose: same id, other content or metadata = a new version
+    owner: str | None = None  # the call's document_id: a file given again replaces only its owner's parents
+
+
+class TextItem(NamedTuple):
+    """One text of ``add_texts`` on its way in: what :func:`document_group` reads of a Document, without the
+    Document (a caller's Document is read once and never kept; this one would be made only to be read)."""
+
+    page_content: str
+    metadata: dict[str, Any]
+    id: str | None
+
+
+@dataclass
+class Prepared:
+    """A parent split into chunks, with a vector per chunk, ready to commit."""
+
+    record: DocumentRecord
+    chunks: list[ChunkRecord]
+
+
+class ChunkBudget:
+    """The chunks one ingest call may still make (``max_chunks``); None: unbounded."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def spend(self, n: int) -> None:
+        self.used += n
+        if self.limit is not None and self.used > self.limit:
+            raise TooManyChunksError(
+                f"max_chunks: the input splits into more than {self.limit} chunks (over the limit of "
+                f"{self.limit}; stopped while splitting, nothing was embedded or written)",
+                self.limit,
+            )
+
+
+def call_metadata(
+    metadata: Mapping[str, Any] | None, on_error: str, max_chunks: int | None, document_id: str | None
+) -> dict[str, Any]:
+    """Check an ingest call's options, and return the metadata it adds to every parent (with its
+    ``document_id``), so that a bad argument is refused before anything is read."""
+    if on_error not in ("raise", "skip"):
+        raise ConfigurationError(f"on_error: expected 'raise' or 'skip', got {on_error!r}")
+    if max_chunks is not None and (
+        isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1
+    ):
+        raise ConfigurationError(f"max_chunks: expected an integer >= 1 or None, got {max_chunks!r}")
+    extra = normalize_metadata(metadata or {}, "metadata argument")
+    if document_id is not None:
+        document_id = check_document_id(document_id, "document_id")
+        if extra.get(DOCUMENT_ID, document_id) != document_id:
+            raise ConfigurationError(
+                f"add_document: document_id {document_id!r} differs from metadata "
+                f"{DOCUMENT_ID!r} {extra[DOCUMENT_ID]!r}; give one"
+            )
+        extra[DOCUMENT_ID] = document_id
+    return extra
+
+
+# -- inputs as groups of parents ----------------------------------------------------------------------
+
+
+def document_group(item: Document | TextItem, extra: dict[str, Any]) -> Group:
+    """A LangChain Document as a group of one parent (its id: the caller's, else from source and text)."""
+    if not isinstance(item.page_content, str) or not item.page_content.strip():
+        raise ConfigurationError("add_document: a Document with empty page_content has nothing to index")
+    text = clean_text(item.page_content, "add_document: Document page_content")
+    md = item.metadata
+    if isinstance(md.get(FL_KEY), dict):  # a Document FinderLedge returned: its own fields, not the caller's
+        md = user_metadata(md)
+    own = normalize_metadata(md, "Document metadata")  # any other use of the key is refused, naming it
+    if DOCUMENT_ID in extra and own.get(DOCUMENT_ID, extra[DOCUMENT_ID]) != extra[DOCUMENT_ID]:
+        raise ConfigurationError(
+            f"add_document: a Document's metadata {DOCUMENT_ID!r} "
+            f"{own[DOCUMENT_ID]!r} differs from document_id {extra[DOCUMENT_ID]!r}"
+        )
+    md = {**own, **extra}
+    src = md.get("source")
+    caller = item.id is not None
+    owner = md.get(DOCUMENT_ID)
+    pid = check_document_id(item.id) if caller else content_id(str(src or ""), text, *owned(owner))
+    return Group(
+        str(src) if src else None,
+        [(pid, Document(page_content=text, metadata=md))],
+        replace=False,
+        caller_ids=caller,
+        owner=owner,
+    )
+
+
+def file_groups(
+    path: Path, extra: dict[str, Any], loader: DocumentLoader, report: IngestReport
+) -> Iterator[Group]:
+    """The parents of a file or folder, one group per file, loaded one file at a time."""
+    result = LoadResult()
+    try:
+        for file_path, docs in loader.iter_load(path, result):
+            parents = []
+            owner = extra.get(DOCUMENT_ID)
+            for doc in docs:
+                md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **extra}
+                pid = content_id(file_path, str(md.get("locator", "")), doc.page_content, *owned(owner))
+                doc.metadata = md  # the loader's own Document: one object holds a big file's text
+                parents.append((pid, doc))
+            yield Group(file_path, parents, replace=True, owner=owner)
+    finally:
+        report.files_seen += result.files_seen
+        report.skipped.extend((s.path, s.reason) for s in result.skipped)
+
+
+# -- split and embed, before the lock ------------------------------------------------------------
+
+
+def prepare(
+    engine: Engine,
+    parents: Mapping[str, tuple[Group, Document]],
+    out: dict[str, Prepared],
+    report: IngestReport,
+    budget: ChunkBudget | None = None,
+    versions: Mapping[str, str] | None = None,
+) -> None:
+    """Split ``parents`` and embed their chunks into ``out`` (``budget``: checked after each split, so an
+    oversized call stops before anything is embedded; ``versions``: their :func:`version_hash` es if known)."""
+    if not parents:
+        return
+    splitter = engine.splitter
+    children: list[tuple[str, dict[str, Any]]] = []
+    records: dict[str, DocumentRecord] = {}
+    for pid, (group, doc) in parents.items():
+        doc_type, language = detected_type(doc)
+        parent_md, kids = splitter.split_parts(
+            doc.page_content, doc.metadata, pid, child_id, doc_type=doc_type, language=language
+        )
+        if budget is not None:
+            budget.spend(len(kids))
+        version = versions.get(pid) if versions is not None else None
+        records[pid] = DocumentRecord(
+            pid, group.source, version or version_hash(doc), COMPLETE, doc.page_content, parent_md
+        )
+        children.extend(kids)
+    vectors = embed(engine, [text for text, _ in children], report)
+    chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
+    for (text, md), vec in zip(children, vectors):
+        info = md[FL_KEY]
+        chunks[info["parent_id"]].append(
+            ChunkRecord(info["id"], info["parent_id"], info["split_index"], text, md, vec)
+        )
+    out.update((pid, Prepared(record, chunks[pid])) for pid, record in records.items())
+
+
+def embed(
+    engine: Engine, texts: list[str], report: IngestReport, cache_seconds: float | None = None
+) -> np.ndarray:
+    """Vectors for passages: from the embedding cache when this model embedded the same text before,
+    else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached.
+
+    Computed vectors go to the cache whenever ``cache_seconds`` (default :data:`CACHE_SECONDS`) of embedding
+    work has gathered, and at once if embedding fails: a crash repeats at most that much work, and a cheap
+    model (given vectors, a small model on short texts) is not slowed down by a cache write per batch.  What
+    is left uncached is committed with its chunks right after, or cached by the caller if that fails
+    (:func:`keep_vectors`)."""
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    hashes = [content_id(t) for t in texts]
+    cached = engine.ledger.cached_embeddings(engine.model_id, hashes)
+    todo: dict[str, str] = {}
+    for h, t in zip(hashes, texts):
+        if h not in cached and h not in todo:
+            todo[h] = t
+    report.embeddings_cached += sum(1 for h in hashes if h in cached)
+    size = engine.settings.embedding_batch_size
+    pending = list(todo.items())
+    show = engine.settings.show_progress
+    if show is None:
+        show = bar_fits() and len(pending) > size
+    bar = None
+    if show and pending:
+        from tqdm.auto import tqdm
+
+        # chunks/s and an ETA; under a folder's file bar it is a second line that goes when done
+        bar = tqdm(total=len(pending), desc="Embedding chunks", unit="chunk", leave=False)
+    # no bar (not a terminal, or turned off): a log line every few seconds instead
+    log = ProgressLog("embedding chunks", len(pending), "chunk") if bar is None else None
+    start_time = time.perf_counter()
+    unsaved: list[tuple[str, np.ndarray]] = []  # computed, not yet in the cache
+    unsaved_since = time.perf_counter()
+    every = CACHE_SECONDS if cache_seconds is None else cache_seconds
+    try:
+        for start in range(0, len(pending), size):
+            batch = pending[start : start + size]
+            vectors = np.asarray(engine.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
+            new = [(h, v) for (h, _), v in zip(batch, vectors)]
+            unsaved.extend(new)
+            if time.perf_counter() - unsaved_since >= every:
+                engine.ledger.cache_embeddings(engine.model_id, unsaved)  # kept if this call fails later
+                unsaved, unsaved_since = [], time.perf_counter()
+            cached.update(new)
+            report.embeddings_computed += len(batch)
+            if bar is not None:
+                bar.update(len(batch))
+            if log is not None:
+                log.update(len(batch))
+    except BaseException as exc:
+        keep_vectors(engine, unsaved)
+        if log is not None:
+            log.close(ending(exc))  # "interrupted" after Ctrl-C: never "done" at 320/585
+            log = None
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if log is not None:
+            log.close()
+    report.seconds_embedding += time.perf_counter() - start_time
+    return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+
+
+def keep_vectors(engine: Engine, vectors: Sequence[tuple[str, np.ndarray]]) -> None:
+    """After a failure: put computed ``(text hash, vector)`` pairs in the embedding cache, so that a retry does
+    not embed them again; a cache that cannot be written (a full disk) is logged, never hides the failure."""
+    if not vectors:
+        return
+    try:
+        engine.ledger.cache_embeddings(engine.model_id, vectors)
+    except Exception:  # the original failure is what the caller must see
+        logger.warning(
+            "could not keep %d computed vectors in the embedding cache", len(vectors), exc_info=True
+        )
+
+
+# -- under the lock --------------------------------------------------------------------------------
+
+
+def plan(
+    ledger: Ledger,
+    groups: Sequence[Group],
+    report: IngestReport,
+    extra_deletes: Sequence[str],
+    document_id: str | None,
+    listed: set[str],
+    hashes: Mapping[str, str] | None = None,
+    within: Predicate | None = None,
+) -> tuple[dict[str, tuple[Group, Document]], list[str]]:
+    """Which parents are new and which stored ones they replace, decided under the write lock
+    (``hashes``: the parents' :func:`version_hash` es, when the caller has them).
+
+    A stored parent with the same id but other content or metadata is replaced; so are the other parents
+    of a file given again that the same owner (``document_id`` or none) added and, with ``document_id``,
+    the parents of that document id not given again.  Another owner's copy of the file is never touched, nor,
+    with ``within`` (a scope's predicate), another scope's."""
+    new: dict[str, tuple[Group, Document]] = {}
+    to_delete: list[str] = []
+    versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
+    for group in groups:
+        existing = (
+            owned_ids(in_scope(ledger.document_metadata(source=group.source), within), group.owner)
+            if (group.replace and group.source)
+            else []
+        )
+        wanted: set[str] = set()  # a set: a CSV file can bring 100,000 rows
+        added_here = 0
+        for pid, doc in group.parents:
+            if pid in wanted:
+                continue
+            wanted.add(pid)
+            if pid in listed:  # the same parent from an earlier group of this call
+                continue
+            listed.add(pid)
+            report.ids.append(pid)
+            if pid in versions and versions[pid] != ((hashes or {}).get(pid) or version_hash(doc)):
+                new[pid] = (group, doc)  # the same id with other content or metadata: replace it
+                report.added.append(pid)
+                report.replaced.append(pid)
+                to_delete.append(pid)
+                added_here += 1
+            elif pid in versions:
+                report.unchanged.append(pid)
+            else:
+                new[pid] = (group, doc)
+                report.added.append(pid)
+                added_here += 1
+        stale = [i for i in existing if i not in wanted]
+        to_delete.extend(stale)
+        report.replaced.extend(stale)
+        if group.replace:  # a file: count it once
+            if not existing:
+                report.files_added += 1
+            elif added_here or stale:
+                report.files_replaced += 1
+            else:
+                report.files_unchanged += 1
+    if document_id is not None:
+        stale = [i for i in ledger.ids_with_document_id(document_id) if i not in listed]
+        to_delete.extend(stale)
+        report.replaced.extend(stale)
+    seen = set(to_delete)
+    to_delete.extend(i for i in extra_deletes if i not in seen)
+    return new, to_delete
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def owned(owner: Any) -> tuple[str, ...]:
+    """The extra id part of a parent that a ``document_id`` owns: the same content under another owner (or
+    none) is another parent, so removing one owner never removes another's copy."""
+    return () if owner is None else (f"{DOCUMENT_ID}={owner}",)
+
+
+def owned_ids(rows: Sequence[tuple[str, dict[str, Any]]], owner: str | None) -> list[str]:
+    """The ids among ``(id, metadata)`` rows that ``owner`` (a ``document_id``, or ``None``: no id) added."""
+    return [pid for pid, md in rows if md.get(DOCUMENT_ID) == owner]
+
+
+def source_ids(rows: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What removing a source path removes: the parents added without a ``document_id``; when only document
+    ids hold the path, theirs (the path is then the only name the caller gave for them)."""
+    return owned_ids(rows, None) or [pid for pid, _ in rows]
+
+
+# ``json.dumps(metadata, sort_keys=True, ensure_ascii=False)``, the encoder made once (not per document)
+_VERSION_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
+def version_hash(doc: Document) -> str:
+    """What makes two versions of a document the same: its text and its metadata."""
+    return content_id(doc.page_content, _VERSION_JSON.encode(doc.metadata))
+
+
+def check_document_id(value: Any, what: str = "document id") -> str:
+    """A caller's document id: a non-empty string of at most 1024 characters without NUL."""
+    if not isinstance(value, str) or not value or len(value) > _ID_LENGTH_LIMIT or "\x00" in value:
+        raise ConfigurationError(
+            f"{what}: expected a non-empty string of at most {_ID_LENGTH_LIMIT} characters "
+            f"without NUL, got {value!r:.80}"
+        )
+    return value
+
+
+def check_caller_ids(groups: Sequence[Group]) -> None:
+    """Refuse one caller id given to two different documents in one call."""
+    seen: dict[str, str] = {}
+    for group in groups:
+        if group.caller_ids:
+            for pid, doc in group.parents:
+                version = version_hash(doc)
+                if seen.setdefault(pid, version) != version:
+                    raise ConfigurationError(
+                        f"add_document: document id {pid!r} given twice with different content"
+                    )
+
+
+def detected_type(doc: Document) -> tuple[str, str | None]:
+    """The type to split ``doc`` as: the loader's (or caller's) ``doc_type_detected``, else detected from the text."""
+    md = doc.metadata
+    given = md.get("doc_type_detected")
+    language = md.get("language") if isinstance(md.get("language"), str) else None
+    if isinstance(given, str) and given:
+        return given, language
+    detected = detect_doc_type(None, doc.page_content)
+    if detected == "code" and language is None:
+        language = detect_language(doc.page_content)
+    return detected, language
+
+
+def path_item(item: Any) -> Path:
+    """An input that is not a Document: an existing path, else a clear error (raw text has its own method)."""
+    if isinstance(item, (str, os.PathLike)):
+        return existing_path(item)
+    raise ConfigurationError(
+        f"add_document: expected a file or directory path, a LangChain Document or a list of them, "
+        f"got {type(item).__name__} (for raw text use add_texts([...]))"
+    )
+
+
+def existing_path(item: str | os.PathLike[str]) -> Path:
+    """``item`` as an existing path, or :class:`SourceNotFoundError` naming it and pointing to ``add_texts``."""
+    text = os.fspath(item)
+    if not isinstance(text, str):
+        raise ConfigurationError(f"add_document: expected a str path, got {type(text).__name__}")
+    try:
+        path = Path(text).expanduser()
+        exists = "\x00" not in text and len(text) <= _PATH_LENGTH_LIMIT and path.exists()
+    except (OSError, ValueError):
+        exists = False
+    if not exists:
+        shown = text if len(text) <= 200 else text[:200] + "…"
+        raise SourceNotFoundError(
+            f"add_document: no such file or directory: {shown!r}; add_document takes paths "
+            "and Documents, to add text use add_texts([text])"
+        )
+    return path

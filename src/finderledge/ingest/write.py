@@ -1,0 +1,548 @@
+"""The write path: turn inputs into parents, split and embed them, then commit them in one ledger transaction.
+
+Slow work (loading, splitting, embedding) runs before the directory's write lock is taken, so other
+writers and every reader go on meanwhile.  Under the lock the plan is checked again against the ledger
+(another process may have added or replaced the same sources meanwhile), the change is committed in one
+transaction — the commit point — and the indexes are brought up to date and checkpointed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.documents import Document
+
+from ..access import in_scope, in_scope_ids, refuse_outside
+from ..config import Settings
+from ..document_loader import DocumentLoader, absolute_path, known_gone, safe_path
+from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from ..filters import Predicate
+from ..ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
+from ..metadata import TEXT_SOURCE_PREFIX, user_metadata
+from ..sources import source_key
+from ..validation import check_parallel, check_texts
+from .batches import (
+    ChunkBudget,
+    Group,
+    IngestReport,
+    Prepared,
+    TextItem,
+    call_metadata,
+    check_caller_ids,
+    check_document_id,
+    document_group,
+    file_groups,
+    keep_vectors,
+    owned_ids,
+    path_item,
+    plan,
+    prepare,
+    source_ids,
+    version_hash,
+)
+from .big_file import release_texts, stage, streams
+from .gc_pause import cyclic_gc_paused
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+__all__ = ["Checkpointer", "IngestReport", "Writer", "check_document_id", "content_id", "version_hash"]
+
+logger = logging.getLogger(__name__)
+
+# a call holding more files (or text) is written in several transactions of whole files: memory stays bounded.
+# Documents given in memory are already held by the caller, so more of them go in one write: each transaction
+# rewrites the pages of the ledger's id indexes it touches, so fewer, larger ones write far less
+STREAM_GROUPS = 256  # files per write
+STREAM_DOCUMENTS = 4096  # Documents (add_texts, add_documents) per write
+STREAM_CHARS = 4_000_000  # characters of text per write
+
+# one document of more text is split, embedded and written window by window in staged transactions, then
+# published by one short commit: memory stays bounded for any single file (SQLite ledger)
+STREAM_DOCUMENT_CHARS = 4_000_000
+STREAM_WINDOW_CHARS = 1_000_000  # characters split and embedded at a time
+
+# after a commit the indexes are brought up to date in memory at once, but written to disk only when the index
+# is small (writing it costs little), when the changes not yet written reach a share of it, when this many
+# seconds passed since this writer last wrote them, when the backlog passes replica.BACKLOG_LIMIT changes, and
+# at close.  The ledger holds every change meanwhile: a crash costs a replay of that backlog at the next open
+# (bounded by the share), a bulk build writes the indexes a few dozen times rather than after every batch, and
+# adding one document to a large index writes nothing but the ledger
+SAVE_SMALL = 1_000  # chunks: an index this small is written after every commit
+SAVE_SHARE = 0.1  # ... a larger one once the changes not yet written reach this share of its chunks
+SAVE_SECONDS = 30.0  # ... or this long after the last time
+
+
+class Writer:
+    """Adds and removes documents of one :class:`~finderledge.engine.Engine` (its ledger, model, lock)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._checkpoint = Checkpointer(engine)
+
+    # -- add ----------------------------------------------------------------------------------------
+    def ingest(
+        self,
+        source: Any,
+        metadata: Mapping[str, Any] | None,
+        *,
+        include: Sequence[str] | None,
+        exclude: Sequence[str] | None,
+        on_error: str,
+        prune: bool,
+        follow_symlinks: bool = False,
+        document_id: str | None = None,
+        max_chunks: int | None = None,
+        within: Predicate | None = None,
+    ) -> IngestReport:
+        """Add ``source``; with ``within`` (a scope's predicate) every stored document the call would replace or
+        remove, and every document it stores, must match it, else :class:`AccessDeniedError` (nothing written)."""
+        started = time.perf_counter()
+        extra = call_metadata(metadata, on_error, max_chunks, document_id)
+        report = IngestReport()
+        budget = ChunkBudget(max_chunks)
+        loader = DocumentLoader(
+            include=include,
+            exclude=exclude,
+            on_error=on_error,  # type: ignore[arg-type]
+            show_progress=self._engine.settings.show_progress,
+            follow_symlinks=follow_symlinks,
+        )
+        items = list(source) if isinstance(source, (list, tuple)) else [source]
+        with cyclic_gc_paused():  # files are loaded (parsed) unpaused: see gc_pause
+            documents = {
+                i: document_group(item, extra)
+                for i, item in enumerate(items)
+                if isinstance(item, (Document, TextItem))
+            }
+        check_caller_ids(list(documents.values()))  # refused before anything is written
+        report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
+        paths = {i: path_item(item) for i, item in enumerate(items) if i not in documents}
+        prune_under = [
+            safe_path(absolute_path(p)).rstrip(os.sep) + os.sep
+            for p in paths.values()
+            if prune and Path(p).is_dir()
+        ]
+
+        def groups() -> Generator[Group, None, None]:
+            for i in range(len(items)):
+                if i in documents:
+                    yield documents[i]
+                else:
+                    yield from file_groups(paths[i], extra, loader, report)
+
+        # a large call is written in batches of whole files (bounded memory; each file all-or-nothing); with
+        # document_id the call is one write, since the parents it does not list again are replaced
+        listed: set[str] = set()
+        batch: list[Group] = []
+        size = files = 0
+        walk = groups()
+        try:
+            for group in walk:
+                batch.append(group)
+                size += sum(len(doc.page_content) for _, doc in group.parents)
+                files += group.replace
+                full = (
+                    files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
+                )
+                if document_id is None and full:
+                    self._write_batch(batch, report, listed, budget=budget, within=within)
+                    batch, size, files = [], 0, 0
+        except BaseException:
+            walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
+            raise
+        self._write_batch(batch, report, listed, prune_under, document_id, budget, within)
+        report.seconds_total = time.perf_counter() - started
+        logger.info(
+            "ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
+            len(report.added),
+            len(report.unchanged),
+            len(report.replaced),
+            len(report.pruned),
+            len(report.skipped),
+            report.chunks_written,
+        )
+        return report
+
+    @cyclic_gc_paused()
+    def _write_batch(
+        self,
+        groups: Sequence[Group],
+        report: IngestReport,
+        listed: set[str],
+        prune_under: Sequence[str] = (),
+        document_id: str | None = None,
+        budget: ChunkBudget | None = None,
+        within: Predicate | None = None,
+    ) -> None:
+        """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
+        under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
+        ledger = self._engine.ledger
+        prepared: dict[str, Prepared] = {}
+        stored = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
+        versions = {pid: version_hash(doc) for g in groups for pid, doc in g.parents}  # hashed once
+        candidates = {
+            pid: (g, doc) for g in groups for pid, doc in g.parents if stored.get(pid) != versions[pid]
+        }
+        big = {pid for pid, (_, doc) in candidates.items() if streams(ledger, doc, STREAM_DOCUMENT_CHARS)}
+        prepare(
+            self._engine,
+            {pid: v for pid, v in candidates.items() if pid not in big},
+            prepared,
+            report,
+            budget,
+            versions,
+        )
+        staged: dict[str, tuple[DocumentRecord, int]] = {}
+        published: set[str] = set()
+        begun: list[str] = []
+        try:
+            for pid in big:
+                begun.append(pid)
+                result = stage(self._engine, pid, *candidates[pid], report, budget, STREAM_WINDOW_CHARS)
+                if result is not None:
+                    staged[pid] = result
+                del result  # `staged` alone holds the record: its text is let go after the commit
+            self._commit_batch(
+                groups,
+                report,
+                listed,
+                prepared,
+                staged,
+                published,
+                prune_under,
+                document_id,
+                budget,
+                versions,
+                within,
+            )
+        except BaseException:  # the vectors computed for this batch are kept for a retry
+            keep_vectors(
+                self._engine,
+                [
+                    (content_id(c.content), c.embedding)
+                    for pid in _uncommitted(ledger, prepared, versions)
+                    for c in prepared[pid].chunks
+                    if c.embedding is not None
+                ],
+            )
+            raise
+        finally:
+            left = [pid for pid in begun if pid not in published]
+            if left:  # not published (an error, or another writer stored it meanwhile): drop the rows
+                try:
+                    ledger.discard_staged(left)
+                except Exception:  # invisible rows; the next write of the file or gc drops them
+                    logger.warning("could not discard the staged rows of %s", left, exc_info=True)
+
+    def _commit_batch(
+        self,
+        groups: Sequence[Group],
+        report: IngestReport,
+        listed: set[str],
+        prepared: dict[str, Prepared],
+        staged: dict[str, tuple[DocumentRecord, int]],
+        published: set[str],
+        prune_under: Sequence[str],
+        document_id: str | None,
+        budget: ChunkBudget | None = None,
+        versions: Mapping[str, str] | None = None,
+        within: Predicate | None = None,
+    ) -> None:
+        """Under the write lock: decide what is new and what it replaces, and commit it in one transaction
+        (the staged big documents among the new are published by the same transaction; ``versions``: the
+        parents' version hashes, computed once before the lock)."""
+        ledger = self._engine.ledger
+        with self._engine.write_lock.hold("adding documents"):
+            unread = [
+                path.rstrip(os.sep) + os.sep for path, _ in report.skipped
+            ]  # e.g. unlistable directories
+            gone = [
+                src
+                for prefix in prune_under
+                for src in ledger.sources_under(prefix)
+                if not any(src.startswith(u) for u in unread) and known_gone(src)
+            ]
+            extra_deletes = [  # a vanished file's parents that this call's owner added; another owner's stay
+                pid
+                for src in gone
+                for pid in owned_ids(in_scope(ledger.document_metadata(source=src), within), document_id)
+            ]
+            new, to_delete = plan(
+                ledger, groups, report, extra_deletes, document_id, listed, versions, within
+            )
+            if within is not None:  # a scoped writer: nothing outside its scope replaced, removed or stored
+                refuse_outside(ledger, to_delete, within, "add", document_id)
+                for pid, (_, doc) in new.items():
+                    if not within(doc.metadata):
+                        raise AccessDeniedError(
+                            f"add: document {pid!r} would be stored outside this scope (its metadata does not "
+                            "match the scope's base filter)"
+                        )
+            prepare(  # rare: stored when this call began, removed by another writer since
+                self._engine,
+                {pid: v for pid, v in new.items() if pid not in prepared and pid not in staged},
+                prepared,
+                report,
+                budget,
+                versions,
+            )
+            if new or to_delete:
+                publish = [staged[pid] for pid in new if pid in staged]
+                add = [(prepared[pid].record, prepared[pid].chunks) for pid in new if pid not in staged]
+                ledger.commit_write(add=add, remove=to_delete, publish=publish)
+                published.update(doc.id for doc, _ in publish)
+                report.chunks_written += sum(len(prepared[pid].chunks) for pid in new if pid not in staged)
+                report.chunks_written += sum(count for _, count in publish)
+                report.pruned.extend(extra_deletes)
+                if publish:  # the ledger holds the big texts now: let them go before the indexes catch up
+                    del publish
+                    release_texts(new, staged)
+                self._checkpoint([c for _, chunks in add for c in chunks])
+
+    # -- reindex ------------------------------------------------------------------------------------
+    @cyclic_gc_paused()
+    def reindex(self, report: IngestReport) -> None:
+        """Split every stored document again with the current splitter and replace its chunks, a batch of
+        documents per ledger transaction; chunk texts already embedded are not embedded again (text hash).
+        A document changed or removed by another writer meanwhile is left as that writer stored it."""
+        ledger = self._engine.ledger
+        ids = ledger.document_ids()
+        for start in range(0, len(ids), STREAM_GROUPS):
+            records = [r for r in (ledger.get_document(i) for i in ids[start : start + STREAM_GROUPS]) if r]
+            stored = {r.id: r.content_hash for r in records}
+            prepared: dict[str, Prepared] = {}
+            prepare(
+                self._engine,
+                {
+                    r.id: (
+                        Group(r.source, [], replace=False),
+                        Document(page_content=r.content, metadata=user_metadata(r.metadata)),
+                    )
+                    for r in records
+                },
+                prepared,
+                report,
+            )
+            with self._engine.write_lock.hold("re-splitting documents"):
+                current = ledger.content_hashes(list(stored))
+                same = [i for i in stored if current.get(i) == stored[i]]  # unchanged since read
+                if same:
+                    ledger.commit_write(
+                        add=[
+                            (replace(prepared[i].record, content_hash=stored[i]), prepared[i].chunks)
+                            for i in same
+                        ],
+                        remove=same,
+                    )
+                    report.replaced.extend(same)
+                    report.chunks_written += sum(len(prepared[i].chunks) for i in same)
+                    self._checkpoint([c for i in same for c in prepared[i].chunks])
+
+    # -- remove -------------------------------------------------------------------------------------
+    def remove(self, key: str, within: Predicate | None = None) -> list[str]:
+        """Remove a parent by id, every parent of a source path or ``document_id``, or the raw text a result
+        shows as ``text:<id>`` (its default source); ``DocumentNotFoundError`` if none (with ``within``, a
+        scope's predicate: none inside the scope; another scope's documents are never removed)."""
+        ledger = self._engine.ledger
+        with self._engine.write_lock.hold("removing documents"):
+            if ledger.document_state(safe_path(key)) == COMPLETE:
+                ids = [key]
+            else:
+                ids = (
+                    source_ids(ledger.document_metadata(source=safe_path(key)))
+                    or source_ids(ledger.document_metadata(source=source_key(key)))
+                    or ledger.ids_with_document_id(key)
+                )
+                raw_text = key[len(TEXT_SOURCE_PREFIX) :] if key.startswith(TEXT_SOURCE_PREFIX) else None
+                if not ids and raw_text and ledger.document_state(raw_text) == COMPLETE:
+                    ids = [raw_text]
+            if within is not None:
+                ids = in_scope_ids(ledger, ids, within)
+            if not ids:
+                raise DocumentNotFoundError(
+                    f"remove_document: no document with id, source or document_id {key!r}"
+                    + (" in this scope" if within is not None else "")
+                )
+            ledger.commit_write(remove=ids)
+            self._checkpoint()
+        return ids
+
+    def delete(self, ids: Sequence[str], within: Predicate | None = None) -> list[str]:
+        """Remove the parents among ``ids`` that are stored (unknown ids are ignored, and with ``within``, a
+        scope's predicate, so are ids outside the scope); returns those removed."""
+        ledger = self._engine.ledger
+        with self._engine.write_lock.hold("deleting documents"):
+            found = ledger.complete_ids(ids)
+            if within is not None:
+                found = set(in_scope_ids(ledger, list(found), within))
+            removed = list(dict.fromkeys(i for i in ids if i in found))
+            if removed:
+                ledger.commit_write(remove=removed)
+                self._checkpoint()
+        return removed
+
+
+class Checkpointer:
+    """What follows each commit of a :class:`Writer`: shared indexes updated, this process's replicas brought
+    up to date, and written to disk when due (see :data:`SAVE_SHARE`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._saved_at = time.monotonic()  # when this writer last wrote the indexes to disk
+
+    def __call__(self, written: Sequence[ChunkRecord] = ()) -> None:
+        """After a commit: update shared indexes, bring this process's replicas up to date, and persist them
+        when due (see :data:`SAVE_SHARE`).  ``written``: the chunk rows just committed, applied from memory
+        rather than read back.  The change is already safe in the ledger, so a failure here is logged, not
+        raised: the next write or open replays it."""
+        try:
+            self._engine.replica.shared.sync(written)
+        except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
+            logger.error(
+                "the change is committed to the ledger, but updating the shared vector index failed "
+                "(%s: %s); the next write or search applies it",
+                type(exc).__name__,
+                exc,
+            )
+        replica = self._engine.replica
+        try:
+            replica.follow(written=written)  # in memory now (a backlog over BACKLOG_LIMIT is written at once)
+            if self._save_due():
+                replica.after_commit()
+                self._saved_at = time.monotonic()
+        except (OSError, IndexCorruptError) as exc:
+            logger.error(
+                "the change is committed to the ledger, but writing the index checkpoint failed (%s); "
+                "it is replayed from the ledger at the next write or open",
+                exc,
+            )
+
+    def _save_due(self) -> bool:
+        """Whether this commit writes the indexes to disk (see :data:`SAVE_SHARE`)."""
+        legs = self._engine.replica.local_legs()
+        size = len(self._engine.keyword_store)
+        backlog = max((leg.pending for leg in legs), default=0)
+        return (
+            size < SAVE_SMALL
+            or backlog >= SAVE_SHARE * size
+            or time.monotonic() - self._saved_at >= SAVE_SECONDS
+        )
+
+
+@cyclic_gc_paused()
+def _uncommitted(ledger: Any, prepared: Mapping[str, Any], versions: Mapping[str, str]) -> list[str]:
+    """After a failed write: the prepared parents the ledger does not hold (a failure after the commit, e.g.
+    Ctrl-C while the indexes catch up, must not put the committed vectors in the cache a second time)."""
+    try:
+        stored = ledger.content_hashes(list(prepared))
+    except Exception:  # noqa: BLE001 - cannot tell: keep every vector (finderledge gc drops unused ones)
+        return list(prepared)
+    return [pid for pid in prepared if stored.get(pid) != versions.get(pid)]
+
+
+def rechunk(
+    engine: Engine,
+    writer: Writer,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    chunk_unit: str | None,
+) -> IngestReport:
+    """:meth:`FinderLedge.reindex <finderledge.facade.FinderLedge.reindex>`: switch the engine to these chunk
+    settings (the current ones where None), split every stored document again and record them."""
+    started = time.perf_counter()
+    current = {
+        "chunk_size": engine.settings.chunk_size,
+        "chunk_overlap": engine.settings.chunk_overlap,
+        "chunk_unit": engine.settings.chunk_unit,
+        "persist_directory": engine.settings.persist_directory,
+    }
+    settings = Settings.resolve(
+        {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "chunk_unit": chunk_unit},
+        env_file=None,
+        environ={},
+        defaults=current,
+    )  # validated like any setting, errors naming the arguments
+    engine.settings = replace(
+        engine.settings,
+        chunk_size=settings.chunk_size,
+        chunk_overlap=settings.chunk_overlap,
+        chunk_unit=settings.chunk_unit,
+    )
+    engine.splitter = None  # made again from the new settings when next used
+    engine.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
+    report = IngestReport()
+    writer.reindex(report)
+    with engine.write_lock.hold("recording the chunk settings"):
+        recorded = json.loads(engine.ledger.get_info("settings") or "{}")
+        engine.ledger.set_info(
+            "settings",
+            json.dumps(
+                {
+                    **recorded,
+                    "chunk_size": settings.chunk_size,
+                    "chunk_overlap": settings.chunk_overlap,
+                    "chunk_unit": settings.chunk_unit,
+                }
+            ),
+        )
+    engine.recalibrate()
+    report.seconds_total = time.perf_counter() - started
+    logger.info(
+        "reindex: %d documents split again into %d chunks (chunk_size %d, overlap %d, unit %s)",
+        len(report.replaced),
+        report.chunks_written,
+        settings.chunk_size,
+        settings.chunk_overlap,
+        settings.chunk_unit,
+    )
+    return report
+
+
+def documents_with_ids(sources: Any, ids: Sequence[str | None] | None) -> list[Any]:
+    """``add_documents``' sources as a list, each Document given its id from ``ids`` (LangChain's argument)."""
+    if isinstance(sources, (str, bytes, os.PathLike, Document, Mapping)) or not isinstance(sources, Iterable):
+        raise ConfigurationError(
+            f"add_documents: sources: expected a list of paths or Documents, got "
+            f"{type(sources).__name__} (use add_document for one source)"
+        )
+    items = list(sources)
+    given = check_parallel("ids", ids, len(items))
+    if given is not None:
+        docs = [d for d in items if isinstance(d, Document)]
+        if len(docs) != len(items):
+            raise ConfigurationError(
+                "add_documents: ids applies to Documents only (a file's ids come from "
+                "its content; use document_id= to name a file)"
+            )
+        items = [
+            Document(page_content=d.page_content, metadata=d.metadata, id=d.id if i is None else i)
+            for d, i in zip(docs, given)
+        ]
+    return items
+
+
+def text_documents(
+    texts: Any, metadatas: Sequence[Mapping[str, Any]] | None, ids: Sequence[str | None] | None
+) -> list[TextItem | Document]:
+    """``add_texts``' arguments as one item per text, ingested as a Document with that text, metadata and id
+    would be (checked: parallel lists of the same length)."""
+    texts = check_texts(texts)
+    metadatas = check_parallel("metadatas", metadatas, len(texts))
+    ids = check_parallel("ids", ids, len(texts))
+    items: list[TextItem | Document] = []
+    for i, text in enumerate(texts):
+        md = dict(metadatas[i] or {}) if metadatas else {}
+        given = ids[i] if ids else None
+        if given is None or isinstance(given, str):
+            items.append(TextItem(text, md, given))
+        else:  # a Document checks (or coerces, as LangChain does: 5 -> "5") any other id
+            items.append(Document(page_content=text, metadata=md, id=given))
+    return items
