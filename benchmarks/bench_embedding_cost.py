@@ -125,6 +125,7 @@ def finderledge_ingest(docs: Sequence[Document], work: Path, batch: int = 512) -
     try:
         for s in range(0, len(docs), batch):
             fl.add_documents(list(docs[s : s + batch]))
+        fl.wait_for_calibration()  # the calibration the writes started (in the background): counted, as before
     finally:
         counter.close()
     wall = time.perf_counter() - start

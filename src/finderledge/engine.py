@@ -162,12 +162,12 @@ class Engine:
         return self.model.dimension(self.ledger)
 
     def recalibrate(self) -> None:
-        """After a write: the gates are due to be measured again (if the corpus moved enough) at the next search
-        or close; a failure never fails the write."""
+        """After a write: the gates are due to be measured again (if the corpus moved enough), on a background
+        thread once the writes pause (a search never waits for it); a failure never fails the write."""
         if not self.calibrator.wanted:
             return
         try:
-            self.calibrator.written()  # measured at the next search or close: once per bulk build
+            self.calibrator.written()  # measured in the background once the writes pause: once per bulk build
             if self.settings.partition_key is not None:
                 self.calibrator.refresh_partitions()
         except Exception as exc:  # the write is committed; searches keep the previous gates
@@ -182,7 +182,7 @@ class Engine:
         if self.closed:
             return
         self.closed = True
-        self.calibrator.settle()  # the writes of this process, measured once (if they moved the corpus)
+        self.calibrator.close()  # the writes of this process, measured once (if they moved the corpus); joined
         self.finder.close()  # joins the leg threads (a vector leg may be loading the model)
         self.model.close()
         self.replica.close()
@@ -358,6 +358,7 @@ def _make_finder(engine: Engine) -> Finder:
         rank_constant=settings.rrf_k,
         weights=fixed or None,  # the Finder gives a leg left unset 1.0; none set: adaptive
         calibration=engine.calibrator.current,
+        calibration_pending=lambda: engine.calibrator.pending,
         candidate_k=settings.candidate_k,
         vector_scripts=settings.vector_scripts,
         min_vector_share=settings.min_vector_share,

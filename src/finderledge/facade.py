@@ -456,13 +456,21 @@ class FinderLedge:
     # -- calibration --------------------------------------------------------------------------------
     def calibrate(self) -> Calibration | None:
         """Measure now how well each search leg finds this corpus's chunks from their own sentences, and store
-        the gates adaptive fusion uses (done on its own, at the next search or close, after writes that changed
-        the corpus by over 25 %).
+        the gates adaptive fusion uses (done on its own, in the background, after writes that changed the corpus
+        by over 25 %: see :meth:`wait_for_calibration`).
 
         Returns the calibration (see :mod:`finderledge.ranking.calibration`), or None for a corpus too small to measure.
         """
         self.vector_store  # noqa: B018
-        return self._engine.calibrator.refresh(force=True)
+        return self._engine.calibrator.measure_now()
+
+    def wait_for_calibration(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds; None: as long as it takes) for the calibration this process's
+        writes started in the background; True when none is due or running any more.
+
+        Searches never wait for it (they use the last calibration, and ``results.trace.calibration_pending``
+        says one is under way); a test or a benchmark that needs the calibrated gates calls this first."""
+        return self._engine.calibrator.wait(timeout)
 
     # -- search -------------------------------------------------------------------------------------
     def search(  # noqa: PLR0913 - public signature: its keyword arguments are the documented API

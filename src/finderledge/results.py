@@ -129,6 +129,9 @@ class SearchTrace:
         default_factory=dict
     )  # adaptive: each leg's calibrated prior (how much it is worth)
     evidence: dict[str, float] = field(default_factory=dict)  # adaptive: each leg's top-hit evidence, 0-1
+    # adaptive: a calibration after this process's writes was under way; the gates and priors used are the last
+    # stored calibration's (or open ones): ``FinderLedge.wait_for_calibration()`` waits for it
+    calibration_pending: bool = False
     candidates: dict[str, int] = field(default_factory=dict)  # leg -> candidates it returned
     ledger_seq: int = 0  # the ledger change the indexes reflected when the search ran
     vector_baseline: float | None = None  # the query's mean cosine to the corpus (None: no vector leg)

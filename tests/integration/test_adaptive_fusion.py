@@ -19,6 +19,7 @@ from paths import (
     dataset,
 )
 
+import finderledge.ranking.calibration as calibration_module
 from finderledge import FinderLedge
 from finderledge.evaluation import ndcg_at_k
 from finderledge.ranking.adaptive import evidence_fusion, leg_weights, top_evidence
@@ -184,7 +185,12 @@ def _texts(n: int) -> list[str]:
     ]
 
 
-def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_path: Path, minilm) -> None:
+def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(
+    tmp_path: Path, minilm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        calibration_module, "QUIET_S", 60.0
+    )  # no pause within the bulk build, whatever the load
     fl = FinderLedge(
         tmp_path / "ix", embedding=minilm, vector_store="faiss", show_progress=False, env_file=None
     )
@@ -196,13 +202,15 @@ def test_calibration_runs_after_writes_that_move_the_corpus_and_is_traced(tmp_pa
         fl.add_texts(_texts(100)[60:])
         fl.add_texts(_texts(150)[100:])
         assert fl.calibration is None  # measured lazily: not after each write of a bulk build
-        fl.search("solar electricity")  # ... but before the next search, once, on the corpus as it is then
+        assert fl.search("solar electricity").trace.calibration_pending  # a search does not wait for it
+        assert fl.wait_for_calibration(timeout=300)  # once, in the background, on the corpus as it is then
         first = fl.calibration
         assert first is not None and first.corpus_size == 150 and first.groups["all"].queries == 30
         fl.add_texts(_texts(170)[150:])  # +13 %: the gates stand
-        fl.search("solar electricity")
+        assert fl.wait_for_calibration(timeout=300)
         assert fl.calibration == first
         fl.add_texts(_texts(200)[170:])  # +33 %: measured again
+        assert fl.wait_for_calibration(timeout=300)
         trace = fl.search("How do solar panels make electricity?").trace
         assert set(trace.gates) == {"vector", "keyword"} and set(trace.evidence) == {"vector", "keyword"}
         assert fl.calibration.corpus_size == 200
@@ -264,7 +272,7 @@ def test_explicit_weights_and_fusions_are_obeyed(tmp_path: Path, minilm) -> None
 def test_a_failed_calibration_never_fails_the_write(
     minilm, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: Any, *, force: bool = False) -> None:
+    def broken(self: Any, *, force: bool = False, partition: str | None = None) -> None:
         raise RuntimeError("embedding service down")
 
     monkeypatch.setattr(LedgerCalibrator, "refresh", broken)
@@ -272,7 +280,8 @@ def test_a_failed_calibration_never_fails_the_write(
     try:
         with caplog.at_level(logging.WARNING, logger="finderledge"):
             ids = fl.add_texts(_texts(120))
-            assert fl.search("glaciers valleys", k=1)  # measured (lazily) before it: failed, logged
+            assert fl.search("glaciers valleys", k=1)
+            assert fl.wait_for_calibration(timeout=300)  # measured in the background: failed, logged
         assert len(ids) == 120 and "embedding service down" in caplog.text
     finally:
         fl.close()
@@ -330,7 +339,7 @@ def test_an_unnamed_english_model_no_longer_drags_japanese_below_bm25(tmp_path: 
     )
     try:
         fl.add_texts(texts, metas)
-        fl.search("solar")  # the calibration the write made due runs before the next search
+        assert fl.wait_for_calibration(timeout=600)  # the calibration the write made due (in the background)
         calibration = fl.calibration
         assert calibration is not None and {"all", "cjk", "latin"} <= set(calibration.groups)
         assert calibration.groups["cjk"].gates["vector"] == 0.0  # it finds nothing from a Japanese sentence

@@ -27,15 +27,15 @@ def test_an_unmeasurable_corpus_is_not_reread_on_every_write(
     monkeypatch.setattr(SQLiteLedger, "complete_chunk_ids", counting)
     with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
         fl.add_texts([f"item-{i} code-{i * 7}" for i in range(400)])  # records, no sentence of 6+ words
-        fl.search("code", k=1)  # the calibration due after the write runs before the next search
+        assert fl.wait_for_calibration(timeout=120)  # the calibration due after the write (in the background)
         first = len(reads)
         assert first >= 1, "the first write draws pseudo-queries once"
         for i in range(5):  # small writes: the corpus moves by far less than a quarter
             fl.add_texts([f"extra-{i} code-{i}"])
-            fl.search("code", k=1)
+            assert fl.wait_for_calibration(timeout=120)
         assert len(reads) == first, "a write that leaves the corpus as unmeasurable re-read every chunk id"
         fl.add_texts([f"more-{i} code-{i}" for i in range(200)])  # +50 %: measured again
-        fl.search("code", k=1)
+        assert fl.wait_for_calibration(timeout=120)
         assert len(reads) > first
 
 
@@ -77,7 +77,7 @@ def test_calibration_draws_a_sample_not_every_chunk_id(
     ]
     with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
         fl.add_texts(texts)
-        fl.search("alpha", k=1)  # the calibration due after the write runs first
+        assert fl.wait_for_calibration(timeout=120)  # the calibration due after the write (in the background)
         stored = fl.calibration
     assert stored is not None, "the corpus was calibrated"
     assert reads == [], "calibrating read every chunk id"

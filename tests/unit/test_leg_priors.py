@@ -167,7 +167,7 @@ def test_a_paraphrasing_corpus_gets_a_vector_prior_visible_in_trace_and_eval(tmp
     )
     try:
         fl.add_texts(_paraphrasing_corpus())
-        fl.search("beta42")  # the calibration the write made due runs before the next search
+        assert fl.wait_for_calibration(timeout=120)  # the calibration the write made due (in the background)
         calibration = fl.calibration
         assert calibration is not None
         g = calibration.groups["all"]
@@ -211,7 +211,7 @@ def test_a_corpus_where_the_legs_are_alike_keeps_priors_near_one(tmp_path: Path)
     )
     try:
         fl.add_texts(texts)
-        fl.search("alpha1")  # the calibration the write made due runs before the next search
+        assert fl.wait_for_calibration(timeout=120)  # the calibration the write made due (in the background)
         g = fl.calibration.groups["all"]
         assert g.held_out_mrr["keyword"] > 0.9 and g.held_out_mrr["vector"] > 0.9
         assert g.priors["vector"] == pytest.approx(1.0, abs=0.1)

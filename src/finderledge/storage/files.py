@@ -58,6 +58,7 @@ FIXED_FILES = (
     "ledger.sqlite3-journal",
     "write.lock",
     "write.lock.owner",
+    "calibration.lock",
     "replica.json",
     "chroma/chroma.sqlite3",
     "chroma/chroma.sqlite3-wal",

@@ -1,0 +1,173 @@
+"""Issue 42: the leg calibration never blocks a search.  It ran lazily in the first search after a write: 70.9 s
+for msmarco-5k with a user's sentence-transformers model.  Now a write starts it on a background thread; a search
+meanwhile uses the last calibration (or none) and its trace says one is under way; ``wait_for_calibration``
+waits for it; ``close()`` finishes and joins it, the interpreter's exit stops it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filelock import FileLock
+from langchain_core.embeddings import DeterministicFakeEmbedding
+
+import finderledge.ranking.calibration as calibration_module
+from finderledge import FinderLedge
+from finderledge.ranking.calibration import CALIBRATION_LOCK, INFO_KEY, Calibration
+
+
+class SlowEmbeddings(DeterministicFakeEmbedding):
+    """The fake model, costing ``delay`` seconds a text (set after the write: a costly model at calibration)."""
+
+    delay: float = 0.0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        time.sleep(self.delay * len(texts))
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        time.sleep(self.delay)
+        return super().embed_query(text)
+
+
+def _texts(start: int, n: int) -> list[str]:
+    return [
+        f"Report {i} describes the orchard near river bend {i}. The keeper counted seven old pear trees there."
+        for i in range(start, start + n)
+    ]
+
+
+def _open(directory: Path, embedding: Any) -> FinderLedge:
+    return FinderLedge(
+        directory, embedding=embedding, vector_store="faiss", show_progress=False, env_file=None
+    )
+
+
+def _calibrators() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("finderledge-calibration")]
+
+
+@pytest.fixture(autouse=True)
+def _no_quiet_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(calibration_module, "QUIET_S", 0.0)  # start as soon as the write is committed
+
+
+def test_the_first_search_after_a_write_does_not_wait_for_the_calibration(tmp_path: Path) -> None:
+    slow = SlowEmbeddings(size=16)
+    with _open(tmp_path / "ix", slow) as fl:
+        fl.add_texts(_texts(0, 200))  # 40 pseudo-queries + 40 held-out rests to embed: 80 texts
+        slow.delay = 0.05  # 4 s of calibration
+        start = time.perf_counter()
+        first = fl.search("orchard pear trees")
+        assert time.perf_counter() - start < 1.0
+        assert first.trace.calibration_pending
+        assert "not calibrated yet" in first.trace.weights_reason
+        assert "running in the background" in first.trace.weights_reason
+        assert fl.wait_for_calibration(timeout=120)
+        after = fl.search("river bend")
+        assert not after.trace.calibration_pending
+        assert "calibrated on 40 pseudo-queries" in after.trace.weights_reason
+        assert _calibrators() == []  # the thread ended with its work
+
+
+def test_a_search_meanwhile_uses_the_last_calibration(tmp_path: Path) -> None:
+    slow = SlowEmbeddings(size=16)
+    with _open(tmp_path / "ix", slow) as fl:
+        fl.add_texts(_texts(0, 200))
+        assert fl.wait_for_calibration(timeout=120)
+        fl.add_texts(_texts(200, 200))  # +100 %: measured again
+        slow.delay = 0.05
+        start = time.perf_counter()
+        trace = fl.search("orchard pear trees").trace
+        assert time.perf_counter() - start < 1.0
+        assert trace.calibration_pending and "calibrated on 40 pseudo-queries" in trace.weights_reason
+        assert fl.wait_for_calibration(timeout=120)
+        trace = fl.search("orchard pear trees").trace
+        assert "calibrated on 80 pseudo-queries" in trace.weights_reason
+
+
+def test_wait_for_calibration_times_out_and_close_finishes_and_joins(tmp_path: Path) -> None:
+    slow = SlowEmbeddings(size=16)
+    fl = _open(tmp_path / "ix", slow)
+    fl.add_texts(_texts(0, 200))
+    slow.delay = 0.05
+    assert fl.wait_for_calibration(timeout=0.2) is False  # still measuring
+    fl.close()  # the writes of this process are calibrated before close returns, as before
+    assert _calibrators() == []
+    reader = _open(tmp_path / "ix", SlowEmbeddings(size=16))
+    try:
+        assert Calibration.from_json(reader.engine.ledger.get_info(INFO_KEY)).corpus_size == 200
+        assert reader.wait_for_calibration(timeout=0) is True  # nothing written here: nothing due
+    finally:
+        reader.close()
+
+
+def test_stop_leaves_no_thread_and_keeps_the_old_gates(tmp_path: Path) -> None:
+    """What the interpreter's exit does (``calibration.stop_all``): the measuring stops between two batches."""
+    slow = SlowEmbeddings(size=16)
+    with _open(tmp_path / "ix", slow) as fl:
+        fl.add_texts(_texts(0, 200))
+        slow.delay = 0.05
+        time.sleep(0.3)  # it started
+        start = time.perf_counter()
+        assert fl.engine.calibrator.stop(timeout=30)
+        assert time.perf_counter() - start < 2.0  # one model call (PROBE_BATCH texts) at most
+        assert _calibrators() == []
+        assert fl.engine.ledger.get_info(INFO_KEY) is None  # nothing half-measured was stored
+        slow.delay = 0.0
+    # close() after a stop measures what is still due
+    with _open(tmp_path / "ix", SlowEmbeddings(size=16)) as again:
+        assert again.engine.ledger.get_info(INFO_KEY) is not None
+
+
+def test_another_process_calibrating_is_waited_for_not_repeated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calibration lock in the directory: one process measures, the others read what it stored."""
+    measured: list[int] = []
+    real = calibration_module.calibrate
+
+    def counting(*args: Any, **kwargs: Any) -> Calibration:
+        measured.append(kwargs["corpus_size"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calibration_module, "calibrate", counting)
+    fake = DeterministicFakeEmbedding(size=16)
+    directory = tmp_path / "ix"
+    with _open(directory, fake) as fl:
+        other = FileLock(str(directory / CALIBRATION_LOCK))  # as another process holds it
+        other.acquire()
+        fl.add_texts(_texts(0, 200))
+        assert fl.wait_for_calibration(timeout=0.5) is False  # waiting for the other process
+        assert measured == []
+        # the other process stores its result and lets go
+        stored = real(
+            [("orchard", "x")] * 30,
+            {"vector": lambda _: ["x"], "keyword": lambda _: ["x"]},
+            model_id=fl.engine.model_id,
+            corpus_size=200,
+        )
+        fl.engine.ledger.set_info(INFO_KEY, stored.to_json())
+        other.release()
+        assert fl.wait_for_calibration(timeout=30)
+        assert measured == []  # the one stored by "the other process" is current: nothing measured here
+        assert "calibrated on 30 pseudo-queries" in fl.search("orchard").trace.weights_reason
+
+
+def test_a_long_calibration_logs_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """The command line shows the ``finderledge.progress`` lines (also when stderr is not a terminal)."""
+    monkeypatch.setattr("finderledge.progress.INTERVAL", 0.0)
+    with (
+        caplog.at_level(logging.INFO, logger="finderledge.progress"),
+        _open(tmp_path / "ix", DeterministicFakeEmbedding(size=16)) as fl,
+    ):
+        fl.add_texts(_texts(0, 200))
+    lines = [r.getMessage() for r in caplog.records if r.name == "finderledge.progress"]
+    assert any(line.startswith("calibrating the search legs: ") for line in lines), lines
+    assert any("(done)" in line for line in lines), lines
