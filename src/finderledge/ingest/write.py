@@ -477,7 +477,7 @@ def rechunk(
         chunk_unit=settings.chunk_unit,
     )
     engine.splitter = None  # made again from the new settings when next used
-    engine.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
+    engine.open_vector_index()  # first: a write checkpoints both indexes
     report = IngestReport()
     writer.reindex(report)
     with engine.write_lock.hold("recording the chunk settings"):
