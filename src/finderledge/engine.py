@@ -66,6 +66,10 @@ class Model:
         """The model, created on first use."""
         return self.load()
 
+    @embeddings.setter
+    def embeddings(self, value: Embeddings) -> None:
+        self._instance = value
+
     def load(self) -> Embeddings:
         """Make the model now if it is not made yet (a service's client checks its key then); returns it."""
         if self._instance is None:
@@ -73,10 +77,6 @@ class Model:
 
             self._instance = EmbeddingModelFactory.create_embeddings(self.spec, batch_size=self.batch_size)
         return self._instance
-
-    @embeddings.setter
-    def embeddings(self, value: Embeddings) -> None:
-        self._instance = value
 
     def close(self) -> None:
         """Stop the model's background load, if one runs, and wait for it: no thread of this index is left
