@@ -22,10 +22,11 @@ from langchain_core.documents import Document
 from ..access import in_scope, in_scope_ids, refuse_outside
 from ..config import Settings
 from ..document_loader import DocumentLoader, absolute_path, known_gone, safe_path
-from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError
 from ..filters import Predicate
-from ..ledgers import COMPLETE, ChunkRecord, content_id
+from ..ledgers import COMPLETE, content_id
 from ..metadata import TEXT_SOURCE_PREFIX, user_metadata
+from ..replica.policy import SAVE_SECONDS, SAVE_SHARE, SAVE_SMALL, Checkpointer
 from ..sources import source_key
 from ..validation import check_parallel, check_texts
 from .batches import (
@@ -53,7 +54,17 @@ from .gc_pause import cyclic_gc_paused
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["Checkpointer", "IngestReport", "Writer", "check_document_id", "content_id", "version_hash"]
+__all__ = [
+    "SAVE_SECONDS",
+    "SAVE_SHARE",
+    "SAVE_SMALL",
+    "Checkpointer",
+    "IngestReport",
+    "Writer",
+    "check_document_id",
+    "content_id",
+    "version_hash",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +80,7 @@ STREAM_CHARS = 4_000_000  # characters of text per write
 STREAM_DOCUMENT_CHARS = 4_000_000
 STREAM_WINDOW_CHARS = 1_000_000  # characters split and embedded at a time
 
-# after a commit the indexes are brought up to date in memory at once, but written to disk only when the index
-# is small (writing it costs little), when the changes not yet written reach a share of it, when this many
-# seconds passed since this writer last wrote them, when the backlog passes replica.BACKLOG_LIMIT changes, and
-# at close.  The ledger holds every change meanwhile: a crash costs a replay of that backlog at the next open
-# (bounded by the share), a bulk build writes the indexes a few dozen times rather than after every batch, and
-# adding one document to a large index writes nothing but the ledger
-SAVE_SMALL = 1_000  # chunks: an index this small is written after every commit
-SAVE_SHARE = 0.1  # ... a larger one once the changes not yet written reach this share of its chunks
-SAVE_SECONDS = 30.0  # ... or this long after the last time
+# when the indexes are written to disk after a commit: finderledge.replica.policy (SAVE_SHARE, re-exported here)
 
 
 class Writer:
@@ -353,53 +356,6 @@ class Writer:
                 ledger.commit_write(remove=removed)
                 self._checkpoint()
         return removed
-
-
-class Checkpointer:
-    """What follows each commit of a :class:`Writer`: shared indexes updated, this process's replicas brought
-    up to date, and written to disk when due (see :data:`SAVE_SHARE`)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._saved_at = time.monotonic()  # when this writer last wrote the indexes to disk
-
-    def __call__(self, written: Sequence[ChunkRecord] = ()) -> None:
-        """After a commit: update shared indexes, bring this process's replicas up to date, and persist them
-        when due (see :data:`SAVE_SHARE`).  ``written``: the chunk rows just committed, applied from memory
-        rather than read back.  The change is already safe in the ledger, so a failure here is logged, not
-        raised: the next write or open replays it."""
-        try:
-            self._engine.replica.shared.sync(written)
-        except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
-            logger.error(
-                "the change is committed to the ledger, but updating the shared vector index failed "
-                "(%s: %s); the next write or search applies it",
-                type(exc).__name__,
-                exc,
-            )
-        replica = self._engine.replica
-        try:
-            replica.follow(written=written)  # in memory now (a backlog over BACKLOG_LIMIT is written at once)
-            if self._save_due():
-                replica.after_commit()
-                self._saved_at = time.monotonic()
-        except (OSError, IndexCorruptError) as exc:
-            logger.error(
-                "the change is committed to the ledger, but writing the index checkpoint failed (%s); "
-                "it is replayed from the ledger at the next write or open",
-                exc,
-            )
-
-    def _save_due(self) -> bool:
-        """Whether this commit writes the indexes to disk (see :data:`SAVE_SHARE`)."""
-        legs = self._engine.replica.local_legs()
-        size = len(self._engine.keyword_store)
-        backlog = max((leg.pending for leg in legs), default=0)
-        return (
-            size < SAVE_SMALL
-            or backlog >= SAVE_SHARE * size
-            or time.monotonic() - self._saved_at >= SAVE_SECONDS
-        )
 
 
 @cyclic_gc_paused()
