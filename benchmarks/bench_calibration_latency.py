@@ -34,10 +34,9 @@ def main() -> None:
         "--work", type=Path, default=None, help="parent of the index directory (default: temp)"
     )
     args = parser.parse_args()
-    from finderledge.ranking.calibration import INFO_KEY, Calibration
-
     import finderledge
     from finderledge import FinderLedge
+    from finderledge.ranking.calibration import INFO_KEY, Calibration
 
     texts: list[str] = []
     with args.corpus.open(encoding="utf-8") as f:

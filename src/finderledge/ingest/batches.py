@@ -1,8 +1,11 @@
 """Preparing a write: inputs become groups of parents, parents are split and embedded (before the write lock),
 and under the lock :func:`plan` decides which parents are new and which stored ones they replace.
 
-:class:`~finderledge.ingest.write.Writer` drives these steps and commits; :mod:`finderledge.ingest.big_file` writes the long
-documents window by window.
+One add call's state is a :class:`WriteCall` (its report, chunk budget, the parents it listed) and each of its
+transactions a :class:`Batch`; the steps (:func:`prepare`, :func:`embed`, :func:`plan`) read them and return
+what they made, with what they did as an :class:`IngestReport` the call adds to its own.
+:class:`~finderledge.ingest.write.Writer` drives these steps and commits; :mod:`finderledge.ingest.big_file`
+writes the long documents window by window.
 """
 
 from __future__ import annotations
@@ -32,18 +35,20 @@ if TYPE_CHECKING:
     from ..engine import Engine
 
 __all__ = [
+    "Batch",
     "ChunkBudget",
     "Group",
     "IngestReport",
+    "Plan",
     "Prepared",
     "TextItem",
+    "WriteCall",
     "call_metadata",
     "check_caller_ids",
     "check_document_id",
     "detected_type",
     "document_group",
     "embed",
-    "file_groups",
     "keep_vectors",
     "owned_ids",
     "path_item",
@@ -88,6 +93,15 @@ class IngestReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (ids as lists, counts, timings)."""
         return {key: getattr(self, key) for key in self.__dataclass_fields__}
+
+    def add(self, other: IngestReport) -> None:
+        """Count in ``other``, what one step of the same call did: its lists appended, its numbers added."""
+        for key in self.__dataclass_fields__:
+            mine = getattr(self, key)
+            if isinstance(mine, list):
+                mine.extend(getattr(other, key))
+            else:
+                setattr(self, key, mine + getattr(other, key))
 
     def summary(self) -> str:
         """One human-readable paragraph (printed by ``finderledge add``)."""
@@ -155,6 +169,76 @@ class ChunkBudget:
             )
 
 
+@dataclass
+class WriteCall:
+    """One add call's state across its batches (each one ledger transaction): the options every batch applies,
+    its chunk budget, the parent ids it has listed so far, and its report."""
+
+    extra: dict[str, Any]  # the metadata the call adds to every parent (see :func:`call_metadata`)
+    budget: ChunkBudget
+    document_id: str | None = None  # with it, the call is one batch: the parents it does not list go
+    within: Predicate | None = None  # a scope's predicate: nothing outside it stored, replaced or removed
+    report: IngestReport = field(default_factory=IngestReport)
+    listed: set[str] = field(default_factory=set)  # parents an earlier batch gave (a set: 100,000s of rows)
+
+    def record(self, decided: Plan) -> None:
+        """Count in what :func:`plan` decided for one batch: its report, and the parents it listed."""
+        self.report.add(decided.report)
+        self.listed.update(decided.report.ids)
+
+    def file_groups(self, path: Path, loader: DocumentLoader) -> Iterator[Group]:
+        """The parents of a file or folder, one group per file, loaded one file at a time (the files seen and
+        skipped are counted in this call's report when the walk ends)."""
+        result = LoadResult()
+        try:
+            for file_path, docs in loader.iter_load(path, result):
+                parents = []
+                owner = self.extra.get(DOCUMENT_ID)
+                for doc in docs:
+                    md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **self.extra}
+                    pid = content_id(file_path, str(md.get("locator", "")), doc.page_content, *owned(owner))
+                    doc.metadata = md  # the loader's own Document: one object holds a big file's text
+                    parents.append((pid, doc))
+                yield Group(file_path, parents, replace=True, owner=owner)
+        finally:
+            self.report.files_seen += result.files_seen
+            self.report.skipped.extend((s.path, s.reason) for s in result.skipped)
+
+
+@dataclass
+class Batch:
+    """One ledger transaction of a :class:`WriteCall`: its groups, their version hashes (computed once, before
+    the lock), and its parents made ready to commit: split and embedded (``prepared``) or, long ones, written
+    window by window as staged rows (``staged``), which the commit publishes."""
+
+    groups: Sequence[Group]
+    versions: dict[str, str]
+    prune_under: Sequence[str] = ()  # folders whose vanished files go too (the call's last batch)
+    prepared: dict[str, Prepared] = field(default_factory=dict)
+    staged: dict[str, tuple[DocumentRecord, int]] = field(default_factory=dict)
+    begun: list[str] = field(default_factory=list)  # parents whose staging began: discarded unless published
+    published: set[str] = field(default_factory=set)  # staged parents the commit published
+
+    def release_texts(self, new: Mapping[str, tuple[Group, Document]]) -> None:
+        """Forget the texts of the published big documents (the ledger holds them now), so that a big file's
+        text is not kept in memory while the indexes catch up.  Their Documents are this call's own (a
+        caller's Document is copied on the way in); nothing reads their text after the commit."""
+        for pid in self.staged:
+            if pid in new:
+                new[pid][1].page_content = ""
+        self.staged.clear()
+
+
+class Plan(NamedTuple):
+    """What :func:`plan` decided for a batch under the write lock."""
+
+    new: dict[str, tuple[Group, Document]]  # parents to store
+    to_delete: list[str]  # stored parents to remove (replaced, stale or vanished)
+    report: (
+        IngestReport  # the parents listed, added, unchanged, replaced; the files added, unchanged, replaced
+    )
+
+
 def call_metadata(
     metadata: Mapping[str, Any] | None, on_error: str, max_chunks: int | None, document_id: str | None
 ) -> dict[str, Any]:
@@ -209,41 +293,20 @@ def document_group(item: Document | TextItem, extra: dict[str, Any]) -> Group:
     )
 
 
-def file_groups(
-    path: Path, extra: dict[str, Any], loader: DocumentLoader, report: IngestReport
-) -> Iterator[Group]:
-    """The parents of a file or folder, one group per file, loaded one file at a time."""
-    result = LoadResult()
-    try:
-        for file_path, docs in loader.iter_load(path, result):
-            parents = []
-            owner = extra.get(DOCUMENT_ID)
-            for doc in docs:
-                md = {**normalize_metadata(doc.metadata, f"metadata of {file_path}"), **extra}
-                pid = content_id(file_path, str(md.get("locator", "")), doc.page_content, *owned(owner))
-                doc.metadata = md  # the loader's own Document: one object holds a big file's text
-                parents.append((pid, doc))
-            yield Group(file_path, parents, replace=True, owner=owner)
-    finally:
-        report.files_seen += result.files_seen
-        report.skipped.extend((s.path, s.reason) for s in result.skipped)
-
-
 # -- split and embed, before the lock ------------------------------------------------------------
 
 
 def prepare(
     engine: Engine,
     parents: Mapping[str, tuple[Group, Document]],
-    out: dict[str, Prepared],
-    report: IngestReport,
     budget: ChunkBudget | None = None,
     versions: Mapping[str, str] | None = None,
-) -> None:
-    """Split ``parents`` and embed their chunks into ``out`` (``budget``: checked after each split, so an
-    oversized call stops before anything is embedded; ``versions``: their :func:`version_hash` es if known)."""
+) -> tuple[dict[str, Prepared], IngestReport]:
+    """``parents`` split and their chunks embedded, and what embedding them did (``budget``: checked after each
+    split, so an oversized call stops before anything is embedded; ``versions``: their :func:`version_hash` es
+    if known)."""
     if not parents:
-        return
+        return {}, IngestReport()
     splitter = engine.splitter
     children: list[tuple[str, dict[str, Any]]] = []
     records: dict[str, DocumentRecord] = {}
@@ -259,29 +322,31 @@ def prepare(
             pid, group.source, version or version_hash(doc), COMPLETE, doc.page_content, parent_md
         )
         children.extend(kids)
-    vectors = embed(engine, [text for text, _ in children], report)
+    vectors, counts = embed(engine, [text for text, _ in children])
     chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
     for (text, md), vec in zip(children, vectors):
         info = md[FL_KEY]
         chunks[info["parent_id"]].append(
             ChunkRecord(info["id"], info["parent_id"], info["split_index"], text, md, vec)
         )
-    out.update((pid, Prepared(record, chunks[pid])) for pid, record in records.items())
+    return {pid: Prepared(record, chunks[pid]) for pid, record in records.items()}, counts
 
 
 def embed(
-    engine: Engine, texts: list[str], report: IngestReport, cache_seconds: float | None = None
-) -> np.ndarray:
-    """Vectors for passages: from the embedding cache when this model embedded the same text before,
-    else computed in batches of ``embedding_batch_size`` (progress bar for long runs) and cached.
+    engine: Engine, texts: list[str], cache_seconds: float | None = None
+) -> tuple[np.ndarray, IngestReport]:
+    """Vectors for passages, and the embeddings computed, cached and the time it took (as a report to add):
+    from the embedding cache when this model embedded the same text before, else computed in batches of
+    ``embedding_batch_size`` (progress bar for long runs) and cached.
 
     Computed vectors go to the cache whenever ``cache_seconds`` (default :data:`CACHE_SECONDS`) of embedding
     work has gathered, and at once if embedding fails: a crash repeats at most that much work, and a cheap
     model (given vectors, a small model on short texts) is not slowed down by a cache write per batch.  What
     is left uncached is committed with its chunks right after, or cached by the caller if that fails
     (:func:`keep_vectors`)."""
+    report = IngestReport()
     if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
+        return np.zeros((0, 0), dtype=np.float32), report
     hashes = [content_id(t) for t in texts]
     cached = engine.ledger.cached_embeddings(engine.model_id, hashes)
     todo: dict[str, str] = {}
@@ -333,7 +398,7 @@ def embed(
         if log is not None:
             log.close()
     report.seconds_embedding += time.perf_counter() - start_time
-    return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False)
+    return np.stack([cached[h] for h in hashes]).astype(np.float32, copy=False), report
 
 
 def keep_vectors(engine: Engine, vectors: Sequence[tuple[str, np.ndarray]]) -> None:
@@ -352,18 +417,9 @@ def keep_vectors(engine: Engine, vectors: Sequence[tuple[str, np.ndarray]]) -> N
 # -- under the lock --------------------------------------------------------------------------------
 
 
-def plan(
-    ledger: Ledger,
-    groups: Sequence[Group],
-    report: IngestReport,
-    extra_deletes: Sequence[str],
-    document_id: str | None,
-    listed: set[str],
-    hashes: Mapping[str, str] | None = None,
-    within: Predicate | None = None,
-) -> tuple[dict[str, tuple[Group, Document]], list[str]]:
-    """Which parents are new and which stored ones they replace, decided under the write lock
-    (``hashes``: the parents' :func:`version_hash` es, when the caller has them).
+def plan(ledger: Ledger, call: WriteCall, batch: Batch, extra_deletes: Sequence[str] = ()) -> Plan:
+    """Which parents of ``batch`` are new and which stored ones they replace, decided under the write lock
+    (``extra_deletes``: parents of vanished files, removed too); the call's state is read, not changed.
 
     A stored parent with the same id but other content or metadata is replaced; so are the other parents
     of a file given again that the same owner (``document_id`` or none) added and, with ``document_id``,
@@ -371,10 +427,14 @@ def plan(
     with ``within`` (a scope's predicate), another scope's."""
     new: dict[str, tuple[Group, Document]] = {}
     to_delete: list[str] = []
-    versions = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
-    for group in groups:
+    report = IngestReport()
+    listed = call.listed  # by an earlier batch of the call
+    here: set[str] = set()  # by this one
+    hashes = batch.versions
+    versions = ledger.content_hashes([pid for g in batch.groups for pid, _ in g.parents])
+    for group in batch.groups:
         existing = (
-            owned_ids(in_scope(ledger.document_metadata(source=group.source), within), group.owner)
+            owned_ids(in_scope(ledger.document_metadata(source=group.source), call.within), group.owner)
             if (group.replace and group.source)
             else []
         )
@@ -384,11 +444,11 @@ def plan(
             if pid in wanted:
                 continue
             wanted.add(pid)
-            if pid in listed:  # the same parent from an earlier group of this call
+            if pid in listed or pid in here:  # the same parent from an earlier group of this call
                 continue
-            listed.add(pid)
+            here.add(pid)
             report.ids.append(pid)
-            if pid in versions and versions[pid] != ((hashes or {}).get(pid) or version_hash(doc)):
+            if pid in versions and versions[pid] != (hashes.get(pid) or version_hash(doc)):
                 new[pid] = (group, doc)  # the same id with other content or metadata: replace it
                 report.added.append(pid)
                 report.replaced.append(pid)
@@ -410,13 +470,15 @@ def plan(
                 report.files_replaced += 1
             else:
                 report.files_unchanged += 1
-    if document_id is not None:
-        stale = [i for i in ledger.ids_with_document_id(document_id) if i not in listed]
+    if call.document_id is not None:
+        stale = [
+            i for i in ledger.ids_with_document_id(call.document_id) if i not in listed and i not in here
+        ]
         to_delete.extend(stale)
         report.replaced.extend(stale)
     seen = set(to_delete)
     to_delete.extend(i for i in extra_deletes if i not in seen)
-    return new, to_delete
+    return Plan(new, to_delete, report)
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ passed in, so that setting them there keeps working.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
@@ -21,7 +20,7 @@ from .batches import ChunkBudget, Group, IngestReport, detected_type, embed, ver
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["release_texts", "stage", "streams"]
+__all__ = ["stage", "streams"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +35,13 @@ def stage(
     pid: str,
     group: Group,
     doc: Document,
-    report: IngestReport,
     budget: ChunkBudget | None,
     window_chars: int,
-) -> tuple[DocumentRecord, int] | None:
+) -> tuple[tuple[DocumentRecord, int] | None, IngestReport]:
     """Split, embed and write one long document window by window as staged rows (each window its own
     transaction, invisible to every read); returns its parent record and chunk count for the commit
-    that publishes it, or ``None`` when another writer stored it meanwhile.  Memory holds one window's
-    chunks and vectors, never the whole document's."""
+    that publishes it (``None`` when another writer stored it meanwhile), and what embedding it did.
+    Memory holds one window's chunks and vectors, never the whole document's."""
     ledger = engine.ledger
     splitter = engine.splitter
     doc_type, language = detected_type(doc)
@@ -57,14 +55,16 @@ def stage(
     md = dict(doc.metadata)
     parent_md = {**md, FL_KEY: {"id": pid, "is_parent": True, "split_count": count, "doc_type": doc_type}}
     record = DocumentRecord(pid, group.source, version_hash(doc), COMPLETE, text, parent_md)
+    report = IngestReport()
     if not ledger.stage_document(pid):
-        return None
+        return None, report
     index = 0
     for pieces in splitter.split_windows(text, doc_type, language, window_chars):
         if not pieces:
             continue
         # every batch cached as computed: a failure discards the staged windows, not the work that made them
-        vectors = embed(engine, pieces, report, cache_seconds=0.0)
+        vectors, counts = embed(engine, pieces, cache_seconds=0.0)
+        report.add(counts)
         chunks = []
         for piece, vec in zip(pieces, vectors):
             cid = child_id(pid, index)
@@ -80,16 +80,4 @@ def stage(
             index += 1
         ledger.stage_chunks(pid, chunks)
     logger.info("staged %d chunks of %s (%d characters)", index, group.source or pid, len(text))
-    return record, index
-
-
-def release_texts(
-    new: Mapping[str, tuple[Group, Document]], staged: dict[str, tuple[DocumentRecord, int]]
-) -> None:
-    """Forget the texts of the published big documents (``staged``; the ledger holds them now), so that a
-    big file's text is not kept in memory while the indexes catch up.  Their Documents are this call's own
-    (a caller's Document is copied on the way in); nothing reads their text after the commit."""
-    for pid in staged:
-        if pid in new:
-            new[pid][1].page_content = ""
-    staged.clear()
+    return (record, index), report

@@ -22,24 +22,25 @@ from langchain_core.documents import Document
 from ..access import in_scope, in_scope_ids, refuse_outside
 from ..config import Settings
 from ..document_loader import DocumentLoader, absolute_path, known_gone, safe_path
-from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError, IndexCorruptError
+from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError
 from ..filters import Predicate
-from ..ledgers import COMPLETE, ChunkRecord, DocumentRecord, content_id
+from ..ledgers import COMPLETE, content_id
 from ..memory import cyclic_gc_paused
 from ..metadata import TEXT_SOURCE_PREFIX, user_metadata
+from ..replica.policy import SAVE_SECONDS, SAVE_SHARE, SAVE_SMALL, Checkpointer
 from ..sources import source_key
 from ..validation import check_parallel, check_texts
 from .batches import (
+    Batch,
     ChunkBudget,
     Group,
     IngestReport,
-    Prepared,
     TextItem,
+    WriteCall,
     call_metadata,
     check_caller_ids,
     check_document_id,
     document_group,
-    file_groups,
     keep_vectors,
     owned_ids,
     path_item,
@@ -48,12 +49,22 @@ from .batches import (
     source_ids,
     version_hash,
 )
-from .big_file import release_texts, stage, streams
+from .big_file import stage, streams
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["Checkpointer", "IngestReport", "Writer", "check_document_id", "content_id", "version_hash"]
+__all__ = [
+    "SAVE_SECONDS",
+    "SAVE_SHARE",
+    "SAVE_SMALL",
+    "Checkpointer",
+    "IngestReport",
+    "Writer",
+    "check_document_id",
+    "content_id",
+    "version_hash",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +80,7 @@ STREAM_CHARS = 4_000_000  # characters of text per write
 STREAM_DOCUMENT_CHARS = 4_000_000
 STREAM_WINDOW_CHARS = 1_000_000  # characters split and embedded at a time
 
-# after a commit the indexes are brought up to date in memory at once, but written to disk only when the index
-# is small (writing it costs little), when the changes not yet written reach a share of it, when this many
-# seconds passed since this writer last wrote them, when the backlog passes replica.BACKLOG_LIMIT changes, and
-# at close.  The ledger holds every change meanwhile: a crash costs a replay of that backlog at the next open
-# (bounded by the share), a bulk build writes the indexes a few dozen times rather than after every batch, and
-# adding one document to a large index writes nothing but the ledger
-SAVE_SMALL = 1_000  # chunks: an index this small is written after every commit
-SAVE_SHARE = 0.1  # ... a larger one once the changes not yet written reach this share of its chunks
-SAVE_SECONDS = 30.0  # ... or this long after the last time
+# when the indexes are written to disk after a commit: finderledge.replica.policy (SAVE_SHARE, re-exported here)
 
 
 class Writer:
@@ -106,8 +109,7 @@ class Writer:
         remove, and every document it stores, must match it, else :class:`AccessDeniedError` (nothing written)."""
         started = time.perf_counter()
         extra = call_metadata(metadata, on_error, max_chunks, document_id)
-        report = IngestReport()
-        budget = ChunkBudget(max_chunks)
+        call = WriteCall(extra, ChunkBudget(max_chunks), document_id, within)
         loader = DocumentLoader(
             include=include,
             exclude=exclude,
@@ -123,7 +125,7 @@ class Writer:
                 if isinstance(item, (Document, TextItem))
             }
         check_caller_ids(list(documents.values()))  # refused before anything is written
-        report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
+        call.report.document_ids = [documents[i].parents[0][0] for i in sorted(documents)]
         paths = {i: path_item(item) for i, item in enumerate(items) if i not in documents}
         prune_under = [
             safe_path(absolute_path(p)).rstrip(os.sep) + os.sep
@@ -136,11 +138,10 @@ class Writer:
                 if i in documents:
                     yield documents[i]
                 else:
-                    yield from file_groups(paths[i], extra, loader, report)
+                    yield from call.file_groups(paths[i], loader)
 
         # a large call is written in batches of whole files (bounded memory; each file all-or-nothing); with
         # document_id the call is one write, since the parents it does not list again are replaced
-        listed: set[str] = set()
         batch: list[Group] = []
         size = files = 0
         walk = groups()
@@ -153,12 +154,13 @@ class Writer:
                     files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
                 )
                 if document_id is None and full:
-                    self._write_batch(batch, report, listed, budget=budget, within=within)
+                    self._write_batch(call, batch)
                     batch, size, files = [], 0, 0
         except BaseException:
             walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
             raise
-        self._write_batch(batch, report, listed, prune_under, document_id, budget, within)
+        self._write_batch(call, batch, prune_under)
+        report = call.report
         report.seconds_total = time.perf_counter() - started
         logger.info(
             "ingest: %d added, %d unchanged, %d replaced, %d pruned, %d skipped, %d chunks written",
@@ -172,139 +174,107 @@ class Writer:
         return report
 
     @cyclic_gc_paused()
-    def _write_batch(
-        self,
-        groups: Sequence[Group],
-        report: IngestReport,
-        listed: set[str],
-        prune_under: Sequence[str] = (),
-        document_id: str | None = None,
-        budget: ChunkBudget | None = None,
-        within: Predicate | None = None,
-    ) -> None:
+    def _write_batch(self, call: WriteCall, groups: Sequence[Group], prune_under: Sequence[str] = ()) -> None:
         """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
         under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
         ledger = self._engine.ledger
-        prepared: dict[str, Prepared] = {}
         stored = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
         versions = {pid: version_hash(doc) for g in groups for pid, doc in g.parents}  # hashed once
         candidates = {
             pid: (g, doc) for g in groups for pid, doc in g.parents if stored.get(pid) != versions[pid]
         }
         big = {pid for pid, (_, doc) in candidates.items() if streams(ledger, doc, STREAM_DOCUMENT_CHARS)}
-        prepare(
+        prepared, counts = prepare(
             self._engine,
             {pid: v for pid, v in candidates.items() if pid not in big},
-            prepared,
-            report,
-            budget,
+            call.budget,
             versions,
         )
-        staged: dict[str, tuple[DocumentRecord, int]] = {}
-        published: set[str] = set()
-        begun: list[str] = []
+        call.report.add(counts)
+        batch = Batch(groups, versions, prune_under, prepared)
         try:
             for pid in big:
-                begun.append(pid)
-                result = stage(self._engine, pid, *candidates[pid], report, budget, STREAM_WINDOW_CHARS)
+                batch.begun.append(pid)
+                result, counts = stage(self._engine, pid, *candidates[pid], call.budget, STREAM_WINDOW_CHARS)
+                call.report.add(counts)
                 if result is not None:
-                    staged[pid] = result
-                del result  # `staged` alone holds the record: its text is let go after the commit
-            self._commit_batch(
-                groups,
-                report,
-                listed,
-                prepared,
-                staged,
-                published,
-                prune_under,
-                document_id,
-                budget,
-                versions,
-                within,
-            )
+                    batch.staged[pid] = result
+                del result  # `batch.staged` alone holds the record: its text is let go after the commit
+            self._commit_batch(call, batch)
         except BaseException:  # the vectors computed for this batch are kept for a retry
             keep_vectors(
                 self._engine,
                 [
                     (content_id(c.content), c.embedding)
-                    for pid in _uncommitted(ledger, prepared, versions)
-                    for c in prepared[pid].chunks
+                    for pid in _uncommitted(ledger, batch.prepared, versions)
+                    for c in batch.prepared[pid].chunks
                     if c.embedding is not None
                 ],
             )
             raise
         finally:
-            left = [pid for pid in begun if pid not in published]
+            left = [pid for pid in batch.begun if pid not in batch.published]
             if left:  # not published (an error, or another writer stored it meanwhile): drop the rows
                 try:
                     ledger.discard_staged(left)
                 except Exception:  # invisible rows; the next write of the file or gc drops them
                     logger.warning("could not discard the staged rows of %s", left, exc_info=True)
 
-    def _commit_batch(
-        self,
-        groups: Sequence[Group],
-        report: IngestReport,
-        listed: set[str],
-        prepared: dict[str, Prepared],
-        staged: dict[str, tuple[DocumentRecord, int]],
-        published: set[str],
-        prune_under: Sequence[str],
-        document_id: str | None,
-        budget: ChunkBudget | None = None,
-        versions: Mapping[str, str] | None = None,
-        within: Predicate | None = None,
-    ) -> None:
+    def _commit_batch(self, call: WriteCall, batch: Batch) -> None:
         """Under the write lock: decide what is new and what it replaces, and commit it in one transaction
-        (the staged big documents among the new are published by the same transaction; ``versions``: the
-        parents' version hashes, computed once before the lock)."""
+        (the staged big documents among the new are published by the same transaction)."""
         ledger = self._engine.ledger
+        report = call.report
         with self._engine.write_lock.hold("adding documents"):
             unread = [
                 path.rstrip(os.sep) + os.sep for path, _ in report.skipped
             ]  # e.g. unlistable directories
             gone = [
                 src
-                for prefix in prune_under
+                for prefix in batch.prune_under
                 for src in ledger.sources_under(prefix)
                 if not any(src.startswith(u) for u in unread) and known_gone(src)
             ]
             extra_deletes = [  # a vanished file's parents that this call's owner added; another owner's stay
                 pid
                 for src in gone
-                for pid in owned_ids(in_scope(ledger.document_metadata(source=src), within), document_id)
+                for pid in owned_ids(
+                    in_scope(ledger.document_metadata(source=src), call.within), call.document_id
+                )
             ]
-            new, to_delete = plan(
-                ledger, groups, report, extra_deletes, document_id, listed, versions, within
-            )
-            if within is not None:  # a scoped writer: nothing outside its scope replaced, removed or stored
-                refuse_outside(ledger, to_delete, within, "add", document_id)
+            decided = plan(ledger, call, batch, extra_deletes)
+            call.record(decided)
+            new, to_delete = decided.new, decided.to_delete
+            if (
+                call.within is not None
+            ):  # a scoped writer: nothing outside its scope replaced, removed or stored
+                refuse_outside(ledger, to_delete, call.within, "add", call.document_id)
                 for pid, (_, doc) in new.items():
-                    if not within(doc.metadata):
+                    if not call.within(doc.metadata):
                         raise AccessDeniedError(
                             f"add: document {pid!r} would be stored outside this scope (its metadata does not "
                             "match the scope's base filter)"
                         )
-            prepare(  # rare: stored when this call began, removed by another writer since
+            prepared, staged = batch.prepared, batch.staged
+            more, counts = prepare(  # rare: stored when this call began, removed by another writer since
                 self._engine,
                 {pid: v for pid, v in new.items() if pid not in prepared and pid not in staged},
-                prepared,
-                report,
-                budget,
-                versions,
+                call.budget,
+                batch.versions,
             )
+            prepared.update(more)
+            report.add(counts)
             if new or to_delete:
                 publish = [staged[pid] for pid in new if pid in staged]
                 add = [(prepared[pid].record, prepared[pid].chunks) for pid in new if pid not in staged]
                 ledger.commit_write(add=add, remove=to_delete, publish=publish)
-                published.update(doc.id for doc, _ in publish)
+                batch.published.update(doc.id for doc, _ in publish)
                 report.chunks_written += sum(len(prepared[pid].chunks) for pid in new if pid not in staged)
                 report.chunks_written += sum(count for _, count in publish)
                 report.pruned.extend(extra_deletes)
                 if publish:  # the ledger holds the big texts now: let them go before the indexes catch up
                     del publish
-                    release_texts(new, staged)
+                    batch.release_texts(new)
                 self._checkpoint([c for _, chunks in add for c in chunks])
 
     # -- reindex ------------------------------------------------------------------------------------
@@ -318,8 +288,7 @@ class Writer:
         for start in range(0, len(ids), STREAM_GROUPS):
             records = [r for r in (ledger.get_document(i) for i in ids[start : start + STREAM_GROUPS]) if r]
             stored = {r.id: r.content_hash for r in records}
-            prepared: dict[str, Prepared] = {}
-            prepare(
+            prepared, counts = prepare(
                 self._engine,
                 {
                     r.id: (
@@ -328,9 +297,8 @@ class Writer:
                     )
                     for r in records
                 },
-                prepared,
-                report,
             )
+            report.add(counts)
             with self._engine.write_lock.hold("re-splitting documents"):
                 current = ledger.content_hashes(list(stored))
                 same = [i for i in stored if current.get(i) == stored[i]]  # unchanged since read
@@ -390,53 +358,6 @@ class Writer:
         return removed
 
 
-class Checkpointer:
-    """What follows each commit of a :class:`Writer`: shared indexes updated, this process's replicas brought
-    up to date, and written to disk when due (see :data:`SAVE_SHARE`)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._saved_at = time.monotonic()  # when this writer last wrote the indexes to disk
-
-    def __call__(self, written: Sequence[ChunkRecord] = ()) -> None:
-        """After a commit: update shared indexes, bring this process's replicas up to date, and persist them
-        when due (see :data:`SAVE_SHARE`).  ``written``: the chunk rows just committed, applied from memory
-        rather than read back.  The change is already safe in the ledger, so a failure here is logged, not
-        raised: the next write or open replays it."""
-        try:
-            self._engine.replica.shared.sync(written)
-        except Exception as exc:  # noqa: BLE001 - a shared index (a server) failed; the ledger holds the change
-            logger.error(
-                "the change is committed to the ledger, but updating the shared vector index failed "
-                "(%s: %s); the next write or search applies it",
-                type(exc).__name__,
-                exc,
-            )
-        replica = self._engine.replica
-        try:
-            replica.follow(written=written)  # in memory now (a backlog over BACKLOG_LIMIT is written at once)
-            if self._save_due():
-                replica.after_commit()
-                self._saved_at = time.monotonic()
-        except (OSError, IndexCorruptError) as exc:
-            logger.error(
-                "the change is committed to the ledger, but writing the index checkpoint failed (%s); "
-                "it is replayed from the ledger at the next write or open",
-                exc,
-            )
-
-    def _save_due(self) -> bool:
-        """Whether this commit writes the indexes to disk (see :data:`SAVE_SHARE`)."""
-        legs = self._engine.replica.local_legs()
-        size = len(self._engine.keyword_store)
-        backlog = max((leg.pending for leg in legs), default=0)
-        return (
-            size < SAVE_SMALL
-            or backlog >= SAVE_SHARE * size
-            or time.monotonic() - self._saved_at >= SAVE_SECONDS
-        )
-
-
 @cyclic_gc_paused()
 def _uncommitted(ledger: Any, prepared: Mapping[str, Any], versions: Mapping[str, str]) -> list[str]:
     """After a failed write: the prepared parents the ledger does not hold (a failure after the commit, e.g.
@@ -477,7 +398,7 @@ def rechunk(
         chunk_unit=settings.chunk_unit,
     )
     engine.splitter = None  # made again from the new settings when next used
-    engine.vector_store  # noqa: B018 - open the vector index first: a write checkpoints both indexes
+    engine.open_vector_index()  # first: a write checkpoints both indexes
     report = IngestReport()
     writer.reindex(report)
     with engine.write_lock.hold("recording the chunk settings"):

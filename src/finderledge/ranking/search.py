@@ -87,7 +87,7 @@ class Searcher:
                 engine.embeddings
             )  # the model loads while the indexes open (not for a query it cannot read)
         if mode != "keyword":
-            engine.vector_store  # noqa: B018 - open it (and catch it up) outside the read lock
+            engine.open_vector_index()  # opened (and caught up) outside the read lock
         # a calibration this process's writes made due runs in the background: the search uses the last one
 
         def legs() -> list[FusedHit]:  # under the read lock: both legs reflect one ledger seq

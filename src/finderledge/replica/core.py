@@ -41,8 +41,9 @@ from ..storage.locking import ReadWriteLock, WriteLock
 from ..vector_stores import LEDGER, LOCAL, VectorStore
 from .catch_up import apply_in_batches
 from .changes import keyword_step, plan_changes, read_rows, vector_step
-from .legs import BACKLOG_LIMIT, KEEP_ASIDE, Checkpoint, Leg, LocalRecords, Records
+from .legs import KEEP_ASIDE, Checkpoint, Leg, LocalRecords, Records
 from .overlay import VectorOverlay
+from .policy import BACKLOG_LIMIT, applied, leg_due
 from .shared import SharedIndexes
 
 __all__ = ["BACKLOG_LIMIT", "KEEP_ASIDE", "Checkpoint", "LocalRecords", "Records", "Replica"]
@@ -269,18 +270,10 @@ class Replica:
     def _checkpoint_leg(self, leg: Leg, force: bool) -> None:
         records = leg.records
         record = Checkpoint.read(records, leg.key)
-        current = (record.token if record else None) == leg.token
-        if (
-            current
-            and record is not None
-            and record.seq == leg.seq
-            and leg.pending == 0
-            and (leg is not self.vector or self.overlay.empty)
-        ):
+        due = leg_due(leg, record, force, leg is not self.vector or self.overlay.empty)
+        if due == "skip":
             return
-        if not current:
-            if not (force or leg.backlogged):
-                return
+        if due == "reload":
             logger.info("%s index: another process checkpointed it; reloading before persisting", leg.name)
             self._reload(leg)
         if leg.memory_only:  # nothing to persist to: its changes stay in the overlay
@@ -339,9 +332,8 @@ class Replica:
     def close(self) -> None:
         """Checkpoint if this replica applied anything (and the lock is free now), then close.  A replica that
         only read takes no lock and writes nothing."""
-        applied = any(leg.pending or leg.rebuilt for leg in self.local_legs()) or not self.overlay.empty
         try:
-            if applied:
+            if applied(self.local_legs(), self.overlay.empty):
                 with self.checkpoint_lock.hold("closing", timeout=0):
                     self.checkpoint()
         except LockTimeoutError:

@@ -1,7 +1,8 @@
 """One index replica's leg (the keyword or the vector index) and its record on disk: where checkpoint
 records live, what a checkpoint says, how a leg opens from its files, and how damaged files are moved aside.
 
-:class:`~finderledge.replica.core.Replica` holds two legs and decides when they follow the ledger and checkpoint.
+:class:`~finderledge.replica.core.Replica` holds two legs and makes them follow the ledger and checkpoint;
+:mod:`finderledge.replica.policy` says when.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ..storage.durable import write_file
 from ..storage.locking import WriteLock
 from ..storage.seals import UnsealedError
 from ..vector_stores import LOCAL, VectorStore
+from . import policy
+from .policy import BACKLOG_LIMIT
 
 __all__ = [
     "BACKLOG_LIMIT",
@@ -37,8 +40,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# a stale replica persists anyway (reloading from disk first) once this many changes wait in memory
-BACKLOG_LIMIT = 5000
 _OPEN_RETRIES = 5
 KEEP_ASIDE = 3  # moved-aside copies of a damaged index kept per folder (the oldest are removed)
 
@@ -161,17 +162,13 @@ class Leg:
 
     @property
     def backlogged(self) -> bool:
-        """Over :data:`BACKLOG_LIMIT` changes wait in memory: persist now (even a stale replica, reloading first)."""
-        return self.pending > BACKLOG_LIMIT
+        """See :func:`finderledge.replica.policy.backlogged`."""
+        return policy.backlogged(self)
 
     @property
     def needs_checkpoint(self) -> bool:
-        return (
-            self.handle is not None
-            and self.location == LOCAL
-            and not self.memory_only
-            and (self.rebuilt or self.backlogged)
-        )
+        """See :func:`finderledge.replica.policy.needs_checkpoint`."""
+        return policy.needs_checkpoint(self)
 
     def load(self) -> None:
         """Open the handle from disk; the checkpoint is read first, so ``seq`` never overstates the files."""
