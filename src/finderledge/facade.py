@@ -70,6 +70,7 @@ class FinderLedge(EngineParts, Writing, ReadingBack):
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         chunk_unit: str | None = None,
+        chunk_context: bool | None = None,
         search_mode: str | None = None,
         k: int | None = None,
         candidate_k: int | None = None,

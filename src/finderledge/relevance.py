@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import ConfigurationError
 from .fusion import FusedHit
+from .metadata import embedded_text
 
 __all__ = [
     "SAMPLE_SIZE",
@@ -165,7 +166,7 @@ class LedgerBackground:
             ids = self._ledger.sample_chunk_ids(size)
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
         return sample_background(
-            (c.content for c in chunks),
+            (embedded_text(c.content, c.metadata) for c in chunks),  # as BM25 indexed them
             (c.embedding for c in chunks),
             self.size(),
             tokenizer=getattr(self._keyword_store, "tokenizer", None),

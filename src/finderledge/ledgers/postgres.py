@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigurationError, IncompatibleIndexError, LockTimeoutError
-from ..metadata import DOCUMENT_ID, user_metadata
+from ..metadata import DOCUMENT_ID, embedded_text, user_metadata
 from ..pg_connection import (
     PostgresConnectionError,
     advisory_key,
@@ -786,7 +786,7 @@ class PostgresLedger(PostgresReads):
             content,
             is_json,
             _dumps(chunk.metadata),
-            content_id(chunk.content),
+            content_id(embedded_text(chunk.content, chunk.metadata)),  # the text its vector embeds
         )
 
     def _mark_removed(self, cur: psycopg.Cursor[Any], remove: list[str], now: float) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import IncompatibleIndexError, LedgerCorruptError
 from ..integrity import is_sqlite_corruption
+from ..metadata import embedded_text
 from ..storage import Storage, full_disk_error
 from .base import (
     ADD,
@@ -614,7 +615,9 @@ class SQLiteLedger(SQLiteReads):
         """Inside a write transaction: insert chunk rows (text hashed); the cache lets go of their vectors.
         A chunk whose document is among ``parents`` (written in the same transaction) stores only what its
         document's row does not: no text when it is the document's whole text, its metadata's difference."""
-        hashes = [content_id(c.content) for c in chunks]
+        hashes = [
+            content_id(embedded_text(c.content, c.metadata)) for c in chunks
+        ]  # the text its vector embeds
         found = parents or {}
         self._db.executemany(
             f"{verb} INTO chunks(id, parent_id, split_index, content, metadata, embedding, text_hash)"
