@@ -128,6 +128,7 @@ PARTITION_KEY = Rule(
     lambda value: value != "" and not value.startswith("$") and value != "_finderledge",
     optional=True,
 )
+BOOLEAN = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)})")
 FLAG = Rule(bool, f"a boolean ({'/'.join(TRUE_WORDS)}, {'/'.join(FALSE_WORDS)}) or auto", optional=True)
 
 
@@ -154,6 +155,9 @@ class Settings:
     chunk_overlap: int = _setting(100, NON_NEGATIVE_INT, recorded=True, pinned=True)  # and below chunk_size
     # what chunk_size/chunk_overlap count
     chunk_unit: str = _setting("weighted", _one_of(CHUNK_UNITS), recorded=True, pinned=True)
+    # each chunk embedded and BM25-indexed with its parent's title and heading path above it (results show the
+    # chunk's own text); switched only by reindex, since every chunk is embedded again
+    chunk_context: bool = _setting(False, BOOLEAN, recorded=True, pinned=True)
     search_mode: str = _setting("hybrid", _one_of(SEARCH_MODES))
     k: int = _setting(10, POSITIVE_INT)
     candidate_k: int = _setting(100, POSITIVE_INT)  # candidates each leg fetches before fusion

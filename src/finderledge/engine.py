@@ -141,7 +141,7 @@ class Engine:
 
             settings = self.settings
             self._splitter = DocumentSplitter(
-                settings.chunk_size, settings.chunk_overlap, settings.chunk_unit
+                settings.chunk_size, settings.chunk_overlap, settings.chunk_unit, settings.chunk_context
             )
         return self._splitter
 
@@ -252,12 +252,15 @@ def _assemble(
     recorded = json.loads(ledger.get_info("settings") or "{}")
     if recorded and "vector_store" not in recorded:
         recorded["vector_store"] = LEGACY_VECTOR_STORE  # recorded before the default changed
+    if recorded and "chunk_context" not in recorded:
+        recorded["chunk_context"] = False  # built before chunk_context existed: its chunks carry no context
     # the recorded model is never a default: opening must not load a model or call a service the caller did
     # not name (a crafted directory could name any path or API); it is checked in _choose_model
     resolved = Settings.resolve(
         args, env_file=env_file, defaults={k: v for k, v in recorded.items() if k != "embedding_model"}
     )
     settings = _pin_recorded(resolved, recorded, args, directory)
+    _check_chunk_context(ledger, recorded, settings, directory)
     shared = pre.database_url is not None  # the ledger is a database many machines share
     # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
     local = directory if directory is not None or not shared else replica_directory(ledger.name)
@@ -471,6 +474,22 @@ def _warn_chunking_changed(recorded: Mapping[str, Any], settings: Settings, dire
         )
 
 
+def _check_chunk_context(
+    ledger: Ledger, recorded: Mapping[str, Any], settings: Settings, directory: Path | None
+) -> None:
+    """A ``chunk_context`` argument other than the one a directory's chunks were embedded with is refused while it
+    holds documents (searches would mix two kinds of vectors); ``reindex(chunk_context=...)`` switches it."""
+    built = recorded.get("chunk_context")
+    if built is None or built == settings.chunk_context or not ledger.counts()["documents"]:
+        return
+    raise ConfigurationError(
+        f"setting 'chunk_context': {directory or 'this index'} was built with chunk_context={built} and holds "
+        f"documents, got {settings.chunk_context}; switching embeds every chunk again: open it without "
+        f"chunk_context and call reindex(chunk_context={settings.chunk_context}) "
+        f"(finderledge reindex --chunk-context {'on' if settings.chunk_context else 'off'})"
+    )
+
+
 def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
     """Record the settings of a new directory, or a vector store an argument switched to; opening a directory
     otherwise never writes to it."""
@@ -488,6 +507,10 @@ def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
         )
         ledger.set_info("settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]}))
         _replace_vector_store(engine, str(recorded.get("vector_store")))
+    elif (
+        recorded.get("chunk_context") != wanted["chunk_context"]
+    ):  # an empty directory (_check_chunk_context)
+        ledger.set_info("settings", json.dumps({**recorded, "chunk_context": wanted["chunk_context"]}))
     elif recorded.get("partition_key") != wanted["partition_key"]:
         # statistics per partition are computed at search time: switching needs no rebuild
         logger.info(

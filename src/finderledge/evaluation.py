@@ -280,7 +280,8 @@ def _first_rank(ranked: Sequence[Any], match: Any) -> int | None:
 def index_beir(
     ledger: FinderLedge, dataset: BeirDataset, *, batch_size: int = 512, show_progress: bool | None = None
 ) -> float:
-    """Add every corpus document (``title`` + blank line + ``text``) with ``beir_id`` metadata; returns seconds."""
+    """Add every corpus document (``title`` + blank line + ``text``) with ``beir_id`` metadata (and ``title``, which
+    ``chunk_context`` carries into every chunk); returns seconds."""
     start = time.perf_counter()
     items = list(dataset.corpus.items())
     batches: Iterable[int] = range(0, len(items), batch_size)
@@ -294,7 +295,10 @@ def index_beir(
     try:
         for s in batches:
             docs = [
-                Document(page_content=f"{title}\n\n{text}".strip(), metadata={"beir_id": did})
+                Document(
+                    page_content=f"{title}\n\n{text}".strip(),
+                    metadata={"beir_id": did, **({"title": title} if title.strip() else {})},
+                )
                 for did, (title, text) in items[s : s + batch_size]
             ]
             ledger.add_documents(docs)

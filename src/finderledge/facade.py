@@ -86,6 +86,7 @@ class FinderLedge:
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         chunk_unit: str | None = None,
+        chunk_context: bool | None = None,
         search_mode: str | None = None,
         k: int | None = None,
         candidate_k: int | None = None,
@@ -364,11 +365,13 @@ class FinderLedge:
         chunk_size: int | None = None,
         chunk_overlap: int | None = None,
         chunk_unit: str | None = None,
+        chunk_context: bool | None = None,
     ) -> IngestReport:
         """Split every stored document again with these chunk settings (the current ones where not given) and
         record them for the directory: the explicit way to change chunking, since an argument on reopening
-        only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded)."""
-        return rechunk(self._engine, self._writer, chunk_size, chunk_overlap, chunk_unit)
+        only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded);
+        ``chunk_context`` switches the title and heading path embedded with each chunk (refused on opening)."""
+        return rechunk(self._engine, self._writer, chunk_size, chunk_overlap, chunk_unit, chunk_context)
 
     # -- removal ------------------------------------------------------------------------------------
     def remove_document(

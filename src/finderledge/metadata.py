@@ -35,6 +35,7 @@ __all__ = [
     "child_id",
     "clean_text",
     "copies_per_object",
+    "embedded_text",
     "info_of",
     "kind_of",
     "normalize_metadata",
@@ -49,7 +50,7 @@ MAX_DEPTH = 32
 
 FL_KEY = "_finderledge"
 """The one metadata key FinderLedge owns: a dict of its own fields (``id``, ``parent_id``, ``split_index``,
-``split_count``, ``is_parent``, ``doc_type``, ``headers``; on search results also the scores)."""
+``split_count``, ``is_parent``, ``doc_type``, ``headers``, ``context``; on search results also the scores)."""
 
 DOCUMENT_ID = "document_id"
 """The metadata key of an application's document id (``add_document(..., document_id=...)``): it groups the
@@ -166,6 +167,13 @@ def source_of(md: Mapping[str, Any], document_id: str | None = None) -> str:
 def user_metadata(md: Mapping[str, Any]) -> dict[str, Any]:
     """``md`` without FinderLedge's fields: what the caller and the loader stored."""
     return {k: v for k, v in md.items() if k != FL_KEY}
+
+
+def embedded_text(content: str, metadata: Mapping[str, Any]) -> str:
+    """The text a chunk's vector and BM25 entry are made from: its ``context`` (the parent's title and section
+    path, ``chunk_context``) above its text; the text itself is what results and citations show."""
+    context = info_of(metadata).get("context")
+    return f"{context}\n\n{content}" if isinstance(context, str) and context else content
 
 
 def child_id(parent_id: str, index: int) -> str:

@@ -20,6 +20,7 @@ PREVIOUS_RECORDED = (
     "qdrant_url",
     "qdrant_collection",
     "partition_key",
+    "chunk_context",  # issue 42: recorded and pinned, switched by reindex
 )
 PREVIOUS_PINNED = (
     "vector_store",
@@ -30,6 +31,7 @@ PREVIOUS_PINNED = (
     "chroma_collection",
     "qdrant_url",
     "qdrant_collection",
+    "chunk_context",
 )
 
 

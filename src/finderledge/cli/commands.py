@@ -244,6 +244,13 @@ def _add_small_commands(sub: Any) -> None:
         default=None,
         help="what the lengths count: weighted (a CJK character counts 3) or chars (default: recorded)",
     )
+    p.add_argument(
+        "--chunk-context",
+        type=_on_off,
+        default=None,
+        metavar="on|off",
+        help="embed and BM25-index each chunk with its document's title and heading path (default: recorded)",
+    )
     _vector_store_option(p, "switch the index to this vector store (rebuilt from the ledger)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -722,6 +729,16 @@ def _repaired(args: argparse.Namespace, found: Any) -> Any:
     return report
 
 
+def _on_off(value: str) -> bool:
+    """``on``/``off`` (or true/false, yes/no, 1/0) as a flag; anything else is a usage error."""
+    word = value.strip().lower()
+    if word in ("on", "true", "yes", "1"):
+        return True
+    if word in ("off", "false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
+
+
 def _cmd_reindex(args: argparse.Namespace) -> int:
     """finderledge reindex: FinderLedge.reindex with the given chunk settings; --vector-store switches the store
     as the index opens (alone, it re-splits nothing)."""
@@ -729,13 +746,15 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
         "chunk_size": args.chunk_size,
         "chunk_overlap": args.chunk_overlap,
         "chunk_unit": args.chunk_unit,
+        "chunk_context": args.chunk_context,
     }
     resplit = any(v is not None for v in chunking.values()) or args.vector_store is None
     progress = False if args.no_progress else None
     with _open(args, vector_store=args.vector_store, show_progress=progress) as fl:
         report = fl.reindex(**chunking) if resplit else None
         settings = {
-            k: getattr(fl.settings, k) for k in ("chunk_size", "chunk_overlap", "chunk_unit", "vector_store")
+            k: getattr(fl.settings, k)
+            for k in ("chunk_size", "chunk_overlap", "chunk_unit", "chunk_context", "vector_store")
         }
         totals = fl.count()
     lines = []

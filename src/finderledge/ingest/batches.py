@@ -27,7 +27,7 @@ from ..document_loader import DocumentLoader, LoadResult, detect_doc_type, detec
 from ..errors import ConfigurationError, SourceNotFoundError, TooManyChunksError
 from ..filters import Predicate
 from ..ledgers import COMPLETE, ChunkRecord, DocumentRecord, Ledger, content_id
-from ..metadata import DOCUMENT_ID, FL_KEY, child_id, normalize_metadata, user_metadata
+from ..metadata import DOCUMENT_ID, FL_KEY, child_id, embedded_text, normalize_metadata, user_metadata
 from ..progress import ProgressLog, bar_fits, ending
 from ..validation import clean_text
 
@@ -322,7 +322,7 @@ def prepare(
             pid, group.source, version or version_hash(doc), COMPLETE, doc.page_content, parent_md
         )
         children.extend(kids)
-    vectors, counts = embed(engine, [text for text, _ in children])
+    vectors, counts = embed(engine, [embedded_text(text, md) for text, md in children])
     chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
     for (text, md), vec in zip(children, vectors):
         info = md[FL_KEY]

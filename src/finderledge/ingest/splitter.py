@@ -26,7 +26,14 @@ from langchain_text_splitters import (
 from ..config import CHUNK_UNITS
 from ..metadata import FL_KEY, child_id
 
-__all__ = ["CJK_CHAR_WEIGHT", "TEXT_SEPARATORS", "DocumentSplitter", "child_id", "weighted_length"]
+__all__ = [
+    "CJK_CHAR_WEIGHT",
+    "TEXT_SEPARATORS",
+    "DocumentSplitter",
+    "child_id",
+    "chunk_context",
+    "weighted_length",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +105,31 @@ def _section_of(headers: list[tuple[int, list[str]]], position: int) -> str | No
     return current
 
 
+CONTEXT_SEPARATOR = " > "  # between the title and the headings of a chunk's context
+_HEADING_MARKS = re.compile(r"^[ \t]*#{1,6}[ \t]+|[ \t]*#*[ \t]*$")
+
+
+def document_title(metadata: Mapping[str, Any]) -> str | None:
+    """A parent's title: its ``title`` (front matter, HTML/PDF/DOCX, a BEIR corpus), else its ``file_name``."""
+    for key in ("title", "file_name"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())
+    return None
+
+
+def chunk_context(title: str | None, section: str | None, chunk: str) -> str | None:
+    """The context carried into a chunk's embedded and BM25 text: ``Title > Heading > Subheading``, leaving
+    out a part the chunk's first line already says (a BEIR chunk 0 starts with its title, a Markdown chunk
+    with its own heading) and a first heading equal to the title; ``None`` when nothing is left."""
+    headings = [h for h in section.split(CONTEXT_SEPARATOR) if h] if section else []
+    if title and headings and headings[0] == title:
+        headings = headings[1:]
+    first = " ".join(_HEADING_MARKS.sub("", chunk.lstrip().split("\n", 1)[0]).split())
+    kept = [p for p in ([title] if title else []) + headings if p != first]
+    return CONTEXT_SEPARATOR.join(kept) or None
+
+
 def weighted_length(text: str) -> int:
     """Length of ``text`` with CJK characters weighted by :data:`CJK_CHAR_WEIGHT`."""
     if text.isascii():  # no CJK character: a C-speed check instead of a regex scan (most English text)
@@ -109,7 +141,11 @@ class DocumentSplitter:
     """Splits each parent ``Document`` into children whose metadata follows FinderLedge's chunk schema."""
 
     def __init__(
-        self, chunk_size: int = 1000, chunk_overlap: int = 100, chunk_unit: str = "weighted"
+        self,
+        chunk_size: int = 1000,
+        chunk_overlap: int = 100,
+        chunk_unit: str = "weighted",
+        chunk_context: bool = False,
     ) -> None:
         if chunk_size < 1 or not 0 <= chunk_overlap < chunk_size:
             raise ValueError(
@@ -121,6 +157,8 @@ class DocumentSplitter:
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.chunk_unit = chunk_unit
+        # each chunk's metadata carries its parent's title and heading path (``context``) for the embedding and BM25
+        self.chunk_context = chunk_context
         self.length_function: Callable[[str], int] = weighted_length if chunk_unit == "weighted" else len
         self._cache: dict[str, TextSplitter] = {}
 
@@ -291,6 +329,7 @@ class DocumentSplitter:
             FL_KEY: {"id": parent_id, "is_parent": True, "split_count": count, "doc_type": doc_type},
         }
         headers = markdown_headers(text) if doc_type == "markdown" else []
+        title = document_title(md) if self.chunk_context else None
         cursor = 0
         children: list[tuple[str, dict[str, Any]]] = []
         for i, piece in enumerate(pieces):
@@ -302,6 +341,7 @@ class DocumentSplitter:
                 "split_count": count,
                 "doc_type": doc_type,
             }
+            section = None
             if headers:  # chunks come in order and may overlap: search from just after the last start
                 found = text.find(piece, cursor)
                 if found >= 0:
@@ -309,5 +349,7 @@ class DocumentSplitter:
                     section = _section_of(headers, found)
                     if section:
                         info["headers"] = section
+            if self.chunk_context and (context := chunk_context(title, section, piece)):
+                info["context"] = context
             children.append((piece, {**md, FL_KEY: info}))
         return parent_md, children

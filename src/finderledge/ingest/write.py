@@ -26,7 +26,7 @@ from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundErro
 from ..filters import Predicate
 from ..ledgers import COMPLETE, content_id
 from ..memory import cyclic_gc_paused
-from ..metadata import TEXT_SOURCE_PREFIX, user_metadata
+from ..metadata import TEXT_SOURCE_PREFIX, embedded_text, user_metadata
 from ..replica.policy import SAVE_SECONDS, SAVE_SHARE, SAVE_SMALL, Checkpointer
 from ..sources import source_key
 from ..validation import check_parallel, check_texts
@@ -205,7 +205,7 @@ class Writer:
             keep_vectors(
                 self._engine,
                 [
-                    (content_id(c.content), c.embedding)
+                    (content_id(embedded_text(c.content, c.metadata)), c.embedding)
                     for pid in _uncommitted(ledger, batch.prepared, versions)
                     for c in batch.prepared[pid].chunks
                     if c.embedding is not None
@@ -375,6 +375,7 @@ def rechunk(
     chunk_size: int | None,
     chunk_overlap: int | None,
     chunk_unit: str | None,
+    chunk_context: bool | None = None,
 ) -> IngestReport:
     """:meth:`FinderLedge.reindex <finderledge.facade.FinderLedge.reindex>`: switch the engine to these chunk
     settings (the current ones where None), split every stored document again and record them."""
@@ -383,10 +384,16 @@ def rechunk(
         "chunk_size": engine.settings.chunk_size,
         "chunk_overlap": engine.settings.chunk_overlap,
         "chunk_unit": engine.settings.chunk_unit,
+        "chunk_context": engine.settings.chunk_context,
         "persist_directory": engine.settings.persist_directory,
     }
     settings = Settings.resolve(
-        {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "chunk_unit": chunk_unit},
+        {
+            "chunk_size": chunk_size,
+            "chunk_overlap": chunk_overlap,
+            "chunk_unit": chunk_unit,
+            "chunk_context": chunk_context,
+        },
         env_file=None,
         environ={},
         defaults=current,
@@ -396,6 +403,7 @@ def rechunk(
         chunk_size=settings.chunk_size,
         chunk_overlap=settings.chunk_overlap,
         chunk_unit=settings.chunk_unit,
+        chunk_context=settings.chunk_context,
     )
     engine.splitter = None  # made again from the new settings when next used
     engine.open_vector_index()  # first: a write checkpoints both indexes
@@ -411,6 +419,7 @@ def rechunk(
                     "chunk_size": settings.chunk_size,
                     "chunk_overlap": settings.chunk_overlap,
                     "chunk_unit": settings.chunk_unit,
+                    "chunk_context": settings.chunk_context,
                 }
             ),
         )

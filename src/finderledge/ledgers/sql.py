@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LedgerCorruptError
-from ..metadata import DOCUMENT_ID
+from ..metadata import DOCUMENT_ID, embedded_text
 from .base import (
     ADD,
     COMPLETE,
@@ -304,7 +304,9 @@ class SQLLedger(Ledger):
     ) -> tuple[list[tuple[Any, ...]], list[tuple[str, ChunkRecord]]]:
         """Chunk rows to insert (text hashed) and ``(text hash, chunk)`` of those with a vector."""
         found = parents or {}
-        hashes = [content_id(c.content) for c in chunks]
+        hashes = [
+            content_id(embedded_text(c.content, c.metadata)) for c in chunks
+        ]  # the text its vector embeds
         rows = [self.dialect.chunk_row(c, found.get(c.parent_id), h) for c, h in zip(chunks, hashes)]
         return rows, [(h, c) for c, h in zip(chunks, hashes) if c.embedding is not None]
 

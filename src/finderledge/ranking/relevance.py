@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import ConfigurationError
+from ..metadata import embedded_text
 from .fusion import FusedHit
 
 __all__ = [
@@ -165,7 +166,7 @@ class LedgerBackground:
             ids = self._ledger.sample_chunk_ids(size)
         chunks = self._ledger.get_chunks(ids, with_embedding=True)
         return sample_background(
-            (c.content for c in chunks),
+            (embedded_text(c.content, c.metadata) for c in chunks),  # as BM25 indexed them
             (c.embedding for c in chunks),
             self.size(),
             tokenizer=getattr(self._keyword_store, "tokenizer", None),

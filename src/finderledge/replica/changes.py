@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import IndexCorruptError, LedgerCorruptError
 from ..keyword_store import KeywordStore
 from ..ledgers import ADD, ChunkRecord, Ledger
-from ..metadata import child_id, share_equal, user_metadata
+from ..metadata import child_id, embedded_text, share_equal, user_metadata
 from ..progress import logged
 from .overlay import VectorOverlay
 
@@ -88,7 +88,11 @@ def keyword_step(
         batches = logged(chunks, "keyword index (5,000 chunks a batch)", "batch")
     try:
         prepared = [
-            store.prepare([c.id for c in batch], [c.content for c in batch], chunk_metadata(batch))
+            store.prepare(
+                [c.id for c in batch],
+                [embedded_text(c.content, c.metadata) for c in batch],  # its context (title, headings) too
+                chunk_metadata(batch),
+            )
             for batch in batches
         ]
     except BaseException:

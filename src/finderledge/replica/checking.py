@@ -50,6 +50,7 @@ from ..ledgers.rows import (
     decode_document_metadata,
     decode_embedding,
 )
+from ..metadata import embedded_text
 from ..storage.files import Storage, full_disk_error
 from ..storage.locking import WriteLock
 from ..storage.seals import Seal
@@ -197,8 +198,8 @@ def _check_ledger(con: sqlite3.Connection, ledger: Path, report: CheckReport) ->
                 raise RowDamage(f"its text is its document's, and document {parent} is not in the ledger")
             if text_kind not in ("text", "its document's") or not isinstance(text, str):
                 raise RowDamage(f"its text is a {text_kind} value, not text")
-            _check_text_hash(text, text_hash)
-            decode_chunk_metadata(metadata, parent_metadata, cid, parent, int(split))
+            decoded = decode_chunk_metadata(metadata, parent_metadata, cid, parent, int(split))
+            _check_text_hash(embedded_text(text, decoded), text_hash)
             if blob is not None:
                 decode_embedding(blob, dimension)
         except RowDamage as exc:
@@ -259,8 +260,8 @@ def _damaged_row(
 
 
 def _check_text_hash(text: str, stored: Any) -> None:
-    """A chunk's text must hash to the hash written with it (16 bytes, or 32 hex characters in a version 4
-    ledger); text changed in the ledger afterwards does not."""
+    """A chunk's embedded text (its text, below its ``context`` if any) must hash to the hash written with it
+    (16 bytes, or 32 hex characters in a version 4 ledger); text changed in the ledger afterwards does not."""
     if isinstance(stored, bytes) and len(stored) == 16:
         stored = stored.hex()
     if not isinstance(stored, str) or len(stored) != 32:
