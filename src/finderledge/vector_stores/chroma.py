@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -112,6 +113,7 @@ class ChromaVectorStore(VectorStore):
         self._generation = -1
         self._collection_name = collection_name
         self._seal: Seal | None = None
+        self._client: Any = None
         if url is not None:
             self._lock = WriteLock(None, lock_timeout)  # the server serialises its own writes
         elif self.path is None:
@@ -156,7 +158,8 @@ class ChromaVectorStore(VectorStore):
         self._max_batch = max(1, int(self._client.get_max_batch_size()))
 
     def _disconnect(self) -> None:
-        close = getattr(self._client, "close", None)
+        client, self._client = self._client, None
+        close = getattr(client, "close", None)
         if callable(close):
             close()
         if self.path is not None and self._alias is not None:
@@ -197,17 +200,26 @@ class ChromaVectorStore(VectorStore):
                 if self._generation >= 0:
                     logger.debug("Chroma at %s changed in another process; reloading it", self.path)
                     self._disconnect()
+                self._generation = -1  # until connected: a failed connect is retried, never used half-made
                 self._connect()
+                if current == 0:  # a new folder: named at once, so that one replacing it is told apart
+                    current = self._write_generation()
                 self._generation = current
-            if writing:  # bumped first: if this process dies mid-write, the others still reload
-                self._generation += 1
-                Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))
+            if writing:  # changed first: if this process dies mid-write, the others still reload
+                self._write_generation()
                 if self._seal is not None:
                     self._seal.begin()
             try:
                 yield
             finally:  # whatever Chroma wrote (opening, writing, even reading) is sealed before the lock goes
                 self._reseal()
+
+    def _write_generation(self) -> int:
+        """A new random value for ``path/generation`` (caller holds the lock): random, not a count, so that a
+        folder moved aside and rebuilt by another process never repeats the value a client last saw."""
+        self._generation = secrets.randbits(62) + 1
+        Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))  # type: ignore[arg-type]
+        return self._generation
 
     def _hold(self, held: ExitStack, writing: bool) -> None:
         """Take the folder's lock into ``held``.  Its lock file lives in the folder, which another process may
@@ -302,13 +314,21 @@ class ChromaVectorStore(VectorStore):
             return int(self._collection.count())
 
     def close(self) -> None:
-        if self._generation >= 0:
-            with self._lock.hold("closing the Chroma index", note=False):
+        if self._generation < 0:
+            self._disconnect()  # a connect that failed half-way, or a folder moved away: nothing to seal
+        else:
+            try:
+                with self._lock.hold("closing the Chroma index", note=False):
+                    # the folder this client opened: another process's (or a rebuilt one) is sealed by it
+                    ours = self._read_generation() == self._generation
+                    self._disconnect()
+                    try:
+                        if ours:
+                            self._reseal()
+                    except StorageFullError as exc:  # unsealed: the next open rebuilds it from the ledger
+                        logger.warning("closing Chroma without sealing its files: %s", exc)
+            except FileNotFoundError:  # another process moved the folder aside: nothing here to seal
                 self._disconnect()
-                try:
-                    self._reseal()
-                except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
-                    logger.warning("closing Chroma without sealing its files: %s", exc)
             self._generation = -1
 
 
