@@ -226,13 +226,16 @@ class ChromaVectorStore(VectorStore):
         have just moved aside to rebuild it (a damaged or unsealed folder): then wait for the rebuilt folder
         and reconnect to it; a folder that never comes back is reported as damage, which the replica heals."""
         what = "writing the Chroma index" if writing else "reading the Chroma index"
-        for _ in range(_MOVED_RETRIES):
+        deadline = time.monotonic() + min(self._lock.timeout, _MOVED_MAX_WAIT)
+        while True:
             try:
                 held.enter_context(self._lock.hold(what, note=writing))
                 return
             except FileNotFoundError:
                 self._disconnect()  # the client's files were moved away with the folder
                 self._generation = -1
+                if time.monotonic() > deadline:
+                    break
                 time.sleep(_MOVED_WAIT)
         raise IndexCorruptError(self.path or Path("."), "the folder was moved away and not rebuilt")
 
@@ -332,8 +335,9 @@ class ChromaVectorStore(VectorStore):
             self._generation = -1
 
 
-# a folder moved aside by another process is waited for at most this long (seconds: retries x wait)
-_MOVED_RETRIES = 200
+# a folder moved aside by another process (which rebuilds it at once) is waited for like its lock, at most
+# this long (seconds), looking every _MOVED_WAIT s: a loaded machine can take seconds to rebuild it
+_MOVED_MAX_WAIT = 60.0
 _MOVED_WAIT = 0.05
 
 
