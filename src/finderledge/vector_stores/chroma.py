@@ -199,7 +199,7 @@ class ChromaVectorStore(VectorStore):
             if current != self._generation:
                 if self._generation >= 0:
                     logger.debug("Chroma at %s changed in another process; reloading it", self.path)
-                    self._disconnect()
+                self._disconnect()  # also what a connect that failed half-way left
                 self._generation = -1  # until connected: a failed connect is retried, never used half-made
                 self._connect()
                 if current == 0:  # a new folder: named at once, so that one replacing it is told apart
