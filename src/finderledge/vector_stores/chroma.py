@@ -323,7 +323,7 @@ class ChromaVectorStore(VectorStore):
             try:
                 with self._lock.hold("closing the Chroma index", note=False):
                     # the folder this client opened: another process's (or a rebuilt one) is sealed by it
-                    ours = self._read_generation() == self._generation
+                    ours = self.path is None or self._read_generation() == self._generation
                     self._disconnect()
                     try:
                         if ours:
