@@ -153,6 +153,7 @@ class Leg:
         self.pending = 0  # changes applied in memory and not yet checkpointed
         self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
         self.damage: IndexCorruptError | None = None  # found after loading (a lazily read file): rebuild soon
+        self.replaced = False  # another process replaced its folder (moved aside, rebuilt): reload soon
         self.memory_only = False  # its files could not be opened (a full disk): served from the ledger
         self.moved_at_load: Path | None = None  # where its last load moved damaged files (None: it did not)
         # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)

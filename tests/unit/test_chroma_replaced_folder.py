@@ -119,6 +119,7 @@ def test_a_client_whose_folder_was_replaced_reopens_on_the_new_one(tmp_path: Pat
     try:
         writer.add(["old-1"], _vectors(1, 1), [{}])
         assert reader.ids() == {"old-1"}
+        assert not reader.take_replaced()  # another process's write is no replacement
         writer.close()
         # another process moved the folder aside (as Leg.move_aside does, under the folder's lock) and
         # rebuilt it with the same number of writes: the reader must not keep searching the old files
@@ -127,7 +128,32 @@ def test_a_client_whose_folder_was_replaced_reopens_on_the_new_one(tmp_path: Pat
         writer = ChromaVectorStore(path)
         writer.add(["new-1", "new-2"], _vectors(2, 2), [{}, {}])
         assert reader.ids() == {"new-1", "new-2"}
+        assert reader.take_replaced() and not reader.take_replaced()  # told once: its replica reloads
         assert [i for i, _ in reader.search(_vectors(2, 2)[1], 1)] == ["new-2"]
     finally:
         writer.close()
+        reader.close()
+
+
+def test_a_replica_whose_folder_was_replaced_before_it_was_refilled_still_finds_everything(
+    tmp_path: Path, fake_embeddings: Any
+) -> None:
+    from finderledge import FinderLedge
+
+    texts = [f"note {i} about rivers and stones number {i}" for i in range(5)]
+    with FinderLedge(tmp_path / "idx", vector_store="chroma", embedding=fake_embeddings) as fl:
+        fl.add_texts(texts)
+    reader = FinderLedge(tmp_path / "idx", embedding=fake_embeddings)
+    try:
+        assert [r.document.page_content for r in reader.search(texts[3], k=1, search_mode="vector")] == [
+            texts[3]
+        ]
+        # another process moved the folder aside and has opened the new, empty one, not refilled it yet
+        chroma = tmp_path / "idx" / "chroma"
+        with WriteLock(chroma, 10).hold("moving aside", note=False):
+            chroma.rename(tmp_path / "idx" / "chroma.corrupt-x")
+        ChromaVectorStore(chroma).close()
+        for text in texts:
+            assert [r.document.page_content for r in reader.search(text, k=1, search_mode="vector")] == [text]
+    finally:
         reader.close()

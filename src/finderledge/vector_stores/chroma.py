@@ -114,6 +114,8 @@ class ChromaVectorStore(VectorStore):
         self._collection_name = collection_name
         self._seal: Seal | None = None
         self._client: Any = None
+        self._folder: int | None = None  # which folder (the generation's high bits) this store last used
+        self._replaced = False  # another process replaced that folder since: see take_replaced
         if url is not None:
             self._lock = WriteLock(None, lock_timeout)  # the server serialises its own writes
         elif self.path is None:
@@ -205,6 +207,10 @@ class ChromaVectorStore(VectorStore):
                 if current == 0:  # a new folder: named at once, so that one replacing it is told apart
                     current = self._write_generation()
                 self._generation = current
+                folder = current >> _FOLDER_SHIFT
+                if self._folder is not None and folder != self._folder:
+                    self._replaced = True
+                self._folder = folder
             if writing:  # changed first: if this process dies mid-write, the others still reload
                 self._write_generation()
                 if self._seal is not None:
@@ -214,10 +220,19 @@ class ChromaVectorStore(VectorStore):
             finally:  # whatever Chroma wrote (opening, writing, even reading) is sealed before the lock goes
                 self._reseal()
 
+    def take_replaced(self) -> bool:
+        """Whether another process replaced the folder (moved it aside, rebuilt it) since this store last used
+        it, once: what the replica based on the old folder needs to reload (the new one may not be full yet)."""
+        replaced, self._replaced = self._replaced, False
+        return replaced
+
     def _write_generation(self) -> int:
         """A new random value for ``path/generation`` (caller holds the lock): random, not a count, so that a
-        folder moved aside and rebuilt by another process never repeats the value a client last saw."""
-        self._generation = secrets.randbits(62) + 1
+        folder moved aside and rebuilt by another process never repeats the value a client last saw.  Its
+        high bits name the folder (kept by every write to it, new for a new folder), the low bits the write."""
+        folder = self._generation >> _FOLDER_SHIFT if self._generation > 0 else 0
+        folder = folder or secrets.randbits(31) + 1
+        self._generation = (folder << _FOLDER_SHIFT) | secrets.randbits(_FOLDER_SHIFT)
         Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))  # type: ignore[arg-type]
         return self._generation
 
@@ -338,6 +353,7 @@ class ChromaVectorStore(VectorStore):
 # a folder moved aside by another process (which rebuilds it at once) is waited for like its lock, at most
 # this long (seconds), looking every _MOVED_WAIT s: a loaded machine can take seconds to rebuild it
 _MOVED_MAX_WAIT = 60.0
+_FOLDER_SHIFT = 30  # chroma/generation: folder << _FOLDER_SHIFT | a random number per write
 _MOVED_WAIT = 0.05
 
 
