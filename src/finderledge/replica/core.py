@@ -124,7 +124,7 @@ class Replica:
         ``written``: the chunk rows the caller has just committed, still holding the write lock; they are
         applied from memory instead of being read back from the ledger (a later copy of an id wins).
         """
-        if any(leg.damage is not None for leg in self.local_legs()):
+        if any(leg.damage is not None or leg.replaced for leg in self.local_legs()):
             self._rebuild_damaged(wait)
         target = self.ledger.last_seq()
         self.shared.follow(target)
@@ -205,6 +205,9 @@ class Replica:
             for leg in self.local_legs():
                 if leg.damage is not None:
                     self._rebuild(leg, leg.damage)
+                elif leg.replaced:  # another process rebuilt its folder: load what is there now
+                    self._reload(leg)
+                leg.replaced = False
         finally:
             self._sync.release()
 
@@ -245,13 +248,26 @@ class Replica:
             self.follow(wait=retry)  # brings every leg up to date; a retry first rebuilds the damaged one
             try:
                 with self.rw.read():
-                    return run()
+                    result = run()
+                if retry or not self._replaced_meanwhile():
+                    return result
             except LedgerCorruptError:
                 raise
             except IndexCorruptError:
-                if retry or not any(leg.damage is not None for leg in self.local_legs()):
+                if retry or not any(leg.damage is not None or leg.replaced for leg in self.local_legs()):
                     raise
         raise AssertionError("unreachable")
+
+    def _replaced_meanwhile(self) -> bool:
+        """Whether a leg's store found its folder replaced by another process (moved aside and rebuilt, maybe
+        not refilled yet) while it searched: that leg is reloaded (compared with the ledger) and the search
+        runs again."""
+        found = False
+        for leg in self.local_legs():
+            take = getattr(leg.handle, "take_replaced", None)
+            if callable(take) and take():
+                leg.replaced = found = True
+        return found
 
     # -- checkpoints --------------------------------------------------------------------------------
     def checkpoint(self, *, force: bool = False) -> None:

@@ -11,9 +11,11 @@ import json
 import logging
 import os
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,7 +23,7 @@ from typing import Any, Protocol
 from ..errors import IndexCorruptError, LedgerCorruptError, StorageFullError
 from ..ledgers import Ledger
 from ..storage.durable import write_file
-from ..storage.locking import WriteLock
+from ..storage.locking import LOCK_FILE, WriteLock
 from ..storage.seals import UnsealedError
 from ..vector_stores import LOCAL, VectorStore
 from . import policy
@@ -150,6 +152,7 @@ class Leg:
         self.pending = 0  # changes applied in memory and not yet checkpointed
         self.rebuilt = False  # loaded without a checkpoint record: persist the comparison's result soon
         self.damage: IndexCorruptError | None = None  # found after loading (a lazily read file): rebuild soon
+        self.replaced = False  # another process replaced its folder (moved aside, rebuilt): reload soon
         self.memory_only = False  # its files could not be opened (a full disk): served from the ledger
         self.moved_at_load: Path | None = None  # where its last load moved damaged files (None: it did not)
         # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)
@@ -219,24 +222,50 @@ class Leg:
 
     def move_aside(self, exc: IndexCorruptError) -> Path | None:
         """Rename this index's folder to a new ``<folder>.corrupt-<time>-<pid>-<random>`` (caller holds the
-        write lock) and forget its checkpoint; returns the new name, or None when there is no folder."""
+        write lock) and forget its checkpoint; returns the new name (the old one if it was removed, or moved by
+        another process meanwhile), or None when there is no folder.
+
+        A folder that holds its own lock file (Chroma's ``write.lock``, which other processes hold around each
+        call into the library) is renamed only while this process holds that lock too: no process is inside
+        the library on those files then, and every later caller finds the lock file gone with the folder and
+        takes the new one (see :meth:`WriteLock._in_place <finderledge.storage.locking.WriteLock._in_place>`)."""
         if self.directory is None or self.location != LOCAL:
             return None
         directory = self.directory / self.folder
         if not directory.is_dir() and not directory.is_symlink():
             return None
-        if isinstance(exc, UnsealedError):  # left half-written by FinderLedge itself: nothing to keep
-            shutil.rmtree(directory)
+        with ExitStack() as held:
+            if self._keeps_own_lock(directory):
+                try:
+                    held.enter_context(
+                        WriteLock(directory, self.lock.timeout).hold(
+                            f"moving the {self.name} index aside", note=False
+                        )
+                    )
+                except FileNotFoundError:  # another process moved it aside meanwhile (and rebuilds it)
+                    return directory
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            aside = directory.with_name(
+                f"{directory.name}.corrupt-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            )
+            directory.rename(aside)  # one step: nobody ever sees a half-removed folder at the path
             self.records.set_info(self.key, None)
-            logger.warning("%s; removed %s and rebuilding the index from the ledger", exc, directory)
-            return directory
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = directory.with_name(f"{directory.name}.corrupt-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        directory.rename(aside)
-        self.records.set_info(self.key, None)
+            if isinstance(exc, UnsealedError):  # left half-written by FinderLedge itself: nothing to keep
+                shutil.rmtree(aside, ignore_errors=True)
+                logger.warning("%s; removed %s and rebuilding the index from the ledger", exc, directory)
+                return directory
         logger.error("%s; moved %s to %s and rebuilding the index from the ledger", exc, directory, aside)
         prune_asides(directory)
         return aside
+
+    @staticmethod
+    def _keeps_own_lock(directory: Path) -> bool:
+        """Whether the store keeps its own lock file in its folder (a real folder and file, never a link)."""
+        try:
+            st = os.lstat(directory / LOCK_FILE)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and directory.is_dir() and not directory.is_symlink()
 
 
 def prune_asides(directory: Path) -> None:

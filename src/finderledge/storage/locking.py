@@ -7,6 +7,7 @@ never leaves the directory locked, and whoever holds it knows no live process is
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -78,13 +79,24 @@ class WriteLock:
         assert self._file_lock is not None and self._storage is not None
         # the lock file is opened (and truncated) by filelock, which follows links: refuse one first
         self._storage.check((LOCK_FILE, LOCK_FILE + _OWNER_SUFFIX))
-        try:
-            self._file_lock.acquire(timeout=wait)
-        except Timeout:
-            raise LockTimeoutError(
-                f"{self.directory}: the write lock is held by {self.holder() or 'another process'} "
-                f"(waited {wait:g} s; raise lock_timeout to wait longer)"
-            ) from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self._file_lock.acquire(timeout=max(0.0, deadline - time.monotonic()) if wait >= 0 else -1)
+            except Timeout:
+                raise LockTimeoutError(
+                    f"{self.directory}: the write lock is held by {self.holder() or 'another process'} "
+                    f"(waited {wait:g} s; raise lock_timeout to wait longer)"
+                ) from None
+            if self._in_place():
+                break
+            # the lock file was moved away (with its folder) or removed while we waited: the lock we got guards
+            # nothing any more; take the one at the path now (a folder gone for good: FileNotFoundError)
+            self._file_lock.release()
+            assert self.directory is not None
+            if not self.directory.is_dir():
+                raise FileNotFoundError(errno.ENOENT, "the locked folder was moved away", str(self.directory))
+            time.sleep(0.01)
         if not note:
             return
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "what": what, "since": time.time()}
@@ -95,6 +107,23 @@ class WriteLock:
         except UnsafePathError:
             self._file_lock.release()
             raise
+
+    def _in_place(self) -> bool:
+        """Whether the file this process just locked is still the one at ``directory/write.lock``.
+
+        A store that keeps its lock file inside its own folder (Chroma) has that folder moved aside (or
+        removed) by whoever holds the lock; a process that opened the old file just before then locks a file
+        that no longer guards the folder at the path."""
+        assert self._file_lock is not None and self.directory is not None
+        fd = getattr(getattr(self._file_lock, "_context", None), "lock_file_fd", None)
+        if not isinstance(fd, int):  # another filelock: no descriptor to compare (the old behaviour)
+            return True
+        try:
+            held = os.fstat(fd)
+            here = os.lstat(self.directory / LOCK_FILE)
+        except OSError:
+            return False
+        return held.st_nlink > 0 and os.path.samestat(held, here)
 
     def holder(self) -> str | None:
         """Who last took the lock, as ``"pid 123 on host (what) since 12:00:00"``, if recorded."""

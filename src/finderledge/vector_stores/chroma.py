@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -112,6 +113,9 @@ class ChromaVectorStore(VectorStore):
         self._generation = -1
         self._collection_name = collection_name
         self._seal: Seal | None = None
+        self._client: Any = None
+        self._folder: int | None = None  # which folder (the generation's high bits) this store last used
+        self._replaced = False  # another process replaced that folder since: see take_replaced
         if url is not None:
             self._lock = WriteLock(None, lock_timeout)  # the server serialises its own writes
         elif self.path is None:
@@ -156,7 +160,8 @@ class ChromaVectorStore(VectorStore):
         self._max_batch = max(1, int(self._client.get_max_batch_size()))
 
     def _disconnect(self) -> None:
-        close = getattr(self._client, "close", None)
+        client, self._client = self._client, None
+        close = getattr(client, "close", None)
         if callable(close):
             close()
         if self.path is not None and self._alias is not None:
@@ -196,12 +201,18 @@ class ChromaVectorStore(VectorStore):
             if current != self._generation:
                 if self._generation >= 0:
                     logger.debug("Chroma at %s changed in another process; reloading it", self.path)
-                    self._disconnect()
+                self._disconnect()  # also what a connect that failed half-way left
+                self._generation = -1  # until connected: a failed connect is retried, never used half-made
                 self._connect()
+                if current == 0:  # a new folder: named at once, so that one replacing it is told apart
+                    current = self._write_generation()
                 self._generation = current
-            if writing:  # bumped first: if this process dies mid-write, the others still reload
-                self._generation += 1
-                Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))
+                folder = current >> _FOLDER_SHIFT
+                if self._folder is not None and folder != self._folder:
+                    self._replaced = True
+                self._folder = folder
+            if writing:  # changed first: if this process dies mid-write, the others still reload
+                self._write_generation()
                 if self._seal is not None:
                     self._seal.begin()
             try:
@@ -209,18 +220,37 @@ class ChromaVectorStore(VectorStore):
             finally:  # whatever Chroma wrote (opening, writing, even reading) is sealed before the lock goes
                 self._reseal()
 
+    def take_replaced(self) -> bool:
+        """Whether another process replaced the folder (moved it aside, rebuilt it) since this store last used
+        it, once: what the replica based on the old folder needs to reload (the new one may not be full yet)."""
+        replaced, self._replaced = self._replaced, False
+        return replaced
+
+    def _write_generation(self) -> int:
+        """A new random value for ``path/generation`` (caller holds the lock): random, not a count, so that a
+        folder moved aside and rebuilt by another process never repeats the value a client last saw.  Its
+        high bits name the folder (kept by every write to it, new for a new folder), the low bits the write."""
+        folder = self._generation >> _FOLDER_SHIFT if self._generation > 0 else 0
+        folder = folder or secrets.randbits(31) + 1
+        self._generation = (folder << _FOLDER_SHIFT) | secrets.randbits(_FOLDER_SHIFT)
+        Storage(self.path).write_bytes(GENERATION_FILE, str(self._generation).encode("ascii"))  # type: ignore[arg-type]
+        return self._generation
+
     def _hold(self, held: ExitStack, writing: bool) -> None:
         """Take the folder's lock into ``held``.  Its lock file lives in the folder, which another process may
         have just moved aside to rebuild it (a damaged or unsealed folder): then wait for the rebuilt folder
         and reconnect to it; a folder that never comes back is reported as damage, which the replica heals."""
         what = "writing the Chroma index" if writing else "reading the Chroma index"
-        for _ in range(_MOVED_RETRIES):
+        deadline = time.monotonic() + min(self._lock.timeout, _MOVED_MAX_WAIT)
+        while True:
             try:
                 held.enter_context(self._lock.hold(what, note=writing))
                 return
             except FileNotFoundError:
                 self._disconnect()  # the client's files were moved away with the folder
                 self._generation = -1
+                if time.monotonic() > deadline:
+                    break
                 time.sleep(_MOVED_WAIT)
         raise IndexCorruptError(self.path or Path("."), "the folder was moved away and not rebuilt")
 
@@ -302,18 +332,28 @@ class ChromaVectorStore(VectorStore):
             return int(self._collection.count())
 
     def close(self) -> None:
-        if self._generation >= 0:
-            with self._lock.hold("closing the Chroma index", note=False):
+        if self._generation < 0:
+            self._disconnect()  # a connect that failed half-way, or a folder moved away: nothing to seal
+        else:
+            try:
+                with self._lock.hold("closing the Chroma index", note=False):
+                    # the folder this client opened: another process's (or a rebuilt one) is sealed by it
+                    ours = self.path is None or self._read_generation() == self._generation
+                    self._disconnect()
+                    try:
+                        if ours:
+                            self._reseal()
+                    except StorageFullError as exc:  # unsealed: the next open rebuilds it from the ledger
+                        logger.warning("closing Chroma without sealing its files: %s", exc)
+            except FileNotFoundError:  # another process moved the folder aside: nothing here to seal
                 self._disconnect()
-                try:
-                    self._reseal()
-                except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
-                    logger.warning("closing Chroma without sealing its files: %s", exc)
             self._generation = -1
 
 
-# a folder moved aside by another process is waited for at most this long (seconds: retries x wait)
-_MOVED_RETRIES = 200
+# a folder moved aside by another process (which rebuilds it at once) is waited for like its lock, at most
+# this long (seconds), looking every _MOVED_WAIT s: a loaded machine can take seconds to rebuild it
+_MOVED_MAX_WAIT = 60.0
+_FOLDER_SHIFT = 30  # chroma/generation: folder << _FOLDER_SHIFT | a random number per write
 _MOVED_WAIT = 0.05
 
 
