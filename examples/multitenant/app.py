@@ -26,6 +26,7 @@ from langchain_core.retrievers import BaseRetriever
 from typing_extensions import Self
 
 from finderledge import ConfigurationError, FinderLedge, make_chat_model
+from finderledge.errors import MissingExtraError
 from finderledge.rag.scope import Scope
 
 HERE = Path(__file__).resolve().parent
@@ -258,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"skipped: {exc}")
                     status = 0 if args.strategy == "all" else 2  # asked for by name: a failure
             return status
-    except ConfigurationError as exc:
+    except (ConfigurationError, MissingExtraError) as exc:  # a setting, or an LLM client not installed
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

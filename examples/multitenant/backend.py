@@ -32,6 +32,7 @@ from core.rag_chain import get_rag_response
 from core.retriever_manager import RetrieverManager
 
 from finderledge import ConfigurationError, FinderLedgeError
+from finderledge.errors import MissingExtraError
 from finderledge.server import ServerConfig, create_app
 from finderledge.server.deps import CallerDep
 from finderledge.server.keys import TENANT_PATTERN
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         app = create_backend(args.dir, settings_path=args.config)
-    except ConfigurationError as exc:
+    except (ConfigurationError, MissingExtraError) as exc:  # a setting, or an LLM client not installed
         print(f"error: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
