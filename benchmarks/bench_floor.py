@@ -73,7 +73,7 @@ def _load() -> list[float]:
 def leg_threads(faiss: Any) -> int:
     """The OpenMP threads FinderLedge's vector leg runs on (its own rule, so both sides get the same)."""
     try:
-        from finderledge.ranking.finder import leg_thread_cores
+        from finderledge.finder import leg_thread_cores  # the documented path: in every tree --src may name
 
         return int(leg_thread_cores(faiss))
     except ImportError:  # a FinderLedge without the rule: one core fewer than this process may use

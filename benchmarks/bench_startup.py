@@ -279,7 +279,7 @@ def build_directory(directory: Path, chunks: int) -> dict[str, Any]:
     from finderledge.config import Settings
     from finderledge.embeddings import embedding_model_id
     from finderledge.facade import LEDGER_FILE, RECORDED_SETTINGS
-    from finderledge.ingest.write import content_id
+    from finderledge.ingest import content_id  # the baseline's module, today's package (a re-export)
 
     try:  # the baseline (5962840) has finderledge.ledger.Ledger; finderledge.ledgers came later (50d9a11)
         from finderledge.ledger import COMPLETE, ChunkRecord, DocumentRecord
