@@ -278,7 +278,7 @@ def test_reindex_splits_again_records_the_settings_and_switches_the_store(
     chunks = int(out[0].split(" into ")[1].split()[0])
     assert chunks > 4  # ~500 and ~580 characters in chunks of at most 200
     assert out[1:] == [
-        "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, vector_store faiss",
+        "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, chunk_context off, vector_store faiss",
         f"index now holds 2 documents, {chunks} chunks",
     ]
     assert main(["stats", "-d", d, "--json"]) == 0  # a fresh open reads the recorded settings

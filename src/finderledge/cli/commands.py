@@ -764,7 +764,10 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
             f"(embedded {report.embeddings_computed}, from cache {report.embeddings_cached}) "
             f"in {report.seconds_total:.1f} s"
         )
-    lines.append("recorded settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()))
+    shown = {
+        k: ("on" if v else "off") if isinstance(v, bool) else v for k, v in settings.items()
+    }  # as the flags say
+    lines.append("recorded settings: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
     lines.append(f"index now holds {totals['documents']} documents, {totals['chunks']} chunks")
     data = {
         "reindexed": report.to_dict() if report is not None else None,
