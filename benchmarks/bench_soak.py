@@ -31,7 +31,8 @@ created once, before the writers start):
 
 * ``finderledge``: ``FinderLedge(dir, embedding=<hash>, vector_store="faiss")``, ``add_texts(texts, ids=ids)``.
   Many processes on one directory is its documented use (a write lock, a transactional ledger, replicas).
-  The fresh process also compares the ledger's chunk ids with the BM25 and FAISS indexes' and runs
+  The fresh process also compares the ledger's chunk ids with the BM25 index's and the FAISS leg's as a search
+  sees them (the base index plus the replica's overlay of rows not checkpointed yet) and runs
   ``finderledge check`` (read-only): ``consistent`` and ``check_clean``.
 * ``chroma``: ``chromadb.PersistentClient(path)``, ``get_collection("soak")`` (cosine), ``collection.add(ids,
   embeddings, documents)``.  Chroma documents that it "is not process-safe" (its cookbook's system
@@ -179,10 +180,16 @@ class FinderLedgeStore:
         from finderledge.replica.checking import check_directory
 
         chunks = {f"{d.id}-0000" for d in self.fl.list_documents()}  # one chunk per short text
-        keyword, vector = set(self.fl.keyword_store.ids()), set(self.fl.vector_store.ids())
+        keyword = set(self.fl.keyword_store.ids())
+        # the vector leg's view is its base index plus the replica's overlay (rows other processes added since the
+        # base's last checkpoint), less what the overlay removed: what a search sees
+        overlay = self.fl.replica.overlay
+        base = set(self.fl.vector_store.ids())
+        vector = (base | set(overlay.ids)) - (overlay.removed - set(overlay.ids))
         report = check_directory(directory)
         return {
             "consistent": keyword == vector == chunks,
+            "vector_overlay_rows": len(overlay.ids),
             "check_clean": report.clean,
             "check_problems": report.problems[:5],
         }
