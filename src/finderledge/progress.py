@@ -7,15 +7,23 @@ INFO for that logger. Nothing is logged for work that ends before the first inte
 a terminal wide enough to show one (:func:`bar_fits`): a terminal reporting 0 columns (some containers and CI
 runners) gets the log lines too.  The closing line says how the work ended: ``done``, ``interrupted``
 (Ctrl-C), ``failed`` or ``stopped`` (its consumer let go of it before the end).
+
+Background threads of long work (the heartbeat here, the ledger's WAL checkpoints, the server's indexing and
+parent watch) are started by :func:`start_owned`: each is registered with how to ask it to stop, and one
+``atexit`` hook (:func:`stop_owned`) asks every one still running to stop and joins it, so no thread outlives
+its owner at exit either, when the owner was never closed.  The registry holds no owner alive: a stop given as
+a bound method is held by a weak reference, and a thread drops out when it ends.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -29,6 +37,8 @@ __all__ = [
     "ending",
     "heartbeat",
     "logged",
+    "start_owned",
+    "stop_owned",
 ]
 
 PROGRESS_LOGGER = "finderledge.progress"
@@ -155,13 +165,85 @@ def heartbeat(what: str, *, interval: float | None = None) -> Iterator[Callable[
                 "%s: still %s (%.0f s in this step, %.0f s so far)", what, name, now - since, now - start
             )
 
-    thread = threading.Thread(target=beat, name="finderledge-heartbeat", daemon=True)
-    thread.start()
+    thread = start_owned(beat, "finderledge-heartbeat", stop.set)  # None at exit: no beat, the work goes on
     ended = "failed after"
     try:
         yield step
         ended = "done in"
     finally:
         stop.set()
-        thread.join()
+        if thread is not None:
+            thread.join()
         logger.info("%s: %s %.0f s", what, ended, time.monotonic() - start)
+
+
+# -- background threads: stopped and joined at close (by their owner) and at exit (here) ------------------
+_owned_lock = threading.Lock()
+#: each running owned thread -> how to ask it to stop (a weak method for a bound one: no owner kept alive)
+_owned: dict[threading.Thread, Callable[[], Callable[[], object] | None]] = {}
+_exiting = False
+
+
+def start_owned(target: Callable[[], None], name: str, stop: Callable[[], object]) -> threading.Thread | None:
+    """Start ``target`` on a daemon thread named ``name``, registered so the process's exit calls ``stop`` (it
+    asks the thread to end soon, without waiting) and joins it.  None once the interpreter is exiting: nothing
+    starts then, the caller does without the thread (its owner joins the thread at close as before)."""
+    ref: Callable[[], Callable[[], object] | None]
+    if hasattr(stop, "__self__") and hasattr(stop, "__func__"):
+        ref = weakref.WeakMethod(stop)  # a bound method: its owner may be collected
+    else:
+        ref = lambda: stop  # a closure or function: held as given
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            with _owned_lock:
+                _owned.pop(threading.current_thread(), None)
+
+    with _owned_lock:
+        if _exiting:
+            return None
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        _owned[thread] = ref
+        try:
+            thread.start()
+        except BaseException:  # "can't start new thread": the caller handles it as before
+            _owned.pop(thread, None)
+            raise
+    return thread
+
+
+def stop_owned(timeout: float | None = None) -> list[str]:
+    """Ask every owned thread still running to stop and join each (at most ``timeout`` seconds each); the
+    names of those still alive after it (logged)."""
+    with _owned_lock:
+        running = list(_owned.items())
+    for _thread, ref in running:
+        stop = ref()
+        if stop is not None:
+            try:
+                stop()
+            except Exception:  # one owner's failure never keeps the others running
+                logger.debug("asking a background thread to stop failed", exc_info=True)
+    left = []
+    for thread, _ref in running:
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+        if thread.is_alive():
+            left.append(thread.name)
+    if left:
+        logger.warning("background threads still running: %s", left)
+    return left
+
+
+def _at_exit() -> None:
+    """The ``atexit`` hook: no owned thread starts any more, and every one running is stopped and joined
+    before the interpreter finalises (it runs while daemon threads still run)."""
+    global _exiting
+    with _owned_lock:
+        _exiting = True
+    stop_owned()
+
+
+atexit.register(_at_exit)

@@ -9,7 +9,9 @@ connection of its own, at most every :data:`INTERVAL_S`.  What a checkpoint does
 a power cut, is unchanged: only the thread that waits for it.
 
 If that thread cannot open its connection, the writer's automatic checkpoint is turned back on (SQLite's own
-behaviour); an error of one checkpoint is logged and the next commit tries again.
+behaviour); an error of one checkpoint is logged and the next commit tries again.  The thread is an owned
+thread (:func:`~finderledge.progress.start_owned`): joined at :meth:`WalCheckpointer.close` and, for a ledger
+never closed, at the process's exit; a commit after that exit began checkpoints itself.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+
+from ..progress import start_owned
 
 __all__ = ["AUTOCHECKPOINT_PAGES", "IDLE_S", "INTERVAL_S", "WalCheckpointer"]
 
@@ -63,13 +67,13 @@ class WalCheckpointer:
                     if self._stopping.is_set():
                         return
                     if self._thread is None:
-                        thread = threading.Thread(
-                            target=self._run, name=f"finderledge-wal-checkpoint {self._name}", daemon=True
+                        self._thread = start_owned(
+                            self._run, f"finderledge-wal-checkpoint {self._name}", self._ask_to_stop
                         )
-                        thread.start()
-                        self._thread = thread
-                    self._wake.set()
-                return
+                    if self._thread is not None:
+                        self._wake.set()
+                        return
+                    self.unavailable = True  # the interpreter is exiting: no thread starts any more
             except RuntimeError as exc:  # "can't start new thread"
                 logger.warning(
                     "ledger %s: background checkpoints unavailable (%s); commits run them", self._name, exc
@@ -85,11 +89,16 @@ class WalCheckpointer:
     def close(self) -> None:
         """Stop the thread after the checkpoint it is running (the closing writer checkpoints the rest)."""
         with self._lock:
-            self._stopping.set()
             thread = self._thread
-        self._wake.set()
+        self._ask_to_stop()
         if thread is not None:
             thread.join()
+
+    def _ask_to_stop(self) -> None:
+        """End the thread after the checkpoint it is running, without waiting (the process's exit joins it)."""
+        with self._lock:
+            self._stopping.set()
+        self._wake.set()
 
     def _run(self) -> None:
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -26,6 +25,7 @@ from ..errors import (
     LoadError,
     LockTimeoutError,
 )
+from ..progress import start_owned
 from ..version import package_version
 from .answers import make_answerer
 from .config import ServerConfig
@@ -160,18 +160,26 @@ def _exit_soon(seconds: float) -> None:
     timer.start()
 
 
-def _exit_with_parent() -> None:
-    """Exit when the process that started this worker is gone (a supervisor killed with SIGKILL)."""
+def _exit_with_parent() -> Callable[[], None]:
+    """Exit when the process that started this worker is gone (a supervisor killed with SIGKILL); returns what
+    stops the watch and joins its thread (the app's shutdown; the process's exit does it too)."""
     parent = os.getppid()
+    stop = threading.Event()
 
     def watch() -> None:
-        while True:
-            time.sleep(1.0)
+        while not stop.wait(1.0):
             if os.getppid() != parent:
                 logger.warning("the server's supervisor (pid %d) is gone: this worker exits", parent)
                 os._exit(0)
 
-    threading.Thread(target=watch, name="finderledge-parent-watch", daemon=True).start()
+    thread = start_owned(watch, "finderledge-parent-watch", stop.set)
+
+    def stop_watch() -> None:
+        stop.set()
+        if thread is not None:
+            thread.join()
+
+    return stop_watch
 
 
 def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answerer: Any = None) -> FastAPI:
@@ -228,8 +236,7 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
             logger.warning(
                 "%d upload(s) were being indexed when the server stopped: marked failed", recovered
             )
-        if os.environ.get(SUPERVISED_ENV):
-            _exit_with_parent()
+        stop_watch = _exit_with_parent() if os.environ.get(SUPERVISED_ENV) else None
         try:  # load the model before taking requests, so no caller waits for a cold worker
             ledger.embeddings.embed_query("warm up")
         except Exception as exc:  # noqa: BLE001 - /health reports it
@@ -237,6 +244,9 @@ def create_app(config: ServerConfig | None = None, *, ledger: Any = None, answer
         yield
         if os.environ.get(SERVE_ENV):  # a worker of finderledge serve (never an app embedded in a process)
             _exit_soon(EXIT_SECONDS)  # a job's thread (or a stuck request) never keeps a stopped worker alive
+        if stop_watch is not None:
+            stop_watch()
+        state.jobs.close()  # the jobs queued are indexed before the index they write closes
         if owned:
             ledger.close()
 

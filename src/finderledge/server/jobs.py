@@ -7,7 +7,9 @@ background.  Each job not yet indexed has a record, ``<index>/server/jobs/<docum
 for list and detail.  A job that fails has its uploaded file removed (no orphan) and keeps its ``failed``
 record until the document is deleted; a job whose process died (killed, or the server stopped mid-indexing) is
 marked ``failed`` with its file removed when a worker next starts.  One job at a time per worker bounds the
-memory indexing takes to one file's (whose unpacked size, rows and pages the upload checks bounded).
+memory indexing takes to one file's (whose unpacked size, rows and pages the upload checks bounded).  The
+indexing thread is an owned thread (:func:`~finderledge.progress.start_owned`): :meth:`IndexJobs.close` (the
+app's shutdown, before its index closes) and the process's exit let it finish the jobs queued and join it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..progress import start_owned
 
 __all__ = ["IndexJob", "IndexJobs"]
 
@@ -50,7 +54,7 @@ class IndexJobs:
     def __init__(self, folder: Path, on_failure: Callable[[str], None]) -> None:
         self.folder = folder
         self._on_failure = on_failure  # removes a failed job's uploaded file
-        self._queue: queue.Queue[IndexJob] = queue.Queue()
+        self._queue: queue.Queue[IndexJob | None] = queue.Queue()  # None: the thread ends there
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -107,28 +111,51 @@ class IndexJobs:
         self._write(job.document_id, record)
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                # a daemon thread: stopping the server never waits for a job (its record says what happened)
-                self._thread = threading.Thread(target=self._loop, name="finderledge-index", daemon=True)
-                self._thread.start()
-        self._queue.put(job)
+                # a daemon thread that `finderledge serve` never waits for (its stopped worker exits within
+                # EXIT_SECONDS: the record says what happened); an app embedded in a process joins it
+                jobs: queue.Queue[IndexJob | None] = queue.Queue()  # its own queue: None ends it
+                thread = start_owned(lambda: self._loop(jobs), "finderledge-index", self._ask_to_stop)
+                if thread is not None:
+                    self._thread, self._queue = thread, jobs
+            if self._thread is not None:
+                self._queue.put(job)
+                return job
+        self._run(job)  # the interpreter is exiting: no thread starts any more, the job runs here
         return job
 
-    def _loop(self) -> None:
-        while True:
-            job = self._queue.get()
-            started = time.perf_counter()
+    def close(self) -> None:
+        """Let the indexing thread finish the jobs queued, then join it (before the index it writes closes)."""
+        thread = self._ask_to_stop()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _ask_to_stop(self) -> threading.Thread | None:
+        """End the indexing thread after the jobs queued, without waiting (the process's exit joins it); the
+        thread, or None when none ran.  A later :meth:`submit` starts another."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                self._queue.put(None)
+        return thread
+
+    def _loop(self, jobs: queue.Queue[IndexJob | None]) -> None:
+        while (job := jobs.get()) is not None:
+            self._run(job)
+
+    def _run(self, job: IndexJob) -> None:
+        started = time.perf_counter()
+        try:
+            job.result = job.run()
+            self.forget(job.document_id)  # indexed: the ledger has it now
+            logger.info("indexed %s in %.1f s", job.document_id, time.perf_counter() - started)
+        except BaseException as exc:  # noqa: BLE001 - a job's failure is recorded, never raised here
+            job.error = exc
             try:
-                job.result = job.run()
-                self.forget(job.document_id)  # indexed: the ledger has it now
-                logger.info("indexed %s in %.1f s", job.document_id, time.perf_counter() - started)
-            except BaseException as exc:  # noqa: BLE001 - a job's failure is recorded, never raised here
-                job.error = exc
-                try:
-                    self.fail(job.document_id, job.describe(exc))
-                except Exception:
-                    logger.exception("recording the failure of %s failed", job.document_id)
-            finally:
-                job.done.set()
+                self.fail(job.document_id, job.describe(exc))
+            except Exception:
+                logger.exception("recording the failure of %s failed", job.document_id)
+        finally:
+            job.done.set()
 
     def recover(self) -> int:
         """Mark ``failed`` (and remove the file of) every job whose process is gone: killed, or the server was

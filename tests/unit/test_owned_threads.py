@@ -1,0 +1,82 @@
+"""The one registry of background threads (``progress.start_owned``): the exit hook asks each running thread to
+stop and joins it; an owner is never kept alive by it; nothing starts once the process exits.  And the server's
+indexing queue joins its thread at close, after the jobs queued (issue 39: no thread outlives its owner)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from finderledge import progress
+from finderledge.server.jobs import IndexJob, IndexJobs
+
+
+class Owner:
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.thread = progress.start_owned(self.run, "finderledge-test-owner", self.ask_to_stop)
+
+    def run(self) -> None:
+        self.stop.wait()
+
+    def ask_to_stop(self) -> None:
+        self.stop.set()
+
+
+def test_stop_owned_stops_and_joins_every_running_thread() -> None:
+    owners = [Owner(), Owner()]
+    stop = threading.Event()
+    closure = progress.start_owned(lambda: stop.wait() and None, "finderledge-test-closure", stop.set)
+    assert closure is not None and all(o.thread is not None and o.thread.is_alive() for o in owners)
+    assert progress.stop_owned(timeout=10) == []
+    assert not closure.is_alive() and not any(o.thread.is_alive() for o in owners if o.thread)
+
+
+def test_a_finished_thread_drops_out_and_no_owner_is_kept_alive() -> None:
+    owner = Owner()
+    thread = owner.thread
+    assert thread is not None
+    owner.ask_to_stop()
+    thread.join(10)
+    gone = [o for o in progress._owned if o is thread]
+    assert gone == []  # a thread that ended is no longer registered
+    kept = Owner()  # a running thread's stop is a weak method: the registry itself never holds its owner
+    ref = progress._owned[kept.thread]  # type: ignore[index]
+    assert ref() == kept.ask_to_stop
+    kept.ask_to_stop()
+    kept.thread.join(10)  # type: ignore[union-attr]
+
+
+def test_nothing_starts_once_the_process_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "_exiting", True)
+    assert progress.start_owned(lambda: None, "finderledge-late", lambda: None) is None
+    with progress.heartbeat("late work", interval=0.01) as step:  # the work goes on without its beat
+        step("one")
+        time.sleep(0.05)
+
+
+def test_index_jobs_close_runs_the_queued_jobs_then_joins(tmp_path: Path) -> None:
+    jobs = IndexJobs(tmp_path / "jobs", lambda _id: None)
+    ran: list[int] = []
+
+    def job(n: int) -> IndexJob:
+        def run() -> int:
+            time.sleep(0.05)
+            ran.append(n)
+            return n
+
+        return IndexJob(f"{n:032x}", {"id": f"{n:032x}"}, run, str)
+
+    submitted = [jobs.submit(job(n)) for n in range(3)]
+    thread = jobs._thread
+    assert thread is not None and thread.name == "finderledge-index"
+    jobs.close()
+    assert not thread.is_alive() and ran == [0, 1, 2] and all(j.done.is_set() for j in submitted)
+    again = jobs.submit(job(3))  # a later upload starts another thread
+    assert again.done.wait(10) and again.result == 3
+    jobs.close()
+    gc.collect()
