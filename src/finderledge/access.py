@@ -13,7 +13,9 @@ store build one and go through it; the plain facade and the command line act as 
   metadata every stored document carries so it stays in scope; the writer refuses, under its lock, to replace
   or remove any stored document the base filter does not match (``within=``), whatever id the caller names;
 * files: :meth:`AccessPolicy.check_path` lets a path through only under an allowed folder (its real path:
-  a symlink leading out is refused), regular files only, each within ``max_file_bytes``.
+  a symlink leading out is refused), regular files only, each within ``max_file_bytes``; what it saw (each
+  file's device and inode) is recorded, and :meth:`AccessPolicy.opener` opens only those files (no link
+  followed: a path swapped between the check and the read is refused, never read).
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from __future__ import annotations
 import copy
 import os
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .errors import AccessDeniedError, ConfigurationError
 from .filters import Predicate, ScopedFilter, and_filters, compile_filter, filter_values
@@ -32,7 +34,16 @@ from .filters import Predicate, ScopedFilter, and_filters, compile_filter, filte
 if TYPE_CHECKING:
     from .ledgers.base import Ledger
 
-__all__ = ["AccessPolicy", "in_scope", "in_scope_ids", "refuse_outside", "stamp_of"]
+__all__ = ["AccessPolicy", "CheckedFiles", "in_scope", "in_scope_ids", "refuse_outside", "stamp_of"]
+
+#: the files a check let through: normalised absolute path -> (st_dev, st_ino) of its ``lstat``
+CheckedFiles = MutableMapping[str, tuple[int, int]]
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)  # a symbolic link swapped in at the name is not followed: ELOOP
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in never blocks the open (refused as not regular)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def stamp_of(base_filter: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -135,14 +146,17 @@ class AccessPolicy:
         return {**(dict(metadata) if metadata else {}), **self.stamp()}
 
     # -- files ----------------------------------------------------------------------------------------
-    def check_path(self, path: str | os.PathLike[str], what: str = "add") -> Path:
+    def check_path(
+        self, path: str | os.PathLike[str], what: str = "add", *, seen: CheckedFiles | None = None
+    ) -> Path:
         """The real path of ``path`` when this caller may ingest it: under an allowed folder (a symlink or a
         ``..`` leading out is refused), regular files only (no hard links to files elsewhere), each within
-        ``max_file_bytes``; :class:`AccessDeniedError` naming the path and the rule otherwise."""
+        ``max_file_bytes``; :class:`AccessDeniedError` naming the path and the rule otherwise.  ``seen``
+        receives each file let through (for :meth:`opener`)."""
         given = Path(os.fspath(path)).expanduser()
         if self.folders is None:
             if self.max_file_bytes is not None:
-                self._check_sizes(given, given, what)
+                self._check_sizes(given, given, what, seen)
             return given
         if not self.folders:
             raise AccessDeniedError(
@@ -158,13 +172,50 @@ class AccessPolicy:
             raise AccessDeniedError(f"{what}: {str(path)!r} is outside the allowed folders{link}: {shown}")
         if not real.exists():
             raise AccessDeniedError(f"{what}: {str(path)!r}: no such file or directory")
-        self._check_sizes(real, folder, what)
+        self._check_sizes(real, folder, what, seen)
         return real
 
-    def _check_sizes(self, real: Path, folder: Path, what: str) -> None:
+    def opener(self, seen: CheckedFiles, what: str = "add") -> Callable[[Path], BinaryIO]:
+        """How the loader opens a file this caller's :meth:`check_path` let through (``seen``): without
+        following a link at its name, and only when the opened file is the one checked (device and inode
+        against the check's ``lstat``; still a regular file with one name, within ``max_file_bytes``).  A path
+        swapped between the check and the read (a link, a hard link, another file, a folder replaced by a
+        link) raises :class:`AccessDeniedError` naming it; nothing of it is read."""
+
+        def open_checked(path: Path) -> BinaryIO:
+            shown = f"{what}: {path} changed after the access check"
+            try:
+                fd = os.open(path, _OPEN_FLAGS)
+            except OSError:
+                if os.path.islink(path):  # ELOOP: a symbolic link now stands at the name
+                    raise AccessDeniedError(
+                        f"{shown} (it is a symbolic link now): refused, not read"
+                    ) from None
+                raise
+            try:
+                st = os.fstat(fd)
+                if seen.get(os.path.normpath(os.path.abspath(path))) != (st.st_dev, st.st_ino):
+                    raise AccessDeniedError(f"{shown} (not the file that was checked): refused, not read")
+                if not stat.S_ISREG(st.st_mode):
+                    raise AccessDeniedError(f"{shown} (not a regular file now): refused, not read")
+                if st.st_nlink > 1:
+                    raise AccessDeniedError(f"{shown} (it is a hard link now): refused, not read")
+                if self.max_file_bytes is not None and st.st_size > self.max_file_bytes:
+                    raise AccessDeniedError(
+                        f"{shown} (it is {st.st_size:,} bytes now, over {self.label}'s limit of "
+                        f"{self.max_file_bytes:,} bytes per file): refused, not read"
+                    )
+                return os.fdopen(fd, "rb")
+            except BaseException:
+                os.close(fd)
+                raise
+
+        return open_checked
+
+    def _check_sizes(self, real: Path, folder: Path, what: str, seen: CheckedFiles | None = None) -> None:
         """Every file ``real`` stands for: a regular file with one name, within ``max_file_bytes``."""
         if not real.is_dir():
-            self._check_file(real, folder, os.lstat(real) if real.exists() else None, what)
+            self._check_file(real, folder, os.lstat(real) if real.exists() else None, what, seen)
             return
         for root, dirs, files in os.walk(real, followlinks=False):
             for name in files:
@@ -173,7 +224,7 @@ class AccessPolicy:
                 if stat.S_ISLNK(st.st_mode):  # not followed by the loader; refused outright when it leads out
                     self._check_link(full, what)
                     continue
-                self._check_file(full, folder, st, what)
+                self._check_file(full, folder, st, what, seen)
             for name in [d for d in dirs if os.path.islink(os.path.join(root, d))]:
                 dirs.remove(name)  # not followed by the loader; refused outright when it leads out
                 self._check_link(Path(root) / name, what)
@@ -186,7 +237,9 @@ class AccessPolicy:
         ):
             raise AccessDeniedError(f"{what}: {link} is a symbolic link leading outside the allowed folders")
 
-    def _check_file(self, path: Path, folder: Path, st: os.stat_result | None, what: str) -> None:
+    def _check_file(
+        self, path: Path, folder: Path, st: os.stat_result | None, what: str, seen: CheckedFiles | None = None
+    ) -> None:
         if st is None:
             return  # the loader names a missing file itself
         if self.folders is not None and not stat.S_ISREG(st.st_mode):
@@ -203,6 +256,8 @@ class AccessPolicy:
         problem = self.file_check(path) if self.file_check is not None else None
         if problem:
             raise AccessDeniedError(f"{what}: {path}: {problem}")
+        if seen is not None:
+            seen[os.path.normpath(os.path.abspath(path))] = (st.st_dev, st.st_ino)
 
 
 def _allowed_folder(folder: str | os.PathLike[str]) -> Path:

@@ -1,16 +1,22 @@
-"""The loader: walks a file or folder and hands each file to the reader registered for its extension."""
+"""The loader: walks a file or folder and hands each file to the reader registered for its extension.
+
+A caller whose access policy restricts folders reads through :func:`opening_with`: while it is active every
+file is opened by the policy's opener (no link followed, the opened file the one its check saw), not by name.
+"""
 
 from __future__ import annotations
 
 import codecs
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from langchain_core.documents import Document
 
-from ..errors import LoadError
+from ..errors import AccessDeniedError, LoadError
 from ..progress import bar_fits, logged
 from .decode import BINARY_SNIFF_BYTES, looks_binary
 from .formats import EXTENSIONLESS, FORMATS, FormatReader, ReadOptions, SourceFile
@@ -18,9 +24,23 @@ from .paths import absolute_path, safe_path
 from .results import EmptyDocumentError, LoadResult, SkippedFile, UnsupportedFileError
 from .walk import PatternSet, Walker
 
-__all__ = ["DocumentLoader"]
+__all__ = ["DocumentLoader", "opening_with"]
 
 logger = logging.getLogger(__name__)
+
+#: how this thread's loads open a file (None: by name); set by :func:`opening_with`
+_opener: ContextVar[Callable[[Path], BinaryIO] | None] = ContextVar("finderledge_opener", default=None)
+
+
+@contextmanager
+def opening_with(opener: Callable[[Path], BinaryIO]) -> Iterator[None]:
+    """Within the block, every file this thread's loads read is opened by ``opener`` (e.g.
+    :meth:`AccessPolicy.opener <finderledge.access.AccessPolicy.opener>`: the file its check saw, or an error)."""
+    token = _opener.set(opener)
+    try:
+        yield
+    finally:
+        _opener.reset(token)
 
 
 class DocumentLoader:
@@ -127,8 +147,11 @@ class DocumentLoader:
         p = absolute_path(path)
         if p.is_dir():
             raise LoadError(p, "is a directory (use load_directory)")
+        opener = _opener.get()
         try:
-            handle = open(p, "rb")  # noqa: SIM115 - closed below, after the reader is done
+            handle = open(p, "rb") if opener is None else opener(p)  # noqa: SIM115 - closed below
+        except AccessDeniedError:  # the caller's opener refused it: the whole call is refused, not one file
+            raise
         except FileNotFoundError:
             raise LoadError(p, "no such file") from None
         except OSError as exc:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 
-from ..access import AccessPolicy
+from ..access import AccessPolicy, CheckedFiles
 from ..errors import AccessDeniedError, ConfigurationError
 from ..filters import and_filters
 
@@ -137,16 +138,27 @@ class Scope:
         self.policy.check_write("add_document")
         if self.policy.folders is not None and options.get("follow_symlinks"):
             raise AccessDeniedError(f"add_document: {self.policy.label} never follows symbolic links")
+        from ..document_loader.loader import opening_with
+
+        seen: CheckedFiles = {}  # what the check let through: the only files the loader opens (folders set)
         if isinstance(source, (list, tuple)):
-            source = [self.policy.check_path(s, "add_document") if _is_path(s) else s for s in source]
-        elif _is_path(source):
-            source = self.policy.check_path(source, "add_document")  # the checked real path is what is read
+            source = [
+                self.policy.check_path(s, "add_document", seen=seen) if _is_path(s) else s for s in source
+            ]
+        elif _is_path(source):  # the checked real path is what is read
+            source = self.policy.check_path(source, "add_document", seen=seen)
         if self.policy.max_chunks is not None:
             options.setdefault("max_chunks", self.policy.max_chunks)
         owner: Any = self.ledger
-        report: IngestReport = owner.ingest(
-            source, self.policy.write_metadata(metadata), within=self.policy.scope, **options
+        opening = (
+            opening_with(self.policy.opener(seen, "add_document"))
+            if self.policy.folders is not None
+            else nullcontext()
         )
+        with opening:  # a path swapped between the check and the read is refused, never read
+            report: IngestReport = owner.ingest(
+                source, self.policy.write_metadata(metadata), within=self.policy.scope, **options
+            )
         return report
 
     def add_document(
