@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -103,3 +104,34 @@ def test_an_unchanged_file_and_folder_still_load(fl: FinderLedge, tmp_path: Path
         "Gift cards never expire.",
         "Refunds within 30 days.",
     ]
+
+
+def test_the_mcp_add_tool_refuses_a_swapped_path_with_the_reason(
+    fl: FinderLedge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same swap through the MCP server's ``add(path=...)`` (in process): the agent gets the refusal."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from finderledge import AccessPolicy
+    from finderledge.mcp.server import build_server
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    checked = allowed / "notes.md"
+    checked.write_text("Gift cards never expire.", encoding="utf-8")
+    secret = tmp_path / "secret.md"
+    secret.write_text(CANARY, encoding="utf-8")
+    opened = DocumentLoader.load_file
+
+    def swap_then_open(self: DocumentLoader, path: str | Path) -> object:
+        if not checked.is_symlink():
+            _symlink(checked, secret)
+        return opened(self, path)
+
+    monkeypatch.setattr(DocumentLoader, "load_file", swap_then_open)
+    policy = AccessPolicy({"tenant": "a"}, writable=True, folders=[allowed], label="this MCP server")
+    server: Any = build_server(fl, policy=policy)
+    with pytest.raises(Exception, match="notes.md changed after the access check"):
+        asyncio.run(server.call_tool("add", {"path": str(checked)}))
+    assert CANARY not in [d.page_content for d in fl.list_documents()]
