@@ -23,6 +23,8 @@ def hostile(
     root = tmp_path_factory.mktemp("hostile")
     fl = FinderLedge(root / "index", embedding=minilm, show_progress=False)
     fl.add_texts(["A document that was there before the attacks."])
+    # the write's background calibration writes calibration.lock; it must be done before the tests' "before"
+    assert fl.wait_for_calibration(timeout=120)
     config = ServerConfig(directory=root / "index", max_upload_mb=1, max_unpacked_mb=4)
     with TestClient(create_app(config, ledger=fl)) as client:
         yield client, fl, root
