@@ -338,8 +338,8 @@ SMALL_SUM = 512
 def _summed(
     docs: np.ndarray, contrib: np.ndarray, n_docs: int, k: int | None
 ) -> tuple[list[int], list[float]]:
-    """The docs with a positive summed score and their scores (with ``k``: the ``k`` best and ties with the
-    k-th only).  Each doc's contributions are added in array order, starting from 0.0, as ``np.bincount``
+    """The docs with a positive summed score, ascending, and their scores (with ``k``: the ``k`` best and ties
+    with the k-th only).  Each doc's contributions are added in array order, starting from 0.0, as ``np.bincount``
     adds them: the same floats whichever way is taken."""
     if len(docs) <= SMALL_SUM:
         sums: dict[int, float] = {}
@@ -350,6 +350,7 @@ def _summed(
         if k is not None and len(pairs) > k:
             kth = heapq.nlargest(k, [s for _, s in pairs])[-1]
             pairs = [(d, s) for d, s in pairs if s >= kth]
+        pairs.sort()  # by doc (each once), as numpy's way returns them
         return [d for d, _ in pairs], [s for _, s in pairs]
     found, scores = accumulate(docs, contrib, n_docs)
     if k is not None:
@@ -390,15 +391,18 @@ def accumulate_offsets(segments: Sequence[Segment]) -> list[int]:
 
 
 def _ids_at(segments: Sequence[Segment], offsets: list[int], found: list[int]) -> list[str]:
-    """The chunk ids of docs numbered over all segments (see :func:`accumulate_offsets`)."""
+    """The chunk ids of docs numbered over all segments (see :func:`accumulate_offsets`), ``found`` ascending."""
     if len(segments) == 1:
         ids = segments[0].ids
         return [ids[i] for i in found]
-    where = bisect.bisect_right
-    out = []
-    for g in found:
-        si = where(offsets, g) - 1
-        out.append(segments[si].ids[g - offsets[si]])
+    out: list[str] = []
+    at = 0
+    for si, seg in enumerate(segments):  # each segment's docs are one run of the sorted numbers
+        end = bisect.bisect_left(found, offsets[si + 1], at)
+        if end > at:
+            ids, start = seg.ids, offsets[si]
+            out.extend([ids[g - start] for g in found[at:end]])
+            at = end
     return out
 
 
