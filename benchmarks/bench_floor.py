@@ -205,6 +205,7 @@ def child_queries(fl_dir: Path, floor_dir: Path, count: int, warm: bool) -> dict
                 times[f"{mode}_k{k}"][name].append(time.perf_counter() - t)
                 cpu[f"{mode}_k{k}"][name].append(time.process_time() - c)
     load_end = _load()
+    stages = _stages(fl, floor, qs)
     fl.close()
     figures = {}
     for mode, k in FIGURES:
@@ -228,7 +229,45 @@ def child_queries(fl_dir: Path, floor_dir: Path, count: int, warm: bool) -> dict
             "meets_cpu": fl_cpu <= ratio * floor_cpu or fl_cpu - floor_cpu <= within,
             "load_start_end": [load_start, load_end],
         }
-    return {"figures": figures, "floor_faiss_threads": floor.threads, "peak_rss_mib": _rss_mib()}
+    return {
+        "figures": figures,
+        "stages": stages,
+        "floor_faiss_threads": floor.threads,
+        "peak_rss_mib": _rss_mib(),
+    }
+
+
+def _stages(fl: Any, floor: Floor, qs: list[str]) -> dict[str, Any] | None:
+    """Where a keyword search's CPU goes, per k (p50 ms over the queries, after the figures): FinderLedge's
+    BM25 leg alone, its reading of the k hits' texts and metadata from the ledger (one statement, as a search
+    does), and the floor's bm25s scoring + top-k and its reading of the k texts from its list in memory.
+    None for a FinderLedge without these internals (an older tree given with --src)."""
+    try:
+        keyword = fl.engine.replica.keyword.handle
+        ledger, seq = fl.engine.ledger, fl.engine.replica.seq
+    except AttributeError:
+        return None
+
+    def p50(run: Any) -> float:
+        spent = []
+        for q in qs:
+            c = time.process_time()
+            run(q)
+            spent.append(time.process_time() - c)
+        return 1000 * statistics.median(spent)
+
+    out: dict[str, Any] = {}
+    for k in (10, 100):
+        hits = {q: [cid for cid, _ in keyword.search(q, k)] for q in qs}
+        rows = {q: floor.keyword_ids(q, k)[0].tolist() for q in qs}
+        out[f"k{k}"] = {
+            "fl_bm25_leg_cpu_p50_ms": p50(lambda q, k=k: keyword.search(q, k)),
+            "fl_read_hits_cpu_p50_ms": p50(lambda q, h=hits: ledger.get_chunks(h[q], visible_at=seq)),
+            "floor_bm25_cpu_p50_ms": p50(lambda q, k=k: floor.keyword_ids(q, k)),
+            "floor_read_texts_cpu_p50_ms": p50(lambda q, r=rows: [floor.texts[i] for i in r[q]]),
+            "hits_p50": statistics.median(len(h) for h in hits.values()),
+        }
+    return out
 
 
 # -- the parent -----------------------------------------------------------------------------------------

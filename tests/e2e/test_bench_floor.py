@@ -48,6 +48,12 @@ def test_tiny_run_writes_every_ratio(tmp_path: Path) -> None:
         assert len(first["rounds"]) == 2 and first["ratio"] > 0
         assert first["rounds"][0]["fl"]["first_hybrid_s"] > 0 and first["rounds"][0]["floor"]["open_s"] > 0
     assert result["queries_warm"]["floor_faiss_threads"] >= 1
+    # where a keyword search's CPU goes, per k: the BM25 leg, the ledger read of the hits, the floor's parts
+    for k in ("k10", "k100"):
+        stage = result["queries_warm"]["stages"][k]
+        assert stage["fl_bm25_leg_cpu_p50_ms"] >= 0 and stage["fl_read_hits_cpu_p50_ms"] >= 0
+        assert stage["floor_bm25_cpu_p50_ms"] >= 0 and stage["floor_read_texts_cpu_p50_ms"] >= 0
+        assert stage["hits_p50"] > 0
     expected = {"build", "build_vs_synced", "disk"}
     expected |= {f"{f}_p50_{c}" for f in FIGURES for c in ("warm", "cold")}
     expected |= {"first_search_warm", "first_search_cold"}

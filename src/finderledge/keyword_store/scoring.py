@@ -14,6 +14,7 @@ sum and a top-k (:func:`accumulate`, :func:`top_candidates`); :func:`rank` merge
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import OrderedDict
@@ -80,7 +81,7 @@ def norm_constants(k1: float, b: float, avgdl: float) -> tuple[float, float]:
     return k1 * (1.0 - b), k1 * b / avgdl
 
 
-def contributions(w: float, tfs: np.ndarray, norms: np.ndarray) -> np.ndarray:
+def contributions(w: float | np.ndarray, tfs: np.ndarray, norms: np.ndarray) -> np.ndarray:
     """Each posting's score for a term of weight ``w = qtf * idf * (k1 + 1)``: ``w * tf / (tf + norm)``."""
     scores: np.ndarray = (w * tfs) / (tfs + norms)
     return scores
@@ -249,15 +250,8 @@ def term_scores(
     scored = []
     for si, d, t in found:
         seg = segments[si]
-        # the whole segment's norms are cached until avgdl changes; a partition's avgdl is its own
-        norms = seg.length_norm(c0, c1)[d] if scope.part is None else c0 + c1 * seg.lens[d].astype(np.float64)
-        scored.append((si, d, contributions(w, t, norms)))
-    buffered: dict[str, float] = {}
-    for cid, tfi in (bpost or {}).items():
-        if scope.buffered is None or cid in scope.buffered:
-            tf = float(tfi)  # the same float64 operations, in the same order, as for a segment
-            buffered[cid] = w * tf / (tf + (c0 + c1 * buffer.docs[cid].length))
-    return scored, buffered
+        scored.append((si, d, contributions(w, t, _norms(seg, d, scope, c0, c1))))
+    return scored, _buffered(buffer, bpost, scope, w, c0, c1)
 
 
 def score_query(
@@ -270,44 +264,154 @@ def score_query(
     memo: TermMemo | None = None,
 ) -> list[tuple[str, float]]:
     """The BM25 ranking of the query (term counts ``qcounts``) over ``scope``; ``params = (k1, b)``;
-    ``memo``: scored terms shared with the other searches of a batch over the same scope."""
+    ``memo``: scored terms shared with the other searches of a batch over the same scope.
+
+    Every segment's postings are summed together, numbered over all the index's docs (segment ``si``'s doc
+    ``d`` is ``offsets[si] + d``): one sum and one top-k per query, not one per segment, and the
+    contributions of all terms and segments computed in one vector operation.  Each doc's contributions are
+    still added one by one in query-term order, so its score is the same float whatever the layout."""
     if scope.n_docs == 0 or not qcounts or scope.total_len / scope.n_docs <= 0:
         return []
     k1, b = params
     c0, c1 = norm_constants(k1, b, scope.total_len / scope.n_docs)
-    seg_docs: list[list[np.ndarray]] = [[] for _ in segments]
-    seg_contrib: list[list[np.ndarray]] = [[] for _ in segments]
+    offsets = accumulate_offsets(segments)
+    docs: list[np.ndarray] = []  # per (term, segment): global doc numbers ...
+    contrib: list[np.ndarray] = []  # ... and their contributions (memo) or, fresh:
+    tfs: list[np.ndarray] = []  # term frequencies,
+    norms: list[np.ndarray] = []  # length norms
+    weights: list[float] = []  # and the term's weight, once per piece
+    sizes: list[int] = []
     buf_scores: dict[str, float] = {}
     for term, qtf in qcounts.items():
-        scored = None if memo is None else memo.get((term, qtf))
-        if scored is None:
-            scored = term_scores(segments, buffer, term, qtf, scope, (k1, c0, c1))
+        if memo is not None:
+            scored = memo.get((term, qtf))
             if scored is None:
-                continue
-            if memo is not None:
+                scored = term_scores(segments, buffer, term, qtf, scope, (k1, c0, c1))
+                if scored is None:
+                    continue
                 memo.keep((term, qtf), scored)
-        for si, d, term_contrib in scored[0]:
-            seg_docs[si].append(d)
-            seg_contrib[si].append(term_contrib)
-        for cid, score in scored[1].items():
+            for si, d, term_contrib in scored[0]:
+                docs.append(d + offsets[si] if offsets[si] else d)
+                contrib.append(term_contrib)
+            buffered_scores = scored[1]
+        else:
+            df, found, bpost = term_postings(segments, buffer, term, scope)
+            if df == 0:
+                continue
+            w = qtf * idf(scope.n_docs, df) * (k1 + 1.0)
+            for si, d, t in found:
+                docs.append(d + offsets[si] if offsets[si] else d)
+                tfs.append(t)
+                norms.append(_norms(segments[si], d, scope, c0, c1))
+                weights.append(w)
+                sizes.append(len(d))
+            buffered_scores = _buffered(buffer, bpost, scope, w, c0, c1)
+        for cid, score in buffered_scores.items():
             buf_scores[cid] = buf_scores.get(cid, 0.0) + score
     cand_ids: list[str] = []
-    cand_scores: list[np.ndarray] = []
-    for seg, docs, contrib in zip(segments, seg_docs, seg_contrib):
-        if docs:
-            local, scores = accumulate(np.concatenate(docs), np.concatenate(contrib), seg.n_docs)
-            if k is not None:
-                top = top_candidates(scores, k)
-                local, scores = local[top], scores[top]
-            cand_ids.extend(seg.ids[i] for i in local.tolist())
-            cand_scores.append(scores)
+    cand_scores: list[float] = []
+    if docs:
+        all_docs = docs[0] if len(docs) == 1 else np.concatenate(docs)
+        if memo is None:  # contributions(w, tf, norm) of every piece at once: the same float64 operations
+            t = tfs[0] if len(tfs) == 1 else np.concatenate(tfs)
+            norm = norms[0] if len(norms) == 1 else np.concatenate(norms)
+            w_each = np.repeat(np.asarray(weights, dtype=np.float64), sizes)
+            all_contrib = contributions(w_each, t, norm)
+        else:
+            all_contrib = contrib[0] if len(contrib) == 1 else np.concatenate(contrib)
+        found_docs, found_scores = _summed(all_docs, all_contrib, offsets[-1], k)
+        cand_ids = _ids_at(segments, offsets, found_docs)
+        cand_scores = found_scores
     buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
     if k is not None and len(buffered) > k:  # the buffer's own k best (same order as the final sort)
         buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
     if buffered:
         cand_ids.extend(cid for cid, _ in buffered)
-        cand_scores.append(np.array([s for _, s in buffered], dtype=np.float64))
-    return rank(cand_ids, cand_scores, k)
+        cand_scores.extend(s for _, s in buffered)
+    return _ranked(cand_ids, cand_scores, k)
+
+
+#: at most this many postings are summed in a dict (cheaper than numpy's calls for a few hundred)
+SMALL_SUM = 512
+
+
+def _summed(
+    docs: np.ndarray, contrib: np.ndarray, n_docs: int, k: int | None
+) -> tuple[list[int], list[float]]:
+    """The docs with a positive summed score, ascending, and their scores (with ``k``: the ``k`` best and ties
+    with the k-th only).  Each doc's contributions are added in array order, starting from 0.0, as ``np.bincount``
+    adds them: the same floats whichever way is taken."""
+    if len(docs) <= SMALL_SUM:
+        sums: dict[int, float] = {}
+        get = sums.get
+        for d, c in zip(docs.tolist(), contrib.tolist()):
+            sums[d] = get(d, 0.0) + c
+        pairs = [(d, s) for d, s in sums.items() if s > 0]
+        if k is not None and len(pairs) > k:
+            kth = heapq.nlargest(k, [s for _, s in pairs])[-1]
+            pairs = [(d, s) for d, s in pairs if s >= kth]
+        pairs.sort()  # by doc (each once), as numpy's way returns them
+        return [d for d, _ in pairs], [s for _, s in pairs]
+    found, scores = accumulate(docs, contrib, n_docs)
+    if k is not None:
+        top = top_candidates(scores, k)
+        found, scores = found[top], scores[top]
+    return found.tolist(), scores.tolist()
+
+
+def _norms(seg: Segment, d: np.ndarray, scope: Scope, c0: float, c1: float) -> np.ndarray:
+    """``k1 * (1 - b + b * dl / avgdl)`` of docs ``d`` of ``seg`` (the whole segment's are cached until
+    avgdl changes; a partition's avgdl is its own)."""
+    norm: np.ndarray
+    if scope.part is None:
+        norm = seg.length_norm(c0, c1)[d]
+    else:
+        norm = c0 + c1 * seg.lens[d].astype(np.float64)
+    return norm
+
+
+def _buffered(
+    buffer: Buffer, bpost: dict[str, int] | None, scope: Scope, w: float, c0: float, c1: float
+) -> dict[str, float]:
+    """What a term of weight ``w`` adds to the buffered chunks holding it (``bpost``: their term frequencies)."""
+    buffered: dict[str, float] = {}
+    for cid, tfi in (bpost or {}).items():
+        if scope.buffered is None or cid in scope.buffered:
+            tf = float(tfi)  # the same float64 operations, in the same order, as for a segment
+            buffered[cid] = w * tf / (tf + (c0 + c1 * buffer.docs[cid].length))
+    return buffered
+
+
+def accumulate_offsets(segments: Sequence[Segment]) -> list[int]:
+    """Where each segment's docs start in the numbering of all the index's docs, then their total."""
+    offsets = [0]
+    for seg in segments:
+        offsets.append(offsets[-1] + seg.n_docs)
+    return offsets
+
+
+def _ids_at(segments: Sequence[Segment], offsets: list[int], found: list[int]) -> list[str]:
+    """The chunk ids of docs numbered over all segments (see :func:`accumulate_offsets`), ``found`` ascending."""
+    if len(segments) == 1:
+        ids = segments[0].ids
+        return [ids[i] for i in found]
+    out: list[str] = []
+    at = 0
+    for si, seg in enumerate(segments):  # each segment's docs are one run of the sorted numbers
+        end = bisect.bisect_left(found, offsets[si + 1], at)
+        if end > at:
+            ids, start = seg.ids, offsets[si]
+            out.extend([ids[g - start] for g in found[at:end]])
+            at = end
+    return out
+
+
+def _ranked(ids: list[str], scores: list[float], k: int | None) -> list[tuple[str, float]]:
+    """``(id, score)`` best first, ties by id; the ``k`` best (all with ``None``)."""
+    order = sorted(zip([-s for s in scores], ids))  # (-score, id): compared as tuples, no key function
+    if k is not None:
+        order = order[:k]
+    return [(cid, -neg) for neg, cid in order]
 
 
 # --------------------------------------------------------------------------------------------------
