@@ -211,3 +211,26 @@ def test_a_loader_killed_mid_load_loses_nothing_committed_and_the_index_is_rebui
         hit = fl.search("loaded text 150", k=1)[0]
         assert hit.content == "loaded text 150"
     assert json.dumps(counts)
+
+
+@pytest.mark.parametrize(("server", "build"), [("64MB", "512MB"), ("1GB", "1GB")])
+def test_the_index_build_raises_maintenance_work_mem_and_never_lowers_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, server: str, build: str
+) -> None:
+    monkeypatch.setattr(pgv, "EXACT_THRESHOLD", 5)
+    schema = fresh_schema()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        for statement in pgv.table_ddl(schema, "vectors"):
+            conn.execute(statement)
+        conn.execute(f'ALTER TABLE "{schema}".vectors ALTER COLUMN embedding TYPE vector(4)')
+        for i in range(10):
+            conn.execute(
+                f'INSERT INTO "{schema}".vectors (id, embedding) VALUES (%s, %s::vector)',
+                (str(i), pgv.vector_literal([i, 1, 2, 3])),
+            )
+        conn.execute(f"SET maintenance_work_mem = '{server}'")  # as a DBA's setting would be
+        with conn.transaction():
+            pgv.build_index_when_large(conn, schema, "vectors", 4, "test")
+            assert conn.execute("SHOW maintenance_work_mem").fetchone()[0] == build  # type: ignore[index]
+        assert pgv.has_index(conn, schema, "vectors")
