@@ -33,6 +33,7 @@ import platform
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -769,6 +770,113 @@ def bench_synthetic(url: str, workdir: Path, args: argparse.Namespace) -> dict[s
     return out
 
 
+# -- bulk writes (issue 43): chunks/s of one large add_texts call, this tree against a baseline tree -------------
+class GivenEmbeddings(Embeddings):
+    """Vectors computed before the timed write (:class:`TopicCorpus`'s), looked up by text: the write is timed
+    without embedding."""
+
+    def __init__(self, corpus: TopicCorpus, vectors: dict[str, np.ndarray]) -> None:
+        self.corpus, self.vectors = corpus, vectors
+        self.model_name = "synthetic-topics-384"
+
+    def _vector(self, text: str) -> list[float]:
+        found = self.vectors.get(text)
+        return (self.corpus.embed(text) if found is None else found).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+def write_worker(url: str, schema: str, chunks: int, folder: str) -> dict[str, Any]:
+    """In a process whose ``PYTHONPATH`` picks the tree: one ``add_texts`` call of ``chunks`` one-chunk
+    documents into a fresh schema, timed; the HNSW build seconds the library logged; database bytes."""
+    import psycopg
+
+    from finderledge import FinderLedge
+
+    corpus = TopicCorpus()
+    texts = [corpus.text(i) for i in range(chunks)]
+    vectors = {t: corpus.embed(t) for t in texts}
+    builds: list[str] = []
+
+    class Builds(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if "built the HNSW index" in message or "vector index ready" in message:
+                builds.append(message)
+
+    lib = logging.getLogger("finderledge")
+    lib.setLevel(logging.INFO)
+    lib.addHandler(Builds())
+    fl = FinderLedge(
+        folder,
+        database_url=url,
+        database_schema=schema,
+        embedding=GivenEmbeddings(corpus, vectors),
+        show_progress=False,
+        chunk_size=100_000,
+        chunk_overlap=0,
+    )
+    t0 = time.perf_counter()
+    fl.add_texts(texts, ids=[_doc_id(i) for i in range(chunks)])
+    seconds = time.perf_counter() - t0
+    stored = fl.count()["chunks"]
+    fl.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")  # sizes as they settle (dead tuples of the index drop gone)
+        sizes = {
+            str(r[0]): int(r[1])
+            for r in conn.execute(
+                "SELECT tablename, pg_total_relation_size(format('%%I.%%I', schemaname, tablename))"
+                " FROM pg_tables WHERE schemaname = %s",
+                (schema,),
+            )
+        }
+    return {
+        "chunks": stored,
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(stored / seconds, 1),
+        "index_build_log": builds,
+        "db_bytes_per_chunk": round(sum(sizes.values()) / max(stored, 1)),
+        "table_bytes_per_chunk": {k: round(v / max(stored, 1)) for k, v in sorted(sizes.items())},
+    }
+
+
+def bench_writes(url: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Chunks/s of one large write, each size with the trees interleaved (a fresh schema and process each)."""
+    trees = {"this": ROOT / "src"}
+    if args.baseline_src:
+        trees = {"baseline": args.baseline_src.resolve(), **trees}
+    out: dict[str, Any] = {"trees": {k: str(v) for k, v in trees.items()}, "runs": []}
+    for size in args.write_sizes:
+        for rep in range(args.write_repeats):
+            for name in rotated(list(trees), rep):
+                schema = f"w_{name}_{size}_{rep}"
+                env = {**os.environ, "PYTHONPATH": str(trees[name])}
+                spec = json.dumps([url, schema, size, str(workdir / schema)])
+                proc = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--write-worker", spec],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if proc.returncode != 0:
+                    raise RuntimeError(f"write worker ({name}, {size}) failed:\n{proc.stderr[-3000:]}")
+                run = {
+                    "tree": name,
+                    "size": size,
+                    "rep": rep,
+                    **json.loads(proc.stdout.strip().splitlines()[-1]),
+                }
+                logger.info("writes: %s", run)
+                out["runs"].append(run)
+    return out
+
+
 def _round(d: dict[str, float]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in d.items()}
 
@@ -897,6 +1005,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument(
+        "--writes",
+        action="store_true",
+        help="only the bulk-write benchmark (issue 43): chunks/s of one add_texts call per size",
+    )
+    parser.add_argument(
+        "--write-sizes", type=int, nargs="+", default=[10_000, 100_000], help="chunks per write (--writes)"
+    )
+    parser.add_argument("--write-repeats", type=int, default=1, help="runs of each size and tree (--writes)")
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="another tree's src folder to time too, interleaved (e.g. git archive <commit> src | tar -x -C DIR)",
+    )
+    parser.add_argument(
         "--exact-threshold",
         type=int,
         help="pgvector.EXACT_THRESHOLD for this run (quick: 500, so the HNSW path runs)",
@@ -922,7 +1044,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.scifact_docs = args.scifact_docs or 150
         args.scifact_queries = args.scifact_queries or 15
         args.exact_threshold = args.exact_threshold or 500
-    args.out = args.out or RESULTS / ("postgres_quick.json" if quick else "postgres.json")
+    args.out = args.out or RESULTS / (
+        "postgres_writes.json" if args.writes else "postgres_quick.json" if quick else "postgres.json"
+    )
     return args
 
 
@@ -954,13 +1078,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "batch": args.batch,
                 "exact_threshold": args.exact_threshold or "library default",
             }
-            if not args.skip_scifact:
+            if args.writes:
+                result["writes"] = bench_writes(url, workdir, args)
+            elif not args.skip_scifact:
                 if args.scifact.is_dir():
                     result["scifact"] = bench_scifact(url, workdir, args)
                 else:
                     result["scifact"] = None
                     logger.warning("no scifact dataset at %s: skipped", args.scifact)
-            if not args.skip_synthetic:
+            if not args.skip_synthetic and not args.writes:
                 result["synthetic"] = bench_synthetic(url, workdir, args)
     finally:
         if own:
@@ -969,10 +1095,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     result["wall_s"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(table(result))
+    print(write_table(result["writes"]) if args.writes else table(result))
     print(f"wrote {args.out} ({result['wall_s']} s)")
     return result
 
 
+def write_table(writes: dict[str, Any]) -> str:
+    lines = [
+        "| tree | chunks | seconds | chunks/s | DB bytes/chunk | index build |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in writes["runs"]:
+        build = "; ".join(r["index_build_log"]) or "-"
+        lines.append(
+            f"| {r['tree']} | {r['chunks']} | {r['seconds']} | {r['chunks_per_s']} | {r['db_bytes_per_chunk']} | {build} |"
+        )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--write-worker":  # bench_writes' child process
+        print(json.dumps(write_worker(*json.loads(sys.argv[2]))))
+    else:
+        main()

@@ -94,3 +94,30 @@ def test_quick_run_writes_the_results(tmp_path: Path) -> None:
     assert replica["new_document_found"] == {"keyword": True, "vector": True}
     assert replica["fresh_process_open_s"] > 0 and replica["catch_up_refresh_s"] >= 0
     assert "recall@10 vs exact" in done.stdout and "catch-up after 100 new documents" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_write_benchmark_times_this_tree_against_a_baseline(tmp_path: Path) -> None:
+    """``--writes`` (issue 43): one add_texts call per size and tree, in fresh processes; this tree given as
+    its own baseline here, so both rows come from one run."""
+    out = tmp_path / "postgres_writes.json"
+    command = [
+        sys.executable,
+        str(BENCH),
+        "--writes",
+        "--write-sizes",
+        "300",
+        "--baseline-src",
+        str(ROOT / "src"),
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=580, cwd=ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads(out.read_text(encoding="utf-8"))["writes"]["runs"]
+    assert sorted(r["tree"] for r in runs) == ["baseline", "this"]
+    for run in runs:
+        assert run["chunks"] == 300 and run["chunks_per_s"] > 0
+        assert run["db_bytes_per_chunk"] > 0 and "chunks" in run["table_bytes_per_chunk"]
+    assert "| this | 300 |" in done.stdout

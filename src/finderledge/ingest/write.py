@@ -25,6 +25,7 @@ from ..document_loader import DocumentLoader, absolute_path, known_gone, safe_pa
 from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError
 from ..filters import Predicate
 from ..ledgers import COMPLETE, content_id
+from ..ledgers.bulk import bulk_writes
 from ..memory import cyclic_gc_paused
 from ..metadata import TEXT_SOURCE_PREFIX, embedded_text, user_metadata
 from ..replica.policy import SAVE_SECONDS, SAVE_SHARE, SAVE_SMALL, Checkpointer
@@ -91,6 +92,7 @@ class Writer:
         self._checkpoint = Checkpointer(engine)
 
     # -- add ----------------------------------------------------------------------------------------
+    @bulk_writes  # PostgreSQL: a large call defers the vector index and builds it once at its end
     def ingest(
         self,
         source: Any,

@@ -66,6 +66,7 @@ from .base import (
     check_schema_version,
     iter_batches,
 )
+from .bulk import COPY_MIN_ROWS, BulkLoad, CopyWriter, copy_vectors, owned_elsewhere, recover
 from .sql import SQLDialect, SQLLedger
 
 if TYPE_CHECKING:
@@ -325,6 +326,8 @@ class PostgresDialect(SQLDialect):
                 self.dimension = column_dimension(conn, schema, VECTORS_TABLE)
         self._pool = make_pool(url, self._ext_schema, self.name)
         self._writer: psycopg.Connection[Any] | None = None
+        self._copy = CopyWriter()  # many rows go in by COPY (ledgers.bulk)
+        self._bulk: BulkLoad | None = None  # the write call bulk loading now, if any
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables (once, under the init lock); refuse a schema holding other tables of our names."""
@@ -394,6 +397,34 @@ class PostgresDialect(SQLDialect):
         elif conflict == "ignore":
             query += " ON CONFLICT DO NOTHING"
         return self.sql(query)
+
+    def insert_many(
+        self,
+        tx: psycopg.Cursor[Any],
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        conflict: str | None = None,
+        key: str = "",
+    ) -> None:
+        """Many rows without a conflict clause go in by one COPY (:mod:`.bulk`), others as ``INSERT``s."""
+        many = conflict is None and len(rows) >= COPY_MIN_ROWS
+        if many and self._copy.copy_rows(tx, self.schema, table, columns, rows):
+            return
+        super().insert_many(tx, table, columns, rows, conflict, key)
+
+    def start_bulk(self, load: BulkLoad) -> bool:
+        """Make ``load`` this process's bulk load (False: another call's is under way)."""
+        with self._lock:
+            if self._bulk is not None:
+                return False
+            self._bulk = load
+            return True
+
+    def end_bulk(self, load: BulkLoad) -> None:
+        with self._lock:
+            if self._bulk is load:
+                self._bulk = None
 
     # -- connections ---------------------------------------------------------------------------------
     @contextmanager
@@ -517,10 +548,14 @@ class PostgresDialect(SQLDialect):
         tx.execute("SELECT pg_advisory_xact_lock(%s)", (self._commit_key,))
         if dims:
             self.ensure_dimension(tx.connection, dims.pop())
+        if self._bulk is not None:  # a large load defers the HNSW index (ledgers.bulk)
+            self._bulk.begin(tx, sum(c.embedding is not None for _, cs in add for c in cs))
 
     def end_commit(
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
     ) -> None:
+        if (self._bulk is not None and self._bulk.deferred) or owned_elsewhere(self, tx, VECTORS_TABLE):
+            return  # built once after the bulk load
         if self.dimension is not None and any(c.embedding is not None for _, cs in add for c in cs):
             build_index_when_large(
                 tx.connection, self.schema, VECTORS_TABLE, self.dimension, f"ledger {self.name}"
@@ -556,6 +591,9 @@ class PostgresDialect(SQLDialect):
 
     def store_vectors(self, tx: psycopg.Cursor[Any], chunks: Sequence[ChunkRecord]) -> None:
         rows = [(c.id, c.embedding, user_metadata(c.metadata), None) for c in chunks]
+        if len(rows) >= COPY_MIN_ROWS:
+            copy_vectors(tx, self.schema, VECTORS_TABLE, rows)
+            return
         upsert_rows(tx, self.schema, VECTORS_TABLE, rows)
 
     def stored_vectors(
@@ -630,6 +668,7 @@ class PostgresLedger(SQLLedger):
             self.close()
             raise
         self.index_uuid: str = self.get_info("index_uuid") or ""
+        recover(self._pg, VECTORS_TABLE)  # a bulk load that died left the vector index to build
 
     @property
     def schema(self) -> str:

@@ -168,6 +168,18 @@ class SQLDialect(ABC):
     def delete_chunks_of(self, tx: Any, doc_ids: Sequence[str]) -> None:
         """Delete the chunk rows of the documents ``doc_ids``."""
 
+    def insert_many(
+        self,
+        tx: Any,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        conflict: str | None = None,
+        key: str = "",
+    ) -> None:
+        """Insert ``rows`` of ``columns`` into ``table`` (PostgreSQL: many rows by ``COPY``)."""
+        tx.executemany(self.insert(table, columns, conflict, key), rows)
+
     def drop_vectors(self, tx: Any, doc_ids: Sequence[str]) -> None:
         """Delete the vectors of the chunks of ``doc_ids`` where they are kept apart from the chunk rows."""
 
@@ -315,8 +327,10 @@ class SQLLedger(Ledger):
         if not entries:
             return []
         seqs = self.dialect.next_seqs(tx, len(entries))
-        tx.executemany(
-            self._sql("INSERT INTO {s}changes (seq, op, doc_id, chunk_count) VALUES (?, ?, ?, ?)"),
+        self.dialect.insert_many(
+            tx,
+            "changes",
+            ("seq", "op", "doc_id", "chunk_count"),
             [(seq, op, doc_id, int(count)) for seq, (doc_id, count) in zip(seqs, entries)],
         )
         return seqs
@@ -337,8 +351,10 @@ class SQLLedger(Ledger):
         """Inside a write transaction: the documents' ``add`` change rows, then their rows stamped with them."""
         d = self.dialect
         seqs = self._log(tx, ADD, [(doc_id, count) for doc_id, _, count in docs])
-        tx.executemany(
-            d.insert("documents", (*d.document_columns, "added_at", "added_seq")),
+        d.insert_many(
+            tx,
+            "documents",
+            (*d.document_columns, "added_at", "added_seq"),
             [(*row, now, seq) for seq, (_, row, _) in zip(seqs, docs)],
         )
 
@@ -355,7 +371,7 @@ class SQLLedger(Ledger):
         now (each vector is kept once)."""
         d = self.dialect
         if rows:
-            tx.executemany(d.insert("chunks", d.chunk_columns, conflict, "id"), rows)
+            d.insert_many(tx, "chunks", d.chunk_columns, rows, conflict, "id")
         if uncache:
             for batch in iter_batches([h for h, _ in embedded], d.batch):
                 where, args = d.any_of("text_hash", batch)

@@ -213,7 +213,10 @@ def build_index_when_large(
     if not row or int(row[0]) <= EXACT_THRESHOLD:
         return
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("index", f"{schema}.{table}"),))
-    conn.execute("SELECT set_config('maintenance_work_mem', '512MB', true)")  # the HNSW graph built in memory
+    conn.execute(  # the HNSW graph built in memory: raised to 512MB, never lowered below the server's setting
+        "SELECT set_config('maintenance_work_mem', '512MB', true)"
+        " WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('512MB')"
+    )
     for kind in wanted:
         if has_index(conn, schema, table, kind):
             continue

@@ -1,0 +1,392 @@
+"""Bulk loads into the PostgreSQL ledger: rows go in by ``COPY``, and pgvector's HNSW index is built once after
+a large load instead of being maintained row by row.
+
+**COPY.**  Every table write of at least :data:`COPY_MIN_ROWS` rows without an ``ON CONFLICT`` clause (chunk,
+document and change rows) is sent as one binary ``COPY … FROM STDIN``, in the write's own transaction: the
+same rows as the ``INSERT``s, the same constraint errors, nothing visible before the commit.  Vectors replace
+earlier rows of their ids (``DELETE … = ANY``, then ``COPY``): the upsert they had.  A table with a column
+type this module does not encode falls back to ``executemany``.
+
+**The HNSW index.**  Inserting into pgvector's HNSW index costs ~3-4 ms a row here; building it over a loaded
+table ~0.4 ms a row.  A write call (:func:`bulk_writes`, around ``Writer.ingest``) expected to write at least
+:data:`BULK_INDEX_MIN_CHUNKS` chunks, and at least :data:`BULK_INDEX_SHARE` of the rows the table held,
+*defers* the index: its first commit drops it (if any) and records :data:`INDEX_STATE_KEY` in ``info``, in
+the same transaction; later commits of the call skip index maintenance; when the call ends (returning or
+raising) the index is built once, with progress lines (:mod:`finderledge.progress`), and the record goes.
+Meanwhile searches in every process scan exactly (correct, slower: pgvector's plan needs the index).
+The loading session holds a session-level advisory lock (the *bulk key*): other processes' writes see the
+record, find the lock held and leave the build to the loader; if the loader died (SIGKILL, lost machine) the
+lock went with its connection, and the next write, or the next :class:`PostgresLedger` opened, builds the
+index and clears the record.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+
+import numpy as np
+
+from ..progress import INTERVAL, ProgressLog
+from ..storage.postgres import advisory_key
+from ..vector_stores.pgvector import (
+    MAX_INDEXED_DIMENSION,
+    build_index_when_large,
+    has_index,
+    index_name,
+    metadata_columns,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from .postgres import PostgresDialect
+
+__all__ = [
+    "BULK_INDEX_MIN_CHUNKS",
+    "BULK_INDEX_SHARE",
+    "COPY_MIN_ROWS",
+    "INDEX_STATE_KEY",
+    "BulkLoad",
+    "bulk_load",
+    "bulk_writes",
+    "copy_rows",
+    "copy_vectors",
+]
+
+logger = logging.getLogger(__name__)
+
+COPY_MIN_ROWS = 32  # rows of one table in one write from which COPY replaces executemany
+BULK_INDEX_MIN_CHUNKS = 10_000  # chunks a write call is expected to write: from here the index is deferred
+BULK_INDEX_SHARE = 0.25  # ...and this share of the rows held (a rebuild costs ~1/8 of row inserts)
+INDEX_STATE_KEY = "vector_index"  # info key: present while a bulk load owns the HNSW build ("deferred …")
+
+_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_TRAILER = struct.pack(">h", -1)
+_NULL = struct.pack(">i", -1)
+_LEN = struct.Struct(">i")
+_FLUSH_BYTES = 1 << 20
+
+
+# -- COPY ----------------------------------------------------------------------------------------------------
+def column_types(conn: psycopg.Connection[Any], schema: str, table: str) -> dict[str, str]:
+    """``{column: type name}`` of ``schema.table``."""
+    rows = conn.execute(
+        "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_type t ON t.oid = a.atttypid"
+        " WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped",
+        (schema, table),
+    ).fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def _vector_bytes(value: Any) -> bytes:
+    """pgvector's binary form: int16 dimension, int16 zero, big-endian float32s."""
+    if isinstance(value, bytes):
+        return value
+    arr = np.asarray(value, dtype=">f4").ravel()
+    return struct.pack(">hh", arr.size, 0) + arr.tobytes()
+
+
+def _encoder(type_name: str, codec: str) -> Callable[[Any], bytes] | None:
+    """The binary COPY encoding of a value of a column of type ``type_name`` (None: not one encoded here)."""
+    if type_name in ("text", "varchar"):
+        return lambda v: str(v).encode(codec)
+    if type_name == "jsonb":
+        return lambda v: b"\x01" + str(v).encode(codec)
+    if type_name == "int4":
+        return struct.Struct(">i").pack
+    if type_name == "int8":
+        return struct.Struct(">q").pack
+    if type_name == "float8":
+        return struct.Struct(">d").pack
+    if type_name == "bool":
+        return lambda v: b"\x01" if v else b"\x00"
+    if type_name == "vector":
+        return _vector_bytes
+    return None
+
+
+class CopyWriter:
+    """Column types per table, read once per connection's database (the layout is fixed once created)."""
+
+    def __init__(self) -> None:
+        self._types: dict[tuple[str, str], dict[str, str]] = {}
+
+    def copy_rows(
+        self,
+        cur: psycopg.Cursor[Any],
+        schema: str,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> bool:
+        """Write ``rows`` of ``columns`` into ``schema.table`` by one binary COPY; False (nothing written) when a
+        column's type is not one encoded here."""
+        key = (schema, table)
+        types = self._types.get(key)
+        if types is None:
+            types = self._types[key] = column_types(cur.connection, schema, table)
+        return copy_rows(cur, schema, table, columns, rows, types)
+
+
+def copy_rows(
+    cur: psycopg.Cursor[Any],
+    schema: str,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    types: Mapping[str, str],
+) -> bool:
+    """One binary ``COPY schema.table (columns) FROM STDIN`` of ``rows`` (``types``: each column's type name);
+    False, with nothing written, when a column's type has no encoder here."""
+    from psycopg import sql
+
+    codec = cur.connection.info.encoding
+    encoders = [_encoder(types.get(c, "?"), codec) for c in columns]
+    if any(e is None for e in encoders):
+        return False
+    count = struct.pack(">h", len(columns))
+    pack = _LEN.pack
+    statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
+    )
+    with cur.copy(statement) as copy:
+        parts: list[bytes] = [_HEADER]
+        size = 0
+        for row in rows:
+            parts.append(count)
+            for enc, value in zip(encoders, row):
+                if value is None:
+                    parts.append(_NULL)
+                    continue
+                data = enc(value)  # type: ignore[misc]
+                parts.append(pack(len(data)))
+                parts.append(data)
+                size += len(data)
+            if size >= _FLUSH_BYTES:
+                copy.write(b"".join(parts))
+                parts, size = [], 0
+        parts.append(_TRAILER)
+        copy.write(b"".join(parts))
+    return True
+
+
+def copy_vectors(
+    cur: psycopg.Cursor[Any],
+    schema: str,
+    table: str,
+    rows: Sequence[tuple[str, Any, Mapping[str, Any], str | None]],
+) -> None:
+    """Insert or replace ``(id, embedding, metadata, content)`` rows of pgvector's table: earlier rows of these
+    ids deleted, then one binary COPY (the upsert of :func:`~finderledge.vector_stores.pgvector.upsert_rows`)."""
+    from psycopg import sql
+
+    encoded = []
+    for cid, emb, md, text in rows:
+        js, exact = metadata_columns(md)
+        encoded.append((cid, _vector_bytes(emb), js, exact, text))
+    cur.execute(
+        sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(sql.Identifier(schema, table)),
+        ([r[0] for r in encoded],),
+    )
+    types = {
+        "id": "text",
+        "embedding": "vector",
+        "metadata": "jsonb",
+        "exact_metadata": "text",
+        "content": "text",
+    }
+    copy_rows(cur, schema, table, list(types), encoded, types)
+
+
+# -- the HNSW index, built once after a large load ------------------------------------------------------------
+def _estimated_rows(conn: psycopg.Connection[Any], schema: str, table: str) -> int:
+    """The planner's row estimate of ``schema.table`` (no scan; 0 when never analysed)."""
+    row = conn.execute(
+        "SELECT greatest(c.reltuples, 0)::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s",
+        (schema, table),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def build_index(dialect: PostgresDialect, conn: psycopg.Connection[Any], table: str) -> None:
+    """Inside a transaction on ``conn``: build the HNSW (and metadata GIN) index when the table is large, with
+    a progress line every :data:`~finderledge.progress.INTERVAL` seconds (from a thread polling
+    ``pg_stat_progress_create_index``, joined before this returns)."""
+    schema, where = dialect.schema, f"ledger {dialect.name}"
+    total = _estimated_rows(conn, schema, table) or None
+    pid = conn.info.backend_pid
+    stop = threading.Event()
+    log = ProgressLog(f"{where}: building the vector index", total, "rows")
+
+    def poll() -> None:
+        try:
+            with dialect.reading() as watcher:  # a pool connection: this thread pins none
+                while not stop.wait(min(INTERVAL, 1.0)):
+                    row = watcher.execute(
+                        "SELECT tuples_done FROM pg_stat_progress_create_index WHERE pid = %s", (pid,)
+                    ).fetchone()
+                    if row is not None and row[0] is not None and int(row[0]) > log.done:
+                        log.update(int(row[0]) - log.done)
+        except Exception:  # progress lines only; the build goes on
+            logger.debug("%s: index build progress unavailable", where, exc_info=True)
+
+    watcher = threading.Thread(target=poll, name="finderledge-index-progress", daemon=True)
+    started = time.perf_counter()
+    watcher.start()
+    note = "failed"
+    try:
+        build_index_when_large(conn, schema, table, dialect.dimension, where)
+        note = "done"
+    finally:
+        stop.set()
+        watcher.join()
+        if note == "done" and log.total:
+            log.update(max(0, log.total - log.done))
+        log.close(note)
+    logger.info("%s: vector index ready %.1f s after the load", where, time.perf_counter() - started)
+
+
+class BulkLoad:
+    """One write call's bulk load (see the module docstring): whether it defers the HNSW index, and the
+    index build once it ends."""
+
+    def __init__(self, dialect: PostgresDialect, table: str, expected: int) -> None:
+        self.dialect, self.table, self.expected = dialect, table, int(expected)
+        self.written = 0
+        self.deferred = False
+        self.key = advisory_key("bulk", dialect.schema)
+        self._lock_conn: psycopg.Connection[Any] | None = None
+
+    def begin(self, tx: psycopg.Cursor[Any], chunks: int) -> None:
+        """First in a commit of ``chunks`` embedded chunks: defer the index when the call is large enough."""
+        self.written += chunks
+        if self.deferred or chunks == 0:
+            return
+        d = self.dialect
+        conn = tx.connection
+        dim = d.dimension
+        if dim is None or dim > MAX_INDEXED_DIMENSION:
+            return
+        held = _estimated_rows(conn, d.schema, self.table)
+        if max(self.expected, self.written) < max(BULK_INDEX_MIN_CHUNKS, BULK_INDEX_SHARE * held):
+            return
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        if not (row and row[0]):  # another process's bulk load owns the build: maintain rows meanwhile
+            return
+        self._lock_conn = conn
+        self.deferred = True
+        from psycopg import sql
+
+        dropped = has_index(conn, d.schema, self.table)
+        conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, index_name(self.table)))
+        )
+        conn.execute(
+            d.insert("info", ("key", "value"), "replace", "key"),
+            (INDEX_STATE_KEY, f"deferred by a bulk load since {time.time():.0f}"),
+        )
+        logger.info(
+            "ledger %s: bulk load of ~%d chunks: the vector index is %s and built once after it",
+            d.name,
+            max(self.expected, self.written),
+            "dropped" if dropped else "not built",
+        )
+
+    def finish(self) -> None:
+        """After the call: build the index once and clear the record (a failure leaves both to the next
+        write or open); release the bulk key."""
+        if not self.deferred:
+            return
+        d = self.dialect
+        try:
+            with d.writing() as tx:
+                build_index(d, tx.connection, self.table)
+                tx.execute(d.sql("DELETE FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,))
+        finally:
+            conn = self._lock_conn
+            if conn is not None and not conn.closed and not conn.broken:
+                try:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+                except Exception:  # the lock goes with the connection
+                    logger.warning("ledger %s: releasing the bulk key failed", d.name, exc_info=True)
+
+
+def owned_elsewhere(dialect: PostgresDialect, tx: psycopg.Cursor[Any], table: str) -> bool:
+    """In a commit not deferring the index: whether a live bulk load in another session owns its build (then
+    this write leaves it).  A record whose loader died is cleared here; the caller then builds the index."""
+    state = tx.execute(dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,)).fetchone()
+    if state is None:
+        return False
+    row = tx.execute(
+        "SELECT pg_try_advisory_xact_lock(%s)", (advisory_key("bulk", dialect.schema),)
+    ).fetchone()
+    if not (row and row[0]):
+        return True
+    tx.execute(dialect.sql("DELETE FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,))
+    logger.info("ledger %s: a bulk load ended without building the vector index: building it", dialect.name)
+    return False
+
+
+def recover(dialect: PostgresDialect, table: str) -> None:
+    """At open: a bulk load that died left the index unbuilt (its record in ``info``): build it now, unless a
+    live bulk load owns it."""
+    with dialect.reading() as conn:
+        state = conn.execute(
+            dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,)
+        ).fetchone()
+    if state is None or dialect.dimension is None:
+        return
+    with dialect.writing() as tx:
+        if owned_elsewhere(dialect, tx, table):
+            return
+        build_index(dialect, tx.connection, table)
+
+
+@contextmanager
+def bulk_load(ledger: Any, expected: int = 0) -> Iterator[None]:
+    """Around one write call to ``ledger``: on a PostgreSQL ledger, the call may defer the HNSW index and build
+    it once at its end (``expected``: chunks it is expected to write, 0 if unknown); elsewhere nothing."""
+    from .postgres import VECTORS_TABLE, PostgresDialect
+
+    dialect = getattr(ledger, "dialect", None)
+    if not isinstance(dialect, PostgresDialect):
+        yield
+        return
+    load = BulkLoad(dialect, VECTORS_TABLE, expected)
+    if not dialect.start_bulk(load):  # another thread's call of this process is the bulk load
+        yield
+        return
+    try:
+        yield
+    finally:
+        dialect.end_bulk(load)
+        load.finish()
+
+
+W = TypeVar("W")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def bulk_writes(method: Callable[Concatenate[W, P], R]) -> Callable[Concatenate[W, P], R]:
+    """Decorate a writer method ``(self, source, …)`` whose ``self._engine.ledger`` it writes: the call is one
+    :func:`bulk_load` (expected chunks: the length of ``source`` when it is a list or tuple)."""
+
+    @functools.wraps(method)
+    def wrapper(self: W, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        source = args[0] if args else kwargs.get("source")
+        expected = len(source) if isinstance(source, (list, tuple)) else 0
+        ledger = getattr(self, "_engine").ledger  # noqa: B009 - W is any writer class
+        with bulk_load(ledger, expected):
+            return method(self, *args, **kwargs)
+
+    return wrapper

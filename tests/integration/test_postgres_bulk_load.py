@@ -1,0 +1,236 @@
+"""Bulk loads in Postgres mode (issue 43): rows go in by COPY, the HNSW index is built once after a large load,
+readers stay correct meanwhile, and a loader killed mid-load loses nothing committed and leaves the index to
+be rebuilt on the next open.  A real PostgreSQL 16 + pgvector (``pgserver``), each test in its own schema;
+the thresholds are lowered so that a few hundred chunks count as a large load."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from pg_server import fresh_schema
+
+from finderledge import FinderLedge
+from finderledge.ledgers import ChunkRecord, DocumentRecord, bulk
+from finderledge.ledgers.postgres import PostgresLedger
+from finderledge.vector_stores import pgvector as pgv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few hundred chunks make a large table and a large load."""
+    monkeypatch.setattr(pgv, "EXACT_THRESHOLD", 50)
+    monkeypatch.setattr(bulk, "BULK_INDEX_MIN_CHUNKS", 100)
+
+
+def _hnsw(url: str, schema: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return pgv.has_index(conn, schema, "vectors")
+
+
+def _state(url: str, schema: str) -> str | None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            f'SELECT value FROM "{schema}".info WHERE key = %s', (bulk.INDEX_STATE_KEY,)
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def test_many_rows_go_in_by_copy_and_read_back_exactly(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    copied: list[str] = []
+    real = bulk.copy_rows
+
+    def spy(cur: Any, schema: str, table: str, *args: Any) -> bool:
+        copied.append(table)
+        return real(cur, schema, table, *args)
+
+    monkeypatch.setattr(bulk, "copy_rows", spy)
+    rng = np.random.default_rng(3)
+    odd = ["tab\there", "new\nline", "back\\slash", "東京の桜", "nul\x00inside", "quote\"'", "é" * 300]
+    add = []
+    for i in range(120):
+        text = f"document {i} " + odd[i % len(odd)]
+        md = {"n": i, "tag": odd[i % len(odd)].replace("\x00", ""), "nested": {"x": [i, None, True]}}
+        doc = DocumentRecord(f"d{i}", f"src/{i}", f"h{i}", "complete", text, md)
+        chunks = [
+            ChunkRecord(
+                f"d{i}-{j}", f"d{i}", j, f"{text} part {j}", md, rng.standard_normal(8).astype(np.float32)
+            )
+            for j in range(2)
+        ]
+        add.append((doc, chunks))
+    ledger = PostgresLedger(pg_url, schema=fresh_schema())
+    try:
+        ledger.commit_write(add=add)
+        assert set(copied) == {"changes", "documents", "chunks", "vectors"}
+        for doc, chunks in add[::7]:
+            assert ledger.get_document(doc.id).content == doc.content  # type: ignore[union-attr]
+            got = ledger.chunks_of(doc.id, with_embedding=True)
+            assert [c.content for c in got] == [c.content for c in chunks]
+            assert [c.metadata for c in got] == [c.metadata for c in chunks]
+            for a, b in zip(got, chunks):
+                assert np.array_equal(a.embedding, b.embedding)  # float32 exact
+        assert [c.op for c in ledger.changes_since(0)] == ["add"] * 120
+        # re-adding replaces (vectors upserted by DELETE + COPY); a duplicate chunk id is refused as before
+        ledger.commit_write(add=add[:60], remove=[d.id for d, _ in add[:60]])
+        assert ledger.counts() == {"documents": 120, "chunks": 240}
+        store = ledger.vector_store(8)
+        assert store.search(add[5][1][1].embedding, 1)[0][0] == "d5-1"  # type: ignore[arg-type]
+        dup = [(DocumentRecord("x", "x", "hx", "complete", "x", {}), [add[0][1][0]] * 40)]
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            ledger.commit_write(add=dup)
+        assert ledger.counts() == {"documents": 120, "chunks": 240}  # nothing half-written
+    finally:
+        ledger.close()
+
+
+def test_a_large_load_builds_the_index_once_and_readers_stay_correct(
+    pg_url: str, tmp_path: Path, small: None, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    from finderledge.ingest import write
+
+    monkeypatch.setattr(write, "STREAM_DOCUMENTS", 100)  # several commits in one call
+    schema = fresh_schema()
+    emb = DeterministicFakeEmbedding(size=16)
+    texts = [f"text number {i} about topic {i % 7}" for i in range(400)]
+    fl = FinderLedge(tmp_path / "a", database_url=pg_url, database_schema=schema, embedding=emb)
+    reader = FinderLedge(tmp_path / "b", database_url=pg_url, database_schema=schema, embedding=emb)
+    fl.add_texts(texts[:150])  # a first call: large, the index is built after it
+    assert _hnsw(pg_url, schema)
+    during: list[tuple[bool, str | None, list[str], list[str]]] = []
+    real_begin = bulk.BulkLoad.begin
+    query = np.asarray(emb.embed_query(texts[3]), dtype=np.float32)
+
+    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
+        real_begin(self, tx, chunks)
+        if self.written > 200:  # a commit of the second call: what another session sees now
+            store = reader.engine.ledger.vector_store(16)
+            hits = [i for i, _ in store.search(query, 5)]
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                rows = conn.execute(
+                    f'SELECT id, embedding <=> %s::vector d FROM "{schema}".vectors ORDER BY d LIMIT 5',
+                    (pgv.vector_literal(query),),
+                ).fetchall()
+            during.append((_hnsw(pg_url, schema), _state(pg_url, schema), hits, [r[0] for r in rows]))
+
+    monkeypatch.setattr(bulk.BulkLoad, "begin", begin)
+    caplog.set_level(logging.INFO, logger="finderledge")
+    fl.add_texts(texts[150:])  # 250 chunks: at least 25 % of the 150 held and the minimum: deferred
+    assert during, "the load committed more than once"
+    for hnsw, state, hits, exact in during:
+        assert not hnsw and state is not None and state.startswith("deferred")
+        assert hits == exact  # exact search while the index is away
+    assert _hnsw(pg_url, schema) and _state(pg_url, schema) is None
+    assert any("vector index ready" in r.getMessage() for r in caplog.records)
+    assert sum("built the HNSW index" in r.getMessage() for r in caplog.records) == 1  # once
+    assert fl.count()["chunks"] == 400
+    assert reader.search(texts[42], k=3)[0].content == texts[42]
+    fl.add_texts(["one more small write"])  # small: rows maintained in the index, which stays
+    assert _hnsw(pg_url, schema)
+    fl.close()
+    reader.close()
+
+
+_KILLED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from finderledge import FinderLedge
+    from finderledge.ingest import write
+    from finderledge.ledgers import bulk
+    from finderledge.ledgers.postgres import PostgresDialect
+    from finderledge.vector_stores import pgvector
+
+    pgvector.EXACT_THRESHOLD = 50
+    bulk.BULK_INDEX_MIN_CHUNKS = 100
+    write.STREAM_DOCUMENTS = 100
+    url, schema, folder = sys.argv[1:4]
+    commits = []
+    real = PostgresDialect.end_commit
+
+    def end_commit(self, tx, add):
+        real(self, tx, add)
+        commits.append(len(add))
+        if len(commits) == 3:  # the third transaction is written, not committed: die now
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    PostgresDialect.end_commit = end_commit
+    fl = FinderLedge(folder, database_url=url, database_schema=schema,
+                     embedding=DeterministicFakeEmbedding(size=16), show_progress=False)
+    fl.add_texts([f"loaded text {i}" for i in range(500)])
+    """
+)
+
+
+def test_a_loader_killed_mid_load_loses_nothing_committed_and_the_index_is_rebuilt_on_open(
+    pg_url: str, tmp_path: Path, small: None
+) -> None:
+    schema = fresh_schema()
+    emb = DeterministicFakeEmbedding(size=16)
+    with FinderLedge(tmp_path / "a", database_url=pg_url, database_schema=schema, embedding=emb) as fl:
+        fl.add_texts([f"earlier text {i}" for i in range(120)])  # large: indexed
+    assert _hnsw(pg_url, schema)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED, pg_url, schema, str(tmp_path / "b")],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    # two transactions of 100 documents committed; the third, killed before its commit, left nothing
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        s = f'"{schema}"'
+        counts = [
+            conn.execute(f"SELECT count(*) FROM {s}.{t}").fetchone()[0]  # type: ignore[index]
+            for t in ("documents", "chunks", "vectors", "changes")
+        ]
+        orphans = conn.execute(
+            f"SELECT count(*) FROM {s}.chunks c LEFT JOIN {s}.vectors v ON v.id = c.id WHERE v.id IS NULL"
+        ).fetchone()[0]  # type: ignore[index]
+    assert counts == [320, 320, 320, 320] and orphans == 0
+    assert not _hnsw(pg_url, schema) and _state(pg_url, schema) is not None  # the state is recorded
+    with FinderLedge(tmp_path / "c", database_url=pg_url, database_schema=schema, embedding=emb) as fl:
+        assert _hnsw(pg_url, schema) and _state(pg_url, schema) is None  # rebuilt on open
+        assert fl.count()["chunks"] == 320
+        hit = fl.search("loaded text 150", k=1)[0]
+        assert hit.content == "loaded text 150"
+    assert json.dumps(counts)
+
+
+@pytest.mark.parametrize(("server", "build"), [("64MB", "512MB"), ("1GB", "1GB")])
+def test_the_index_build_raises_maintenance_work_mem_and_never_lowers_it(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, server: str, build: str
+) -> None:
+    monkeypatch.setattr(pgv, "EXACT_THRESHOLD", 5)
+    schema = fresh_schema()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        for statement in pgv.table_ddl(schema, "vectors"):
+            conn.execute(statement)
+        conn.execute(f'ALTER TABLE "{schema}".vectors ALTER COLUMN embedding TYPE vector(4)')
+        for i in range(10):
+            conn.execute(
+                f'INSERT INTO "{schema}".vectors (id, embedding) VALUES (%s, %s::vector)',
+                (str(i), pgv.vector_literal([i, 1, 2, 3])),
+            )
+        conn.execute(f"SET maintenance_work_mem = '{server}'")  # as a DBA's setting would be
+        with conn.transaction():
+            pgv.build_index_when_large(conn, schema, "vectors", 4, "test")
+            assert conn.execute("SHOW maintenance_work_mem").fetchone()[0] == build  # type: ignore[index]
+        assert pgv.has_index(conn, schema, "vectors")
