@@ -95,7 +95,12 @@ class Rm3:
         with store._lock:
             scope = store._scope(None)
             hits = score_query(
-                store._corpus.segments, store._corpus.buffer, weights, scope, (store.k1, store.b), k  # type: ignore[arg-type]
+                store._corpus.segments,
+                store._corpus.buffer,
+                weights,
+                scope,
+                (store.k1, store.b),
+                k,  # type: ignore[arg-type]
             )
         return [(i, s * scale) for i, s in hits]
 
@@ -106,7 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="train")
     parser.add_argument("--index", default="off", help="cached index tag: off, on, off-fake, ...")
     parser.add_argument("--modes", default="keyword,hybrid")
-    parser.add_argument("--grid", default="none,10:10:0.5", help="fb_docs:fb_terms:lambda[:max_df], comma-separated")
+    parser.add_argument(
+        "--bm25", default="", help="k1:b to set on the open keyword store (default: the index's)"
+    )
+    parser.add_argument(
+        "--set", default="", help="other settings for the run, name=value;... (e.g. vector_weight=1)"
+    )
+    parser.add_argument(
+        "--grid", default="none,10:10:0.5", help="fb_docs:fb_terms:lambda[:max_df], comma-separated"
+    )
     args = parser.parse_args(argv)
     data = load_beir(dataset_dir(args.dataset), args.split)
     results = json.loads(OUT.read_text()) if OUT.is_file() else []
@@ -117,10 +130,20 @@ def main(argv: list[str] | None = None) -> int:
             from langchain_core.embeddings import DeterministicFakeEmbedding
 
             extra["embedding"] = DeterministicFakeEmbedding(size=16)
+        if (
+            args.bm25
+        ):  # query-time settings: the keyword store and the fusion's attainable score both read them
+            k1, b = args.bm25.split(":")
+            extra["bm25_k1"], extra["bm25_b"] = float(k1), float(b)
+        for pair in filter(None, args.set.split(";")):
+            name, _, value = pair.partition("=")
+            extra[name] = float(value)
         fl = FinderLedge(CACHE / f"{args.dataset}-{args.index}", show_progress=False, env_file=None, **extra)
         if spec != "none":
             parts = spec.split(":")
-            rm3 = Rm3(fl, int(parts[0]), int(parts[1]), float(parts[2]), float(parts[3]) if len(parts) > 3 else 0.1)
+            rm3 = Rm3(
+                fl, int(parts[0]), int(parts[1]), float(parts[2]), float(parts[3]) if len(parts) > 3 else 0.1
+            )
 
             def leg(self: Finder, query: str, depth: int, flt: Any, timings: Any, rm3: Rm3 = rm3) -> Any:
                 start = time.perf_counter()
@@ -140,14 +163,24 @@ def main(argv: list[str] | None = None) -> int:
                 "split": args.split,
                 "index": args.index,
                 "rm3": spec,
+                "bm25": args.bm25 or "index",
+                "settings": args.set or "default",
                 "mode": report.mode,
                 "queries": len(data.queries),
                 "nDCG@10": round(report.metrics["nDCG@10"], 4),
                 "p50_ms": round(report.latency_ms["p50"], 1),
             }
             print(json.dumps(row), flush=True)
-            key = tuple(row[f] for f in ("dataset", "split", "index", "rm3", "mode"))
-            results = [r for r in results if tuple(r[f] for f in ("dataset", "split", "index", "rm3", "mode")) != key]
+            key = tuple(row.get(f) for f in ("dataset", "split", "index", "rm3", "bm25", "settings", "mode"))
+            results = [
+                r
+                for r in results
+                if tuple(
+                    r.get(f, {"bm25": "index", "settings": "default"}.get(f))
+                    for f in ("dataset", "split", "index", "rm3", "bm25", "settings", "mode")
+                )
+                != key
+            ]
             results.append(row)
         OUT.write_text(json.dumps(results, indent=1) + "\n")
     return 0
