@@ -66,6 +66,7 @@ from .base import (
     check_schema_version,
     iter_batches,
 )
+from .postings import Postings
 from .sql import SQLDialect, SQLLedger
 
 if TYPE_CHECKING:
@@ -325,6 +326,7 @@ class PostgresDialect(SQLDialect):
                 self.dimension = column_dimension(conn, schema, VECTORS_TABLE)
         self._pool = make_pool(url, self._ext_schema, self.name)
         self._writer: psycopg.Connection[Any] | None = None
+        self.postings = Postings(self)  # the engine-side keyword index, once the ledger records it
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables (once, under the init lock); refuse a schema holding other tables of our names."""
@@ -521,6 +523,7 @@ class PostgresDialect(SQLDialect):
     def end_commit(
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
     ) -> None:
+        self.postings.add(tx, add)
         if self.dimension is not None and any(c.embedding is not None for _, cs in add for c in cs):
             build_index_when_large(
                 tx.connection, self.schema, VECTORS_TABLE, self.dimension, f"ledger {self.name}"
@@ -553,6 +556,7 @@ class PostgresDialect(SQLDialect):
         query = f"DELETE FROM {{s}}{VECTORS_TABLE} WHERE id IN (SELECT id FROM {{s}}chunks WHERE parent_id = ANY(?))"
         for batch in iter_batches(doc_ids, self.batch):
             tx.execute(self.sql(query), (batch,))
+        self.postings.drop(tx, doc_ids)
 
     def store_vectors(self, tx: psycopg.Cursor[Any], chunks: Sequence[ChunkRecord]) -> None:
         rows = [(c.id, c.embedding, user_metadata(c.metadata), None) for c in chunks]
