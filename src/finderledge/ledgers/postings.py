@@ -410,11 +410,7 @@ class EngineKeywordIndex:
         parts, rest = self._scope(flt)
         if not qcounts or (parts is not None and not parts):
             return []
-        n_docs, total_len = self._stats(parts)
-        if n_docs == 0 or total_len <= 0:
-            return []
         k1, b = self.k1, self.b
-        c0, c1 = k1 * (1.0 - b), k1 * b / (total_len / n_docs)
         terms = list(qcounts)
         pred = compile_filter(rest)
         where, params = to_sql(rest, "v.metadata")
@@ -426,22 +422,28 @@ class EngineKeywordIndex:
                 d.sql(" JOIN {s}vectors v ON v.id = k.id AND (") + where + " OR v.exact_metadata IS NOT NULL)"
             )
         cols = ", v.metadata, v.exact_metadata" if pred is not None else ""
-        # the idf of each term over the scope's postings, each posting's contribution summed per chunk, then the
-        # chunks scoring at least the k-th best score (ties), by score and id
+        # one statement, one snapshot: the scope's statistics, the idf of each term over the scope's postings,
+        # each posting's contribution summed per chunk (the float operations of scoring.py), then the chunks
+        # scoring at least the k-th best score (ties), by score and id
         sql = (
-            "WITH q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(t, qtf)),"
+            "WITH st AS (SELECT sum(n_docs)::float8 AS n, sum(total_len)::float8 AS t FROM {s}kw_stats"
+            + (" WHERE part = ANY(?)" if parts is not None else "")
+            + "), q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(t, qtf)),"
             " p AS MATERIALIZED (SELECT p.term, p.doc, p.tf, p.dl FROM q JOIN {s}kw_postings p"
             ' ON p.term COLLATE "C" = q.t' + in_parts + "),"
-            " w AS (SELECT f.term, q.qtf * ln(1.0 + (?::float8 - f.df + 0.5) / (f.df + 0.5)) * (? + 1.0) AS w"
-            " FROM (SELECT term, count(*) AS df FROM p GROUP BY term) f JOIN q ON q.t = f.term),"
-            " s AS MATERIALIZED (SELECT p.doc, sum(w.w * p.tf / (p.tf + (? + ? * p.dl))) AS score"
+            " w AS (SELECT f.term, q.qtf * ln(1.0 + (st.n - f.df + 0.5) / (f.df + 0.5)) * (? + 1.0) AS w,"
+            " ?::float8 AS c0, ?::float8 * ? / (st.t / st.n) AS c1"
+            " FROM (SELECT term, count(*) AS df FROM p GROUP BY term) f JOIN q ON q.t = f.term CROSS JOIN st"
+            " WHERE st.n > 0 AND st.t > 0),"
+            " s AS MATERIALIZED (SELECT p.doc, sum(w.w * p.tf / (p.tf + (w.c0 + w.c1 * p.dl))) AS score"
             " FROM p JOIN w ON w.term = p.term GROUP BY p.doc)"
             " SELECT k.id, s.score" + cols + " FROM s JOIN {s}kw_docs k ON k.doc = s.doc"
         )
-        args: list[Any] = [terms, [float(qcounts[t]) for t in terms]]
+        args: list[Any] = [list(parts)] if parts is not None else []
+        args += [terms, [float(qcounts[t]) for t in terms]]
         if parts is not None:
             args.append(list(parts))
-        args += [float(n_docs), k1, c0, c1, *params]
+        args += [k1, k1 * (1.0 - b), k1, b, *params]
         tail = ""
         if k is not None and pred is None:
             tail += " WHERE s.score >= (SELECT min(score) FROM (SELECT score FROM s ORDER BY score DESC LIMIT ?) x)"
@@ -455,7 +457,7 @@ class EngineKeywordIndex:
                 md = json.loads(row[3]) if row[3] is not None else row[2]
                 if not pred(md):
                     continue
-            score = float(row[1])
+            score = float(row[1]) if row[1] is not None else 0.0
             if score > 0 and not math.isnan(score):
                 hits.append((row[0], score))
         hits.sort(key=lambda h: (-h[1], h[0]))
