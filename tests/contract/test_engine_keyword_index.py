@@ -7,7 +7,12 @@ top-10 ids and scores must agree.  Removals and replacements keep the engine-sid
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +208,60 @@ def test_engine_needs_database_url(tmp_path: Path, fake_embeddings: Any) -> None
         FinderLedge(tmp_path, embedding=fake_embeddings, keyword_index="engine")
     with pytest.raises(ConfigurationError, match="keyword_index"):
         FinderLedge(tmp_path, embedding=fake_embeddings, keyword_index="lucene")
+
+
+_WRITER = """
+import sys
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from finderledge import FinderLedge
+fl = FinderLedge(sys.argv[3], database_url=sys.argv[1], database_schema=sys.argv[2], keyword_index="engine",
+                 embedding=DeterministicFakeEmbedding(size=16), show_progress=False, fusion="rrf")
+words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+for n in range(1000):
+    fl.add_texts([" ".join(words[(i * 7 + j) % 10] for j in range(i % 9 + 1)) for i in range(200)],
+                 ids=[f"b{n}-{i}" for i in range(200)])
+    if n % 2:
+        fl.delete([f"b{n - 1}-{i}" for i in range(0, 200, 3)])
+    print("wrote", n, flush=True)
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_exact_postings(
+    tmp_path: Path, pg_url: str, fake_embeddings: Any
+) -> None:
+    schema = fresh_schema()
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, pg_url, schema, str(tmp_path / "child")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        while "wrote 3" not in child.stdout.readline():
+            pass
+        time.sleep(0.15)  # inside a later write
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    engine_fl = _open(tmp_path / "e", pg_url, schema, "engine", fake_embeddings)
+    local_fl = _open(tmp_path / "l", pg_url, schema, "local", fake_embeddings)
+    try:
+        engine, local = engine_fl.engine.replica.keyword.handle, local_fl.engine.replica.keyword.handle
+        chunks = engine_fl.count()["chunks"]
+        assert len(engine) == chunks == len(local) and chunks >= 4 * 200 - 2 * 67
+        assert engine.ids() == local.ids()
+        dialect = engine_fl.ledger.dialect  # type: ignore[attr-defined]
+        with dialect.reading() as conn:  # the statistics are the postings' own (nothing half-written)
+            row = conn.execute(dialect.sql("SELECT count(*), sum(dl) FROM {s}kw_docs"), ()).fetchone()
+            stats = conn.execute(
+                dialect.sql("SELECT sum(n_docs), sum(total_len) FROM {s}kw_stats"), ()
+            ).fetchone()
+        assert tuple(map(int, row)) == tuple(map(int, stats))
+        queries = ["alpha", "beta gamma", "kappa iota theta", "zeta zeta eta"]
+        assert _agree(engine, local, queries, None) == 1.0
+    finally:
+        local_fl.close()
+        engine_fl.close()
