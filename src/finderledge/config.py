@@ -76,6 +76,9 @@ def _setting(default: Any, rule: Rule, *, recorded: bool = False, pinned: bool =
     return field(default=default, metadata={"rule": rule, "recorded": recorded, "pinned": pinned})
 
 
+KEYWORD_INDEXES = ("local", "engine")
+
+
 def _one_of(allowed: tuple[str, ...]) -> Rule:
     """Rule of a setting that takes one of a few names."""
     return Rule(str, f"one of {list(allowed)}", lambda value: value in allowed)
@@ -181,6 +184,9 @@ class Settings:
     lock_timeout: float = _setting(120.0, SECONDS)  # seconds a write waits for another process's write lock
     # a metadata key whose values are partitions with their own statistics (finderledge.partitions); None: one corpus
     partition_key: str | None = _setting(None, PARTITION_KEY, recorded=True)
+    # where the keyword leg scores BM25: "local" (this process's replica of the index) or "engine" (postings the
+    # PostgreSQL ledger keeps in its transactions; needs database_url; docs/scaling.md says when to pick which)
+    keyword_index: str = _setting("local", _one_of(KEYWORD_INDEXES))
     # the reranker (the ``reranker`` argument) rescores the fused top rerank_candidates of each search; one
     # that fails to load or score warns and searches keep the fused order ("raise": the error is raised)
     rerank_candidates: int = _setting(20, POSITIVE_INT)
@@ -396,6 +402,13 @@ def _check_together(values: Mapping[str, Any], sources: Mapping[str, str]) -> No
             values["chunk_overlap"],
             sources.get("chunk_overlap"),
             f"an integer below chunk_size = {said('chunk_size')}",
+        )
+    if values.get("keyword_index") == "engine" and values.get("database_url") is None:
+        raise _refuse(
+            "keyword_index",
+            "engine",
+            sources.get("keyword_index"),
+            "'local' without database_url ('engine' scores BM25 inside the PostgreSQL ledger)",
         )
     if values["vector_weight"] == 0 and values["keyword_weight"] == 0:
         raise ConfigurationError(

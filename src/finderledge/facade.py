@@ -102,6 +102,7 @@ class FinderLedge:
         show_progress: bool | None = None,
         lock_timeout: float | None = None,
         partition_key: str | None = None,
+        keyword_index: str | None = None,
         keyword_tokenizer: Any = None,
         reranker: Any = None,
         rerank_candidates: int | None = None,

@@ -67,6 +67,7 @@ from .base import (
     iter_batches,
 )
 from .bulk import COPY_MIN_ROWS, BulkLoad, CopyWriter, copy_vectors, owned_elsewhere, recover
+from .postings import Postings
 from .sql import SQLDialect, SQLLedger
 
 if TYPE_CHECKING:
@@ -328,6 +329,7 @@ class PostgresDialect(SQLDialect):
         self._writer: psycopg.Connection[Any] | None = None
         self._copy = CopyWriter()  # many rows go in by COPY (ledgers.bulk)
         self._bulk: BulkLoad | None = None  # the write call bulk loading now, if any
+        self.postings = Postings(self)  # the engine-side keyword index, once the ledger records it
 
     def _create(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables (once, under the init lock); refuse a schema holding other tables of our names."""
@@ -554,6 +556,7 @@ class PostgresDialect(SQLDialect):
     def end_commit(
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
     ) -> None:
+        self.postings.add(tx, add)
         if (self._bulk is not None and self._bulk.deferred) or owned_elsewhere(self, tx, VECTORS_TABLE):
             return  # built once after the bulk load
         if self.dimension is not None and any(c.embedding is not None for _, cs in add for c in cs):
@@ -588,6 +591,7 @@ class PostgresDialect(SQLDialect):
         query = f"DELETE FROM {{s}}{VECTORS_TABLE} WHERE id IN (SELECT id FROM {{s}}chunks WHERE parent_id = ANY(?))"
         for batch in iter_batches(doc_ids, self.batch):
             tx.execute(self.sql(query), (batch,))
+        self.postings.drop(tx, doc_ids)
 
     def store_vectors(self, tx: psycopg.Cursor[Any], chunks: Sequence[ChunkRecord]) -> None:
         rows = [(c.id, c.embedding, user_metadata(c.metadata), None) for c in chunks]

@@ -1,0 +1,485 @@
+"""The keyword leg inside PostgreSQL (``keyword_index="engine"``): BM25 postings and statistics the ledger keeps
+in its own tables, scored by one SQL query.
+
+Tables (in the ledger's schema, created when the engine-side index is first enabled):
+
+* ``kw_docs (doc bigserial, id, parent_id, part, dl)``: one row per indexed chunk; ``part`` its partition group
+  (:func:`part_code`), ``dl`` its token count;
+* ``kw_postings (term, doc, tf, dl, part)``: one row per distinct term of a chunk (``(term, part)`` index
+  covering ``doc, tf, dl``: a term's postings are one index range);
+* ``kw_stats (part, n_docs, total_len)``: live chunks and tokens per partition group.
+
+**Written in the ledger's transactions.**  ``commit_write`` adds the postings of the chunks it stores and drops
+those of the documents it removes or replaces in the same transaction as the chunk rows (after the commit key
+is held), so the statistics are exact at every committed ``seq``.  Tokens come from the tokenizer recorded in
+the info key ``keyword_index`` (with the partition key) when the index was enabled: every writer, whichever
+settings it runs with, writes the same terms.
+
+**Scored as the local leg scores** (:mod:`finderledge.keyword_store.scoring`): Okapi BM25 with Lucene's IDF,
+``k1``/``b`` at query time, document frequencies counted over the postings of the scope (the whole index, or
+the partitions a filter pins or reaches), the metadata filter as SQL over the ``vectors`` table's ``metadata``
+(:func:`~finderledge.vector_stores.pg_filter.to_sql`, rows whose ``jsonb`` is lossy checked again in Python),
+ties broken by id.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, IncompatibleIndexError
+from ..filters import compile_filter
+from ..metadata import embedded_text, user_metadata
+from ..partitions import (
+    MISSING,
+    OTHER,
+    Group,
+    PartitionFilter,
+    partition_group,
+    partition_of,
+    partitions_of,
+    pins_only,
+)
+from ..storage.postgres import advisory_key
+from ..tokenizer import Tokenizer, tokenizer_from_dict
+from ..vector_stores import LEDGER
+from ..vector_stores.pg_filter import to_sql
+
+if TYPE_CHECKING:
+    from .base import ChunkRecord, DocumentRecord
+
+#: a :class:`~finderledge.ledgers.postgres.PostgresDialect` (named loosely: that module imports this one)
+PostgresDialect = Any
+
+__all__ = ["INFO_KEY", "EngineKeywordIndex", "Postings", "group_of", "part_code"]
+
+logger = logging.getLogger(__name__)
+
+#: the info key recording that the ledger keeps postings, and with which tokenizer and partition key
+INFO_KEY = "keyword_index"
+_BATCH = 2000  # chunks per insert statement
+
+_DDL = [
+    (
+        "CREATE TABLE IF NOT EXISTS {s}kw_docs (doc bigserial PRIMARY KEY, id text NOT NULL UNIQUE,"
+        " parent_id text NOT NULL, part text NOT NULL, dl integer NOT NULL)"
+    ),
+    "CREATE INDEX IF NOT EXISTS kw_docs_parent ON {s}kw_docs (parent_id)",
+    (
+        "CREATE TABLE IF NOT EXISTS {s}kw_postings (term text NOT NULL, doc bigint NOT NULL, tf integer NOT NULL,"
+        " dl integer NOT NULL, part text NOT NULL)"
+    ),
+    'CREATE INDEX IF NOT EXISTS kw_postings_term ON {s}kw_postings (term COLLATE "C", part) INCLUDE (doc, tf, dl)',
+    "CREATE INDEX IF NOT EXISTS kw_postings_doc ON {s}kw_postings (doc)",
+    (
+        "CREATE TABLE IF NOT EXISTS {s}kw_stats (part text PRIMARY KEY, n_docs bigint NOT NULL,"
+        " total_len bigint NOT NULL)"
+    ),
+]
+
+
+def part_code(group: Group | None) -> str:
+    """The ``part`` column of a chunk in partition group ``group`` (None: no partition key)."""
+    if group is None:
+        return ""
+    if isinstance(group, str):
+        return "=" + group
+    return "missing" if group == MISSING else "other"
+
+
+def group_of(code: str) -> Group:
+    """The partition group a ``part`` value stands for."""
+    if code.startswith("="):
+        return code[1:]
+    return MISSING if code == "missing" else OTHER
+
+
+class Postings:
+    """The write side, called by :class:`~finderledge.ledgers.postgres.PostgresDialect` inside its write
+    transactions: nothing happens until the ledger records :data:`INFO_KEY`."""
+
+    def __init__(self, dialect: PostgresDialect) -> None:
+        self.dialect = dialect
+        self._recorded: dict[str, Any] | None = None
+        self._tokenizer: Tokenizer | None = None
+
+    def recorded(self, conn: Any) -> dict[str, Any] | None:
+        """What :data:`INFO_KEY` records (None: this ledger keeps no postings); read until found, then kept."""
+        if self._recorded is None:
+            row = conn.execute(
+                self.dialect.sql("SELECT value FROM {s}info WHERE key = ?"), (INFO_KEY,)
+            ).fetchone()
+            if row is None:
+                return None
+            self._recorded = json.loads(row[0])
+        return self._recorded
+
+    def forget(self) -> None:
+        """Read :data:`INFO_KEY` again on the next write (this process has just recorded it)."""
+        self._recorded = None
+
+    def tokenizer(self, recorded: Mapping[str, Any]) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = tokenizer_from_dict(recorded["tokenizer"])
+        return self._tokenizer
+
+    def drop(self, tx: Any, doc_ids: Sequence[str]) -> None:
+        """Inside a write transaction: the postings of the chunks of ``doc_ids`` go, their statistics with them."""
+        if not doc_ids or self.recorded(tx) is None:
+            return
+        query = self.dialect.sql(
+            "WITH gone AS (DELETE FROM {s}kw_docs WHERE parent_id = ANY(?) RETURNING doc, part, dl),"
+            " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc)"
+            " UPDATE {s}kw_stats t SET n_docs = t.n_docs - g.n, total_len = t.total_len - g.l"
+            " FROM (SELECT part, count(*) AS n, sum(dl) AS l FROM gone GROUP BY part) g WHERE t.part = g.part"
+        )
+        ids = list(doc_ids)
+        for at in range(0, len(ids), _BATCH):
+            tx.execute(query, (ids[at : at + _BATCH],))
+
+    def add(self, tx: Any, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]) -> None:
+        """Inside the commit transaction: the postings of the chunks written (a document added twice: its later
+        copy, as the chunk rows hold)."""
+        recorded = self.recorded(tx) if add else None
+        if recorded is None:
+            return
+        last: dict[str, Sequence[ChunkRecord]] = {}
+        for doc, chunks in add:
+            last.pop(doc.id, None)
+            last[doc.id] = chunks
+        chunks = list({c.id: c for cs in last.values() for c in cs}.values())
+        write_chunks(tx, self.dialect, chunks, self.tokenizer(recorded), recorded.get("partition_key"))
+
+
+def write_chunks(
+    tx: Any, dialect: PostgresDialect, chunks: Sequence[ChunkRecord], tokenizer: Tokenizer, key: str | None
+) -> None:
+    """Insert the postings and statistics of ``chunks`` (none of them indexed yet)."""
+    for at in range(0, len(chunks), _BATCH):
+        batch = chunks[at : at + _BATCH]
+        counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
+        parts = [
+            part_code(None if key is None else partition_group(user_metadata(c.metadata), key)) for c in batch
+        ]
+        lengths = [sum(tf.values()) for tf in counts]
+        rows = tx.execute(
+            dialect.sql(
+                "INSERT INTO {s}kw_docs (id, parent_id, part, dl)"
+                " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::int[]) RETURNING id, doc"
+            ),
+            ([c.id for c in batch], [c.parent_id for c in batch], parts, lengths),
+        ).fetchall()
+        keys = dict(rows)
+        terms: list[str] = []
+        docs: list[int] = []
+        tfs: list[int] = []
+        dls: list[int] = []
+        pcs: list[str] = []
+        for c, tf, dl, part in zip(batch, counts, lengths, parts):
+            doc = keys[c.id]
+            for term, n in tf.items():
+                terms.append(term)
+                docs.append(doc)
+                tfs.append(n)
+                dls.append(dl)
+                pcs.append(part)
+        if terms:
+            tx.execute(
+                dialect.sql(
+                    "INSERT INTO {s}kw_postings (term, doc, tf, dl, part)"
+                    " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[], ?::text[])"
+                ),
+                (terms, docs, tfs, dls, pcs),
+            )
+        totals: dict[str, list[int]] = {}
+        for part, dl in zip(parts, lengths):
+            entry = totals.setdefault(part, [0, 0])
+            entry[0] += 1
+            entry[1] += dl
+        tx.execute(
+            dialect.sql(
+                "INSERT INTO {s}kw_stats (part, n_docs, total_len)"
+                " SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[]) ON CONFLICT (part) DO UPDATE"
+                " SET n_docs = {s}kw_stats.n_docs + EXCLUDED.n_docs,"
+                " total_len = {s}kw_stats.total_len + EXCLUDED.total_len"
+            ),
+            (list(totals), [v[0] for v in totals.values()], [v[1] for v in totals.values()]),
+        )
+
+
+def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
+    """The JSON description of ``tokenizer`` every writer rebuilds it from (one without ``to_dict`` is refused)."""
+    to_dict = getattr(tokenizer, "to_dict", None)
+    if not callable(to_dict):
+        raise ConfigurationError(
+            "setting 'keyword_index': 'engine' needs a keyword_tokenizer with to_dict() (every writer rebuilds it "
+            f"from the ledger), got {type(tokenizer).__name__}"
+        )
+    spec = dict(to_dict())
+    spec.setdefault("name", getattr(tokenizer, "name", type(tokenizer).__qualname__))
+    return spec
+
+
+def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) -> dict[str, Any]:
+    """Make the ledger keep postings (tables created, every stored chunk indexed, :data:`INFO_KEY` recorded, one
+    transaction under the commit key) unless it does; returns what is recorded.  A ledger that keeps them with
+    another tokenizer or partition key is refused (:class:`IncompatibleIndexError`)."""
+    from .base import COMPLETE
+
+    with dialect.reading() as conn:
+        found = dialect.postings.recorded(conn)
+    if tokenizer is None:  # none named: the one the ledger records, else the default
+        from ..tokenizer import AutoTokenizer
+
+        spec = found["tokenizer"] if found is not None else tokenizer_spec(AutoTokenizer())
+    else:
+        spec = tokenizer_spec(tokenizer)
+    wanted: dict[str, Any] = {"tokenizer": spec, "partition_key": partition_key}
+    if found is None:
+        with dialect.writing() as tx:
+            tx.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("commit", dialect.schema),))
+            found = dialect.postings.recorded(tx)
+            if found is None:
+                for statement in _DDL:
+                    tx.execute(dialect.sql(statement))
+                tok = tokenizer_from_dict(wanted["tokenizer"])
+                ids = [
+                    r[0]
+                    for r in tx.execute(
+                        dialect.sql(
+                            "SELECT c.id FROM {s}chunks c JOIN {s}documents d ON d.id = c.parent_id WHERE d.state = ?"
+                            " ORDER BY c.id"
+                        ),
+                        (COMPLETE,),
+                    ).fetchall()
+                ]
+                if ids:
+                    logger.info(
+                        "ledger %s: indexing %d stored chunks for the keyword index", dialect.name, len(ids)
+                    )
+                for at in range(0, len(ids), _BATCH):
+                    rows = tx.execute(
+                        dialect.sql(f"SELECT {dialect.chunk_read} FROM {{s}}chunks c WHERE c.id = ANY(?)"),
+                        (ids[at : at + _BATCH],),
+                    ).fetchall()
+                    chunks = [dialect.chunk(r, False, lambda key: None) for r in rows]
+                    write_chunks(tx, dialect, chunks, tok, partition_key)
+                tx.execute(
+                    dialect.insert("info", ("key", "value"), "replace", "key"), (INFO_KEY, json.dumps(wanted))
+                )
+                dialect.postings.forget()
+                return wanted
+    if found != wanted:
+        raise IncompatibleIndexError(
+            f"ledger {dialect.name}: its engine-side keyword index was built with {found}; this process asks "
+            f"for {wanted} (open it with that tokenizer and partition_key, or keyword_index='local')"
+        )
+    return wanted
+
+
+class EngineKeywordIndex:
+    """The keyword leg scored in PostgreSQL (``location = LEDGER``: the ledger writes it in its transactions,
+    every process reads the same postings); the search interface of
+    :class:`~finderledge.keyword_store.KeywordStore`."""
+
+    location = LEDGER
+
+    def __init__(
+        self, dialect: PostgresDialect, tokenizer: Tokenizer, k1: float, b: float, partition_key: str | None
+    ):
+        self.dialect = dialect
+        self.tokenizer = tokenizer
+        self.k1, self.b = float(k1), float(b)
+        self.partition_key = partition_key
+        self.path = None
+
+    # -- sizes ---------------------------------------------------------------------------------------
+    def _stats(self, parts: Sequence[str] | None) -> tuple[int, int]:
+        d = self.dialect
+        query = "SELECT COALESCE(sum(n_docs), 0), COALESCE(sum(total_len), 0) FROM {s}kw_stats"
+        args: list[Any] = []
+        if parts is not None:
+            query += " WHERE part = ANY(?)"
+            args.append(list(parts))
+        with d.reading() as conn:
+            row = conn.execute(d.sql(query), args).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def __len__(self) -> int:
+        return self._stats(None)[0]
+
+    def _parts(self) -> list[str]:
+        with self.dialect.reading() as conn:
+            return [
+                r[0] for r in conn.execute(self.dialect.sql("SELECT part FROM {s}kw_stats WHERE n_docs > 0"))
+            ]
+
+    def _reached(self, value: str | PartitionFilter) -> list[str]:
+        if isinstance(value, str):
+            return [part_code(value)]
+        return [p for p in self._parts() if value(group_of(p))]
+
+    def partition_size(self, value: str | PartitionFilter) -> int:
+        """Live chunks in partition ``value`` or in the partitions a filter reaches."""
+        self._needs_key()
+        return self._stats(self._reached(value))[0]
+
+    def partition_ids(self, value: str | PartitionFilter) -> list[str]:
+        """Ids of the live chunks in partition ``value`` (or those a filter reaches), sorted."""
+        self._needs_key()
+        d = self.dialect
+        with d.reading() as conn:
+            rows = conn.execute(
+                d.sql('SELECT id FROM {s}kw_docs WHERE part = ANY(?) ORDER BY id COLLATE "C"'),
+                (self._reached(value),),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def partition_sizes(self) -> dict[str, int]:
+        """Live chunks per partition value."""
+        self._needs_key()
+        d = self.dialect
+        with d.reading() as conn:
+            rows = conn.execute(d.sql("SELECT part, n_docs FROM {s}kw_stats WHERE n_docs > 0")).fetchall()
+        return {group_of(p): int(n) for p, n in rows if p.startswith("=")}  # type: ignore[misc]
+
+    def _needs_key(self) -> None:
+        if self.partition_key is None:
+            raise ValueError("this keyword index has no partition_key")
+
+    def ids(self) -> set[str]:
+        """Ids of every indexed chunk (reads them all: for checks, never for a search)."""
+        with self.dialect.reading() as conn:
+            return {r[0] for r in conn.execute(self.dialect.sql("SELECT id FROM {s}kw_docs"))}
+
+    # -- search --------------------------------------------------------------------------------------
+    def _scope(self, flt: Mapping[str, Any] | None) -> tuple[list[str] | None, Mapping[str, Any] | None]:
+        """The partition groups the statistics count (None: all) and the filter left to apply (None: none)."""
+        key = self.partition_key
+        if key is not None and flt:
+            value = partition_of(flt, key)
+            reach = partitions_of(flt, key) if value is None else None
+            if value is not None or reach is not None:
+                parts = self._reached(value if value is not None else reach)  # type: ignore[arg-type]
+                return parts, None if pins_only(flt, key) else flt
+        return None, flt or None
+
+    def search(
+        self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best chunks for ``query`` as ``(id, score)``, best first (scores > 0, ties by id)."""
+        if k <= 0:
+            return []
+        return self._score(Counter(self.tokenizer(query)), k, filter)
+
+    def search_many(
+        self, queries: Sequence[str], k: int = 10, filter: Mapping[str, Any] | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` of each query."""
+        return [self.search(q, k, filter) for q in queries]
+
+    def get_scores(self, query: str, filter: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """The score of every chunk that matches ``query``."""
+        return dict(self._score(Counter(self.tokenizer(query)), None, filter))
+
+    def score_text(self, query: str, text: str) -> float:
+        """The score ``text`` would get as a chunk of the whole corpus (not counted in its statistics)."""
+        from ..keyword_store.scoring import score_text
+
+        qcounts, dcounts = Counter(self.tokenizer(query)), Counter(self.tokenizer(text))
+        dfs = self._dfs(list(qcounts), None)
+        return score_text(qcounts, dcounts, self._stats(None), self.k1, self.b, lambda t: dfs.get(t, 0))
+
+    def _dfs(self, terms: Sequence[str], parts: Sequence[str] | None) -> dict[str, int]:
+        d = self.dialect
+        query = "SELECT term, count(*) FROM {s}kw_postings WHERE term = ANY(?)"
+        args: list[Any] = [list(terms)]
+        if parts is not None:
+            query += " AND part = ANY(?)"
+            args.append(list(parts))
+        with d.reading() as conn:
+            return {t: int(n) for t, n in conn.execute(d.sql(query + " GROUP BY term"), args)}
+
+    def _score(
+        self, qcounts: Mapping[str, int], k: int | None, flt: Mapping[str, Any] | None
+    ) -> list[tuple[str, float]]:
+        parts, rest = self._scope(flt)
+        if not qcounts or (parts is not None and not parts):
+            return []
+        k1, b = self.k1, self.b
+        terms = list(qcounts)
+        pred = compile_filter(rest)
+        where, params = to_sql(rest, "v.metadata")
+        d = self.dialect
+        in_parts = " AND p.part = ANY(?)" if parts is not None else ""
+        scored_join = ""
+        if pred is not None:  # the filter's SQL has its own (%s) placeholders: not passed through d.sql
+            scored_join = (
+                d.sql(" JOIN {s}vectors v ON v.id = k.id AND (") + where + " OR v.exact_metadata IS NOT NULL)"
+            )
+        cols = ", v.metadata, v.exact_metadata" if pred is not None else ""
+        # one statement, one snapshot: the scope's statistics, the idf of each term over the scope's postings,
+        # each posting's contribution summed per chunk (the float operations of scoring.py), then the chunks
+        # scoring at least the k-th best score (ties), by score and id
+        sql = (
+            "WITH st AS (SELECT sum(n_docs)::float8 AS n, sum(total_len)::float8 AS t FROM {s}kw_stats"
+            + (" WHERE part = ANY(?)" if parts is not None else "")
+            + "), q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(t, qtf)),"
+            " p AS MATERIALIZED (SELECT p.term, p.doc, p.tf, p.dl FROM q JOIN {s}kw_postings p"
+            ' ON p.term COLLATE "C" = q.t' + in_parts + "),"
+            " w AS (SELECT f.term, q.qtf * ln(1.0 + (st.n - f.df + 0.5) / (f.df + 0.5)) * (? + 1.0) AS w,"
+            " ?::float8 AS c0, ?::float8 * ? / (st.t / st.n) AS c1"
+            " FROM (SELECT term, count(*) AS df FROM p GROUP BY term) f JOIN q ON q.t = f.term CROSS JOIN st"
+            " WHERE st.n > 0 AND st.t > 0),"
+            " s AS MATERIALIZED (SELECT p.doc, sum(w.w * p.tf / (p.tf + (w.c0 + w.c1 * p.dl))) AS score"
+            " FROM p JOIN w ON w.term = p.term GROUP BY p.doc)"
+            " SELECT k.id, s.score" + cols + " FROM s JOIN {s}kw_docs k ON k.doc = s.doc"
+        )
+        args: list[Any] = [list(parts)] if parts is not None else []
+        args += [terms, [float(qcounts[t]) for t in terms]]
+        if parts is not None:
+            args.append(list(parts))
+        args += [k1, k1 * (1.0 - b), k1, b, *params]
+        tail = ""
+        if k is not None and pred is None:
+            tail += " WHERE s.score >= (SELECT min(score) FROM (SELECT score FROM s ORDER BY score DESC LIMIT ?) x)"
+            args.append(k)
+        tail += ' ORDER BY s.score DESC, k.id COLLATE "C"'
+        with d.reading() as conn:
+            rows = conn.execute(d.sql(sql) + scored_join + d.sql(tail), args).fetchall()
+        hits: list[tuple[str, float]] = []
+        for row in rows:
+            if pred is not None:
+                md = json.loads(row[3]) if row[3] is not None else row[2]
+                if not pred(md):
+                    continue
+            score = float(row[1]) if row[1] is not None else 0.0
+            if score > 0 and not math.isnan(score):
+                hits.append((row[0], score))
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits if k is None else hits[:k]
+
+    # -- the leg's life ------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Nothing to persist: the ledger's transactions wrote it."""
+
+    def freeze(self) -> None:
+        """Nothing is buffered here."""
+
+    def close(self, *, flush: bool = True) -> None:
+        """Nothing to close: reads use the ledger's connection pool."""
+
+
+def open_engine_index(
+    ledger: Any, tokenizer: Any, k1: float, b: float, partition_key: str | None
+) -> EngineKeywordIndex:
+    """The engine-side keyword leg of a :class:`~finderledge.ledgers.postgres.PostgresLedger` (enabled first)."""
+    dialect = getattr(ledger, "dialect", None)
+    if getattr(dialect, "postings", None) is None:
+        raise ConfigurationError("setting 'keyword_index': 'engine' needs database_url (a PostgreSQL ledger)")
+    recorded = enable(dialect, tokenizer, partition_key)
+    return EngineKeywordIndex(dialect, tokenizer_from_dict(recorded["tokenizer"]), k1, b, partition_key)
