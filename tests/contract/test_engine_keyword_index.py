@@ -107,12 +107,23 @@ def _open(directory: Path, url: str, schema: str, mode: str, fake: Any, **kw: An
     )
 
 
+def _same_top(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: float = 1e-4) -> bool:
+    """Whether two top-k lists agree: the same scores rank by rank, and ids that differ only among scores tied
+    to ``tol`` (the two legs add the same terms in another precision and order: a tie may break either way)."""
+    if len(a) != len(b) or any(abs(sa - sb) > tol for (_, sa), (_, sb) in zip(a, b, strict=True)):
+        return False
+    floor = a[-1][1] + tol if a else 0.0
+    return {i for i, s in a if s > floor} == {i for i, s in b if s > floor} and all(
+        ia == ib or abs(sa - sb) <= tol for (ia, sa), (ib, sb) in zip(a, b, strict=True)
+    )
+
+
 def _agree(engine: Any, local: Any, queries: list[str], flt: dict[str, Any] | None) -> float:
-    """Share of queries whose top-10 ids agree; every common id's score agrees to 1e-4."""
+    """Share of queries whose top-10 lists agree (ties aside); every common id's score agrees to 1e-4."""
     same = 0
     for q in queries:
         a, b = engine.search(q, 10, flt), local.search(q, 10, flt)
-        same += [i for i, _ in a] == [i for i, _ in b]
+        same += _same_top(a, b)
         scores = dict(b)
         for cid, score in a:
             if cid in scores:
