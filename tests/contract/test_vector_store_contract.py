@@ -198,7 +198,7 @@ class TestFaissApproximate(VectorStoreContract):
         return create_vector_store("faiss", place, DIM, vector_index=self.kind, ann_min_rows=32)
 
     def test_the_approximate_index_answers(self, filled: Any) -> None:
-        store, ids, vectors, _ = filled
+        store, _, vectors, _ = filled
         assert store._ann is not None and store._ann.kind == self.kind
         assert store._ann_search(np.asarray(vectors[7:8]), 5, None) is not None
 

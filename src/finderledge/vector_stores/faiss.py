@@ -52,7 +52,7 @@ from ..storage.segments import (
     segment_name,
     segment_number,
 )
-from .ann_index import FLAT, MIN_CANDIDATES, MIN_ROWS, OVERFETCH, VECTOR_INDEXES, AnnIndex
+from .ann_index import FLAT, MIN_CANDIDATES, MIN_ROWS, VECTOR_INDEXES, AnnIndex
 from .base import VectorStore
 from .flat_rows import FlatRows
 from .partition_rows import PartitionRows, live_rows
@@ -138,7 +138,7 @@ class FaissVectorStore(VectorStore):
         *,
         dimension: int,
         vector_index: str = FLAT,
-        ann_min_rows: int = MIN_ROWS,
+        ann_min_rows: int | None = None,
     ) -> None:
         import faiss
 
@@ -166,7 +166,8 @@ class FaissVectorStore(VectorStore):
         self._partitions: PartitionRows | None = None  # built on the first pinned search
         self._rows = FlatRows(faiss, self.dimension)
         self.vector_index = vector_index
-        self.ann_min_rows = max(1, int(ann_min_rows))  # fewer live rows: exact search only
+        # fewer live rows: exact search only (None: MIN_ROWS)
+        self.ann_min_rows = max(1, int(MIN_ROWS if ann_min_rows is None else ann_min_rows))
         self._ann: AnnIndex | None = None  # the approximate index (vector_index other than flat), once built
         self._ann_saved: dict[str, Any] | None = None  # its manifest entry, once written
         self._files: SegmentFiles | None = None
@@ -296,6 +297,20 @@ class FaissVectorStore(VectorStore):
         """Nothing to release: the vectors live in the in-memory index (no file stays mapped)."""
 
     # -- the approximate index ----------------------------------------------------------------------
+    def set_vector_index(self, kind: str) -> None:
+        """Search through ``kind`` from now on (``reindex(vector_index=...)``): the old approximate index is
+        dropped, the new one built at the next flush (its folder replaces the old one's there)."""
+        if kind not in VECTOR_INDEXES:
+            from ..errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"setting 'vector_index': expected one of {list(VECTOR_INDEXES)}, got {kind!r}"
+            )
+        with self._lock:
+            if kind != self.vector_index:
+                self.vector_index, self._ann, self._ann_saved = kind, None, None
+                self._dirty = True
+
     def _maintain_ann(self) -> None:
         """At a flush (a checkpoint): build the approximate index once there are ``ann_min_rows`` live rows,
         and build it again (retrained) when it went stale (see :mod:`.ann_index`); caller holds the lock."""
@@ -349,8 +364,10 @@ class FaissVectorStore(VectorStore):
         too few rows or allowed rows for it to pay, or it found fewer than ``k``)."""
         ann = self._ann
         total = len(self._rows) if allowed is None else len(allowed)
-        want = max(OVERFETCH * k, MIN_CANDIDATES)
-        if ann is None or total < self.ann_min_rows or want >= total:
+        if ann is None:
+            return None
+        want = max(ann.overfetch * k, MIN_CANDIDATES)
+        if total < self.ann_min_rows or want >= total:
             return None
         seq = self._rows.seq
         labels = ann.search(
@@ -785,7 +802,7 @@ def _row_blocks(matrix: np.ndarray, positions: np.ndarray) -> Iterator[np.ndarra
 
 
 def open_faiss(
-    path: Path | None, dimension: int, vector_index: str = FLAT, ann_min_rows: int = MIN_ROWS
+    path: Path | None, dimension: int, vector_index: str = FLAT, ann_min_rows: int | None = None
 ) -> FaissVectorStore:
     """The registry's factory: a FAISS index under ``path`` (``None``: in memory) searched through
     ``vector_index`` (:data:`.ann_index.VECTOR_INDEXES`) once it holds ``ann_min_rows`` rows."""
