@@ -527,7 +527,9 @@ def switch_vector_index(engine: Engine, kind: str) -> None:
             )
         switch(checked.vector_index)
         engine.settings = dataclasses.replace(engine.settings, vector_index=checked.vector_index)
-        engine.replica.vector.pending += 1  # its files change (the approximate index): a checkpoint writes them
+        engine.replica.vector.pending += (
+            1  # its files change (the approximate index): a checkpoint writes them
+        )
         engine.replica.checkpoint(force=True)
         recorded = json.loads(engine.ledger.get_info("settings") or "{}")
         engine.ledger.set_info("settings", json.dumps({**recorded, "vector_index": checked.vector_index}))
