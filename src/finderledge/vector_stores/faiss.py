@@ -345,7 +345,7 @@ class FaissVectorStore(VectorStore):
             return self._ann_saved
         name = segment_name(next_segment)
         data = ann.to_bytes()
-        written = files.write_segment(name, lambda out: out.write(ANN_FILE, memoryview(data)))
+        written = files.write_segment(name, lambda out: out.write(ANN_FILE, data.data))
         ann.unsaved = 0
         return {
             "name": name,
