@@ -372,7 +372,8 @@ class FaissVectorStore(VectorStore):
         seq = self._rows.seq
         labels = ann.search(
             queries,
-            want + ann.dead if ann.kind == "hnsw" else want,
+            # deleted rows are still in it (at most MAX_DEAD of them): ask for that share more
+            want + (want * ann.dead) // max(ann.size - ann.dead, 1),
             None if allowed is None else seq[allowed],
             self._next_seq,
         )
