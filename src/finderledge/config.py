@@ -33,6 +33,7 @@ __all__ = [
     "RERANKER_ON_ERROR",
     "SEARCH_MODES",
     "SECRET_SETTINGS",
+    "VECTOR_INDEXES",
     "VECTOR_STORES",
     "SearchMode",
     "Settings",
@@ -42,6 +43,8 @@ __all__ = [
 
 ENV_PREFIX = "FINDERLEDGE_"
 VECTOR_STORES = ("chroma", "faiss", "pgvector", "qdrant")  # built in; vector_stores.register adds more
+# the FAISS store's search structure: flat is exact; the others (docs/scaling.md) search an approximate index
+VECTOR_INDEXES = ("flat", "hnsw", "ivf", "ivf_sq8", "ivf_pq")
 SECRET_SETTINGS = (
     "database_url",
     "chroma_url",
@@ -161,6 +164,9 @@ class Settings:
     # each chunk embedded and BM25-indexed with its parent's title and heading path above it (results show the
     # chunk's own text); switched only by reindex, since every chunk is embedded again
     chunk_context: bool = _setting(False, BOOLEAN, recorded=True, pinned=True)
+    # how the FAISS store searches a large corpus (docs/scaling.md, "pick this when"): flat (exact), or an
+    # approximate index (hnsw, ivf, ivf_sq8, ivf_pq) built from 20,000 vectors; switched only by reindex
+    vector_index: str = _setting("flat", _one_of(VECTOR_INDEXES), recorded=True, pinned=True)
     search_mode: str = _setting("hybrid", _one_of(SEARCH_MODES))
     k: int = _setting(10, POSITIVE_INT)
     candidate_k: int = _setting(100, POSITIVE_INT)  # candidates each leg fetches before fusion
@@ -409,6 +415,13 @@ def _check_together(values: Mapping[str, Any], sources: Mapping[str, str]) -> No
             "engine",
             sources.get("keyword_index"),
             "'local' without database_url ('engine' scores BM25 inside the PostgreSQL ledger)",
+        )
+    if values["vector_index"] != "flat" and values["vector_store"] != "faiss":
+        raise _refuse(
+            "vector_index",
+            values["vector_index"],
+            sources.get("vector_index"),
+            f"'flat' with vector_store = {said('vector_store')} (the other kinds are the FAISS store's)",
         )
     if values["vector_weight"] == 0 and values["keyword_weight"] == 0:
         raise ConfigurationError(

@@ -255,6 +255,8 @@ def _assemble(
         recorded["vector_store"] = LEGACY_VECTOR_STORE  # recorded before the default changed
     if recorded and "chunk_context" not in recorded:
         recorded["chunk_context"] = False  # built before chunk_context existed: its chunks carry no context
+    if recorded and "vector_index" not in recorded:
+        recorded["vector_index"] = "flat"  # built before vector_index existed: exact search
     # the recorded model is never a default: opening must not load a model or call a service the caller did
     # not name (a crafted directory could name any path or API); it is checked in _choose_model
     resolved = Settings.resolve(
@@ -262,6 +264,7 @@ def _assemble(
     )
     settings = _pin_recorded(resolved, recorded, args, directory)
     _check_chunk_context(ledger, recorded, settings, directory)
+    _check_vector_index(ledger, recorded, settings, directory)
     shared = pre.database_url is not None  # the ledger is a database many machines share
     # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
     local = directory if directory is not None or not shared else replica_directory(ledger.name)
@@ -436,7 +439,10 @@ def _vector_backend(
             f"index:vector:qdrant{where}",
         )
     key = settings.partition_key
-    return lambda: _partitioned(create_vector_store(kind, local, dimension()), key), f"index:vector:{kind}"
+    options = {"vector_index": settings.vector_index} if kind == "faiss" else {}
+    return lambda: _partitioned(
+        create_vector_store(kind, local, dimension(), **options), key
+    ), f"index:vector:{kind}"
 
 
 def _partitioned(store: VectorStore, key: str | None) -> VectorStore:
@@ -500,6 +506,45 @@ def _check_chunk_context(
     )
 
 
+def _check_vector_index(
+    ledger: Ledger, recorded: Mapping[str, Any], settings: Settings, directory: Path | None
+) -> None:
+    """A ``vector_index`` argument other than the one a directory's FAISS index was built with is refused while it
+    holds documents (its files are built for that kind); ``reindex(vector_index=...)`` switches it."""
+    built = recorded.get("vector_index")
+    if built is None or built == settings.vector_index or not ledger.counts()["documents"]:
+        return
+    raise ConfigurationError(
+        f"setting 'vector_index': {directory or 'this index'} was built with vector_index={built!r} and holds "
+        f"documents, got {settings.vector_index!r}; open it without vector_index and call "
+        f"reindex(vector_index={settings.vector_index!r}) (finderledge reindex --vector-index "
+        f"{settings.vector_index}), which builds the new index from the stored vectors"
+    )
+
+
+def switch_vector_index(engine: Engine, kind: str) -> None:
+    """``reindex(vector_index=kind)``: search the FAISS store through ``kind`` from now on, build its index from
+    the stored vectors at a checkpoint made now, and record the setting."""
+    checked = Settings.resolve(
+        {"vector_index": kind, "vector_store": engine.settings.vector_store}, env_file=None, environ={}
+    )
+    with engine.write_lock.hold("switching the vector index"):
+        store = engine.open_vector_index()
+        switch = getattr(store, "set_vector_index", None)
+        if switch is None:
+            raise ConfigurationError(
+                f"setting 'vector_index': {type(store).__name__} has no vector_index (FAISS only), got {kind!r}"
+            )
+        switch(checked.vector_index)
+        engine.settings = dataclasses.replace(engine.settings, vector_index=checked.vector_index)
+        engine.replica.vector.pending += (
+            1  # its files change (the approximate index): a checkpoint writes them
+        )
+        engine.replica.checkpoint(force=True)
+        recorded = json.loads(engine.ledger.get_info("settings") or "{}")
+        engine.ledger.set_info("settings", json.dumps({**recorded, "vector_index": checked.vector_index}))
+
+
 def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
     """Record the settings of a new directory, or a vector store an argument switched to; opening a directory
     otherwise never writes to it."""
@@ -521,6 +566,8 @@ def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
         recorded.get("chunk_context") != wanted["chunk_context"]
     ):  # an empty directory (_check_chunk_context)
         ledger.set_info("settings", json.dumps({**recorded, "chunk_context": wanted["chunk_context"]}))
+    elif recorded.get("vector_index") != wanted["vector_index"]:  # an empty directory (_check_vector_index)
+        ledger.set_info("settings", json.dumps({**recorded, "vector_index": wanted["vector_index"]}))
     elif recorded.get("partition_key") != wanted["partition_key"]:
         # statistics per partition are computed at search time: switching needs no rebuild
         logger.info(

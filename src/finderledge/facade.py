@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from langchain_core.documents import Document
 
 from .config import Settings
-from .engine import LEDGER_FILE, RECORDED_SETTINGS, open_engine
+from .engine import LEDGER_FILE, RECORDED_SETTINGS, open_engine, switch_vector_index
 from .errors import ConfigurationError
 from .filters import compile_filter
 from .ingest.write import IngestReport, Writer, documents_with_ids, rechunk, text_documents
@@ -87,6 +87,7 @@ class FinderLedge:
         chunk_overlap: int | None = None,
         chunk_unit: str | None = None,
         chunk_context: bool | None = None,
+        vector_index: str | None = None,
         search_mode: str | None = None,
         k: int | None = None,
         candidate_k: int | None = None,
@@ -367,11 +368,18 @@ class FinderLedge:
         chunk_overlap: int | None = None,
         chunk_unit: str | None = None,
         chunk_context: bool | None = None,
+        vector_index: str | None = None,
     ) -> IngestReport:
         """Split every stored document again with these chunk settings (the current ones where not given) and
         record them for the directory: the explicit way to change chunking, since an argument on reopening
         only applies to documents added then.  Unchanged chunk texts keep their vectors (nothing re-embedded);
-        ``chunk_context`` switches the title and heading path embedded with each chunk (refused on opening)."""
+        ``chunk_context`` switches the title and heading path embedded with each chunk (refused on opening).
+        ``vector_index`` switches the FAISS store's search structure (refused on opening), built from the stored
+        vectors; given alone, nothing is split again."""
+        if vector_index is not None:
+            switch_vector_index(self._engine, vector_index)
+            if chunk_size is None and chunk_overlap is None and chunk_unit is None and chunk_context is None:
+                return IngestReport()
         return rechunk(self._engine, self._writer, chunk_size, chunk_overlap, chunk_unit, chunk_context)
 
     # -- removal ------------------------------------------------------------------------------------

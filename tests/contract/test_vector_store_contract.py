@@ -185,6 +185,24 @@ class TestFaiss(VectorStoreContract):
         return create_vector_store("faiss", place, DIM)
 
 
+@pytest.mark.parametrize("kind", ["hnsw", "ivf", "ivf_sq8", "ivf_pq"])
+class TestFaissApproximate(VectorStoreContract):
+    """Each ``vector_index`` kind, its approximate index built from 32 rows (the default waits for 20,000), so
+    every search below that is not exact by its size goes through it and is rescored from the float32 rows."""
+
+    @pytest.fixture(autouse=True)
+    def _kind(self, kind: str) -> None:
+        self.kind = kind
+
+    def open_store(self, place: Path) -> VectorStore:
+        return create_vector_store("faiss", place, DIM, vector_index=self.kind, ann_min_rows=32)
+
+    def test_the_approximate_index_answers(self, filled: Any) -> None:
+        store, _, vectors, _ = filled
+        assert store._ann is not None and store._ann.kind == self.kind
+        assert store._ann_search(np.asarray(vectors[7:8]), 1, None) is not None  # 40 candidates of 120
+
+
 class TestChromaLocal(VectorStoreContract):
     def open_store(self, place: Path) -> VectorStore:
         return create_vector_store("chroma", place, DIM)

@@ -278,7 +278,10 @@ def test_reindex_splits_again_records_the_settings_and_switches_the_store(
     chunks = int(out[0].split(" into ")[1].split()[0])
     assert chunks > 4  # ~500 and ~580 characters in chunks of at most 200
     assert out[1:] == [
-        "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, chunk_context off, vector_store faiss",
+        (
+            "recorded settings: chunk_size 200, chunk_overlap 20, chunk_unit weighted, chunk_context off, "
+            "vector_store faiss, vector_index flat"
+        ),
         f"index now holds 2 documents, {chunks} chunks",
     ]
     assert main(["stats", "-d", d, "--json"]) == 0  # a fresh open reads the recorded settings
@@ -286,6 +289,13 @@ def test_reindex_splits_again_records_the_settings_and_switches_the_store(
     assert stats["chunks"] == stats["vector_index_chunks"] == stats["keyword_index_chunks"] == chunks
     assert (stats["settings"]["chunk_size"], stats["settings"]["chunk_overlap"]) == (200, 20)
 
+    assert main(["reindex", "-d", d, "--vector-index", "ivf_sq8", "--json"]) == 0  # alone: no re-split
+    data = _json(capsys)
+    assert data["reindexed"] is None and data["settings"]["vector_index"] == "ivf_sq8"
+    assert main(["stats", "-d", d, "--json"]) == 0
+    assert _json(capsys)["settings"]["vector_index"] == "ivf_sq8"
+    assert main(["reindex", "-d", d, "--vector-index", "flat", "--json"]) == 0  # chroma takes flat only
+    capsys.readouterr()
     assert main(["reindex", "-d", d, "--vector-store", "chroma", "--json"]) == 0  # alone: no re-split
     data = _json(capsys)
     assert data["reindexed"] is None and data["settings"]["vector_store"] == "chroma"

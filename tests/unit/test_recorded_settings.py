@@ -21,6 +21,7 @@ PREVIOUS_RECORDED = (
     "qdrant_collection",
     "partition_key",
     "chunk_context",  # issue 42: recorded and pinned, switched by reindex
+    "vector_index",  # issue 41: recorded and pinned, switched by reindex
 )
 PREVIOUS_PINNED = (
     "vector_store",
@@ -32,6 +33,7 @@ PREVIOUS_PINNED = (
     "qdrant_url",
     "qdrant_collection",
     "chunk_context",
+    "vector_index",
 )
 
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..config import CHUNK_UNITS, FUSIONS, SEARCH_MODES, Settings
+from ..config import CHUNK_UNITS, FUSIONS, SEARCH_MODES, VECTOR_INDEXES, Settings
 from ..errors import DocumentNotFoundError, FinderLedgeError, IncompatibleIndexError
 from ..filters import and_filters
 from ..mcp.command import COMMANDS as MCP_COMMANDS
@@ -252,6 +252,12 @@ def _add_small_commands(sub: Any) -> None:
         help="embed and BM25-index each chunk with its document's title and heading path (default: recorded)",
     )
     _vector_store_option(p, "switch the index to this vector store (rebuilt from the ledger)")
+    p.add_argument(
+        "--vector-index",
+        choices=list(VECTOR_INDEXES),
+        default=None,
+        help="switch the FAISS store's search structure (docs/scaling.md); alone, nothing is split again",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -748,13 +754,24 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
         "chunk_unit": args.chunk_unit,
         "chunk_context": args.chunk_context,
     }
-    resplit = any(v is not None for v in chunking.values()) or args.vector_store is None
+    resplit = any(v is not None for v in chunking.values()) or (
+        args.vector_store is None and args.vector_index is None
+    )
     progress = False if args.no_progress else None
     with _open(args, vector_store=args.vector_store, show_progress=progress) as fl:
+        if args.vector_index is not None:
+            fl.reindex(vector_index=args.vector_index)
         report = fl.reindex(**chunking) if resplit else None
         settings = {
             k: getattr(fl.settings, k)
-            for k in ("chunk_size", "chunk_overlap", "chunk_unit", "chunk_context", "vector_store")
+            for k in (
+                "chunk_size",
+                "chunk_overlap",
+                "chunk_unit",
+                "chunk_context",
+                "vector_store",
+                "vector_index",
+            )
         }
         totals = fl.count()
     lines = []

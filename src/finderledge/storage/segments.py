@@ -184,7 +184,7 @@ class SegmentWriter:
             os.fsync(fh.fileno())
         self.files[fname] = {"bytes": out.size, "crc32": out.crc}
 
-    def write(self, fname: str, data: bytes) -> None:
+    def write(self, fname: str, data: bytes | memoryview) -> None:
         with self._create(fname) as out:
             out.write(data)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -51,6 +52,7 @@ from ..storage.segments import (
     segment_name,
     segment_number,
 )
+from .ann_index import FLAT, MIN_CANDIDATES, MIN_ROWS, VECTOR_INDEXES, AnnIndex
 from .base import VectorStore
 from .flat_rows import FlatRows
 from .partition_rows import PartitionRows, live_rows
@@ -63,7 +65,9 @@ FORMAT_NAME = "finderledge.faiss_store"
 FORMAT_VERSION = 2
 VECTORS_FILE, SEQ_FILE, IDS_FILE, META_FILE = "vectors.npy", "seq.npy", "ids.json", "meta.json"
 SEGMENT_FILES = (VECTORS_FILE, SEQ_FILE, IDS_FILE, META_FILE)
+ANN_FILE = "index.faiss"  # an approximate index (vector_index), in a segment folder of its own
 MERGE_FACTOR = 8
+RESAVE_SHARE = 0.1  # an approximate index is written again once this share of its rows was added since
 MAX_DELETED_RATIO = 0.3
 
 #: filters whose allowed rows are kept between writes (one per tenant of a multi-tenant index)
@@ -128,8 +132,22 @@ class FaissVectorStore(VectorStore):
 
     name = "faiss"
 
-    def __init__(self, path: str | Path | None = None, *, dimension: int) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        dimension: int,
+        vector_index: str = FLAT,
+        ann_min_rows: int | None = None,
+    ) -> None:
         import faiss
+
+        if vector_index not in VECTOR_INDEXES:
+            from ..errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"setting 'vector_index': expected one of {list(VECTOR_INDEXES)}, got {vector_index!r}"
+            )
 
         self._faiss: Any = faiss
         self.path = None if path is None else Path(path)
@@ -147,6 +165,11 @@ class FaissVectorStore(VectorStore):
         self.partition_key: str | None = None  # see set_partition_key
         self._partitions: PartitionRows | None = None  # built on the first pinned search
         self._rows = FlatRows(faiss, self.dimension)
+        self.vector_index = vector_index
+        # fewer live rows: exact search only (None: MIN_ROWS)
+        self.ann_min_rows = max(1, int(MIN_ROWS if ann_min_rows is None else ann_min_rows))
+        self._ann: AnnIndex | None = None  # the approximate index (vector_index other than flat), once built
+        self._ann_saved: dict[str, Any] | None = None  # its manifest entry, once written
         self._files: SegmentFiles | None = None
         if self.path is not None:
             index_folder(self.path)  # a link at faiss/ would lead every write elsewhere: refused
@@ -165,11 +188,49 @@ class FaissVectorStore(VectorStore):
             self._next_seq = manifest["next_seq"]
             self._next_segment = manifest["next_segment"]
             self._generation = manifest["generation"]
+            self._open_ann(files, manifest)
+
+    def _open_ann(self, files: SegmentFiles, manifest: Mapping[str, Any]) -> None:
+        """Load the approximate index the manifest names (if it is of this store's ``vector_index``), then add
+        the rows written after it; an index of another kind is left to be built again (reindex switched it)."""
+        entry = manifest.get("ann")
+        if entry is None:
+            return
+        mpath, err = files.manifest_path, VectorIndexCorruptError
+        if not isinstance(entry, dict):
+            raise err(mpath, "'ann' is not an object")
+        name = files.segment_name(entry.get("name"))
+        if segment_number(name) >= self._next_segment or any(s.name == name for s in self._segments):
+            raise err(mpath, f"approximate index {name} clashes with the segment counters")
+        upto = non_negative(entry.get("upto"), "ann upto", mpath, err)
+        trained = non_negative(entry.get("trained_rows"), "ann trained_rows", mpath, err)
+        listed = entry.get("files")
+        if upto > self._next_seq or not isinstance(listed, dict) or set(listed) != {ANN_FILE}:
+            raise err(mpath, f"approximate index {name}: bad counters or file list")
+        info = file_info(listed[ANN_FILE], f"{name}/{ANN_FILE}", mpath, err)
+        if entry.get("kind") != self.vector_index:
+            return  # another kind (vector_index switched): the folder goes at the next flush, built anew
+        fname = files.segment_file(name, ANN_FILE)
+        data = files.read(fname, info)  # checked against the manifest's size and CRC32 before FAISS parses it
+        try:
+            ann = AnnIndex.from_bytes(self._faiss, self.vector_index, data, self.dimension, trained)
+        except (ValueError, RuntimeError) as exc:
+            raise err(files.root / fname, f"not a readable {self.vector_index} index ({exc})") from None
+        del data
+        seq = self._rows.seq
+        older = int(np.searchsorted(seq, upto))
+        ann.dead = ann.size - older
+        if ann.dead < 0:
+            raise err(files.root / fname, f"holds {ann.size} rows, {older} live rows were written before it")
+        if older < len(seq):  # rows written after it: added now (and the index written again at a flush)
+            ann.add(np.ascontiguousarray(self._rows.matrix()[older:]), seq[older:])
+        self._ann, self._ann_saved = ann, dict(entry)
 
     # -- persistence --------------------------------------------------------------------------------
     def flush(self) -> None:
         """Write the changes since the last flush (new segment, tombstones, merges), then the manifest."""
         with self._lock:
+            self._maintain_ann()
             files = self._files
             if files is None or not (self._dirty or self._gc_pending):
                 return
@@ -177,7 +238,7 @@ class FaissVectorStore(VectorStore):
                 self._commit(files)
             self._gc_pending = True
             files.collect_garbage(
-                [s.name for s in self._segments],
+                [s.name for s in self._segments] + ([self._ann_saved["name"]] if self._ann_saved else []),
                 [deletes_name(s.name, s.deletes["gen"]) for s in self._segments if s.deletes],
                 extra=(MANIFEST + ".tmp",),
             )
@@ -218,7 +279,13 @@ class FaissVectorStore(VectorStore):
             "live_count": len(self._seq_of),
             "segments": entries,
         }
+        ann_entry = self._save_ann(files, next_segment)
+        if ann_entry is not None:
+            body["ann"] = ann_entry
+            next_segment = max(next_segment, segment_number(ann_entry["name"]) + 1)
+            body["next_segment"] = next_segment
         files.write_manifest(body)
+        self._ann_saved = ann_entry
         # committed: from here on the in-memory state must describe the new manifest
         for seg, deletes in tombstones:
             seg.deletes, seg.deletes_dirty = deletes, False
@@ -228,6 +295,100 @@ class FaissVectorStore(VectorStore):
 
     def close(self) -> None:
         """Nothing to release: the vectors live in the in-memory index (no file stays mapped)."""
+
+    # -- the approximate index ----------------------------------------------------------------------
+    def set_vector_index(self, kind: str) -> None:
+        """Search through ``kind`` from now on (``reindex(vector_index=...)``): the old approximate index is
+        dropped, the new one built at the next flush (its folder replaces the old one's there)."""
+        if kind not in VECTOR_INDEXES:
+            from ..errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"setting 'vector_index': expected one of {list(VECTOR_INDEXES)}, got {kind!r}"
+            )
+        with self._lock:
+            if kind != self.vector_index:
+                self.vector_index, self._ann, self._ann_saved = kind, None, None
+                self._dirty = True
+
+    def _maintain_ann(self) -> None:
+        """At a flush (a checkpoint): build the approximate index once there are ``ann_min_rows`` live rows,
+        and build it again (retrained) when it went stale (see :mod:`.ann_index`); caller holds the lock."""
+        if self.vector_index == FLAT:
+            return
+        live = len(self._rows)
+        if live < self.ann_min_rows:
+            if self._ann is not None:  # shrunk below the threshold: exact search again
+                self._ann, self._dirty = None, True
+            return
+        if self._ann is not None and not self._ann.stale(live):
+            return
+        started = time.perf_counter()
+        self._ann = AnnIndex.build(self._faiss, self.vector_index, self._rows.matrix(), self._rows.seq.copy())
+        self._ann.unsaved = self._ann.size  # written at this flush
+        self._dirty = True
+        logger.info(
+            "%s: built the %s index over %d rows in %.1f s",
+            self.path,
+            self.vector_index,
+            live,
+            time.perf_counter() - started,
+        )
+
+    def _save_ann(self, files: SegmentFiles, next_segment: int) -> dict[str, Any] | None:
+        """The manifest entry of the approximate index, written first as a segment folder of its own when it
+        is new or a ``RESAVE_SHARE`` of its rows were added since it was written (else the entry it has)."""
+        ann = self._ann
+        if ann is None:
+            return None
+        if self._ann_saved is not None and ann.unsaved <= RESAVE_SHARE * max(ann.size - ann.unsaved, 1):
+            return self._ann_saved
+        name = segment_name(next_segment)
+        data = ann.to_bytes()
+        written = files.write_segment(name, lambda out: out.write(ANN_FILE, data.data))
+        ann.unsaved = 0
+        return {
+            "name": name,
+            "kind": ann.kind,
+            "upto": self._next_seq,
+            "trained_rows": ann.trained_rows,
+            "rows": ann.size,
+            "files": written,
+        }
+
+    def _ann_search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None
+    ) -> list[list[tuple[str, float]]] | None:
+        """The ``k`` best rows per query through the approximate index, rescored exactly from the float32 rows
+        (among positions ``allowed`` if given); ``None`` when an exact search should answer instead (no index,
+        too few rows or allowed rows for it to pay, or it found fewer than ``k``)."""
+        ann = self._ann
+        total = len(self._rows) if allowed is None else len(allowed)
+        if ann is None:
+            return None
+        want = max(ann.overfetch * k, MIN_CANDIDATES)
+        if total < self.ann_min_rows or want >= total:
+            return None
+        seq = self._rows.seq
+        labels = ann.search(
+            queries,
+            # deleted rows are still in it (at most MAX_DEAD of them): ask for that share more
+            want + (want * ann.dead) // max(ann.size - ann.dead, 1),
+            None if allowed is None else seq[allowed],
+            self._next_seq,
+        )
+        matrix, ids = self._rows.matrix(), self._rows.ids
+        out: list[list[tuple[str, float]]] = []
+        for query, found in zip(queries, labels):
+            found = found[found >= 0]
+            pos = np.minimum(np.searchsorted(seq, found), len(seq) - 1)
+            pos = pos[seq[pos] == found]  # deleted rows are still in the approximate index
+            if len(pos) < k:
+                return None
+            scores = matrix[pos] @ query
+            order = np.lexsort((pos, -scores))[:k]  # best first; equal scores: the lower position, as FAISS
+            out.append([(ids[p], s) for p, s in zip(pos[order].tolist(), scores[order].tolist())])
+        return out
 
     def _write_segment(self, files: SegmentFiles, name: str, sources: Sequence[_Segment]) -> _Segment:
         """Write the live rows of ``sources`` in sequence order as segment ``name``; the vectors are read
@@ -279,6 +440,8 @@ class FaissVectorStore(VectorStore):
             seqs = np.arange(self._next_seq, self._next_seq + len(ids), dtype=np.int64)
             self._next_seq += len(ids)
             _add_normalised(self._rows, vectors, seqs, ids)
+            if self._ann is not None:
+                self._ann.add(np.ascontiguousarray(self._rows.matrix()[-len(seqs) :]), seqs)
             for sid, seq, md in zip(ids, seqs.tolist(), cleaned):
                 self._seq_of[sid] = seq
                 self._pending[sid] = (seq, md)
@@ -304,6 +467,8 @@ class FaissVectorStore(VectorStore):
             if flushed:
                 self._tombstone(np.array(flushed, dtype=np.int64))
             self._rows.remove(np.sort(np.array(seqs, dtype=np.int64)))
+            if self._ann is not None:
+                self._ann.dead += len(seqs)
             if self._partitions is not None:
                 self._partitions.remove(seqs)
             self._changed()
@@ -348,6 +513,9 @@ class FaissVectorStore(VectorStore):
                 if len(allowed) == 0:
                     return []
                 limit = len(allowed)
+            found = self._ann_search(query, k, allowed)
+            if found is not None:
+                return found[0]
             return self._rows.search(query, min(k, limit), allowed)[0]
 
     def search_many(
@@ -365,6 +533,9 @@ class FaissVectorStore(VectorStore):
         with self._lock:
             if len(self._rows) == 0 or k < 1:
                 return [[] for _ in range(len(queries))]
+            found = self._ann_search(queries, k, None)
+            if found is not None:
+                return found
             return self._rows.search(queries, min(k, len(self._rows)))
 
     def set_partition_key(self, key: str | None) -> None:
@@ -631,6 +802,9 @@ def _row_blocks(matrix: np.ndarray, positions: np.ndarray) -> Iterator[np.ndarra
             yield matrix[rows]
 
 
-def open_faiss(path: Path | None, dimension: int) -> FaissVectorStore:
-    """The registry's factory: a FAISS index under ``path`` (``None``: in memory)."""
-    return FaissVectorStore(path, dimension=dimension)
+def open_faiss(
+    path: Path | None, dimension: int, vector_index: str = FLAT, ann_min_rows: int | None = None
+) -> FaissVectorStore:
+    """The registry's factory: a FAISS index under ``path`` (``None``: in memory) searched through
+    ``vector_index`` (:data:`.ann_index.VECTOR_INDEXES`) once it holds ``ann_min_rows`` rows."""
+    return FaissVectorStore(path, dimension=dimension, vector_index=vector_index, ann_min_rows=ann_min_rows)
