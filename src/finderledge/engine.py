@@ -263,8 +263,7 @@ def _assemble(
         args, env_file=env_file, defaults={k: v for k, v in recorded.items() if k != "embedding_model"}
     )
     settings = _pin_recorded(resolved, recorded, args, directory)
-    _check_chunk_context(ledger, recorded, settings, directory)
-    _check_vector_index(ledger, recorded, settings, directory)
+    _check_switchable(ledger, recorded, settings, directory)
     shared = pre.database_url is not None  # the ledger is a database many machines share
     # this machine's indexes: the persist directory, or (Postgres mode) a folder in the user's cache
     local = directory if directory is not None or not shared else replica_directory(ledger.name)
@@ -490,36 +489,33 @@ def _warn_chunking_changed(recorded: Mapping[str, Any], settings: Settings, dire
         )
 
 
-def _check_chunk_context(
-    ledger: Ledger, recorded: Mapping[str, Any], settings: Settings, directory: Path | None
-) -> None:
-    """A ``chunk_context`` argument other than the one a directory's chunks were embedded with is refused while it
-    holds documents (searches would mix two kinds of vectors); ``reindex(chunk_context=...)`` switches it."""
-    built = recorded.get("chunk_context")
-    if built is None or built == settings.chunk_context or not ledger.counts()["documents"]:
-        return
-    raise ConfigurationError(
-        f"setting 'chunk_context': {directory or 'this index'} was built with chunk_context={built} and holds "
-        f"documents, got {settings.chunk_context}; switching embeds every chunk again: open it without "
-        f"chunk_context and call reindex(chunk_context={settings.chunk_context}) "
-        f"(finderledge reindex --chunk-context {'on' if settings.chunk_context else 'off'})"
-    )
+#: settings a directory records and refuses to open with another value while it holds documents, each with how
+#: ``reindex`` switches it and what switching does; the CLI flag spells a value as :func:`_flag` does
+SWITCHABLE = {
+    "chunk_context": "embeds every chunk again",
+    "vector_index": "builds the new index from the stored vectors",
+}
 
 
-def _check_vector_index(
+def _flag(value: Any) -> str:
+    """A setting's value as the CLI flag takes it (``on``/``off`` for a boolean)."""
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def _check_switchable(
     ledger: Ledger, recorded: Mapping[str, Any], settings: Settings, directory: Path | None
 ) -> None:
-    """A ``vector_index`` argument other than the one a directory's FAISS index was built with is refused while it
-    holds documents (its files are built for that kind); ``reindex(vector_index=...)`` switches it."""
-    built = recorded.get("vector_index")
-    if built is None or built == settings.vector_index or not ledger.counts()["documents"]:
-        return
-    raise ConfigurationError(
-        f"setting 'vector_index': {directory or 'this index'} was built with vector_index={built!r} and holds "
-        f"documents, got {settings.vector_index!r}; open it without vector_index and call "
-        f"reindex(vector_index={settings.vector_index!r}) (finderledge reindex --vector-index "
-        f"{settings.vector_index}), which builds the new index from the stored vectors"
-    )
+    """A :data:`SWITCHABLE` setting other than the one a directory was built with is refused while it holds
+    documents (searches would mix two kinds of vectors or read files built for another kind)."""
+    for name, switching in SWITCHABLE.items():
+        built, wanted = recorded.get(name), getattr(settings, name)
+        if built is None or built == wanted or not ledger.counts()["documents"]:
+            continue
+        raise ConfigurationError(
+            f"setting {name!r}: {directory or 'this index'} was built with {name}={built!r} and holds "
+            f"documents, got {wanted!r}; open it without {name} and call reindex({name}={wanted!r}) "
+            f"(finderledge reindex --{name.replace('_', '-')} {_flag(wanted)}), which {switching}"
+        )
 
 
 def switch_vector_index(engine: Engine, kind: str) -> None:
@@ -562,11 +558,9 @@ def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
         )
         ledger.set_info("settings", json.dumps({**recorded, "vector_store": wanted["vector_store"]}))
         _replace_vector_store(engine, str(recorded.get("vector_store")))
-    elif (
-        recorded.get("chunk_context") != wanted["chunk_context"]
-    ):  # an empty directory (_check_chunk_context)
+    elif recorded.get("chunk_context") != wanted["chunk_context"]:  # an empty directory (_check_switchable)
         ledger.set_info("settings", json.dumps({**recorded, "chunk_context": wanted["chunk_context"]}))
-    elif recorded.get("vector_index") != wanted["vector_index"]:  # an empty directory (_check_vector_index)
+    elif recorded.get("vector_index") != wanted["vector_index"]:  # an empty directory (_check_switchable)
         ledger.set_info("settings", json.dumps({**recorded, "vector_index": wanted["vector_index"]}))
     elif recorded.get("partition_key") != wanted["partition_key"]:
         # statistics per partition are computed at search time: switching needs no rebuild
