@@ -28,8 +28,8 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -46,8 +46,6 @@ from ..vector_stores.pgvector import (
 if TYPE_CHECKING:
     import psycopg
 
-    from .postgres import PostgresDialect
-
 __all__ = [
     "BULK_INDEX_MIN_CHUNKS",
     "BULK_INDEX_SHARE",
@@ -59,6 +57,31 @@ __all__ = [
     "copy_rows",
     "copy_vectors",
 ]
+
+
+class BulkDialect(Protocol):
+    """What a bulk load uses of the PostgreSQL dialect (:class:`~finderledge.ledgers.postgres.PostgresDialect`,
+    which imports this module: typed by its shape, not imported)."""
+
+    name: str
+    schema: str
+    dimension: int | None
+    vectors_table: str
+
+    def sql(self, query: str) -> str: ...
+
+    def insert(
+        self, table: str, columns: Sequence[str], conflict: str | None = None, key: str = ""
+    ) -> str: ...
+
+    def reading(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+
+    def writing(self) -> AbstractContextManager[psycopg.Cursor[Any]]: ...
+
+    def start_bulk(self, load: BulkLoad) -> bool: ...
+
+    def end_bulk(self, load: BulkLoad) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +240,7 @@ def _estimated_rows(conn: psycopg.Connection[Any], schema: str, table: str) -> i
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def build_index(dialect: PostgresDialect, conn: psycopg.Connection[Any], table: str) -> None:
+def build_index(dialect: BulkDialect, conn: psycopg.Connection[Any], table: str) -> None:
     """Inside a transaction on ``conn``: build the HNSW (and metadata GIN) index when the table is large, with
     a progress line every :data:`~finderledge.progress.INTERVAL` seconds (from a thread polling
     ``pg_stat_progress_create_index``, joined before this returns)."""
@@ -259,7 +282,7 @@ class BulkLoad:
     """One write call's bulk load (see the module docstring): whether it defers the HNSW index, and the
     index build once it ends."""
 
-    def __init__(self, dialect: PostgresDialect, table: str, expected: int) -> None:
+    def __init__(self, dialect: BulkDialect, table: str, expected: int) -> None:
         self.dialect, self.table, self.expected = dialect, table, int(expected)
         self.written = 0
         self.deferred = False
@@ -320,7 +343,7 @@ class BulkLoad:
                     logger.warning("ledger %s: releasing the bulk key failed", d.name, exc_info=True)
 
 
-def owned_elsewhere(dialect: PostgresDialect, tx: psycopg.Cursor[Any], table: str) -> bool:
+def owned_elsewhere(dialect: BulkDialect, tx: psycopg.Cursor[Any], table: str) -> bool:
     """In a commit not deferring the index: whether a live bulk load in another session owns its build (then
     this write leaves it).  A record whose loader died is cleared here; the caller then builds the index."""
     state = tx.execute(dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,)).fetchone()
@@ -336,7 +359,7 @@ def owned_elsewhere(dialect: PostgresDialect, tx: psycopg.Cursor[Any], table: st
     return False
 
 
-def recover(dialect: PostgresDialect, table: str) -> None:
+def recover(dialect: BulkDialect, table: str) -> None:
     """At open: a bulk load that died left the index unbuilt (its record in ``info``): build it now, unless a
     live bulk load owns it."""
     with dialect.reading() as conn:
@@ -355,13 +378,11 @@ def recover(dialect: PostgresDialect, table: str) -> None:
 def bulk_load(ledger: Any, expected: int = 0) -> Iterator[None]:
     """Around one write call to ``ledger``: on a PostgreSQL ledger, the call may defer the HNSW index and build
     it once at its end (``expected``: chunks it is expected to write, 0 if unknown); elsewhere nothing."""
-    from .postgres import VECTORS_TABLE, PostgresDialect
-
-    dialect = getattr(ledger, "dialect", None)
-    if not isinstance(dialect, PostgresDialect):
+    dialect: BulkDialect | None = getattr(ledger, "dialect", None)
+    if dialect is None or getattr(dialect, "start_bulk", None) is None:  # not PostgreSQL
         yield
         return
-    load = BulkLoad(dialect, VECTORS_TABLE, expected)
+    load = BulkLoad(dialect, dialect.vectors_table, expected)
     if not dialect.start_bulk(load):  # another thread's call of this process is the bulk load
         yield
         return

@@ -270,6 +270,7 @@ class PostgresDialect(SQLDialect):
     ``dimension_hint``: the embedding dimension, recorded now if none is (else checked)."""
 
     batch = 5000
+    vectors_table = VECTORS_TABLE  # where a bulk load defers the HNSW index (ledgers.bulk)
     last_seq_sql = "SELECT COALESCE(max(seq), 0) FROM {s}changes"
     document_id = "document_id"
     source_order = 'source COLLATE "C"'
