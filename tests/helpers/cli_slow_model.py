@@ -10,6 +10,7 @@ progress lines (default: the library's).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,10 @@ class SlowFake(DeterministicFakeEmbedding):
 
 
 if __name__ == "__main__":
+    # Ctrl-C as a terminal gives it: a test run started in the background (``cmd &`` in a script) ignores SIGINT
+    # and its children inherit that, so Python would never raise KeyboardInterrupt in the command
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if "PROGRESS_INTERVAL" in os.environ:
         progress.INTERVAL = float(os.environ["PROGRESS_INTERVAL"])
     finderledge.embeddings.EmbeddingModelFactory.create_embeddings = staticmethod(  # type: ignore[method-assign]
