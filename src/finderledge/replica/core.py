@@ -46,9 +46,13 @@ from .overlay import VectorOverlay
 from .policy import BACKLOG_LIMIT, applied, leg_due
 from .shared import SharedIndexes
 
-__all__ = ["BACKLOG_LIMIT", "KEEP_ASIDE", "Checkpoint", "LocalRecords", "Records", "Replica"]
+__all__ = ["BACKLOG_LIMIT", "KEEP_ASIDE", "READ_ATTEMPTS", "Checkpoint", "LocalRecords", "Records", "Replica"]
 
 logger = logging.getLogger(__name__)
+
+#: how many times :meth:`Replica.reading` runs a search whose legs it finds damaged anew each time (another
+#: process killed inside a library's write again while this one rebuilt): each rerun first rebuilds them
+READ_ATTEMPTS = 4
 _T = TypeVar("_T")
 
 NONE_KNOWN: Mapping[str, ChunkRecord] = MappingProxyType({})  # no rows from memory: all read from the ledger
@@ -242,21 +246,37 @@ class Replica:
 
     def reading(self, run: Callable[[], _T]) -> _T:
         """Run ``run`` (searches of the legs) under the read lock, every leg at one ledger ``seq``.  A local leg
-        found damaged meanwhile is moved aside, rebuilt from the ledger, and ``run`` runs once more: the caller
-        gets an answer, not the damage of an index the ledger can rebuild (damage found again is raised)."""
-        for retry in (False, True):
-            self.follow(wait=retry)  # brings every leg up to date; a retry first rebuilds the damaged one
+        found damaged meanwhile (by the search, or while catching up) is moved aside, rebuilt from the ledger,
+        and ``run`` runs once more, up to :data:`READ_ATTEMPTS` runs in all: the caller gets an answer, not the
+        damage of an index the ledger can rebuild, even while other processes are killed inside a library's
+        write one after another; damage that outlasts the rebuilds is raised."""
+        for attempt in range(READ_ATTEMPTS):
+            last = attempt == READ_ATTEMPTS - 1
             try:
+                self.follow(wait=attempt > 0)  # a retry first rebuilds the damaged leg
                 with self.rw.read():
                     result = run()
-                if retry or not self._replaced_meanwhile():
+                if last or not self._replaced_meanwhile():
                     return result
             except LedgerCorruptError:
                 raise
-            except IndexCorruptError:
-                if retry or not any(leg.damage is not None or leg.replaced for leg in self.local_legs()):
+            except IndexCorruptError as exc:
+                if last or not self._marked_damaged(exc):
                     raise
         raise AssertionError("unreachable")
+
+    def _marked_damaged(self, exc: IndexCorruptError) -> bool:
+        """Whether a local leg is marked to be rebuilt after ``exc``: by the search that found it (see
+        :func:`~finderledge.ranking.legs.guarded`), or here when ``exc`` names a local leg's folder (found while
+        catching up or checkpointing)."""
+        legs = self.local_legs()
+        if any(leg.damage is not None or leg.replaced for leg in legs):
+            return True
+        for leg in legs:
+            if leg.directory is not None and exc.path.is_relative_to(leg.directory / leg.folder):
+                leg.damage = exc
+                return True
+        return False
 
     def _replaced_meanwhile(self) -> bool:
         """Whether a leg's store found its folder replaced by another process (moved aside and rebuilt, maybe
