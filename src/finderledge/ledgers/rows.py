@@ -312,6 +312,10 @@ class Quarantine:
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._ids
 
+    def __bool__(self) -> bool:
+        """Whether any document is quarantined (a read with none skips finding each row's owner)."""
+        return bool(self._ids)
+
     def items(self) -> dict[str, str]:
         with self._lock:
             return dict(self._ids)
