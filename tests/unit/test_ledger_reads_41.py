@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from finderledge.errors import FinderLedgeError
+from finderledge.env_names import OTHER_VARIABLES
+from finderledge.errors import ConfigurationError, FinderLedgeError
 from finderledge.ledgers import SQLiteLedger
 from finderledge.ledgers import rows as rows_module
 from finderledge.ledgers.base import ChunkRecord, DocumentRecord, content_id
 from finderledge.ledgers.rows import RowDamage, decode_chunk_metadata, dumps_metadata
-from finderledge.ledgers.sqlite import READER_MMAP_BYTES
+from finderledge.ledgers.sqlite import MMAP_VARIABLE, READER_MMAP_BYTES
 from finderledge.metadata import FL_KEY, child_id
 
 DIM = 8
@@ -52,7 +53,10 @@ def _expected(chunk: ChunkRecord) -> dict[str, Any]:
     return json.loads(dumps_metadata(chunk.metadata))  # type: ignore[no-any-return]
 
 
-def test_a_reading_connection_maps_the_ledger_and_sees_rows_written_after(tmp_path: Path) -> None:
+def test_a_reading_connection_maps_the_ledger_and_sees_rows_written_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(MMAP_VARIABLE, raising=False)
     ledger = SQLiteLedger(tmp_path / "ledger.sqlite3")
     try:
         ledger.set_info("embedding_dimension", str(DIM))
@@ -82,6 +86,34 @@ def test_a_reading_connection_maps_the_ledger_and_sees_rows_written_after(tmp_pa
         assert len(ledger.get_chunks(ids)) == len(ids)
     finally:
         ledger.close()
+
+
+@pytest.mark.parametrize("value", ["0", "1048576"])
+def test_the_mapped_size_can_be_set_and_zero_reads_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(MMAP_VARIABLE, value)
+    assert MMAP_VARIABLE in OTHER_VARIABLES  # a known variable: never warned about as a typo
+    ledger = SQLiteLedger(tmp_path / "ledger.sqlite3")
+    try:
+        ledger.set_info("embedding_dimension", str(DIM))
+        ledger.commit_write(add=[_doc("d", ["some text", "more text"], {})])
+        assert [c.content for c in ledger.get_chunks(["d-0000", "d-0001"])] == ["some text", "more text"]
+        with ledger.dialect.reading() as db:
+            assert db.execute("PRAGMA mmap_size").fetchone()[0] == int(value)
+    finally:
+        ledger.close()
+
+
+@pytest.mark.parametrize("value", ["-1", "2GB", "1.5"])
+def test_a_wrong_mapped_size_is_refused_at_open_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(MMAP_VARIABLE, value)
+    with pytest.raises(ConfigurationError, match=MMAP_VARIABLE) as info:
+        SQLiteLedger(tmp_path / "ledger.sqlite3")
+    assert repr(value) in str(info.value)
+    assert not (tmp_path / "ledger.sqlite3").exists()
 
 
 def test_each_chunk_read_gets_metadata_of_its_own_equal_to_the_whole_form(tmp_path: Path) -> None:
