@@ -31,6 +31,7 @@ OTHER_VARIABLES = frozenset(
         "FUZZ_EXAMPLES",
         "FILTER_EXAMPLES",
         "TENANT_EXAMPLES",
+        "SQLITE_MMAP_BYTES",  # ledgers.sqlite: bytes of the ledger a reading connection maps (0: none)
     )
 )
 #: prefixes of variable families read elsewhere: the service's own settings (set by ``finderledge serve`` for

@@ -144,6 +144,37 @@ def _stored_document(text: str) -> dict[str, Any]:
     return md
 
 
+#: a document's stored metadata (its text as stored) -> the parsed, checked form: the chunks a search reads share
+#: few documents' metadata texts (often one text for thousands of documents), and parsing it for every chunk
+#: was half of decoding a chunk row (issue 41).  Never handed out: each caller gets a copy (:func:`_fresh`).
+_PARSED: dict[str, dict[str, Any]] = {}
+_PARSED_MAX = 4096  # texts remembered (the table is emptied when full)
+_PARSED_LONGEST = 4096  # characters: a longer text is parsed each time
+
+
+def _parsed_document(text: str) -> dict[str, Any]:
+    """A document's stored metadata text (``[object]`` or a whole object) parsed and checked: the remembered
+    parse, which the caller must not change (it copies what it keeps); damage raises :class:`RowDamage`."""
+    md = _PARSED.get(text)
+    if md is None:
+        md = _stored_document(text) if text[:1] == "[" else decode_metadata(text)
+        if len(text) <= _PARSED_LONGEST:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[text] = md
+    return md
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a parsed JSON value: new dicts and lists, the immutable leaves (str, numbers, None) shared."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if kind is list:
+        return [_fresh(v) for v in value]
+    return value
+
+
 def _chunk_fields(
     chunk_id: str, parent_id: str, split_index: int, parent_fl: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -205,9 +236,11 @@ def decode_chunk_metadata(
         raise RowDamage(
             f"metadata is stored as its document's, and document {parent_id} is not in the ledger"
         )
-    # the document's stored JSON parsed for each chunk: every chunk gets objects of its own, as before
-    md = _stored_document(parent_text) if parent_text[:1] == "[" else decode_metadata(parent_text)
-    parent_fl = md.get(FL_KEY)
+    # the document's stored JSON parsed once (per process, while remembered); every chunk gets objects of its
+    # own: copies of the parsed form's values, its _finderledge (replaced below) read in place
+    document = _parsed_document(parent_text)
+    parent_fl = document.get(FL_KEY)
+    md = {k: None if k == FL_KEY else _fresh(v) for k, v in document.items()}
     derived = (
         None
         if not isinstance(parent_fl, dict)
@@ -237,6 +270,8 @@ def decode_embedding(blob: Any, dimension: int | None) -> np.ndarray:
 
 def check_chunk_id(chunk_id: str, parent_id: Any, split_index: Any) -> None:
     """A chunk's id must be ``child_id(parent_id, split_index)``: anything else is a damaged row."""
+    if type(parent_id) is str and type(split_index) is int and chunk_id == f"{parent_id}-{split_index:04d}":
+        return  # the stored columns' usual types, checked without a call (every chunk a search reads)
     try:
         expected = child_id(str(parent_id), int(split_index))
     except (TypeError, ValueError):
@@ -276,6 +311,10 @@ class Quarantine:
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._ids
+
+    def __bool__(self) -> bool:
+        """Whether any document is quarantined (a read with none skips finding each row's owner)."""
+        return bool(self._ids)
 
     def items(self) -> dict[str, str]:
         with self._lock:
