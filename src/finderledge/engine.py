@@ -275,7 +275,14 @@ def _assemble(
         else WriteLock(directory, settings.lock_timeout)
     )
     model = _choose_model(embedding, settings, ledger, directory)
-    replica = _open_replica(ledger, write_lock, settings, model, instance, local, shared, keyword_tokenizer)
+    engine: Engine | None = None
+
+    def current() -> Settings:
+        """The engine's settings once it is made, which ``reindex`` switches (``vector_index``): an index
+        opened again (a rebuild from the ledger, a reload) is of the kind in force, not the one opened with."""
+        return settings if engine is None else engine.settings
+
+    replica = _open_replica(ledger, write_lock, current, model, instance, local, shared, keyword_tokenizer)
     parts.append(replica)
     engine = Engine(settings, directory, ledger, write_lock, replica, model)
     engine.calibrator = LedgerCalibrator(engine)
@@ -321,15 +328,17 @@ def _choose_model(
 def _open_replica(
     ledger: Ledger,
     write_lock: Any,
-    settings: Settings,
+    current: Callable[[], Settings],
     model: Model,
     instance: VectorStore | None,
     local: Path | None,
     shared: bool,
     keyword_tokenizer: Any,
 ) -> Replica:
-    """This process's indexes, following the ledger (the vector index opened on first use)."""
-    open_vector, vector_key = _vector_backend(settings, ledger, model, instance, local)
+    """This process's indexes, following the ledger (the vector index opened on first use, and each time with
+    the settings ``current`` gives then)."""
+    settings = current()
+    open_vector, vector_key = _vector_backend(current, ledger, model, instance, local)
     return Replica(
         ledger,
         write_lock,
@@ -391,9 +400,15 @@ def _make_finder(engine: Engine) -> Finder:
 
 
 def _vector_backend(
-    settings: Settings, ledger: Ledger, model: Model, instance: VectorStore | None, local: Path | None
+    current: Callable[[], Settings],
+    ledger: Ledger,
+    model: Model,
+    instance: VectorStore | None,
+    local: Path | None,
 ) -> tuple[Callable[[], VectorStore], str]:
-    """How to open the vector leg, and the key its checkpoint record is kept under."""
+    """How to open the vector leg, and the key its checkpoint record is kept under.  The FAISS store opens with
+    the ``vector_index`` in force when it is opened (``reindex`` switches it while the backend stays)."""
+    settings = current()
 
     def dimension() -> int:
         return model.dimension(ledger)
@@ -438,10 +453,12 @@ def _vector_backend(
             f"index:vector:qdrant{where}",
         )
     key = settings.partition_key
-    options = {"vector_index": settings.vector_index} if kind == "faiss" else {}
-    return lambda: _partitioned(
-        create_vector_store(kind, local, dimension(), **options), key
-    ), f"index:vector:{kind}"
+
+    def open_store() -> VectorStore:
+        options = {"vector_index": current().vector_index} if kind == "faiss" else {}
+        return _partitioned(create_vector_store(kind, local, dimension(), **options), key)
+
+    return open_store, f"index:vector:{kind}"
 
 
 def _partitioned(store: VectorStore, key: str | None) -> VectorStore:

@@ -9,9 +9,10 @@ runners) gets the log lines too.  The closing line says how the work ended: ``do
 (Ctrl-C), ``failed`` or ``stopped`` (its consumer let go of it before the end).
 
 Background threads of long work (the heartbeat here, the ledger's WAL checkpoints, the server's indexing and
-parent watch) are started by :func:`start_owned`: each is registered with how to ask it to stop, and one
-``atexit`` hook (:func:`stop_owned`) asks every one still running to stop and joins it, so no thread outlives
-its owner at exit either, when the owner was never closed.  The registry holds no owner alive: a stop given as
+parent watch, the leg calibration, the models' background loads) are started by :func:`start_owned`: each is
+registered with how to ask it to stop, and the library's one ``atexit`` hook (:func:`stop_owned`) asks every
+one still running to stop and joins it, so no thread outlives its owner at exit either, when the owner was
+never closed, and none is left inside native code when the interpreter finalises.  The registry holds no owner alive: a stop given as
 a bound method is held by a weak reference, and a thread drops out when it ends.
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "ProgressLog",
     "bar_fits",
     "ending",
+    "exiting",
     "heartbeat",
     "logged",
     "start_owned",
@@ -181,13 +183,23 @@ def heartbeat(what: str, *, interval: float | None = None) -> Iterator[Callable[
 _owned_lock = threading.Lock()
 #: each running owned thread -> how to ask it to stop (a weak method for a bound one: no owner kept alive)
 _owned: dict[threading.Thread, Callable[[], Callable[[], object] | None]] = {}
+_groups: dict[threading.Thread, str] = {}  # each running owned thread -> its group (stop_owned(group=...))
 _exiting = False
 
 
-def start_owned(target: Callable[[], None], name: str, stop: Callable[[], object]) -> threading.Thread | None:
+def exiting() -> bool:
+    """Whether the interpreter is exiting (the exit hook ran): no owned thread starts any more, and an owner's
+    close stops its work rather than finishing it."""
+    return _exiting
+
+
+def start_owned(
+    target: Callable[[], None], name: str, stop: Callable[[], object], *, group: str | None = None
+) -> threading.Thread | None:
     """Start ``target`` on a daemon thread named ``name``, registered so the process's exit calls ``stop`` (it
-    asks the thread to end soon, without waiting) and joins it.  None once the interpreter is exiting: nothing
-    starts then, the caller does without the thread (its owner joins the thread at close as before)."""
+    asks the thread to end soon, without waiting) and joins it; ``group`` (default: ``name``) names the kind
+    of work, for :func:`stop_owned`.  None once the interpreter is exiting: nothing starts then, the caller
+    does without the thread (its owner joins the thread at close as before)."""
     ref: Callable[[], Callable[[], object] | None]
     if hasattr(stop, "__self__") and hasattr(stop, "__func__"):
         ref = weakref.WeakMethod(stop)  # a bound method: its owner may be collected
@@ -200,25 +212,28 @@ def start_owned(target: Callable[[], None], name: str, stop: Callable[[], object
         finally:
             with _owned_lock:
                 _owned.pop(threading.current_thread(), None)
+                _groups.pop(threading.current_thread(), None)
 
     with _owned_lock:
         if _exiting:
             return None
         thread = threading.Thread(target=run, name=name, daemon=True)
         _owned[thread] = ref
+        _groups[thread] = name if group is None else group
         try:
             thread.start()
         except BaseException:  # "can't start new thread": the caller handles it as before
             _owned.pop(thread, None)
+            _groups.pop(thread, None)
             raise
     return thread
 
 
-def stop_owned(timeout: float | None = None) -> list[str]:
-    """Ask every owned thread still running to stop and join each (at most ``timeout`` seconds each); the
-    names of those still alive after it (logged)."""
+def stop_owned(timeout: float | None = None, *, group: str | None = None) -> list[str]:
+    """Ask every owned thread still running (of ``group`` only, when given) to stop and join each (at most
+    ``timeout`` seconds each); the names of those still alive after it (logged)."""
     with _owned_lock:
-        running = list(_owned.items())
+        running = [(t, ref) for t, ref in _owned.items() if group is None or _groups.get(t) == group]
     for _thread, ref in running:
         stop = ref()
         if stop is not None:

@@ -120,15 +120,17 @@ def test_a_query_the_model_cannot_read_starts_no_load() -> None:
 
 
 def test_the_exit_hook_stops_every_load_and_starts_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What ``atexit`` runs before the interpreter finalises (restored after: this process goes on)."""
-    from finderledge.embeddings import loading
+    """What the library's one ``atexit`` hook (``progress._at_exit``) runs before the interpreter finalises: a
+    load's thread is an owned thread of that registry (restored after: this process goes on)."""
+    from finderledge import progress
 
-    monkeypatch.setattr(loading, "_exiting", False)
+    monkeypatch.setattr(progress, "_exiting", False)
     first, second = LoadingModel(), LoadingModel()
     first.prefetch()
     second.prefetch()
     assert first.background.running and second.background.running
-    loading._at_exit()
+    assert set(_load_threads()) <= set(progress._owned)  # the registry the exit hook stops sees them
+    progress._at_exit()
     assert not first.background.running and not second.background.running and _load_threads() == []
     first.prefetch()  # the interpreter is exiting: no load starts
     assert not first.background.running

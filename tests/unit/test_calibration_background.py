@@ -124,6 +124,36 @@ def test_stop_leaves_no_thread_and_keeps_the_old_gates(tmp_path: Path) -> None:
         assert again.engine.ledger.get_info(INFO_KEY) is not None
 
 
+def test_the_exit_hook_stops_the_calibration_as_an_owned_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library's one ``atexit`` hook (``progress._at_exit``) sees the calibration's thread in its registry,
+    stops it between two batches and joins it; no calibration starts after it, and ``close()`` at exit does not
+    wait for one (restored after: this process goes on)."""
+    from finderledge import progress
+
+    monkeypatch.setattr(progress, "_exiting", False)
+    slow = SlowEmbeddings(size=16)
+    fl = _open(tmp_path / "ix", slow)
+    try:
+        fl.add_texts(_texts(0, 200))
+        slow.delay = 0.05
+        time.sleep(0.3)  # it started
+        running = [t for t in threading.enumerate() if t.name.startswith("finderledge-calibration")]
+        assert running and set(running) <= set(progress._owned)
+        start = time.perf_counter()
+        progress._at_exit()
+        assert time.perf_counter() - start < 2.0  # one model call (PROBE_BATCH texts) at most
+        assert _calibrators() == []
+        fl.add_texts(_texts(200, 10))  # the interpreter is exiting: no calibration starts
+        assert _calibrators() == []
+        assert fl.engine.ledger.get_info(INFO_KEY) is None  # nothing half-measured was stored
+        start = time.perf_counter()
+    finally:
+        fl.close()
+    assert time.perf_counter() - start < 2.0  # close() at exit stops, it does not measure (80 texts: 4 s)
+
+
 def test_another_process_calibrating_is_waited_for_not_repeated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -204,3 +204,27 @@ def test_an_empty_directory_may_switch_and_a_legacy_one_reads_as_off(tmp_path: P
     fl = _open(path, RecordingEmbeddings())
     assert fl.settings.chunk_context is False
     fl.close()
+
+
+def test_after_a_switch_the_same_process_writes_and_rebuilds_with_the_new_setting(tmp_path: Path) -> None:
+    """``reindex(chunk_context=True)`` then, in the same process: a new document is embedded with its context,
+    and a rebuild of the vector index from the ledger (``check(repair=True)``) keeps the switched vectors."""
+    path = tmp_path / "idx"
+    with _open(path, RecordingEmbeddings()) as fl:
+        fl.add_documents([_survey()])
+    model = RecordingEmbeddings()
+    with _open(path, model) as fl:
+        fl.reindex(chunk_context=True)
+        model.passages.clear()
+        fl.add_documents(
+            [Document(page_content=f"Wallaby notes\n\n{BODY}", metadata={"title": "Wallaby notes"})]
+        )
+        assert any(p.startswith("Wallaby notes\n\nRottnest") for p in model.passages)
+        target = min((path / "faiss" / "segments").glob("seg-*/vectors.npy"))
+        raw = bytearray(target.read_bytes())
+        raw[-1] ^= 0x40
+        target.write_bytes(bytes(raw))
+        assert any("vector index" in r for r in fl.check(repair=True).repaired)
+        assert fl.check().clean
+        assert fl.settings.chunk_context is True
+        assert [h.id for h in fl.search("quokka habitat survey", k=1, search_mode="keyword")]

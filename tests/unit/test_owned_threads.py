@@ -80,3 +80,28 @@ def test_index_jobs_close_runs_the_queued_jobs_then_joins(tmp_path: Path) -> Non
     assert again.done.wait(10) and again.result == 3
     jobs.close()
     gc.collect()
+
+
+def test_the_library_registers_one_exit_hook() -> None:
+    """One ``atexit`` hook for every background thread of the library (``progress._at_exit``): a part keeping
+    its own hook and its own bookkeeping stops its threads in an order no one chose, and is missed by the
+    registry's callers (the calibration and the model loads each had one)."""
+    import ast
+
+    import finderledge
+
+    root = Path(finderledge.__file__).parent
+    using = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if "atexit" in names:
+                using.append(path.relative_to(root).as_posix())
+    assert using == ["progress.py"]

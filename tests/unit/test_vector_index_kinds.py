@@ -232,3 +232,33 @@ def test_recorded_refused_when_switched_and_switched_by_reindex(
     assert store._ann is not None and store._ann.kind == "ivf"  # type: ignore[attr-defined]
     assert not fl.check().problems
     fl.close()
+
+
+def test_a_rebuild_after_a_switch_builds_the_new_kind(
+    tmp_path: Path, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``reindex(vector_index=...)`` then, in the same process, a rebuild of the vector index from the ledger
+    (``check(repair=True)`` on a damaged file; a damaged index found by a search): the rebuilt store is of the
+    switched kind.  It was built with the kind the directory was opened with, flat, and checkpointed so."""
+    monkeypatch.setattr("finderledge.vector_stores.faiss.MIN_ROWS", 4)
+    path = tmp_path / "idx"
+    with _open(path, fake_embeddings) as fl:
+        fl.add_documents(
+            [Document(page_content=f"note {i} about topic {i % 3}", id=f"d{i}") for i in range(12)]
+        )
+    with _open(path, fake_embeddings) as fl:
+        assert fl.settings.vector_index == "flat"
+        fl.reindex(vector_index="hnsw")
+        (target,) = (path / "faiss" / "segments").glob("seg-*/vectors.npy")
+        raw = bytearray(target.read_bytes())
+        raw[-1] ^= 0x40
+        target.write_bytes(bytes(raw))
+        repaired = fl.check(repair=True)
+        assert any("vector index" in r for r in repaired.repaired), repaired
+        store = fl.engine.open_vector_index()
+        assert store.vector_index == "hnsw"  # type: ignore[attr-defined]
+        assert store._ann is not None and store._ann.kind == "hnsw"  # type: ignore[attr-defined]
+        assert len(fl.search("note about topic 1", k=5)) == 5
+        assert fl.check().clean
+    manifest = json.loads((path / "faiss" / "manifest.json").read_text())
+    assert manifest["ann"]["kind"] == "hnsw"  # the rebuilt index was checkpointed as the switched kind

