@@ -32,16 +32,8 @@ QUERIES = ["refund invoice", "replica index", "shipping payment", "keyword score
 
 
 def _open(directory: Path, url: str, schema: str, fake: Any, mode: str = "engine") -> FinderLedge:
-    return FinderLedge(
-        directory,
-        database_url=url,
-        database_schema=schema,
-        embedding=fake,
-        keyword_index=mode,
-        partition_key="tenant",
-        show_progress=False,
-        fusion="rrf",
-    )
+    where = {"database_url": url, "database_schema": schema, "keyword_index": mode, "partition_key": "tenant"}
+    return FinderLedge(directory, embedding=fake, show_progress=False, fusion="rrf", **where)
 
 
 def _keyword(fl: FinderLedge) -> list[list[tuple[str, float]]]:
