@@ -9,11 +9,17 @@ directory and the rows it read from PostgreSQL (psycopg fetches counted) until t
 keyword-only and hybrid p50 over ``--queries`` queries.  With ``--scifact`` the nDCG@10 of the keyword leg is
 measured both ways on BEIR scifact (and jaquad-dev with ``--jaquad``), the same corpus in one ledger.
 
-Results go to ``benchmarks/results/join.json`` (``--quick``: ``join_quick.json``); a table is printed.
+The writer's figures come with it: chunks/s of its ``add_texts`` calls of ``--batch`` chunks each (one call of
+them all: ``COPY`` and one HNSW build after the load, ``ledgers/bulk.py``), and the database bytes per chunk
+(``pg_total_relation_size`` of each table after ``VACUUM ANALYZE``) with the bytes of text stored twice
+(``documents.content`` and ``chunks.content``); ``--text-share`` adds the same bytes for scifact with the
+default chunking.  ``uptime`` is recorded at the start and the end.
 
-    python benchmarks/bench_join.py --chunks 10000            # ~2 min on 2 loaded cores
-    python benchmarks/bench_join.py --chunks 100000           # ~15 min
-    python benchmarks/bench_join.py --quick                   # smoke run
+Results go to ``benchmarks/results/join_<chunks>.json`` (``--quick``: ``join_quick.json``); a table is printed.
+
+    python benchmarks/bench_join.py --chunks 10000 --batch 10000     # ~1-2 min on 2 loaded cores
+    python benchmarks/bench_join.py --chunks 100000 --batch 100000   # ~7-11 min
+    python benchmarks/bench_join.py --quick                          # smoke run
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from bench_postgres import (
     TopicEmbeddings,
     library_version,
     start_postgres,
+    table_sizes,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +92,51 @@ def ingest(url: str, corpus: TopicCorpus, chunks: int, batch: int, workdir: Path
     seconds = time.perf_counter() - t0
     count = fl.count()["chunks"]
     fl.close()
-    return {"chunks": count, "ingest_s": round(seconds, 1), "chunks_per_s": round(count / seconds, 1)}
+    return {
+        "chunks": count,
+        "write_batch": batch,
+        "ingest_s": round(seconds, 1),
+        "chunks_per_s": round(count / seconds, 1),
+        **database_bytes(url, SCHEMA, count),
+    }
+
+
+def database_bytes(url: str, schema: str, chunks: int) -> dict[str, Any]:
+    """What the schema holds on disk per chunk (``pg_total_relation_size`` of each table after ``VACUUM
+    ANALYZE``), and the bytes of text stored twice: the documents' and the chunks' ``content`` columns."""
+    import psycopg
+
+    sizes = table_sizes(url, schema)
+    with psycopg.connect(url, autocommit=True) as conn:
+        texts = {}
+        for table in ("documents", "chunks"):
+            row = conn.execute(
+                f"SELECT COALESCE(sum(octet_length(content)), 0), COALESCE(sum(pg_column_size(content)), 0)"
+                f' FROM "{schema}".{table}'
+            ).fetchone()
+            texts[table] = {"text_bytes": int(row[0]), "stored_bytes": int(row[1])}
+    total = sum(sizes.values())
+    per = max(chunks, 1)
+    return {
+        "db_bytes": total,
+        "db_bytes_per_chunk": round(total / per),
+        "table_bytes_per_chunk": {k: round(v / per) for k, v in sorted(sizes.items())},
+        "content_columns": texts,
+        "text_stored_twice_share_of_db": round(
+            min(texts["documents"]["stored_bytes"], texts["chunks"]["stored_bytes"]) / max(total, 1), 4
+        ),
+    }
+
+
+def load_note() -> dict[str, Any]:
+    """The machine's load (``uptime``), recorded at the start and end of a run."""
+    import subprocess
+
+    try:
+        text = subprocess.run(["uptime"], capture_output=True, text=True, check=False, timeout=10).stdout
+    except OSError:
+        text = ""
+    return {"uptime": text.strip(), "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
 def _rows_counted() -> list[int]:
@@ -252,6 +303,35 @@ def ndcg_both(url: str, name: str, folder: Path, workdir: Path, limit: int | Non
     return out
 
 
+def text_share(url: str, folder: Path, workdir: Path) -> dict[str, Any]:
+    """The database bytes of a BEIR corpus ingested with the default chunking (several chunks a long document,
+    ``chunk_overlap`` as set), engine mode, 384-d fake vectors: what share of them is text stored twice."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from finderledge import FinderLedge
+
+    corpus, _, _ = _beir(folder, 0)
+    schema = "text_" + folder.name.replace("-", "_")
+    fl = FinderLedge(
+        workdir / schema,
+        database_url=url,
+        database_schema=schema,
+        embedding=DeterministicFakeEmbedding(size=384),
+        keyword_index="engine",
+        show_progress=False,
+        fusion="rrf",
+    )
+    fl.add_texts(list(corpus.values()), ids=list(corpus))
+    counts, settings = fl.count(), fl.settings
+    fl.close()
+    return {
+        **counts,
+        "chunk_size": settings.chunk_size,
+        "chunk_overlap": settings.chunk_overlap,
+        **database_bytes(url, schema, counts["chunks"]),
+    }
+
+
 def table(result: dict[str, Any]) -> str:
     rows = [
         ("join: open + first hybrid search (s)", "join_s"),
@@ -267,6 +347,13 @@ def table(result: dict[str, Any]) -> str:
     lines = [f"{result['ingest']['chunks']} chunks | " + " | ".join(MODES), "---|---|---"]
     for label, key in rows:
         lines.append(f"{label} | " + " | ".join(str(joins[m][key]) for m in MODES))
+    ingest = result["ingest"]
+    for label, key in (
+        ("write chunks/s (one ledger)", "chunks_per_s"),
+        ("database bytes per chunk", "db_bytes_per_chunk"),
+    ):
+        if ingest.get(key) is not None:
+            lines.append(f"{label} | {ingest[key]} | {ingest[key]}")
     for name, figures in result.get("ndcg", {}).items():
         lines.append(f"{name} nDCG@10 (keyword) | {figures['local_ndcg@10']} | {figures['engine_ndcg@10']}")
     return "\n".join(lines)
@@ -281,6 +368,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scifact", action="store_true", help="also nDCG@10 of the keyword leg on scifact")
     parser.add_argument("--jaquad", action="store_true", help="also nDCG@10 of the keyword leg on jaquad-dev")
     parser.add_argument("--ndcg-queries", type=int, help="queries per dataset (default all)")
+    parser.add_argument(
+        "--text-share", action="store_true", help="also the database bytes of scifact, default chunking"
+    )
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--workdir", type=Path, help="server data and local folders (default: a temp dir)")
     parser.add_argument(
@@ -304,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "library": library_version(),
             "cpus": os.cpu_count(),
+            "load_at_start": load_note(),
         }
         logger.info("ingest: %d chunks", args.chunks)
         if args.skip_ingest:
@@ -322,6 +413,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if flag and folder.exists():
                 logger.info("nDCG@10 on %s", name)
                 result["ndcg"][name] = ndcg_both(url, name, folder, workdir, args.ndcg_queries)
+        if args.text_share and (args.datasets / "scifact").exists():
+            logger.info("text stored twice: scifact")
+            result["text_share_scifact"] = text_share(url, args.datasets / "scifact", workdir)
+        result["load_at_end"] = load_note()
     finally:
         server.cleanup()
     out = args.out or RESULTS / ("join_quick.json" if args.quick else f"join_{args.chunks}.json")

@@ -793,7 +793,6 @@ class GivenEmbeddings(Embeddings):
 def write_worker(url: str, schema: str, chunks: int, folder: str) -> dict[str, Any]:
     """In a process whose ``PYTHONPATH`` picks the tree: one ``add_texts`` call of ``chunks`` one-chunk
     documents into a fresh schema, timed; the HNSW build seconds the library logged; database bytes."""
-    import psycopg
 
     from finderledge import FinderLedge
 
@@ -825,16 +824,7 @@ def write_worker(url: str, schema: str, chunks: int, folder: str) -> dict[str, A
     seconds = time.perf_counter() - t0
     stored = fl.count()["chunks"]
     fl.close()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")  # sizes as they settle (dead tuples of the index drop gone)
-        sizes = {
-            str(r[0]): int(r[1])
-            for r in conn.execute(
-                "SELECT tablename, pg_total_relation_size(format('%%I.%%I', schemaname, tablename))"
-                " FROM pg_tables WHERE schemaname = %s",
-                (schema,),
-            )
-        }
+    sizes = table_sizes(url, schema)
     return {
         "chunks": stored,
         "seconds": round(seconds, 2),
@@ -843,6 +833,23 @@ def write_worker(url: str, schema: str, chunks: int, folder: str) -> dict[str, A
         "db_bytes_per_chunk": round(sum(sizes.values()) / max(stored, 1)),
         "table_bytes_per_chunk": {k: round(v / max(stored, 1)) for k, v in sorted(sizes.items())},
     }
+
+
+def table_sizes(url: str, schema: str) -> dict[str, int]:
+    """``pg_total_relation_size`` of each table of ``schema`` after ``VACUUM ANALYZE`` (sizes as they settle:
+    dead tuples of the index drop gone)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        return {
+            str(r[0]): int(r[1])
+            for r in conn.execute(
+                "SELECT tablename, pg_total_relation_size(format('%%I.%%I', schemaname, tablename))"
+                " FROM pg_tables WHERE schemaname = %s",
+                (schema,),
+            )
+        }
 
 
 def bench_writes(url: str, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from .rag.context import NO_CONTEXT
 from .rag.protocols import provide_ledger_class
 from .ranking.calibration import Calibration
 from .ranking.search import Searcher
-from .replica.checking import CheckReport, check_directory
+from .replica.checking import CheckReport, check_database, check_directory, repair_database
 from .replica.checking import repair as run_repair
 from .results import SearchResults
 from .strategies import QueryStrategy, run_strategy
@@ -575,8 +575,12 @@ class FinderLedge:
     def check(self, repair: bool = False) -> CheckReport:
         """Verify the persist directory against its ledger (pages, rows, each index's ids, checksums and
         vectors) and report in plain words; ``repair=True`` rebuilds the indexes the ledger can rebuild and
-        says what it cannot.  ``report.clean`` is True when nothing is damaged."""
-        if self.persist_directory is None or self.settings.database_url is not None:
+        says what it cannot.  ``report.clean`` is True when nothing is damaged.  In Postgres mode: the keyword
+        index the database keeps (``keyword_index="engine"``) against the ledger's chunks, rebuilt on repair."""
+        if self.settings.database_url is not None:
+            found = check_database(self.ledger)
+            return repair_database(self.ledger, found) if repair else found
+        if self.persist_directory is None:
             raise ConfigurationError("check: needs a persist directory with its SQLite ledger")
         self.refresh()
         replica = self._engine.replica

@@ -692,14 +692,31 @@ def _cmd_check(args: argparse.Namespace) -> int:
     the disk is full and part of it could not run."""
     from ..replica.checking import check_directory
 
-    _require_index(args.dir)
-    report = check_directory(args.dir)
-    if args.repair:
-        report = _repaired(args, report)
+    settings = Settings.resolve({})
+    if settings.database_url is not None:  # Postgres mode: what the database keeps, checked there
+        report = _check_database(settings.database_url, settings.database_schema, args.repair)
+    else:
+        _require_index(args.dir)
+        report = check_directory(args.dir)
+        if args.repair:
+            report = _repaired(args, report)
     _emit(args, report.to_dict(), report.text())
     if report.disk_full:
         return EXIT_DISK_FULL
     return 0 if report.clean and not report.not_repaired else 1
+
+
+def _check_database(url: str, schema: str, repair: bool) -> Any:
+    """check [--repair] of the PostgreSQL ledger at ``url`` (no model, no local replica opened)."""
+    from ..ledgers.postgres import PostgresLedger
+    from ..replica.checking import check_database, repair_database
+
+    ledger = PostgresLedger(url, schema=schema)
+    try:
+        report = check_database(ledger)
+        return repair_database(ledger, report) if repair else report
+    finally:
+        ledger.close()
 
 
 def _repaired(args: argparse.Namespace, found: Any) -> Any:

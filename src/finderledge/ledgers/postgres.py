@@ -401,20 +401,11 @@ class PostgresDialect(SQLDialect):
             query += " ON CONFLICT DO NOTHING"
         return self.sql(query)
 
-    def insert_many(
-        self,
-        tx: psycopg.Cursor[Any],
-        table: str,
-        columns: Sequence[str],
-        rows: Sequence[Sequence[Any]],
-        conflict: str | None = None,
-        key: str = "",
-    ) -> None:
-        """Many rows without a conflict clause go in by one COPY (:mod:`.bulk`), others as ``INSERT``s."""
-        many = conflict is None and len(rows) >= COPY_MIN_ROWS
-        if many and self._copy.copy_rows(tx, self.schema, table, columns, rows):
-            return
-        super().insert_many(tx, table, columns, rows, conflict, key)
+    def bulk_rows(
+        self, tx: psycopg.Cursor[Any], table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> bool:
+        """Many rows go in by one COPY (:mod:`.bulk`); a few, or a table COPY does not encode: False."""
+        return len(rows) >= COPY_MIN_ROWS and self._copy.copy_rows(tx, self.schema, table, columns, rows)
 
     def start_bulk(self, load: BulkLoad) -> bool:
         """Make ``load`` this process's bulk load (False: another call's is under way)."""

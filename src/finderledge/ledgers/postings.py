@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 #: a :class:`~finderledge.ledgers.postgres.PostgresDialect` (named loosely: that module imports this one)
 PostgresDialect = Any
 
-__all__ = ["INFO_KEY", "EngineKeywordIndex", "Postings", "group_of", "part_code"]
+__all__ = ["INFO_KEY", "EngineKeywordIndex", "Postings", "group_of", "part_code", "rebuild", "verify"]
 
 logger = logging.getLogger(__name__)
 
@@ -228,8 +228,6 @@ def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) 
     """Make the ledger keep postings (tables created, every stored chunk indexed, :data:`INFO_KEY` recorded, one
     transaction under the commit key) unless it does; returns what is recorded.  A ledger that keeps them with
     another tokenizer or partition key is refused (:class:`IncompatibleIndexError`)."""
-    from .base import COMPLETE
-
     with dialect.reading() as conn:
         found = dialect.postings.recorded(conn)
     if tokenizer is None:  # none named: the one the ledger records, else the default
@@ -246,28 +244,7 @@ def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) 
             if found is None:
                 for statement in _DDL:
                     tx.execute(dialect.sql(statement))
-                tok = tokenizer_from_dict(wanted["tokenizer"])
-                ids = [
-                    r[0]
-                    for r in tx.execute(
-                        dialect.sql(
-                            "SELECT c.id FROM {s}chunks c JOIN {s}documents d ON d.id = c.parent_id WHERE d.state = ?"
-                            " ORDER BY c.id"
-                        ),
-                        (COMPLETE,),
-                    ).fetchall()
-                ]
-                if ids:
-                    logger.info(
-                        "ledger %s: indexing %d stored chunks for the keyword index", dialect.name, len(ids)
-                    )
-                for at in range(0, len(ids), _BATCH):
-                    rows = tx.execute(
-                        dialect.sql(f"SELECT {dialect.chunk_read} FROM {{s}}chunks c WHERE c.id = ANY(?)"),
-                        (ids[at : at + _BATCH],),
-                    ).fetchall()
-                    chunks = [dialect.chunk(r, False, lambda key: None) for r in rows]
-                    write_chunks(tx, dialect, chunks, tok, partition_key)
+                _index_stored(tx, dialect, tokenizer_from_dict(wanted["tokenizer"]), partition_key)
                 tx.execute(
                     dialect.insert("info", ("key", "value"), "replace", "key"), (INFO_KEY, json.dumps(wanted))
                 )
@@ -279,6 +256,169 @@ def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) 
             f"for {wanted} (open it with that tokenizer and partition_key, or keyword_index='local')"
         )
     return wanted
+
+
+def _index_stored(tx: Any, dialect: PostgresDialect, tok: Tokenizer, partition_key: str | None) -> int:
+    """Inside a transaction holding the commit key: the postings of every stored chunk (none indexed yet);
+    returns how many chunks were indexed."""
+    from .base import COMPLETE
+
+    ids = [
+        r[0]
+        for r in tx.execute(
+            dialect.sql(
+                "SELECT c.id FROM {s}chunks c JOIN {s}documents d ON d.id = c.parent_id WHERE d.state = ?"
+                " ORDER BY c.id"
+            ),
+            (COMPLETE,),
+        ).fetchall()
+    ]
+    if ids:
+        logger.info("ledger %s: indexing %d stored chunks for the keyword index", dialect.name, len(ids))
+    for at in range(0, len(ids), _BATCH):
+        rows = tx.execute(
+            dialect.sql(f"SELECT {dialect.chunk_read} FROM {{s}}chunks c WHERE c.id = ANY(?)"),
+            (ids[at : at + _BATCH],),
+        ).fetchall()
+        chunks = [dialect.chunk(r, False, lambda key: None) for r in rows]
+        write_chunks(tx, dialect, chunks, tok, partition_key)
+    return len(ids)
+
+
+# -- checks and repairs ----------------------------------------------------------------------------------
+_LISTED = 5  # ids named in one problem sentence
+
+
+def _some(ids: Sequence[str], count: int) -> str:
+    named = ", ".join(ids[:_LISTED])
+    return f"{named}, …" if count > _LISTED else named
+
+
+def verify(dialect: PostgresDialect) -> list[str] | None:
+    """Check the postings and statistics against the ledger's live chunks, in one snapshot: every live chunk
+    indexed once, nothing else; each chunk's terms, counts, length and partition as its text gives them
+    now (the recorded tokenizer); every posting of an indexed chunk; each partition's statistics the sum of
+    its chunks'.  Returns one sentence a kind of problem found (empty: none); None: the ledger keeps no
+    postings.  Reads every chunk once (a check: it grows with the corpus)."""
+    from .base import COMPLETE
+
+    with dialect.snapshot(), dialect.reading() as conn:
+        row = conn.execute(dialect.sql("SELECT value FROM {s}info WHERE key = ?"), (INFO_KEY,)).fetchone()
+        if row is None:
+            return None
+        recorded = json.loads(row[0])
+        tok = tokenizer_from_dict(recorded["tokenizer"])
+        key = recorded.get("partition_key")
+        problems: list[str] = []
+        missing: list[str] = []
+        wrong: list[str] = []
+        n_missing = n_wrong = 0
+        expected: dict[str, list[int]] = {}  # part -> [chunks, tokens] the ledger's chunks give
+        after = ""
+        query = dialect.sql(
+            f"SELECT {dialect.chunk_read}, k.doc, k.part, k.dl, k.parent_id FROM {{s}}chunks c"
+            " JOIN {s}documents d ON d.id = c.parent_id LEFT JOIN {s}kw_docs k ON k.id = c.id"
+            " WHERE d.state = ? AND c.id > ? ORDER BY c.id LIMIT ?"
+        )
+        postings_of = dialect.sql("SELECT doc, term, tf, dl, part FROM {s}kw_postings WHERE doc = ANY(?)")
+        while True:
+            rows = conn.execute(query, (COMPLETE, after, _BATCH)).fetchall()
+            if not rows:
+                break
+            after = rows[-1][0]
+            held: dict[int, list[tuple[str, int, int, str]]] = {}
+            for doc, term, tf, dl, part in conn.execute(
+                postings_of, ([r[6] for r in rows if r[6] is not None],)
+            ):
+                held.setdefault(int(doc), []).append((term, int(tf), int(dl), part))
+            for r in rows:
+                chunk = dialect.chunk(r[:6], False, lambda name: None)
+                counts = Counter(tok(embedded_text(chunk.content, chunk.metadata)))
+                dl = sum(counts.values())
+                part = part_code(None if key is None else partition_group(user_metadata(chunk.metadata), key))
+                entry = expected.setdefault(part, [0, 0])
+                entry[0] += 1
+                entry[1] += dl
+                if r[6] is None:
+                    n_missing += 1
+                    if len(missing) < _LISTED:
+                        missing.append(chunk.id)
+                    continue
+                postings = held.get(int(r[6]), [])
+                why = None
+                if (r[7], int(r[8]), r[9]) != (part, dl, chunk.parent_id):
+                    why = f"length {r[8]} in partition {r[7]!r}, its text gives {dl} in {part!r}"
+                elif {t: tf for t, tf, _, _ in postings} != dict(counts) or len(postings) != len(counts):
+                    why = "its postings are not the terms of its text"
+                elif any((pdl, ppart) != (dl, part) for _, _, pdl, ppart in postings):
+                    why = "its postings carry another length or partition"
+                if why is not None:
+                    n_wrong += 1
+                    if len(wrong) < _LISTED:
+                        wrong.append(f"{chunk.id} ({why})")
+        if n_missing:
+            problems.append(f"{n_missing} live chunks have no postings ({_some(missing, n_missing)})")
+        if n_wrong:
+            problems.append(f"{n_wrong} chunks' postings do not match their text ({'; '.join(wrong)})")
+        extra = [
+            r[0]
+            for r in conn.execute(
+                dialect.sql(
+                    "SELECT k.id FROM {s}kw_docs k WHERE NOT EXISTS (SELECT 1 FROM {s}chunks c"
+                    " JOIN {s}documents d ON d.id = c.parent_id WHERE c.id = k.id AND d.state = ?)"
+                    ' ORDER BY k.id COLLATE "C"'
+                ),
+                (COMPLETE,),
+            )
+        ]
+        if extra:
+            problems.append(
+                f"{len(extra)} indexed chunks are not live chunks of the ledger ({_some(extra, len(extra))})"
+            )
+        stray = conn.execute(
+            dialect.sql(
+                "SELECT count(*) FROM {s}kw_postings p WHERE NOT EXISTS (SELECT 1 FROM {s}kw_docs k WHERE k.doc = p.doc)"
+            )
+        ).fetchone()
+        if stray and int(stray[0]):
+            problems.append(f"{int(stray[0])} postings belong to no indexed chunk")
+        stats = {
+            str(p): (int(n), int(t))
+            for p, n, t in conn.execute(dialect.sql("SELECT part, n_docs, total_len FROM {s}kw_stats"))
+            if int(n) or int(t)
+        }
+        wanted = {p: (v[0], v[1]) for p, v in expected.items()}
+        off = [
+            f"{p or 'all'!r}: {stats.get(p, (0, 0))[0]} chunks, {stats.get(p, (0, 0))[1]} tokens recorded, "
+            f"{wanted.get(p, (0, 0))[0]} and {wanted.get(p, (0, 0))[1]} in the ledger"
+            for p in sorted(set(stats) | set(wanted))
+            if stats.get(p, (0, 0)) != wanted.get(p, (0, 0))
+        ]
+        if off:
+            problems.append(
+                f"the statistics of {len(off)} partition groups are wrong ({'; '.join(off[:_LISTED])})"
+            )
+    return problems
+
+
+def rebuild(dialect: PostgresDialect) -> int:
+    """Build the postings and statistics again from the ledger's chunks (one transaction under the commit key:
+    writes wait, searches see the old postings until it commits); returns how many chunks were indexed."""
+    with dialect.writing() as tx:
+        tx.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("commit", dialect.schema),))
+        row = tx.execute(dialect.sql("SELECT value FROM {s}info WHERE key = ?"), (INFO_KEY,)).fetchone()
+        if row is None:
+            raise ConfigurationError(
+                f"ledger {dialect.name}: it keeps no engine-side keyword index to rebuild"
+            )
+        recorded = json.loads(row[0])
+        for table in ("kw_postings", "kw_docs", "kw_stats"):
+            tx.execute(dialect.sql(f"DELETE FROM {{s}}{table}"))
+        count = _index_stored(
+            tx, dialect, tokenizer_from_dict(recorded["tokenizer"]), recorded.get("partition_key")
+        )
+    logger.info("ledger %s: keyword index rebuilt from %d chunks", dialect.name, count)
+    return count
 
 
 class EngineKeywordIndex:

@@ -177,8 +177,16 @@ class SQLDialect(ABC):
         conflict: str | None = None,
         key: str = "",
     ) -> None:
-        """Insert ``rows`` of ``columns`` into ``table`` (PostgreSQL: many rows by ``COPY``)."""
+        """Insert ``rows`` of ``columns`` into ``table``: in bulk where :meth:`bulk_rows` can (rows without a
+        conflict clause), else as ``INSERT``s."""
+        if conflict is None and self.bulk_rows(tx, table, columns, rows):
+            return
         tx.executemany(self.insert(table, columns, conflict, key), rows)
+
+    def bulk_rows(self, tx: Any, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> bool:
+        """Write ``rows`` by the database's bulk path if it has one (PostgreSQL: ``COPY``); False: nothing
+        was written, the caller inserts them."""
+        return False
 
     def drop_vectors(self, tx: Any, doc_ids: Sequence[str]) -> None:
         """Delete the vectors of the chunks of ``doc_ids`` where they are kept apart from the chunk rows."""

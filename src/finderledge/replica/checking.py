@@ -13,6 +13,10 @@ What is checked (see :func:`check_directory`):
   file against its seal (:mod:`finderledge.storage.seals`), without opening the library (Chroma writes its files
   whenever it opens them, and qdrant-client unpickles its rows).
 
+In Postgres mode (:func:`check_database`), the keyword index the database keeps (``keyword_index="engine"``:
+postings and per-partition statistics, :mod:`finderledge.ledgers.postings`) against the ledger's live chunks;
+``repair`` builds it again from them.
+
 Repairs (``FinderLedge.check(repair=True)``) rebuild an index from the ledger, which holds every vector: no
 embedding model is needed (:class:`finderledge.replica.ledger_vectors.LedgerVectors` stands in for it).  Damaged ledger rows cannot be rebuilt
 from anything, so the report says what to do about them.  A full disk is no damage: what it kept from being
@@ -57,7 +61,7 @@ from ..storage.seals import Seal
 from ..vector_stores import chroma, qdrant
 from ..vector_stores.faiss import FaissVectorStore
 
-__all__ = ["CheckReport", "check_directory", "repair"]
+__all__ = ["ENGINE_KEYWORD", "CheckReport", "check_database", "check_directory", "repair", "repair_database"]
 
 logger = logging.getLogger(__name__)
 
@@ -394,7 +398,51 @@ def _check_vectors(con: sqlite3.Connection, store: Any, path: Path, ids: list[st
             raise IndexCorruptError(path, f"the vector of chunk {cid} is not the ledger's")
 
 
-def repair(report: CheckReport, rebuild: Callable[[str, str], None]) -> CheckReport:
+#: the leg :func:`check_database` reports: the keyword index PostgreSQL keeps
+ENGINE_KEYWORD = "engine-side keyword"
+
+
+def check_database(ledger: Any) -> CheckReport:
+    """Check what a PostgreSQL ledger keeps besides its rows (read-only): the engine-side keyword index's
+    postings and statistics against the live chunks (:func:`finderledge.ledgers.postings.verify`)."""
+    from ..ledgers import postings
+
+    dialect = ledger.dialect
+    report = CheckReport(dialect.name)
+    found = postings.verify(dialect)
+    if found is None:
+        report.notes.append(
+            "the database keeps no keyword index (keyword_index='local': each process builds its own replica)"
+        )
+    elif found:
+        why = "; ".join(found)
+        report.problems += [
+            f"{ENGINE_KEYWORD} index: {p}; the ledger can rebuild it (check --repair)" for p in found
+        ]
+        report.damaged_indexes[ENGINE_KEYWORD] = why
+    report.notes.append(
+        "the ledger's own rows are kept by PostgreSQL (checked by its tools, not here); vectors live in its "
+        "vectors table"
+    )
+    return report
+
+
+def repair_database(ledger: Any, report: CheckReport) -> CheckReport:
+    """Build the damaged engine-side keyword index of ``report`` again from the ledger's chunks."""
+    from ..ledgers import postings
+
+    return repair(
+        report,
+        lambda leg, why: postings.rebuild(ledger.dialect),
+        done="rebuilt from the ledger's chunks",
+    )
+
+
+def repair(
+    report: CheckReport,
+    rebuild: Callable[[str, str], object],
+    done: str = "moved aside and rebuilt from the ledger",
+) -> CheckReport:
     """Rebuild each damaged index with ``rebuild(leg, reason)``; say what the ledger cannot rebuild."""
     for leg, why in report.damaged_indexes.items():
         try:
@@ -410,7 +458,7 @@ def repair(report: CheckReport, rebuild: Callable[[str, str], None]) -> CheckRep
             else:
                 report.not_repaired.append(f"{leg} index: rebuilding it failed ({exc})")
         else:
-            report.repaired.append(f"{leg} index: moved aside and rebuilt from the ledger")
+            report.repaired.append(f"{leg} index: {done}")
     for doc_id, why in report.damaged_documents.items():
         report.not_repaired.append(
             f"{why}: the ledger is the only copy of this row, so it cannot be rebuilt; add the document "
