@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,36 @@ def test_a_flipped_byte_in_the_approximate_index_is_reported_then_repaired(
     with _open(root) as fl:
         assert fl.check().clean
         assert len(fl.search("glaciers", k=5)) == 5
+
+
+def test_a_flipped_byte_in_any_faiss_file_of_an_hnsw_directory_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file of ``faiss/`` (segments, tombstones, the approximate index, the manifest), one at a time."""
+    monkeypatch.setattr("finderledge.vector_stores.faiss.MIN_ROWS", 4)
+    source = tmp_path / "source"
+    fl = FinderLedge(
+        source,
+        embedding=DeterministicFakeEmbedding(size=16),
+        show_progress=False,
+        env_file=None,
+        vector_index="hnsw",
+    )
+    with fl:
+        fl.add_texts(TEXTS[:12])
+        fl.add_texts(TEXTS[12:])
+        fl.delete([fl.list_documents()[1].id])  # a tombstone file
+    names = sorted(
+        str(p.relative_to(source))
+        for p in (source / "faiss").rglob("*")
+        if p.is_file() and p.stat().st_size > 0
+    )
+    assert any(n.endswith(ANN_FILE) for n in names), names
+    for n, name in enumerate(names):
+        root = tmp_path / f"copy{n}"
+        shutil.copytree(source, root)
+        raw = bytearray((root / name).read_bytes())
+        raw[len(raw) // 2] ^= 0x10
+        (root / name).write_bytes(bytes(raw))
+        code, report = _check(capsys, root)
+        assert code == 1 and any("vector index" in p for p in report["problems"]), (name, report)
