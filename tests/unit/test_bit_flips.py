@@ -1,7 +1,8 @@
 """Silent damage is found: a flipped byte in any index file is an :class:`IndexCorruptError` and a
 rebuild, never NaN scores, quietly missing results or a failed search.
 
-Property: flip one random byte of one random file of a built directory's indexes (``bm25/``, ``faiss/``);
+Property: flip one random byte of one random file of a built directory's indexes (``bm25/``, ``faiss/``, with
+the exact ``vector_index`` and with an HNSW one, whose ``index.faiss`` is among the files);
 then every search answers exactly as a clean directory does: damage found at open or by a search (a file
 read lazily) moves the index aside and rebuilds it from the ledger before the answer, never an error.
 """
@@ -12,6 +13,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +52,18 @@ def _answers(fl: FinderLedge) -> dict[str, list[tuple[str, float]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], list[str]]:
-    root = tmp_path_factory.mktemp("flips") / "index"
+@pytest.fixture(scope="module", params=["flat", "hnsw"])
+def built(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, Any], list[str]]]:
+    kind = request.param
+    patch = pytest.MonkeyPatch()
+    patch.setattr("finderledge.vector_stores.faiss.MIN_ROWS", 4)  # an approximate index over these few rows
+    root = tmp_path_factory.mktemp(f"flips-{kind}") / "index"
     fl = FinderLedge(
         root,
         vector_store="faiss",
+        vector_index=kind,
         embedding=DeterministicFakeEmbedding(size=24),
         show_progress=False,
         env_file=None,
@@ -73,7 +81,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
         if p.is_file() and p.stat().st_size > 0
     )
     assert any(f.endswith("vectors.npy") for f in files) and any(f.endswith("docs.npy") for f in files)
-    return root, expected, files
+    assert any(f.endswith("index.faiss") for f in files) == (kind != "flat")
+    yield root, expected, files
+    patch.undo()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

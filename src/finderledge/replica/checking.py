@@ -59,6 +59,7 @@ from ..storage.files import Storage, full_disk_error
 from ..storage.locking import WriteLock
 from ..storage.seals import Seal
 from ..vector_stores import chroma, qdrant
+from ..vector_stores.ann_index import FLAT
 from ..vector_stores.faiss import FaissVectorStore
 
 __all__ = ["ENGINE_KEYWORD", "CheckReport", "check_database", "check_directory", "repair", "repair_database"]
@@ -313,7 +314,7 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
                 report.notes.append(f"{path} was not checked: another process kept writing it ({exc})")
             continue
         try:
-            with _opened(folder, path, dimension) as store:
+            with _opened(folder, path, dimension, settings.get("vector_index") or FLAT) as store:
                 # a document with a damaged row may be left out of an index rebuilt since: not the index's fault
                 have = {i for i in store.ids() if _owner(i) not in report.damaged_documents}
                 expected = {
@@ -366,8 +367,9 @@ def _quiet(folder: str, path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
-    """The index in ``path`` opened read-only, every checksum verified."""
+def _opened(folder: str, path: Path, dimension: int | None, vector_index: str = FLAT) -> Iterator[Any]:
+    """The index in ``path`` opened read-only, every checksum verified: the FAISS store opened with the
+    directory's recorded ``vector_index``, so that its approximate index file is read (and checked) too."""
     if folder == "bm25":
         store: Any = KeywordStore(path, verify=True)
         try:
@@ -377,7 +379,8 @@ def _opened(folder: str, path: Path, dimension: int | None) -> Iterator[Any]:
         return
     if dimension is None:
         raise IndexCorruptError(path, "the ledger records no embedding dimension for it")
-    store = FaissVectorStore(path, dimension=dimension)  # opening checks every CRC32
+    store = FaissVectorStore(path, dimension=dimension, vector_index=vector_index)  # checks every CRC32
+    store.set_vector_index(FLAT)  # checked: the vectors are then compared by exact search (never written)
     try:
         yield store
     finally:
