@@ -217,3 +217,34 @@ def test_stores_without_an_engine_keyword_leg_are_refused_by_name() -> None:
         )
     ok = Settings.resolve({"keyword_index": "engine", "vector_store": "qdrant"}, environ={}, env_file=None)
     assert ok.keyword_index == "engine"
+
+
+def test_a_shared_collection_is_written_after_each_commit(
+    tmp_path: Path, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``qdrant_url`` the keyword collection is every process's (``location = shared``): the writer applies
+    its commit to it under the write lock, no replica follows.  A local-mode folder stands in for the server."""
+    from finderledge.vector_stores import SHARED, qdrant_keyword
+
+    opened: list[QdrantKeywordIndex] = []
+
+    def as_server(path: Path | None, tokenizer: Any, k1: float, b: float, **_: Any) -> QdrantKeywordIndex:
+        index = QdrantKeywordIndex(tmp_path / "server", tokenizer=tokenizer, k1=k1, b=b)
+        index.location = SHARED
+        opened.append(index)
+        return index
+
+    monkeypatch.setattr(qdrant_keyword, "open_qdrant_keyword", as_server)
+    docs = _corpus(60)
+    with (
+        _open(tmp_path / "local", fake_embeddings) as local,
+        _open(tmp_path / "engine", fake_embeddings, keyword_index="engine") as engine,
+    ):
+        _load(local, docs)
+        _load(engine, docs)
+        assert engine.keyword_store is opened[0] and len(opened[0]) == len(docs)  # written by the commit
+        _agree(local, engine)
+        for fl in (local, engine):
+            fl.delete([d for d, _, _ in docs[:10]])
+        assert len(opened[0]) == len(docs) - 10
+        _agree(local, engine, {"lang": "ja"})

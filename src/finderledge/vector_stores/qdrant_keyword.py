@@ -106,6 +106,7 @@ class QdrantKeywordIndex:
         self.location = LOCAL if url is None else SHARED
         self.collection = collection_name
         self._seal: Seal | None = None
+        self.reweights = 0  # times every point was re-weighted (avgdl drift) since this process opened it
         if url is not None:
             self._client = _server_client(client_module, url, api_key)
         elif self.path is None:
@@ -295,8 +296,9 @@ class QdrantKeywordIndex:
         if abs(live / float(ref) - 1.0) > DRIFT:
             self.reweight()
 
-    def reweight(self) -> None:
-        """Write every point's weights again with the live average length (exact totals counted on the way)."""
+    def reweight(self, avgdl: float | None = None) -> None:
+        """Write every point's weights again with the live average length (exact totals counted on the way;
+        ``avgdl``: this average instead, to measure what a stale one costs)."""
         ref, k1 = float(self.meta["avgdl"]), self.k1
         rows: list[tuple[Any, dict[int, int]]] = []
         offset = None
@@ -320,7 +322,9 @@ class QdrantKeywordIndex:
                 break
         n = len(rows)
         total = sum(sum(c.values()) for _, c in rows)
-        avgdl = total / n if n and total else 1.0
+        if avgdl is None:
+            avgdl = total / n if n and total else 1.0
+        self.reweights += 1
         logger.info(
             "keyword collection %s: re-weighting %d chunks (avgdl %.3f -> %.3f)",
             self.collection,
