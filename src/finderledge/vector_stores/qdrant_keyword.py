@@ -13,7 +13,9 @@ metadata filter narrows inside the query and :mod:`finderledge.filters` decides)
 * **avgdl** is fixed when weights are written (``avgdl`` in the meta point, set by the first write) while
   ``n_docs``/``total_len`` follow every write; when the live average drifts more than :data:`DRIFT` from it,
   every point is re-weighted with the live average (the term counts are recovered from the weights and
-  ``dl``), so the weights never lag by more than ``DRIFT`` (docs/scaling.md measures what that costs).
+  ``dl``), so the weights never lag by more than ``DRIFT`` (docs/scaling.md measures what that costs).  The
+  totals only decide when to re-weight (the IDF is Qdrant's, over the live points); a writer killed between
+  a batch's points and the meta point leaves them off by that batch until a re-weight counts them again.
 * ``k1``/``b`` and the tokenizer are recorded in the meta point: they are baked into the weights, so a
   process asking for others is refused (:class:`IncompatibleIndexError`) rather than scoring differently.
 
@@ -165,6 +167,15 @@ class QdrantKeywordIndex:
             )
         return tok
 
+    def _fresh_meta(self) -> dict[str, Any]:
+        """The meta point as stored now (a shared collection's statistics move with other processes' writes;
+        they write under the write lock, so a writer reading it first updates it exactly)."""
+        if self.location == SHARED:
+            found = self._client.retrieve(self.collection, ids=[META_ID], with_payload=True)
+            if found:
+                self.meta = dict(found[0].payload or {})
+        return self.meta
+
     def _save_meta(self) -> None:
         self._client.upsert(
             self.collection,
@@ -174,7 +185,7 @@ class QdrantKeywordIndex:
 
     # -- sizes ---------------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return int(self.meta.get("n_docs") or 0)
+        return int(self._fresh_meta().get("n_docs") or 0)
 
     def ids(self) -> set[str]:
         """Ids of every indexed chunk (reads them all: for checks and rebuilds, never for a search)."""
@@ -230,6 +241,7 @@ class QdrantKeywordIndex:
             return
         if self._seal is not None:
             self._seal.begin()
+        self._fresh_meta()
         old = self._lengths(list(last))
         n_docs = int(self.meta["n_docs"]) + len(last) - len(old)
         total = (
@@ -259,6 +271,7 @@ class QdrantKeywordIndex:
         old = self._lengths(list(dict.fromkeys(ids)))
         if not old:
             return
+        self._fresh_meta()
         if self._seal is not None:
             self._seal.begin()
         points: list[Any] = [point_id(i) for i in old]
