@@ -248,3 +248,16 @@ def test_a_shared_collection_is_written_after_each_commit(
             fl.delete([d for d, _, _ in docs[:10]])
         assert len(opened[0]) == len(docs) - 10
         _agree(local, engine, {"lang": "ja"})
+
+
+def test_a_damaged_local_collection_is_moved_aside_and_rebuilt(tmp_path: Path, fake_embeddings: Any) -> None:
+    docs = _corpus(30)
+    with _open(tmp_path / "idx", fake_embeddings, keyword_index="engine") as fl:
+        _load(fl, docs)
+        before = fl.keyword_store.search("warehouse 倉庫", 10)
+    stored = next((tmp_path / "idx" / "qdrant_keyword").rglob("storage.sqlite"))
+    stored.write_bytes(stored.read_bytes()[:-100] + b"\0" * 100)  # not what the seal says
+    with _open(tmp_path / "idx", fake_embeddings, keyword_index="engine") as again:
+        _same(before, again.keyword_store.search("warehouse 倉庫", 10))
+        assert len(again.keyword_store) == len(docs)
+    assert list((tmp_path / "idx").glob("qdrant_keyword.corrupt-*"))
