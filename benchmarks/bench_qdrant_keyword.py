@@ -112,7 +112,7 @@ def run(
         engine.reweight(avgdl=live * (1 + d))
         res = compare(local, engine, queries, qrels)
         out["stale_avgdl"][str(d)] = res
-        print(f"avgdl off by {d:+.0%}: {res}", flush=True)
+        print(f"avgdl off by {d:+.1%}: {res}", flush=True)
     engine.close()
     return out
 
