@@ -76,7 +76,12 @@ def compare(
 
 
 def run(
-    folder: Path, docs: int | None, n_queries: int | None, batch: int, tokenizer: AutoTokenizer
+    folder: Path,
+    docs: int | None,
+    n_queries: int | None,
+    batch: int,
+    tokenizer: AutoTokenizer,
+    stale: tuple[float, ...] = STALE,
 ) -> dict[str, Any]:
     data = load_beir(folder)
     corpus = {d: f"{title}\n\n{text}".strip() for d, (title, text) in data.corpus.items()}
@@ -108,7 +113,7 @@ def run(
         "stale_avgdl": {},
     }
     print(json.dumps({k: v for k, v in out.items() if k != "stale_avgdl"}, indent=1), flush=True)
-    for d in STALE:
+    for d in stale:
         engine.reweight(avgdl=live * (1 + d))
         res = compare(local, engine, queries, qrels)
         out["stale_avgdl"][str(d)] = res
@@ -127,11 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1000, help="documents per write while loading")
     parser.add_argument("--japanese", choices=["auto", "always", "never"], default="auto")
     parser.add_argument("--quick", action="store_true", help="500 documents, 50 queries")
+    parser.add_argument(
+        "--stale", type=float, nargs="*", default=list(STALE), help="relative errors of avgdl to weight with"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     docs, queries = (500, 50) if args.quick else (args.docs, args.queries)
-    result = run(args.dataset, docs, queries, args.batch, AutoTokenizer(japanese=args.japanese))
+    result = run(
+        args.dataset, docs, queries, args.batch, AutoTokenizer(japanese=args.japanese), tuple(args.stale)
+    )
     if args.out:
         args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0
