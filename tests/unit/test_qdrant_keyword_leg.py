@@ -19,6 +19,7 @@ from finderledge import FinderLedge
 from finderledge.config import Settings
 from finderledge.errors import ConfigurationError, IncompatibleIndexError
 from finderledge.keyword_store import KeywordStore
+from finderledge.replica.checking import check_directory
 
 pytest.importorskip("qdrant_client")  # finderledge[qdrant]
 from finderledge.vector_stores.qdrant_keyword import DRIFT, QdrantKeywordIndex, term_id
@@ -256,7 +257,10 @@ def test_a_damaged_local_collection_is_moved_aside_and_rebuilt(tmp_path: Path, f
         _load(fl, docs)
         before = fl.keyword_store.search("warehouse 倉庫", 10)
     stored = next((tmp_path / "idx" / "qdrant_keyword").rglob("storage.sqlite"))
+    assert not check_directory(tmp_path / "idx").problems  # its seal checked, no local bm25/ expected
     stored.write_bytes(stored.read_bytes()[:-100] + b"\0" * 100)  # not what the seal says
+    report = check_directory(tmp_path / "idx")
+    assert "keyword" in report.damaged_indexes and any("keyword index" in p for p in report.problems)
     with _open(tmp_path / "idx", fake_embeddings, keyword_index="engine") as again:
         _same(before, again.keyword_store.search("warehouse 倉庫", 10))
         assert len(again.keyword_store) == len(docs)
