@@ -265,3 +265,20 @@ def test_a_damaged_local_collection_is_moved_aside_and_rebuilt(tmp_path: Path, f
         _same(before, again.keyword_store.search("warehouse 倉庫", 10))
         assert len(again.keyword_store) == len(docs)
     assert list((tmp_path / "idx").glob("qdrant_keyword.corrupt-*"))
+
+
+def test_a_local_directory_switched_to_the_engine_leg_builds_it_from_the_ledger(
+    tmp_path: Path, fake_embeddings: Any
+) -> None:
+    docs = _corpus(40)
+    with _open(tmp_path / "idx", fake_embeddings) as local:
+        _load(local, docs)
+        expected = {q: local.keyword_store.search(q, 10) for q in EN_QUERIES + JA_QUERIES}
+    with _open(tmp_path / "idx", fake_embeddings, keyword_index="engine") as engine:
+        assert isinstance(engine.keyword_store, QdrantKeywordIndex)
+        engine.refresh()
+        for q, hits in expected.items():
+            _same(hits, engine.keyword_store.search(q, 10))
+        engine.delete([docs[0][0]])
+    with _open(tmp_path / "idx", fake_embeddings) as back:  # the local replica replays what it missed
+        assert len(back.keyword_store) == len(docs) - 1
