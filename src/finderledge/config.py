@@ -191,7 +191,8 @@ class Settings:
     # a metadata key whose values are partitions with their own statistics (finderledge.partitions); None: one corpus
     partition_key: str | None = _setting(None, PARTITION_KEY, recorded=True)
     # where the keyword leg scores BM25: "local" (this process's replica of the index) or "engine" (postings the
-    # PostgreSQL ledger keeps in its transactions; needs database_url; docs/scaling.md says when to pick which)
+    # PostgreSQL ledger keeps in its transactions with database_url, or sparse vectors in Qdrant with
+    # vector_store="qdrant"; docs/scaling.md says when to pick which)
     keyword_index: str = _setting("local", _one_of(KEYWORD_INDEXES))
     # the reranker (the ``reranker`` argument) rescores the fused top rerank_candidates of each search; one
     # that fails to load or score warns and searches keep the fused order ("raise": the error is raised)
@@ -410,12 +411,23 @@ def _check_together(values: Mapping[str, Any], sources: Mapping[str, str]) -> No
             f"an integer below chunk_size = {said('chunk_size')}",
         )
     if values.get("keyword_index") == "engine" and values.get("database_url") is None:
-        raise _refuse(
-            "keyword_index",
-            "engine",
-            sources.get("keyword_index"),
-            "'local' without database_url ('engine' scores BM25 inside the PostgreSQL ledger)",
-        )
+        if values.get("vector_store") != "qdrant":
+            raise _refuse(
+                "keyword_index",
+                "engine",
+                sources.get("keyword_index"),
+                "'local' without database_url or vector_store = 'qdrant' ('engine' scores BM25 inside the "
+                f"PostgreSQL ledger or in Qdrant's sparse vectors; vector_store = {said('vector_store')} has no "
+                "keyword leg of its own)",
+            )
+        if values.get("partition_key") is not None:
+            raise _refuse(
+                "keyword_index",
+                "engine",
+                sources.get("keyword_index"),
+                f"'local' with partition_key = {said('partition_key')} and vector_store = 'qdrant' (Qdrant's IDF "
+                "is collection-wide: per-partition statistics need the local leg or PostgreSQL)",
+            )
     if values["vector_index"] != "flat" and values["vector_store"] != "faiss":
         raise _refuse(
             "vector_index",

@@ -339,33 +339,49 @@ def _open_replica(
     the settings ``current`` gives then)."""
     settings = current()
     open_vector, vector_key = _vector_backend(current, ledger, model, instance, local)
+    open_keyword, keyword_key = _keyword_backend(settings, ledger, local, keyword_tokenizer)
     return Replica(
         ledger,
         write_lock,
-        lambda: (
-            KeywordStore(
-                local / "bm25" if local else None,
-                tokenizer=keyword_tokenizer,
-                k1=settings.bm25_k1,
-                b=settings.bm25_b,
-                partition_key=settings.partition_key,
-            )
-            if settings.keyword_index == "local"
-            else cast(  # the keyword leg scored in PostgreSQL: the same search interface
-                KeywordStore,
-                open_engine_index(
-                    ledger, keyword_tokenizer, settings.bm25_k1, settings.bm25_b, settings.partition_key
-                ),
-            )
-        ),
+        open_keyword,
         open_vector,
         vector_key,
+        keyword_key=keyword_key,
         persistent=local is not None,
         directory=local,
         records=LocalRecords(local, ledger.index_uuid) if shared and local else None,  # type: ignore[attr-defined]
         checkpoint_lock=WriteLock(local, settings.lock_timeout) if shared else None,
         progress=bar_fits() if settings.show_progress is None else settings.show_progress,
     )
+
+
+def _keyword_backend(
+    settings: Settings, ledger: Ledger, local: Path | None, keyword_tokenizer: Any
+) -> tuple[Callable[[], KeywordStore], str]:
+    """How to open the keyword leg, and the key its checkpoint record is kept under: this process's BM25
+    replica, or (``keyword_index="engine"``) BM25 scored in PostgreSQL or in Qdrant (sparse vectors)."""
+    k1, b = settings.bm25_k1, settings.bm25_b
+    if settings.keyword_index == "local":
+        return lambda: KeywordStore(
+            local / "bm25" if local else None,
+            tokenizer=keyword_tokenizer,
+            k1=k1,
+            b=b,
+            partition_key=settings.partition_key,
+        ), "index:keyword"
+    if settings.database_url is None and settings.vector_store == "qdrant":
+        from .vector_stores.qdrant_keyword import open_qdrant_keyword
+
+        q_url, q_collection = settings.qdrant_url, settings.qdrant_collection
+        where = f"@{redact_url(q_url)}/{q_collection}" if q_url is not None else ""
+        place = None if q_url is not None or local is None else local / "qdrant_keyword"
+        return lambda: cast(  # the keyword leg scored in Qdrant: the same search and write interface
+            KeywordStore,
+            open_qdrant_keyword(place, keyword_tokenizer, k1, b, url=q_url, collection=q_collection),
+        ), f"index:keyword:qdrant{where}" if q_url is not None else "index:keyword:qdrant_keyword"
+    return lambda: cast(  # the keyword leg scored in PostgreSQL: the same search interface
+        KeywordStore, open_engine_index(ledger, keyword_tokenizer, k1, b, settings.partition_key)
+    ), "index:keyword"
 
 
 def _vector_leg(engine: Engine) -> VectorLeg:

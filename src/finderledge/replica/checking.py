@@ -70,7 +70,8 @@ LEDGER_FILE = "ledger.sqlite3"
 _LISTED = 20  # problems of one kind listed one by one; the rest are counted
 _SAMPLED_VECTORS = 200
 # local stores a third-party library reads itself: checked against their seals, with FinderLedge's own files
-SEALED = {"chroma": chroma.OWN_FILES, "qdrant": qdrant.OWN_FILES}
+SEALED = {"chroma": chroma.OWN_FILES, "qdrant": qdrant.OWN_FILES, "qdrant_keyword": qdrant.OWN_FILES}
+QDRANT_KEYWORD = "index:keyword:qdrant_keyword"  # the keyword leg in a local Qdrant (keyword_index="engine")
 _SQLITE_IOERR = 10
 
 
@@ -292,6 +293,10 @@ def _check_indexes(root: Path, con: sqlite3.Connection, info: dict[str, str], re
     settings = json.loads(info.get("settings") or "{}")
     kind = settings.get("vector_store") or "faiss"
     legs = [("keyword", "index:keyword", "bm25")]
+    if QDRANT_KEYWORD in info or (root / "qdrant_keyword").is_dir():  # the keyword leg in a local Qdrant
+        legs.append(("keyword", QDRANT_KEYWORD, "qdrant_keyword"))
+        if "index:keyword" not in info and not (root / "bm25").is_dir():
+            legs.pop(0)  # only that one: no local BM25 to report missing
     if kind == "faiss" or (kind in SEALED and not settings.get(f"{kind}_url")):
         legs.append(("vector", f"index:vector:{kind}", kind))
     dimension = int(info["embedding_dimension"]) if info.get("embedding_dimension", "").isdigit() else None

@@ -75,9 +75,11 @@ class Replica:
         records: Records | None = None,
         checkpoint_lock: WriteLock | None = None,
         progress: bool = False,
+        keyword_key: str = "index:keyword",
     ) -> None:
         """``lock`` serialises the index's writers; ``checkpoint_lock`` (default: the same) guards this machine's
-        replica files in ``directory``, whose checkpoints are recorded in ``records`` (default: the ledger)."""
+        replica files in ``directory``, whose checkpoints are recorded in ``records`` (default: the ledger);
+        ``keyword_key``: the keyword leg's record (another kind of keyword index: another key and folder)."""
         self.ledger = ledger
         self.lock = lock
         self.checkpoint_lock = checkpoint_lock or lock
@@ -86,11 +88,13 @@ class Replica:
         self.rw = ReadWriteLock()  # searches read; applying changes writes
         self._sync = threading.Lock()  # one thread applies changes or checkpoints at a time
         where: Ledger | Records = records or ledger
-        self.keyword = Leg("keyword", "index:keyword", open_keyword, where, self.checkpoint_lock, directory)
+        self.keyword = Leg("keyword", keyword_key, open_keyword, where, self.checkpoint_lock, directory)
         self.vector = Leg("vector", vector_key, open_vector, where, self.checkpoint_lock, directory)
         self.overlay = VectorOverlay()
         self.shared = SharedIndexes(ledger, lock, self.rw, self.legs, persistent=persistent)
         self.keyword.load()
+        if self.keyword.location != LOCAL:  # a shared or ledger-side keyword index keeps no record here
+            self.keyword.rebuilt = False
 
     @property
     def seq(self) -> int:

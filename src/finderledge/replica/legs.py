@@ -155,7 +155,8 @@ class Leg:
         self.replaced = False  # another process replaced its folder (moved aside, rebuilt): reload soon
         self.memory_only = False  # its files could not be opened (a full disk): served from the ledger
         self.moved_at_load: Path | None = None  # where its last load moved damaged files (None: it did not)
-        # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part)
+        # the folder this index lives in: bm25/ for the keyword leg, chroma/ or faiss/ (the key's last part;
+        # qdrant_keyword/ for the keyword leg in a local Qdrant)
         self.folder = "bm25" if key == "index:keyword" else key.rsplit(":", 1)[-1]
 
     @property

@@ -1,7 +1,7 @@
-"""Vector indexes every process uses (a Chroma server, a LangChain vector store): their ``location`` is
-``shared``.  They are not replicas: the writer applies its commit to them right after, still under the write
-lock, and records in the ledger the ``seq`` they reflect; anyone who finds that record behind (a writer died
-in between) applies the rest under the lock.  See :mod:`finderledge.replica.core` for the local replicas.
+"""Indexes every process uses (a Chroma or Qdrant server, a LangChain vector store, the keyword leg in a Qdrant
+server): their ``location`` is ``shared``.  They are not replicas: the writer applies its commit to them right
+after, still under the write lock, and records in the ledger the ``seq`` they reflect; anyone who finds that
+record behind (a writer died in between) applies the rest under the lock.  See :mod:`finderledge.replica.core` for the local replicas.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import LockTimeoutError
 from ..ledgers import ChunkRecord, Ledger
+from ..metadata import embedded_text
 from ..storage.locking import ReadWriteLock, WriteLock
 from ..vector_stores import SHARED
 from . import catch_up
@@ -74,8 +75,17 @@ class SharedIndexes:
             for start in range(0, len(adds), batch):  # one big file: a batch of rows at a time
                 if known is None:
                     known = {c.id: c for c in written}
-                rows = read_rows(self.ledger, adds[start : start + batch], True, known)
-                if rows:
+                keyword = leg.name == "keyword"  # a keyword index in the engine (Qdrant's sparse vectors)
+                rows = read_rows(self.ledger, adds[start : start + batch], not keyword, known)
+                if rows and keyword:
+                    leg.handle.add_prepared(
+                        leg.handle.prepare(
+                            [c.id for c in rows],
+                            [embedded_text(c.content, c.metadata) for c in rows],  # as the local leg
+                            chunk_metadata(rows),
+                        )
+                    )
+                elif rows:
                     leg.handle.add(
                         [c.id for c in rows],
                         vectors_of(rows, self.ledger),
