@@ -39,6 +39,7 @@ __all__ = [
     "UnknownTokenizerError",
     "register_tokenizer",
     "tokenizer_from_dict",
+    "tokenizer_spec",
 ]
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,23 @@ def register_tokenizer(name: str, factory: Callable[..., Tokenizer]) -> None:
 
 class UnknownTokenizerError(ConfigurationError):
     """No tokenizer is registered under the name a spec gives (a ``ValueError``, as every ConfigurationError)."""
+
+
+def tokenizer_spec(tokenizer: Any, rebuilt_by: str | None = None) -> dict[str, Any]:
+    """The JSON description of ``tokenizer`` an index records (``to_dict()`` and its name).  One without
+    ``to_dict`` gets a ``custom:`` name (it cannot be rebuilt from it), or is refused when ``rebuilt_by`` says
+    who rebuilds the tokenizer from the record (the engine-side keyword legs: every writer)."""
+    to_dict = getattr(tokenizer, "to_dict", None)
+    if callable(to_dict):
+        spec = dict(to_dict())
+        spec.setdefault("name", getattr(tokenizer, "name", type(tokenizer).__qualname__))
+        return spec
+    if rebuilt_by is not None:
+        raise ConfigurationError(
+            f"setting 'keyword_index': 'engine' needs a keyword_tokenizer with to_dict() ({rebuilt_by}), got "
+            f"{type(tokenizer).__name__}"
+        )
+    return {"name": "custom:" + getattr(tokenizer, "__qualname__", type(tokenizer).__qualname__)}
 
 
 def tokenizer_from_dict(spec: Mapping[str, Any]) -> Tokenizer:

@@ -13,7 +13,7 @@ from ..partitions import PartitionFilter, partition_of, partitions_of
 from ..storage.files import index_folder
 from ..storage.integrity import corrupt_on_error
 from ..storage.segments import MANIFEST, SegmentFiles
-from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict
+from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokenizer_from_dict, tokenizer_spec
 from .corpus import Corpus
 from .files import manifest_body, open_index, save_segments
 from .partitions import Partitions, PartitionView
@@ -23,16 +23,6 @@ from .segment import KeywordIndexCorruptError, PreparedBatch, prepare_batch
 __all__ = ["KeywordStore"]
 
 logger = logging.getLogger(__name__)
-
-
-def _tokenizer_spec(tok: Any) -> dict[str, Any]:
-    """JSON description of a tokenizer (plain callables get a name but cannot be rebuilt)."""
-    to_dict = getattr(tok, "to_dict", None)
-    if callable(to_dict):
-        spec = dict(to_dict())
-        spec.setdefault("name", getattr(tok, "name", type(tok).__qualname__))
-        return spec
-    return {"name": "custom:" + getattr(tok, "__qualname__", type(tok).__qualname__)}
 
 
 def _stored_tokenizer(path: Path | None, spec: dict[str, Any]) -> Tokenizer:
@@ -103,13 +93,13 @@ class KeywordStore:
         if stored_spec is not None:
             if tokenizer is None:
                 tokenizer = _stored_tokenizer(self.path, stored_spec)
-            elif _tokenizer_spec(tokenizer) != stored_spec:
+            elif tokenizer_spec(tokenizer) != stored_spec:
                 raise ValueError(
                     f"index at {self.path} was built with tokenizer {stored_spec}, "
-                    f"not {_tokenizer_spec(tokenizer)}; queries would not match its terms"
+                    f"not {tokenizer_spec(tokenizer)}; queries would not match its terms"
                 )
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else AutoTokenizer()
-        self._tokenizer_spec = stored_spec if stored_spec is not None else _tokenizer_spec(self.tokenizer)
+        self._tokenizer_spec = stored_spec if stored_spec is not None else tokenizer_spec(self.tokenizer)
 
     def _open(self, files: SegmentFiles, verify: bool) -> dict[str, Any]:
         """Load the manifest and segments; returns the recorded tokenizer spec.  Every parse or validation

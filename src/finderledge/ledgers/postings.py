@@ -45,7 +45,7 @@ from ..partitions import (
     pins_only,
 )
 from ..storage.postgres import advisory_key
-from ..tokenizer import Tokenizer, tokenizer_from_dict
+from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict, tokenizer_spec
 from ..vector_stores import LEDGER
 from ..vector_stores.pg_filter import to_sql
 
@@ -58,6 +58,8 @@ PostgresDialect = Any
 __all__ = ["INFO_KEY", "EngineKeywordIndex", "Postings", "group_of", "part_code", "rebuild", "verify"]
 
 logger = logging.getLogger(__name__)
+
+WRITERS_REBUILD = "every writer rebuilds it from the ledger"  # why a tokenizer must have to_dict()
 
 #: the info key recording that the ledger keeps postings, and with which tokenizer and partition key
 INFO_KEY = "keyword_index"
@@ -211,19 +213,6 @@ def write_chunks(
         )
 
 
-def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
-    """The JSON description of ``tokenizer`` every writer rebuilds it from (one without ``to_dict`` is refused)."""
-    to_dict = getattr(tokenizer, "to_dict", None)
-    if not callable(to_dict):
-        raise ConfigurationError(
-            "setting 'keyword_index': 'engine' needs a keyword_tokenizer with to_dict() (every writer rebuilds it "
-            f"from the ledger), got {type(tokenizer).__name__}"
-        )
-    spec = dict(to_dict())
-    spec.setdefault("name", getattr(tokenizer, "name", type(tokenizer).__qualname__))
-    return spec
-
-
 def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) -> dict[str, Any]:
     """Make the ledger keep postings (tables created, every stored chunk indexed, :data:`INFO_KEY` recorded, one
     transaction under the commit key) unless it does; returns what is recorded.  A ledger that keeps them with
@@ -231,11 +220,9 @@ def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) 
     with dialect.reading() as conn:
         found = dialect.postings.recorded(conn)
     if tokenizer is None:  # none named: the one the ledger records, else the default
-        from ..tokenizer import AutoTokenizer
-
-        spec = found["tokenizer"] if found is not None else tokenizer_spec(AutoTokenizer())
+        spec = found["tokenizer"] if found is not None else tokenizer_spec(AutoTokenizer(), WRITERS_REBUILD)
     else:
-        spec = tokenizer_spec(tokenizer)
+        spec = tokenizer_spec(tokenizer, WRITERS_REBUILD)
     wanted: dict[str, Any] = {"tokenizer": spec, "partition_key": partition_key}
     if found is None:
         with dialect.writing() as tx:

@@ -85,18 +85,7 @@ class QdrantVectorStore(VectorStore):
         self.location = LOCAL if url is None else SHARED
         self.collection = collection_name
         self._seal: Seal | None = None
-        if url is not None:
-            self._client = _server_client(client_module, url, api_key)
-        elif self.path is None:
-            self._client = client_module.QdrantClient(location=":memory:")
-        else:
-            # through the storage layer: a link at the folder or at any file qdrant-client opens is refused
-            Storage(self.path.parent).mkdir(self.path.name)
-            Storage(self.path).check(_local_files(collection_name))
-            self._seal = Seal(self.path, OWN_FILES)
-            self._seal.verify()  # before qdrant-client unpickles anything (IndexCorruptError: rebuilt)
-            self._seal.begin()  # sealed again at flush and close
-            self._client = _local_client(client_module, self.path)
+        self._client, self._seal = open_client(client_module, self.path, url, api_key, collection_name)
         try:
             self._ensure_collection(dimension)
             self.flush()
@@ -225,6 +214,25 @@ class QdrantVectorStore(VectorStore):
             except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
                 logger.warning("closing the local Qdrant without sealing its files: %s", exc)
             self._seal = None
+
+
+def open_client(
+    client_module: Any, path: Path | None, url: str | None, api_key: str | None, collection: str
+) -> tuple[Any, Seal | None]:
+    """A qdrant-client of the server at ``url``, in memory (no ``path``), or in local mode over ``path``, and the
+    local folder's seal (None otherwise): the folder's files are checked through the storage layer (a link at
+    the folder or at any file qdrant-client opens is refused) and against their seal before qdrant-client
+    unpickles anything (IndexCorruptError: rebuilt); the seal is begun, and sealed again at flush and close."""
+    if url is not None:
+        return _server_client(client_module, url, api_key), None
+    if path is None:
+        return client_module.QdrantClient(location=":memory:"), None
+    Storage(path.parent).mkdir(path.name)
+    Storage(path).check(_local_files(collection))
+    seal = Seal(path, OWN_FILES)
+    seal.verify()
+    seal.begin()
+    return _local_client(client_module, path), seal
 
 
 def _local_files(collection: str) -> tuple[str, ...]:

@@ -37,19 +37,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, IncompatibleIndexError
+from ..errors import IncompatibleIndexError
 from ..filters import compile_filter
 from ..partitions import PartitionFilter
-from ..storage.files import Storage
-from ..storage.seals import Seal
-from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict
+from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict, tokenizer_spec
 from .base import LOCAL, SHARED
-from .qdrant import BATCH, OWN_FILES, _local_client, _local_files, _server_client, import_qdrant, point_id
+from .qdrant import BATCH, import_qdrant, open_client, point_id
 from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
 
 __all__ = ["DRIFT", "SPARSE", "QdrantKeywordIndex", "keyword_collection", "term_id"]
 
 logger = logging.getLogger(__name__)
+
+RECORDED = "it is recorded in the Qdrant collection"  # why a tokenizer must have to_dict()
 
 SPARSE = "bm25"  # the sparse vector's name
 DL_KEY = "_finderledge_dl"  # a chunk point's token count
@@ -108,19 +108,8 @@ class QdrantKeywordIndex:
         self.path = None if path is None or url is not None else Path(path)
         self.location = LOCAL if url is None else SHARED
         self.collection = collection_name
-        self._seal: Seal | None = None
         self.reweights = 0  # times every point was re-weighted (avgdl drift) since this process opened it
-        if url is not None:
-            self._client = _server_client(client_module, url, api_key)
-        elif self.path is None:
-            self._client = client_module.QdrantClient(location=":memory:")
-        else:
-            Storage(self.path.parent).mkdir(self.path.name)
-            Storage(self.path).check(_local_files(collection_name))
-            self._seal = Seal(self.path, OWN_FILES)
-            self._seal.verify()
-            self._seal.begin()
-            self._client = _local_client(client_module, self.path)
+        self._client, self._seal = open_client(client_module, self.path, url, api_key, collection_name)
         try:
             self.tokenizer = self._open_meta(tokenizer)
             self.flush()
@@ -146,7 +135,7 @@ class QdrantKeywordIndex:
             tok = tok or AutoTokenizer()
             self.meta: dict[str, Any] = {
                 META_KEY: True,
-                "tokenizer": _spec(tok),
+                "tokenizer": tokenizer_spec(tok, RECORDED),
                 "k1": self.k1,
                 "b": self.b,
                 "avgdl": None,
@@ -158,7 +147,7 @@ class QdrantKeywordIndex:
         self.meta = dict(found[0].payload or {})
         if tok is None:
             tok = tokenizer_from_dict(self.meta["tokenizer"])
-        wanted = {"tokenizer": _spec(tok), "k1": self.k1, "b": self.b}
+        wanted = {"tokenizer": tokenizer_spec(tok, RECORDED), "k1": self.k1, "b": self.b}
         recorded = {name: self.meta.get(name) for name in wanted}
         if recorded != wanted:
             raise IncompatibleIndexError(
@@ -463,19 +452,6 @@ class QdrantKeywordIndex:
             except OSError as exc:
                 logger.warning("closing the local Qdrant keyword index without sealing its files: %s", exc)
             self._seal = None
-
-
-def _spec(tokenizer: Any) -> dict[str, Any]:
-    """The JSON description of ``tokenizer`` (recorded: every writer tokenizes alike)."""
-    to_dict = getattr(tokenizer, "to_dict", None)
-    if not callable(to_dict):
-        raise ConfigurationError(
-            "setting 'keyword_index': 'engine' needs a keyword_tokenizer with to_dict() (it is recorded in the "
-            f"Qdrant collection), got {type(tokenizer).__name__}"
-        )
-    spec = dict(to_dict())
-    spec.setdefault("name", getattr(tokenizer, "name", type(tokenizer).__qualname__))
-    return spec
 
 
 def open_qdrant_keyword(
