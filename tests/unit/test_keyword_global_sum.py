@@ -76,3 +76,54 @@ def test_ties_break_by_id_across_segments() -> None:
         ks.add(ids[::-1][start : start + 3], ["same words here"] * 3)
     assert len(ks.stats()["segments"]) >= 3
     assert [cid for cid, _ in ks.search("words", 4)] == ["t0", "t1", "t2", "t3"]
+
+
+def test_segments_without_tombstones_are_gathered_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: segments with no tombstone, searched unfiltered, are scored by one gather over all of them
+    (:class:`scoring.Layout`): the same ids, order and floats as one compacted segment, a buffer or not, on
+    both ways of summing, and again after a flush changes the layout and after a tombstone (the per-segment
+    way)."""
+    texts = _texts(2000, 3)
+    ids = [f"g{i:05d}" for i in range(len(texts))]
+    layered = KeywordStore(buffer_size=200, merge_factor=50)
+    for start in range(0, 1800, 300):
+        layered.add(ids[start : start + 300], texts[start : start + 300])
+    flat = KeywordStore(buffer_size=200, merge_factor=50)
+    flat.add(ids[:1800], texts[:1800])
+    flat.compact()
+    gathered: list[int] = []  # segments of each gathered search
+    real = scoring._score_gathered
+    monkeypatch.setattr(
+        scoring, "_score_gathered", lambda *a: gathered.append(len(a[0].segments)) or real(*a)
+    )
+    queries = _texts(15, 4) + ["w0", "w79 flow", "river river bank", "nothing", "w3 w3 w3 w40"]
+    sizes = []
+
+    def same() -> None:
+        for q in queries:
+            for k in (1, 10, 100):
+                assert layered.search(q, k) == flat.search(q, k), (q, k)
+            assert layered.get_scores(q) == flat.get_scores(q)
+            sizes.append(len(layered.get_scores(q)))
+
+    assert len(layered.stats()["segments"]) == 6 and layered.stats()["buffered"] == 0
+    same()
+    assert gathered.count(6) == 5 * len(queries)  # three searches and two get_scores per query
+    assert min(sizes) <= scoring.SMALL_SUM < max(sizes)
+    for store in (layered, flat):  # a buffer, then a new segment: the layout is made again
+        store.add(ids[1800:1850], texts[1800:1850])
+    assert layered.stats()["buffered"] == 50
+    same()
+    for store in (layered, flat):
+        store.add(ids[1850:], texts[1850:])
+        store.freeze()
+    assert len(layered.stats()["segments"]) == 8  # the buffer, and the last add on its own
+    same()
+    assert gathered.count(8) == 5 * len(queries)
+    gathered.clear()
+    for store in (layered, flat):
+        store.delete(ids[5:50:7])
+    same()
+    assert (
+        not gathered
+    )  # tombstones: each segment's live postings, as before: each segment's live postings, as before

@@ -17,7 +17,7 @@ from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokeniz
 from .corpus import Corpus
 from .files import manifest_body, open_index, save_segments
 from .partitions import Partitions, PartitionView
-from .scoring import FilterCache, Scope, TermMemo, doc_freq, partition_scope, score_query, score_text
+from .scoring import FilterCache, Layout, Scope, TermMemo, doc_freq, partition_scope, score_query, score_text
 from .segment import KeywordIndexCorruptError, PreparedBatch, prepare_batch
 
 __all__ = ["KeywordStore"]
@@ -96,6 +96,7 @@ class KeywordStore:
         self._generation = 0
         self._committed = self._closed = False
         self._filters = FilterCache()
+        self._layout = Layout()  # arrays over all segments, for searches
         self.partition_key = partition_key
         self._partitions = Partitions(partition_key) if partition_key else None
         self._files = None if self.path is None else _folder(self.path)
@@ -276,7 +277,9 @@ class KeywordStore:
             return []
         qcounts = Counter(self.tokenizer(query))
         corpus = self._corpus
-        return score_query(corpus.segments, corpus.buffer, qcounts, scope, (self.k1, self.b), k, memo)
+        return score_query(
+            corpus.segments, corpus.buffer, qcounts, scope, (self.k1, self.b), k, memo, self._layout
+        )
 
     def _scope(self, flt: Mapping[str, Any] | None) -> Scope:
         """What a search with filter ``flt`` counts and may return (caller holds the lock)."""
@@ -367,6 +370,7 @@ class KeywordStore:
         with self._lock:
             self._corpus.clear()
             self._filters.clear()
+            self._layout = Layout()  # lets go of the segments
             self._closed = True
 
     def __enter__(self) -> KeywordStore:
