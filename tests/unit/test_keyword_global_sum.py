@@ -78,11 +78,14 @@ def test_ties_break_by_id_across_segments() -> None:
     assert [cid for cid, _ in ks.search("words", 4)] == ["t0", "t1", "t2", "t3"]
 
 
-def test_segments_without_tombstones_are_gathered_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cache", [scoring.VIEW_POSTINGS, 40])
+def test_segments_without_tombstones_are_gathered_as_one(monkeypatch: pytest.MonkeyPatch, cache: int) -> None:
     """Issue 41: segments with no tombstone, searched unfiltered, are scored by one gather over all of them
     (:class:`scoring.Layout`): the same ids, order and floats as one compacted segment, a buffer or not, on
     both ways of summing, and again after a flush changes the layout and after a tombstone (the per-segment
-    way)."""
+    way).  Each term's postings over all segments are kept for later searches (``cache``: a bound that the
+    searches overrun, forgetting them all, over and over)."""
+    monkeypatch.setattr(scoring, "VIEW_POSTINGS", cache)
     texts = _texts(2000, 3)
     ids = [f"g{i:05d}" for i in range(len(texts))]
     layered = KeywordStore(buffer_size=200, merge_factor=50)
@@ -110,6 +113,8 @@ def test_segments_without_tombstones_are_gathered_as_one(monkeypatch: pytest.Mon
     same()
     assert gathered.count(6) == 5 * len(queries)  # three searches and two get_scores per query
     assert min(sizes) <= scoring.SMALL_SUM < max(sizes)
+    view = layered._layout.view(layered._corpus.segments)
+    assert view._cached <= cache and (0 < view._cached if cache > 1000 else max(sizes) > cache)
     for store in (layered, flat):  # a buffer, then a new segment: the layout is made again
         store.add(ids[1800:1850], texts[1800:1850])
     assert layered.stats()["buffered"] == 50

@@ -338,6 +338,12 @@ def score_query(
     return _ranked(cand_ids, cand_scores, k)
 
 
+#: a :class:`View` keeps the gathered postings of at most this many postings (12 bytes each: ~24 MB) ...
+VIEW_POSTINGS = 2_000_000
+#: ... and terms (a term in no segment counts as one)
+VIEW_TERMS = 100_000
+
+
 class View:
     """One list of segments seen as one: where each one's docs start (``offsets``, then the total) and,
     per ``(c0, c1)``, the length norm of every doc numbered over all of them."""
@@ -348,6 +354,38 @@ class View:
         self.offsets = accumulate_offsets(segments)
         self.deleted = any(seg.n_deleted for seg in segments)
         self._norm: tuple[tuple[float, float], np.ndarray] | None = None
+        self._terms: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._cached = 0  # postings held by ``_terms``
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``term``'s postings in every segment, tombstones included, as one array of docs numbered over all
+        of them (segment order, each one's ascending) and one of term frequencies (None: in no segment).
+        Kept for later searches, up to :data:`VIEW_POSTINGS` postings and :data:`VIEW_TERMS` terms (then
+        forgotten all at once: a bounded cache at no bookkeeping cost per search)."""
+        if term in self._terms:
+            return self._terms[term]
+        docs: list[np.ndarray] = []
+        tfs: list[np.ndarray] = []
+        for seg, offset in zip(self.segments, self.offsets):
+            row = seg.term_index.get(term)
+            if row is None:
+                continue
+            start, end = seg.indptr[row : row + 2].tolist()
+            if end > start:
+                d = seg.docs[start:end]
+                docs.append(np.add(d, offset, dtype=np.int64) if offset else d)
+                tfs.append(seg.tfs[start:end])
+        found = None
+        if docs:
+            found = (docs[0], tfs[0]) if len(docs) == 1 else (np.concatenate(docs), np.concatenate(tfs))
+        size = 0 if found is None else len(found[0])
+        if self._cached + size > VIEW_POSTINGS or len(self._terms) >= VIEW_TERMS:
+            self._terms.clear()
+            self._cached = 0
+        if size <= VIEW_POSTINGS:
+            self._terms[term] = found
+            self._cached += size
+        return found
 
     def norm(self, c0: float, c1: float) -> np.ndarray:
         """``c0 + c1 * dl`` of every doc (the same floats as :meth:`Segment.length_norm`), cached until
@@ -387,54 +425,42 @@ def _score_gathered(
     constants: tuple[float, float, float],
     k: int | None,
 ) -> list[tuple[str, float]]:
-    """:func:`score_query` over segments without tombstones, scope unfiltered: each term's postings are
-    slices found by a dict look-up per segment (its df is their lengths), then numbered, normed and scored
-    as one array: a handful of numpy calls per query, whatever the number of segments and terms.  The
+    """:func:`score_query` over segments without tombstones, scope unfiltered: each term's postings over all
+    segments are one array (:meth:`View.postings`, its df their length), the query's are normed and scored as
+    one: a handful of numpy calls per query, whatever the number of segments and terms.  The
     contributions are the same float64 operations in the same order, so every score is the same float."""
     k1, c0, c1 = constants
     segments, offsets = view.segments, view.offsets
-    docs: list[np.ndarray] = []
-    tfs: list[np.ndarray] = []
-    starts: list[int] = []  # per piece: where its docs are numbered from,
-    weights: list[float] = []  # its term's weight
-    sizes: list[int] = []  # and its length
+    docs: list[np.ndarray] = []  # per term found in the segments: its docs numbered over all of them,
+    tfs: list[np.ndarray] = []  # their term frequencies,
+    weights: list[float] = []  # the term's weight
+    sizes: list[int] = []  # and its postings
     buf_scores: dict[str, float] = {}
     for term, qtf in qcounts.items():
-        first = len(sizes)
-        df = 0
-        for si, seg in enumerate(segments):
-            row = seg.term_index.get(term)
-            if row is None:
-                continue
-            start, end = seg.indptr[row : row + 2].tolist()
-            if end > start:
-                docs.append(seg.docs[start:end])
-                tfs.append(seg.tfs[start:end])
-                starts.append(offsets[si])
-                sizes.append(end - start)
-                df += end - start
+        found = view.postings(term)
+        df = 0 if found is None else len(found[0])
         bpost = buffer.postings.get(term)
         if bpost:
             df += len(bpost)
         if df == 0:
             continue
         w = qtf * idf(scope.n_docs, df) * (k1 + 1.0)
-        weights.extend([w] * (len(sizes) - first))
+        if found is not None:
+            docs.append(found[0])
+            tfs.append(found[1])
+            weights.append(w)
+            sizes.append(len(found[0]))
         for cid, score in _buffered(buffer, bpost, scope, w, c0, c1).items():
             buf_scores[cid] = buf_scores.get(cid, 0.0) + score
     cand_ids: list[str] = []
     cand_scores: list[float] = []
     if docs:
         if len(docs) == 1:
-            all_docs = docs[0] + starts[0] if starts[0] else docs[0]
+            all_docs, t = docs[0], tfs[0]
             w_each: float | np.ndarray = weights[0]
-            t = tfs[0]
         else:
-            all_docs = np.concatenate(docs)
-            if offsets[-1] > offsets[1]:  # more than one segment: number the docs over all of them
-                all_docs = all_docs + np.repeat(np.asarray(starts, dtype=np.int64), sizes)
+            all_docs, t = np.concatenate(docs), np.concatenate(tfs)
             w_each = np.repeat(np.asarray(weights, dtype=np.float64), sizes)
-            t = np.concatenate(tfs)
         all_contrib = contributions(w_each, t, view.norm(c0, c1)[all_docs])
         found_docs, found_scores = _summed(all_docs, all_contrib, offsets[-1], k)
         cand_ids = _ids_at(segments, offsets, found_docs)
