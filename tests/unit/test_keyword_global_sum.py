@@ -6,6 +6,7 @@ few hundred postings summed in a dict, more with numpy), and match BM25 computed
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,22 @@ def test_segments_without_tombstones_are_gathered_as_one(monkeypatch: pytest.Mon
     assert (
         not gathered
     )  # tombstones: each segment's live postings, as before: each segment's live postings, as before
+
+
+def test_a_flush_lets_go_of_merged_segments(tmp_path: Path) -> None:
+    """The searches' view of the segments (and its postings, views of mapped files) is dropped by the flush that
+    deletes the files of segments merged away, not kept until the next search."""
+    texts = _texts(600, 5)
+    ids = [f"m{i:04d}" for i in range(len(texts))]
+    ks = KeywordStore(tmp_path / "kw", buffer_size=100, merge_factor=3)
+    ks.add(ids[:100], texts[:100])
+    ks.add(ids[100:200], texts[100:200])
+    ks.flush()
+    assert ks.search("w1 w2", 5)
+    before = ks._layout.view(ks._corpus.segments).segments
+    ks.add(ids[200:300], texts[200:300])  # three segments of one tier: merged
+    ks.flush()
+    assert not set(map(id, before)) <= set(map(id, ks._corpus.segments))
+    assert ks._layout._view is None
+    assert ks.search("w1 w2", 5)
+    ks.close()

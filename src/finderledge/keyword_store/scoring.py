@@ -404,6 +404,15 @@ class Layout:
     def __init__(self) -> None:
         self._view: View | None = None
 
+    def forget_others(self, segments: Sequence[Segment]) -> None:
+        """Let go of a view of other segments than ``segments`` (before their files are deleted: a mapped
+        file is held open while any array of it lives)."""
+        view = self._view
+        if view is not None and (
+            len(view.segments) != len(segments) or any(a is not b for a, b in zip(view.segments, segments))
+        ):
+            self._view = None
+
     def view(self, segments: Sequence[Segment]) -> View:
         view = self._view
         if (

@@ -350,6 +350,7 @@ class KeywordStore:
             }
             self._files.write_manifest(manifest_body(corpus.segments, counters))
             self._committed, corpus.dirty = True, False
+            self._layout.forget_others(corpus.segments)  # merged-away segments: no array of theirs kept
             self._files.collect_garbage(
                 [s.name for s in corpus.segments],
                 [
