@@ -6,6 +6,7 @@ few hundred postings summed in a dict, more with numpy), and match BM25 computed
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,78 @@ def test_ties_break_by_id_across_segments() -> None:
         ks.add(ids[::-1][start : start + 3], ["same words here"] * 3)
     assert len(ks.stats()["segments"]) >= 3
     assert [cid for cid, _ in ks.search("words", 4)] == ["t0", "t1", "t2", "t3"]
+
+
+@pytest.mark.parametrize("cache", [scoring.VIEW_POSTINGS, 40])
+def test_segments_without_tombstones_are_gathered_as_one(monkeypatch: pytest.MonkeyPatch, cache: int) -> None:
+    """Issue 41: segments with no tombstone, searched unfiltered, are scored by one gather over all of them
+    (:class:`scoring.Layout`): the same ids, order and floats as one compacted segment, a buffer or not, on
+    both ways of summing, and again after a flush changes the layout and after a tombstone (the per-segment
+    way).  Each term's postings over all segments are kept for later searches (``cache``: a bound that the
+    searches overrun, forgetting them all, over and over)."""
+    monkeypatch.setattr(scoring, "VIEW_POSTINGS", cache)
+    texts = _texts(2000, 3)
+    ids = [f"g{i:05d}" for i in range(len(texts))]
+    layered = KeywordStore(buffer_size=200, merge_factor=50)
+    for start in range(0, 1800, 300):
+        layered.add(ids[start : start + 300], texts[start : start + 300])
+    flat = KeywordStore(buffer_size=200, merge_factor=50)
+    flat.add(ids[:1800], texts[:1800])
+    flat.compact()
+    gathered: list[int] = []  # segments of each gathered search
+    real = scoring._score_gathered
+    monkeypatch.setattr(
+        scoring, "_score_gathered", lambda *a: gathered.append(len(a[0].segments)) or real(*a)
+    )
+    queries = _texts(15, 4) + ["w0", "w79 flow", "river river bank", "nothing", "w3 w3 w3 w40"]
+    sizes = []
+
+    def same() -> None:
+        for q in queries:
+            for k in (1, 10, 100):
+                assert layered.search(q, k) == flat.search(q, k), (q, k)
+            assert layered.get_scores(q) == flat.get_scores(q)
+            sizes.append(len(layered.get_scores(q)))
+
+    assert len(layered.stats()["segments"]) == 6 and layered.stats()["buffered"] == 0
+    same()
+    assert gathered.count(6) == 5 * len(queries)  # three searches and two get_scores per query
+    assert min(sizes) <= scoring.SMALL_SUM < max(sizes)
+    view = layered._layout.view(layered._corpus.segments)
+    assert view._cached <= cache and (0 < view._cached if cache > 1000 else max(sizes) > cache)
+    for store in (layered, flat):  # a buffer, then a new segment: the layout is made again
+        store.add(ids[1800:1850], texts[1800:1850])
+    assert layered.stats()["buffered"] == 50
+    same()
+    for store in (layered, flat):
+        store.add(ids[1850:], texts[1850:])
+        store.freeze()
+    assert len(layered.stats()["segments"]) == 8  # the buffer, and the last add on its own
+    same()
+    assert gathered.count(8) == 5 * len(queries)
+    gathered.clear()
+    for store in (layered, flat):
+        store.delete(ids[5:50:7])
+    same()
+    assert (
+        not gathered
+    )  # tombstones: each segment's live postings, as before: each segment's live postings, as before
+
+
+def test_a_flush_lets_go_of_merged_segments(tmp_path: Path) -> None:
+    """The searches' view of the segments (and its postings, views of mapped files) is dropped by the flush that
+    deletes the files of segments merged away, not kept until the next search."""
+    texts = _texts(600, 5)
+    ids = [f"m{i:04d}" for i in range(len(texts))]
+    ks = KeywordStore(tmp_path / "kw", buffer_size=100, merge_factor=3)
+    ks.add(ids[:100], texts[:100])
+    ks.add(ids[100:200], texts[100:200])
+    ks.flush()
+    assert ks.search("w1 w2", 5)
+    before = ks._layout.view(ks._corpus.segments).segments
+    ks.add(ids[200:300], texts[200:300])  # three segments of one tier: merged
+    ks.flush()
+    assert not set(map(id, before)) <= set(map(id, ks._corpus.segments))
+    assert ks._layout._view is None
+    assert ks.search("w1 w2", 5)
+    ks.close()

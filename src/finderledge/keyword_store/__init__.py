@@ -10,6 +10,8 @@ Design (Lucene-like, small), one module per part of the data path:
 * :mod:`.scoring`: Okapi BM25 with the Lucene IDF as small pure functions.  **Tombstones** mark deleted or
   replaced chunks; document frequencies are counted over live postings only and the live token total and
   chunk count are maintained on every write, so IDF and the average length always describe the live corpus.
+  With no tombstone and no filter, a search reads each term's postings over all segments as one array kept by
+  the store's :class:`~.scoring.Layout` (bounded, made again when the segment list changes).
 * :mod:`.partitions`: per-partition statistics for searches pinned to one value of a ``partition_key``.
 * :mod:`.files`: the on-disk format (``docs/keyword_store.md``), kept through the segment layer shared with
   the FAISS store (:mod:`finderledge.storage.segments`: manifest, tombstones, **tiered merging**, garbage

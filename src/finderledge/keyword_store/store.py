@@ -17,7 +17,7 @@ from ..tokenizer import AutoTokenizer, Tokenizer, UnknownTokenizerError, tokeniz
 from .corpus import Corpus
 from .files import manifest_body, open_index, save_segments
 from .partitions import Partitions, PartitionView
-from .scoring import FilterCache, Scope, TermMemo, doc_freq, partition_scope, score_query, score_text
+from .scoring import FilterCache, Layout, Scope, TermMemo, doc_freq, partition_scope, score_query, score_text
 from .segment import KeywordIndexCorruptError, PreparedBatch, prepare_batch
 
 __all__ = ["KeywordStore"]
@@ -86,6 +86,7 @@ class KeywordStore:
         self._generation = 0
         self._committed = self._closed = False
         self._filters = FilterCache()
+        self._layout = Layout()  # arrays over all segments, for searches
         self.partition_key = partition_key
         self._partitions = Partitions(partition_key) if partition_key else None
         self._files = None if self.path is None else _folder(self.path)
@@ -266,7 +267,9 @@ class KeywordStore:
             return []
         qcounts = Counter(self.tokenizer(query))
         corpus = self._corpus
-        return score_query(corpus.segments, corpus.buffer, qcounts, scope, (self.k1, self.b), k, memo)
+        return score_query(
+            corpus.segments, corpus.buffer, qcounts, scope, (self.k1, self.b), k, memo, self._layout
+        )
 
     def _scope(self, flt: Mapping[str, Any] | None) -> Scope:
         """What a search with filter ``flt`` counts and may return (caller holds the lock)."""
@@ -337,6 +340,7 @@ class KeywordStore:
             }
             self._files.write_manifest(manifest_body(corpus.segments, counters))
             self._committed, corpus.dirty = True, False
+            self._layout.forget_others(corpus.segments)  # merged-away segments: no array of theirs kept
             self._files.collect_garbage(
                 [s.name for s in corpus.segments],
                 [
@@ -357,6 +361,7 @@ class KeywordStore:
         with self._lock:
             self._corpus.clear()
             self._filters.clear()
+            self._layout = Layout()  # lets go of the segments
             self._closed = True
 
     def __enter__(self) -> KeywordStore:

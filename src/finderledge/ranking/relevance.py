@@ -241,17 +241,22 @@ def score_hits(
     counted = {leg: w for leg, w in weights.items() if w > 0}
     total = sum(counted.values())
     top = hits[0].score if hits else 0.0
+    # vector_evidence and keyword_evidence inlined (the same float operations; a search scores k hits)
+    legs = [(leg, w, leg == "vector") for leg, w in counted.items() if leg in ("vector", "keyword")]
+    span = 1.0 - vector_baseline
+    no_vector, no_keyword = vector_baseline >= 1.0, keyword_ceiling <= 0.0
     cap = 1.0
     for hit in hits:
         evidence = 0.0
-        for leg, w in counted.items():
-            raw = hit.raw_scores.get(leg)
+        raws = hit.raw_scores
+        for leg, w, is_vector in legs:
+            raw = raws.get(leg)
             if raw is None:
                 continue
-            if leg == "vector":
-                evidence += w * vector_evidence(raw, vector_baseline)
-            elif leg == "keyword":
-                evidence += w * keyword_evidence(raw, keyword_ceiling)
+            if is_vector:
+                evidence += w * (0.0 if no_vector else min(max((raw - vector_baseline) / span, 0.0), 1.0))
+            else:
+                evidence += w * (0.0 if no_keyword else min(max(raw / keyword_ceiling, 0.0), 1.0))
         cap = min(cap, evidence / total if total > 0 else 0.0)
         share = min(max(hit.score / top, 0.0), 1.0) if top > 0 else 0.0
         hit.relevance = cap * share
