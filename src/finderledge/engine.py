@@ -140,7 +140,8 @@ class Engine:
     def splitter(self) -> DocumentSplitter:
         """The document splitter, created on first use (a search splits nothing), with the ``chunk_context``
         the directory records now (another instance may have switched it)."""
-        self.follow_recorded()
+        if not self.closed:  # a closed engine's ledger is closed: it splits nothing more
+            self.follow_recorded()
         if self._splitter is None:
             from .ingest.splitter import DocumentSplitter  # imported here: it loads the text splitters
 
