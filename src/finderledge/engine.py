@@ -119,6 +119,8 @@ class Engine:
     calibrator: LedgerCalibrator = field(init=False)
     closed: bool = field(default=False, init=False)
     _splitter: DocumentSplitter | None = field(default=None, init=False, repr=False)
+    # the SWITCHABLE settings as the ledger recorded them when this engine last looked (see follow_recorded)
+    followed: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def model_id(self) -> str:
@@ -136,7 +138,10 @@ class Engine:
 
     @property
     def splitter(self) -> DocumentSplitter:
-        """The document splitter, created on first use (a search splits nothing)."""
+        """The document splitter, created on first use (a search splits nothing), with the ``chunk_context``
+        the directory records now (another instance may have switched it)."""
+        if not self.closed:  # a closed engine's ledger is closed: it splits nothing more
+            self.follow_recorded()
         if self._splitter is None:
             from .ingest.splitter import DocumentSplitter  # imported here: it loads the text splitters
 
@@ -166,6 +171,33 @@ class Engine:
     def keyword_store(self) -> KeywordStore:
         """The BM25 index of this process (it follows the ledger's change log)."""
         return self.replica.keyword.handle  # type: ignore[no-any-return]
+
+    def follow_recorded(self) -> None:
+        """Take up a :data:`SWITCHABLE` setting another instance (or process) switched with ``reindex`` since
+        this engine last looked: the splitter and the FAISS store change in memory, so what this engine writes
+        next (chunks, a checkpoint of the vector index) is of the kind the directory records.  A value this
+        engine set itself and has not recorded yet (``reindex`` under way) is kept."""
+        try:
+            recorded = json.loads(self.ledger.get_info("settings") or "{}")
+        except ValueError:  # not this method's to report: opening reads the same value
+            return
+        for name in SWITCHABLE:
+            value = recorded.get(name)
+            if value is None or value == self.followed.get(name):
+                continue
+            self.followed[name] = value
+            if value == getattr(self.settings, name):
+                continue
+            logger.info(
+                "%s: %s switched to %r by another instance; following it", self.directory, name, value
+            )
+            self.settings = dataclasses.replace(self.settings, **{name: value})
+            if name == "chunk_context":
+                self._splitter = None
+            elif self.replica.vector_loaded:
+                switch = getattr(self.replica.vector.handle, "set_vector_index", None)
+                if callable(switch):
+                    switch(value)
 
     def dimension(self) -> int:
         """The embedding dimension, recorded in the ledger."""
@@ -279,8 +311,12 @@ def _assemble(
 
     def current() -> Settings:
         """The engine's settings once it is made, which ``reindex`` switches (``vector_index``): an index
-        opened again (a rebuild from the ledger, a reload) is of the kind in force, not the one opened with."""
-        return settings if engine is None else engine.settings
+        opened again (a rebuild from the ledger, a reload) is of the kind in force, not the one opened with,
+        nor the one another instance switched from (the recorded one is followed first)."""
+        if engine is None:
+            return settings
+        engine.follow_recorded()
+        return engine.settings
 
     replica = _open_replica(ledger, write_lock, current, model, instance, local, shared, keyword_tokenizer)
     parts.append(replica)
@@ -290,6 +326,9 @@ def _assemble(
     parts.append(engine.finder)
     _warn_chunking_changed(recorded, settings, directory)
     _record_settings(engine, recorded)
+    now = json.loads(ledger.get_info("settings") or "{}")
+    engine.followed = {name: now.get(name) for name in SWITCHABLE}  # what this engine opened with
+    replica.before_checkpoint = engine.follow_recorded  # a checkpoint writes the recorded vector_index
     return engine
 
 
@@ -566,12 +605,13 @@ def switch_vector_index(engine: Engine, kind: str) -> None:
             )
         switch(checked.vector_index)
         engine.settings = dataclasses.replace(engine.settings, vector_index=checked.vector_index)
+        # recorded first: another instance that reloads the files from now on opens them as this kind
+        recorded = json.loads(engine.ledger.get_info("settings") or "{}")
+        engine.ledger.set_info("settings", json.dumps({**recorded, "vector_index": checked.vector_index}))
         engine.replica.vector.pending += (
             1  # its files change (the approximate index): a checkpoint writes them
         )
         engine.replica.checkpoint(force=True)
-        recorded = json.loads(engine.ledger.get_info("settings") or "{}")
-        engine.ledger.set_info("settings", json.dumps({**recorded, "vector_index": checked.vector_index}))
 
 
 def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:

@@ -228,3 +228,22 @@ def test_after_a_switch_the_same_process_writes_and_rebuilds_with_the_new_settin
         assert fl.check().clean
         assert fl.settings.chunk_context is True
         assert [h.id for h in fl.search("quokka habitat survey", k=1, search_mode="keyword")]
+
+
+def test_an_instance_opened_before_a_switch_splits_with_the_switched_setting(tmp_path: Path) -> None:
+    """A opens; B (another instance on the same directory) switches chunk_context on; a document A adds then
+    is embedded with its context, as the directory's recorded setting says."""
+    path = tmp_path / "idx"
+    with _open(path, RecordingEmbeddings()) as fl:
+        fl.add_documents([_survey()])
+    model = RecordingEmbeddings()
+    a = _open(path, model)
+    a.add_documents([Document(page_content=BODY, metadata={"beir_id": "plain"})])  # its splitter made: off
+    with _open(path, RecordingEmbeddings()) as b:
+        b.reindex(chunk_context=True)
+    model.passages.clear()
+    a.add_documents([Document(page_content=f"Wallaby notes\n\n{BODY}", metadata={"title": "Wallaby notes"})])
+    assert a.settings.chunk_context is True
+    assert any(p.startswith("Wallaby notes\n\nRottnest") for p in model.passages)
+    assert not a.check().problems
+    a.close()

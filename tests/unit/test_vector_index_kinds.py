@@ -262,3 +262,41 @@ def test_a_rebuild_after_a_switch_builds_the_new_kind(
         assert fl.check().clean
     manifest = json.loads((path / "faiss" / "manifest.json").read_text())
     assert manifest["ann"]["kind"] == "hnsw"  # the rebuilt index was checkpointed as the switched kind
+
+
+def test_an_instance_opened_before_a_switch_writes_the_switched_kind(
+    tmp_path: Path, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A opens; B (another instance on the same directory) switches flat -> hnsw; A then adds and closes.  A's
+    checkpoint writes the recorded kind (it follows the ledger's setting), so the next open builds nothing.
+    A's backlog limit is 0: its stale replica reloads and writes at once (else only past 5000 changes)."""
+    monkeypatch.setattr("finderledge.vector_stores.faiss.MIN_ROWS", 4)
+    monkeypatch.setattr("finderledge.replica.policy.BACKLOG_LIMIT", 0)
+    path = tmp_path / "idx"
+    with _open(path, fake_embeddings) as fl:
+        fl.add_documents(
+            [Document(page_content=f"note {i} about topic {i % 3}", id=f"d{i}") for i in range(12)]
+        )
+    a = _open(path, fake_embeddings)
+    assert len(a.search("note about topic 1", k=5)) == 5  # its vector index loaded, flat
+    with _open(path, fake_embeddings) as b:
+        b.reindex(vector_index="hnsw")
+    a.add_texts([f"later note {i} about topic {i % 3}" for i in range(6)])
+    assert a.settings.vector_index == "hnsw"
+    assert len(a.search("later note about topic 2", k=5)) == 5
+    a.close()
+    manifest = json.loads((path / "faiss" / "manifest.json").read_text())
+    assert manifest["ann"]["kind"] == "hnsw"
+    caplog.clear()
+    with (
+        caplog.at_level("INFO", logger="finderledge.vector_stores.faiss"),
+        _open(path, fake_embeddings) as fl,
+    ):
+        store = fl.engine.open_vector_index()
+        assert store._ann is not None and store._ann.kind == "hnsw"  # type: ignore[attr-defined]
+        assert len(fl.search("later note about topic 2", k=5)) == 5
+        assert not fl.check().problems
+    assert not [r for r in caplog.records if "built the" in r.getMessage()]  # loaded, not built again
+    assert (
+        json.loads((path / "faiss" / "manifest.json").read_text())["ann"]["name"] == manifest["ann"]["name"]
+    )

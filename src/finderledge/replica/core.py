@@ -92,6 +92,8 @@ class Replica:
         self.vector = Leg("vector", vector_key, open_vector, where, self.checkpoint_lock, directory)
         self.overlay = VectorOverlay()
         self.shared = SharedIndexes(ledger, lock, self.rw, self.legs, persistent=persistent)
+        # called first by each checkpoint: the engine takes up settings another instance switched (vector_index)
+        self.before_checkpoint: Callable[[], None] = lambda: None
         self.keyword.load()
         if self.keyword.location != LOCAL:  # a shared or ledger-side keyword index keeps no record here
             self.keyword.rebuilt = False
@@ -301,6 +303,7 @@ class Replica:
         its backlog exceeds :data:`BACKLOG_LIMIT`; it then reloads that leg from disk and replays first.
         """
         assert self.checkpoint_lock.held or not self.persistent, "checkpoint needs the write lock"
+        self.before_checkpoint()
         with self._sync:
             self._catch_up(self.local_legs())
             for leg in self.local_legs():
