@@ -158,7 +158,9 @@ class Postings:
 def write_chunks(
     tx: Any, dialect: PostgresDialect, chunks: Sequence[ChunkRecord], tokenizer: Tokenizer, key: str | None
 ) -> None:
-    """Insert the postings and statistics of ``chunks`` (none of them indexed yet)."""
+    """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
+    from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
+    caller's transaction like the chunk rows; a few by ``INSERT … unnest``."""
     for at in range(0, len(chunks), _BATCH):
         batch = chunks[at : at + _BATCH]
         counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
@@ -166,34 +168,29 @@ def write_chunks(
             part_code(None if key is None else partition_group(user_metadata(c.metadata), key)) for c in batch
         ]
         lengths = [sum(tf.values()) for tf in counts]
-        rows = tx.execute(
-            dialect.sql(
-                "INSERT INTO {s}kw_docs (id, parent_id, part, dl)"
-                " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::int[]) RETURNING id, doc"
-            ),
-            ([c.id for c in batch], [c.parent_id for c in batch], parts, lengths),
-        ).fetchall()
-        keys = dict(rows)
-        terms: list[str] = []
-        docs: list[int] = []
-        tfs: list[int] = []
-        dls: list[int] = []
-        pcs: list[str] = []
-        for c, tf, dl, part in zip(batch, counts, lengths, parts):
-            doc = keys[c.id]
-            for term, n in tf.items():
-                terms.append(term)
-                docs.append(doc)
-                tfs.append(n)
-                dls.append(dl)
-                pcs.append(part)
-        if terms:
+        keys = _draw_docs(tx, dialect, len(batch))
+        doc_rows = [(d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths)]
+        if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows):
+            tx.execute(
+                dialect.sql(
+                    "INSERT INTO {s}kw_docs (doc, id, parent_id, part, dl)"
+                    " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::int[])"
+                ),
+                tuple(map(list, zip(*doc_rows))),
+            )
+        postings = [
+            (term, doc, n, dl, part)
+            for doc, tf, dl, part in zip(keys, counts, lengths, parts)
+            for term, n in tf.items()
+        ]
+        columns = ("term", "doc", "tf", "dl", "part")
+        if postings and not dialect.bulk_rows(tx, "kw_postings", columns, postings):
             tx.execute(
                 dialect.sql(
                     "INSERT INTO {s}kw_postings (term, doc, tf, dl, part)"
                     " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[], ?::text[])"
                 ),
-                (terms, docs, tfs, dls, pcs),
+                tuple(map(list, zip(*postings))),
             )
         totals: dict[str, list[int]] = {}
         for part, dl in zip(parts, lengths):
@@ -209,6 +206,15 @@ def write_chunks(
             ),
             (list(totals), [v[0] for v in totals.values()], [v[1] for v in totals.values()]),
         )
+
+
+def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
+    """``count`` new ``kw_docs.doc`` keys from its sequence (in order; a rolled-back write leaves a gap only)."""
+    rows = tx.execute(
+        "SELECT nextval(pg_get_serial_sequence(%s, 'doc')) FROM generate_series(1, %s)",
+        ('"' + dialect.schema.replace('"', '""') + '".kw_docs', count),
+    ).fetchall()
+    return sorted(int(r[0]) for r in rows)
 
 
 def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
