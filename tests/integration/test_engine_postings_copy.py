@@ -16,7 +16,20 @@ from finderledge import FinderLedge
 from finderledge.ledgers import bulk
 
 TENANTS = ("a", "b", "c", None)
-WORDS = "refund invoice ledger warehouse shelf password account backup latency cluster node replica".split()
+WORDS = [
+    "refund",
+    "invoice",
+    "ledger",
+    "warehouse",
+    "shelf",
+    "password",
+    "account",
+    "backup",
+    "latency",
+    "cluster",
+    "node",
+    "replica",
+]
 
 
 def _open(directory: Path, url: str, schema: str, fake: Any, mode: str = "engine") -> FinderLedge:
@@ -25,8 +38,13 @@ def _open(directory: Path, url: str, schema: str, fake: Any, mode: str = "engine
 
 
 def _corpus(count: int, offset: int = 0) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    texts = [" ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 2 + i % 7)) for i in range(offset, offset + count)]
-    mds: list[dict[str, Any]] = [{} if TENANTS[i % 4] is None else {"tenant": TENANTS[i % 4]} for i in range(count)]
+    texts = [
+        " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 2 + i % 7))
+        for i in range(offset, offset + count)
+    ]
+    mds: list[dict[str, Any]] = [
+        {} if TENANTS[i % 4] is None else {"tenant": TENANTS[i % 4]} for i in range(count)
+    ]
     return texts, mds, [f"d{i}" for i in range(offset, offset + count)]
 
 
