@@ -29,6 +29,9 @@ WORDS = [
     "cluster",
     "node",
     "replica",
+    "café",
+    "naïve",
+    "東京の桜",
 ]
 
 
@@ -59,7 +62,16 @@ def _spy(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> list[st
             raise RuntimeError("writer lost after its postings were copied")
         return done
 
+    real_encoded = bulk.copy_encoded
+
+    def spy_encoded(cur: Any, schema: str, table: str, *args: Any) -> None:
+        copied.append(table)
+        real_encoded(cur, schema, table, *args)
+        if table == fail_on:
+            raise RuntimeError("writer lost after its postings were copied")
+
     monkeypatch.setattr(bulk, "copy_rows", spy)
+    monkeypatch.setattr(bulk, "copy_encoded", spy_encoded)
     return copied
 
 
@@ -101,7 +113,7 @@ def test_a_bulk_engine_write_copies_its_postings_and_checks_clean(
         assert fl.check().clean
         local = _open(tmp_path / "r", pg_url, schema, fake_embeddings, mode="local")
         try:
-            for query in ("refund invoice", "replica node", "password"):
+            for query in ("refund invoice", "replica node", "password", "café naïve", "東京の桜"):
                 want = local.engine.replica.keyword.handle.search(query, 10)
                 got = fl.engine.replica.keyword.handle.search(query, 10)
                 assert [i for i, _ in got] == [i for i, _ in want]

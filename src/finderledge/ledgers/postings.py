@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import struct
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ from ..storage.postgres import advisory_key
 from ..tokenizer import Tokenizer, tokenizer_from_dict
 from ..vector_stores import LEDGER
 from ..vector_stores.pg_filter import to_sql
+from . import bulk
 
 if TYPE_CHECKING:
     from .base import ChunkRecord, DocumentRecord
@@ -62,6 +64,10 @@ logger = logging.getLogger(__name__)
 #: the info key recording that the ledger keeps postings, and with which tokenizer and partition key
 INFO_KEY = "keyword_index"
 _BATCH = 2000  # chunks per insert statement
+_TERM_HEAD = struct.Struct(">hi")  # a postings row's field count, then its term's length
+_DOC_FIELD = struct.Struct(">iq")
+_TF_FIELD = struct.Struct(">ii")
+_DL_FIELD = struct.Struct(">iii")  # dl's length and value, then the part's length
 
 _DDL = [
     (
@@ -178,20 +184,7 @@ def write_chunks(
                 ),
                 tuple(map(list, zip(*doc_rows))),
             )
-        postings = [
-            (term, doc, n, dl, part)
-            for doc, tf, dl, part in zip(keys, counts, lengths, parts)
-            for term, n in tf.items()
-        ]
-        columns = ("term", "doc", "tf", "dl", "part")
-        if postings and not dialect.bulk_rows(tx, "kw_postings", columns, postings):
-            tx.execute(
-                dialect.sql(
-                    "INSERT INTO {s}kw_postings (term, doc, tf, dl, part)"
-                    " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[], ?::text[])"
-                ),
-                tuple(map(list, zip(*postings))),
-            )
+        _write_postings(tx, dialect, keys, counts, lengths, parts)
         totals: dict[str, list[int]] = {}
         for part, dl in zip(parts, lengths):
             entry = totals.setdefault(part, [0, 0])
@@ -206,6 +199,52 @@ def write_chunks(
             ),
             (list(totals), [v[0] for v in totals.values()], [v[1] for v in totals.values()]),
         )
+
+
+def _write_postings(
+    tx: Any,
+    dialect: PostgresDialect,
+    keys: Sequence[int],
+    counts: Sequence[Counter[str]],
+    lengths: Sequence[int],
+    parts: Sequence[str],
+) -> None:
+    """The ``kw_postings`` rows of a batch: many by one binary COPY, each row's bytes joined from pieces
+    encoded once (a term's, a chunk's ``doc``/``dl``/``part``), a few by ``INSERT … unnest``."""
+    columns = ("term", "doc", "tf", "dl", "part")
+    if sum(map(len, counts)) < bulk.COPY_MIN_ROWS:
+        rows = [
+            (term, doc, n, dl, part)
+            for doc, tf, dl, part in zip(keys, counts, lengths, parts)
+            for term, n in tf.items()
+        ]
+        if rows:
+            tx.execute(
+                dialect.sql(
+                    "INSERT INTO {s}kw_postings (term, doc, tf, dl, part)"
+                    " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[], ?::text[])"
+                ),
+                tuple(map(list, zip(*rows))),
+            )
+        return
+    codec = tx.connection.info.encoding
+    terms: dict[str, bytes] = {}  # field count, then the term length-prefixed
+    tfs: dict[int, bytes] = {}
+    encoded: list[bytes] = []
+    for doc, tf, dl, part in zip(keys, counts, lengths, parts):
+        text = part.encode(codec)
+        doc_field = _DOC_FIELD.pack(8, doc)
+        tail = _DL_FIELD.pack(4, dl, len(text)) + text
+        for term, n in tf.items():
+            head = terms.get(term)
+            if head is None:
+                raw = term.encode(codec)
+                head = terms[term] = _TERM_HEAD.pack(len(columns), len(raw)) + raw
+            tf_field = tfs.get(n)
+            if tf_field is None:
+                tf_field = tfs[n] = _TF_FIELD.pack(4, n)
+            encoded.append(head + doc_field + tf_field + tail)
+    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, encoded)
 
 
 def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
