@@ -2,8 +2,9 @@
 a large load instead of being maintained row by row.
 
 **COPY.**  Every table write of at least :data:`COPY_MIN_ROWS` rows without an ``ON CONFLICT`` clause (chunk,
-document and change rows) is sent as one binary ``COPY … FROM STDIN``, in the write's own transaction: the
-same rows as the ``INSERT``s, the same constraint errors, nothing visible before the commit.  Vectors replace
+document and change rows; the engine-side keyword index's ``kw_docs`` and ``kw_postings`` rows, :mod:`.postings`)
+is sent as one binary ``COPY … FROM STDIN``, in the write's own transaction: the same rows as the ``INSERT``s,
+the same constraint errors, nothing visible before the commit.  Vectors replace
 earlier rows of their ids (``DELETE … = ANY``, then ``COPY``): the upsert they had.  A table with a column
 type this module does not encode falls back to ``executemany``.
 
