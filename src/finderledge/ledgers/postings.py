@@ -13,8 +13,9 @@ Tables (in the ledger's schema, created when the engine-side index is first enab
 those of the documents it removes or replaces in the same transaction as the chunk rows (after the commit key
 is held), so the statistics are exact at every committed ``seq``.  Tokens come from the tokenizer recorded in
 the info key ``keyword_index`` (with the partition key) when the index was enabled: every writer, whichever
-settings it runs with, writes the same terms.  A batch's ``kw_docs`` keys are drawn from their sequence first, so many rows go in by binary
-``COPY`` (:mod:`.bulk`) like the chunk rows, in the same transaction (a killed writer leaves none of them).
+settings it runs with, writes the same terms.  A batch's ``kw_docs`` keys are drawn from their sequence
+first, so many rows go in by binary ``COPY`` (:mod:`.bulk`) like the chunk rows, in the same transaction (a
+killed writer leaves none of them).
 
 **Scored as the local leg scores** (:mod:`finderledge.keyword_store.scoring`): Okapi BM25 with Lucene's IDF,
 ``k1``/``b`` at query time, document frequencies counted over the postings of the scope (the whole index, or
