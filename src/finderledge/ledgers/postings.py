@@ -232,7 +232,7 @@ def _write_postings(
     codec = tx.connection.info.encoding
     terms: dict[str, bytes] = {}  # field count, then the term length-prefixed
     tfs: dict[int, bytes] = {}
-    encoded: list[bytes] = []
+    encoded: list[tuple[str, bytes]] = []
     for doc, tf, dl, part in zip(keys, counts, lengths, parts):
         text = part.encode(codec)
         doc_field = _DOC_FIELD.pack(8, doc)
@@ -245,8 +245,13 @@ def _write_postings(
             tf_field = tfs.get(n)
             if tf_field is None:
                 tf_field = tfs[n] = _TF_FIELD.pack(4, n)
-            encoded.append(head + doc_field + tf_field + tail)
-    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, encoded)
+            encoded.append((term, head + doc_field + tf_field + tail))
+    encoded.sort(key=_first)  # in the term index's order: its pages are touched once each, in turn
+    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, [row for _, row in encoded])
+
+
+def _first(pair: tuple[str, bytes]) -> str:
+    return pair[0]
 
 
 def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
