@@ -2,8 +2,9 @@
 a large load instead of being maintained row by row.
 
 **COPY.**  Every table write of at least :data:`COPY_MIN_ROWS` rows without an ``ON CONFLICT`` clause (chunk,
-document and change rows) is sent as one binary ``COPY … FROM STDIN``, in the write's own transaction: the
-same rows as the ``INSERT``s, the same constraint errors, nothing visible before the commit.  Vectors replace
+document and change rows; the engine-side keyword index's ``kw_docs`` and ``kw_postings`` rows, :mod:`.postings`)
+is sent as one binary ``COPY … FROM STDIN``, in the write's own transaction: the same rows as the ``INSERT``s,
+the same constraint errors, nothing visible before the commit.  Vectors replace
 earlier rows of their ids (``DELETE … = ANY``, then ``COPY``): the upsert they had.  A table with a column
 type this module does not encode falls back to ``executemany``.
 
@@ -54,6 +55,7 @@ __all__ = [
     "BulkLoad",
     "bulk_load",
     "bulk_writes",
+    "copy_encoded",
     "copy_rows",
     "copy_vectors",
 ]
@@ -199,6 +201,25 @@ def copy_rows(
         parts.append(_TRAILER)
         copy.write(b"".join(parts))
     return True
+
+
+def copy_encoded(
+    cur: psycopg.Cursor[Any], schema: str, table: str, columns: Sequence[str], rows: Sequence[bytes]
+) -> None:
+    """One binary ``COPY schema.table (columns) FROM STDIN`` of ``rows`` already in COPY's binary row form
+    (field count, then each field length-prefixed): for writers that encode many rows faster than
+    :func:`copy_rows`' per-value encoders (the engine-side postings)."""
+    from psycopg import sql
+
+    statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
+    )
+    with cur.copy(statement) as copy:
+        copy.write(_HEADER)
+        step = max(1, _FLUSH_BYTES // 64)
+        for at in range(0, len(rows), step):
+            copy.write(b"".join(rows[at : at + step]))
+        copy.write(_TRAILER)
 
 
 def copy_vectors(

@@ -13,7 +13,9 @@ Tables (in the ledger's schema, created when the engine-side index is first enab
 those of the documents it removes or replaces in the same transaction as the chunk rows (after the commit key
 is held), so the statistics are exact at every committed ``seq``.  Tokens come from the tokenizer recorded in
 the info key ``keyword_index`` (with the partition key) when the index was enabled: every writer, whichever
-settings it runs with, writes the same terms.
+settings it runs with, writes the same terms.  A batch's ``kw_docs`` keys are drawn from their sequence
+first, so many rows go in by binary ``COPY`` (:mod:`.bulk`) like the chunk rows, in the same transaction (a
+killed writer leaves none of them).
 
 **Scored as the local leg scores** (:mod:`finderledge.keyword_store.scoring`): Okapi BM25 with Lucene's IDF,
 ``k1``/``b`` at query time, document frequencies counted over the postings of the scope (the whole index, or
@@ -27,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import struct
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,6 +51,7 @@ from ..storage.postgres import advisory_key
 from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict, tokenizer_spec
 from ..vector_stores import LEDGER
 from ..vector_stores.pg_filter import to_sql
+from . import bulk
 
 if TYPE_CHECKING:
     from .base import ChunkRecord, DocumentRecord
@@ -64,6 +68,10 @@ WRITERS_REBUILD = "every writer rebuilds it from the ledger"  # why a tokenizer 
 #: the info key recording that the ledger keeps postings, and with which tokenizer and partition key
 INFO_KEY = "keyword_index"
 _BATCH = 2000  # chunks per insert statement
+_TERM_HEAD = struct.Struct(">hi")  # a postings row's field count, then its term's length
+_DOC_FIELD = struct.Struct(">iq")
+_TF_FIELD = struct.Struct(">ii")
+_DL_FIELD = struct.Struct(">iii")  # dl's length and value, then the part's length
 
 _DDL = [
     (
@@ -160,7 +168,9 @@ class Postings:
 def write_chunks(
     tx: Any, dialect: PostgresDialect, chunks: Sequence[ChunkRecord], tokenizer: Tokenizer, key: str | None
 ) -> None:
-    """Insert the postings and statistics of ``chunks`` (none of them indexed yet)."""
+    """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
+    from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
+    caller's transaction like the chunk rows; a few by ``INSERT … unnest``."""
     for at in range(0, len(chunks), _BATCH):
         batch = chunks[at : at + _BATCH]
         counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
@@ -168,35 +178,17 @@ def write_chunks(
             part_code(None if key is None else partition_group(user_metadata(c.metadata), key)) for c in batch
         ]
         lengths = [sum(tf.values()) for tf in counts]
-        rows = tx.execute(
-            dialect.sql(
-                "INSERT INTO {s}kw_docs (id, parent_id, part, dl)"
-                " SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::int[]) RETURNING id, doc"
-            ),
-            ([c.id for c in batch], [c.parent_id for c in batch], parts, lengths),
-        ).fetchall()
-        keys = dict(rows)
-        terms: list[str] = []
-        docs: list[int] = []
-        tfs: list[int] = []
-        dls: list[int] = []
-        pcs: list[str] = []
-        for c, tf, dl, part in zip(batch, counts, lengths, parts):
-            doc = keys[c.id]
-            for term, n in tf.items():
-                terms.append(term)
-                docs.append(doc)
-                tfs.append(n)
-                dls.append(dl)
-                pcs.append(part)
-        if terms:
+        keys = _draw_docs(tx, dialect, len(batch))
+        doc_rows = [(d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths)]
+        if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows):
             tx.execute(
                 dialect.sql(
-                    "INSERT INTO {s}kw_postings (term, doc, tf, dl, part)"
-                    " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[], ?::text[])"
+                    "INSERT INTO {s}kw_docs (doc, id, parent_id, part, dl)"
+                    " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::int[])"
                 ),
-                (terms, docs, tfs, dls, pcs),
+                tuple(map(list, zip(*doc_rows))),
             )
+        _write_postings(tx, dialect, keys, counts, lengths, parts)
         totals: dict[str, list[int]] = {}
         for part, dl in zip(parts, lengths):
             entry = totals.setdefault(part, [0, 0])
@@ -211,6 +203,66 @@ def write_chunks(
             ),
             (list(totals), [v[0] for v in totals.values()], [v[1] for v in totals.values()]),
         )
+
+
+def _write_postings(
+    tx: Any,
+    dialect: PostgresDialect,
+    keys: Sequence[int],
+    counts: Sequence[Counter[str]],
+    lengths: Sequence[int],
+    parts: Sequence[str],
+) -> None:
+    """The ``kw_postings`` rows of a batch: many by one binary COPY, each row's bytes joined from pieces
+    encoded once (a term's, a chunk's ``doc``/``dl``/``part``), a few by ``INSERT … unnest``."""
+    columns = ("term", "doc", "tf", "dl", "part")
+    if sum(map(len, counts)) < bulk.COPY_MIN_ROWS:
+        rows = [
+            (term, doc, n, dl, part)
+            for doc, tf, dl, part in zip(keys, counts, lengths, parts)
+            for term, n in tf.items()
+        ]
+        if rows:
+            tx.execute(
+                dialect.sql(
+                    "INSERT INTO {s}kw_postings (term, doc, tf, dl, part)"
+                    " SELECT * FROM unnest(?::text[], ?::bigint[], ?::int[], ?::int[], ?::text[])"
+                ),
+                tuple(map(list, zip(*rows))),
+            )
+        return
+    codec = tx.connection.info.encoding
+    terms: dict[str, bytes] = {}  # field count, then the term length-prefixed
+    tfs: dict[int, bytes] = {}
+    encoded: list[tuple[str, bytes]] = []
+    for doc, tf, dl, part in zip(keys, counts, lengths, parts):
+        text = part.encode(codec)
+        doc_field = _DOC_FIELD.pack(8, doc)
+        tail = _DL_FIELD.pack(4, dl, len(text)) + text
+        for term, n in tf.items():
+            head = terms.get(term)
+            if head is None:
+                raw = term.encode(codec)
+                head = terms[term] = _TERM_HEAD.pack(len(columns), len(raw)) + raw
+            tf_field = tfs.get(n)
+            if tf_field is None:
+                tf_field = tfs[n] = _TF_FIELD.pack(4, n)
+            encoded.append((term, head + doc_field + tf_field + tail))
+    encoded.sort(key=_first)  # in the term index's order: its pages are touched once each, in turn
+    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, [row for _, row in encoded])
+
+
+def _first(pair: tuple[str, bytes]) -> str:
+    return pair[0]
+
+
+def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
+    """``count`` new ``kw_docs.doc`` keys from its sequence (in order; a rolled-back write leaves a gap only)."""
+    rows = tx.execute(
+        "SELECT nextval(pg_get_serial_sequence(%s, 'doc')) FROM generate_series(1, %s)",
+        ('"' + dialect.schema.replace('"', '""') + '".kw_docs', count),
+    ).fetchall()
+    return sorted(int(r[0]) for r in rows)
 
 
 def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) -> dict[str, Any]:
