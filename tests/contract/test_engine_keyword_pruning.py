@@ -76,6 +76,7 @@ def test_pruned_top_k_equals_every_posting_scored(
     tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(postings, "_PRUNE_MIN_POSTINGS", 0)  # a small corpus: prune whenever the bound allows
+    monkeypatch.setattr(postings, "_PRUNE_MIN_CHUNKS", 0)
     rng = random.Random(43)
     docs = _corpus(rng)
     fl = FinderLedge(
