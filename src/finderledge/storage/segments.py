@@ -351,10 +351,19 @@ class SegmentFiles:
         return parse_npy(self.read(name, info), self.root / name, self.error)
 
     def map_npy(
-        self, name: str, info: Mapping[str, int], dtype: str, shape: tuple[int, ...]
+        self,
+        name: str,
+        info: Mapping[str, int],
+        dtype: str,
+        shape: tuple[int, ...],
+        verify: bool = False,
     ) -> tuple[np.ndarray, bytes]:
         """A read-only memory map of the ``.npy`` ``name``, which must hold exactly a C-ordered ``dtype``
-        array of ``shape`` and be ``info["bytes"]`` long; also returns its header bytes (for a CRC32)."""
+        array of ``shape`` and be ``info["bytes"]`` long; also returns its header bytes (for a CRC32).
+
+        With ``verify``, the whole file's CRC32 is checked first, read through the very descriptor that is
+        then mapped (plain reads: the pages go to the page cache, not into this process's resident set), so a
+        file renamed over ``name`` after the check is never the one mapped."""
         path = self.root / name
         with self.open(name) as fh:
             size = self._sized(fh, name, info)
@@ -377,6 +386,14 @@ class SegmentFiles:
                 raise self.error(path, f"{size} bytes do not hold a {dtype} array of shape {shape}")
             fh.seek(0)
             head = fh.read(offset)
+            if verify:
+                crc = CrcCheck(path, info, self.error, head)
+                try:
+                    while block := fh.read(BLOCK_BYTES):
+                        crc.update(block)
+                except OSError as exc:
+                    raise self.error(path, f"cannot read ({exc})") from None
+                crc.verify()
             if int(np.prod(shape)) == 0:
                 return np.zeros(shape, dtype=want), head
             arr = np.memmap(fh, dtype=want, mode="r", offset=offset, shape=shape)
