@@ -3,7 +3,12 @@
 Search runs on one in-memory ``IndexFlatIP`` over L2-normalised vectors (:class:`~.flat_rows.FlatRows`,
 which keeps the row id of each position itself: no ``IndexIDMap2`` reverse map to fill at open).  Row ids are
 insertion sequence numbers, so rows keep insertion order and results (ties included) are the same after a
-reopen.
+reopen.  A persisted store of an approximate ``vector_index`` kind holds no such copy: its rows are read from
+the segments' ``vectors.npy`` read on demand (``os.pread``, :class:`~.flat_rows.MappedRows`) through the
+descriptor each file's CRC32 was checked through at opening, so a file renamed over it later is never read;
+rows added since opening sit in an in-memory overlay until a flush writes them and they are read from there in
+turn.  A file changed in place (same inode) after the check would be read unchecked: segments are immutable and
+written by rename, so only someone with write access to the index could do that.
 
 On disk (``faiss/``) the files are kept by the segment layer shared with the BM25 store
 (:mod:`finderledge.storage.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
@@ -54,7 +59,7 @@ from ..storage.segments import (
 )
 from .ann_index import FLAT, MIN_CANDIDATES, MIN_ROWS, VECTOR_INDEXES, AnnIndex
 from .base import VectorStore
-from .flat_rows import FlatRows, MappedRows
+from .flat_rows import FileRows, FlatRows, MappedRows
 from .partition_rows import PartitionRows, live_rows
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
@@ -164,7 +169,7 @@ class FaissVectorStore(VectorStore):
         self._mask_cache: dict[str, np.ndarray] = {}
         self.partition_key: str | None = None  # see set_partition_key
         self._partitions: PartitionRows | None = None  # built on the first pinned search
-        # an approximate kind persisted reads its rows from the mapped segment files (rescoring touches only
+        # an approximate kind persisted reads its rows from the checked segment files (rescoring reads only
         # the candidates' pages); flat and in-memory stores hold them in the FAISS index
         self._rows: FlatRows = (
             FlatRows(faiss, self.dimension)
@@ -304,18 +309,17 @@ class FaissVectorStore(VectorStore):
             self._map_written(files, [s for s in final if s.name not in old_names])
 
     def _map_written(self, files: SegmentFiles, written: Sequence[_Segment]) -> None:
-        """Read the rows of segments just written from their files from now on (mapped once their CRC32 was
+        """Read the rows of segments just written from their files from now on (once their CRC32 was
         checked), so the overlay and the maps of merged segments are released; on failure the rows stay
         where they are (still right) and the error is logged."""
         assert isinstance(self._rows, MappedRows)
         for seg in written:
             try:
-                part, _ = files.map_npy(
+                part = _checked_rows(
+                    files,
                     files.segment_file(seg.name, VECTORS_FILE),
                     seg.files[VECTORS_FILE],
-                    "<f4",
                     (seg.rows, self.dimension),
-                    verify=True,
                 )
             except IndexCorruptError as exc:
                 logger.warning("%s: keeping segment %s's rows where they were: %s", self.path, seg.name, exc)
@@ -324,7 +328,7 @@ class FaissVectorStore(VectorStore):
 
     def close(self) -> None:
         """Nothing to release: a flat store's vectors live in the in-memory index; an approximate kind's
-        mapped segment files are unmapped when the store is collected."""
+        segment files' descriptors are closed when the store is collected."""
 
     # -- the approximate index ----------------------------------------------------------------------
     def set_vector_index(self, kind: str) -> None:
@@ -708,7 +712,7 @@ def _fill(
         raise VectorIndexCorruptError(files.manifest_path, "a sequence number occurs twice")
     target = np.empty(total, dtype=np.int64)
     target[order] = np.arange(total, dtype=np.int64)  # the position of each live row, segment by segment
-    if isinstance(rows, MappedRows):  # checked and mapped already: each row is read from its segment
+    if isinstance(rows, MappedRows):  # checked already: each row is read from its segment's file
         part_of = np.repeat(np.arange(len(segments), dtype=np.int32), [len(r) for r in live])
         row_of = np.concatenate(live).astype(np.int64) if total else np.empty(0, np.int64)
         rows.fill_mapped(seqs, ids[order], [v for v, _ in vectors], part_of[order], row_of[order])
@@ -760,7 +764,7 @@ def _load_segment(
 ) -> tuple[_Segment, list[str], tuple[np.ndarray, CrcCheck | None]]:
     """Check one manifest entry and its files (sizes, CRC32s but the vectors', shapes); returns the segment,
     its ids and its vectors (memory-mapped) with the check of their CRC32, made while they are copied
-    (``mapped``: checked already, through the descriptor mapped, since they stay mapped; the check is None)."""
+    (``mapped``: a :class:`FileRows` checked already, through the descriptor it reads; the check is None)."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
     if not isinstance(entry, dict):
         raise err(mpath, "a segment entry is not an object")
@@ -784,10 +788,13 @@ def _load_segment(
     meta_raw = files.read(path_of[META_FILE], infos[META_FILE])  # parsed when a filter needs it
     # every vector is copied into the in-memory index right after this: its CRC32 is computed over the
     # blocks as they are copied (_copy_checked; one read of the file), so a flipped byte is a rebuild, not NaNs
-    vectors, head = files.map_npy(
-        path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension), verify=mapped
-    )
-    crc = None if mapped else CrcCheck(files.root / path_of[VECTORS_FILE], infos[VECTORS_FILE], err, head)
+    vectors: Any
+    crc: CrcCheck | None = None
+    if mapped:
+        vectors = _checked_rows(files, path_of[VECTORS_FILE], infos[VECTORS_FILE], (rows, dimension))
+    else:
+        vectors, head = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
+        crc = CrcCheck(files.root / path_of[VECTORS_FILE], infos[VECTORS_FILE], err, head)
     seg = _Segment(
         name=name,
         seq=seq,
@@ -808,6 +815,12 @@ def _load_segment(
         seg.n_deleted = count
         seg.deletes = {"gen": gen, "count": count, **info}
     return seg, ids, (vectors, crc)
+
+
+def _checked_rows(files: SegmentFiles, name: str, info: FileInfo, shape: tuple[int, int]) -> FileRows:
+    """The rows of vectors file ``name``, read on demand through the descriptor its CRC32 was checked through."""
+    fd, offset = files.checked_npy_fd(name, info, "<f4", shape)
+    return FileRows(fd, offset, shape[0], shape[1], files.root / name, VectorIndexCorruptError)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -13,12 +13,14 @@ vector straight into it (no per-row insert, no second copy of the matrix).
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FlatRows", "MappedRows", "RowView", "grow_storage", "top_inner"]
+__all__ = ["FileRows", "FlatRows", "MappedRows", "RowView", "grow_storage", "top_inner"]
 
 FILL_ROOM = 32  # an opened index keeps room for 1/32 more rows (3% more memory) ...
 MIN_ROOM = 1024  # ... and at least this many
@@ -159,9 +161,55 @@ class FlatRows:
 OVERLAY = -1  # the part number of rows held in memory (added since the store was opened)
 
 
+class FileRows:
+    """A segment's ``(rows, dimension)`` float32 vectors read on demand with ``os.pread`` from the descriptor
+    their CRC32 was checked through (owned here, closed when this is collected).  Not a memory map: a map's
+    page faults bring in the neighbouring pages too (the kernel's fault-around), so rescoring a few thousand
+    scattered candidates made a whole 100k-row file resident; a read brings in only the rows asked for."""
+
+    def __init__(self, fd: int, offset: int, rows: int, dimension: int, path: Any, error: Any) -> None:
+        self._fd, self._offset, self._path, self._error = fd, offset, path, error
+        self.shape = (rows, dimension)
+        self._row_bytes = 4 * dimension
+        weakref.finalize(self, os.close, fd)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _read(self, out: np.ndarray, start: int) -> None:
+        """Fill ``out`` (C-contiguous rows) with the rows from ``start`` on."""
+        want = out.nbytes
+        got = os.pread(self._fd, want, self._offset + start * self._row_bytes)
+        if len(got) != want:  # truncated in place after its check
+            raise self._error(self._path, f"read {len(got)} of {want} bytes")
+        out.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            lo, hi, _ = key.indices(self.shape[0])
+            out = np.empty((max(0, hi - lo), self.shape[1]), dtype=np.float32)
+            if len(out):
+                self._read(out, lo)
+            return out
+        rows = np.asarray(key, dtype=np.int64)
+        out = np.empty((len(rows), self.shape[1]), dtype=np.float32)
+        if not len(rows):
+            return out
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        breaks = np.flatnonzero(np.diff(ordered) != 1) + 1  # runs of consecutive rows: one read each
+        starts = np.concatenate([[0], breaks]).tolist()
+        ends = np.concatenate([breaks, [len(ordered)]]).tolist()
+        sorted_out = np.empty_like(out)
+        for a, b in zip(starts, ends):
+            self._read(sorted_out[a:b], int(ordered[a]))
+        out[order] = sorted_out
+        return out
+
+
 class RowView:
     """Rows of a :class:`MappedRows` read like a ``(rows, dimension)`` float32 matrix: ``view[a:b]`` and
-    ``view[positions]`` gather copies, touching only those rows' pages of the mapped segment files."""
+    ``view[positions]`` gather copies, reading only those rows of the segment files."""
 
     def __init__(self, rows: MappedRows, positions: np.ndarray | None = None) -> None:
         self._rows = rows
@@ -184,9 +232,9 @@ class RowView:
 
 class MappedRows(FlatRows):
     """:class:`FlatRows` whose vectors are not copied into memory: the rows opened from segments are read
-    from their ``vectors.npy`` memory-mapped read-only (each mapped after its CRC32 was checked through the
-    descriptor it maps), and only rows added since opening are held in memory (an overlay).  Row ``i`` is row
-    ``loc_row[i]`` of part ``loc_part[i]`` (a mapped segment, or :data:`OVERLAY`).
+    on demand from their ``vectors.npy`` (:class:`FileRows`: through the descriptor each file's CRC32 was
+    checked through), and only rows added since opening are held in memory (an overlay).  Row ``i`` is row
+    ``_row[i]`` of part ``_part[i]`` (a segment's rows, or :data:`OVERLAY`).
 
     Used by the approximate kinds (``vector_index``), whose searches read only their candidates' rows: the
     serving process's resident memory is the approximate index plus the pages of the rows it rescored."""
@@ -194,14 +242,22 @@ class MappedRows(FlatRows):
     def __init__(self, faiss: Any, dimension: int) -> None:
         super().__init__(faiss, dimension)
         self.flat = None  # no FAISS storage: nothing here holds every vector
-        self._parts: list[np.ndarray] = []  # mapped (rows, dimension) float32 arrays
+        self._parts: list[
+            Any
+        ] = []  # (rows, dimension) float32 arrays or FileRows: a slice or rows give a copy
         self._part = np.empty(0, dtype=np.int32)
         self._row = np.empty(0, dtype=np.int64)
         self._overlay = np.empty((0, dimension), dtype=np.float32)
         self._overlay_n = 0
 
     def reserve(self, rows: int) -> None:
-        """Nothing to reserve: the mapped rows are not copied and the overlay grows by doubling."""
+        """Make room in the overlay for ``rows`` rows in all (the mapped rows are not copied), so a big
+        catch-up's adds never regrow it, copying the overlay with the old and the new buffer both held."""
+        need = self._overlay_n + max(0, rows - self._n)
+        if need > len(self._overlay):
+            grown = np.empty((need, self.dimension), dtype=np.float32)
+            grown[: self._overlay_n] = self._overlay[: self._overlay_n]
+            self._overlay = grown
 
     def fill(self, seqs: np.ndarray, ids: np.ndarray) -> np.ndarray:
         raise RuntimeError("MappedRows: use fill_mapped")
@@ -210,12 +266,12 @@ class MappedRows(FlatRows):
         self,
         seqs: np.ndarray,
         ids: np.ndarray,
-        parts: Sequence[np.ndarray],
+        parts: Sequence[Any],
         part_of: np.ndarray,
         row_of: np.ndarray,
     ) -> None:
-        """Hold rows ``seqs`` (ascending) with chunk ids ``ids``: row ``i`` is row ``row_of[i]`` of the mapped
-        array ``parts[part_of[i]]``."""
+        """Hold rows ``seqs`` (ascending) with chunk ids ``ids``: row ``i`` is row ``row_of[i]`` of
+        ``parts[part_of[i]]`` (a segment's :class:`FileRows`)."""
         if self._n:
             raise RuntimeError("MappedRows.fill_mapped: rows are held already")
         self._check_ascending(seqs)
@@ -256,8 +312,8 @@ class MappedRows(FlatRows):
         self._part, self._row = self._part[: self._n][keep], self._row[: self._n][keep]
         self._n = len(self._seq)
 
-    def relocate(self, seqs: np.ndarray, part: np.ndarray) -> None:
-        """Read rows ``seqs`` (ascending, all held) from now on from ``part`` (a mapped array holding exactly
+    def relocate(self, seqs: np.ndarray, part: Any) -> None:
+        """Read rows ``seqs`` (ascending, all held) from now on from ``part`` (a :class:`FileRows` holding exactly
         them, in order: a segment just written from them and checked), then drop what no row reads any more."""
         if len(seqs) == 0:
             return
@@ -268,7 +324,7 @@ class MappedRows(FlatRows):
         self._compact()
 
     def _compact(self) -> None:
-        """Forget mapped parts no row reads (their files may be deleted) and shrink an unused overlay."""
+        """Forget (close) segment parts no row reads (their files may be deleted) and shrink an unused overlay."""
         part = self._part[: self._n]
         used = np.unique(part)
         mapped = used[used >= 0]
@@ -315,7 +371,7 @@ class MappedRows(FlatRows):
         self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[list[tuple[str, float]]]:
         """The ``k`` best rows for each of ``queries`` (normalised), among positions ``allowed`` if given: an
-        exact scan, a block of rows at a time read from the mapped files (the overlay from memory)."""
+        exact scan, a block of rows at a time read from the segment files (the overlay from memory)."""
         view = RowView(self, None if allowed is None else np.asarray(allowed, dtype=np.int64))
         scores, found = top_inner(np.ascontiguousarray(queries, dtype=np.float32), view, k)
         if allowed is not None:
