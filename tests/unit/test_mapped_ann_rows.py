@@ -149,3 +149,13 @@ def test_writes_merges_and_tombstones_keep_working(built: tuple[Path, np.ndarray
     assert len(store._rows._parts) <= len(segments)  # merged-away segments are no longer read
     check(store)
     check(_open(root))
+
+
+def test_a_segment_truncated_in_place_after_its_check_is_corruption(built: tuple[Path, np.ndarray]) -> None:
+    root, _ = built
+    store = _open(root)
+    for victim in _vectors_files(root):
+        os.truncate(victim, victim.stat().st_size // 2)  # the same file (inode) the store reads
+    q = _clustered(1, seed=8)[0]
+    with pytest.raises(VectorIndexCorruptError, match="read .* of .* bytes"):
+        store._rows.search(q[None], 5)

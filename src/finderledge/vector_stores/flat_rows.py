@@ -198,12 +198,14 @@ class FileRows:
         order = np.argsort(rows, kind="stable")
         ordered = rows[order]
         breaks = np.flatnonzero(np.diff(ordered) != 1) + 1  # runs of consecutive rows: one read each
-        starts = np.concatenate([[0], breaks]).tolist()
-        ends = np.concatenate([breaks, [len(ordered)]]).tolist()
-        sorted_out = np.empty_like(out)
-        for a, b in zip(starts, ends):
-            self._read(sorted_out[a:b], int(ordered[a]))
-        out[order] = sorted_out
+        starts = np.concatenate([[0], breaks])
+        lengths = (np.diff(np.append(starts, len(ordered))) * self._row_bytes).tolist()
+        offsets = (self._offset + ordered[starts] * self._row_bytes).tolist()
+        fd, pread = self._fd, os.pread
+        data = b"".join([pread(fd, n, at) for n, at in zip(lengths, offsets)])
+        if len(data) != out.nbytes:  # truncated in place after its check
+            raise self._error(self._path, f"read {len(data)} of {out.nbytes} bytes")
+        out[order] = np.frombuffer(data, dtype=np.float32).reshape(out.shape)
         return out
 
 
