@@ -350,37 +350,64 @@ class SegmentFiles:
         """A small ``.npy`` read whole (its shape is checked against its size before allocating)."""
         return parse_npy(self.read(name, info), self.root / name, self.error)
 
+    def _npy_layout(
+        self, fh: BinaryIO, name: str, info: Mapping[str, int], dtype: str, shape: tuple[int, ...]
+    ) -> int:
+        """Check that the open ``.npy`` ``fh`` holds exactly a C-ordered ``dtype`` array of ``shape`` and is
+        ``info["bytes"]`` long; returns the offset of its data."""
+        path = self.root / name
+        size = self._sized(fh, name, info)
+        try:
+            version = np.lib.format.read_magic(fh)
+            read_header = {
+                (1, 0): np.lib.format.read_array_header_1_0,
+                (2, 0): np.lib.format.read_array_header_2_0,
+            }[version]
+            got_shape, fortran, got_dtype = read_header(fh)
+        except Exception as exc:  # noqa: BLE001 - a crafted header makes numpy's parser raise anything (TokenError …)
+            raise self.error(path, f"unreadable .npy header ({exc})") from None
+        want = np.dtype(dtype)
+        offset = fh.tell()
+        if got_dtype != want or fortran or tuple(got_shape) != tuple(shape):
+            raise self.error(
+                path, f"expected C-ordered {dtype} of shape {shape}, got {got_dtype} {got_shape}"
+            )
+        if offset + want.itemsize * int(np.prod(shape)) != size:
+            raise self.error(path, f"{size} bytes do not hold a {dtype} array of shape {shape}")
+        return offset
+
     def map_npy(
         self, name: str, info: Mapping[str, int], dtype: str, shape: tuple[int, ...]
     ) -> tuple[np.ndarray, bytes]:
         """A read-only memory map of the ``.npy`` ``name``, which must hold exactly a C-ordered ``dtype``
         array of ``shape`` and be ``info["bytes"]`` long; also returns its header bytes (for a CRC32)."""
-        path = self.root / name
         with self.open(name) as fh:
-            size = self._sized(fh, name, info)
-            try:
-                version = np.lib.format.read_magic(fh)
-                read_header = {
-                    (1, 0): np.lib.format.read_array_header_1_0,
-                    (2, 0): np.lib.format.read_array_header_2_0,
-                }[version]
-                got_shape, fortran, got_dtype = read_header(fh)
-            except Exception as exc:  # noqa: BLE001 - a crafted header makes numpy's parser raise anything (TokenError …)
-                raise self.error(path, f"unreadable .npy header ({exc})") from None
-            want = np.dtype(dtype)
-            offset = fh.tell()
-            if got_dtype != want or fortran or tuple(got_shape) != tuple(shape):
-                raise self.error(
-                    path, f"expected C-ordered {dtype} of shape {shape}, got {got_dtype} {got_shape}"
-                )
-            if offset + want.itemsize * int(np.prod(shape)) != size:
-                raise self.error(path, f"{size} bytes do not hold a {dtype} array of shape {shape}")
+            offset = self._npy_layout(fh, name, info, dtype, shape)
             fh.seek(0)
             head = fh.read(offset)
             if int(np.prod(shape)) == 0:
-                return np.zeros(shape, dtype=want), head
-            arr = np.memmap(fh, dtype=want, mode="r", offset=offset, shape=shape)
+                return np.zeros(shape, dtype=np.dtype(dtype)), head
+            arr = np.memmap(fh, dtype=np.dtype(dtype), mode="r", offset=offset, shape=shape)
         return np.asarray(arr), head
+
+    def checked_npy_fd(
+        self, name: str, info: Mapping[str, int], dtype: str, shape: tuple[int, ...]
+    ) -> tuple[int, int]:
+        """A descriptor of the ``.npy`` ``name`` (laid out as :meth:`map_npy` requires) whose whole CRC32 was
+        checked through it, and the offset of its data; the caller owns (closes) the descriptor.  Reads made
+        through it later read the checked file even if another is renamed over ``name`` meanwhile."""
+        path = self.root / name
+        with self.open(name) as fh:
+            offset = self._npy_layout(fh, name, info, dtype, shape)
+            fh.seek(0)
+            crc = CrcCheck(path, info, self.error)
+            try:
+                while block := fh.read(BLOCK_BYTES):
+                    crc.update(block)
+            except OSError as exc:
+                raise self.error(path, f"cannot read ({exc})") from None
+            crc.verify()
+            return os.dup(fh.fileno()), offset
 
     def read_manifest(self, format_name: str, version: int, what: str) -> dict[str, Any]:
         """The manifest, checked: a JSON object of ``format_name``/``version`` whose checksum matches."""

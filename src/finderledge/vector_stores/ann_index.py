@@ -1,7 +1,8 @@
 """Approximate FAISS indexes beside the store's exact rows (``vector_index``): HNSW, IVF, IVF-SQ8, IVF-PQ.
 
-The FAISS store keeps every vector as float32 in :class:`~.flat_rows.FlatRows` (its segments are written from
-them, filters and partitions score them exactly).  With ``vector_index`` other than ``flat`` it also keeps one
+The FAISS store keeps every vector as float32 (its segments are written from them, filters and partitions score
+them exactly): for these kinds read on demand from the checked segment files (:class:`~.flat_rows.MappedRows`),
+so a rescoring reads only its candidates' rows.  With ``vector_index`` other than ``flat`` it also keeps one
 of these indexes over the same rows, labelled by the rows' sequence numbers, and an unfiltered (or broadly
 filtered) search asks it for ``OVERFETCH`` × k candidates, which the store then rescores exactly from the
 float32 rows: scores stay exact cosines, and the index's own quantisation error only costs recall when a true

@@ -3,7 +3,12 @@
 Search runs on one in-memory ``IndexFlatIP`` over L2-normalised vectors (:class:`~.flat_rows.FlatRows`,
 which keeps the row id of each position itself: no ``IndexIDMap2`` reverse map to fill at open).  Row ids are
 insertion sequence numbers, so rows keep insertion order and results (ties included) are the same after a
-reopen.
+reopen.  A persisted store of an approximate ``vector_index`` kind holds no such copy: its rows are read from
+the segments' ``vectors.npy`` read on demand (``os.pread``, :class:`~.flat_rows.MappedRows`) through the
+descriptor each file's CRC32 was checked through at opening, so a file renamed over it later is never read;
+rows added since opening sit in an in-memory overlay until a flush writes them and they are read from there in
+turn.  A file changed in place (same inode) after the check would be read unchecked: segments are immutable and
+written by rename, so only someone with write access to the index could do that.
 
 On disk (``faiss/``) the files are kept by the segment layer shared with the BM25 store
 (:mod:`finderledge.storage.segments`: manifest, immutable segments, tombstones, tiered merges, garbage collection,
@@ -54,7 +59,7 @@ from ..storage.segments import (
 )
 from .ann_index import FLAT, MIN_CANDIDATES, MIN_ROWS, VECTOR_INDEXES, AnnIndex
 from .base import VectorStore
-from .flat_rows import FlatRows
+from .flat_rows import FileRows, FlatRows, MappedRows
 from .partition_rows import PartitionRows, live_rows
 
 __all__ = ["FaissVectorStore", "VectorIndexCorruptError", "open_faiss"]
@@ -164,7 +169,13 @@ class FaissVectorStore(VectorStore):
         self._mask_cache: dict[str, np.ndarray] = {}
         self.partition_key: str | None = None  # see set_partition_key
         self._partitions: PartitionRows | None = None  # built on the first pinned search
-        self._rows = FlatRows(faiss, self.dimension)
+        # an approximate kind persisted reads its rows from the checked segment files (rescoring reads only
+        # the candidates' pages); flat and in-memory stores hold them in the FAISS index
+        self._rows: FlatRows = (
+            FlatRows(faiss, self.dimension)
+            if path is None or vector_index == FLAT
+            else MappedRows(faiss, self.dimension)
+        )
         self.vector_index = vector_index
         # fewer live rows: exact search only (None: MIN_ROWS)
         self.ann_min_rows = max(1, int(MIN_ROWS if ann_min_rows is None else ann_min_rows))
@@ -181,7 +192,8 @@ class FaissVectorStore(VectorStore):
     # -- opening ------------------------------------------------------------------------------------
     def _open(self, files: SegmentFiles) -> None:
         with corrupt_on_error(files.manifest_path, VectorIndexCorruptError):  # whatever a crafted file raises
-            manifest, segments, id_lists, vectors = _load_manifest(files, self.dimension)
+            mapped = isinstance(self._rows, MappedRows)
+            manifest, segments, id_lists, vectors = _load_manifest(files, self.dimension, mapped)
             self._seq_of = _id_map(segments, id_lists, manifest["live_count"], files)
             _fill(self._rows, segments, id_lists, vectors, files)
             self._segments = segments
@@ -247,6 +259,7 @@ class FaissVectorStore(VectorStore):
     def _commit(self, files: SegmentFiles) -> None:
         """Write new segments and tombstones, then the manifest (the commit point); caller holds the lock."""
         files.prepare()
+        old_names = {s.name for s in self._segments}
         generation, next_segment = self._generation + 1, self._next_segment
         segments = [s for s in self._segments if s.n_live]
         if self._pending:
@@ -292,9 +305,30 @@ class FaissVectorStore(VectorStore):
         self._segments, self._generation, self._next_segment = final, generation, next_segment
         self._pending.clear()
         self._dirty = False
+        if isinstance(self._rows, MappedRows):
+            self._map_written(files, [s for s in final if s.name not in old_names])
+
+    def _map_written(self, files: SegmentFiles, written: Sequence[_Segment]) -> None:
+        """Read the rows of segments just written from their files from now on (once their CRC32 was
+        checked), so the overlay and the maps of merged segments are released; on failure the rows stay
+        where they are (still right) and the error is logged."""
+        assert isinstance(self._rows, MappedRows)
+        for seg in written:
+            try:
+                part = _checked_rows(
+                    files,
+                    files.segment_file(seg.name, VECTORS_FILE),
+                    seg.files[VECTORS_FILE],
+                    (seg.rows, self.dimension),
+                )
+            except IndexCorruptError as exc:
+                logger.warning("%s: keeping segment %s's rows where they were: %s", self.path, seg.name, exc)
+                continue
+            self._rows.relocate(seg.seq, part)
 
     def close(self) -> None:
-        """Nothing to release: the vectors live in the in-memory index (no file stays mapped)."""
+        """Nothing to release: a flat store's vectors live in the in-memory index; an approximate kind's
+        segment files' descriptors are closed when the store is collected."""
 
     # -- the approximate index ----------------------------------------------------------------------
     def set_vector_index(self, kind: str) -> None:
@@ -590,8 +624,8 @@ class FaissVectorStore(VectorStore):
 # Reading
 # --------------------------------------------------------------------------------------------------
 def _load_manifest(
-    files: SegmentFiles, dimension: int
-) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[tuple[np.ndarray, CrcCheck]]]:
+    files: SegmentFiles, dimension: int, mapped: bool = False
+) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[tuple[np.ndarray, CrcCheck | None]]]:
     """Read and check the manifest and every segment it names; returns it, the segments, their ids and
     their vectors (memory maps, dropped once the index holds them) with their pending CRC32 checks."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
@@ -608,9 +642,9 @@ def _load_manifest(
         raise err(mpath, "'segments' is not a list")
     segments: list[_Segment] = []
     id_lists: list[list[str]] = []
-    vectors: list[tuple[np.ndarray, CrcCheck]] = []
+    vectors: list[tuple[np.ndarray, CrcCheck | None]] = []
     for entry in entries:
-        seg, ids, vecs = _load_segment(files, entry, dimension, manifest["next_seq"])
+        seg, ids, vecs = _load_segment(files, entry, dimension, manifest["next_seq"], mapped)
         if any(seg.name == other.name for other in segments):
             raise err(mpath, f"segment {seg.name} is listed twice")
         # a flush reuses names from next_segment and generations after generation: they must be unused
@@ -659,7 +693,7 @@ def _fill(
     rows: FlatRows,
     segments: Sequence[_Segment],
     id_lists: Sequence[list[str]],
-    vectors: Sequence[tuple[np.ndarray, CrcCheck]],
+    vectors: Sequence[tuple[np.ndarray, CrcCheck | None]],
     files: SegmentFiles,
 ) -> None:
     """Copy the live rows of every segment into the empty ``rows`` in sequence order, straight into the
@@ -678,9 +712,15 @@ def _fill(
         raise VectorIndexCorruptError(files.manifest_path, "a sequence number occurs twice")
     target = np.empty(total, dtype=np.int64)
     target[order] = np.arange(total, dtype=np.int64)  # the position of each live row, segment by segment
+    if isinstance(rows, MappedRows):  # checked already: each row is read from its segment's file
+        part_of = np.repeat(np.arange(len(segments), dtype=np.int32), [len(r) for r in live])
+        row_of = np.concatenate(live).astype(np.int64) if total else np.empty(0, np.int64)
+        rows.fill_mapped(seqs, ids[order], [v for v, _ in vectors], part_of[order], row_of[order])
+        return
     matrix = rows.fill(seqs, ids[order])
     at = 0
     for seg, r, (vecs, crc) in zip(segments, live, vectors):
+        assert crc is not None
         _copy_checked(matrix, vecs, seg.live, target[at : at + len(r)], crc)
         at += len(r)
 
@@ -720,10 +760,11 @@ def _pending_segment(rows: Iterable[tuple[int, dict[str, Any]]]) -> _Segment:
 
 
 def _load_segment(
-    files: SegmentFiles, entry: Any, dimension: int, next_seq: int
-) -> tuple[_Segment, list[str], tuple[np.ndarray, CrcCheck]]:
+    files: SegmentFiles, entry: Any, dimension: int, next_seq: int, mapped: bool = False
+) -> tuple[_Segment, list[str], tuple[np.ndarray, CrcCheck | None]]:
     """Check one manifest entry and its files (sizes, CRC32s but the vectors', shapes); returns the segment,
-    its ids and its vectors (memory-mapped) with the check of their CRC32, made while they are copied."""
+    its ids and its vectors (memory-mapped) with the check of their CRC32, made while they are copied
+    (``mapped``: a :class:`FileRows` checked already, through the descriptor it reads; the check is None)."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
     if not isinstance(entry, dict):
         raise err(mpath, "a segment entry is not an object")
@@ -747,8 +788,13 @@ def _load_segment(
     meta_raw = files.read(path_of[META_FILE], infos[META_FILE])  # parsed when a filter needs it
     # every vector is copied into the in-memory index right after this: its CRC32 is computed over the
     # blocks as they are copied (_copy_checked; one read of the file), so a flipped byte is a rebuild, not NaNs
-    vectors, head = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
-    crc = CrcCheck(files.root / path_of[VECTORS_FILE], infos[VECTORS_FILE], err, head)
+    vectors: Any
+    crc: CrcCheck | None = None
+    if mapped:
+        vectors = _checked_rows(files, path_of[VECTORS_FILE], infos[VECTORS_FILE], (rows, dimension))
+    else:
+        vectors, head = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
+        crc = CrcCheck(files.root / path_of[VECTORS_FILE], infos[VECTORS_FILE], err, head)
     seg = _Segment(
         name=name,
         seq=seq,
@@ -769,6 +815,12 @@ def _load_segment(
         seg.n_deleted = count
         seg.deletes = {"gen": gen, "count": count, **info}
     return seg, ids, (vectors, crc)
+
+
+def _checked_rows(files: SegmentFiles, name: str, info: FileInfo, shape: tuple[int, int]) -> FileRows:
+    """The rows of vectors file ``name``, read on demand through the descriptor its CRC32 was checked through."""
+    fd, offset = files.checked_npy_fd(name, info, "<f4", shape)
+    return FileRows(fd, offset, shape[0], shape[1], files.root / name, VectorIndexCorruptError)
 
 
 # --------------------------------------------------------------------------------------------------

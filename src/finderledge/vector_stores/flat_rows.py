@@ -13,12 +13,14 @@ vector straight into it (no per-row insert, no second copy of the matrix).
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FlatRows", "grow_storage", "top_inner"]
+__all__ = ["FileRows", "FlatRows", "MappedRows", "RowView", "grow_storage", "top_inner"]
 
 FILL_ROOM = 32  # an opened index keeps room for 1/32 more rows (3% more memory) ...
 MIN_ROOM = 1024  # ... and at least this many
@@ -156,7 +158,234 @@ class FlatRows:
         ]
 
 
-def top_inner(queries: np.ndarray, matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+OVERLAY = -1  # the part number of rows held in memory (added since the store was opened)
+
+
+class FileRows:
+    """A segment's ``(rows, dimension)`` float32 vectors read on demand with ``os.pread`` from the descriptor
+    their CRC32 was checked through (owned here, closed when this is collected).  Not a memory map: a map's
+    page faults bring in the neighbouring pages too (the kernel's fault-around), so rescoring a few thousand
+    scattered candidates made a whole 100k-row file resident; a read brings in only the rows asked for."""
+
+    def __init__(self, fd: int, offset: int, rows: int, dimension: int, path: Any, error: Any) -> None:
+        self._fd, self._offset, self._path, self._error = fd, offset, path, error
+        self.shape = (rows, dimension)
+        self._row_bytes = 4 * dimension
+        weakref.finalize(self, os.close, fd)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _read(self, out: np.ndarray, start: int) -> None:
+        """Fill ``out`` (C-contiguous rows) with the rows from ``start`` on."""
+        want = out.nbytes
+        got = os.pread(self._fd, want, self._offset + start * self._row_bytes)
+        if len(got) != want:  # truncated in place after its check
+            raise self._error(self._path, f"read {len(got)} of {want} bytes")
+        out.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            lo, hi, _ = key.indices(self.shape[0])
+            out = np.empty((max(0, hi - lo), self.shape[1]), dtype=np.float32)
+            if len(out):
+                self._read(out, lo)
+            return out
+        rows = np.asarray(key, dtype=np.int64)
+        out = np.empty((len(rows), self.shape[1]), dtype=np.float32)
+        if not len(rows):
+            return out
+        order = np.argsort(rows, kind="stable")
+        ordered = rows[order]
+        breaks = np.flatnonzero(np.diff(ordered) != 1) + 1  # runs of consecutive rows: one read each
+        starts = np.concatenate([[0], breaks])
+        lengths = (np.diff(np.append(starts, len(ordered))) * self._row_bytes).tolist()
+        offsets = (self._offset + ordered[starts] * self._row_bytes).tolist()
+        fd, pread = self._fd, os.pread
+        data = b"".join([pread(fd, n, at) for n, at in zip(lengths, offsets)])
+        if len(data) != out.nbytes:  # truncated in place after its check
+            raise self._error(self._path, f"read {len(data)} of {out.nbytes} bytes")
+        out[order] = np.frombuffer(data, dtype=np.float32).reshape(out.shape)
+        return out
+
+
+class RowView:
+    """Rows of a :class:`MappedRows` read like a ``(rows, dimension)`` float32 matrix: ``view[a:b]`` and
+    ``view[positions]`` gather copies, reading only those rows of the segment files."""
+
+    def __init__(self, rows: MappedRows, positions: np.ndarray | None = None) -> None:
+        self._rows = rows
+        self._positions = positions  # None: every row, in order
+        n = len(rows) if positions is None else len(positions)
+        self.shape = (n, rows.dimension)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, slice):
+            picked = np.arange(self.shape[0], dtype=np.int64)[key]
+        else:
+            picked = np.asarray(key, dtype=np.int64)
+        if self._positions is not None:
+            picked = self._positions[picked]
+        return self._rows.gather(picked)
+
+
+class MappedRows(FlatRows):
+    """:class:`FlatRows` whose vectors are not copied into memory: the rows opened from segments are read
+    on demand from their ``vectors.npy`` (:class:`FileRows`: through the descriptor each file's CRC32 was
+    checked through), and only rows added since opening are held in memory (an overlay).  Row ``i`` is row
+    ``_row[i]`` of part ``_part[i]`` (a segment's rows, or :data:`OVERLAY`).
+
+    Used by the approximate kinds (``vector_index``), whose searches read only their candidates' rows: the
+    serving process's resident memory is the approximate index plus the pages of the rows it rescored."""
+
+    def __init__(self, faiss: Any, dimension: int) -> None:
+        super().__init__(faiss, dimension)
+        self.flat = None  # no FAISS storage: nothing here holds every vector
+        self._parts: list[
+            Any
+        ] = []  # (rows, dimension) float32 arrays or FileRows: a slice or rows give a copy
+        self._part = np.empty(0, dtype=np.int32)
+        self._row = np.empty(0, dtype=np.int64)
+        self._overlay = np.empty((0, dimension), dtype=np.float32)
+        self._overlay_n = 0
+
+    def reserve(self, rows: int) -> None:
+        """Make room in the overlay for ``rows`` rows in all (the mapped rows are not copied), so a big
+        catch-up's adds never regrow it, copying the overlay with the old and the new buffer both held."""
+        need = self._overlay_n + max(0, rows - self._n)
+        if need > len(self._overlay):
+            grown = np.empty((need, self.dimension), dtype=np.float32)
+            grown[: self._overlay_n] = self._overlay[: self._overlay_n]
+            self._overlay = grown
+
+    def fill(self, seqs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        raise RuntimeError("MappedRows: use fill_mapped")
+
+    def fill_mapped(
+        self,
+        seqs: np.ndarray,
+        ids: np.ndarray,
+        parts: Sequence[Any],
+        part_of: np.ndarray,
+        row_of: np.ndarray,
+    ) -> None:
+        """Hold rows ``seqs`` (ascending) with chunk ids ``ids``: row ``i`` is row ``row_of[i]`` of
+        ``parts[part_of[i]]`` (a segment's :class:`FileRows`)."""
+        if self._n:
+            raise RuntimeError("MappedRows.fill_mapped: rows are held already")
+        self._check_ascending(seqs)
+        self._parts = list(parts)
+        self._seq = np.asarray(seqs, dtype=np.int64).copy()
+        self._ids = np.asarray(ids, dtype=object)
+        self._part = np.asarray(part_of, dtype=np.int32).copy()
+        self._row = np.asarray(row_of, dtype=np.int64).copy()
+        self._n = len(self._seq)
+
+    def append(self, vectors: np.ndarray, seqs: np.ndarray, ids: Sequence[str]) -> None:
+        """Append normalised ``vectors`` as rows ``seqs`` (ascending above every row held), into the overlay."""
+        self._check_ascending(seqs)
+        count = len(seqs)
+        need = self._overlay_n + count
+        if need > len(self._overlay):
+            grown = np.empty((max(need, 2 * len(self._overlay), 1024), self.dimension), dtype=np.float32)
+            grown[: self._overlay_n] = self._overlay[: self._overlay_n]
+            self._overlay = grown
+        self._overlay[self._overlay_n : need] = vectors
+        rows = np.arange(self._overlay_n, need, dtype=np.int64)
+        self._overlay_n = need
+        n = self._n
+        self._seq = np.concatenate([self._seq[:n], np.asarray(seqs, dtype=np.int64)])
+        self._ids = np.concatenate([self._ids[:n], np.array(list(ids) + [None], dtype=object)[:-1]])
+        self._part = np.concatenate([self._part[:n], np.full(count, OVERLAY, dtype=np.int32)])
+        self._row = np.concatenate([self._row[:n], rows])
+        self._n = n + count
+
+    def remove(self, seqs: np.ndarray) -> None:
+        """Remove the rows ``seqs`` (each must be held); the others keep their order (an overlay row's
+        vector stays in the overlay, unused)."""
+        if len(seqs) == 0:
+            return
+        keep = np.ones(self._n, dtype=bool)
+        keep[self.positions(seqs)] = False
+        self._seq, self._ids = self.seq[keep], self.ids[keep]
+        self._part, self._row = self._part[: self._n][keep], self._row[: self._n][keep]
+        self._n = len(self._seq)
+
+    def relocate(self, seqs: np.ndarray, part: Any) -> None:
+        """Read rows ``seqs`` (ascending, all held) from now on from ``part`` (a :class:`FileRows` holding exactly
+        them, in order: a segment just written from them and checked), then drop what no row reads any more."""
+        if len(seqs) == 0:
+            return
+        positions = self.positions(seqs)
+        self._parts.append(part)
+        self._part[positions] = len(self._parts) - 1
+        self._row[positions] = np.arange(len(seqs), dtype=np.int64)
+        self._compact()
+
+    def _compact(self) -> None:
+        """Forget (close) segment parts no row reads (their files may be deleted) and shrink an unused overlay."""
+        part = self._part[: self._n]
+        used = np.unique(part)
+        mapped = used[used >= 0]
+        renumber = np.full(len(self._parts), -2, dtype=np.int32)
+        renumber[mapped] = np.arange(len(mapped), dtype=np.int32)
+        self._parts = [self._parts[i] for i in mapped.tolist()]
+        in_overlay = part == OVERLAY
+        new_part = np.where(in_overlay, OVERLAY, renumber[np.maximum(part, 0)]).astype(np.int32)
+        if not bool(np.any(in_overlay)):
+            self._overlay, self._overlay_n = np.empty((0, self.dimension), dtype=np.float32), 0
+        elif int(np.count_nonzero(in_overlay)) < self._overlay_n // 2:  # mostly dead: copy the live rows
+            rows = self._row[: self._n][in_overlay]
+            self._overlay = np.ascontiguousarray(self._overlay[rows])
+            self._overlay_n = len(rows)
+            self._row[: self._n][in_overlay] = np.arange(len(rows), dtype=np.int64)
+        self._part = new_part
+
+    # -- reading ------------------------------------------------------------------------------------
+    def gather(self, positions: np.ndarray) -> np.ndarray:
+        """The vectors of rows at ``positions`` (a C-contiguous float32 copy)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.empty((len(positions), self.dimension), dtype=np.float32)
+        if not len(positions):
+            return out
+        part, row = self._part[positions], self._row[positions]
+        for p in np.unique(part).tolist():
+            src = self._overlay if p == OVERLAY else self._parts[p]
+            mask = part == p
+            picked = row[mask]
+            if len(picked) > 1 and int(picked[-1]) - int(picked[0]) == len(picked) - 1 and bool(np.all(mask)):
+                out[:] = src[int(picked[0]) : int(picked[-1]) + 1]  # a run: one slice copy
+            else:
+                out[mask] = src[picked]
+        return out
+
+    def matrix(self) -> Any:
+        """Every row, read like a matrix (:class:`RowView`: indexing gathers copies)."""
+        return RowView(self)
+
+    def vectors_of(self, seqs: np.ndarray) -> np.ndarray:
+        return self.gather(self.positions(seqs))
+
+    def search(
+        self, queries: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """The ``k`` best rows for each of ``queries`` (normalised), among positions ``allowed`` if given: an
+        exact scan, a block of rows at a time read from the segment files (the overlay from memory)."""
+        view = RowView(self, None if allowed is None else np.asarray(allowed, dtype=np.int64))
+        scores, found = top_inner(np.ascontiguousarray(queries, dtype=np.float32), view, k)
+        if allowed is not None:
+            found = np.where(found >= 0, np.asarray(allowed, dtype=np.int64)[np.maximum(found, 0)], -1)
+        ids = self._ids
+        return [
+            [(ids[p], s) for s, p in zip(row_scores.tolist(), row_found.tolist()) if p >= 0]
+            for row_scores, row_found in zip(scores, found)
+        ]
+
+
+def top_inner(queries: np.ndarray, matrix: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` largest inner products of each query with ``matrix``'s rows: scores and row positions, best
     first, ``-1`` past the rows there are (as FAISS returns them).  The scores are FAISS's to float rounding
     (BLAS sums in another order), so scores that differ by less than that may come in another order."""
