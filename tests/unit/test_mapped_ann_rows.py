@@ -159,3 +159,22 @@ def test_a_segment_truncated_in_place_after_its_check_is_corruption(built: tuple
     q = _clustered(1, seed=8)[0]
     with pytest.raises(VectorIndexCorruptError, match="read .* of .* bytes"):
         store._rows.search(q[None], 5)
+
+
+@pytest.mark.parametrize("where", ["pread", "seek and read"])
+def test_file_rows_read_the_rows_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Rows read on demand equal the matrix, with ``os.pread`` and with the fallback where it is missing."""
+    from finderledge.vector_stores import flat_rows
+
+    if where != "pread":
+        monkeypatch.setattr(flat_rows, "pread", flat_rows._seek_read)
+    matrix = np.random.default_rng(7).standard_normal((50, 6)).astype(np.float32)
+    path = tmp_path / "rows.bin"
+    path.write_bytes(b"HEAD" + matrix.tobytes())
+    fd = os.open(path, os.O_RDONLY)
+    rows = FileRows(fd, 4, 50, 6, path, VectorIndexCorruptError)
+    picked = [3, 4, 5, 40, 0, 49, 4]
+    assert np.array_equal(rows[picked], matrix[picked])
+    assert np.array_equal(rows[10:20], matrix[10:20])

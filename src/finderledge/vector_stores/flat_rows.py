@@ -14,6 +14,7 @@ vector straight into it (no per-row insert, no second copy of the matrix).
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -159,10 +160,22 @@ class FlatRows:
 
 
 OVERLAY = -1  # the part number of rows held in memory (added since the store was opened)
+_SEEK_LOCK = threading.Lock()
+
+
+def _seek_read(fd: int, size: int, offset: int) -> bytes:
+    """``os.pread`` where there is none (Windows): a seek and a read, one thread at a time."""
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, size)
+
+
+#: read ``size`` bytes at ``offset`` of a descriptor without moving a position other threads share
+pread: Any = getattr(os, "pread", _seek_read)
 
 
 class FileRows:
-    """A segment's ``(rows, dimension)`` float32 vectors read on demand with ``os.pread`` from the descriptor
+    """A segment's ``(rows, dimension)`` float32 vectors read on demand with :data:`pread` from the descriptor
     their CRC32 was checked through (owned here, closed when this is collected).  Not a memory map: a map's
     page faults bring in the neighbouring pages too (the kernel's fault-around), so rescoring a few thousand
     scattered candidates made a whole 100k-row file resident; a read brings in only the rows asked for."""
@@ -179,7 +192,7 @@ class FileRows:
     def _read(self, out: np.ndarray, start: int) -> None:
         """Fill ``out`` (C-contiguous rows) with the rows from ``start`` on."""
         want = out.nbytes
-        got = os.pread(self._fd, want, self._offset + start * self._row_bytes)
+        got = pread(self._fd, want, self._offset + start * self._row_bytes)
         if len(got) != want:  # truncated in place after its check
             raise self._error(self._path, f"read {len(got)} of {want} bytes")
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
@@ -201,8 +214,8 @@ class FileRows:
         starts = np.concatenate([[0], breaks])
         lengths = (np.diff(np.append(starts, len(ordered))) * self._row_bytes).tolist()
         offsets = (self._offset + ordered[starts] * self._row_bytes).tolist()
-        fd, pread = self._fd, os.pread
-        data = b"".join([pread(fd, n, at) for n, at in zip(lengths, offsets)])
+        fd, read = self._fd, pread
+        data = b"".join([read(fd, n, at) for n, at in zip(lengths, offsets)])
         if len(data) != out.nbytes:  # truncated in place after its check
             raise self._error(self._path, f"read {len(data)} of {out.nbytes} bytes")
         out[order] = np.frombuffer(data, dtype=np.float32).reshape(out.shape)
