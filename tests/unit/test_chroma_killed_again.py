@@ -1,5 +1,5 @@
-"""A search answers while other processes are killed inside Chroma one after another (the CI failure of
-stop 47: a reader rebuilt the folder a killed writer left unsealed, and before its search ran again the next
+"""A search answers while other processes are killed inside Chroma one after another (a CI failure of the
+90 s stress run: a reader rebuilt the folder a killed writer left unsealed, and before its search ran again the next
 killed writer had left the rebuilt folder unsealed too, so the search raised ``UnsealedError``).
 
 A process SIGKILLed while Chroma writes its folder leaves a new generation and an open seal (``seal.json``
