@@ -18,6 +18,13 @@ metadata).  Semantics are :class:`~finderledge.ledgers.sqlite.SQLiteLedger`'s, w
   process dies.  Keys are 64-bit hashes of ``finderledge:<purpose>:<schema>``: two schemas never contend.
 * **Reads** come from a connection pool (any thread); :meth:`PostgresLedger.snapshot` pins one connection to
   the thread in a ``REPEATABLE READ`` transaction.
+* **A chunk's text is stored once** (schema version 5, :data:`POSTGRES_SCHEMA_VERSION`; SQLite's version 5
+  rule, extended): a chunk whose text is its document's whole text stores none (``content`` NULL, no span);
+  a chunk whose text is an exact slice of its document's stores the span (``text_start``, ``text_length``, in
+  code points, :func:`~finderledge.ledgers.rows.text_spans`); any other chunk (re-serialised JSON, a text
+  with NUL) stores its text as before.  Reads rebuild the text in SQL from the document row
+  (:attr:`PostgresDialect.chunk_read`).  A version 4 schema (every chunk's text stored) is migrated at open,
+  under the init lock, in one transaction (catalog changes only: its rows are read as they are).
 * PostgreSQL text cannot hold NUL: a text with NUL is stored JSON-encoded and flagged (``content_json``);
   metadata is kept as JSON text (exact, as SQLite keeps it); a source or id with NUL is refused.
 * **No secrets** in messages: the ledger is named ``postgresql://host:port/dbname#schema``; connection errors
@@ -68,12 +75,14 @@ from .base import (
 )
 from .bulk import COPY_MIN_ROWS, BulkLoad, CopyWriter, copy_vectors, owned_elsewhere, recover
 from .postings import Postings
+from .rows import RowDamage, text_spans
 from .sql import SQLDialect, SQLLedger
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "POSTGRES_SCHEMA_VERSION",
     "PgWriteLock",
     "PostgresConnectionError",
     "PostgresDialect",
@@ -85,6 +94,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 VECTORS_TABLE = "vectors"
+#: The layout this ledger writes: version 5 stores a chunk's text once (see the module docstring); a version 4
+#: schema (:data:`~finderledge.ledgers.base.SCHEMA_VERSION`) is migrated to it at open.
+POSTGRES_SCHEMA_VERSION = 5
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -105,8 +117,8 @@ def _ledger_ddl(schema: str) -> list[Any]:
         "CREATE INDEX IF NOT EXISTS documents_document_id ON {s}.documents (document_id, seq)",
         (
             "CREATE TABLE IF NOT EXISTS {s}.chunks (id text PRIMARY KEY, parent_id text NOT NULL,"
-            " split_index integer NOT NULL, content text NOT NULL, content_json boolean NOT NULL DEFAULT false,"
-            " metadata text NOT NULL, text_hash text)"
+            " split_index integer NOT NULL, content text, content_json boolean NOT NULL DEFAULT false,"
+            " metadata text NOT NULL, text_hash text, text_start integer, text_length integer)"
         ),
         "CREATE INDEX IF NOT EXISTS chunks_parent ON {s}.chunks (parent_id, split_index)",
         _TEXT_HASH_INDEX,
@@ -123,6 +135,11 @@ def _ledger_ddl(schema: str) -> list[Any]:
 
 
 _TEXT_HASH_INDEX = "CREATE INDEX IF NOT EXISTS chunks_text_hash ON {s}.chunks (text_hash)"
+# version 4 -> 5: catalog changes only (no row is rewritten: a version 4 row reads as its own text)
+_MIGRATE_TO_5 = (
+    "ALTER TABLE {s}chunks ALTER COLUMN content DROP NOT NULL,"
+    " ADD COLUMN IF NOT EXISTS text_start integer, ADD COLUMN IF NOT EXISTS text_length integer"
+)
 
 
 def _dumps(md: dict[str, Any]) -> str:
@@ -284,9 +301,25 @@ class PostgresDialect(SQLDialect):
         "metadata",
         "document_id",
     )
-    chunk_columns = ("id", "parent_id", "split_index", "content", "content_json", "metadata", "text_hash")
+    chunk_columns = (
+        "id",
+        "parent_id",
+        "split_index",
+        "content",
+        "content_json",
+        "metadata",
+        "text_hash",
+        "text_start",
+        "text_length",
+    )
     document_read = "id, source, content_hash, state, content, content_json, metadata"
-    chunk_read = "c.id, c.parent_id, c.split_index, c.content, c.content_json, c.metadata"
+    # a chunk's text: its own, else its document's whole text or a span of it (NULL: no document row)
+    chunk_read = (
+        "c.id, c.parent_id, c.split_index, CASE WHEN c.content IS NOT NULL THEN c.content"
+        " WHEN c.text_start IS NULL THEN d.content ELSE substr(d.content, c.text_start + 1, c.text_length) END,"
+        " c.content_json, c.metadata"
+    )
+    document_join = " LEFT JOIN {s}documents d ON d.id = c.parent_id"
     embedding_read = ", v.embedding::real[]"
     embedding_join = f" LEFT JOIN {{s}}{VECTORS_TABLE} v ON v.id = c.id"
     # for each point, the first complete document at or after it by seq (documents_state), then its first
@@ -322,6 +355,9 @@ class PostgresDialect(SQLDialect):
         with connect_checked(url, self.name) as conn:
             self._ext_schema = prepare_schema(conn, schema, self.name)
             self._create(conn)
+            # spans count code points: substr does only where the database stores text as UTF-8
+            row = conn.execute("SELECT current_setting('server_encoding')").fetchone()
+            self._spans = row is not None and str(row[0]).upper() in ("UTF8", "UTF-8")
             if dimension_hint is not None:
                 self.ensure_dimension(conn, int(dimension_hint))
             else:
@@ -353,6 +389,18 @@ class PostgresDialect(SQLDialect):
                         f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
                         "FinderLedge ledger's; choose another schema"
                     )
+                if version == str(SCHEMA_VERSION):  # checked again, and refused if not ours, by the ledger
+                    conn.execute(self.sql(_MIGRATE_TO_5))
+                    conn.execute(
+                        self.sql("UPDATE {s}info SET value = ? WHERE key = 'schema_version'"),
+                        (str(POSTGRES_SCHEMA_VERSION),),
+                    )
+                    logger.info(
+                        "ledger %s: schema version %s migrated to %s (chunk texts stored once from now on)",
+                        self.name,
+                        version,
+                        POSTGRES_SCHEMA_VERSION,
+                    )
                 return
             for statement in _ledger_ddl(self.schema):
                 conn.execute(statement)
@@ -361,7 +409,7 @@ class PostgresDialect(SQLDialect):
                     "INSERT INTO {s}info (key, value) VALUES ('schema_version', ?), ('index_uuid', ?)"
                     " ON CONFLICT (key) DO NOTHING"
                 ),
-                (str(SCHEMA_VERSION), uuid.uuid4().hex),
+                (str(POSTGRES_SCHEMA_VERSION), uuid.uuid4().hex),
             )
             logger.info("ledger %s: created", self.name)
 
@@ -502,16 +550,45 @@ class PostgresDialect(SQLDialect):
         )
 
     def chunk_row(self, chunk: ChunkRecord, parent: DocumentRecord | None, text_hash: str) -> tuple[Any, ...]:
+        """Without a span (a chunk that is its document's whole text stores none: see :meth:`chunk_rows`)."""
+        return self._chunk_row(chunk, parent, text_hash, None)
+
+    def chunk_rows(
+        self, chunks: Sequence[ChunkRecord], parents: dict[str, DocumentRecord], hashes: Sequence[str]
+    ) -> list[tuple[Any, ...]]:
+        """Each chunk's text stored once: none when it is its document's whole text, its span when it is a
+        slice of it (the spans of one document's chunks found in split order), else the text."""
+        spans: list[tuple[int, int] | None] = [None] * len(chunks)
+        if self._spans:
+            of: dict[str, list[int]] = {}
+            for i, c in enumerate(chunks):
+                parent = parents.get(c.parent_id)
+                if (
+                    parent is not None
+                    and c.content != parent.content
+                    and not _UNSTORABLE.search(parent.content)
+                ):
+                    of.setdefault(c.parent_id, []).append(i)
+            for parent_id, at in of.items():
+                at.sort(key=lambda i: chunks[i].split_index)
+                found = text_spans(parents[parent_id].content, [chunks[i].content for i in at])
+                for i, span in zip(at, found):
+                    spans[i] = span
+        return [
+            self._chunk_row(c, parents.get(c.parent_id), h, span) for c, h, span in zip(chunks, hashes, spans)
+        ]
+
+    def _chunk_row(
+        self, chunk: ChunkRecord, parent: DocumentRecord | None, text_hash: str, span: tuple[int, int] | None
+    ) -> tuple[Any, ...]:
+        head = (_checked(chunk.id, "chunk id"), chunk.parent_id, chunk.split_index)
+        md = _dumps(chunk.metadata)
+        if parent is not None and chunk.content == parent.content and not _UNSTORABLE.search(parent.content):
+            return (*head, None, False, md, text_hash, None, None)  # its document's whole text
+        if span is not None:
+            return (*head, None, False, md, text_hash, span[0], span[1])
         content, is_json = _text_in(chunk.content)
-        return (
-            _checked(chunk.id, "chunk id"),
-            chunk.parent_id,
-            chunk.split_index,
-            content,
-            is_json,
-            _dumps(chunk.metadata),
-            text_hash,
-        )
+        return (*head, content, is_json, md, text_hash, None, None)
 
     def document_fields(self, row: Sequence[Any]) -> tuple[str, str | None, str, str, str, Any]:
         return row[0], row[1], row[2], row[3], _text_out(row[4], row[5]), row[6]
@@ -523,6 +600,8 @@ class PostgresDialect(SQLDialect):
     def chunk(
         self, row: Sequence[Any], with_embedding: bool, info: Callable[[str], str | None]
     ) -> ChunkRecord:
+        if row[3] is None:  # stored as its document's text, and the document row is gone (damage)
+            raise RowDamage(f"its text is its document's, and document {row[1]} is not in the ledger")
         emb = None
         if with_embedding and row[6] is not None:
             emb = np.asarray(row[6], dtype=np.float32)
@@ -659,7 +738,7 @@ class PostgresLedger(SQLLedger):
         self._pg = PostgresDialect(url, schema, dimension_hint)
         super().__init__(self._pg)
         try:
-            check_schema_version(self.name, self.get_info("schema_version"))
+            check_schema_version(self.name, self.get_info("schema_version"), POSTGRES_SCHEMA_VERSION)
         except BaseException:
             self.close()
             raise

@@ -331,7 +331,9 @@ def _index_stored(tx: Any, dialect: PostgresDialect, tok: Tokenizer, partition_k
         logger.info("ledger %s: indexing %d stored chunks for the keyword index", dialect.name, len(ids))
     for at in range(0, len(ids), _BATCH):
         rows = tx.execute(
-            dialect.sql(f"SELECT {dialect.chunk_read} FROM {{s}}chunks c WHERE c.id = ANY(?)"),
+            dialect.sql(
+                f"SELECT {dialect.chunk_read} FROM {{s}}chunks c{dialect.document_join} WHERE c.id = ANY(?)"
+            ),
             (ids[at : at + _BATCH],),
         ).fetchall()
         chunks = [dialect.chunk(r, False, lambda key: None) for r in rows]

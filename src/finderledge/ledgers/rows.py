@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ __all__ = [
     "encode_chunk_metadata",
     "encode_document_metadata",
     "owner_of",
+    "text_spans",
 ]
 
 logger = logging.getLogger(__name__)
@@ -254,6 +255,36 @@ def decode_chunk_metadata(
         md.update(over)
         return dict(sorted(md.items()))
     return md
+
+
+#: a chunk's text is stored as a span of its document's only when it ends within this many characters of the
+#: document's start: reading a span decompresses the document's stored text up to the span's end (PostgreSQL
+#: TOAST), so a chunk far into a very long document keeps its own text (a read stays ~1 ms at most)
+SPAN_MAX_END = 262_144
+_SPAN_MISSES = 8  # chunks of one document not found in its text after which the rest are not looked for
+
+
+def text_spans(document: str, texts: Sequence[str]) -> list[tuple[int, int] | None]:
+    """For each chunk text of one document (in split order), ``(start, length)`` in code points (Python's
+    ``str`` indices; PostgreSQL's ``substr`` in a UTF-8 database) where ``document[start:start + length]`` is
+    exactly that text and ends within :data:`SPAN_MAX_END`; None where it is not a slice of it (normalised
+    or re-serialised text: JSON) and must be stored whole.  Chunks come in order and may overlap: each is
+    looked for from just after the previous one's start (as the splitter finds sections), then from 0."""
+    spans: list[tuple[int, int] | None] = []
+    cursor = misses = 0
+    for text in texts:
+        found = -1
+        if misses < _SPAN_MISSES and len(text) <= SPAN_MAX_END:
+            found = document.find(text, cursor, SPAN_MAX_END)
+            if found < 0 and cursor:
+                found = document.find(text, 0, SPAN_MAX_END)
+        if found < 0:
+            misses += 1
+            spans.append(None)
+            continue
+        cursor = found + 1
+        spans.append((found, len(text)))
+    return spans
 
 
 def decode_embedding(blob: Any, dimension: int | None) -> np.ndarray:

@@ -137,6 +137,13 @@ class SQLDialect(ABC):
     def chunk_row(self, chunk: ChunkRecord, parent: DocumentRecord | None, text_hash: str) -> tuple[Any, ...]:
         """The values of :attr:`chunk_columns`; ``parent``: its document, when written in the same write."""
 
+    def chunk_rows(
+        self, chunks: Sequence[ChunkRecord], parents: dict[str, DocumentRecord], hashes: Sequence[str]
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`chunk_row` of each chunk (``parents``: the documents written with them, by id); a dialect
+        that stores a chunk's text as a span of its document's finds the spans of a document's chunks here."""
+        return [self.chunk_row(c, parents.get(c.parent_id), h) for c, h in zip(chunks, hashes)]
+
     @abstractmethod
     def document_fields(self, row: Sequence[Any]) -> tuple[str, str | None, str, str, str, Any]:
         """``(id, source, content_hash, state, content, stored metadata)`` of a row of :attr:`document_read`."""
@@ -327,7 +334,7 @@ class SQLLedger(Ledger):
         hashes = [
             content_id(embedded_text(c.content, c.metadata)) for c in chunks
         ]  # the text its vector embeds
-        rows = [self.dialect.chunk_row(c, found.get(c.parent_id), h) for c, h in zip(chunks, hashes)]
+        rows = self.dialect.chunk_rows(chunks, found, hashes)
         return rows, [(h, c) for c, h in zip(chunks, hashes) if c.embedding is not None]
 
     def _log(self, tx: Any, op: str, entries: Sequence[tuple[str, int]]) -> list[int]:
