@@ -24,6 +24,7 @@ from pg_server import fresh_schema
 from finderledge import FinderLedge
 from finderledge.errors import IncompatibleIndexError
 from finderledge.ledgers import COMPLETE, ChunkRecord, DocumentRecord, SQLiteLedger
+from finderledge.ledgers.bulk import COPY_MIN_ROWS
 from finderledge.ledgers.postgres import POSTGRES_SCHEMA_VERSION, PostgresLedger
 from finderledge.ledgers.rows import SPAN_MAX_END, text_spans
 
@@ -116,6 +117,7 @@ def test_chunk_texts_are_stored_once_and_read_back_exactly(
         _add(pg)
         expected = _texts(local)
         assert all(len(expected[i]) > 3 for i in ("en", "ja", "json")) and len(expected["short"]) == 1
+        assert sum(map(len, expected.values())) >= COPY_MIN_ROWS  # one write: the chunk rows went in by COPY
         assert _texts(pg) == expected  # chunks_of: every text exactly the splitter's
         ids = [cid for chunks in expected.values() for cid, _ in chunks]
         assert [(c.id, c.content) for c in pg.ledger.get_chunks(ids)] == [
@@ -268,7 +270,8 @@ def test_a_schema_the_previous_release_wrote_is_migrated_at_open(
     refused = _run_main(
         f"""
         from finderledge.errors import IncompatibleIndexError
-        from finderledge.ledgers.postgres import PostgresLedger
+        from finderledge.ledgers.bulk import COPY_MIN_ROWS
+from finderledge.ledgers.postgres import PostgresLedger
         try:
             PostgresLedger({pg_url!r}, schema={schema!r})
         except IncompatibleIndexError as exc:
