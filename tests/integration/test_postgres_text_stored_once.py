@@ -270,8 +270,7 @@ def test_a_schema_the_previous_release_wrote_is_migrated_at_open(
     refused = _run_main(
         f"""
         from finderledge.errors import IncompatibleIndexError
-        from finderledge.ledgers.bulk import COPY_MIN_ROWS
-from finderledge.ledgers.postgres import PostgresLedger
+        from finderledge.ledgers.postgres import PostgresLedger
         try:
             PostgresLedger({pg_url!r}, schema={schema!r})
         except IncompatibleIndexError as exc:
