@@ -90,6 +90,24 @@ def query_widening(
         limit *= 4
 
 
+def close_sealed(
+    client: Any, seal: Seal | None, path: Path | None, what: str, tolerated: type[Exception]
+) -> Seal | None:
+    """Close a qdrant-client, then seal its local folder (``path``) as it left it; a ``tolerated`` error leaves
+    the folder unsealed (the next open rebuilds it from the ledger) and is logged.  Returns the seal still to
+    write: None once written or given up, ``seal`` when there was no folder to seal."""
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+    if seal is None or path is None or not path.is_dir():
+        return seal
+    try:
+        seal.reseal_if_changed()
+    except tolerated as exc:
+        logger.warning("closing %s without sealing its files: %s", what, exc)
+    return None
+
+
 class QdrantVectorStore(VectorStore):
     """One Qdrant collection of FinderLedge chunks: on a server (``url``), in a local folder, or in memory.
 
@@ -224,15 +242,7 @@ class QdrantVectorStore(VectorStore):
         return int(self._client.count(self.collection, exact=True).count)
 
     def close(self) -> None:
-        close = getattr(self._client, "close", None)
-        if callable(close):
-            close()
-        if self._seal is not None and self.path is not None and self.path.is_dir():
-            try:
-                self._seal.reseal_if_changed()
-            except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
-                logger.warning("closing the local Qdrant without sealing its files: %s", exc)
-            self._seal = None
+        self._seal = close_sealed(self._client, self._seal, self.path, "the local Qdrant", StorageFullError)
 
 
 def open_client(

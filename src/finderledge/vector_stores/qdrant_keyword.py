@@ -41,7 +41,7 @@ from ..errors import IncompatibleIndexError
 from ..partitions import PartitionFilter
 from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict, tokenizer_spec
 from .base import LOCAL, SHARED
-from .qdrant import BATCH, import_qdrant, open_client, point_id, query_widening
+from .qdrant import BATCH, close_sealed, import_qdrant, open_client, point_id, query_widening
 from .qdrant_filter import ID_KEY, qdrant_payload
 
 __all__ = ["DRIFT", "SPARSE", "QdrantKeywordIndex", "keyword_collection", "term_id"]
@@ -428,15 +428,8 @@ class QdrantKeywordIndex:
         """Nothing is buffered here."""
 
     def close(self, *, flush: bool = True) -> None:
-        close = getattr(self._client, "close", None)
-        if callable(close):
-            close()
-        if self._seal is not None and self.path is not None and self.path.is_dir():
-            try:
-                self._seal.reseal_if_changed()
-            except OSError as exc:
-                logger.warning("closing the local Qdrant keyword index without sealing its files: %s", exc)
-            self._seal = None
+        where = "the local Qdrant keyword index"
+        self._seal = close_sealed(self._client, self._seal, self.path, where, OSError)
 
 
 def open_qdrant_keyword(
