@@ -192,8 +192,9 @@ class Settings:
     partition_key: str | None = _setting(None, PARTITION_KEY, recorded=True)
     # where the keyword leg scores BM25: "local" (this process's replica of the index) or "engine" (postings the
     # PostgreSQL ledger keeps in its transactions with database_url, or sparse vectors in Qdrant with
-    # vector_store="qdrant"; docs/scaling.md says when to pick which)
-    keyword_index: str = _setting("local", _one_of(KEYWORD_INDEXES))
+    # vector_store="qdrant"; docs/scaling.md says when to pick which); recorded: a reopened index (check --repair
+    # included) searches the leg it was built with unless told otherwise, and a different one given is recorded
+    keyword_index: str = _setting("local", _one_of(KEYWORD_INDEXES), recorded=True)
     # the reranker (the ``reranker`` argument) rescores the fused top rerank_candidates of each search; one
     # that fails to load or score warns and searches keep the fused order ("raise": the error is raised)
     rerank_candidates: int = _setting(20, POSITIVE_INT)

@@ -30,6 +30,7 @@ from .ranking.calibration import LedgerCalibrator
 from .ranking.finder import Finder
 from .ranking.legs import KeywordLeg, VectorLeg
 from .ranking.reranker import Reranker, create_reranker
+from .replica.checking import QDRANT_KEYWORD
 from .replica.core import LocalRecords, Replica
 from .storage.files import Storage
 from .storage.locking import WriteLock
@@ -289,6 +290,8 @@ def _assemble(
         recorded["chunk_context"] = False  # built before chunk_context existed: its chunks carry no context
     if recorded and "vector_index" not in recorded:
         recorded["vector_index"] = "flat"  # built before vector_index existed: exact search
+    if recorded and "keyword_index" not in recorded:  # recorded before it was: the leg its checkpoints name
+        recorded["keyword_index"] = "engine" if ledger.get_info(QDRANT_KEYWORD) is not None else "local"
     # the recorded model is never a default: opening must not load a model or call a service the caller did
     # not name (a crafted directory could name any path or API); it is checked in _choose_model
     resolved = Settings.resolve(
@@ -417,7 +420,7 @@ def _keyword_backend(
         return lambda: cast(  # the keyword leg scored in Qdrant: the same search and write interface
             KeywordStore,
             open_qdrant_keyword(place, keyword_tokenizer, k1, b, url=q_url, collection=q_collection),
-        ), f"index:keyword:qdrant{where}" if q_url is not None else "index:keyword:qdrant_keyword"
+        ), f"index:keyword:qdrant{where}" if q_url is not None else QDRANT_KEYWORD
     return lambda: cast(  # the keyword leg scored in PostgreSQL: the same search interface
         KeywordStore, open_engine_index(ledger, keyword_tokenizer, k1, b, settings.partition_key)
     ), "index:keyword"
@@ -644,8 +647,24 @@ def _record_settings(engine: Engine, recorded: Mapping[str, Any]) -> None:
             recorded.get("partition_key"),
         )
         ledger.set_info("settings", json.dumps({**recorded, "partition_key": wanted["partition_key"]}))
+    if recorded and recorded.get("keyword_index") != wanted["keyword_index"]:
+        _record_keyword_index(engine, recorded.get("keyword_index"))
     if ledger.get_info("embedding_model_id") is None:
         ledger.set_info("embedding_model_id", engine.model_id)
+
+
+def _record_keyword_index(engine: Engine, was: Any) -> None:
+    """Record the keyword leg given for a directory built with the other one: both are kept from the ledger (the
+    one not searched meanwhile catches up when opened again), and a later open without the setting, ``check
+    --repair`` included, searches and repairs the one recorded last."""
+    logger.warning(
+        "%s: keyword_index %r recorded (was %r): opening it without keyword_index now searches that leg",
+        engine.directory or "the database",
+        engine.settings.keyword_index,
+        was,
+    )
+    now = json.loads(engine.ledger.get_info("settings") or "{}")  # as recorded above
+    engine.ledger.set_info("settings", json.dumps({**now, "keyword_index": engine.settings.keyword_index}))
 
 
 def _replace_vector_store(engine: Engine, old: str) -> None:

@@ -18,55 +18,13 @@ from typing import Any
 
 import pytest
 from pg_server import fresh_schema
+from texts import EN_WORDS
 
 from finderledge import FinderLedge
 from finderledge.errors import ConfigurationError, IncompatibleIndexError
 from finderledge.ledgers.postings import EngineKeywordIndex
 from finderledge.tokenizer import AutoTokenizer
 
-EN_WORDS = [
-    "warehouse",
-    "shelf",
-    "invoice",
-    "refund",
-    "password",
-    "account",
-    "storage",
-    "backup",
-    "region",
-    "latency",
-    "ledger",
-    "customer",
-    "order",
-    "shipping",
-    "delivery",
-    "payment",
-    "card",
-    "bank",
-    "transfer",
-    "balance",
-    "report",
-    "quarter",
-    "revenue",
-    "growth",
-    "server",
-    "cluster",
-    "node",
-    "replica",
-    "index",
-    "search",
-    "query",
-    "vector",
-    "keyword",
-    "ranking",
-    "score",
-    "document",
-    "chunk",
-    "token",
-    "engine",
-    "database",
-    "table",
-]
 JA_SENTENCES = [
     "東京都の倉庫で在庫を管理しています。",
     "請求書の払い戻しは三日以内に処理されます。",

@@ -1,11 +1,13 @@
-"""Synthetic plain text for big-file tests: paragraphs of 3-8 sentences of 6-18 words from a small vocabulary."""
+"""Synthetic plain text: paragraphs of 3-8 sentences of 6-18 words from a small vocabulary (big-file tests), and
+the English words of the keyword tests' corpora."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
 
-WORDS = [
+#: English words for the keyword tests' corpora (each test uses a prefix: a longer list changes its corpus)
+EN_WORDS = [
     "warehouse",
     "shelf",
     "invoice",
@@ -17,10 +19,39 @@ WORDS = [
     "region",
     "latency",
     "ledger",
-    "the",
-    "of",
-    "and",
+    "customer",
+    "order",
+    "shipping",
+    "delivery",
+    "payment",
+    "card",
+    "bank",
+    "transfer",
+    "balance",
+    "report",
+    "quarter",
+    "revenue",
+    "growth",
+    "server",
+    "cluster",
+    "node",
+    "replica",
+    "index",
+    "search",
+    "query",
+    "vector",
+    "keyword",
+    "ranking",
+    "score",
+    "document",
+    "chunk",
+    "token",
+    "engine",
+    "database",
+    "table",
 ]
+#: the big-file vocabulary: a few content words and some stop words
+WORDS = [*EN_WORDS[:11], "the", "of", "and"]
 
 
 def paragraphs(seed: int) -> Iterator[str]:

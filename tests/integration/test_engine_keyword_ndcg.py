@@ -4,43 +4,16 @@ process search it (keyword leg only; fake vectors: the keyword leg never reads t
 
 from __future__ import annotations
 
-import json
-import math
-import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
+from keyword_ndcg import ONE_CHUNK_A_DOCUMENT, assert_engine_ranks_as_local, load_beir
 from paths import dataset
 from pg_server import fresh_schema
 
 from finderledge import FinderLedge
 from finderledge.tokenizer import AutoTokenizer
-
-QUERIES = 300  # per dataset (scifact's test split has 300)
-
-
-def _load(folder: Path) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
-    corpus = {}
-    for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        corpus[row["_id"]] = (row.get("title", "") + "\n" + row["text"]).strip()
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (folder / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-        qid, did, score = line.split("\t")
-        qrels.setdefault(qid, {})[did] = int(score)
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row["_id"] in qrels and len(queries) < QUERIES:
-            queries[row["_id"]] = row["text"]
-    return corpus, queries, qrels
-
-
-def _ndcg(ranked: list[str], rel: dict[str, int]) -> float:
-    dcg = sum(rel.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
-    ideal = sum(r / math.log2(i + 2) for i, r in enumerate(sorted(rel.values(), reverse=True)[:10]))
-    return dcg / ideal if ideal else 0.0
 
 
 def _open(directory: Path, url: str, schema: str, mode: str, fake: Any, tok: Any) -> FinderLedge:
@@ -51,10 +24,7 @@ def _open(directory: Path, url: str, schema: str, mode: str, fake: Any, tok: Any
         embedding=fake,
         keyword_index=mode,
         keyword_tokenizer=tok,
-        chunk_size=100_000,  # one chunk a document: nDCG over documents
-        chunk_overlap=0,
-        fusion="rrf",
-        show_progress=False,
+        **ONE_CHUNK_A_DOCUMENT,
     )
 
 
@@ -64,7 +34,7 @@ def _open(directory: Path, url: str, schema: str, mode: str, fake: Any, tok: Any
 def test_engine_and_local_bm25_have_the_same_ndcg(
     name: str, tmp_path: Path, pg_url: str, fake_embeddings: Any
 ) -> None:
-    corpus, queries, qrels = _load(dataset(name))
+    corpus, queries, qrels = load_beir(dataset(name))
     tok = AutoTokenizer(japanese="always") if name == "jaquad-dev" else None
     schema = fresh_schema()
     engine = _open(tmp_path / "engine", pg_url, schema, "engine", fake_embeddings, tok)
@@ -74,20 +44,7 @@ def test_engine_and_local_bm25_have_the_same_ndcg(
         engine.add_texts([corpus[i] for i in batch], ids=batch)
     local = _open(tmp_path / "local", pg_url, schema, "local", fake_embeddings, tok)
     try:
-        ndcg: dict[str, list[float]] = {"engine": [], "local": []}
-        same = 0
-        for qid, text in queries.items():
-            tops = {}
-            for mode, fl in (("engine", engine), ("local", local)):
-                hits = [h.id for h in fl.search(text, k=10, search_mode="keyword")]
-                tops[mode] = hits
-                ndcg[mode].append(_ndcg([h.rsplit("-", 1)[0] for h in hits], qrels[qid]))
-            same += tops["engine"] == tops["local"]
-        figures = {mode: statistics.fmean(v) for mode, v in ndcg.items()}
-        print(f"{name}: nDCG@10 {figures}, top-10 equal on {same}/{len(queries)}")
-        assert abs(figures["engine"] - figures["local"]) <= 0.001, figures
-        assert same / len(queries) >= 0.95
-        assert figures["local"] > 0.3  # a real ranking, not two empty ones
+        assert_engine_ranks_as_local(name, {"engine": engine, "local": local}, queries, qrels)
     finally:
         local.close()
         engine.close()

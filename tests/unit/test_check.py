@@ -3,43 +3,23 @@ plain words and (what the ledger can rebuild) repaired; a check without ``--repa
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from fake_dirs import file_digests, open_fake
 
-from finderledge import FinderLedge
 from finderledge.cli.commands import main
 
 TEXTS = [f"Note {i} about {w}." for i, w in enumerate(["glaciers", "tides", "passwords", "orchards"] * 5)]
 
 
-def _open(root: Path, **kwargs: object) -> FinderLedge:
-    return FinderLedge(
-        root, embedding=DeterministicFakeEmbedding(size=16), show_progress=False, env_file=None, **kwargs
-    )  # type: ignore[arg-type]
-
-
-def _tree(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            if name in ("ledger.sqlite3-wal", "ledger.sqlite3-shm"):  # SQLite's own, even to read
-                continue
-            path = Path(dirpath) / name
-            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
 @pytest.fixture(scope="module", params=["faiss", "chroma"])
 def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp(f"check-{request.param}") / "index"
-    with _open(root, vector_store=request.param) as fl:
+    with open_fake(root, vector_store=request.param) as fl:
         fl.add_texts(TEXTS[:10])
         fl.add_texts(TEXTS[10:])
     return root
@@ -59,12 +39,12 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
 
 
 def test_a_clean_directory_checks_clean(built: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    before = _tree(built)
+    before = file_digests(built)
     code, report = _cli(capsys, "--dir", str(built))
     assert code == 0 and report["clean"] and report["problems"] == [], report
     if not (built / "chroma").exists():  # Chroma applies its own log as it opens
-        assert _tree(built) == before
-    with _open(built) as fl:
+        assert file_digests(built) == before
+    with open_fake(built) as fl:
         assert fl.check().clean
 
 
@@ -80,14 +60,14 @@ def test_a_flipped_index_byte_is_reported_then_repaired(
     raw = bytearray(target.read_bytes())
     raw[-1] ^= 0x40
     target.write_bytes(bytes(raw))
-    before = _tree(built / "bm25")
+    before = file_digests(built / "bm25")
     code, report = _cli(capsys, "--dir", str(built))
     assert code == 1 and not report["clean"]
     assert any("keyword index" in p and "checksum" in p and "docs.npy" in p for p in report["problems"]), (
         report
     )
-    assert _tree(built / "bm25") == before  # a check alone changes nothing
-    with _open(built) as fl:  # opening may find it first (a merge reads every posting) and rebuild it
+    assert file_digests(built / "bm25") == before  # a check alone changes nothing
+    with open_fake(built) as fl:  # opening may find it first (a merge reads every posting) and rebuild it
         repaired = fl.check(repair=True)
         assert any("keyword index" in r for r in repaired.repaired) or any(
             "bm25.corrupt-" in n for n in repaired.notes
@@ -114,7 +94,7 @@ def test_a_damaged_ledger_row_is_named_and_not_repairable(
     con.close()
     code, report = _cli(capsys, "--dir", str(built))
     assert code == 1 and any(cid in p for p in report["problems"]), report
-    with _open(built) as fl:
+    with open_fake(built) as fl:
         result = fl.check(repair=True)
     assert not result.clean and any(parent in n and "cannot be rebuilt" in n for n in result.not_repaired)
 

@@ -4,37 +4,17 @@ naming the file, ``check --repair`` rebuilds it, and a check alone writes nothin
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from fake_dirs import file_digests, open_fake
 
-from finderledge import FinderLedge
 from finderledge.cli.commands import main
 from finderledge.vector_stores.faiss import ANN_FILE
 
 TEXTS = [f"Note {i} about {w}." for i, w in enumerate(["glaciers", "tides", "passwords", "orchards"] * 6)]
-
-
-def _open(root: Path) -> FinderLedge:
-    return FinderLedge(
-        root, embedding=DeterministicFakeEmbedding(size=16), show_progress=False, env_file=None
-    )
-
-
-def _tree(root: Path) -> dict[str, str]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            if name in ("ledger.sqlite3-wal", "ledger.sqlite3-shm"):  # SQLite's own, even to read
-                continue
-            path = Path(dirpath) / name
-            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def _check(capsys: pytest.CaptureFixture[str], root: Path, *args: str) -> tuple[int, dict]:
@@ -48,14 +28,7 @@ def test_a_flipped_byte_in_the_approximate_index_is_reported_then_repaired(
 ) -> None:
     monkeypatch.setattr("finderledge.vector_stores.faiss.MIN_ROWS", 4)  # an approximate index over 24 rows
     root = tmp_path / "index"
-    fl = FinderLedge(
-        root,
-        embedding=DeterministicFakeEmbedding(size=16),
-        show_progress=False,
-        env_file=None,
-        vector_index=kind,
-    )
-    with fl:
+    with open_fake(root, vector_index=kind) as fl:
         fl.add_texts(TEXTS)
     (target,) = (root / "faiss" / "segments").glob(f"seg-*/{ANN_FILE}")
     assert json.loads((root / "faiss" / "manifest.json").read_text())["ann"]["kind"] == kind
@@ -65,11 +38,11 @@ def test_a_flipped_byte_in_the_approximate_index_is_reported_then_repaired(
     raw = bytearray(target.read_bytes())
     raw[len(raw) // 2] ^= 0x40
     target.write_bytes(bytes(raw))
-    before = _tree(root)
+    before = file_digests(root)
     code, report = _check(capsys, root)
     assert code == 1 and not report["clean"], report
     assert any("vector index" in p and ANN_FILE in p for p in report["problems"]), report
-    assert _tree(root) == before  # a check alone writes nothing
+    assert file_digests(root) == before  # a check alone writes nothing
 
     code, report = _check(capsys, root, "--repair")
     assert any("vector index" in r for r in report["repaired"]), report
@@ -77,7 +50,7 @@ def test_a_flipped_byte_in_the_approximate_index_is_reported_then_repaired(
     assert code == 0 and report["problems"] == [], report
     manifest = json.loads((root / "faiss" / "manifest.json").read_text())
     assert manifest["ann"]["kind"] == kind  # rebuilt as the recorded kind, its file checked again above
-    with _open(root) as fl:
+    with open_fake(root) as fl:
         assert fl.check().clean
         assert len(fl.search("glaciers", k=5)) == 5
 
@@ -88,14 +61,7 @@ def test_a_flipped_byte_in_any_faiss_file_of_an_hnsw_directory_is_reported(
     """Every file of ``faiss/`` (segments, tombstones, the approximate index, the manifest), one at a time."""
     monkeypatch.setattr("finderledge.vector_stores.faiss.MIN_ROWS", 4)
     source = tmp_path / "source"
-    fl = FinderLedge(
-        source,
-        embedding=DeterministicFakeEmbedding(size=16),
-        show_progress=False,
-        env_file=None,
-        vector_index="hnsw",
-    )
-    with fl:
+    with open_fake(source, vector_index="hnsw") as fl:
         fl.add_texts(TEXTS[:12])
         fl.add_texts(TEXTS[12:])
         fl.delete([fl.list_documents()[1].id])  # a tombstone file

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from fake_dirs import open_fake
 
 from finderledge import FinderLedge
 from finderledge.errors import IndexCorruptError
@@ -38,13 +38,7 @@ def leave_unsealed(folder: Path) -> None:
 
 @pytest.fixture
 def fl(tmp_path: Path) -> Iterator[FinderLedge]:
-    with FinderLedge(
-        tmp_path / "index",
-        vector_store="chroma",
-        embedding=DeterministicFakeEmbedding(size=16),
-        show_progress=False,
-        env_file=None,
-    ) as opened:
+    with open_fake(tmp_path / "index", vector_store="chroma") as opened:
         opened.add_texts(TEXTS)
         opened.search("glaciers", search_mode="vector")  # the folder is sealed and connected
         yield opened

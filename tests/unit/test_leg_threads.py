@@ -16,9 +16,8 @@ from typing import Any
 
 import faiss
 import pytest
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from fake_dirs import open_fake
 
-from finderledge import FinderLedge
 from finderledge.ranking.finder import leg_thread_cores
 from finderledge.vector_stores.faiss import FaissVectorStore
 
@@ -39,13 +38,7 @@ def test_the_vector_leg_of_a_hybrid_search_leaves_a_core_to_the_keyword_leg(
 
     monkeypatch.setattr(FaissVectorStore, "search", recording)
     mine = faiss.omp_get_max_threads()
-    with FinderLedge(
-        tmp_path / "index",
-        vector_store="faiss",
-        embedding=DeterministicFakeEmbedding(size=16),
-        show_progress=False,
-        env_file=None,
-    ) as fl:
+    with open_fake(tmp_path / "index", vector_store="faiss") as fl:
         fl.add_texts([f"note {i} about tides and glaciers" for i in range(20)])
         seen.clear()
         fl.search("tides", search_mode="hybrid", k=3)

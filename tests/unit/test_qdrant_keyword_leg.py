@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from texts import EN_WORDS
 
 from finderledge import FinderLedge
 from finderledge.config import Settings
@@ -24,35 +25,7 @@ from finderledge.replica.checking import check_directory
 pytest.importorskip("qdrant_client")  # finderledge[qdrant]
 from finderledge.vector_stores.qdrant_keyword import DRIFT, QdrantKeywordIndex, term_id
 
-EN = [
-    "warehouse",
-    "shelf",
-    "invoice",
-    "refund",
-    "password",
-    "account",
-    "storage",
-    "backup",
-    "region",
-    "latency",
-    "ledger",
-    "customer",
-    "order",
-    "shipping",
-    "delivery",
-    "payment",
-    "card",
-    "bank",
-    "transfer",
-    "balance",
-    "report",
-    "quarter",
-    "revenue",
-    "growth",
-    "server",
-    "cluster",
-    "node",
-]
+EN = EN_WORDS[:27]
 JA = [
     "東京の倉庫に在庫があります。",
     "パスワードを忘れた場合は管理者に連絡してください。",

@@ -329,13 +329,7 @@ def score_query(
         found_docs, found_scores = _summed(all_docs, all_contrib, offsets[-1], k)
         cand_ids = _ids_at(segments, offsets, found_docs)
         cand_scores = found_scores
-    buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
-    if k is not None and len(buffered) > k:  # the buffer's own k best (same order as the final sort)
-        buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
-    if buffered:
-        cand_ids.extend(cid for cid, _ in buffered)
-        cand_scores.extend(s for _, s in buffered)
-    return _ranked(cand_ids, cand_scores, k)
+    return _with_buffered(cand_ids, cand_scores, buf_scores, k)
 
 
 #: a :class:`View` keeps the gathered postings of at most this many postings (12 bytes each: ~24 MB) ...
@@ -474,13 +468,7 @@ def _score_gathered(
         found_docs, found_scores = _summed(all_docs, all_contrib, offsets[-1], k)
         cand_ids = _ids_at(segments, offsets, found_docs)
         cand_scores = found_scores
-    buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
-    if k is not None and len(buffered) > k:
-        buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
-    if buffered:
-        cand_ids.extend(cid for cid, _ in buffered)
-        cand_scores.extend(s for _, s in buffered)
-    return _ranked(cand_ids, cand_scores, k)
+    return _with_buffered(cand_ids, cand_scores, buf_scores, k)
 
 
 #: at most this many postings are summed in a dict (cheaper than numpy's few calls below ~60-100 postings: the
@@ -571,6 +559,20 @@ def _ids_at(segments: Sequence[Segment], offsets: list[int], found: list[int]) -
             out.extend([ids[g - start] for g in found[at:end]])
             at = end
     return out
+
+
+def _with_buffered(
+    cand_ids: list[str], cand_scores: list[float], buf_scores: dict[str, float], k: int | None
+) -> list[tuple[str, float]]:
+    """The segments' candidates and the buffer's scored chunks (its own ``k`` best, in the final sort's order),
+    ranked together: the ``k`` best (all with ``None``)."""
+    buffered = [(cid, s) for cid, s in buf_scores.items() if s > 0]
+    if k is not None and len(buffered) > k:
+        buffered = heapq.nsmallest(k, buffered, key=lambda p: (-p[1], p[0]))
+    if buffered:
+        cand_ids.extend(cid for cid, _ in buffered)
+        cand_scores.extend(s for _, s in buffered)
+    return _ranked(cand_ids, cand_scores, k)
 
 
 def _ranked(ids: list[str], scores: list[float], k: int | None) -> list[tuple[str, float]]:

@@ -57,6 +57,57 @@ def point_id(chunk_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, chunk_id))
 
 
+def query_widening(
+    client: Any,
+    models: Any,
+    collection: str,
+    query: Any,
+    filter: Mapping[str, Any] | None,
+    limit: int,
+    using: str | None = None,
+) -> Iterator[list[tuple[str, float]]]:
+    """Qdrant's best ``limit`` points for ``query`` as ``(id, score)``, then 4 times as many, and so on until it has
+    no more; of each, those that pass ``filter`` (Qdrant's prefilter narrows, never too far; compile_filter
+    decides).  The caller stops when it has enough."""
+    pred = compile_filter(filter)
+    narrowed = prefilter(models, filter)
+    while True:
+        points = client.query_points(
+            collection,
+            query=query,
+            using=using,
+            limit=limit,
+            query_filter=narrowed,
+            with_payload=True if pred is not None else [ID_KEY],
+        ).points
+        yield [
+            (str(p.payload[ID_KEY]), float(p.score))
+            for p in points
+            if pred is None or pred(stored_metadata(p.payload))
+        ]
+        if len(points) < limit:
+            return
+        limit *= 4
+
+
+def close_sealed(
+    client: Any, seal: Seal | None, path: Path | None, what: str, tolerated: type[Exception]
+) -> Seal | None:
+    """Close a qdrant-client, then seal its local folder (``path``) as it left it; a ``tolerated`` error leaves
+    the folder unsealed (the next open rebuilds it from the ledger) and is logged.  Returns the seal still to
+    write: None once written or given up, ``seal`` when there was no folder to seal."""
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+    if seal is None or path is None or not path.is_dir():
+        return seal
+    try:
+        seal.reseal_if_changed()
+    except tolerated as exc:
+        logger.warning("closing %s without sealing its files: %s", what, exc)
+    return None
+
+
 class QdrantVectorStore(VectorStore):
     """One Qdrant collection of FinderLedge chunks: on a server (``url``), in a local folder, or in memory.
 
@@ -169,26 +220,12 @@ class QdrantVectorStore(VectorStore):
     ) -> list[tuple[str, float]]:
         if k < 1:
             return []
-        pred = compile_filter(filter)
-        narrowed = prefilter(self._models, filter)
         query = np.asarray(embedding, dtype=np.float32).tolist()
-        n = k
-        while True:  # Qdrant narrows (never too far), compile_filter decides; widen until k pass
-            points = self._client.query_points(
-                self.collection,
-                query=query,
-                limit=n,
-                query_filter=narrowed,
-                with_payload=True if pred is not None else [ID_KEY],
-            ).points
-            hits = [
-                (str(p.payload[ID_KEY]), float(p.score))
-                for p in points
-                if pred is None or pred(stored_metadata(p.payload))
-            ]
-            if len(hits) >= k or len(points) < n:
-                return hits[:k]
-            n *= 4
+        hits: list[tuple[str, float]] = []
+        for hits in query_widening(self._client, self._models, self.collection, query, filter, k):
+            if len(hits) >= k:
+                break
+        return hits[:k]
 
     def ids(self) -> set[str]:
         out: set[str] = set()
@@ -205,15 +242,7 @@ class QdrantVectorStore(VectorStore):
         return int(self._client.count(self.collection, exact=True).count)
 
     def close(self) -> None:
-        close = getattr(self._client, "close", None)
-        if callable(close):
-            close()
-        if self._seal is not None and self.path is not None and self.path.is_dir():
-            try:
-                self._seal.reseal_if_changed()
-            except StorageFullError as exc:  # left unsealed: the next open rebuilds it from the ledger
-                logger.warning("closing the local Qdrant without sealing its files: %s", exc)
-            self._seal = None
+        self._seal = close_sealed(self._client, self._seal, self.path, "the local Qdrant", StorageFullError)
 
 
 def open_client(

@@ -38,12 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IncompatibleIndexError
-from ..filters import compile_filter
 from ..partitions import PartitionFilter
 from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict, tokenizer_spec
 from .base import LOCAL, SHARED
-from .qdrant import BATCH, import_qdrant, open_client, point_id
-from .qdrant_filter import ID_KEY, prefilter, qdrant_payload, stored_metadata
+from .qdrant import BATCH, close_sealed, import_qdrant, open_client, point_id, query_widening
+from .qdrant_filter import ID_KEY, qdrant_payload
 
 __all__ = ["DRIFT", "SPARSE", "QdrantKeywordIndex", "keyword_collection", "term_id"]
 
@@ -358,31 +357,17 @@ class QdrantKeywordIndex:
 
     def _scored(self, query: Any, k: int | None, flt: Mapping[str, Any] | None) -> list[tuple[str, float]]:
         """The best ``k`` (None: all) matching chunks, ties by id: Qdrant narrows, compile_filter decides."""
-        pred = compile_filter(flt)
-        narrowed = prefilter(self._models, flt)
         want = len(self) if k is None else k
         if want <= 0:
             return []
-        n = want + max(10, want)  # a few more: ties at the cut are broken by id, as the local leg breaks them
-        while True:
-            points = self._client.query_points(
-                self.collection,
-                query=query,
-                using=SPARSE,
-                limit=n,
-                query_filter=narrowed,
-                with_payload=True if pred is not None else [ID_KEY],
-            ).points
-            hits = [
-                (str(p.payload[ID_KEY]), float(p.score))
-                for p in points
-                if p.score > 0 and (pred is None or pred(stored_metadata(p.payload)))
-            ]
-            hits.sort(key=lambda h: (-h[1], h[0]))
-            exhausted = len(points) < n
-            if exhausted or (len(hits) > want and hits[want][1] < hits[want - 1][1]):
-                return hits[:want]
-            n *= 4
+        # a few more than ``want``: ties at the cut are broken by id, as the local leg breaks them
+        limit = want + max(10, want)
+        hits: list[tuple[str, float]] = []
+        for page in query_widening(self._client, self._models, self.collection, query, flt, limit, SPARSE):
+            hits = sorted(((i, s) for i, s in page if s > 0), key=lambda h: (-h[1], h[0]))
+            if len(hits) > want and hits[want][1] < hits[want - 1][1]:  # the cut falls between two scores
+                break
+        return hits[:want]
 
     def search(
         self, query: str, k: int = 10, filter: Mapping[str, Any] | None = None
@@ -443,15 +428,8 @@ class QdrantKeywordIndex:
         """Nothing is buffered here."""
 
     def close(self, *, flush: bool = True) -> None:
-        close = getattr(self._client, "close", None)
-        if callable(close):
-            close()
-        if self._seal is not None and self.path is not None and self.path.is_dir():
-            try:
-                self._seal.reseal_if_changed()
-            except OSError as exc:
-                logger.warning("closing the local Qdrant keyword index without sealing its files: %s", exc)
-            self._seal = None
+        where = "the local Qdrant keyword index"
+        self._seal = close_sealed(self._client, self._seal, self.path, where, OSError)
 
 
 def open_qdrant_keyword(
