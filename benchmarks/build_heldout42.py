@@ -10,6 +10,12 @@ system's output and no fusion result is read to build or pick them (only the cor
   *entity* — the title's :data:`ENTITY_WORDS` rarest content words (document frequency in the 2,000 bodies) — is
   replaced in the body by ``it`` wherever a body word starts with the entity word's first
   :data:`STEM_CHARS` letters: the text rarely repeats the name the query uses.  qrels: query -> its document.
+* ``entity-strict`` — ``entity`` with *every* content word of the title (by its first :data:`STEM_CHARS`
+  letters) made ``it`` in the queried documents: the keyword leg can match the target only through stop-word
+  -length fragments, the vector leg through meaning (a set where one leg is close to useless).
+* ``entity-names`` — the same corpus and qrels (its index is ``entity``'s), each query only the title's
+  :data:`NAME_WORDS` rarest content words in title order (a short name: two of its words are the entity taken
+  out of the body, as an entity corpus's query names what its text calls "it").
 * ``long`` — SciFact's 300 test queries against long documents: the abstracts relevant to a test query plus a
   seeded fill, :data:`LONG_TOTAL` abstracts in all, shuffled (seeded) and joined :data:`LONG_PER_DOC` to a
   document (``title`` + blank line + abstract, one after another: several thousand words, tens of chunks with
@@ -51,6 +57,8 @@ ENTITY_QUERIES = 300
 #: how many of a title's rarest content words make its "entity", and the prefix length that matches a form of one
 ENTITY_WORDS = 2
 STEM_CHARS = 6
+#: ``entity-names``: the query is the title's this-many rarest content words (in title order), a short name
+NAME_WORDS = 4
 #: the long-document set: abstracts in all, joined this many to a document
 LONG_TOTAL = 2000
 LONG_PER_DOC = 20
@@ -169,6 +177,7 @@ def build_entity(out: Path) -> dict[str, int]:
     corpus: dict[str, tuple[str, str]] = {}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
+    names: dict[str, str] = {}
     chosen = set(_seeded(ids, "entity-queries")[:ENTITY_QUERIES])
     for d in ids:
         title, body = data.corpus[d]
@@ -180,7 +189,15 @@ def build_entity(out: Path) -> dict[str, int]:
         corpus[d] = ("", strip_entity(body, entity))
         queries[f"e{d}"] = title
         qrels[f"e{d}"] = {d: 1}
+        rarest = set(sorted(words, key=lambda w: (df.get(w, 0), w))[:NAME_WORDS])
+        names[f"e{d}"] = " ".join(w for w in words if w in rarest)
     write_set(out / "entity", corpus, queries, qrels)
+    write_set(out / "entity-names", corpus, names, qrels)
+    strict = {
+        d: ("", strip_entity(data.corpus[d][1], content_words(data.corpus[d][0]))) if d in chosen else v
+        for d, v in corpus.items()
+    }
+    write_set(out / "entity-strict", strict, queries, qrels)
     return {"documents": len(corpus), "queries": len(queries)}
 
 

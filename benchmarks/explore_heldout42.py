@@ -27,7 +27,7 @@ from finderledge.ranking.adaptive import evidence_fusion, leg_weights, top_evide
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_heldout42 import CACHE, SETS
+from bench_heldout42 import CACHE, INDEX_OF, SETS
 
 
 def ndcg10(ranked: Sequence[str], gold: Mapping[str, int]) -> float:
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = args.folder or SETS / args.dataset
     data = load_beir(folder, "test")
-    directory = args.index or CACHE / f"{args.dataset}-{args.model}"
+    directory = args.index or CACHE / f"{INDEX_OF.get(args.dataset, args.dataset)}-{args.model}"
+    if not directory.is_dir():
+        raise SystemExit(f"no index at {directory}: run bench_heldout42.py {args.dataset} first")
     settings: dict[str, Any] = {} if args.model == "unnamed" else {"embedding": "all-MiniLM-L6-v2"}
     with FinderLedge(persist_directory=directory, **settings) as fl:
         inputs = capture(fl, data.queries)
