@@ -32,7 +32,7 @@ SETS = Path(os.path.expanduser("~/.cache/finderledge-bench/heldout42"))
 OUT = HERE / "results" / "heldout42.json"
 NAMED = "all-MiniLM-L6-v2"
 #: sets that search another set's corpus (the same corpus.jsonl): its index, not embedded again
-INDEX_OF = {"entity-names": "entity"}
+INDEX_OF = {"entity-names": "entity", "rare-terms": "entity"}
 #: the shared sets, measured the same way (before / after a fusion change: hybrid must not drop there)
 SHARED = ("scifact", "msmarco-5k", "jaquad-dev")
 

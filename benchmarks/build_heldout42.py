@@ -10,6 +10,10 @@ system's output and no fusion result is read to build or pick them (only the cor
   *entity* — the title's :data:`ENTITY_WORDS` rarest content words (document frequency in the 2,000 bodies) — is
   replaced in the body by ``it`` wherever a body word starts with the entity word's first
   :data:`STEM_CHARS` letters: the text rarely repeats the name the query uses.  qrels: query -> its document.
+* ``rare-terms`` — the mirror of ``entity-names`` on the same corpus: each query is its document's
+  :data:`NAME_WORDS` rarest content words (document frequency in the 2,000 bodies, in body order): codes, gene
+  and drug names that BM25 matches exactly and a small embedding model reads poorly (the keyword leg should
+  lead; a fusion must be able to lean on it).
 * ``entity-strict`` — ``entity`` with *every* content word of the title (by its first :data:`STEM_CHARS`
   letters) made ``it`` in the queried documents: the keyword leg can match the target only through stop-word
   -length fragments, the vector leg through meaning (a set where one leg is close to useless).
@@ -62,6 +66,8 @@ NAME_WORDS = 4
 #: the long-document set: abstracts in all, joined this many to a document
 LONG_TOTAL = 2000
 LONG_PER_DOC = 20
+#: the scifact-sub set's documents
+SUB_DOCS = 1000
 #: the keyword-edge set
 EDGE_DOCS = 1000
 EDGE_QUERIES = 150
@@ -193,6 +199,13 @@ def build_entity(out: Path) -> dict[str, int]:
         names[f"e{d}"] = " ".join(w for w in words if w in rarest)
     write_set(out / "entity", corpus, queries, qrels)
     write_set(out / "entity-names", corpus, names, qrels)
+    rare = {}
+    for qid in qrels:
+        body = corpus[qid[1:]][1]
+        words = list(dict.fromkeys(w for w in content_words(body) if w != "it"))
+        rarest = set(sorted(words, key=lambda w: (df.get(w, 0), w))[:NAME_WORDS])
+        rare[qid] = " ".join(w for w in words if w in rarest)
+    write_set(out / "rare-terms", corpus, rare, qrels)
     strict = {
         d: ("", strip_entity(data.corpus[d][1], content_words(data.corpus[d][0]))) if d in chosen else v
         for d, v in corpus.items()
@@ -253,7 +266,23 @@ def build_edge(out: Path) -> dict[str, int]:
     return {"documents": len(ids), "queries": len(queries)}
 
 
-BUILDERS = {"entity": build_entity, "long": build_long, "keyword-edge": build_edge}
+def build_scifact_sub(out: Path) -> dict[str, int]:
+    """SciFact's 300 test queries on a subset: their relevant abstracts plus a seeded fill to SUB_DOCS (a
+    check that a fusion change does not cost SciFact, for a machine that cannot embed all 5,183 in time)."""
+    data = load_beir(dataset_dir("scifact"), "test")
+    relevant = sorted({d for docs in data.qrels.values() for d in docs if d in data.corpus})
+    fill = [d for d in _seeded(list(data.corpus), "sub-fill") if d not in set(relevant)]
+    ids = relevant + fill[: max(0, SUB_DOCS - len(relevant))]
+    write_set(out / "scifact-sub", {d: data.corpus[d] for d in ids}, data.queries, data.qrels)
+    return {"documents": len(ids), "queries": len(data.queries)}
+
+
+BUILDERS = {
+    "entity": build_entity,
+    "long": build_long,
+    "keyword-edge": build_edge,
+    "scifact-sub": build_scifact_sub,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,11 @@ query's background cosine and BM25 ceiling, the calibration's gates and priors),
 and prints nDCG@10 of each (the parent-level ranking, as ``evaluate`` scores it).  Exploration only: the
 qrels score the variants, they choose nothing in the library.
 
-    python benchmarks/explore_heldout42.py entity
+    python benchmarks/explore_heldout42.py entity-strict --save   # -> benchmarks/results/heldout42_explore.json
+
+Variants: ``library`` (gate x prior x evidence share, as shipped), ``no priors``, ``share power p`` (each leg's
+top-hit evidence raised to ``p`` before the shares: sharper per-query weights), ``share above f`` (the
+evidence less a floor ``f``), ``fixed vW`` (vector weight W, keyword 1 - W, the same for every query).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from finderledge.ranking import finder as finder_module
 from finderledge.ranking.adaptive import evidence_fusion, leg_weights, top_evidence
 
 HERE = Path(__file__).resolve().parent
+OUT = HERE / "results" / "heldout42_explore.json"
 sys.path.insert(0, str(HERE))
-from bench_heldout42 import CACHE, INDEX_OF, SETS
+from bench_heldout42 import CACHE, INDEX_OF, SETS, SHARED
+from build_heldout42 import dataset_dir
 
 
 def ndcg10(ranked: Sequence[str], gold: Mapping[str, int]) -> float:
@@ -79,9 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="unnamed")
     parser.add_argument("--index", type=Path, default=None)
     parser.add_argument("--folder", type=Path, default=None)
+    parser.add_argument("--save", action="store_true", help=f"add the row to {OUT.name}")
+    parser.add_argument("--limit", type=int, default=0, help="the first N queries only (0: all)")
     args = parser.parse_args(argv)
-    folder = args.folder or SETS / args.dataset
+    folder = args.folder or (dataset_dir(args.dataset) if args.dataset in SHARED else SETS / args.dataset)
     data = load_beir(folder, "test")
+    if args.limit:
+        data.queries = dict(list(data.queries.items())[: args.limit])
     directory = args.index or CACHE / f"{INDEX_OF.get(args.dataset, args.dataset)}-{args.model}"
     if not directory.is_dir():
         raise SystemExit(f"no index at {directory}: run bench_heldout42.py {args.dataset} first")
@@ -102,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
                 "library": lib,
                 "no priors": leg_weights(ev, got["gates"], "").weights,
             }
+            for power in (1.5, 2.0, 3.0):
+                sharp = {leg: e**power for leg, e in ev.items()}
+                runs[f"share power {power}"] = leg_weights(sharp, got["gates"], "", got["priors"]).weights
+            for floor in (0.05, 0.1, 0.15, 0.2):
+                above = {leg: max(e - floor, 0.0) for leg, e in ev.items()}
+                runs[f"share above {floor}"] = leg_weights(above, got["gates"], "", got["priors"]).weights
             for wv in (0.0, 0.25, 0.5, 0.75, 1.0):
                 runs[f"fixed v{wv:.2f}"] = {"vector": wv, "keyword": 1 - wv}
             for name, w in runs.items():
@@ -117,8 +133,16 @@ def main(argv: list[str] | None = None) -> int:
                 variants.setdefault(f"leg {leg}", []).append(
                     ndcg10(parents(fl, [i for i, _ in r[leg]], cache), gold)
                 )
+            for leg in ("vector", "keyword"):
+                variants.setdefault(f"evidence {leg}", []).append(ev[leg])
             variants.setdefault("share v", []).append(ev["vector"] / max(sum(ev.values()), 1e-9))
-        print(json.dumps({k: round(sum(v) / len(v), 4) for k, v in variants.items()}, indent=1))
+        row = {"dataset": args.dataset, "model": args.model, "queries": len(inputs)}
+        row.update({k: round(sum(v) / len(v), 4) for k, v in variants.items()})
+        print(json.dumps(row, indent=1))
+    if args.save:
+        rows = json.loads(OUT.read_text()) if OUT.is_file() else []
+        rows = [r for r in rows if (r["dataset"], r["model"]) != (row["dataset"], row["model"])] + [row]
+        OUT.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 
