@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "sets", nargs="+", help="entity, long, keyword-edge (build_heldout42.py) or a shared set"
     )
     parser.add_argument("--model", choices=["unnamed", "named"], default="unnamed")
-    parser.add_argument("--tag", default="after")
+    parser.add_argument("--tag", default="current")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for name in args.sets:
