@@ -81,9 +81,7 @@ class _Deferred(SearchResult):
     _make: Callable[[], Document]
 
     def __init__(self, make: Callable[[], Document], score: float, rank: int) -> None:
-        object.__setattr__(self, "_make", make)
-        object.__setattr__(self, "score", score)
-        object.__setattr__(self, "rank", rank)
+        self.__dict__.update(_make=make, score=score, rank=rank)  # frozen: one update, not three setattrs
 
     @property  # a property over the dataclass field: built on first read
     def document(self) -> Document:

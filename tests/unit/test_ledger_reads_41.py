@@ -116,6 +116,31 @@ def test_a_wrong_mapped_size_is_refused_at_open_naming_the_variable(
     assert not (tmp_path / "ledger.sqlite3").exists()
 
 
+LEAVES_ONLY = {"Zeta": 1, "_private": "x", "source": "notes.txt", "flag": True, "none": None, "f": 0.5}
+
+
+def test_each_chunk_read_of_leaf_metadata_gets_a_dict_of_its_own(tmp_path: Path) -> None:
+    """Documents whose values are all immutable leaves: each chunk's dict is one shallow copy, still its own."""
+    doc, chunks = _doc("notes", ["one", "two", "three"], LEAVES_ONLY)
+    ledger = SQLiteLedger(tmp_path / "ledger.sqlite3")
+    try:
+        ledger.commit_write(add=[(doc, chunks)])
+        got = ledger.get_chunks([c.id for c in chunks])
+        for read, written in zip(got, chunks, strict=True):
+            assert read.metadata == _expected(written)
+            assert list(read.metadata) == list(_expected(written))
+        got[0].metadata["Zeta"] = 2
+        got[0].metadata[FL_KEY]["split_count"] = 99
+        got[0].metadata["added"] = "x"
+        assert [c.metadata for c in ledger.get_chunks([c.id for c in chunks])] == [
+            _expected(c) for c in chunks
+        ]
+        assert got[1].metadata == _expected(chunks[1])
+        assert ledger.get_document("notes").metadata == {**LEAVES_ONLY, FL_KEY: doc.metadata[FL_KEY]}
+    finally:
+        ledger.close()
+
+
 def test_each_chunk_read_gets_metadata_of_its_own_equal_to_the_whole_form(tmp_path: Path) -> None:
     md = {"Zeta": 1, "_private": "x", "source": "notes.txt", "tags": ["a", "b"], "where": {"shelf": [1, 2]}}
     doc, chunks = _doc("notes", ["one", "two", "three"], md)

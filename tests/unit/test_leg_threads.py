@@ -1,5 +1,7 @@
 """The two legs of a hybrid search run at once, the vector leg on the finder's thread: its FAISS (OpenMP) team
-leaves one core to the keyword leg beside it, so the legs do not compete for the cores.
+leaves one core to the keyword leg beside it, so the legs do not compete for the cores.  Only once the keyword
+leg takes long enough (``LEG_OVERLAP_MIN``) for the overlap to pay for the hand-off: before, both legs run on
+the caller's thread, one after the other, and the results are the same (issue 41).
 
 On 2 cores a 1,000,000-row flat search beside the keyword leg took 2-4 ms longer than alone; with the vector
 leg's team at one thread the hybrid search took no longer than the vector search alone (bench_scale, 1M).
@@ -18,6 +20,7 @@ import faiss
 import pytest
 from fake_dirs import open_fake
 
+from finderledge.ranking import finder as finder_module
 from finderledge.ranking.finder import leg_thread_cores
 from finderledge.vector_stores.faiss import FaissVectorStore
 
@@ -37,6 +40,7 @@ def test_the_vector_leg_of_a_hybrid_search_leaves_a_core_to_the_keyword_leg(
         return search(self, *args, **kwargs)
 
     monkeypatch.setattr(FaissVectorStore, "search", recording)
+    monkeypatch.setattr(finder_module, "LEG_OVERLAP_MIN", 0.0)  # every keyword leg is long enough
     mine = faiss.omp_get_max_threads()
     with open_fake(tmp_path / "index", vector_store="faiss") as fl:
         fl.add_texts([f"note {i} about tides and glaciers" for i in range(20)])
@@ -60,3 +64,27 @@ def test_leg_thread_cores_is_one_fewer_than_the_callers_and_at_least_one() -> No
     thread.join()
     assert got == [1]  # a caller that asked for one thread keeps one
     assert faiss.omp_get_max_threads() == mine
+
+
+def test_a_short_keyword_leg_runs_both_legs_on_the_callers_thread_with_the_same_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+    search = FaissVectorStore.search
+
+    def recording(self: FaissVectorStore, *args: Any, **kwargs: Any) -> list[tuple[str, float]]:
+        seen.append(threading.current_thread().name)
+        return search(self, *args, **kwargs)
+
+    monkeypatch.setattr(FaissVectorStore, "search", recording)
+    with open_fake(tmp_path / "index", vector_store="faiss") as fl:
+        fl.add_texts([f"note {i} about tides and glaciers {'tides ' * (i % 4)}" for i in range(60)])
+        queries = ["tides", "glaciers", "note 7 tides", "about"]
+        seen.clear()
+        alone = {q: [(r.id, r.score, r.metadata) for r in fl.search(q, k=20)] for q in queries}
+        assert seen == [threading.current_thread().name] * len(queries)  # no hand-off
+        monkeypatch.setattr(finder_module, "LEG_OVERLAP_MIN", 0.0)
+        seen.clear()
+        beside = {q: [(r.id, r.score, r.metadata) for r in fl.search(q, k=20)] for q in queries}
+        assert all(name.startswith("finderledge-leg") for name in seen) and len(seen) == len(queries)
+    assert beside == alone

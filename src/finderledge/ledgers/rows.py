@@ -148,22 +148,27 @@ def _stored_document(text: str) -> dict[str, Any]:
 #: a document's stored metadata (its text as stored) -> the parsed, checked form: the chunks a search reads share
 #: few documents' metadata texts (often one text for thousands of documents), and parsing it for every chunk
 #: was half of decoding a chunk row (issue 41).  Never handed out: each caller gets a copy (:func:`_fresh`).
-_PARSED: dict[str, dict[str, Any]] = {}
+#: Each entry also says whether every value besides ``_finderledge`` is an immutable leaf (a str, number, bool
+#: or None): a chunk's copy is then one shallow ``dict`` copy instead of a copy per value.
+_PARSED: dict[str, tuple[dict[str, Any], bool]] = {}
 _PARSED_MAX = 4096  # texts remembered (the table is emptied when full)
 _PARSED_LONGEST = 4096  # characters: a longer text is parsed each time
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def _parsed_document(text: str) -> dict[str, Any]:
-    """A document's stored metadata text (``[object]`` or a whole object) parsed and checked: the remembered
-    parse, which the caller must not change (it copies what it keeps); damage raises :class:`RowDamage`."""
-    md = _PARSED.get(text)
-    if md is None:
+def _parsed_entry(text: str) -> tuple[dict[str, Any], bool]:
+    """A document's stored metadata text (``[object]`` or a whole object) parsed and checked, and whether its
+    values besides ``_finderledge`` are all immutable leaves: the remembered parse, which the caller must not
+    change (it copies what it keeps); damage raises :class:`RowDamage`."""
+    entry = _PARSED.get(text)
+    if entry is None:
         md = _stored_document(text) if text[:1] == "[" else decode_metadata(text)
+        entry = (md, all(type(v) in _LEAVES for k, v in md.items() if k != FL_KEY))
         if len(text) <= _PARSED_LONGEST:
             if len(_PARSED) >= _PARSED_MAX:
                 _PARSED.clear()
-            _PARSED[text] = md
-    return md
+            _PARSED[text] = entry
+    return entry
 
 
 def _fresh(value: Any) -> Any:
@@ -239,9 +244,10 @@ def decode_chunk_metadata(
         )
     # the document's stored JSON parsed once (per process, while remembered); every chunk gets objects of its
     # own: copies of the parsed form's values, its _finderledge (replaced below) read in place
-    document = _parsed_document(parent_text)
+    document, leaves = _parsed_entry(parent_text)
     parent_fl = document.get(FL_KEY)
-    md = {k: None if k == FL_KEY else _fresh(v) for k, v in document.items()}
+    # the same dict either way (its _finderledge replaced below, in its place): leaves need no copy of their own
+    md = dict(document) if leaves else {k: None if k == FL_KEY else _fresh(v) for k, v in document.items()}
     derived = (
         None
         if not isinstance(parent_fl, dict)

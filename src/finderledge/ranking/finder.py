@@ -7,8 +7,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import ANY_SCRIPTS, SEARCH_MODES, check_setting
@@ -25,13 +26,26 @@ from .relevance import BackgroundCache, BackgroundSource, CorpusBackground, scor
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings
 
-__all__ = ["LEG_START_WAIT", "Finder", "KeywordIndex", "VectorIndex", "leg_thread_cores", "resolve_scripts"]
+__all__ = [
+    "LEG_OVERLAP_MIN",
+    "LEG_START_WAIT",
+    "Finder",
+    "KeywordIndex",
+    "VectorIndex",
+    "leg_thread_cores",
+    "resolve_scripts",
+]
 
 logger = logging.getLogger(__name__)
 
 #: seconds a hybrid search waits for its vector leg to start on the leg thread before running the keyword leg
 #: (it starts at once unless both leg threads are busy with other searches: then it does not wait longer)
 LEG_START_WAIT = 0.005
+#: CPU seconds the keyword leg must take (a running mean) before a hybrid search runs its vector leg on a leg
+#: thread beside it: handing a leg to another thread and back costs ~0.1 ms on an idle machine and milliseconds
+#: on a busy one, more than the overlap saves when the keyword leg is short (10k chunks: 0.1-0.4 ms), so until
+#: then both legs run one after the other on the caller's thread (issue 41)
+LEG_OVERLAP_MIN = 0.001
 
 
 class KeywordIndex(Protocol):
@@ -106,6 +120,7 @@ class Finder:
         self.backgrounds = BackgroundCache()  # the corpus background that relevance is measured against
         self.partition_key = partition_key
         self._pool: ThreadPoolExecutor | None = None
+        self._keyword_seconds = 0.0  # running mean of the keyword leg's time (see LEG_OVERLAP_MIN)
 
     @property
     def embeddings(self) -> Embeddings:
@@ -153,10 +168,33 @@ class Finder:
     def _keyword_leg(
         self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace
     ) -> list[tuple[str, float]]:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         hits = self.keyword_store.search(query, depth, flt)
         timings.keyword = time.perf_counter() - start
+        # its CPU time, not its wall time: on a busy machine a preempted leg is not a longer one
+        self._keyword_seconds += 0.2 * (time.thread_time() - cpu - self._keyword_seconds)  # races blur only
         return hits
+
+    def _both_legs(
+        self, query: str, depth: int, flt: Mapping[str, Any] | None, timings: SearchTrace, vectors: list[Any]
+    ) -> dict[str, list[tuple[str, float]]]:
+        """Both legs' rankings: one after the other on this thread while the keyword leg is short
+        (:data:`LEG_OVERLAP_MIN`), else the vector leg on a leg thread beside the keyword leg."""
+        if self._keyword_seconds < LEG_OVERLAP_MIN:  # a short keyword leg: no hand-off to a leg thread
+            with _leg_cores():  # FAISS on as many threads as on a leg thread (no OpenMP team spinning idle)
+                vector = self._vector_leg(query, depth, flt, timings, vectors)
+            return {"vector": vector, "keyword": self._keyword_leg(query, depth, flt, timings)}
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                max_workers=2, thread_name_prefix="finderledge-leg", initializer=_leave_a_core()
+            )
+        started = threading.Event()
+        vec = self._pool.submit(self._vector_leg, query, depth, flt, timings, vectors, started)
+        # the vector leg goes first: it holds the GIL only until it calls the model or the index (both let
+        # it go), while the keyword leg, mostly Python, would hold it until the interpreter's switch
+        started.wait(LEG_START_WAIT)
+        kw = self._keyword_leg(query, depth, flt, timings)
+        return {"vector": vec.result(), "keyword": kw}
 
     def search(
         self,
@@ -202,17 +240,7 @@ class Finder:
             if len(rankings["keyword"]) < k:
                 fill = self._vector_leg(query, k, filter, timings)
         else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=2, thread_name_prefix="finderledge-leg", initializer=_leave_a_core()
-                )
-            started = threading.Event()
-            vec = self._pool.submit(self._vector_leg, query, depth, filter, timings, vectors, started)
-            # the vector leg goes first: it holds the GIL only until it calls the model or the index (both let
-            # it go), while the keyword leg, mostly Python, would hold it until the interpreter's switch
-            started.wait(LEG_START_WAIT)
-            kw = self._keyword_leg(query, depth, filter, timings)
-            rankings = {"vector": vec.result(), "keyword": kw}
+            rankings = self._both_legs(query, depth, filter, timings, vectors)
         start = time.perf_counter()
         bg: CorpusBackground | None = None  # measured before fusion when adaptive fusion needs it
         if mode != "hybrid":
@@ -396,6 +424,27 @@ def _leave_a_core() -> Callable[[], None] | None:
         return None
     threads = leg_thread_cores(faiss)
     return lambda: faiss.omp_set_num_threads(threads)
+
+
+@contextmanager
+def _leg_cores() -> Iterator[None]:
+    """The caller's thread searches with the OpenMP thread count a leg thread gets (:func:`leg_thread_cores`),
+    its own restored after: on 2 cores a second OpenMP thread beside other processes' work spun 5-8 ms of CPU
+    time per 10k-row search (issue 41).  Nothing to do when FAISS is not in use."""
+    faiss = sys.modules.get("faiss")
+    if faiss is None:
+        yield
+        return
+    mine = int(faiss.omp_get_max_threads())
+    threads = leg_thread_cores(faiss)
+    if threads == mine:
+        yield
+        return
+    faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(mine)
 
 
 def resolve_scripts(value: str | frozenset[str], model: str | Finder) -> frozenset[str]:

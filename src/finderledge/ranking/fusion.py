@@ -118,6 +118,8 @@ def top_hits(listed: Listed, scores: Mapping[str, float], limit: int | None = No
 
     if limit is None or limit >= len(scores):
         order = sorted(scores, key=key)
+    elif 8 * limit >= len(scores):  # nsmallest is sorted()[:n], and slower when n is this large
+        order = sorted(scores, key=key)[:limit]
     else:
         order = heapq.nsmallest(limit, scores, key=key)
     return [

@@ -122,17 +122,17 @@ class Searcher:
                 reranked.append((doc, shown))
             if threshold is not None:
                 reranked = [(doc, score) for doc, score in reranked if score >= threshold]
-            results = (
+            results = [
                 SearchResult(doc, score, rank) for rank, (doc, score) in enumerate(reranked[:k], start=1)
-            )
+            ]
         else:
             if threshold is not None:
                 picked = [pick for pick in picked if pick.score >= threshold]
             # each result's Document is built when it is first read (SearchResult.deferred)
-            results = (
-                SearchResult.deferred(pick.build, pick.score, rank)
-                for rank, pick in enumerate(picked[:k], start=1)
-            )
+            deferred = SearchResult.deferred
+            results = [
+                deferred(pick.build, pick.score, rank) for rank, pick in enumerate(picked[:k], start=1)
+            ]
         trace.total = time.perf_counter() - started
         return SearchResults(results, trace)
 
@@ -152,6 +152,8 @@ class Searcher:
         Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
         since is still returned by this search (it was current when the search ran), never a half-state."""
         chunks = {c.id: c for c in self._engine.ledger.get_chunks([h.id for h in hits], visible_at=seq)}
+        if not parents and len(chunks) == len(hits):  # every hit read (the usual case): one pick each
+            return [_Pick(chunks[hit.id], hit) for hit in hits[:limit]]
         out: list[_Pick] = []
         seen: set[str] = set()
         for hit in hits:

@@ -327,8 +327,11 @@ class FaissVectorStore(VectorStore):
             self._rows.relocate(seg.seq, part)
 
     def close(self) -> None:
-        """Nothing to release: a flat store's vectors live in the in-memory index; an approximate kind's
-        segment files' descriptors are closed when the store is collected."""
+        """Close an approximate kind's segment files (their descriptors, read on demand); a flat store's vectors
+        live in the in-memory index: nothing to release."""
+        with self._lock:
+            if isinstance(self._rows, MappedRows):
+                self._rows.close()
 
     # -- the approximate index ----------------------------------------------------------------------
     def set_vector_index(self, kind: str) -> None:

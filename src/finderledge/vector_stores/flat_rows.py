@@ -176,7 +176,7 @@ pread: Any = getattr(os, "pread", _seek_read)
 
 class FileRows:
     """A segment's ``(rows, dimension)`` float32 vectors read on demand with :data:`pread` from the descriptor
-    their CRC32 was checked through (owned here, closed when this is collected).  Not a memory map: a map's
+    their CRC32 was checked through (owned here: closed by :meth:`close`, else when this is collected).  Not a memory map: a map's
     page faults bring in the neighbouring pages too (the kernel's fault-around), so rescoring a few thousand
     scattered candidates made a whole 100k-row file resident; a read brings in only the rows asked for."""
 
@@ -184,15 +184,27 @@ class FileRows:
         self._fd, self._offset, self._path, self._error = fd, offset, path, error
         self.shape = (rows, dimension)
         self._row_bytes = 4 * dimension
-        weakref.finalize(self, os.close, fd)
+        self._closer = weakref.finalize(self, os.close, fd)
 
     def __len__(self) -> int:
         return self.shape[0]
 
+    def close(self) -> None:
+        """Close the descriptor now (once: a later call, or the collection, closes nothing); reads then raise."""
+        self._fd = -1
+        self._closer()
+
+    def _open_fd(self) -> int:
+        """The descriptor to read, or the error naming the file once :meth:`close` closed it (its number may
+        name another file by then)."""
+        if self._fd < 0:
+            raise self._error(self._path, "read after its store was closed")
+        return self._fd
+
     def _read(self, out: np.ndarray, start: int) -> None:
         """Fill ``out`` (C-contiguous rows) with the rows from ``start`` on."""
         want = out.nbytes
-        got = pread(self._fd, want, self._offset + start * self._row_bytes)
+        got = pread(self._open_fd(), want, self._offset + start * self._row_bytes)
         if len(got) != want:  # truncated in place after its check
             raise self._error(self._path, f"read {len(got)} of {want} bytes")
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
@@ -214,7 +226,7 @@ class FileRows:
         starts = np.concatenate([[0], breaks])
         lengths = (np.diff(np.append(starts, len(ordered))) * self._row_bytes).tolist()
         offsets = (self._offset + ordered[starts] * self._row_bytes).tolist()
-        fd, read = self._fd, pread
+        fd, read = self._open_fd(), pread
         data = b"".join([read(fd, n, at) for n, at in zip(lengths, offsets)])
         if len(data) != out.nbytes:  # truncated in place after its check
             raise self._error(self._path, f"read {len(data)} of {out.nbytes} bytes")
@@ -356,6 +368,12 @@ class MappedRows(FlatRows):
             self._overlay_n = len(rows)
             self._row[: self._n][in_overlay] = np.arange(len(rows), dtype=np.int64)
         self._part = new_part
+
+    def close(self) -> None:
+        """Close the segment files' descriptors now (the store's ``close()``); the overlay stays readable."""
+        for part in self._parts:
+            if isinstance(part, FileRows):
+                part.close()
 
     # -- reading ------------------------------------------------------------------------------------
     def gather(self, positions: np.ndarray) -> np.ndarray:
