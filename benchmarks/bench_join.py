@@ -204,18 +204,21 @@ def _joiner(url: str, directory: str, mode: str, corpus: TopicCorpus, queries: l
     import finderledge.facade  # noqa: F401  (the library's import, apart: it compiles every module when no .pyc)
 
     imported = time.perf_counter() - t
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fl = _open(folder, url, SCHEMA, TopicEmbeddings(corpus), mode)
-    opened = time.perf_counter() - t0
-    t1 = time.perf_counter()
+    opened, open_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t1, c1 = time.perf_counter(), time.process_time()
     fl.search(queries[0], k=10)
-    first = time.perf_counter() - t1
+    first, first_cpu = time.perf_counter() - t1, time.process_time() - c1
     out: dict[str, Any] = {
         "import_s": round(imported, 3),
         "open_s": round(opened, 3),
         "first_hybrid_search_s": round(first, 3),
         "join_s": round(imported + opened + first, 3),  # import + open + first search
         "join_after_import_s": round(opened + first, 3),
+        # this process's CPU seconds (all threads): what load on a shared machine does not inflate
+        "open_cpu_s": round(open_cpu, 3),
+        "first_hybrid_search_cpu_s": round(first_cpu, 3),
         "peak_rss_mb_at_first_search": _peak_rss_mb(),
         "peak_rss_mb_before_open": rss_start,
         "local_disk_bytes": _disk(folder),
@@ -434,7 +437,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 shutil.rmtree(workdir / f"join-{mode}", ignore_errors=True)  # the next join starts empty
         result["join"] = {m: runs[m][0] for m in modes}
         if args.repeat > 1:
-            keys = ("import_s", "open_s", "first_hybrid_search_s", "join_s", "join_after_import_s")
+            keys = (
+                "import_s",
+                "open_s",
+                "first_hybrid_search_s",
+                "join_s",
+                "join_after_import_s",
+                "open_cpu_s",
+                "first_hybrid_search_cpu_s",
+            )
             result["join_repeats"] = {
                 m: {key: [r[key] for r in runs[m]] for key in (*keys, "peak_rss_mb_at_first_search")}
                 for m in modes
