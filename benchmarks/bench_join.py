@@ -16,6 +16,10 @@ them all: ``COPY`` and one HNSW build after the load, ``ledgers/bulk.py``), and 
 default chunking.  ``uptime`` is recorded at the start and the end.
 
 Results go to ``benchmarks/results/join_<chunks>.json`` (``--quick``: ``join_quick.json``); a table is printed.
+The library's import is timed apart (``import_s``; ``join_s`` = import + open + first search): with
+``PYTHONDONTWRITEBYTECODE=1`` and no ``.pyc`` it compiles every module, most of a join on a loaded machine.
+``--repeat N --engine-only`` joins N times (modes alternated) and adds the medians; ``--skip-ingest`` reuses a
+``--workdir`` built before.
 
     python benchmarks/bench_join.py --chunks 10000 --batch 10000     # ~1-2 min on 2 loaded cores
     python benchmarks/bench_join.py --chunks 100000 --batch 100000   # ~7-11 min
@@ -30,6 +34,7 @@ import json
 import logging
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -128,6 +133,12 @@ def database_bytes(url: str, schema: str, chunks: int) -> dict[str, Any]:
     }
 
 
+def _library_src() -> str:
+    import finderledge
+
+    return str(Path(finderledge.__file__).resolve().parent)
+
+
 def load_note() -> dict[str, Any]:
     """The machine's load (``uptime``), recorded at the start and end of a run."""
     import subprocess
@@ -189,16 +200,25 @@ def _joiner(url: str, directory: str, mode: str, corpus: TopicCorpus, queries: l
     rss_start = _peak_rss_mb()
     rows = _rows_counted()
     folder = Path(directory)
-    t0 = time.perf_counter()
+    t = time.perf_counter()
+    import finderledge.facade  # noqa: F401  (the library's import, apart: it compiles every module when no .pyc)
+
+    imported = time.perf_counter() - t
+    t0, c0 = time.perf_counter(), time.process_time()
     fl = _open(folder, url, SCHEMA, TopicEmbeddings(corpus), mode)
-    opened = time.perf_counter() - t0
-    t1 = time.perf_counter()
+    opened, open_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t1, c1 = time.perf_counter(), time.process_time()
     fl.search(queries[0], k=10)
-    first = time.perf_counter() - t1
+    first, first_cpu = time.perf_counter() - t1, time.process_time() - c1
     out: dict[str, Any] = {
+        "import_s": round(imported, 3),
         "open_s": round(opened, 3),
         "first_hybrid_search_s": round(first, 3),
-        "join_s": round(opened + first, 3),
+        "join_s": round(imported + opened + first, 3),  # import + open + first search
+        "join_after_import_s": round(opened + first, 3),
+        # this process's CPU seconds (all threads): what load on a shared machine does not inflate
+        "open_cpu_s": round(open_cpu, 3),
+        "first_hybrid_search_cpu_s": round(first_cpu, 3),
         "peak_rss_mb_at_first_search": _peak_rss_mb(),
         "peak_rss_mb_before_open": rss_start,
         "local_disk_bytes": _disk(folder),
@@ -334,7 +354,8 @@ def text_share(url: str, folder: Path, workdir: Path) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     rows = [
-        ("join: open + first hybrid search (s)", "join_s"),
+        ("join: import + open + first hybrid search (s)", "join_s"),
+        ("  import (s)", "import_s"),
         ("  open (s)", "open_s"),
         ("  first hybrid search (s)", "first_hybrid_search_s"),
         ("peak RSS at first search (MB)", "peak_rss_mb_at_first_search"),
@@ -344,9 +365,10 @@ def table(result: dict[str, Any]) -> str:
         ("hybrid p50 (ms)", "hybrid_p50_ms"),
     ]
     joins = result["join"]
-    lines = [f"{result['ingest']['chunks']} chunks | " + " | ".join(MODES), "---|---|---"]
+    modes = [m for m in MODES if m in joins]
+    lines = [f"{result['ingest']['chunks']} chunks | " + " | ".join(modes), "---" + "|---" * len(modes)]
     for label, key in rows:
-        lines.append(f"{label} | " + " | ".join(str(joins[m][key]) for m in MODES))
+        lines.append(f"{label} | " + " | ".join(str(joins[m].get(key)) for m in modes))
     ingest = result["ingest"]
     for label, key in (
         ("write chunks/s (one ledger)", "chunks_per_s"),
@@ -377,6 +399,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--skip-ingest", action="store_true", help="--workdir holds an ingested server: join only"
     )
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="joins per mode, modes alternated (the first is reported)"
+    )
+    parser.add_argument("--engine-only", action="store_true", help="join with keyword_index='engine' only")
     return parser.parse_args(argv)
 
 
@@ -393,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "command": "python benchmarks/bench_join.py " + " ".join(sys.argv[1:] if argv is None else argv),
             "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "library": library_version(),
+            "library_src": _library_src(),  # PYTHONPATH decides which tree runs
             "cpus": os.cpu_count(),
             "load_at_start": load_note(),
         }
@@ -402,10 +429,36 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         else:
             result["ingest"] = ingest(url, corpus, args.chunks, args.batch, workdir)
         queries = [corpus.query(n) for n in range(args.queries + 1)]
-        result["join"] = {mode: join(url, corpus, mode, queries, workdir) for mode in MODES}
-        tops = [result["join"][m].pop("keyword_top10") for m in MODES]
-        result["keyword_top10_equal_share"] = round(
-            sum(a == b for a, b in zip(*tops)) / max(len(tops[0]), 1), 3
+        modes = ("engine",) if args.engine_only else MODES
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+        for _ in range(max(args.repeat, 1)):
+            for mode in modes:
+                runs[mode].append(join(url, corpus, mode, queries, workdir))
+                shutil.rmtree(workdir / f"join-{mode}", ignore_errors=True)  # the next join starts empty
+        result["join"] = {m: runs[m][0] for m in modes}
+        if args.repeat > 1:
+            keys = (
+                "import_s",
+                "open_s",
+                "first_hybrid_search_s",
+                "join_s",
+                "join_after_import_s",
+                "open_cpu_s",
+                "first_hybrid_search_cpu_s",
+            )
+            result["join_repeats"] = {
+                m: {key: [r[key] for r in runs[m]] for key in (*keys, "peak_rss_mb_at_first_search")}
+                for m in modes
+            }
+            result["join_medians"] = {
+                m: {key: round(statistics.median(r[key] for r in runs[m]), 3) for key in keys} for m in modes
+            }
+        tops = [result["join"][m].pop("keyword_top10") for m in modes]
+        for m in modes:
+            for r in runs[m][1:]:
+                r.pop("keyword_top10", None)
+        result["keyword_top10_equal_share"] = (
+            round(sum(a == b for a, b in zip(*tops)) / max(len(tops[0]), 1), 3) if len(tops) == 2 else None
         )
         result["ndcg"] = {}
         for flag, name in ((args.scifact, "scifact"), (args.jaquad, "jaquad-dev")):

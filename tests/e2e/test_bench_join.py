@@ -47,3 +47,6 @@ def test_quick_join_run_writes_the_results(tmp_path: Path) -> None:
     assert engine["rows_read_to_join"] < local["rows_read_to_join"]
     assert result["keyword_top10_equal_share"] >= 0.95
     assert engine["keyword_p50_ms"] > 0 and engine["hybrid_p50_ms"] > 0
+    # the import timed apart from the open; the CPU seconds beside the wall-clock ones
+    assert engine["join_s"] >= engine["import_s"] + engine["join_after_import_s"] - 0.002
+    assert 0 < engine["first_hybrid_search_cpu_s"] and 0 < engine["open_cpu_s"]
