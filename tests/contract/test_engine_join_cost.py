@@ -9,27 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from pg_server import fresh_schema
+from pg_server import StatementCounter, fresh_schema
+from texts import EN_WORDS
 
 from finderledge import FinderLedge
 from finderledge.ranking.relevance import SAMPLE_SIZE
 
-WORDS = [
-    "warehouse",
-    "shelf",
-    "invoice",
-    "refund",
-    "password",
-    "account",
-    "storage",
-    "backup",
-    "region",
-    "latency",
-    "ledger",
-    "customer",
-]
+WORDS = EN_WORDS[:12]
 
 
 def _open(directory: Path, url: str, schema: str, fake: Any) -> FinderLedge:
@@ -57,18 +44,9 @@ def _join(
     directory: Path, url: str, schema: str, fake: Any, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, Any]:
     """Open on an empty directory and search once (hybrid, with relevance): rows, statements, local bytes."""
-    rows, statements = [0], [0]
-    real = psycopg.Cursor.execute
-
-    def execute(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:
-        result = real(self, *args, **kwargs)
-        statements[0] += 1
-        if self.description is not None:
-            rows[0] += max(self.rowcount, 0)
-        return result
-
+    counted = StatementCounter()
     with monkeypatch.context() as patch:
-        patch.setattr(psycopg.Cursor, "execute", execute)
+        counted.install(patch)
         fl = _open(directory, url, schema, fake)
         try:
             hits = fl.search("refund invoice ledger", k=10)
@@ -77,7 +55,7 @@ def _join(
         finally:
             fl.close()
     local = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
-    return {"rows": rows[0], "statements": statements[0], "local_bytes": local}
+    return {"rows": counted.rows, "statements": counted.statements, "local_bytes": local}
 
 
 @pytest.mark.timeout(600)

@@ -27,7 +27,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from pg_server import fresh_schema  # the pg_url fixture comes from conftest.py
+from pg_server import StatementCounter, fresh_schema  # the pg_url fixture comes from conftest.py
 from test_filter_property import FIELDS, VALUES, _ordered, _scalar
 from test_vector_store_contract import DIM, VectorStoreContract, _vectors
 
@@ -900,22 +900,13 @@ def test_postgres_draws_the_background_sample_without_reading_every_id(
         )  # what a first search draws
         assert _CountedLedger.full_reads == 0 and background.sample_size == SAMPLE_SIZE
 
-        rows, statements = [0], [0]
-        real = psycopg.Cursor.execute
-
-        def execute(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:
-            result = real(self, *args, **kwargs)
-            statements[0] += 1
-            if self.description is not None:
-                rows[0] += max(self.rowcount, 0)
-            return result
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+        counted = StatementCounter()
+        counted.install(monkeypatch)
 
         def work(call: Any) -> tuple[int, int]:
-            rows[0] = statements[0] = 0
+            counted.rows = counted.statements = 0
             call()
-            return rows[0], statements[0]
+            return counted.rows, counted.statements
 
         full_small, full_large = work(small.complete_chunk_ids), work(large.complete_chunk_ids)
         sample_small, sample_large = (

@@ -59,3 +59,27 @@ def pg_url() -> Iterator[str]:
     finally:
         stop_postgres(url)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+class StatementCounter:
+    """Counts the statements sent and the rows PostgreSQL hands back, through ``psycopg.Cursor.execute``
+    (patched by :meth:`install`): how the join and seek tests show a cost that does not grow with the corpus."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.statements = 0
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import psycopg
+
+        real = psycopg.Cursor.execute
+        counter = self
+
+        def execute(cursor: Any, *args: Any, **kwargs: Any) -> Any:
+            result = real(cursor, *args, **kwargs)
+            counter.statements += 1
+            if cursor.description is not None:
+                counter.rows += max(cursor.rowcount, 0)
+            return result
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
