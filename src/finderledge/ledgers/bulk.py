@@ -19,6 +19,14 @@ The loading session holds a session-level advisory lock (the *bulk key*): other 
 record, find the lock held and leave the build to the loader; if the loader died (SIGKILL, lost machine) the
 lock went with its connection, and the next write, or the next :class:`PostgresLedger` opened, builds the
 index and clears the record.
+
+**The keyword postings' term index.**  With the engine-side keyword index (:mod:`.postings`) a chunk adds ~60
+``kw_postings`` rows, each an insert at its own place in the ``(term, part)`` B-tree: past the buffer cache
+that is most of a large load's time.  The same call defers it the same way (its own record,
+:data:`POSTINGS_STATE_KEY`, under the same bulk key; decided on ``kw_docs``' rows held): dropped at the first
+commit, built once, first, when the call ends (one sort, ``maintenance_work_mem`` raised to 512MB for it).
+The ``doc`` index stays (its keys ascend: appends).  Meanwhile keyword searches scan the postings (the same
+scores, slower); a dead loader's record is built by the next write's commit or the next open.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ __all__ = [
     "BULK_INDEX_MIN_CHUNKS",
     "BULK_INDEX_SHARE",
     "COPY_MIN_ROWS",
+    "DEFERRED_POSTINGS_INDEXES",
     "INDEX_STATE_KEY",
     "POSTINGS_STATE_KEY",
     "BulkLoad",
@@ -95,6 +104,10 @@ BULK_INDEX_SHARE = 0.25  # ...and this share of the rows held (a rebuild costs ~
 INDEX_STATE_KEY = "vector_index"  # info key: present while a bulk load owns the HNSW build ("deferred …")
 #: info key: present while a bulk load owns the build of the ``kw_postings`` B-trees ("deferred …")
 POSTINGS_STATE_KEY = "keyword_postings_index"
+#: the ``kw_postings`` B-trees a bulk load drops: the term index, whose inserts land all over it (a chunk's ~60
+#: terms); the ``doc`` index is kept, its keys drawn in ascending order (inserts append at its right edge) and
+#: deletes of replaced documents need it
+DEFERRED_POSTINGS_INDEXES = ("kw_postings_term",)
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
@@ -422,7 +435,7 @@ class BulkLoad:
             and self._owns(conn)
         ):
             self.postings_deferred = True
-            for name in _postings_indexes():
+            for name in DEFERRED_POSTINGS_INDEXES:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, name)))
             self._record(conn, POSTINGS_STATE_KEY)
             logger.info(
