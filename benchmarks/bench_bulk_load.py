@@ -3,7 +3,7 @@ paired against another source tree (``--other-src``, e.g. /work/main/src) in alt
 
 Each run is a child process (its own ``PYTHONPATH``) writing ``--chunks`` one-chunk documents of the synthetic
 topic corpus (precomputed vectors, :class:`bench_postgres.TopicEmbeddings`: no model) into a fresh schema in one
-call, as ``bench_join.py --batch <chunks>`` does; the schema is dropped after the run.  ``uptime`` is recorded
+call, as ``bench_join.py --batch <chunks>`` does, but with the vectors computed before the timing; the schema is dropped after the run.  ``uptime`` is recorded
 before each run.  ``--profile`` prints where one run's time goes (cProfile, top functions by cumulative time).
 
     python benchmarks/bench_bulk_load.py --chunks 10000 --pairs 2 --other-src /work/main/src
@@ -40,6 +40,18 @@ def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
+class Precomputed(TopicEmbeddings):
+    """:class:`TopicEmbeddings` with the documents' vectors computed in advance (a look-up during the write)."""
+
+    def __init__(self, corpus: TopicCorpus, texts: Sequence[str]) -> None:
+        super().__init__(corpus)
+        self.vectors = {t: corpus.embed(t).tolist() for t in texts}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        got = self.vectors.get
+        return [got(t) or self.corpus.embed(t).tolist() for t in texts]
+
+
 def child(url: str, schema: str, chunks: int, folder: Path, profile: bool) -> dict[str, Any]:
     """Write ``chunks`` documents in one call; returns the seconds and chunks/s."""
     import finderledge
@@ -49,11 +61,12 @@ def child(url: str, schema: str, chunks: int, folder: Path, profile: bool) -> di
     texts = [corpus.text(i) for i in range(chunks)]
     mds = [{"n": i, "group": i % 10} for i in range(chunks)]
     ids = [f"syn{i:07d}" for i in range(chunks)]
+    embedding = Precomputed(corpus, texts)  # embedding excluded from the timing: vectors computed before it
     fl = FinderLedge(
         folder,
         database_url=url,
         database_schema=schema,
-        embedding=TopicEmbeddings(corpus),
+        embedding=embedding,
         keyword_index="engine",
         show_progress=False,
         fusion="rrf",
@@ -99,6 +112,11 @@ def _run(url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool) 
     if profile:
         print(proc.stderr[-20000:], file=sys.stderr)
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["index_builds"] = [  # the library's own lines: how long each index build after the load took
+        line.split(": ", 1)[-1].split("#", 1)[-1]
+        for line in proc.stderr.splitlines()
+        if "ready" in line or "built the HNSW" in line
+    ]
     out["uptime_before"] = load
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
@@ -111,12 +129,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--src", default=str(ROOT / "src"), help="this tree's source (default: ours)")
     parser.add_argument("--other-src", help="the tree to pair against (e.g. /work/main/src)")
+    parser.add_argument("--other-first", type=int, choices=(0, 1), default=0, help="1: the other tree first")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", nargs=4, metavar=("URL", "SCHEMA", "CHUNKS", "FOLDER"))
     args = parser.parse_args(argv)
     if args.child:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         url, schema, chunks, folder = args.child
         print(json.dumps(child(url, schema, int(chunks), Path(folder), args.profile)))
         return {}
@@ -128,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         n = 0
         for pair in range(args.pairs):
-            order = list(sides) if pair % 2 == 0 else list(reversed(sides))
+            order = list(sides) if (pair + args.other_first) % 2 == 0 else list(reversed(sides))
             for side in order:
                 n += 1
                 got = _run(url, sides[side], args.chunks, workdir, n, args.profile)
