@@ -19,6 +19,14 @@ The loading session holds a session-level advisory lock (the *bulk key*): other 
 record, find the lock held and leave the build to the loader; if the loader died (SIGKILL, lost machine) the
 lock went with its connection, and the next write, or the next :class:`PostgresLedger` opened, builds the
 index and clears the record.
+
+**The keyword postings' term index.**  With the engine-side keyword index (:mod:`.postings`) a chunk adds ~60
+``kw_postings`` rows, each an insert at its own place in the ``(term, part)`` B-tree: past the buffer cache
+that is most of a large load's time.  The same call defers it the same way (its own record,
+:data:`POSTINGS_STATE_KEY`, under the same bulk key; decided on ``kw_docs``' rows held): dropped at the first
+commit, built once, first, when the call ends (one sort, ``maintenance_work_mem`` raised to 512MB for it).
+The ``doc`` index stays (its keys ascend: appends).  Meanwhile keyword searches scan the postings (the same
+scores, slower); a dead loader's record is built by the next write's commit or the next open.
 """
 
 from __future__ import annotations
@@ -51,7 +59,9 @@ __all__ = [
     "BULK_INDEX_MIN_CHUNKS",
     "BULK_INDEX_SHARE",
     "COPY_MIN_ROWS",
+    "DEFERRED_POSTINGS_INDEXES",
     "INDEX_STATE_KEY",
+    "POSTINGS_STATE_KEY",
     "BulkLoad",
     "bulk_load",
     "bulk_writes",
@@ -69,6 +79,7 @@ class BulkDialect(Protocol):
     schema: str
     dimension: int | None
     vectors_table: str
+    postings: Any  # :class:`~finderledge.ledgers.postings.Postings`
 
     def sql(self, query: str) -> str: ...
 
@@ -91,6 +102,12 @@ COPY_MIN_ROWS = 32  # rows of one table in one write from which COPY replaces ex
 BULK_INDEX_MIN_CHUNKS = 10_000  # chunks a write call is expected to write: from here the index is deferred
 BULK_INDEX_SHARE = 0.25  # ...and this share of the rows held (a rebuild costs ~1/8 of row inserts)
 INDEX_STATE_KEY = "vector_index"  # info key: present while a bulk load owns the HNSW build ("deferred …")
+#: info key: present while a bulk load owns the build of the ``kw_postings`` B-trees ("deferred …")
+POSTINGS_STATE_KEY = "keyword_postings_index"
+#: the ``kw_postings`` B-trees a bulk load drops: the term index, whose inserts land all over it (a chunk's ~60
+#: terms); the ``doc`` index is kept, its keys drawn in ascending order (inserts append at its right edge) and
+#: deletes of replaced documents need it
+DEFERRED_POSTINGS_INDEXES = ("kw_postings_term",)
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
@@ -261,15 +278,16 @@ def _estimated_rows(conn: psycopg.Connection[Any], schema: str, table: str) -> i
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def build_index(dialect: BulkDialect, conn: psycopg.Connection[Any], table: str) -> None:
-    """Inside a transaction on ``conn``: build the HNSW (and metadata GIN) index when the table is large, with
-    a progress line every :data:`~finderledge.progress.INTERVAL` seconds (from a thread polling
-    ``pg_stat_progress_create_index``, joined before this returns)."""
-    schema, where = dialect.schema, f"ledger {dialect.name}"
-    total = _estimated_rows(conn, schema, table) or None
+@contextmanager
+def _build_progress(
+    dialect: BulkDialect, conn: psycopg.Connection[Any], what: str, total: int | None
+) -> Iterator[None]:
+    """Around an index build on ``conn``: a progress line every :data:`~finderledge.progress.INTERVAL` seconds
+    (from a thread polling ``pg_stat_progress_create_index``, joined before this returns)."""
+    where = f"ledger {dialect.name}"
     pid = conn.info.backend_pid
     stop = threading.Event()
-    log = ProgressLog(f"{where}: building the vector index", total, "rows")
+    log = ProgressLog(f"{where}: building {what}", total, "rows")
 
     def poll() -> None:
         try:
@@ -284,11 +302,10 @@ def build_index(dialect: BulkDialect, conn: psycopg.Connection[Any], table: str)
             logger.debug("%s: index build progress unavailable", where, exc_info=True)
 
     watcher = threading.Thread(target=poll, name="finderledge-index-progress", daemon=True)
-    started = time.perf_counter()
     watcher.start()
     note = "failed"
     try:
-        build_index_when_large(conn, schema, table, dialect.dimension, where)
+        yield
         note = "done"
     finally:
         stop.set()
@@ -296,65 +313,151 @@ def build_index(dialect: BulkDialect, conn: psycopg.Connection[Any], table: str)
         if note == "done" and log.total:
             log.update(max(0, log.total - log.done))
         log.close(note)
+
+
+def build_index(dialect: BulkDialect, conn: psycopg.Connection[Any], table: str) -> None:
+    """Inside a transaction on ``conn``: build the HNSW (and metadata GIN) index when the table is large, with
+    progress lines (:func:`_build_progress`)."""
+    schema, where = dialect.schema, f"ledger {dialect.name}"
+    total = _estimated_rows(conn, schema, table) or None
+    started = time.perf_counter()
+    with _build_progress(dialect, conn, "the vector index", total):
+        build_index_when_large(conn, schema, table, dialect.dimension, where)
     logger.info("%s: vector index ready %.1f s after the load", where, time.perf_counter() - started)
 
 
+def _postings_indexes() -> dict[str, str]:
+    from .postings import POSTINGS_INDEXES  # that module imports this one
+
+    return POSTINGS_INDEXES
+
+
+def missing_postings_indexes(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """The ``kw_postings`` B-trees (:data:`~finderledge.ledgers.postings.POSTINGS_INDEXES`) ``schema`` lacks."""
+    names = list(_postings_indexes())
+    rows = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname = ANY(%s)", (schema, names)
+    ).fetchall()
+    found = {str(r[0]) for r in rows}
+    return [n for n in names if n not in found]
+
+
+def build_postings_indexes(dialect: BulkDialect, conn: psycopg.Connection[Any]) -> None:
+    """Inside a transaction on ``conn``: build the ``kw_postings`` B-trees it lacks (one sort each, with
+    ``maintenance_work_mem`` raised to 512MB for the transaction, never lowered), with progress lines."""
+    missing = missing_postings_indexes(conn, dialect.schema)
+    if not missing:
+        return
+    conn.execute(
+        "SELECT set_config('maintenance_work_mem', '512MB', true)"
+        " WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes('512MB')"
+    )
+    total = _estimated_rows(conn, dialect.schema, "kw_postings") or None
+    started = time.perf_counter()
+    statements = _postings_indexes()
+    for name in missing:
+        with _build_progress(dialect, conn, f"the keyword index {name}", total):
+            conn.execute(dialect.sql(statements[name]))
+    logger.info(
+        "ledger %s: keyword postings indexes ready %.1f s after the load",
+        dialect.name,
+        time.perf_counter() - started,
+    )
+
+
 class BulkLoad:
-    """One write call's bulk load (see the module docstring): whether it defers the HNSW index, and the
-    index build once it ends."""
+    """One write call's bulk load (see the module docstring): whether it defers the HNSW index and the
+    ``kw_postings`` B-trees, and their builds once it ends."""
 
     def __init__(self, dialect: BulkDialect, table: str, expected: int) -> None:
         self.dialect, self.table, self.expected = dialect, table, int(expected)
         self.written = 0
-        self.deferred = False
+        self.deferred = False  # the HNSW index
+        self.postings_deferred = False  # the kw_postings B-trees
         self.key = advisory_key("bulk", dialect.schema)
         self._lock_conn: psycopg.Connection[Any] | None = None
 
+    def _large(self, conn: psycopg.Connection[Any], table: str) -> bool:
+        """Whether the call writes enough rows, against what ``table`` holds, for one build to beat row upkeep."""
+        held = _estimated_rows(conn, self.dialect.schema, table)
+        return max(self.expected, self.written) >= max(BULK_INDEX_MIN_CHUNKS, BULK_INDEX_SHARE * held)
+
+    def _owns(self, conn: psycopg.Connection[Any]) -> bool:
+        """Hold the bulk key (session-level, taken once); False: another process's bulk load holds it."""
+        if self._lock_conn is not None:
+            return True
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        if not (row and row[0]):
+            return False
+        self._lock_conn = conn
+        return True
+
+    def _record(self, conn: psycopg.Connection[Any], key: str) -> None:
+        d = self.dialect
+        conn.execute(
+            d.insert("info", ("key", "value"), "replace", "key"),
+            (key, f"deferred by a bulk load since {time.time():.0f}"),
+        )
+
     def begin(self, tx: psycopg.Cursor[Any], chunks: int) -> None:
-        """First in a commit of ``chunks`` embedded chunks: defer the index when the call is large enough."""
+        """First in a commit of ``chunks`` embedded chunks: defer the indexes when the call is large enough."""
         self.written += chunks
-        if self.deferred or chunks == 0:
+        if chunks == 0:
             return
         d = self.dialect
         conn = tx.connection
         dim = d.dimension
-        if dim is None or dim > MAX_INDEXED_DIMENSION:
-            return
-        held = _estimated_rows(conn, d.schema, self.table)
-        if max(self.expected, self.written) < max(BULK_INDEX_MIN_CHUNKS, BULK_INDEX_SHARE * held):
-            return
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
-        if not (row and row[0]):  # another process's bulk load owns the build: maintain rows meanwhile
-            return
-        self._lock_conn = conn
-        self.deferred = True
         from psycopg import sql
 
-        dropped = has_index(conn, d.schema, self.table)
-        conn.execute(
-            sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, index_name(self.table)))
-        )
-        conn.execute(
-            d.insert("info", ("key", "value"), "replace", "key"),
-            (INDEX_STATE_KEY, f"deferred by a bulk load since {time.time():.0f}"),
-        )
-        logger.info(
-            "ledger %s: bulk load of ~%d chunks: the vector index is %s and built once after it",
-            d.name,
-            max(self.expected, self.written),
-            "dropped" if dropped else "not built",
-        )
+        if (
+            not self.deferred
+            and dim is not None
+            and dim <= MAX_INDEXED_DIMENSION
+            and self._large(conn, self.table)
+            and self._owns(conn)
+        ):
+            self.deferred = True
+            dropped = has_index(conn, d.schema, self.table)
+            conn.execute(
+                sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, index_name(self.table)))
+            )
+            self._record(conn, INDEX_STATE_KEY)
+            logger.info(
+                "ledger %s: bulk load of ~%d chunks: the vector index is %s and built once after it",
+                d.name,
+                max(self.expected, self.written),
+                "dropped" if dropped else "not built",
+            )
+        if (
+            not self.postings_deferred
+            and d.postings.recorded(conn) is not None
+            and self._large(conn, "kw_docs")
+            and self._owns(conn)
+        ):
+            self.postings_deferred = True
+            for name in DEFERRED_POSTINGS_INDEXES:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, name)))
+            self._record(conn, POSTINGS_STATE_KEY)
+            logger.info(
+                "ledger %s: bulk load of ~%d chunks: the keyword postings indexes are built once after it",
+                d.name,
+                max(self.expected, self.written),
+            )
 
     def finish(self) -> None:
-        """After the call: build the index once and clear the record (a failure leaves both to the next
-        write or open); release the bulk key."""
-        if not self.deferred:
-            return
+        """After the call: build the deferred indexes once (the keyword B-trees first: a search without them
+        scans every posting) and clear their records (a failure leaves both to the next write or open);
+        release the bulk key."""
         d = self.dialect
         try:
-            with d.writing() as tx:
-                build_index(d, tx.connection, self.table)
-                tx.execute(d.sql("DELETE FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,))
+            if self.postings_deferred:
+                with d.writing() as tx:
+                    build_postings_indexes(d, tx.connection)
+                    tx.execute(d.sql("DELETE FROM {s}info WHERE key = ?"), (POSTINGS_STATE_KEY,))
+            if self.deferred:
+                with d.writing() as tx:
+                    build_index(d, tx.connection, self.table)
+                    tx.execute(d.sql("DELETE FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,))
         finally:
             conn = self._lock_conn
             if conn is not None and not conn.closed and not conn.broken:
@@ -364,30 +467,56 @@ class BulkLoad:
                     logger.warning("ledger %s: releasing the bulk key failed", d.name, exc_info=True)
 
 
-def owned_elsewhere(dialect: BulkDialect, tx: psycopg.Cursor[Any], table: str) -> bool:
-    """In a commit not deferring the index: whether a live bulk load in another session owns its build (then
-    this write leaves it).  A record whose loader died is cleared here; the caller then builds the index."""
-    state = tx.execute(dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,)).fetchone()
+def _claim(dialect: BulkDialect, tx: psycopg.Cursor[Any], key: str) -> bool | None:
+    """Whether the index build recorded under ``key`` is left to this transaction: None, no record; False, a
+    live bulk load in another session owns it; True, its loader died and the record is cleared here."""
+    state = tx.execute(dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (key,)).fetchone()
     if state is None:
-        return False
+        return None
     row = tx.execute(
         "SELECT pg_try_advisory_xact_lock(%s)", (advisory_key("bulk", dialect.schema),)
     ).fetchone()
     if not (row and row[0]):
-        return True
-    tx.execute(dialect.sql("DELETE FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,))
-    logger.info("ledger %s: a bulk load ended without building the vector index: building it", dialect.name)
-    return False
+        return False
+    tx.execute(dialect.sql("DELETE FROM {s}info WHERE key = ?"), (key,))
+    return True
+
+
+def owned_elsewhere(dialect: BulkDialect, tx: psycopg.Cursor[Any], table: str) -> bool:
+    """In a commit not deferring the index: whether a live bulk load in another session owns its build (then
+    this write leaves it).  A record whose loader died is cleared here; the caller then builds the index."""
+    claimed = _claim(dialect, tx, INDEX_STATE_KEY)
+    if claimed:
+        logger.info(
+            "ledger %s: a bulk load ended without building the vector index: building it", dialect.name
+        )
+    return claimed is False
+
+
+def postings_left(dialect: BulkDialect, tx: psycopg.Cursor[Any]) -> None:
+    """In a commit not deferring the ``kw_postings`` B-trees: build them when a bulk load that died left them
+    unbuilt (a live one in another session builds them itself)."""
+    if _claim(dialect, tx, POSTINGS_STATE_KEY):
+        logger.info(
+            "ledger %s: a bulk load ended without building the keyword postings indexes: building them",
+            dialect.name,
+        )
+        build_postings_indexes(dialect, tx.connection)
 
 
 def recover(dialect: BulkDialect, table: str) -> None:
-    """At open: a bulk load that died left the index unbuilt (its record in ``info``): build it now, unless a
-    live bulk load owns it."""
+    """At open: a bulk load that died left indexes unbuilt (their records in ``info``): build them now, unless
+    a live bulk load owns them."""
     with dialect.reading() as conn:
-        state = conn.execute(
-            dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,)
-        ).fetchone()
-    if state is None or dialect.dimension is None:
+        rows = conn.execute(
+            dialect.sql("SELECT key FROM {s}info WHERE key = ANY(?)"),
+            ([INDEX_STATE_KEY, POSTINGS_STATE_KEY],),
+        ).fetchall()
+    keys = {str(r[0]) for r in rows}
+    if POSTINGS_STATE_KEY in keys:
+        with dialect.writing() as tx:
+            postings_left(dialect, tx)
+    if INDEX_STATE_KEY not in keys or dialect.dimension is None:
         return
     with dialect.writing() as tx:
         if owned_elsewhere(dialect, tx, table):

@@ -73,7 +73,7 @@ from .base import (
     check_schema_version,
     iter_batches,
 )
-from .bulk import COPY_MIN_ROWS, BulkLoad, CopyWriter, copy_vectors, owned_elsewhere, recover
+from .bulk import COPY_MIN_ROWS, BulkLoad, CopyWriter, copy_vectors, owned_elsewhere, postings_left, recover
 from .postings import Postings
 from .rows import RowDamage, text_spans
 from .sql import SQLDialect, SQLLedger
@@ -638,6 +638,8 @@ class PostgresDialect(SQLDialect):
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
     ) -> None:
         self.postings.add(tx, add)
+        if self._bulk is None or not self._bulk.postings_deferred:
+            postings_left(self, tx)  # a bulk load that died left the keyword B-trees to build
         if (self._bulk is not None and self._bulk.deferred) or owned_elsewhere(self, tx, VECTORS_TABLE):
             return  # built once after the bulk load
         if self.dimension is not None and any(c.embedding is not None for _, cs in add for c in cs):

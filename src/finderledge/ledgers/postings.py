@@ -88,6 +88,15 @@ _PRUNE_MIN_POSTINGS = 2000
 _PRUNE_MIN_CHUNKS = 50_000
 _SIZE_TTL = 30.0
 
+#: the two B-trees of ``kw_postings`` (name: statement); a bulk load drops them and builds them once after it
+#: (:mod:`.bulk`), so their statements are kept apart
+POSTINGS_INDEXES = {
+    "kw_postings_term": (
+        'CREATE INDEX IF NOT EXISTS kw_postings_term ON {s}kw_postings (term COLLATE "C", part) INCLUDE (doc, tf, dl)'
+    ),
+    "kw_postings_doc": "CREATE INDEX IF NOT EXISTS kw_postings_doc ON {s}kw_postings (doc)",
+}
+
 _DDL = [
     (
         "CREATE TABLE IF NOT EXISTS {s}kw_docs (doc bigserial PRIMARY KEY, id text NOT NULL UNIQUE,"
@@ -98,8 +107,6 @@ _DDL = [
         "CREATE TABLE IF NOT EXISTS {s}kw_postings (term text NOT NULL, doc bigint NOT NULL, tf integer NOT NULL,"
         " dl integer NOT NULL, part text NOT NULL)"
     ),
-    'CREATE INDEX IF NOT EXISTS kw_postings_term ON {s}kw_postings (term COLLATE "C", part) INCLUDE (doc, tf, dl)',
-    "CREATE INDEX IF NOT EXISTS kw_postings_doc ON {s}kw_postings (doc)",
     (
         "CREATE TABLE IF NOT EXISTS {s}kw_stats (part text PRIMARY KEY, n_docs bigint NOT NULL,"
         " total_len bigint NOT NULL)"
@@ -299,6 +306,8 @@ def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) 
                 for statement in _DDL:
                     tx.execute(dialect.sql(statement))
                 _index_stored(tx, dialect, tokenizer_from_dict(wanted["tokenizer"]), partition_key)
+                for statement in POSTINGS_INDEXES.values():  # built over the stored chunks' postings: once
+                    tx.execute(dialect.sql(statement))
                 tx.execute(
                     dialect.insert("info", ("key", "value"), "replace", "key"), (INFO_KEY, json.dumps(wanted))
                 )

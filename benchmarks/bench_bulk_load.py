@@ -1,0 +1,176 @@
+"""One bulk write into Postgres mode (``keyword_index="engine"``, issue 43): chunks/s of one ``add_texts`` call,
+paired against another source tree (``--other-src``, e.g. /work/main/src) in alternated runs on one server.
+
+Each run is a child process (its own ``PYTHONPATH``) writing ``--chunks`` one-chunk documents of the synthetic
+topic corpus (precomputed vectors, :class:`bench_postgres.TopicEmbeddings`: no model) into a fresh schema in one
+call, as ``bench_join.py --batch <chunks>`` does, but with the vectors computed before the timing; the schema is dropped after the run.  ``uptime`` is recorded
+before each run.  ``--profile`` prints where one run's time goes (cProfile, top functions by cumulative time).
+
+    python benchmarks/bench_bulk_load.py --chunks 10000 --pairs 2 --other-src /work/main/src
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_postgres import TopicCorpus, TopicEmbeddings, start_postgres
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+logger = logging.getLogger("bench_bulk_load")
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+class Precomputed(TopicEmbeddings):
+    """:class:`TopicEmbeddings` with the documents' vectors computed in advance (a look-up during the write)."""
+
+    def __init__(self, corpus: TopicCorpus, texts: Sequence[str]) -> None:
+        super().__init__(corpus)
+        self.vectors = {t: corpus.embed(t).tolist() for t in texts}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        got = self.vectors.get
+        return [got(t) or self.corpus.embed(t).tolist() for t in texts]
+
+
+def child(url: str, schema: str, chunks: int, folder: Path, profile: bool) -> dict[str, Any]:
+    """Write ``chunks`` documents in one call; returns the seconds and chunks/s."""
+    import finderledge
+    from finderledge import FinderLedge
+
+    corpus = TopicCorpus()
+    texts = [corpus.text(i) for i in range(chunks)]
+    mds = [{"n": i, "group": i % 10} for i in range(chunks)]
+    ids = [f"syn{i:07d}" for i in range(chunks)]
+    embedding = Precomputed(corpus, texts)  # embedding excluded from the timing: vectors computed before it
+    fl = FinderLedge(
+        folder,
+        database_url=url,
+        database_schema=schema,
+        embedding=embedding,
+        keyword_index="engine",
+        show_progress=False,
+        fusion="rrf",
+        chunk_size=100_000,
+        chunk_overlap=0,
+    )
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    t0 = time.perf_counter()
+    fl.add_texts(texts, metadatas=mds, ids=ids)
+    seconds = time.perf_counter() - t0
+    if prof is not None:
+        import pstats
+
+        prof.disable()
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
+    count = fl.count()["chunks"]
+    fl.close()
+    return {
+        "library": str(Path(finderledge.__file__).resolve().parents[1]),
+        "chunks": count,
+        "seconds": round(seconds, 1),
+        "chunks_per_s": round(count / seconds, 1),
+    }
+
+
+def _run(url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool) -> dict[str, Any]:
+    import psycopg
+
+    schema = f"bulk43_{n}"
+    env = {**os.environ, "PYTHONPATH": src}
+    cmd = [sys.executable, __file__, "--child", url, schema, str(chunks), str(workdir / f"fl{n}")]
+    if profile:
+        cmd.append("--profile")
+    load = _uptime()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-4000:])
+    if profile:
+        print(proc.stderr[-20000:], file=sys.stderr)
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["index_builds"] = [  # the library's own lines: how long each index build after the load took
+        line.split(": ", 1)[-1].split("#", 1)[-1]
+        for line in proc.stderr.splitlines()
+        if "ready" in line or "built the HNSW" in line
+    ]
+    out["uptime_before"] = load
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=10_000)
+    parser.add_argument("--pairs", type=int, default=1)
+    parser.add_argument("--src", default=str(ROOT / "src"), help="this tree's source (default: ours)")
+    parser.add_argument("--other-src", help="the tree to pair against (e.g. /work/main/src)")
+    parser.add_argument("--other-first", type=int, choices=(0, 1), default=0, help="1: the other tree first")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", nargs=4, metavar=("URL", "SCHEMA", "CHUNKS", "FOLDER"))
+    args = parser.parse_args(argv)
+    if args.child:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        url, schema, chunks, folder = args.child
+        print(json.dumps(child(url, schema, int(chunks), Path(folder), args.profile)))
+        return {}
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-bulk43-"))
+    url, server = start_postgres(workdir / "pg" / "pgdata")
+    sides = {"this": args.src} | ({"other": args.other_src} if args.other_src else {})
+    runs: list[dict[str, Any]] = []
+    try:
+        n = 0
+        for pair in range(args.pairs):
+            order = list(sides) if (pair + args.other_first) % 2 == 0 else list(reversed(sides))
+            for side in order:
+                n += 1
+                got = _run(url, sides[side], args.chunks, workdir, n, args.profile)
+                got["side"] = side
+                runs.append(got)
+                logger.info("%s: %s", side, got)
+    finally:
+        server.cleanup()
+    result = {
+        "command": "python benchmarks/bench_bulk_load.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "sides": sides,
+        "runs": runs,
+        "chunks_per_s": {s: [r["chunks_per_s"] for r in runs if r["side"] == s] for s in sides},
+    }
+    out = args.out or RESULTS / f"bulk43_{args.chunks}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result["chunks_per_s"]))
+    return result
+
+
+if __name__ == "__main__":
+    main()
