@@ -61,6 +61,7 @@ __all__ = [
     "COPY_MIN_ROWS",
     "DEFERRED_POSTINGS_INDEXES",
     "INDEX_STATE_KEY",
+    "POSTINGS_INDEXES",
     "POSTINGS_STATE_KEY",
     "BulkLoad",
     "bulk_load",
@@ -104,6 +105,14 @@ BULK_INDEX_SHARE = 0.25  # ...and this share of the rows held (a rebuild costs ~
 INDEX_STATE_KEY = "vector_index"  # info key: present while a bulk load owns the HNSW build ("deferred …")
 #: info key: present while a bulk load owns the build of the ``kw_postings`` B-trees ("deferred …")
 POSTINGS_STATE_KEY = "keyword_postings_index"
+#: the two B-trees of ``kw_postings`` (name: statement); a bulk load drops them and builds them
+#: once after it, so their statements are kept here (:mod:`.postings` creates them with its tables)
+POSTINGS_INDEXES = {
+    "kw_postings_term": (
+        'CREATE INDEX IF NOT EXISTS kw_postings_term ON {s}kw_postings (term COLLATE "C", part) INCLUDE (doc, tf, dl)'
+    ),
+    "kw_postings_doc": "CREATE INDEX IF NOT EXISTS kw_postings_doc ON {s}kw_postings (doc)",
+}
 #: the ``kw_postings`` B-trees a bulk load drops: the term index, whose inserts land all over it (a chunk's ~60
 #: terms); the ``doc`` index is kept, its keys drawn in ascending order (inserts append at its right edge) and
 #: deletes of replaced documents need it
@@ -326,15 +335,9 @@ def build_index(dialect: BulkDialect, conn: psycopg.Connection[Any], table: str)
     logger.info("%s: vector index ready %.1f s after the load", where, time.perf_counter() - started)
 
 
-def _postings_indexes() -> dict[str, str]:
-    from .postings import POSTINGS_INDEXES  # that module imports this one
-
-    return POSTINGS_INDEXES
-
-
 def missing_postings_indexes(conn: psycopg.Connection[Any], schema: str) -> list[str]:
-    """The ``kw_postings`` B-trees (:data:`~finderledge.ledgers.postings.POSTINGS_INDEXES`) ``schema`` lacks."""
-    names = list(_postings_indexes())
+    """The ``kw_postings`` B-trees (:data:`POSTINGS_INDEXES`) ``schema`` lacks."""
+    names = list(POSTINGS_INDEXES)
     rows = conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname = ANY(%s)", (schema, names)
     ).fetchall()
@@ -354,7 +357,7 @@ def build_postings_indexes(dialect: BulkDialect, conn: psycopg.Connection[Any]) 
     )
     total = _estimated_rows(conn, dialect.schema, "kw_postings") or None
     started = time.perf_counter()
-    statements = _postings_indexes()
+    statements = POSTINGS_INDEXES
     for name in missing:
         with _build_progress(dialect, conn, f"the keyword index {name}", total):
             conn.execute(dialect.sql(statements[name]))

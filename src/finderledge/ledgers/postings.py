@@ -88,14 +88,8 @@ _PRUNE_MIN_POSTINGS = 2000
 _PRUNE_MIN_CHUNKS = 50_000
 _SIZE_TTL = 30.0
 
-#: the two B-trees of ``kw_postings`` (name: statement); a bulk load drops them and builds them once after it
-#: (:mod:`.bulk`), so their statements are kept apart
-POSTINGS_INDEXES = {
-    "kw_postings_term": (
-        'CREATE INDEX IF NOT EXISTS kw_postings_term ON {s}kw_postings (term COLLATE "C", part) INCLUDE (doc, tf, dl)'
-    ),
-    "kw_postings_doc": "CREATE INDEX IF NOT EXISTS kw_postings_doc ON {s}kw_postings (doc)",
-}
+#: the two B-trees of ``kw_postings``: kept with the bulk loads that defer them
+POSTINGS_INDEXES = bulk.POSTINGS_INDEXES
 
 _DDL = [
     (
