@@ -12,6 +12,9 @@ qrels score the variants, they choose nothing in the library.
 Variants: ``library`` (gate x prior x evidence share, as shipped), ``no priors``, ``share power p`` (each leg's
 top-hit evidence raised to ``p`` before the shares: sharper per-query weights), ``share above f`` (the
 evidence less a floor ``f``), ``fixed vW`` (vector weight W, keyword 1 - W, the same for every query).
+
+``--dump FILE`` writes each query's inputs (with the keyword leg's term coverage: the share of the query's idf
+mass its first hits, and its top hit's document, hold) for ``coverage_rules42.py`` to re-fuse under other rules.
 """
 
 from __future__ import annotations
