@@ -12,6 +12,9 @@ qrels score the variants, they choose nothing in the library.
 Variants: ``library`` (gate x prior x evidence share, as shipped), ``no priors``, ``share power p`` (each leg's
 top-hit evidence raised to ``p`` before the shares: sharper per-query weights), ``share above f`` (the
 evidence less a floor ``f``), ``fixed vW`` (vector weight W, keyword 1 - W, the same for every query).
+
+``--dump FILE`` writes each query's inputs (with the keyword leg's term coverage: the share of the query's idf
+mass its first hits, and its top hit's document, hold) for ``coverage_rules42.py`` to re-fuse under other rules.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 from finderledge import FinderLedge
 from finderledge.evaluation import load_beir
+from finderledge.metadata import embedded_text
 from finderledge.ranking import finder as finder_module
 from finderledge.ranking.adaptive import evidence_fusion, leg_weights, top_evidence
 
@@ -47,6 +51,12 @@ def capture(fl: FinderLedge, queries: Mapping[str, str]) -> dict[str, dict[str, 
     """Each query's fusion inputs, recorded from the Finder's adaptive step during a hybrid search."""
     seen: dict[str, Any] = {}
     original = finder_module.Finder._adaptive
+    measure = finder_module.Finder._measure
+
+    def spy_measure(self: Any, *a: Any, **kw: Any) -> Any:
+        background = measure(self, *a, **kw)
+        seen["background"] = background
+        return background
 
     def spy(self: Any, query: str, rankings: Any, exhaustive: bool, timings: Any, *a: Any, **kw: Any) -> Any:
         out = original(self, query, rankings, exhaustive, timings, *a, **kw)
@@ -61,15 +71,67 @@ def capture(fl: FinderLedge, queries: Mapping[str, str]) -> dict[str, dict[str, 
         return out
 
     finder_module.Finder._adaptive = spy  # type: ignore[method-assign]
+    finder_module.Finder._measure = spy_measure  # type: ignore[method-assign]
     out: dict[str, dict[str, Any]] = {}
     try:
         for qid, text in queries.items():
             seen.clear()
             fl.search(text, k=100)
-            out[qid] = dict(seen)
+            got = dict(seen)
+            background = got.pop("background", None)
+            if background is not None and "rankings" in got:
+                keyword = got["rankings"].get("keyword", [])
+                got["term_coverage"] = term_coverage(fl, text, keyword, background)
+                got["doc_coverage"] = doc_coverage(fl, text, keyword, background)
+            out[qid] = got
     finally:
         finder_module.Finder._adaptive = original  # type: ignore[method-assign]
+        finder_module.Finder._measure = measure  # type: ignore[method-assign]
     return out
+
+
+def term_coverage(
+    fl: FinderLedge, query: str, keyword: Sequence[Any], background: Any, top: int = 3
+) -> list[float]:
+    """Share of the query's idf mass (the keyword ceiling's terms and idfs) that each of the keyword leg's
+    first ``top`` hits holds, each term counted once whatever its frequency (tokenised as the leg does)."""
+    tokenize = background.tokenizer
+    if tokenize is None or not keyword:
+        return []
+    idf = {t: background.idf(t) for t in set(tokenize(query))}
+    total = sum(idf.values())
+    if total <= 0:
+        return []
+    ids = [i for i, _ in keyword[:top]]
+    texts = {c.id: embedded_text(c.content, c.metadata) for c in fl.ledger.get_chunks(ids)}
+    out = []
+    for i in ids:
+        held = set(tokenize(texts.get(i, "")))
+        out.append(sum(v for t, v in idf.items() if t in held) / total)
+    return out
+
+
+def doc_coverage(
+    fl: FinderLedge, query: str, keyword: Sequence[Any], background: Any, depth: int = 20
+) -> float:
+    """Share of the query's idf mass held by the keyword leg's top hit's *document*: the union of its chunks
+    among the leg's first ``depth`` hits (a document split into chunks spreads its terms over them)."""
+    tokenize = background.tokenizer
+    if tokenize is None or not keyword:
+        return 0.0
+    idf = {t: background.idf(t) for t in set(tokenize(query))}
+    total = sum(idf.values())
+    chunks = fl.ledger.get_chunks([i for i, _ in keyword[:depth]])
+    if total <= 0 or not chunks:
+        return 0.0
+    first = {c.id: c for c in chunks}.get(keyword[0][0])
+    if first is None:
+        return 0.0
+    held: set[str] = set()
+    for c in chunks:
+        if c.parent_id == first.parent_id:
+            held.update(tokenize(embedded_text(c.content, c.metadata)))
+    return sum(v for t, v in idf.items() if t in held) / total
 
 
 def parents(fl: FinderLedge, ids: Sequence[str], cache: dict[str, str]) -> list[str]:
@@ -86,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", type=Path, default=None)
     parser.add_argument("--folder", type=Path, default=None)
     parser.add_argument("--save", action="store_true", help=f"add the row to {OUT.name}")
+    parser.add_argument(
+        "--dump", type=Path, default=None, help="write each query's fusion inputs (JSON) here"
+    )
     parser.add_argument("--limit", type=int, default=0, help="the first N queries only (0: all)")
     args = parser.parse_args(argv)
     folder = args.folder or (dataset_dir(args.dataset) if args.dataset in SHARED else SETS / args.dataset)
@@ -99,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     with FinderLedge(persist_directory=directory, **settings) as fl:
         inputs = capture(fl, data.queries)
         cache: dict[str, str] = {}
+        if args.dump:
+            for got in inputs.values():
+                for ranking in got.get("rankings", {}).values():
+                    parents(fl, [i for i, _ in ranking], cache)
+            args.dump.write_text(
+                json.dumps({"parents": cache, "qrels": {q: data.qrels[q] for q in inputs}, "queries": inputs})
+            )
         variants: dict[str, list[float]] = {}
         first = next(iter(inputs.values()))
         print("gates", first.get("gates"), "priors", first.get("priors"))
