@@ -10,10 +10,6 @@ rows read as they are.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +20,10 @@ from pg_server import fresh_schema
 from finderledge import FinderLedge
 from finderledge.errors import IncompatibleIndexError
 from finderledge.ledgers import COMPLETE, ChunkRecord, DocumentRecord, SQLiteLedger
+from finderledge.ledgers.base import check_schema_version
 from finderledge.ledgers.bulk import COPY_MIN_ROWS
 from finderledge.ledgers.postgres import POSTGRES_SCHEMA_VERSION, PostgresLedger
 from finderledge.ledgers.rows import SPAN_MAX_END, text_spans
-
-MAIN_SRC = Path("/work/main/src")  # the previous release's code (writes schema version 4)
 
 ENGLISH = " ".join(
     f"Paragraph {i}: the refund ledger records invoice {i} for warehouse shelf {i % 7}, and the auditor "
@@ -203,42 +198,29 @@ def test_spans_count_code_points_and_only_exact_slices_lose_their_text(pg_url: s
     assert text_spans("abcabc", ["abc", "abc", "bca", "zz"]) == [(0, 3), (3, 3), (1, 3), None]
 
 
-def _run_main(code: str) -> str:
-    env = {**os.environ, "PYTHONPATH": str(MAIN_SRC)}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+def _as_version_4(fl: FinderLedge, url: str, schema: str) -> None:
+    """Put a schema this release wrote back into the layout the previous release (schema version 4) writes:
+    every chunk's own text in ``content NOT NULL``, no span columns (its DDL, ``_ledger_ddl`` before 5)."""
+    texts = {c.id: c.content for i, _, _ in TEXTS for c in fl.ledger.chunks_of(i)}
+    fl.close()
+    with psycopg.connect(url) as conn:
+        s = f'"{schema}"'
+        for cid, text in texts.items():  # rows stored once hold none: a text with NUL never is (kept as JSON)
+            conn.execute(f"UPDATE {s}.chunks SET content = %s WHERE id = %s AND content IS NULL", (text, cid))
+        conn.execute(f"ALTER TABLE {s}.chunks DROP COLUMN text_start, DROP COLUMN text_length")
+        conn.execute(f"ALTER TABLE {s}.chunks ALTER COLUMN content SET NOT NULL")
+        conn.execute(f"UPDATE {s}.info SET value = '4' WHERE key = 'schema_version'")
 
 
-@pytest.mark.skipif(not MAIN_SRC.is_dir(), reason="needs the previous release's source at /work/main/src")
 def test_a_schema_the_previous_release_wrote_is_migrated_at_open(
     tmp_path: Path, pg_url: str, fake_embeddings: Any
 ) -> None:
     schema = fresh_schema()
-    written = _run_main(
-        f"""
-        import json
-        from langchain_core.embeddings import DeterministicFakeEmbedding
-        import finderledge
-        from finderledge import FinderLedge
-        texts = {[(i, t, md) for i, t, md in TEXTS]!r}
-        fl = FinderLedge({str(tmp_path / "old")!r}, embedding=DeterministicFakeEmbedding(size=16),
-                         show_progress=False, database_url={pg_url!r}, database_schema={schema!r},
-                         keyword_index="engine", **{SETTINGS!r})
-        fl.add_texts([t for _, t, _ in texts], [md for _, _, md in texts], ids=[i for i, _, _ in texts])
-        print(finderledge.__file__)
-        print(json.dumps(fl.ledger.get_info("schema_version")))
-        fl.close()
-        """
+    writer = _open(
+        tmp_path / "old", fake_embeddings, database_url=pg_url, database_schema=schema, keyword_index="engine"
     )
-    assert written.splitlines()[0].startswith(str(MAIN_SRC)) and json.loads(written.splitlines()[1]) == "4"
+    _add(writer)
+    _as_version_4(writer, pg_url, schema)
     old = _stored(pg_url, schema, "NULL, NULL")  # schema version 4 has no span columns
     assert old and all(content is not None for content, _, _ in old.values())  # every text stored
 
@@ -266,18 +248,13 @@ def test_a_schema_the_previous_release_wrote_is_migrated_at_open(
     finally:
         pg.close()
         local.close()
-    # the previous release refuses the migrated schema (it would misread its rows) with a clear message
-    refused = _run_main(
-        f"""
-        from finderledge.errors import IncompatibleIndexError
-        from finderledge.ledgers.postgres import PostgresLedger
-        try:
-            PostgresLedger({pg_url!r}, schema={schema!r})
-        except IncompatibleIndexError as exc:
-            print(exc)
-        """
-    )
-    assert "written by a newer FinderLedge" in refused
+    # the previous release (schema version 4) refuses the migrated schema (it would misread its rows)
+    with psycopg.connect(pg_url) as conn:
+        recorded = conn.execute(
+            f"SELECT value FROM \"{schema}\".info WHERE key = 'schema_version'"
+        ).fetchone()
+    with pytest.raises(IncompatibleIndexError, match="written by a newer FinderLedge"):
+        check_schema_version("old", recorded[0] if recorded else None, 4)
     with pytest.raises(IncompatibleIndexError):  # and this one refuses a newer layout still
         with psycopg.connect(pg_url) as conn:
             conn.execute(f"UPDATE \"{schema}\".info SET value = '6' WHERE key = 'schema_version'")
