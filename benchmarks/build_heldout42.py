@@ -117,11 +117,11 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
 
 
 def dataset_dir(name: str) -> Path:
-    """A shared set, from the worktree layout (``../shared/datasets``)."""
-    for root in (HERE.parents[1] / "shared" / "datasets", Path("/work/wt/shared/datasets")):
-        if (root / name).is_dir():
-            return root / name
-    raise SystemExit(f"dataset {name} not found under ../shared/datasets")
+    """A shared set, beside the repository (``../shared/datasets``)."""
+    path = HERE.parents[1] / "shared" / "datasets" / name
+    if path.is_dir():
+        return path
+    raise SystemExit(f"dataset {name} not found under {path.parent}")
 
 
 def _key(text: str) -> int:
