@@ -337,10 +337,11 @@ def _assemble(
 
 def _prepare_directory(persist_directory: str | None) -> Path | None:
     """The persist directory, created if missing; one that is a file, or holds a link where a fixed name is
-    expected, is refused before anything is opened."""
+    expected, is refused before anything is opened.  A relative path is made absolute here (links and ``..``
+    kept as given): the folder it names now stays the index's folder when the process changes directory."""
     if not persist_directory:
         return None
-    directory = Path(persist_directory)
+    directory = Path(persist_directory).absolute()
     if directory.exists() and not directory.is_dir():
         raise ConfigurationError(f"setting 'persist_directory': {directory} exists and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
