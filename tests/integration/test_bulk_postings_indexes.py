@@ -194,6 +194,20 @@ _KILLED = textwrap.dedent(
 )
 
 
+def _load_killed(url: str, schema: str, folder: Path, texts: list[str]) -> None:
+    """Run :data:`_KILLED` in a process of its own: it loads ``texts`` and is SIGKILLed in its third commit."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED, url, schema, str(folder), *texts],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
 def test_a_loader_killed_mid_load_leaves_the_postings_indexes_to_the_next_write_and_open(
     pg_url: str, tmp_path: Path, small: None
 ) -> None:
@@ -202,16 +216,7 @@ def test_a_loader_killed_mid_load_leaves_the_postings_indexes_to_the_next_write_
     earlier.add_texts(_texts(120, offset=1000), ids=[f"e{i}" for i in range(120)])
     assert _indexes(pg_url, schema) == INDEXES
     texts = _texts(500)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.run(
-        [sys.executable, "-c", _KILLED, pg_url, schema, str(tmp_path / "b"), *texts],
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    _load_killed(pg_url, schema, tmp_path / "b", texts)
     assert _indexes(pg_url, schema) == KEPT and _state(pg_url, schema) is not None  # as the loader left them
     assert earlier.count()["chunks"] == 320  # two commits of 100 went in, the third left nothing
     meanwhile = {q: _keyword(earlier, q) for q in QUERIES}  # searched meanwhile, by scanning the postings
@@ -226,15 +231,7 @@ def test_a_loader_killed_mid_load_leaves_the_postings_indexes_to_the_next_write_
     schema2 = fresh_schema()
     with _open(tmp_path / "c", pg_url, schema2) as fl:
         fl.add_texts(_texts(120, offset=1000), ids=[f"e{i}" for i in range(120)])
-    proc = subprocess.run(
-        [sys.executable, "-c", _KILLED, pg_url, schema2, str(tmp_path / "d"), *texts],
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    _load_killed(pg_url, schema2, tmp_path / "d", texts)
     assert _indexes(pg_url, schema2) == KEPT and _state(pg_url, schema2) is not None
     with _open(tmp_path / "e", pg_url, schema2) as fl:
         assert _indexes(pg_url, schema2) == INDEXES and _state(pg_url, schema2) is None  # rebuilt on open

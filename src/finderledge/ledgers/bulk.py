@@ -357,10 +357,9 @@ def build_postings_indexes(dialect: BulkDialect, conn: psycopg.Connection[Any]) 
     )
     total = _estimated_rows(conn, dialect.schema, "kw_postings") or None
     started = time.perf_counter()
-    statements = POSTINGS_INDEXES
     for name in missing:
         with _build_progress(dialect, conn, f"the keyword index {name}", total):
-            conn.execute(dialect.sql(statements[name]))
+            conn.execute(dialect.sql(POSTINGS_INDEXES[name]))
     logger.info(
         "ledger %s: keyword postings indexes ready %.1f s after the load",
         dialect.name,
