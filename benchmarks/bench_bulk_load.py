@@ -7,12 +7,17 @@ call, as ``bench_join.py --batch <chunks>`` does, but with the vectors computed 
 before each run.  ``--profile`` prints where one run's time goes (cProfile, top functions by cumulative time).
 
     python benchmarks/bench_bulk_load.py --chunks 10000 --pairs 2 --other-src /work/main/src
+
+Issue 43's "today" is a tree from before the bulk path (``--other-src`` of ``b18f30e``, checked out apart):
+it has no ``keyword_index``, so its side writes in its only mode (a local BM25 replica; rows inserted one by
+one into a table that already has its HNSW index).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import inspect
 import json
 import logging
 import os
@@ -52,8 +57,9 @@ class Precomputed(TopicEmbeddings):
         return [got(t) or self.corpus.embed(t).tolist() for t in texts]
 
 
-def child(url: str, schema: str, chunks: int, folder: Path, profile: bool) -> dict[str, Any]:
-    """Write ``chunks`` documents in one call; returns the seconds and chunks/s."""
+def child(url: str, schema: str, chunks: int, folder: Path, profile: bool, batch: int = 0) -> dict[str, Any]:
+    """Write ``chunks`` documents in one call (``batch``: in calls of that many); returns the seconds and
+    chunks/s."""
     import finderledge
     from finderledge import FinderLedge
 
@@ -62,12 +68,15 @@ def child(url: str, schema: str, chunks: int, folder: Path, profile: bool) -> di
     mds = [{"n": i, "group": i % 10} for i in range(chunks)]
     ids = [f"syn{i:07d}" for i in range(chunks)]
     embedding = Precomputed(corpus, texts)  # embedding excluded from the timing: vectors computed before it
+    # A tree from before the engine leg (issue 43's "today", e.g. b18f30e) has no keyword_index: it writes in
+    # its only mode, the local BM25 replica beside the database.
+    mode = {"keyword_index": "engine"} if "keyword_index" in inspect.signature(FinderLedge).parameters else {}
     fl = FinderLedge(
         folder,
         database_url=url,
         database_schema=schema,
         embedding=embedding,
-        keyword_index="engine",
+        **mode,
         show_progress=False,
         fusion="rrf",
         chunk_size=100_000,
@@ -79,30 +88,37 @@ def child(url: str, schema: str, chunks: int, folder: Path, profile: bool) -> di
 
         prof = cProfile.Profile()
         prof.enable()
+    step = batch or chunks
     t0 = time.perf_counter()
-    fl.add_texts(texts, metadatas=mds, ids=ids)
+    for lo in range(0, chunks, step):
+        fl.add_texts(texts[lo : lo + step], metadatas=mds[lo : lo + step], ids=ids[lo : lo + step])
     seconds = time.perf_counter() - t0
     if prof is not None:
         import pstats
 
         prof.disable()
-        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(45)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats(
+            os.environ.get("BULK_PROFILE_SORT", "cumulative")
+        ).print_stats(45)
     count = fl.count()["chunks"]
     fl.close()
     return {
         "library": str(Path(finderledge.__file__).resolve().parents[1]),
+        "keyword_index": mode.get("keyword_index", "local (the tree has no keyword_index)"),
         "chunks": count,
+        "chunks_per_call": step,
         "seconds": round(seconds, 1),
         "chunks_per_s": round(count / seconds, 1),
     }
 
 
-def _run(url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool) -> dict[str, Any]:
+def _run(url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool, batch: int) -> dict[str, Any]:
     import psycopg
 
     schema = f"bulk43_{n}"
     env = {**os.environ, "PYTHONPATH": src}
     cmd = [sys.executable, __file__, "--child", url, schema, str(chunks), str(workdir / f"fl{n}")]
+    cmd += ["--batch", str(batch)]
     if profile:
         cmd.append("--profile")
     load = _uptime()
@@ -130,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--src", default=str(ROOT / "src"), help="this tree's source (default: ours)")
     parser.add_argument("--other-src", help="the tree to pair against (e.g. /work/main/src)")
     parser.add_argument("--other-first", type=int, choices=(0, 1), default=0, help="1: the other tree first")
+    parser.add_argument("--batch", type=int, default=0, help="chunks per add_texts call (default: one call)")
+    parser.add_argument(
+        "--other-batch", type=int, default=0, help="the other tree's chunks per call (issue 43's today: 2000)"
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path)
@@ -138,12 +158,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.child:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         url, schema, chunks, folder = args.child
-        print(json.dumps(child(url, schema, int(chunks), Path(folder), args.profile)))
+        print(json.dumps(child(url, schema, int(chunks), Path(folder), args.profile, args.batch)))
         return {}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-bulk43-"))
     url, server = start_postgres(workdir / "pg" / "pgdata")
     sides = {"this": args.src} | ({"other": args.other_src} if args.other_src else {})
+    batches = {"this": args.batch, "other": args.other_batch}
     runs: list[dict[str, Any]] = []
     try:
         n = 0
@@ -151,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             order = list(sides) if (pair + args.other_first) % 2 == 0 else list(reversed(sides))
             for side in order:
                 n += 1
-                got = _run(url, sides[side], args.chunks, workdir, n, args.profile)
+                got = _run(url, sides[side], args.chunks, workdir, n, args.profile, batches[side])
                 got["side"] = side
                 runs.append(got)
                 logger.info("%s: %s", side, got)
