@@ -147,6 +147,57 @@ def test_a_write_failing_after_its_postings_were_copied_leaves_nothing(
         fl.close()
 
 
+def _copied_rows(stream: bytes) -> list[tuple[str, int]]:
+    """(term, doc) of each row of a binary COPY stream of ``kw_postings`` (header and trailer stripped)."""
+    import struct
+
+    rows, at = [], 0
+    while at < len(stream):
+        (fields,) = struct.unpack_from(">h", stream, at)
+        at += 2
+        values: list[bytes] = []
+        for _ in range(fields):
+            (size,) = struct.unpack_from(">i", stream, at)
+            values.append(stream[at + 4 : at + 4 + size])
+            at += 4 + size
+        rows.append((values[0].decode("utf-8"), struct.unpack(">q", values[1])[0]))
+    return rows
+
+
+def test_postings_are_copied_in_term_order_then_doc_order(
+    tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each COPY of postings goes in the term index's order (a term's rows together, by doc): its pages and
+    the heap's are touched once each, in turn; every row sent is stored."""
+    schema = fresh_schema()
+    streams: list[bytes] = []
+    real = bulk.copy_encoded
+
+    def spy(cur: Any, schema: str, table: str, columns: Any, pieces: Any) -> None:
+        if table == "kw_postings":
+            streams.append(b"".join(pieces))
+        real(cur, schema, table, columns, pieces)
+
+    monkeypatch.setattr(bulk, "copy_encoded", spy)
+    fl = _open(tmp_path / "w", pg_url, schema, fake_embeddings)
+    try:
+        texts, mds, ids = _corpus(300)
+        fl.add_texts(texts, mds, ids=ids)
+        assert streams
+        sent = [row for stream in streams for row in _copied_rows(stream)]
+        for stream in streams:
+            rows = _copied_rows(stream)
+            assert rows == sorted(rows), "a COPY of postings out of (term, doc) order"
+            assert len({t for t, _ in rows}) < len(rows)  # terms shared by several chunks: grouped
+        dialect = fl.ledger.dialect  # type: ignore[attr-defined]
+        with dialect.reading() as conn:
+            stored = conn.execute(dialect.sql("SELECT term, doc FROM {s}kw_postings")).fetchall()
+        assert sorted(sent) == sorted((str(t), int(d)) for t, d in stored)
+        assert {t for t, _ in sent} >= {"refund", "café", "東京"}  # non-ASCII terms in UTF-8 order too
+    finally:
+        fl.close()
+
+
 @pytest.fixture(autouse=True)
 def _needs_pgserver() -> None:
     pytest.importorskip("pgserver")

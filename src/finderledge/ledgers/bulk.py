@@ -230,11 +230,12 @@ def copy_rows(
 
 
 def copy_encoded(
-    cur: psycopg.Cursor[Any], schema: str, table: str, columns: Sequence[str], rows: Sequence[bytes]
+    cur: psycopg.Cursor[Any], schema: str, table: str, columns: Sequence[str], pieces: Sequence[bytes]
 ) -> None:
-    """One binary ``COPY schema.table (columns) FROM STDIN`` of ``rows`` already in COPY's binary row form
-    (field count, then each field length-prefixed): for writers that encode many rows faster than
-    :func:`copy_rows`' per-value encoders (the engine-side postings)."""
+    """One binary ``COPY schema.table (columns) FROM STDIN`` of rows already in COPY's binary row form (field
+    count, then each field length-prefixed), given as ``pieces`` sent one after the other (a row may span
+    several): for writers that encode many rows faster than :func:`copy_rows`' per-value encoders (the
+    engine-side postings)."""
     from psycopg import sql
 
     statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
@@ -242,9 +243,9 @@ def copy_encoded(
     )
     with cur.copy(statement) as copy:
         copy.write(_HEADER)
-        step = max(1, _FLUSH_BYTES // 64)
-        for at in range(0, len(rows), step):
-            copy.write(b"".join(rows[at : at + step]))
+        step = max(1, _FLUSH_BYTES // 32)
+        for at in range(0, len(pieces), step):
+            copy.write(b"".join(pieces[at : at + step]))
         copy.write(_TRAILER)
 
 

@@ -248,28 +248,30 @@ def _write_postings(
             )
         return
     codec = tx.connection.info.encoding
-    terms: dict[str, bytes] = {}  # field count, then the term length-prefixed
+    by_term: dict[str, list[bytes]] = {}  # each term's row bodies (doc, tf, dl, part), in doc order
     tfs: dict[int, bytes] = {}
-    encoded: list[tuple[str, bytes]] = []
     for doc, tf, dl, part in zip(keys, counts, lengths, parts):
         text = part.encode(codec)
         doc_field = _DOC_FIELD.pack(8, doc)
         tail = _DL_FIELD.pack(4, dl, len(text)) + text
         for term, n in tf.items():
-            head = terms.get(term)
-            if head is None:
-                raw = term.encode(codec)
-                head = terms[term] = _TERM_HEAD.pack(len(columns), len(raw)) + raw
             tf_field = tfs.get(n)
             if tf_field is None:
                 tf_field = tfs[n] = _TF_FIELD.pack(4, n)
-            encoded.append((term, head + doc_field + tf_field + tail))
-    encoded.sort(key=_first)  # in the term index's order: its pages are touched once each, in turn
-    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, [row for _, row in encoded])
-
-
-def _first(pair: tuple[str, bytes]) -> str:
-    return pair[0]
+            bodies = by_term.get(term)
+            if bodies is None:
+                bodies = by_term[term] = []
+            bodies.append(doc_field + tf_field + tail)
+    # in the term index's order (its pages are touched once each, in turn): one sort of the distinct terms,
+    # each row sent as two pieces, its head (field count, the term length-prefixed) and its body
+    pieces: list[bytes] = []
+    for term in sorted(by_term):
+        raw = term.encode(codec)
+        head = _TERM_HEAD.pack(len(columns), len(raw)) + raw
+        for body in by_term[term]:
+            pieces.append(head)
+            pieces.append(body)
+    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, pieces)
 
 
 def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
