@@ -27,6 +27,8 @@ def test_quick_join_run_writes_the_results(tmp_path: Path) -> None:
         sys.executable,
         str(ROOT / "benchmarks" / "bench_join.py"),
         "--quick",
+        "--repeat",
+        "2",
         "--workdir",
         str(tmp_path / "w"),
     ]
@@ -50,3 +52,13 @@ def test_quick_join_run_writes_the_results(tmp_path: Path) -> None:
     # the import timed apart from the open; the CPU seconds beside the wall-clock ones
     assert engine["join_s"] >= engine["import_s"] + engine["join_after_import_s"] - 0.002
     assert 0 < engine["first_hybrid_search_cpu_s"] and 0 < engine["open_cpu_s"]
+    # with --repeat: every join's p50s and rows, not only the first (coldest) one's, and their medians
+    repeats = result["join_repeats"]["engine"]
+    assert (
+        len(repeats["keyword_p50_ms"])
+        == 2
+        == len(repeats["hybrid_p50_ms"])
+        == len(repeats["rows_read_to_join"])
+    )
+    assert repeats["keyword_p50_ms"][0] == engine["keyword_p50_ms"]
+    assert result["join_medians"]["engine"]["keyword_p50_ms"] > 0
