@@ -221,7 +221,11 @@ def write_chunks(
 ) -> None:
     """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
     from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
-    caller's transaction like the chunk rows; a few by ``INSERT … unnest``."""
+    caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  The document frequencies and the
+    statistics are added once for all of ``chunks`` (one upsert each: a term shared by several batches is one
+    row of it)."""
+    dfs: Counter[tuple[str, str]] = Counter()
+    totals: dict[str, list[int]] = {}
     for at in range(0, len(chunks), _BATCH):
         batch = chunks[at : at + _BATCH]
         counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
@@ -240,21 +244,21 @@ def write_chunks(
                 tuple(map(list, zip(*doc_rows))),
             )
         _write_postings(tx, dialect, keys, counts, lengths, parts)
-        dfs = Counter((term, part) for tf, part in zip(counts, parts) for term in tf)
-        if dfs:
-            tx.execute(
-                dialect.sql(
-                    "INSERT INTO {s}kw_terms (term, part, df)"
-                    " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[]) ON CONFLICT (term, part) DO UPDATE"
-                    " SET df = {s}kw_terms.df + EXCLUDED.df"
-                ),
-                ([t for t, _ in dfs], [p for _, p in dfs], list(dfs.values())),
-            )
-        totals: dict[str, list[int]] = {}
+        dfs.update((term, part) for tf, part in zip(counts, parts) for term in tf)
         for part, dl in zip(parts, lengths):
             entry = totals.setdefault(part, [0, 0])
             entry[0] += 1
             entry[1] += dl
+    if dfs:
+        tx.execute(
+            dialect.sql(
+                "INSERT INTO {s}kw_terms (term, part, df)"
+                " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[]) ON CONFLICT (term, part) DO UPDATE"
+                " SET df = {s}kw_terms.df + EXCLUDED.df"
+            ),
+            ([t for t, _ in dfs], [p for _, p in dfs], list(dfs.values())),
+        )
+    if totals:
         tx.execute(
             dialect.sql(
                 "INSERT INTO {s}kw_stats (part, n_docs, total_len)"
