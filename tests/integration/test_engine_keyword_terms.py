@@ -14,7 +14,10 @@ import pytest
 from pg_server import fresh_schema
 
 from finderledge import FinderLedge
+from finderledge.errors import IncompatibleIndexError
 from finderledge.ledgers import postings
+from finderledge.ledgers.base import check_schema_version
+from finderledge.ledgers.postgres import POSTGRES_SCHEMA_VERSION
 
 COMMON = "ledger"
 WORDS = ["refund", "invoice", "warehouse", "shelf", "password", "backup", "café", "東京の桜"]
@@ -124,8 +127,10 @@ def test_a_wrong_document_frequency_is_reported_and_repaired(
 def test_postings_from_before_the_table_get_it_counted(
     tmp_path: Path, pg_url: str, fake_embeddings: Any, reopened_as: str
 ) -> None:
-    """A ledger whose postings predate ``kw_terms`` (the table dropped): the next engine open, or the next
-    write of a process that searches locally, counts it from the postings; results stay the same."""
+    """A ledger of the previous layout (schema version 5: postings without ``kw_terms``): the next open migrates
+    it to version 6, which the previous build refuses (its writes would leave the frequencies behind); the
+    next engine open, or the next write of a process that searches locally, counts them from the postings;
+    results stay the same."""
     schema = fresh_schema()
     fl = _open(tmp_path / "w", pg_url, schema, fake_embeddings)
     texts, mds, ids = _corpus(150)
@@ -136,6 +141,7 @@ def test_postings_from_before_the_table_get_it_counted(
             for r in fl.search("ledger backup", k=10, search_mode="keyword")
         ]
         _sql(fl, "DROP TABLE {s}kw_terms")
+        _sql(fl, "UPDATE {s}info SET value = '5' WHERE key = 'schema_version'")
     finally:
         fl.close()
     again = _open(tmp_path / "w2", pg_url, schema, fake_embeddings, mode=reopened_as)
@@ -146,6 +152,10 @@ def test_postings_from_before_the_table_get_it_counted(
         kept, counted = _terms(again)
         assert kept == counted and kept
         assert again.check().clean
+        recorded = again.ledger.get_info("schema_version")
+        assert recorded == str(POSTGRES_SCHEMA_VERSION) == "6"
+        with pytest.raises(IncompatibleIndexError, match="written by a newer FinderLedge"):
+            check_schema_version("the previous build", recorded, 5)  # what version 5 code does at open
     finally:
         again.close()
     engine = _open(tmp_path / "w3", pg_url, schema, fake_embeddings)

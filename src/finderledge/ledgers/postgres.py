@@ -94,9 +94,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 VECTORS_TABLE = "vectors"
-#: The layout this ledger writes: version 5 stores a chunk's text once (see the module docstring); a version 4
-#: schema (:data:`~finderledge.ledgers.base.SCHEMA_VERSION`) is migrated to it at open.
-POSTGRES_SCHEMA_VERSION = 5
+#: The layout this ledger writes: version 5 stores a chunk's text once (see the module docstring); version 6
+#: keeps each term's document frequency with the engine-side postings (``kw_terms``,
+#: :mod:`~finderledge.ledgers.postings`), so a writer of version 5, which would leave it behind, refuses the
+#: database.  Versions 4 (:data:`~finderledge.ledgers.base.SCHEMA_VERSION`) and 5 are migrated at open.
+POSTGRES_SCHEMA_VERSION = 6
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -399,14 +401,20 @@ class PostgresDialect(SQLDialect):
                         f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
                         "FinderLedge ledger's; choose another schema"
                     )
-                if version == str(SCHEMA_VERSION):  # checked again, and refused if not ours, by the ledger
-                    conn.execute(self.sql(_MIGRATE_TO_5))
+                if version in (
+                    str(SCHEMA_VERSION),
+                    "5",
+                ):  # checked again, and refused if not ours, by the ledger
+                    if version == str(SCHEMA_VERSION):
+                        conn.execute(self.sql(_MIGRATE_TO_5))
+                    # 5 -> 6: nothing to change here; kw_terms is counted where postings are kept
+                    # (postings.ensure_terms, at the next engine open or write)
                     conn.execute(
                         self.sql("UPDATE {s}info SET value = ? WHERE key = 'schema_version'"),
                         (str(POSTGRES_SCHEMA_VERSION),),
                     )
                     logger.info(
-                        "ledger %s: schema version %s migrated to %s (chunk texts stored once from now on)",
+                        "ledger %s: schema version %s migrated to %s (chunk texts stored once, term frequencies kept)",
                         self.name,
                         version,
                         POSTGRES_SCHEMA_VERSION,
