@@ -401,10 +401,8 @@ class PostgresDialect(SQLDialect):
                         f"ledger {self.name}: the schema holds tables ({', '.join(sorted(ours))}) that are not a "
                         "FinderLedge ledger's; choose another schema"
                     )
-                if version in (
-                    str(SCHEMA_VERSION),
-                    "5",
-                ):  # checked again, and refused if not ours, by the ledger
+                # an older layout is migrated; any other version is checked, and refused, by the ledger
+                if version in (str(SCHEMA_VERSION), "5"):
                     if version == str(SCHEMA_VERSION):
                         conn.execute(self.sql(_MIGRATE_TO_5))
                     # 5 -> 6: nothing to change here; kw_terms is counted where postings are kept

@@ -116,19 +116,28 @@ _TERMS_DDL = (
     'CREATE TABLE IF NOT EXISTS {s}kw_terms (term text COLLATE "C" NOT NULL, part text NOT NULL,'
     " df bigint NOT NULL, PRIMARY KEY (term, part))"
 )
-_TERMS_FROM_POSTINGS = "INSERT INTO {s}kw_terms (term, part, df) SELECT term, part, count(*) FROM {s}kw_postings GROUP BY term, part"
+_TERMS_FROM_POSTINGS = (
+    "INSERT INTO {s}kw_terms (term, part, df)"
+    " SELECT term, part, count(*) FROM {s}kw_postings GROUP BY term, part"
+)
 
 
-def _terms_table(dialect: PostgresDialect) -> str:
-    return '"' + str(dialect.schema).replace('"', '""') + '".kw_terms'
+def _qualified(dialect: PostgresDialect, table: str) -> str:
+    """``"schema".table``, as PostgreSQL's name look-ups (``to_regclass``, ``pg_get_serial_sequence``) read it."""
+    return '"' + str(dialect.schema).replace('"', '""') + '".' + table
 
 
-def ensure_terms(tx: Any, dialect: PostgresDialect) -> None:
+def has_terms(conn: Any, dialect: PostgresDialect) -> bool:
+    """Whether the ledger's ``kw_terms`` table exists (one catalog look-up)."""
+    row = conn.execute("SELECT to_regclass(%s)", (_qualified(dialect, "kw_terms"),)).fetchone()
+    return row is not None and row[0] is not None
+
+
+def ensure_terms(tx: Any, dialect: PostgresDialect) -> bool:
     """Inside a transaction holding the commit key: create ``kw_terms`` and count it from the postings when the
-    ledger's postings predate it (once; a no-op look-up after)."""
-    row = tx.execute("SELECT to_regclass(%s)", (_terms_table(dialect),)).fetchone()
-    if row is not None and row[0] is not None:
-        return
+    ledger's postings predate it; True when it existed already (committed by an earlier transaction)."""
+    if has_terms(tx, dialect):
+        return True
     started = time.perf_counter()
     tx.execute(dialect.sql(_TERMS_DDL))
     tx.execute(dialect.sql(_TERMS_FROM_POSTINGS))
@@ -137,6 +146,7 @@ def ensure_terms(tx: Any, dialect: PostgresDialect) -> None:
         dialect.name,
         time.perf_counter() - started,
     )
+    return False
 
 
 def part_code(group: Group | None) -> str:
@@ -163,6 +173,13 @@ class Postings:
         self.dialect = dialect
         self._recorded: dict[str, Any] | None = None
         self._tokenizer: Tokenizer | None = None
+        self._terms_found = False  # kw_terms seen committed: writes need not look again
+
+    def _ensure_terms(self, tx: Any) -> None:
+        """Before a write's postings change: ``kw_terms`` exists (looked up until found committed; one this
+        write creates may still roll back with it)."""
+        if not self._terms_found:
+            self._terms_found = ensure_terms(tx, self.dialect)
 
     def recorded(self, conn: Any) -> dict[str, Any] | None:
         """What :data:`INFO_KEY` records (None: this ledger keeps no postings); read until found, then kept."""
@@ -188,7 +205,7 @@ class Postings:
         """Inside a write transaction: the postings of the chunks of ``doc_ids`` go, their statistics with them."""
         if not doc_ids or self.recorded(tx) is None:
             return
-        ensure_terms(tx, self.dialect)  # each write: one look-up (a rolled-back write may have made it)
+        self._ensure_terms(tx)
         query = self.dialect.sql(
             "WITH gone AS (DELETE FROM {s}kw_docs WHERE parent_id = ANY(?) RETURNING doc, part, dl),"
             " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc RETURNING p.term, p.part),"
@@ -207,7 +224,7 @@ class Postings:
         recorded = self.recorded(tx) if add else None
         if recorded is None:
             return
-        ensure_terms(tx, self.dialect)  # each write: one look-up (a rolled-back write may have made it)
+        self._ensure_terms(tx)
         last: dict[str, Sequence[ChunkRecord]] = {}
         for doc, chunks in add:
             last.pop(doc.id, None)
@@ -327,7 +344,7 @@ def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
     """``count`` new ``kw_docs.doc`` keys from its sequence (in order; a rolled-back write leaves a gap only)."""
     rows = tx.execute(
         "SELECT nextval(pg_get_serial_sequence(%s, 'doc')) FROM generate_series(1, %s)",
-        ('"' + dialect.schema.replace('"', '""') + '".kw_docs', count),
+        (_qualified(dialect, "kw_docs"), count),
     ).fetchall()
     return sorted(int(r[0]) for r in rows)
 
@@ -360,8 +377,8 @@ def enable(dialect: PostgresDialect, tokenizer: Any, partition_key: str | None) 
                 return wanted
     if found == wanted:
         with dialect.reading() as conn:  # a look-up; the table is made (once) under the commit key
-            ready = conn.execute("SELECT to_regclass(%s)", (_terms_table(dialect),)).fetchone()
-        if ready is None or ready[0] is None:
+            ready = has_terms(conn, dialect)
+        if not ready:
             with dialect.writing() as tx:
                 tx.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("commit", dialect.schema),))
                 ensure_terms(tx, dialect)
