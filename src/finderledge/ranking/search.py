@@ -22,6 +22,7 @@ from ..sources import resolve_source_filter
 from ..validation import check_search_options, query_text
 from .fusion import FusedHit
 from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_mmr_options, mmr_order
+from .records import RecordCache
 from .relevance import LedgerBackground, check_score_threshold
 from .reranker import rerank_documents
 
@@ -38,6 +39,7 @@ class Searcher:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._records = RecordCache()  # hits' chunk records, kept for the next searches at the same seq
 
     def search(
         self,
@@ -151,7 +153,10 @@ class Searcher:
 
         Texts are read as of ``seq``, the change the indexes reflected: a document another writer removed
         since is still returned by this search (it was current when the search ran), never a half-state."""
-        chunks = {c.id: c for c in self._engine.ledger.get_chunks([h.id for h in hits], visible_at=seq)}
+        ledger = self._engine.ledger
+        chunks = self._records.read(
+            [h.id for h in hits], seq, lambda ids: ledger.get_chunks(ids, visible_at=seq)
+        )
         if not parents and len(chunks) == len(hits):  # every hit read (the usual case): one pick each
             return [_Pick(chunks[hit.id], hit) for hit in hits[:limit]]
         out: list[_Pick] = []

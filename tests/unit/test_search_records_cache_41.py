@@ -1,0 +1,158 @@
+"""Issue 41: a search's hits are read from the ledger once per ledger change (``ranking.records``), and what a
+search returns never depends on whether they were kept: after any write, of this or another instance, the
+next search reads the new texts; a caller changing a result's metadata changes nothing for the next caller."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from finderledge import FinderLedge
+from finderledge.ledgers import ChunkRecord
+from finderledge.ranking.records import RecordCache
+
+TEXTS = [
+    "apples grow on trees in the orchard",
+    "bananas ripen in warm weather",
+    "cherries are small red fruits",
+    "dates come from palm trees",
+]
+
+
+def _open(path: Path, fake_embeddings: Any) -> FinderLedge:
+    return FinderLedge(path, embedding=fake_embeddings, show_progress=False, env_file=None)
+
+
+def _ledger_reads(fl: FinderLedge, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The ids of every hits' read of ``fl``'s ledger (``get_chunks`` as of a seq, texts only; the relevance
+    measure's vector reads are others)."""
+    calls: list[list[str]] = []
+    ledger = fl.engine.ledger
+    real = ledger.get_chunks
+
+    def counted(ids: Any, **kw: Any) -> list[ChunkRecord]:
+        if kw.get("visible_at") is not None and not kw.get("with_embedding"):
+            calls.append(list(ids))
+        return real(ids, **kw)
+
+    monkeypatch.setattr(ledger, "get_chunks", counted)
+    return calls
+
+
+def _texts(fl: FinderLedge, query: str, **kw: Any) -> list[str]:
+    return [r.document.page_content for r in fl.search(query, k=4, **kw)]
+
+
+def test_a_repeated_search_reads_no_row_again(tmp_path: Path, fake_embeddings: Any, monkeypatch: Any) -> None:
+    fl = _open(tmp_path / "i", fake_embeddings)
+    fl.add_texts(TEXTS, metadatas=[{"n": i} for i in range(4)], ids=[f"d{i}" for i in range(4)])
+    reads = _ledger_reads(fl, monkeypatch)
+    for mode in ("keyword", "hybrid", "vector"):
+        first = fl.search("trees", k=4, search_mode=mode)
+        again = fl.search("trees", k=4, search_mode=mode)
+        assert [(r.document.id, r.document.page_content, r.document.metadata) for r in first] == [
+            (r.document.id, r.document.page_content, r.document.metadata) for r in again
+        ]
+    read = [i for ids in reads for i in ids]
+    assert sorted(read) == [f"d{i}-0000" for i in range(4)], reads  # each hit read once, in any mode
+    fl.close()
+
+
+def test_a_write_between_searches_is_read(tmp_path: Path, fake_embeddings: Any) -> None:
+    fl = _open(tmp_path / "i", fake_embeddings)
+    fl.add_texts(TEXTS, ids=[f"d{i}" for i in range(4)])
+    assert "apples grow on trees in the orchard" in _texts(fl, "apples", search_mode="keyword")
+    fl.add_texts(["apples fell from the trees today"], ids=["d0"])  # replaces d0: same chunk id
+    assert _texts(fl, "apples", search_mode="keyword")[0] == "apples fell from the trees today"
+    fl.remove_document("d1")
+    assert "bananas ripen in warm weather" not in _texts(fl, "bananas weather")
+    fl.close()
+
+
+def test_another_instances_write_is_read(tmp_path: Path, fake_embeddings: Any) -> None:
+    reader = _open(tmp_path / "i", fake_embeddings)
+    reader.add_texts(TEXTS, metadatas=[{"v": 1}] * 4, ids=[f"d{i}" for i in range(4)])
+    assert [r.document.metadata["v"] for r in reader.search("cherries", k=1)] == [1]
+    writer = _open(tmp_path / "i", fake_embeddings)
+    writer.add_texts(["cherries are small red fruits"], metadatas=[{"v": 2}], ids=["d2"])
+    writer.close()
+    assert [r.document.metadata["v"] for r in reader.search("cherries", k=1)] == [2]
+    reader.close()
+
+
+def test_a_callers_changes_to_a_result_stay_its_own(tmp_path: Path, fake_embeddings: Any) -> None:
+    fl = _open(tmp_path / "i", fake_embeddings)
+    fl.add_texts(TEXTS[:2], metadatas=[{"tag": "a", "tags": ["x"]}, {"tag": "b"}], ids=["d0", "d1"])
+    for query in ("apples", "bananas"):  # one result of nested metadata (never kept), one flat (kept)
+        doc = fl.search(query, k=1, search_mode="keyword")[0].document
+        doc.metadata["tag"] = "changed"
+        doc.metadata.setdefault("tags", []).append("changed")
+        doc.metadata["_finderledge"]["id"] = "changed"
+        again = fl.search(query, k=1, search_mode="keyword")[0].document
+        assert again.metadata["tag"] in ("a", "b")
+        assert again.metadata.get("tags", ["x"]) == ["x"]
+        assert again.metadata["_finderledge"]["id"] == again.id
+    fl.close()
+
+
+def _record(i: int, md: dict[str, Any] | None = None) -> ChunkRecord:
+    return ChunkRecord(f"p-{i:04d}", "p", i, f"text {i}", md if md is not None else {"n": i})
+
+
+def test_the_cache_serves_one_seq_and_stays_bounded() -> None:
+    cache = RecordCache(size=3)
+    loads: list[list[str]] = []
+
+    def load(ids: list[str]) -> list[ChunkRecord]:
+        loads.append(ids)
+        return [_record(int(i[2:])) for i in ids if i != "p-0009"]  # p-0009: not visible at this seq
+
+    ids = [f"p-{i:04d}" for i in (1, 2, 9)]
+    assert sorted(cache.read(ids, 5, load)) == ["p-0001", "p-0002"]
+    assert sorted(cache.read(ids, 5, load)) == ["p-0001", "p-0002"]
+    assert loads == [ids, ["p-0009"]]  # the absent id is asked again, the found ones are kept
+    cache.read(ids, 4, load)  # an older seq: read, nothing served from or kept for seq 5's
+    assert loads[-1] == ids and cache.stats()["seq"] == 5
+    cache.read(["p-0001"], 6, load)  # a newer seq: everything kept before is dropped
+    assert loads[-1] == ["p-0001"] and len(cache) == 1
+    cache.read([f"p-{i:04d}" for i in range(1, 6)], 6, load)
+    assert len(cache) == 3  # bounded, the oldest dropped first
+    nested = RecordCache()
+    nested.read(["p-0001"], 1, lambda ids: [_record(1, {"tags": ["x"]})])
+    nested.read(["p-0002"], 1, lambda ids: [_record(2, {"_finderledge": {"a": [1]}})])
+    assert len(nested) == 0  # nested metadata is never kept: a caller's copy would share it
+
+
+def test_searches_beside_a_writer_return_whole_versions(tmp_path: Path, fake_embeddings: Any) -> None:
+    """Threads searching while another replaces a document see one version or the next, never a stale one
+    after the write returned."""
+    fl = _open(tmp_path / "i", fake_embeddings)
+    fl.add_texts(["version 0 of the zebra note"], ids=["z"])
+    done = threading.Event()
+    seen: list[str] = []
+    errors: list[BaseException] = []
+
+    def search() -> None:
+        try:
+            while not done.is_set():
+                seen.extend(_texts(fl, "zebra note", search_mode="keyword"))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=search) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for v in range(1, 8):
+            fl.add_texts([f"version {v} of the zebra note"], ids=["z"])
+            assert _texts(fl, "zebra note", search_mode="keyword") == [f"version {v} of the zebra note"]
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert set(seen) <= {f"version {v} of the zebra note" for v in range(8)}
+    fl.close()
