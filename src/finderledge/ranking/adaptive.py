@@ -105,9 +105,8 @@ def evidence_fusion(
         offset, span = (vector_baseline, 1.0 - vector_baseline) if leg == "vector" else (0.0, keyword_ceiling)
         if span <= 0:
             continue
-        missing = 0.0 if leg in exhaustive else (float(ranking[-1][1]) - offset) / span
-        by_id = listed[leg]
-        for doc_id in scores:
-            got = by_id.get(doc_id)
-            scores[doc_id] += w * (missing if got is None else (got[1] - offset) / span)
+        missing = w * (0.0 if leg in exhaustive else (float(ranking[-1][1]) - offset) / span)
+        # each listed id's weighted evidence, then one pass adding it (or the leg's missing one) to every id
+        got = {doc_id: w * ((raw - offset) / span) for doc_id, (_, raw) in listed[leg].items()}
+        scores = {doc_id: score + got.get(doc_id, missing) for doc_id, score in scores.items()}
     return top_hits(listed, scores, limit)

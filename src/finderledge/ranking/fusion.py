@@ -91,10 +91,13 @@ def first_listed(rankings: Mapping[str, Ranking]) -> Listed:
     """Each leg's ids at their first (best) position, with that rank and raw score; a repeated id counts once."""
     out: Listed = {}
     for leg, ranking in rankings.items():
-        listed: dict[str, tuple[int, float]] = {}
-        for rank, (doc_id, raw) in enumerate(ranking, start=1):
-            if doc_id not in listed:
-                listed[doc_id] = (rank, float(raw))
+        # one comprehension (the usual case: no id repeated), else the loop that keeps each id's first listing
+        listed = {doc_id: (rank, float(raw)) for rank, (doc_id, raw) in enumerate(ranking, start=1)}
+        if len(listed) != len(ranking):
+            listed = {}
+            for rank, (doc_id, raw) in enumerate(ranking, start=1):
+                if doc_id not in listed:
+                    listed[doc_id] = (rank, float(raw))
         out[leg] = listed
     return out
 
@@ -109,28 +112,30 @@ def top_hits(listed: Listed, scores: Mapping[str, float], limit: int | None = No
     better best rank, then the id): only the hits returned are made, not one per candidate."""
     best: dict[str, int] = {}
     for by_id in listed.values():
+        if not best:
+            best = {doc_id: rank for doc_id, (rank, _) in by_id.items()}
+            continue
         for doc_id, (rank, _) in by_id.items():
             if rank < best.get(doc_id, rank + 1):
                 best[doc_id] = rank
-
-    def key(doc_id: str) -> tuple[float, int, str]:
-        return (-scores[doc_id], best[doc_id], doc_id)
-
-    if limit is None or limit >= len(scores):
-        order = sorted(scores, key=key)
-    elif 8 * limit >= len(scores):  # nsmallest is sorted()[:n], and slower when n is this large
-        order = sorted(scores, key=key)[:limit]
+    keys = [(-score, best[doc_id], doc_id) for doc_id, score in scores.items()]  # each id once: no ties
+    if limit is None or limit >= len(keys):
+        keys.sort()
+    elif 8 * limit >= len(keys):  # nsmallest is sorted()[:n], and slower when n is this large
+        keys.sort()
+        del keys[limit:]
     else:
-        order = heapq.nsmallest(limit, scores, key=key)
-    return [
-        FusedHit(
-            doc_id,
-            scores[doc_id],
-            {leg: by_id[doc_id][0] for leg, by_id in listed.items() if doc_id in by_id},
-            {leg: by_id[doc_id][1] for leg, by_id in listed.items() if doc_id in by_id},
-        )
-        for doc_id in order
-    ]
+        keys = heapq.nsmallest(limit, keys)
+    legs = list(listed.items())
+    hits = []
+    for _, _, doc_id in keys:
+        ranks, raws = {}, {}
+        for leg, by_id in legs:
+            got = by_id.get(doc_id)
+            if got is not None:
+                ranks[leg], raws[leg] = got
+        hits.append(FusedHit(doc_id, scores[doc_id], ranks, raws))
+    return hits
 
 
 def reciprocal_rank_fusion(
