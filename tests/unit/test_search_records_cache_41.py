@@ -114,9 +114,9 @@ def test_the_cache_serves_one_seq_and_stays_bounded() -> None:
     assert sorted(cache.read(ids, 5, load)) == ["p-0001", "p-0002"]
     assert sorted(cache.read(ids, 5, load)) == ["p-0001", "p-0002"]
     assert loads == [ids, ["p-0009"]]  # the absent id is asked again, the found ones are kept
-    cache.read(ids, 4, load)  # an older seq: read, nothing served from or kept for seq 5's
-    assert loads[-1] == ids and cache.stats()["seq"] == 5
-    cache.read(["p-0001"], 6, load)  # a newer seq: everything kept before is dropped
+    cache.read(ids, 4, load)  # an older seq: read, nothing served from what was kept for seq 5
+    assert loads[-1] == ids and cache.stats()["seq"] == 4
+    cache.read(["p-0001"], 5, load)  # a newer seq: everything kept before is dropped
     assert loads[-1] == ["p-0001"] and len(cache) == 1
     cache.read([f"p-{i:04d}" for i in range(1, 6)], 6, load)
     assert len(cache) == 3  # bounded, the oldest dropped first

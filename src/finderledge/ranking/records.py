@@ -4,9 +4,10 @@ A search reads its hits' texts as of the change its indexes reflected (``get_chu
 k=100 that read was half of a keyword search (~7 us a row, issue 41), while a hand-wired BM25 holds its texts
 in memory.  What the ledger returns for one ``seq`` never changes (a later write is a later ``seq``; a
 document removed after ``seq`` stays visible at it), so a record read for ``seq`` is served again to searches
-at that same ``seq``, and the whole cache is emptied when a search arrives at a newer one: every search
-first follows the change log, so the first search after any commit, of any process, starts afresh.  A search
-at an older ``seq`` (one that started before the newest commit) reads the ledger as before.
+at that same ``seq``, and the whole cache is emptied when a search arrives at another one: every search
+first follows the change log, so the first search after any commit, of any process, starts afresh (and a
+search at an older ``seq``, one that started before the newest commit, or a ledger that starts its
+numbering again, never meets records kept for another ``seq``).
 
 Only records whose metadata is flat (every value a string, number, bool or None, FinderLedge's own fields
 included) are kept: a caller's result gets a copy of the top-level dicts (:func:`~.search.as_document`), which
@@ -58,10 +59,10 @@ class RecordCache:
         """The records of ``ids`` visible at ``seq``: kept ones, the rest from ``load`` (the ledger read at
         ``seq``; ids it leaves out are left out here too)."""
         with self._lock:
-            if seq > self._seq:  # a newer change: nothing kept is known to hold at it
+            if seq != self._seq:  # another change: nothing kept is known to hold at it
                 self._records.clear()
                 self._seq = seq
-            kept = self._records if seq == self._seq else {}
+            kept = self._records
             found = {i: kept[i] for i in ids if i in kept}
         if len(found) == len(ids):
             return found
