@@ -37,8 +37,9 @@ import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
@@ -209,7 +210,9 @@ def copy_rows(
     statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
-    with cur.copy(statement) as copy:
+    from psycopg.copy import QueuedLibpqWriter
+
+    with cur.copy(statement, writer=QueuedLibpqWriter(cur)) as copy:  # sent from a thread: encoded meanwhile
         parts: list[bytes] = [_HEADER]
         size = 0
         for row in rows:
@@ -231,22 +234,25 @@ def copy_rows(
 
 
 def copy_encoded(
-    cur: psycopg.Cursor[Any], schema: str, table: str, columns: Sequence[str], pieces: Sequence[bytes]
+    cur: psycopg.Cursor[Any], schema: str, table: str, columns: Sequence[str], pieces: Iterable[bytes]
 ) -> None:
     """One binary ``COPY schema.table (columns) FROM STDIN`` of rows already in COPY's binary row form (field
     count, then each field length-prefixed), given as ``pieces`` sent one after the other (a row may span
     several): for writers that encode many rows faster than :func:`copy_rows`' per-value encoders (the
-    engine-side postings)."""
+    engine-side postings).  ``pieces`` may be produced while the COPY runs: a thread of psycopg's
+    (``QueuedLibpqWriter``, joined before this returns) sends them, so the server stores rows meanwhile."""
     from psycopg import sql
+    from psycopg.copy import QueuedLibpqWriter
 
     statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
-    with cur.copy(statement) as copy:
+    step = max(1, _FLUSH_BYTES // 32)
+    source = iter(pieces)
+    with cur.copy(statement, writer=QueuedLibpqWriter(cur)) as copy:
         copy.write(_HEADER)
-        step = max(1, _FLUSH_BYTES // 32)
-        for at in range(0, len(pieces), step):
-            copy.write(b"".join(pieces[at : at + step]))
+        while group := list(islice(source, step)):
+            copy.write(b"".join(group))
         copy.write(_TRAILER)
 
 

@@ -43,7 +43,7 @@ import math
 import struct
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, IncompatibleIndexError
@@ -310,34 +310,52 @@ def write_chunks(
 ) -> None:
     """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
     from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
-    caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  The document frequencies and the
-    statistics are added once for all of ``chunks`` (one upsert each: a term shared by several batches is one
-    row of it); ``held``: the document frequencies are added to it instead (a bulk load adds them once)."""
+    caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  Many chunks' postings go in one
+    COPY, each batch of :data:`_BATCH` chunks tokenized and encoded while the server stores the previous
+    (:func:`.bulk.copy_encoded` sends from a thread of its own).  The document frequencies and the statistics
+    are added once for all of ``chunks`` (one upsert each: a term shared by several batches is one row of it);
+    ``held``: the document frequencies are added to it instead (a bulk load adds them once)."""
     dfs: Counter[tuple[str, str]] = Counter()
     totals: dict[str, list[int]] = {}
-    for at in range(0, len(chunks), _BATCH):
-        batch = chunks[at : at + _BATCH]
-        counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
-        parts = [
-            part_code(None if key is None else partition_group(user_metadata(c.metadata), key)) for c in batch
-        ]
-        lengths = [sum(tf.values()) for tf in counts]
-        keys = _draw_docs(tx, dialect, len(batch))
-        doc_rows = [(d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths)]
-        if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows):
-            tx.execute(
-                dialect.sql(
-                    "INSERT INTO {s}kw_docs (doc, id, parent_id, part, dl)"
-                    " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::int[])"
-                ),
-                tuple(map(list, zip(*doc_rows))),
-            )
-        _write_postings(tx, dialect, keys, counts, lengths, parts)
-        dfs.update((term, part) for tf, part in zip(counts, parts) for term in tf)
-        for part, dl in zip(parts, lengths):
-            entry = totals.setdefault(part, [0, 0])
-            entry[0] += 1
-            entry[1] += dl
+    drawn = _draw_docs(tx, dialect, len(chunks)) if chunks else []
+    doc_rows: list[tuple[int, str, str, str, int]] = []
+
+    def batches() -> Iterator[tuple[list[int], list[Counter[str]], list[int], list[str]]]:
+        """Each batch's keys, term counts, lengths and partition codes (its kw_docs rows and statistics kept)."""
+        for at in range(0, len(chunks), _BATCH):
+            batch = chunks[at : at + _BATCH]
+            counts = [
+                Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch
+            ]  # as the local leg
+            parts = [
+                part_code(None if key is None else partition_group(user_metadata(c.metadata), key))
+                for c in batch
+            ]
+            lengths = [sum(tf.values()) for tf in counts]
+            keys = drawn[at : at + len(batch)]
+            doc_rows.extend((d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths))
+            dfs.update((term, part) for tf, part in zip(counts, parts) for term in tf)
+            for part, dl in zip(parts, lengths):
+                entry = totals.setdefault(part, [0, 0])
+                entry[0] += 1
+                entry[1] += dl
+            yield keys, counts, lengths, parts
+
+    if len(chunks) >= bulk.COPY_MIN_ROWS:  # one COPY, streamed
+        codec = tx.connection.info.encoding
+        pieces = (piece for b in batches() for piece in _postings_pieces(codec, *b))
+        bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, pieces)
+    else:
+        for b in batches():
+            _write_postings(tx, dialect, *b)
+    if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows) and doc_rows:
+        tx.execute(
+            dialect.sql(
+                "INSERT INTO {s}kw_docs (doc, id, parent_id, part, dl)"
+                " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::int[])"
+            ),
+            tuple(map(list, zip(*doc_rows))),
+        )
     if held is not None:
         held.update(dfs)
     elif dfs:
@@ -354,6 +372,9 @@ def write_chunks(
         )
 
 
+_POSTINGS_COLUMNS = ("term", "doc", "tf", "dl", "part")
+
+
 def _write_postings(
     tx: Any,
     dialect: PostgresDialect,
@@ -362,9 +383,8 @@ def _write_postings(
     lengths: Sequence[int],
     parts: Sequence[str],
 ) -> None:
-    """The ``kw_postings`` rows of a batch: many by one binary COPY, each row's bytes joined from pieces
-    encoded once (a term's, a chunk's ``doc``/``dl``/``part``), a few by ``INSERT … unnest``."""
-    columns = ("term", "doc", "tf", "dl", "part")
+    """The ``kw_postings`` rows of a batch: many by one binary COPY (:func:`_postings_pieces`), a few by
+    ``INSERT … unnest``."""
     if sum(map(len, counts)) < bulk.COPY_MIN_ROWS:
         rows = [
             (term, doc, n, dl, part)
@@ -380,7 +400,19 @@ def _write_postings(
                 tuple(map(list, zip(*rows))),
             )
         return
-    codec = tx.connection.info.encoding
+    pieces = _postings_pieces(tx.connection.info.encoding, keys, counts, lengths, parts)
+    bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, pieces)
+
+
+def _postings_pieces(
+    codec: str,
+    keys: Sequence[int],
+    counts: Sequence[Counter[str]],
+    lengths: Sequence[int],
+    parts: Sequence[str],
+) -> list[bytes]:
+    """A batch's ``kw_postings`` rows in COPY's binary row form, each row's bytes joined from pieces encoded
+    once (a term's, a chunk's ``doc``/``dl``/``part``)."""
     by_term: dict[str, list[bytes]] = {}  # each term's row bodies (doc, tf, dl, part), in doc order
     tfs: dict[int, bytes] = {}
     for doc, tf, dl, part in zip(keys, counts, lengths, parts):
@@ -400,11 +432,11 @@ def _write_postings(
     pieces: list[bytes] = []
     for term in sorted(by_term):
         raw = term.encode(codec)
-        head = _TERM_HEAD.pack(len(columns), len(raw)) + raw
+        head = _TERM_HEAD.pack(len(_POSTINGS_COLUMNS), len(raw)) + raw
         for body in by_term[term]:
             pieces.append(head)
             pieces.append(body)
-    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, pieces)
+    return pieces
 
 
 def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
