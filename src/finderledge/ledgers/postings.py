@@ -44,6 +44,7 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, IncompatibleIndexError
@@ -334,7 +335,8 @@ def write_chunks(
             lengths = [sum(tf.values()) for tf in counts]
             keys = drawn[at : at + len(batch)]
             doc_rows.extend((d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths))
-            dfs.update((term, part) for tf, part in zip(counts, parts) for term in tf)
+            for tf, part in zip(counts, parts):
+                dfs.update(zip(tf, repeat(part)))
             for part, dl in zip(parts, lengths):
                 entry = totals.setdefault(part, [0, 0])
                 entry[0] += 1
@@ -343,7 +345,7 @@ def write_chunks(
 
     if len(chunks) >= bulk.COPY_MIN_ROWS:  # one COPY, streamed
         codec = tx.connection.info.encoding
-        pieces = (piece for b in batches() for piece in _postings_pieces(codec, *b))
+        pieces = chain.from_iterable(_postings_pieces(codec, *b) for b in batches())
         bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, pieces)
     else:
         for b in batches():
@@ -414,28 +416,27 @@ def _postings_pieces(
     """A batch's ``kw_postings`` rows in COPY's binary row form, each row's bytes joined from pieces encoded
     once (a term's, a chunk's ``doc``/``dl``/``part``)."""
     by_term: dict[str, list[bytes]] = {}  # each term's row bodies (doc, tf, dl, part), in doc order
-    tfs: dict[int, bytes] = {}
     for doc, tf, dl, part in zip(keys, counts, lengths, parts):
         text = part.encode(codec)
         doc_field = _DOC_FIELD.pack(8, doc)
         tail = _DL_FIELD.pack(4, dl, len(text)) + text
+        made: dict[int, bytes] = {}  # this chunk's body for each tf (most of its terms share tf 1)
         for term, n in tf.items():
-            tf_field = tfs.get(n)
-            if tf_field is None:
-                tf_field = tfs[n] = _TF_FIELD.pack(4, n)
+            body = made.get(n)
+            if body is None:
+                body = made[n] = doc_field + _TF_FIELD.pack(4, n) + tail
             bodies = by_term.get(term)
             if bodies is None:
-                bodies = by_term[term] = []
-            bodies.append(doc_field + tf_field + tail)
+                by_term[term] = [body]
+            else:
+                bodies.append(body)
     # in the term index's order (its pages are touched once each, in turn): one sort of the distinct terms,
-    # each row sent as two pieces, its head (field count, the term length-prefixed) and its body
+    # a term's rows as one piece, each its head (field count, the term length-prefixed) then its body
     pieces: list[bytes] = []
     for term in sorted(by_term):
         raw = term.encode(codec)
         head = _TERM_HEAD.pack(len(_POSTINGS_COLUMNS), len(raw)) + raw
-        for body in by_term[term]:
-            pieces.append(head)
-            pieces.append(body)
+        pieces.append(head + head.join(by_term[term]))
     return pieces
 
 
