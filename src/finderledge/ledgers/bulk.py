@@ -26,7 +26,11 @@ that is most of a large load's time.  The same call defers it the same way (its 
 :data:`POSTINGS_STATE_KEY`, under the same bulk key; decided on ``kw_docs``' rows held): dropped at the first
 commit, built once, first, when the call ends (one sort, ``maintenance_work_mem`` raised to 512MB for it).
 The ``doc`` index stays (its keys ascend: appends).  Meanwhile keyword searches scan the postings (the same
-scores, slower); a dead loader's record is built by the next write's commit or the next open.
+scores, slower); a dead loader's record is built by the next write's commit or the next open.  Under the
+same record the call holds back its ``kw_terms`` additions (each term's document frequency, :mod:`.postings`)
+and adds them in one upsert after its last commit (one per commit before: ~20k terms each); searches that
+read ``kw_terms`` count from the postings while the record is there, and a dead loader's ``kw_terms`` is
+counted again from the postings with the B-tree's build.
 """
 
 from __future__ import annotations

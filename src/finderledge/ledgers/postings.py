@@ -11,7 +11,10 @@ Tables (in the ledger's schema, created when the engine-side index is first enab
 * ``kw_terms (term, part, df)``: each term's document frequency per partition group, kept with the postings
   (a search reads a term's df with one index look-up instead of counting its postings: at 1M chunks a common
   term's count took 50-230 ms).  A ledger whose postings predate it gets it at the next open or write
-  (counted once from the postings, under the commit key).
+  (counted once from the postings, under the commit key).  A bulk load (:mod:`.bulk`) holds its additions
+  back and adds them in one upsert after its last commit; while its record is in ``info`` the searches that
+  read ``kw_terms`` count from the postings instead (:func:`terms_held`), and if it dies the next write or
+  open counts ``kw_terms`` again.
 
 **Written in the ledger's transactions.**  ``commit_write`` adds the postings of the chunks it stores and drops
 those of the documents it removes or replaces in the same transaction as the chunk rows (after the commit key
