@@ -214,9 +214,7 @@ def copy_rows(
     statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
-    from psycopg.copy import QueuedLibpqWriter
-
-    with cur.copy(statement, writer=QueuedLibpqWriter(cur)) as copy:  # sent from a thread: encoded meanwhile
+    with cur.copy(statement) as copy:
         parts: list[bytes] = [_HEADER]
         size = 0
         for row in rows:
@@ -243,17 +241,17 @@ def copy_encoded(
     """One binary ``COPY schema.table (columns) FROM STDIN`` of rows already in COPY's binary row form (field
     count, then each field length-prefixed), given as ``pieces`` sent one after the other (a row may span
     several): for writers that encode many rows faster than :func:`copy_rows`' per-value encoders (the
-    engine-side postings).  ``pieces`` may be produced while the COPY runs: a thread of psycopg's
-    (``QueuedLibpqWriter``, joined before this returns) sends them, so the server stores rows meanwhile."""
+    engine-side postings).  ``pieces`` may be produced while the COPY runs (sent a group at a time: the server
+    stores rows meanwhile).  Sending from psycopg's ``QueuedLibpqWriter`` thread was measured slower here
+    (bulk49: 100k chunks 66.8 s against 59.8 s, the HNSW build after it 21 s against 17 s)."""
     from psycopg import sql
-    from psycopg.copy import QueuedLibpqWriter
 
     statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
     step = max(1, _FLUSH_BYTES // 32)
     source = iter(pieces)
-    with cur.copy(statement, writer=QueuedLibpqWriter(cur)) as copy:
+    with cur.copy(statement) as copy:
         copy.write(_HEADER)
         while group := list(islice(source, step)):
             copy.write(b"".join(group))

@@ -315,10 +315,10 @@ def write_chunks(
     """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
     from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
     caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  Many chunks' postings go in one
-    COPY, each batch of :data:`_BATCH` chunks tokenized and encoded while the server stores the previous
-    (:func:`.bulk.copy_encoded` sends from a thread of its own).  The document frequencies and the statistics
-    are added once for all of ``chunks`` (one upsert each: a term shared by several batches is one row of it);
-    ``held``: the document frequencies are added to it instead (a bulk load adds them once)."""
+    COPY, each batch of :data:`_BATCH` chunks tokenized and encoded as the COPY goes.  The document
+    frequencies and the statistics are added once for all of ``chunks`` (one upsert each: a term shared by
+    several batches is one row of it); ``held``: the document frequencies are added to it instead (a bulk
+    load adds them once)."""
     dfs: Counter[tuple[str, str]] = Counter()
     totals: dict[str, list[int]] = {}
     drawn = _draw_docs(tx, dialect, len(chunks)) if chunks else []
