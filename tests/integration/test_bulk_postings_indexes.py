@@ -218,12 +218,14 @@ def test_a_loader_killed_mid_load_leaves_the_postings_indexes_to_the_next_write_
     texts = _texts(500)
     _load_killed(pg_url, schema, tmp_path / "b", texts)
     assert _indexes(pg_url, schema) == KEPT and _state(pg_url, schema) is not None  # as the loader left them
+    assert _stale_terms(pg_url, schema) > 0  # its two commits' document frequencies were held back
     assert earlier.count()["chunks"] == 320  # two commits of 100 went in, the third left nothing
     meanwhile = {q: _keyword(earlier, q) for q in QUERIES}  # searched meanwhile, by scanning the postings
     assert all(len(hits) == 10 for hits in meanwhile.values())
     # the next write of a process open since before builds them (the loader's key went with its connection)
     earlier.add_texts(["a small write after the loader died"], ids=["after"])
     assert _indexes(pg_url, schema) == INDEXES and _state(pg_url, schema) is None
+    assert _stale_terms(pg_url, schema) == 0  # ...and counts them from the postings
     _same_as_local(earlier, tmp_path / "ref1", pg_url, schema)
     assert earlier.check().clean
     earlier.close()
@@ -235,7 +237,96 @@ def test_a_loader_killed_mid_load_leaves_the_postings_indexes_to_the_next_write_
     assert _indexes(pg_url, schema2) == KEPT and _state(pg_url, schema2) is not None
     with _open(tmp_path / "e", pg_url, schema2) as fl:
         assert _indexes(pg_url, schema2) == INDEXES and _state(pg_url, schema2) is None  # rebuilt on open
+        assert _stale_terms(pg_url, schema2) == 0
         assert fl.count()["chunks"] == 320
         assert fl.check().clean
         assert fl.search(texts[150], k=1)[0].content == texts[150]
         _same_as_local(fl, tmp_path / "ref2", pg_url, schema2)
+
+
+def _stale_terms(url: str, schema: str) -> int:
+    """Terms whose ``kw_terms`` df differs from their postings' count (0: the frequencies are exact)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            f'SELECT count(*) FROM (SELECT term, part, count(*) AS n FROM "{schema}".kw_postings GROUP BY 1, 2) a'
+            f' FULL JOIN (SELECT term, part, df FROM "{schema}".kw_terms WHERE df <> 0) b'
+            ' ON b.term = a.term COLLATE "C" AND b.part = a.part WHERE a.n IS DISTINCT FROM b.df'
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _scores(hits: dict[str, list[tuple[str, float]]]) -> dict[str, list[float]]:
+    """Each query's scores, rounded (a pruned search adds a chunk's parts in Python: the last bit may differ,
+    and so may which of tied chunks are listed)."""
+    return {q: [round(s, 9) for _, s in h] for q, h in hits.items()}
+
+
+def test_a_load_adds_its_document_frequencies_once_and_searches_meanwhile_stay_exact(
+    pg_url: str, tmp_path: Path, small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk load holds its ``kw_terms`` additions back and adds them in one upsert after its last commit
+    (bulk49): meanwhile (the postings record in ``info``) a pruned search, which reads ``kw_terms``, and
+    ``score_text`` count the frequencies from the postings instead, so their results are exact."""
+    from finderledge.ingest import write
+    from finderledge.ledgers import postings
+
+    monkeypatch.setattr(write, "STREAM_DOCUMENTS", 100)  # several commits in one call
+    monkeypatch.setattr(postings, "_PRUNE_MIN_CHUNKS", 0)  # every search of 2+ terms tries to prune
+    monkeypatch.setattr(postings, "_PRUNE_MIN_POSTINGS", 1)
+    schema = fresh_schema()
+    texts = _texts(400)
+    fl = _open(tmp_path / "a", pg_url, schema)
+    reader = _open(tmp_path / "b", pg_url, schema)
+    fl.add_texts(texts[:150], ids=[f"d{i}" for i in range(150)])
+    handle = reader.engine.replica.keyword.handle
+    tok = handle.tokenizer
+    exact = {q: handle._scored(postings.Counter(tok(q)), 10, None, None) for q in QUERIES}
+    assert _scores({q: handle.search(q, 10) for q in QUERIES}) == _scores(
+        exact
+    )  # pruned, as the exact scoring
+    upserts: list[int] = []
+    real_add_terms = postings.add_terms
+
+    def add_terms(tx: Any, dialect: Any, dfs: Any) -> None:
+        upserts.append(len(dfs))
+        real_add_terms(tx, dialect, dfs)
+
+    monkeypatch.setattr(postings, "add_terms", add_terms)
+    during: list[tuple[int, str | None, bool, bool, bool]] = []
+    real_begin = bulk.BulkLoad.begin
+
+    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
+        real_begin(self, tx, chunks)
+        if self.written > 200:  # a commit of the second call, earlier ones committed: as others see it
+            scored = {q: handle._scored(postings.Counter(tok(q)), 10, None, None) for q in QUERIES}
+            pruned = {q: handle.search(q, 10) for q in QUERIES}
+            terms = list(postings.Counter(tok(" ".join(QUERIES))))
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                counted = dict(
+                    conn.execute(
+                        f'SELECT term, count(*) FROM "{schema}".kw_postings WHERE term = ANY(%s) GROUP BY term',
+                        (terms,),
+                    ).fetchall()
+                )
+            dfs_exact = handle._dfs(terms, None) == {t: int(n) for t, n in counted.items()}
+            stale = _stale_terms(pg_url, schema)
+            same = _scores(pruned) == _scores(scored)
+            during.append((stale, _state(pg_url, schema), same, dfs_exact, scored != exact))
+
+    monkeypatch.setattr(bulk.BulkLoad, "begin", begin)
+    replaced = [f"{t} revised refund" for t in texts[:20]]
+    fl.add_texts(replaced + texts[150:], ids=[f"d{i}" for i in [*range(20), *range(150, 400)]])
+    assert during, "the load committed more than once"
+    for stale, state, same, dfs_exact, moved in during:
+        assert stale > 0 and state is not None  # the load's frequencies held back, the record says so
+        assert moved  # the load's commits are visible to the search...
+        assert same and dfs_exact  # ...which stays exact
+    assert len(upserts) == 1  # the call's additions in one upsert, after its last commit
+    assert _stale_terms(pg_url, schema) == 0 and _state(pg_url, schema) is None
+    after = {q: handle._scored(postings.Counter(tok(q)), 10, None, None) for q in QUERIES}
+    assert _scores({q: handle.search(q, 10) for q in QUERIES}) == _scores(after)
+    assert fl.check().clean
+    fl.add_texts(["one more small write about refund"])  # small: its frequencies go in with it
+    assert _stale_terms(pg_url, schema) == 0 and len(upserts) == 2
+    for each in (fl, reader):
+        each.close()

@@ -167,13 +167,15 @@ def _copied_rows(stream: bytes) -> list[tuple[str, int]]:
 def test_postings_are_copied_in_term_order_then_doc_order(
     tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each COPY of postings goes in the term index's order (a term's rows together, by doc): its pages and
-    the heap's are touched once each, in turn; every row sent is stored."""
+    """Each COPY of postings goes in the term index's order (a term's rows together, by doc; a COPY of more
+    than one batch of chunks, batch by batch): its pages and the heap's are touched once each, in turn; every
+    row sent is stored."""
     schema = fresh_schema()
     streams: list[bytes] = []
     real = bulk.copy_encoded
 
     def spy(cur: Any, schema: str, table: str, columns: Any, pieces: Any) -> None:
+        pieces = list(pieces)  # produced while the COPY runs: taken once here
         if table == "kw_postings":
             streams.append(b"".join(pieces))
         real(cur, schema, table, columns, pieces)

@@ -643,7 +643,7 @@ class PostgresDialect(SQLDialect):
     def end_commit(
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
     ) -> None:
-        self.postings.add(tx, add)
+        self.postings.add(tx, add, None if self._bulk is None else self._bulk.held_terms(tx))
         if self._bulk is None or not self._bulk.postings_deferred:
             postings_left(self, tx)  # a bulk load that died left the keyword B-trees to build
         if (self._bulk is not None and self._bulk.deferred) or owned_elsewhere(self, tx, VECTORS_TABLE):

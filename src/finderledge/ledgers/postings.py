@@ -11,7 +11,10 @@ Tables (in the ledger's schema, created when the engine-side index is first enab
 * ``kw_terms (term, part, df)``: each term's document frequency per partition group, kept with the postings
   (a search reads a term's df with one index look-up instead of counting its postings: at 1M chunks a common
   term's count took 50-230 ms).  A ledger whose postings predate it gets it at the next open or write
-  (counted once from the postings, under the commit key).
+  (counted once from the postings, under the commit key).  A bulk load (:mod:`.bulk`) holds its additions
+  back and adds them in one upsert after its last commit; while its record is in ``info`` the searches that
+  read ``kw_terms`` count from the postings instead (:func:`terms_held`), and if it dies the next write or
+  open counts ``kw_terms`` again.
 
 **Written in the ledger's transactions.**  ``commit_write`` adds the postings of the chunks it stores and drops
 those of the documents it removes or replaces in the same transaction as the chunk rows (after the commit key
@@ -43,7 +46,8 @@ import math
 import struct
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, IncompatibleIndexError
@@ -71,7 +75,17 @@ if TYPE_CHECKING:
 #: a :class:`~finderledge.ledgers.postgres.PostgresDialect` (named loosely: that module imports this one)
 PostgresDialect = Any
 
-__all__ = ["INFO_KEY", "EngineKeywordIndex", "Postings", "group_of", "part_code", "rebuild", "verify"]
+__all__ = [
+    "INFO_KEY",
+    "EngineKeywordIndex",
+    "Postings",
+    "add_terms",
+    "group_of",
+    "part_code",
+    "rebuild",
+    "recount_terms",
+    "verify",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +145,16 @@ def has_terms(conn: Any, dialect: PostgresDialect) -> bool:
     """Whether the ledger's ``kw_terms`` table exists (one catalog look-up)."""
     row = conn.execute("SELECT to_regclass(%s)", (_qualified(dialect, "kw_terms"),)).fetchone()
     return row is not None and row[0] is not None
+
+
+def terms_held(conn: Any, dialect: PostgresDialect) -> bool:
+    """Whether ``kw_terms`` may be behind the postings: a bulk load holds its additions back (or died holding
+    them: the next write or open counts them) while its postings record (:data:`.bulk.POSTINGS_STATE_KEY`) is in
+    ``info``."""
+    row = conn.execute(
+        dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (bulk.POSTINGS_STATE_KEY,)
+    ).fetchone()
+    return row is not None
 
 
 def ensure_terms(tx: Any, dialect: PostgresDialect) -> bool:
@@ -201,16 +225,28 @@ class Postings:
             self._tokenizer = tokenizer_from_dict(recorded["tokenizer"])
         return self._tokenizer
 
+    def add_held(self, tx: Any, dfs: Mapping[tuple[str, str], int]) -> None:
+        """After a bulk load's commits: the document frequencies it held back, in one upsert (:func:`add_terms`)."""
+        self._ensure_terms(tx)
+        add_terms(tx, self.dialect, dfs)
+
+    def recount(self, tx: Any) -> None:
+        """``kw_terms`` counted again from the postings (:func:`recount_terms`), if the ledger keeps postings."""
+        if self.recorded(tx) is not None:
+            recount_terms(tx, self.dialect)
+
     def drop(self, tx: Any, doc_ids: Sequence[str]) -> None:
-        """Inside a write transaction: the postings of the chunks of ``doc_ids`` go, their statistics with them."""
+        """Inside a write transaction: the postings of the chunks of ``doc_ids`` go, their statistics with them
+        (``kw_terms`` by adding negative counts: a term whose additions a bulk load holds back may have no row
+        yet, and the sum comes right when they are added)."""
         if not doc_ids or self.recorded(tx) is None:
             return
         self._ensure_terms(tx)
         query = self.dialect.sql(
             "WITH gone AS (DELETE FROM {s}kw_docs WHERE parent_id = ANY(?) RETURNING doc, part, dl),"
             " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc RETURNING p.term, p.part),"
-            " f AS (UPDATE {s}kw_terms f SET df = f.df - g.n FROM (SELECT term, part, count(*) AS n FROM p"
-            " GROUP BY term, part) g WHERE f.term = g.term AND f.part = g.part)"
+            " f AS (INSERT INTO {s}kw_terms (term, part, df) SELECT term, part, -count(*) FROM p GROUP BY term, part"
+            " ON CONFLICT (term, part) DO UPDATE SET df = {s}kw_terms.df + EXCLUDED.df)"
             " UPDATE {s}kw_stats t SET n_docs = t.n_docs - g.n, total_len = t.total_len - g.l"
             " FROM (SELECT part, count(*) AS n, sum(dl) AS l FROM gone GROUP BY part) g WHERE t.part = g.part"
         )
@@ -218,9 +254,14 @@ class Postings:
         for at in range(0, len(ids), _BATCH):
             tx.execute(query, (ids[at : at + _BATCH],))
 
-    def add(self, tx: Any, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]) -> None:
+    def add(
+        self,
+        tx: Any,
+        add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]],
+        held: Counter[tuple[str, str]] | None = None,
+    ) -> None:
         """Inside the commit transaction: the postings of the chunks written (a document added twice: its later
-        copy, as the chunk rows hold)."""
+        copy, as the chunk rows hold); ``held``: their document frequencies go there, not to ``kw_terms``."""
         recorded = self.recorded(tx) if add else None
         if recorded is None:
             return
@@ -230,51 +271,100 @@ class Postings:
             last.pop(doc.id, None)
             last[doc.id] = chunks
         chunks = list({c.id: c for cs in last.values() for c in cs}.values())
-        write_chunks(tx, self.dialect, chunks, self.tokenizer(recorded), recorded.get("partition_key"))
+        write_chunks(tx, self.dialect, chunks, self.tokenizer(recorded), recorded.get("partition_key"), held)
+
+
+def add_terms(tx: Any, dialect: PostgresDialect, dfs: Mapping[tuple[str, str], int]) -> None:
+    """Add ``{(term, part): documents}`` to ``kw_terms`` (one upsert; a term's first documents insert its row)."""
+    if not dfs:
+        return
+    tx.execute(
+        dialect.sql(
+            "INSERT INTO {s}kw_terms (term, part, df)"
+            " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[]) ON CONFLICT (term, part) DO UPDATE"
+            " SET df = {s}kw_terms.df + EXCLUDED.df"
+        ),
+        ([t for t, _ in dfs], [p for _, p in dfs], list(dfs.values())),
+    )
+
+
+def recount_terms(tx: Any, dialect: PostgresDialect) -> None:
+    """Count ``kw_terms`` again from the postings (under the commit key): after a bulk load that died holding
+    its frequencies back (:meth:`Postings.add`'s ``held``)."""
+    started = time.perf_counter()
+    tx.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_key("commit", dialect.schema),))
+    if not ensure_terms(tx, dialect):
+        return  # just counted from the postings
+    tx.execute(dialect.sql("DELETE FROM {s}kw_terms"))
+    tx.execute(dialect.sql(_TERMS_FROM_POSTINGS))
+    logger.info(
+        "ledger %s: each term's document frequency counted again from the postings in %.1f s (kw_terms)",
+        dialect.name,
+        time.perf_counter() - started,
+    )
 
 
 def write_chunks(
-    tx: Any, dialect: PostgresDialect, chunks: Sequence[ChunkRecord], tokenizer: Tokenizer, key: str | None
+    tx: Any,
+    dialect: PostgresDialect,
+    chunks: Sequence[ChunkRecord],
+    tokenizer: Tokenizer,
+    key: str | None,
+    held: Counter[tuple[str, str]] | None = None,
 ) -> None:
     """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
     from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
-    caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  The document frequencies and the
-    statistics are added once for all of ``chunks`` (one upsert each: a term shared by several batches is one
-    row of it)."""
+    caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  Many chunks' postings go in one
+    COPY, each batch of :data:`_BATCH` chunks tokenized and encoded as the COPY goes.  The document
+    frequencies and the statistics are added once for all of ``chunks`` (one upsert each: a term shared by
+    several batches is one row of it); ``held``: the document frequencies are added to it instead (a bulk
+    load adds them once)."""
     dfs: Counter[tuple[str, str]] = Counter()
     totals: dict[str, list[int]] = {}
-    for at in range(0, len(chunks), _BATCH):
-        batch = chunks[at : at + _BATCH]
-        counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
-        parts = [
-            part_code(None if key is None else partition_group(user_metadata(c.metadata), key)) for c in batch
-        ]
-        lengths = [sum(tf.values()) for tf in counts]
-        keys = _draw_docs(tx, dialect, len(batch))
-        doc_rows = [(d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths)]
-        if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows):
-            tx.execute(
-                dialect.sql(
-                    "INSERT INTO {s}kw_docs (doc, id, parent_id, part, dl)"
-                    " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::int[])"
-                ),
-                tuple(map(list, zip(*doc_rows))),
-            )
-        _write_postings(tx, dialect, keys, counts, lengths, parts)
-        dfs.update((term, part) for tf, part in zip(counts, parts) for term in tf)
-        for part, dl in zip(parts, lengths):
-            entry = totals.setdefault(part, [0, 0])
-            entry[0] += 1
-            entry[1] += dl
-    if dfs:
+    drawn = _draw_docs(tx, dialect, len(chunks)) if chunks else []
+    doc_rows: list[tuple[int, str, str, str, int]] = []
+
+    def batches() -> Iterator[tuple[list[int], list[Counter[str]], list[int], list[str]]]:
+        """Each batch's keys, term counts, lengths and partition codes (its kw_docs rows and statistics kept)."""
+        for at in range(0, len(chunks), _BATCH):
+            batch = chunks[at : at + _BATCH]
+            counts = [
+                Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch
+            ]  # as the local leg
+            parts = [
+                part_code(None if key is None else partition_group(user_metadata(c.metadata), key))
+                for c in batch
+            ]
+            lengths = [sum(tf.values()) for tf in counts]
+            keys = drawn[at : at + len(batch)]
+            doc_rows.extend((d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths))
+            for tf, part in zip(counts, parts):
+                dfs.update(zip(tf, repeat(part)))
+            for part, dl in zip(parts, lengths):
+                entry = totals.setdefault(part, [0, 0])
+                entry[0] += 1
+                entry[1] += dl
+            yield keys, counts, lengths, parts
+
+    if len(chunks) >= bulk.COPY_MIN_ROWS:  # one COPY, streamed
+        codec = tx.connection.info.encoding
+        pieces = chain.from_iterable(_postings_pieces(codec, *b) for b in batches())
+        bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, pieces)
+    else:
+        for b in batches():
+            _write_postings(tx, dialect, *b)
+    if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows) and doc_rows:
         tx.execute(
             dialect.sql(
-                "INSERT INTO {s}kw_terms (term, part, df)"
-                " SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[]) ON CONFLICT (term, part) DO UPDATE"
-                " SET df = {s}kw_terms.df + EXCLUDED.df"
+                "INSERT INTO {s}kw_docs (doc, id, parent_id, part, dl)"
+                " SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::int[])"
             ),
-            ([t for t, _ in dfs], [p for _, p in dfs], list(dfs.values())),
+            tuple(map(list, zip(*doc_rows))),
         )
+    if held is not None:
+        held.update(dfs)
+    elif dfs:
+        add_terms(tx, dialect, dfs)
     if totals:
         tx.execute(
             dialect.sql(
@@ -287,6 +377,9 @@ def write_chunks(
         )
 
 
+_POSTINGS_COLUMNS = ("term", "doc", "tf", "dl", "part")
+
+
 def _write_postings(
     tx: Any,
     dialect: PostgresDialect,
@@ -295,9 +388,8 @@ def _write_postings(
     lengths: Sequence[int],
     parts: Sequence[str],
 ) -> None:
-    """The ``kw_postings`` rows of a batch: many by one binary COPY, each row's bytes joined from pieces
-    encoded once (a term's, a chunk's ``doc``/``dl``/``part``), a few by ``INSERT … unnest``."""
-    columns = ("term", "doc", "tf", "dl", "part")
+    """The ``kw_postings`` rows of a batch: many by one binary COPY (:func:`_postings_pieces`), a few by
+    ``INSERT … unnest``."""
     if sum(map(len, counts)) < bulk.COPY_MIN_ROWS:
         rows = [
             (term, doc, n, dl, part)
@@ -313,31 +405,42 @@ def _write_postings(
                 tuple(map(list, zip(*rows))),
             )
         return
-    codec = tx.connection.info.encoding
+    pieces = _postings_pieces(tx.connection.info.encoding, keys, counts, lengths, parts)
+    bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, pieces)
+
+
+def _postings_pieces(
+    codec: str,
+    keys: Sequence[int],
+    counts: Sequence[Counter[str]],
+    lengths: Sequence[int],
+    parts: Sequence[str],
+) -> list[bytes]:
+    """A batch's ``kw_postings`` rows in COPY's binary row form, each row's bytes joined from pieces encoded
+    once (a term's, a chunk's ``doc``/``dl``/``part``)."""
     by_term: dict[str, list[bytes]] = {}  # each term's row bodies (doc, tf, dl, part), in doc order
-    tfs: dict[int, bytes] = {}
     for doc, tf, dl, part in zip(keys, counts, lengths, parts):
         text = part.encode(codec)
         doc_field = _DOC_FIELD.pack(8, doc)
         tail = _DL_FIELD.pack(4, dl, len(text)) + text
+        made: dict[int, bytes] = {}  # this chunk's body for each tf (most of its terms share tf 1)
         for term, n in tf.items():
-            tf_field = tfs.get(n)
-            if tf_field is None:
-                tf_field = tfs[n] = _TF_FIELD.pack(4, n)
+            body = made.get(n)
+            if body is None:
+                body = made[n] = doc_field + _TF_FIELD.pack(4, n) + tail
             bodies = by_term.get(term)
             if bodies is None:
-                bodies = by_term[term] = []
-            bodies.append(doc_field + tf_field + tail)
+                by_term[term] = [body]
+            else:
+                bodies.append(body)
     # in the term index's order (its pages are touched once each, in turn): one sort of the distinct terms,
-    # each row sent as two pieces, its head (field count, the term length-prefixed) and its body
+    # a term's rows as one piece, each its head (field count, the term length-prefixed) then its body
     pieces: list[bytes] = []
     for term in sorted(by_term):
         raw = term.encode(codec)
-        head = _TERM_HEAD.pack(len(columns), len(raw)) + raw
-        for body in by_term[term]:
-            pieces.append(head)
-            pieces.append(body)
-    bulk.copy_encoded(tx, dialect.schema, "kw_postings", columns, pieces)
+        head = _TERM_HEAD.pack(len(_POSTINGS_COLUMNS), len(raw)) + raw
+        pieces.append(head + head.join(by_term[term]))
+    return pieces
 
 
 def _draw_docs(tx: Any, dialect: PostgresDialect, count: int) -> list[int]:
@@ -537,7 +640,10 @@ def verify(dialect: PostgresDialect) -> list[str] | None:
 
 
 def _terms_problems(conn: Any, dialect: PostgresDialect) -> list[str]:
-    """Whether ``kw_terms`` holds each term's df as its postings count it (rows at 0 are none)."""
+    """Whether ``kw_terms`` holds each term's df as its postings count it (rows at 0 are none); not checked
+    while a bulk load holds its additions back (:func:`terms_held`)."""
+    if terms_held(conn, dialect):
+        return []
     off = conn.execute(
         dialect.sql(
             "SELECT count(*) FROM (SELECT term, part, count(*) AS n FROM {s}kw_postings GROUP BY term, part) a"
@@ -687,13 +793,18 @@ class EngineKeywordIndex:
         return score_text(qcounts, dcounts, self._stats(None), self.k1, self.b, lambda t: dfs.get(t, 0))
 
     def _dfs(self, terms: Sequence[str], parts: Sequence[str] | None) -> dict[str, int]:
+        """Each term's df over ``parts`` (None: all): from ``kw_terms``, or counted from the postings while a
+        bulk load holds its additions back (:func:`terms_held`, in the same snapshot)."""
         d = self.dialect
-        query = "SELECT term, sum(df) FROM {s}kw_terms WHERE term = ANY(?)"
         args: list[Any] = [list(terms)]
         if parts is not None:
-            query += " AND part = ANY(?)"
             args.append(list(parts))
-        with d.reading() as conn:
+        in_parts = " AND part = ANY(?)" if parts is not None else ""
+        with d.snapshot(), d.reading() as conn:
+            if terms_held(conn, d):
+                query = "SELECT term, count(*) FROM {s}kw_postings WHERE term = ANY(?)" + in_parts
+            else:
+                query = "SELECT term, sum(df) FROM {s}kw_terms WHERE term = ANY(?)" + in_parts
             rows = conn.execute(d.sql(query + " GROUP BY term"), args).fetchall()
         return {t: int(n) for t, n in rows if int(n) > 0}
 
@@ -733,6 +844,8 @@ class EngineKeywordIndex:
         pargs: list[Any] = [list(parts)] if parts is not None else []
         terms = list(qcounts)
         with d.snapshot(), d.reading() as conn:  # one snapshot for the statements below
+            if terms_held(conn, d):  # a bulk load holds its kw_terms additions back: score every posting
+                return None
             # the statistics and each term's df (kw_terms: one look-up per term and part) and weight, as _scored
             # has them
             weights = conn.execute(
