@@ -121,7 +121,7 @@ def test_an_empty_ledger(make_ledger: Any) -> None:
     assert (
         ledger.get_info("schema_version") == expected and SCHEMA_VERSION == 4 and SQLITE_SCHEMA_VERSION == 5
     )
-    assert POSTGRES_SCHEMA_VERSION == 6
+    assert POSTGRES_SCHEMA_VERSION == 7
 
 
 def test_writes_are_logged_and_read_back(make_ledger: Any) -> None:
@@ -294,7 +294,7 @@ def test_a_document_added_twice_in_one_write_keeps_the_later_copy(make_ledger: A
     assert ledger.document_ids() == ["doc-2", "doc-1"] and ledger.counts() == {"documents": 2, "chunks": 5}
 
 
-@pytest.mark.parametrize("recorded", ["7", "99"])  # newer than both: SQLite 5, Postgres 6
+@pytest.mark.parametrize("recorded", ["8", "99"])  # newer than both: SQLite 5, Postgres 7
 def test_a_ledger_of_a_newer_schema_is_refused(make_ledger: Any, recorded: str) -> None:
     ledger = make_ledger()
     ledger.commit_write([_doc(1)])

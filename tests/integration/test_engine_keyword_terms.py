@@ -128,7 +128,7 @@ def test_postings_from_before_the_table_get_it_counted(
     tmp_path: Path, pg_url: str, fake_embeddings: Any, reopened_as: str
 ) -> None:
     """A ledger of the previous layout (schema version 5: postings without ``kw_terms``): the next open migrates
-    it to version 6, which the previous build refuses (its writes would leave the frequencies behind); the
+    it to the current version, which the previous builds refuse (their writes would leave the frequencies behind); the
     next engine open, or the next write of a process that searches locally, counts them from the postings;
     results stay the same."""
     schema = fresh_schema()
@@ -153,9 +153,10 @@ def test_postings_from_before_the_table_get_it_counted(
         assert kept == counted and kept
         assert again.check().clean
         recorded = again.ledger.get_info("schema_version")
-        assert recorded == str(POSTGRES_SCHEMA_VERSION) == "6"
-        with pytest.raises(IncompatibleIndexError, match="written by a newer FinderLedge"):
-            check_schema_version("the previous build", recorded, 5)  # what version 5 code does at open
+        assert recorded == str(POSTGRES_SCHEMA_VERSION) == "7"
+        for previous in (5, 6):  # what version 5 and version 6 code do at open
+            with pytest.raises(IncompatibleIndexError, match="written by a newer FinderLedge"):
+                check_schema_version("a previous build", recorded, previous)
     finally:
         again.close()
     engine = _open(tmp_path / "w3", pg_url, schema, fake_embeddings)
@@ -175,3 +176,34 @@ def test_postings_from_before_the_table_get_it_counted(
 @pytest.fixture(autouse=True)
 def _needs_pgserver() -> None:
     pytest.importorskip("pgserver")
+
+
+def test_a_version_6_database_is_migrated_to_7_and_refused_by_version_6_code(
+    tmp_path: Path, pg_url: str, fake_embeddings: Any
+) -> None:
+    """Version 7 changes what ``kw_terms`` may hold (a bulk load's additions held back, negative counts from
+    removals): a version 6 database is migrated at open, nothing rewritten, and version 6 code refuses it."""
+    schema = fresh_schema()
+    fl = _open(tmp_path / "w", pg_url, schema, fake_embeddings)
+    texts, mds, ids = _corpus(40)
+    try:
+        fl.add_texts(texts, mds, ids=ids)
+        _sql(fl, "UPDATE {s}info SET value = '6' WHERE key = 'schema_version'")
+    finally:
+        fl.close()
+    again = _open(tmp_path / "w2", pg_url, schema, fake_embeddings)
+    try:
+        recorded = again.ledger.get_info("schema_version")
+        assert recorded == "7"
+        with pytest.raises(IncompatibleIndexError, match="written by a newer FinderLedge"):
+            check_schema_version("version 6 code", recorded, 6)
+        kept, counted = _terms(again)
+        assert kept == counted and kept
+        more = _corpus(3, offset=40)
+        again.add_texts(*more[:2], ids=more[2])
+        again.delete([ids[0]])
+        kept, counted = _terms(again)
+        assert kept == counted
+        assert again.check().clean
+    finally:
+        again.close()

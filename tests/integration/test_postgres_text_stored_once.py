@@ -257,5 +257,5 @@ def test_a_schema_the_previous_release_wrote_is_migrated_at_open(
         check_schema_version("old", recorded[0] if recorded else None, 4)
     with pytest.raises(IncompatibleIndexError):  # and this one refuses a newer layout still
         with psycopg.connect(pg_url) as conn:
-            conn.execute(f"UPDATE \"{schema}\".info SET value = '7' WHERE key = 'schema_version'")
+            conn.execute(f"UPDATE \"{schema}\".info SET value = '8' WHERE key = 'schema_version'")
         PostgresLedger(pg_url, schema=schema)

@@ -97,8 +97,11 @@ VECTORS_TABLE = "vectors"
 #: The layout this ledger writes: version 5 stores a chunk's text once (see the module docstring); version 6
 #: keeps each term's document frequency with the engine-side postings (``kw_terms``,
 #: :mod:`~finderledge.ledgers.postings`), so a writer of version 5, which would leave it behind, refuses the
-#: database.  Versions 4 (:data:`~finderledge.ledgers.base.SCHEMA_VERSION`) and 5 are migrated at open.
-POSTGRES_SCHEMA_VERSION = 6
+#: database; version 7: a bulk load holds its ``kw_terms`` additions back until its end and a removal adds
+#: negative counts (a term may have no row yet), so version 6 code, which would read the held-back counts as
+#: exact and lose a removal's subtraction, refuses it.  Versions 4
+#: (:data:`~finderledge.ledgers.base.SCHEMA_VERSION`), 5 and 6 are migrated at open.
+POSTGRES_SCHEMA_VERSION = 7
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
@@ -402,11 +405,11 @@ class PostgresDialect(SQLDialect):
                         "FinderLedge ledger's; choose another schema"
                     )
                 # an older layout is migrated; any other version is checked, and refused, by the ledger
-                if version in (str(SCHEMA_VERSION), "5"):
+                if version in (str(SCHEMA_VERSION), "5", "6"):
                     if version == str(SCHEMA_VERSION):
                         conn.execute(self.sql(_MIGRATE_TO_5))
                     # 5 -> 6: nothing to change here; kw_terms is counted where postings are kept
-                    # (postings.ensure_terms, at the next engine open or write)
+                    # (postings.ensure_terms, at the next engine open or write); 6 -> 7: no row changes
                     conn.execute(
                         self.sql("UPDATE {s}info SET value = ? WHERE key = 'schema_version'"),
                         (str(POSTGRES_SCHEMA_VERSION),),
