@@ -75,6 +75,7 @@ __all__ = [
     "copy_encoded",
     "copy_rows",
     "copy_vectors",
+    "recorded",
 ]
 
 
@@ -450,10 +451,8 @@ class BulkLoad:
             and self._owns(conn)
         ):
             self.postings_deferred = True
-            left = conn.execute(
-                d.sql("SELECT 1 FROM {s}info WHERE key = ?"), (POSTINGS_STATE_KEY,)
-            ).fetchone()
-            self._recount = left is not None  # a loader that died held its frequencies back: count them all
+            # a loader that died held its frequencies back: count them all
+            self._recount = recorded(d, conn, POSTINGS_STATE_KEY)
             for name in DEFERRED_POSTINGS_INDEXES:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, name)))
             self._record(conn, POSTINGS_STATE_KEY)
@@ -521,11 +520,15 @@ class BulkLoad:
                     logger.warning("ledger %s: releasing the bulk key failed", d.name, exc_info=True)
 
 
+def recorded(dialect: BulkDialect, conn: Any, key: str) -> bool:
+    """Whether a deferred build's record (:data:`INDEX_STATE_KEY`, :data:`POSTINGS_STATE_KEY`) is in ``info``."""
+    return conn.execute(dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (key,)).fetchone() is not None
+
+
 def _claim(dialect: BulkDialect, tx: psycopg.Cursor[Any], key: str) -> bool | None:
     """Whether the index build recorded under ``key`` is left to this transaction: None, no record; False, a
     live bulk load in another session owns it; True, its loader died and the record is cleared here."""
-    state = tx.execute(dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (key,)).fetchone()
-    if state is None:
+    if not recorded(dialect, tx, key):
         return None
     row = tx.execute(
         "SELECT pg_try_advisory_xact_lock(%s)", (advisory_key("bulk", dialect.schema),)

@@ -151,10 +151,7 @@ def terms_held(conn: Any, dialect: PostgresDialect) -> bool:
     """Whether ``kw_terms`` may be behind the postings: a bulk load holds its additions back (or died holding
     them: the next write or open counts them) while its postings record (:data:`.bulk.POSTINGS_STATE_KEY`) is in
     ``info``."""
-    row = conn.execute(
-        dialect.sql("SELECT 1 FROM {s}info WHERE key = ?"), (bulk.POSTINGS_STATE_KEY,)
-    ).fetchone()
-    return row is not None
+    return bulk.recorded(dialect, conn, bulk.POSTINGS_STATE_KEY)
 
 
 def ensure_terms(tx: Any, dialect: PostgresDialect) -> bool:
