@@ -390,6 +390,19 @@ class SegmentFiles:
             arr = np.memmap(fh, dtype=np.dtype(dtype), mode="r", offset=offset, shape=shape)
         return np.asarray(arr), head
 
+    def npy_fd(
+        self, name: str, info: Mapping[str, int], dtype: str, shape: tuple[int, ...]
+    ) -> tuple[int, int, bytes]:
+        """A descriptor of the ``.npy`` ``name`` (laid out as :meth:`map_npy` requires), the offset of its
+        data and its header bytes, for a caller that reads the whole file once and checks its CRC32 over
+        what it reads (:class:`CrcCheck`); the caller owns (closes) the descriptor.  Reads, unlike a map,
+        leave no page of the file counted in the process's memory after they are copied."""
+        with self.open(name) as fh:
+            offset = self._npy_layout(fh, name, info, dtype, shape)
+            fh.seek(0)
+            head = fh.read(offset)
+            return os.dup(fh.fileno()), offset, head
+
     def checked_npy_fd(
         self, name: str, info: Mapping[str, int], dtype: str, shape: tuple[int, ...]
     ) -> tuple[int, int]:

@@ -20,7 +20,8 @@ A flush writes the new rows as one segment, merges a tier of ``MERGE_FACTOR`` si
 rewrites a segment with over ``MAX_DELETED_RATIO`` deleted rows.  The rows it writes are read, a block at a
 time, from the in-memory index itself (which holds every live vector), so a flush or merge never holds a
 second copy of the matrix.  Opening checks sizes, every file's CRC32 and the vectors' shape; the vectors'
-CRC32 is computed over each block while it is copied into the index (one read of the bytes, not two).
+CRC32 is computed over each block while it is read into the index (one read of the bytes, not two; read,
+not mapped, so no page of the files stays counted in the process's memory beside the index's copy).
 """
 
 from __future__ import annotations
@@ -628,9 +629,9 @@ class FaissVectorStore(VectorStore):
 # --------------------------------------------------------------------------------------------------
 def _load_manifest(
     files: SegmentFiles, dimension: int, mapped: bool = False
-) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[tuple[np.ndarray, CrcCheck | None]]]:
+) -> tuple[dict[str, Any], list[_Segment], list[list[str]], list[tuple[FileRows, CrcCheck | None]]]:
     """Read and check the manifest and every segment it names; returns it, the segments, their ids and
-    their vectors (memory maps, dropped once the index holds them) with their pending CRC32 checks."""
+    their vectors (descriptors read once while the index is filled) with their pending CRC32 checks."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
     manifest = files.read_manifest(FORMAT_NAME, FORMAT_VERSION, "FAISS index")
     for key in ("dimension", "generation", "next_segment", "next_seq", "live_count"):
@@ -645,7 +646,7 @@ def _load_manifest(
         raise err(mpath, "'segments' is not a list")
     segments: list[_Segment] = []
     id_lists: list[list[str]] = []
-    vectors: list[tuple[np.ndarray, CrcCheck | None]] = []
+    vectors: list[tuple[FileRows, CrcCheck | None]] = []
     for entry in entries:
         seg, ids, vecs = _load_segment(files, entry, dimension, manifest["next_seq"], mapped)
         if any(seg.name == other.name for other in segments):
@@ -696,7 +697,7 @@ def _fill(
     rows: FlatRows,
     segments: Sequence[_Segment],
     id_lists: Sequence[list[str]],
-    vectors: Sequence[tuple[np.ndarray, CrcCheck | None]],
+    vectors: Sequence[tuple[FileRows, CrcCheck | None]],
     files: SegmentFiles,
 ) -> None:
     """Copy the live rows of every segment into the empty ``rows`` in sequence order, straight into the
@@ -729,25 +730,35 @@ def _fill(
 
 
 def _copy_checked(
-    matrix: np.ndarray, vecs: np.ndarray, live: np.ndarray, target: np.ndarray, crc: CrcCheck
+    matrix: np.ndarray, vecs: FileRows, live: np.ndarray, target: np.ndarray, crc: CrcCheck
 ) -> None:
-    """Copy the live rows of one segment's ``vecs`` (a memory map) to rows ``target`` of ``matrix``, a block
-    at a time, adding every block (dead rows too) to the file's CRC32, which is checked at the end."""
-    step = max(1, BLOCK_BYTES // 8 // (4 * max(vecs.shape[1], 1)))  # a block stays in cache from CRC to copy
+    """Read the live rows of one segment's ``vecs`` into rows ``target`` of ``matrix``, a block at a time
+    (a run of live rows straight into the matrix), adding every block (dead rows too) to the file's CRC32,
+    which is checked at the end; the descriptor is closed then."""
+    step = max(1, BLOCK_BYTES // 8 // (4 * max(vecs.shape[1], 1)))  # a block stays in cache from read to CRC
+    scratch: np.ndarray | None = None
     done = 0
-    for lo in range(0, len(vecs), step):
-        block = vecs[lo : lo + step]
-        crc.update(block)
-        keep = live[lo : lo + step]
-        count = int(np.count_nonzero(keep))
-        if count == 0:
-            continue
-        to = target[done : done + count]
-        done += count
-        if count == len(block) and int(to[-1]) - int(to[0]) == count - 1:  # a run: one slice copy
-            matrix[int(to[0]) : int(to[-1]) + 1] = block
-        else:
-            matrix[to] = block[keep]
+    try:
+        for lo in range(0, len(vecs), step):
+            size = min(step, len(vecs) - lo)
+            keep = live[lo : lo + size]
+            count = int(np.count_nonzero(keep))
+            to = target[done : done + count]
+            done += count
+            if count == size and int(to[-1]) - int(to[0]) == count - 1:  # a run: read into its rows
+                block = matrix[int(to[0]) : int(to[-1]) + 1]
+                vecs.read_into(block, lo)
+                crc.update(block)
+                continue
+            if scratch is None:
+                scratch = np.empty((step, vecs.shape[1]), dtype=np.float32)
+            block = scratch[:size]
+            vecs.read_into(block, lo)
+            crc.update(block)
+            if count:
+                matrix[to] = block[keep]
+    finally:
+        vecs.close()
     crc.verify()
 
 
@@ -764,9 +775,9 @@ def _pending_segment(rows: Iterable[tuple[int, dict[str, Any]]]) -> _Segment:
 
 def _load_segment(
     files: SegmentFiles, entry: Any, dimension: int, next_seq: int, mapped: bool = False
-) -> tuple[_Segment, list[str], tuple[np.ndarray, CrcCheck | None]]:
+) -> tuple[_Segment, list[str], tuple[FileRows, CrcCheck | None]]:
     """Check one manifest entry and its files (sizes, CRC32s but the vectors', shapes); returns the segment,
-    its ids and its vectors (memory-mapped) with the check of their CRC32, made while they are copied
+    its ids and its vectors (read on demand) with the check of their CRC32, made while they are copied
     (``mapped``: a :class:`FileRows` checked already, through the descriptor it reads; the check is None)."""
     mpath, err = files.manifest_path, VectorIndexCorruptError
     if not isinstance(entry, dict):
@@ -795,8 +806,9 @@ def _load_segment(
     crc: CrcCheck | None = None
     if mapped:
         vectors = _checked_rows(files, path_of[VECTORS_FILE], infos[VECTORS_FILE], (rows, dimension))
-    else:
-        vectors, head = files.map_npy(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
+    else:  # read (not mapped) while copied: a map's pages stayed counted in memory beside their copies
+        fd, offset, head = files.npy_fd(path_of[VECTORS_FILE], infos[VECTORS_FILE], "<f4", (rows, dimension))
+        vectors = FileRows(fd, offset, rows, dimension, files.root / path_of[VECTORS_FILE], err)
         crc = CrcCheck(files.root / path_of[VECTORS_FILE], infos[VECTORS_FILE], err, head)
     seg = _Segment(
         name=name,

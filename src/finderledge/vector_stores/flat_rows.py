@@ -172,6 +172,8 @@ def _seek_read(fd: int, size: int, offset: int) -> bytes:
 
 #: read ``size`` bytes at ``offset`` of a descriptor without moving a position other threads share
 pread: Any = getattr(os, "pread", _seek_read)
+#: read into given buffers at an offset (None where the system has no ``preadv``: :data:`pread` and a copy)
+preadv: Any = getattr(os, "preadv", None)
 
 
 class FileRows:
@@ -208,6 +210,24 @@ class FileRows:
         if len(got) != want:  # truncated in place after its check
             raise self._error(self._path, f"read {len(got)} of {want} bytes")
         out.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
+
+    def read_into(self, out: np.ndarray, start: int) -> None:
+        """Fill ``out`` (C-contiguous float32 rows, e.g. a run of an index's own storage) with the rows from
+        ``start`` on, read straight into it where the system can (``os.preadv``): no copy in between."""
+        if preadv is None:
+            self._read(out, start)
+            return
+        want, at, view = (
+            out.nbytes,
+            self._offset + start * self._row_bytes,
+            out.reshape(-1).view(np.uint8).data,
+        )
+        got = 0
+        while got < want:
+            n = preadv(self._open_fd(), [view[got:]], at + got)
+            if n <= 0:  # truncated in place after its check
+                raise self._error(self._path, f"read {got} of {want} bytes")
+            got += n
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if isinstance(key, slice):
