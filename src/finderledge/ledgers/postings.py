@@ -239,17 +239,18 @@ class Postings:
         if not doc_ids or self.recorded(tx) is None:
             return
         self._ensure_terms(tx)
-        query = self.dialect.sql(
-            "WITH gone AS (DELETE FROM {s}kw_docs WHERE parent_id = ANY(?) RETURNING doc, part, dl),"
-            " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc RETURNING p.term, p.part),"
-            " f AS (INSERT INTO {s}kw_terms (term, part, df) SELECT term, part, -count(*) FROM p GROUP BY term, part"
-            " ON CONFLICT (term, part) DO UPDATE SET df = {s}kw_terms.df + EXCLUDED.df)"
-            " UPDATE {s}kw_stats t SET n_docs = t.n_docs - g.n, total_len = t.total_len - g.l"
-            " FROM (SELECT part, count(*) AS n, sum(dl) AS l FROM gone GROUP BY part) g WHERE t.part = g.part"
-        )
         ids = list(doc_ids)
         for at in range(0, len(ids), _BATCH):
-            tx.execute(query, (ids[at : at + _BATCH],))
+            any_sql, arg = bulk.text_any(ids[at : at + _BATCH])
+            query = self.dialect.sql(
+                f"WITH gone AS (DELETE FROM {{s}}kw_docs WHERE parent_id = {any_sql} RETURNING doc, part, dl),"
+                " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc RETURNING p.term, p.part),"
+                " f AS (INSERT INTO {s}kw_terms (term, part, df) SELECT term, part, -count(*) FROM p GROUP BY term, part"
+                " ON CONFLICT (term, part) DO UPDATE SET df = {s}kw_terms.df + EXCLUDED.df)"
+                " UPDATE {s}kw_stats t SET n_docs = t.n_docs - g.n, total_len = t.total_len - g.l"
+                " FROM (SELECT part, count(*) AS n, sum(dl) AS l FROM gone GROUP BY part) g WHERE t.part = g.part"
+            )
+            tx.execute(query, (arg,))
 
     def add(
         self,
