@@ -6,6 +6,7 @@ A real PostgreSQL 16 + pgvector (``pgserver``)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,49 @@ def test_replacing_and_removing_many_documents_by_one_text_leaves_the_same_rows(
         assert fl.count() == {"documents": 40, "chunks": 40}
         assert fl.check().clean
         _same_as_local(fl, tmp_path / "local2", pg_url, schema)
+
+
+def test_a_large_commit_encodes_its_postings_in_a_thread_joined_whatever_happens(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from finderledge.ledgers import postgres, postings
+
+    monkeypatch.setattr(postings, "THREAD_MIN_CHUNKS", 50)
+    started: list[postings.PendingPostings] = []
+    real_init = postings.PendingPostings.__init__
+
+    def init(self: postings.PendingPostings, work: Any) -> None:
+        real_init(self, work)
+        started.append(self)
+
+    monkeypatch.setattr(postings.PendingPostings, "__init__", init)
+    real_encode = postings.encode_chunks
+
+    def slow(*args: Any) -> postings.Encoded:
+        time.sleep(0.5)  # still encoding when the commit fails: joined before the call returns
+        return real_encode(*args)
+
+    monkeypatch.setattr(postings, "encode_chunks", slow)
+    schema = fresh_schema()
+    with _open(tmp_path / "a", pg_url, schema) as fl:
+        real_store = postgres.PostgresDialect.store_vectors
+
+        def failing(self: Any, tx: Any, chunks: Any) -> None:
+            raise RuntimeError("injected: the server went away")
+
+        monkeypatch.setattr(postgres.PostgresDialect, "store_vectors", failing)
+        with pytest.raises(RuntimeError, match="injected"):
+            fl.add_texts(_texts(120), ids=[f"d{i}" for i in range(120)])
+        assert started, "the commit's postings were encoded in a thread"
+        assert not any(t.name == "finderledge-postings-encode" for t in threading.enumerate())
+        assert _rows(pg_url, schema) == {"documents": 0, "chunks": 0, "vectors": 0, "kw_docs": 0}
+        monkeypatch.setattr(postgres.PostgresDialect, "store_vectors", real_store)
+        count = len(started)
+        fl.add_texts(_texts(120), ids=[f"d{i}" for i in range(120)])
+        assert len(started) > count
+        assert not any(t.name == "finderledge-postings-encode" for t in threading.enumerate())
+        assert _rows(pg_url, schema) == {"documents": 120, "chunks": 120, "vectors": 120, "kw_docs": 120}
+        assert fl.check().clean
+        _same_as_local(fl, tmp_path / "local", pg_url, schema)

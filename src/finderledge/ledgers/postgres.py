@@ -544,7 +544,10 @@ class PostgresDialect(SQLDialect):
     @contextmanager
     def writing(self) -> Iterator[psycopg.Cursor[Any]]:
         with self._writer_connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield cur
+            try:
+                yield cur
+            finally:
+                self.postings.settle(cur)  # a postings encoding the transaction started: joined
 
     def close(self) -> None:
         with self._lock:
@@ -653,6 +656,7 @@ class PostgresDialect(SQLDialect):
             self.ensure_dimension(tx.connection, dims.pop())
         if self._bulk is not None:  # a large load defers the HNSW index (ledgers.bulk)
             self._bulk.begin(tx, sum(c.embedding is not None for _, cs in add for c in cs))
+        self.postings.begin(tx, add)  # a large commit's postings: encoded while its other rows are stored
 
     def end_commit(
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
