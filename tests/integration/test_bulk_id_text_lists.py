@@ -180,3 +180,40 @@ def test_a_large_commit_encodes_its_postings_in_a_thread_joined_whatever_happens
         assert _rows(pg_url, schema) == {"documents": 120, "chunks": 120, "vectors": 120, "kw_docs": 120}
         assert fl.check().clean
         _same_as_local(fl, tmp_path / "local", pg_url, schema)
+
+
+def test_a_first_load_defers_the_postings_doc_index_too_and_replaces_documents_without_it(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from finderledge.ingest import write
+    from finderledge.vector_stores import pgvector as pgv
+
+    monkeypatch.setattr(pgv, "EXACT_THRESHOLD", 50)
+    monkeypatch.setattr(bulk, "BULK_INDEX_MIN_CHUNKS", 100)
+    monkeypatch.setattr(write, "STREAM_DOCUMENTS", 100)  # several commits in one call
+    schema = fresh_schema()
+    seen: list[set[str]] = []
+    real_begin = bulk.BulkLoad.begin
+
+    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
+        real_begin(self, tx, chunks)
+        rows = tx.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'kw_postings'", (schema,)
+        ).fetchall()
+        seen.append({str(r[0]) for r in rows})
+
+    with _open(tmp_path / "a", pg_url, schema) as fl:
+        fl.add_texts(_texts(30), ids=[f"d{i}" for i in range(30)])  # a small write: indexes kept
+        monkeypatch.setattr(bulk.BulkLoad, "begin", begin)
+        ids = [f"d{i}" for i in range(10)] + [f"n{i}" for i in range(290)]  # 10 held documents replaced
+        fl.add_texts(_texts(300, " again"), ids=ids)
+        assert len(seen) >= 3 and all(s == set() for s in seen), seen  # both B-trees deferred
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'kw_postings'",
+                (schema,),
+            ).fetchall()
+        assert {str(r[0]) for r in rows} == set(bulk.POSTINGS_INDEXES)
+        assert _rows(pg_url, schema)["kw_docs"] == 320
+        assert fl.check().clean
+        _same_as_local(fl, tmp_path / "local", pg_url, schema)
