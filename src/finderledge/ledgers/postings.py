@@ -22,7 +22,9 @@ is held), so the statistics are exact at every committed ``seq``.  Tokens come f
 the info key ``keyword_index`` (with the partition key) when the index was enabled: every writer, whichever
 settings it runs with, writes the same terms.  A batch's ``kw_docs`` keys are drawn from their sequence
 first, so many rows go in by binary ``COPY`` (:mod:`.bulk`) like the chunk rows, in the same transaction (a
-killed writer leaves none of them).
+killed writer leaves none of them).  A commit of :data:`THREAD_MIN_CHUNKS` chunks or more draws its keys at its
+start and encodes its postings in a thread (:class:`PendingPostings`, no database work) while it stores its
+other rows, the thread joined before they are sent and when the transaction ends.
 
 **Scored as the local leg scores** (:mod:`finderledge.keyword_store.scoring`): Okapi BM25 with Lucene's IDF,
 ``k1``/``b`` at query time, document frequencies summed over the scope's ``kw_terms`` rows (the whole index, or
