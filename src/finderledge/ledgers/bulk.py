@@ -229,9 +229,11 @@ def _row_formatter(
 ) -> Callable[[Sequence[Any], bytearray], None] | None:
     """psycopg's C formatter of one binary COPY row (appended to a buffer) for columns of ``types`` (jsonb
     and vector values given in their binary form, dumped as ``bytea``), or None without psycopg's C module."""
-    from psycopg._cmodule import _psycopg
+    try:  # psycopg's own C formatter (what Copy.write_row calls), taken from its private module: guarded
+        from psycopg._cmodule import _psycopg
 
-    if _psycopg is None:
+        format_row: Callable[[Sequence[Any], Any, bytearray], None] = _psycopg.format_row_binary
+    except (ImportError, AttributeError):  # a psycopg without it (or where it moved): the encoders here
         return None
     from psycopg.adapt import Transformer
     from psycopg.pq import Format
@@ -240,7 +242,6 @@ def _row_formatter(
     oids = [registry.get_oid("bytea" if t in _AS_BYTES else t) for t in types]
     tx = Transformer.from_context(cur)
     tx.set_dumper_types(oids, Format.BINARY)
-    format_row: Callable[[Sequence[Any], Any, bytearray], None] = _psycopg.format_row_binary
     return lambda row, out: format_row(row, tx, out)
 
 
