@@ -25,7 +25,8 @@ index and clears the record.
 that is most of a large load's time.  The same call defers it the same way (its own record,
 :data:`POSTINGS_STATE_KEY`, under the same bulk key; decided on ``kw_docs``' rows held): dropped at the first
 commit, built once, first, when the call ends (one sort, ``maintenance_work_mem`` raised to 512MB for it).
-The ``doc`` index stays (its keys ascend: appends).  Meanwhile keyword searches scan the postings (the same
+The ``doc`` index stays (its keys ascend: appends), except in a first load (:data:`FIRST_LOAD_RATIO`), which
+builds it after the term index.  Meanwhile keyword searches scan the postings (the same
 scores, slower); a dead loader's record is built by the next write's commit or the next open.  Under the
 same record the call holds back its ``kw_terms`` additions (each term's document frequency, :mod:`.postings`)
 and adds them in one upsert after its last commit (one per commit before: ~20k terms each); searches that
@@ -66,6 +67,7 @@ __all__ = [
     "BULK_INDEX_SHARE",
     "COPY_MIN_ROWS",
     "DEFERRED_POSTINGS_INDEXES",
+    "FIRST_LOAD_RATIO",
     "INDEX_STATE_KEY",
     "POSTINGS_INDEXES",
     "POSTINGS_STATE_KEY",
@@ -76,6 +78,7 @@ __all__ = [
     "copy_rows",
     "copy_vectors",
     "recorded",
+    "text_any",
 ]
 
 
@@ -124,12 +127,39 @@ POSTINGS_INDEXES = {
 #: terms); the ``doc`` index is kept, its keys drawn in ascending order (inserts append at its right edge) and
 #: deletes of replaced documents need it
 DEFERRED_POSTINGS_INDEXES = ("kw_postings_term",)
+#: a call writing at least this many times the chunks ``kw_docs`` holds (a first load) drops the ``doc`` B-tree as
+#: well: its inserts cost the server as much as the rows' own (1.2M postings: 1.7 s without it, 3.1 s with it),
+#: and the deletes that use it (documents replaced) can only find the few held rows or the call's own (without
+#: it such a delete scans the postings once: correct, slower)
+FIRST_LOAD_RATIO = 8
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
 _NULL = struct.pack(">i", -1)
 _LEN = struct.Struct(">i")
 _FLUSH_BYTES = 1 << 20
+
+
+# -- many strings as one parameter ----------------------------------------------------------------------------
+#: what separates the strings of :func:`text_any`'s one parameter (unit separator: no id holds it, and one that
+#: does is sent as a list)
+TEXT_SEPARATOR = "\x1f"
+
+
+def text_any(values: Sequence[str]) -> tuple[str, Any]:
+    """``(sql, parameter)`` for ``column = <sql>`` matching any of ``values`` (strings): from
+    :data:`COPY_MIN_ROWS` of them one text joined by :data:`TEXT_SEPARATOR`, split by the server
+    (``string_to_array``), as psycopg dumps a list item by item (~3 s for a 100k-document load's id lists);
+    fewer, or a value holding the separator, a list (``ANY(?)``)."""
+    if len(values) >= COPY_MIN_ROWS:
+        try:
+            joined = TEXT_SEPARATOR.join(values)
+        except TypeError:  # not all strings: the list, as before
+            joined = ""
+        else:
+            if joined.count(TEXT_SEPARATOR) == len(values) - 1:
+                return "ANY(string_to_array(?, chr(31)))", joined
+    return "ANY(?)", list(values)
 
 
 # -- COPY ----------------------------------------------------------------------------------------------------
@@ -194,6 +224,30 @@ class CopyWriter:
         return copy_rows(cur, schema, table, columns, rows, types)
 
 
+def _row_formatter(
+    cur: psycopg.Cursor[Any], types: Sequence[str]
+) -> Callable[[Sequence[Any], bytearray], None] | None:
+    """psycopg's C formatter of one binary COPY row (appended to a buffer) for columns of ``types`` (jsonb
+    and vector values given in their binary form, dumped as ``bytea``), or None without psycopg's C module."""
+    try:  # psycopg's own C formatter (what Copy.write_row calls), taken from its private module: guarded
+        from psycopg._cmodule import _psycopg
+
+        format_row: Callable[[Sequence[Any], Any, bytearray], None] = _psycopg.format_row_binary
+    except (ImportError, AttributeError):  # a psycopg without it (or where it moved): the encoders here
+        return None
+    from psycopg.adapt import Transformer
+    from psycopg.pq import Format
+
+    registry = cur.adapters.types
+    oids = [registry.get_oid("bytea" if t in _AS_BYTES else t) for t in types]
+    tx = Transformer.from_context(cur)
+    tx.set_dumper_types(oids, Format.BINARY)
+    return lambda row, out: format_row(row, tx, out)
+
+
+_AS_BYTES = ("jsonb", "vector")  # column types whose values psycopg's formatter gets in binary form
+
+
 def copy_rows(
     cur: psycopg.Cursor[Any],
     schema: str,
@@ -203,37 +257,73 @@ def copy_rows(
     types: Mapping[str, str],
 ) -> bool:
     """One binary ``COPY schema.table (columns) FROM STDIN`` of ``rows`` (``types``: each column's type name);
-    False, with nothing written, when a column's type has no encoder here."""
-    from psycopg import sql
+    False, with nothing written, when a column's type has no encoder here.  Rows are formatted by psycopg's C
+    code (~10x the per-value encoders here, byte for byte the same); a row it refuses (a value not of its
+    column's Python type) by the encoders here, which convert it as before or raise."""
+    from psycopg import Error, sql
 
     codec = cur.connection.info.encoding
-    encoders = [_encoder(types.get(c, "?"), codec) for c in columns]
+    names = [types.get(c, "?") for c in columns]
+    encoders = [_encoder(t, codec) for t in names]
     if any(e is None for e in encoders):
         return False
     count = struct.pack(">h", len(columns))
     pack = _LEN.pack
+
+    def encoded(row: Sequence[Any]) -> bytes:
+        parts: list[bytes] = [count]
+        for enc, value in zip(encoders, row):
+            if value is None:
+                parts.append(_NULL)
+                continue
+            data = enc(value)  # type: ignore[misc]
+            parts.append(pack(len(data)))
+            parts.append(data)
+        return b"".join(parts)
+
+    formatter = _row_formatter(cur, names)
+    wrapped = [i for i, t in enumerate(names) if t in _AS_BYTES]
+    given: Sequence[Sequence[Any]] = rows
+    if formatter is not None and wrapped:  # their binary form, as bytes (a bytea's binary form: its bytes)
+        given = [_as_bytes(row, wrapped, encoders) for row in rows]
     statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         sql.Identifier(schema, table), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
     with cur.copy(statement) as copy:
-        parts: list[bytes] = [_HEADER]
-        size = 0
-        for row in rows:
-            parts.append(count)
-            for enc, value in zip(encoders, row):
-                if value is None:
-                    parts.append(_NULL)
-                    continue
-                data = enc(value)  # type: ignore[misc]
-                parts.append(pack(len(data)))
-                parts.append(data)
-                size += len(data)
-            if size >= _FLUSH_BYTES:
-                copy.write(b"".join(parts))
-                parts, size = [], 0
-        parts.append(_TRAILER)
-        copy.write(b"".join(parts))
+        out = bytearray(_HEADER)
+        for at, row in enumerate(given):
+            if formatter is None:
+                out += encoded(row)
+            else:
+                mark = len(out)
+                try:
+                    formatter(row, out)
+                except (
+                    TypeError,
+                    ValueError,
+                    OverflowError,
+                    Error,
+                ):  # a value its dumper refuses: encoded here
+                    del out[mark:]
+                    out += encoded(rows[at])
+            if len(out) >= _FLUSH_BYTES:
+                copy.write(out)
+                out = bytearray()
+        out += _TRAILER
+        copy.write(out)
     return True
+
+
+def _as_bytes(
+    row: Sequence[Any], at: Sequence[int], encoders: Sequence[Callable[[Any], bytes] | None]
+) -> list[Any]:
+    """``row`` with its values at ``at`` in their binary COPY form (bytes)."""
+    out = list(row)
+    for i in at:
+        value = out[i]
+        if value is not None and not isinstance(value, bytes):
+            out[i] = encoders[i](value)  # type: ignore[misc]
+    return out
 
 
 def copy_encoded(
@@ -273,9 +363,12 @@ def copy_vectors(
     for cid, emb, md, text in rows:
         js, exact = metadata_columns(md)
         encoded.append((cid, _vector_bytes(emb), js, exact, text))
+    any_sql, ids = text_any([r[0] for r in encoded])
     cur.execute(
-        sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(sql.Identifier(schema, table)),
-        ([r[0] for r in encoded],),
+        sql.SQL("DELETE FROM {} WHERE id = " + any_sql.replace("?", "%s")).format(
+            sql.Identifier(schema, table)
+        ),
+        (ids,),
     )
     types = {
         "id": "text",
@@ -398,6 +491,15 @@ class BulkLoad:
         held = _estimated_rows(conn, self.dialect.schema, table)
         return max(self.expected, self.written) >= max(BULK_INDEX_MIN_CHUNKS, BULK_INDEX_SHARE * held)
 
+    def _first_load(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether ``kw_docs`` holds at most 1/:data:`FIRST_LOAD_RATIO` of the chunks the call writes (counted,
+        reading at most that many rows: a table never analysed has no estimate)."""
+        most = max(self.expected, self.written) // FIRST_LOAD_RATIO
+        row = conn.execute(
+            self.dialect.sql("SELECT count(*) FROM (SELECT 1 FROM {s}kw_docs LIMIT ?) t"), (most + 1,)
+        ).fetchone()
+        return row is not None and int(row[0]) <= most
+
     def _owns(self, conn: psycopg.Connection[Any]) -> bool:
         """Hold the bulk key (session-level, taken once); False: another process's bulk load holds it."""
         if self._lock_conn is not None:
@@ -453,7 +555,10 @@ class BulkLoad:
             self.postings_deferred = True
             # a loader that died held its frequencies back: count them all
             self._recount = recorded(d, conn, POSTINGS_STATE_KEY)
-            for name in DEFERRED_POSTINGS_INDEXES:
+            names = list(DEFERRED_POSTINGS_INDEXES)
+            if self._first_load(conn):  # the deletes that need the doc B-tree find (almost) nothing
+                names.append("kw_postings_doc")
+            for name in names:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(d.schema, name)))
             self._record(conn, POSTINGS_STATE_KEY)
             logger.info(

@@ -73,7 +73,16 @@ from .base import (
     check_schema_version,
     iter_batches,
 )
-from .bulk import COPY_MIN_ROWS, BulkLoad, CopyWriter, copy_vectors, owned_elsewhere, postings_left, recover
+from .bulk import (
+    COPY_MIN_ROWS,
+    BulkLoad,
+    CopyWriter,
+    copy_vectors,
+    owned_elsewhere,
+    postings_left,
+    recover,
+    text_any,
+)
 from .postings import Postings
 from .rows import RowDamage, text_spans
 from .sql import SQLDialect, SQLLedger
@@ -457,7 +466,9 @@ class PostgresDialect(SQLDialect):
         return text
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        return f"{column} = ANY(?)", [list(values)]
+        """Many strings as one text the server splits (:func:`~.bulk.text_any`)."""
+        any_sql, arg = text_any(values)
+        return f"{column} = {any_sql}", [arg]
 
     def insert(self, table: str, columns: Sequence[str], conflict: str | None = None, key: str = "") -> str:
         query = f"INSERT INTO {{s}}{table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
@@ -533,7 +544,10 @@ class PostgresDialect(SQLDialect):
     @contextmanager
     def writing(self) -> Iterator[psycopg.Cursor[Any]]:
         with self._writer_connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield cur
+            try:
+                yield cur
+            finally:
+                self.postings.settle(cur)  # a postings encoding the transaction started: joined
 
     def close(self) -> None:
         with self._lock:
@@ -642,6 +656,7 @@ class PostgresDialect(SQLDialect):
             self.ensure_dimension(tx.connection, dims.pop())
         if self._bulk is not None:  # a large load defers the HNSW index (ledgers.bulk)
             self._bulk.begin(tx, sum(c.embedding is not None for _, cs in add for c in cs))
+        self.postings.begin(tx, add)  # a large commit's postings: encoded while its other rows are stored
 
     def end_commit(
         self, tx: psycopg.Cursor[Any], add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]
@@ -667,8 +682,9 @@ class PostgresDialect(SQLDialect):
     def chunk_counts(self, conn: Any, doc_ids: Sequence[str]) -> dict[str, int]:
         counts: dict[str, int] = {}
         for batch in iter_batches(list(dict.fromkeys(doc_ids)), self.batch):
-            query = "SELECT parent_id, count(*) FROM {s}chunks WHERE parent_id = ANY(?) GROUP BY parent_id"
-            counts.update((r[0], int(r[1])) for r in conn.execute(self.sql(query), (batch,)).fetchall())
+            where, args = self.any_of("parent_id", batch)
+            query = f"SELECT parent_id, count(*) FROM {{s}}chunks WHERE {where} GROUP BY parent_id"
+            counts.update((r[0], int(r[1])) for r in conn.execute(self.sql(query), args).fetchall())
         return counts
 
     def of_parent(self, parent_id: str) -> tuple[str, list[Any]]:
@@ -676,13 +692,15 @@ class PostgresDialect(SQLDialect):
 
     def delete_chunks_of(self, tx: psycopg.Cursor[Any], doc_ids: Sequence[str]) -> None:
         for batch in iter_batches(doc_ids, self.batch):
-            tx.execute(self.sql("DELETE FROM {s}chunks WHERE parent_id = ANY(?)"), (batch,))
+            where, args = self.any_of("parent_id", batch)
+            tx.execute(self.sql(f"DELETE FROM {{s}}chunks WHERE {where}"), args)
 
     def drop_vectors(self, tx: psycopg.Cursor[Any], doc_ids: Sequence[str]) -> None:
         """Vectors are kept once, in pgvector's table: those of removed documents go in the same transaction."""
-        query = f"DELETE FROM {{s}}{VECTORS_TABLE} WHERE id IN (SELECT id FROM {{s}}chunks WHERE parent_id = ANY(?))"
         for batch in iter_batches(doc_ids, self.batch):
-            tx.execute(self.sql(query), (batch,))
+            where, args = self.any_of("parent_id", batch)
+            query = f"DELETE FROM {{s}}{VECTORS_TABLE} WHERE id IN (SELECT id FROM {{s}}chunks WHERE {where})"
+            tx.execute(self.sql(query), args)
         self.postings.drop(tx, doc_ids)
 
     def store_vectors(self, tx: psycopg.Cursor[Any], chunks: Sequence[ChunkRecord]) -> None:
@@ -696,12 +714,13 @@ class PostgresDialect(SQLDialect):
         self, conn: psycopg.Connection[Any], text_hashes: Sequence[str]
     ) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
-        query = self.sql(
-            "SELECT DISTINCT ON (c.text_hash) c.text_hash, vector_send(v.embedding) FROM {s}chunks c"
-            f" JOIN {{s}}{VECTORS_TABLE} v ON v.id = c.id WHERE c.text_hash = ANY(?)"
-        )
         for batch in iter_batches(list(text_hashes), self.batch):
-            found.update((h, _vector_out(v)) for h, v in conn.execute(query, (batch,)))
+            where, args = self.any_of("c.text_hash", batch)
+            query = self.sql(
+                "SELECT DISTINCT ON (c.text_hash) c.text_hash, vector_send(v.embedding) FROM {s}chunks c"
+                f" JOIN {{s}}{VECTORS_TABLE} v ON v.id = c.id WHERE {where}"
+            )
+            found.update((h, _vector_out(v)) for h, v in conn.execute(query, args))
         return found
 
     def counts(self, conn: psycopg.Connection[Any]) -> dict[str, int]:

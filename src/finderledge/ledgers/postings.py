@@ -22,7 +22,9 @@ is held), so the statistics are exact at every committed ``seq``.  Tokens come f
 the info key ``keyword_index`` (with the partition key) when the index was enabled: every writer, whichever
 settings it runs with, writes the same terms.  A batch's ``kw_docs`` keys are drawn from their sequence
 first, so many rows go in by binary ``COPY`` (:mod:`.bulk`) like the chunk rows, in the same transaction (a
-killed writer leaves none of them).
+killed writer leaves none of them).  A commit of :data:`THREAD_MIN_CHUNKS` chunks or more draws its keys at its
+start and encodes its postings in a thread (:class:`PendingPostings`, no database work) while it stores its
+other rows, the thread joined before they are sent and when the transaction ends.
 
 **Scored as the local leg scores** (:mod:`finderledge.keyword_store.scoring`): Okapi BM25 with Lucene's IDF,
 ``k1``/``b`` at query time, document frequencies summed over the scope's ``kw_terms`` rows (the whole index, or
@@ -44,9 +46,11 @@ import json
 import logging
 import math
 import struct
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +199,8 @@ class Postings:
         self._recorded: dict[str, Any] | None = None
         self._tokenizer: Tokenizer | None = None
         self._terms_found = False  # kw_terms seen committed: writes need not look again
+        #: each open write transaction's postings being encoded in a thread (:meth:`begin`), by cursor
+        self._pending: dict[int, PendingPostings] = {}
 
     def _ensure_terms(self, tx: Any) -> None:
         """Before a write's postings change: ``kw_terms`` exists (looked up until found committed; one this
@@ -239,17 +245,48 @@ class Postings:
         if not doc_ids or self.recorded(tx) is None:
             return
         self._ensure_terms(tx)
-        query = self.dialect.sql(
-            "WITH gone AS (DELETE FROM {s}kw_docs WHERE parent_id = ANY(?) RETURNING doc, part, dl),"
-            " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc RETURNING p.term, p.part),"
-            " f AS (INSERT INTO {s}kw_terms (term, part, df) SELECT term, part, -count(*) FROM p GROUP BY term, part"
-            " ON CONFLICT (term, part) DO UPDATE SET df = {s}kw_terms.df + EXCLUDED.df)"
-            " UPDATE {s}kw_stats t SET n_docs = t.n_docs - g.n, total_len = t.total_len - g.l"
-            " FROM (SELECT part, count(*) AS n, sum(dl) AS l FROM gone GROUP BY part) g WHERE t.part = g.part"
-        )
         ids = list(doc_ids)
         for at in range(0, len(ids), _BATCH):
-            tx.execute(query, (ids[at : at + _BATCH],))
+            any_sql, arg = bulk.text_any(ids[at : at + _BATCH])
+            query = self.dialect.sql(
+                f"WITH gone AS (DELETE FROM {{s}}kw_docs WHERE parent_id = {any_sql} RETURNING doc, part, dl),"
+                " p AS (DELETE FROM {s}kw_postings p USING gone WHERE p.doc = gone.doc RETURNING p.term, p.part),"
+                " f AS (INSERT INTO {s}kw_terms (term, part, df) SELECT term, part, -count(*) FROM p GROUP BY term, part"
+                " ON CONFLICT (term, part) DO UPDATE SET df = {s}kw_terms.df + EXCLUDED.df)"
+                " UPDATE {s}kw_stats t SET n_docs = t.n_docs - g.n, total_len = t.total_len - g.l"
+                " FROM (SELECT part, count(*) AS n, sum(dl) AS l FROM gone GROUP BY part) g WHERE t.part = g.part"
+            )
+            tx.execute(query, (arg,))
+
+    def _chunks(self, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]) -> list[ChunkRecord]:
+        """The chunks a commit writes (a document added twice: its later copy, as the chunk rows hold)."""
+        last: dict[str, Sequence[ChunkRecord]] = {}
+        for doc, chunks in add:
+            last.pop(doc.id, None)
+            last[doc.id] = chunks
+        return list({c.id: c for cs in last.values() for c in cs}.values())
+
+    def begin(self, tx: Any, add: Sequence[tuple[DocumentRecord, Sequence[ChunkRecord]]]) -> None:
+        """First in a commit of at least :data:`THREAD_MIN_CHUNKS` chunks: draw their ``kw_docs`` keys and
+        encode their postings in a thread (:class:`PendingPostings`) while the commit writes its other rows
+        (the server storing them meanwhile); :meth:`add` takes the result, and the transaction's end joins it
+        (:meth:`settle`) whatever happens."""
+        if sum(len(cs) for _, cs in add) < THREAD_MIN_CHUNKS:
+            return
+        recorded = self.recorded(tx)
+        if recorded is None:
+            return
+        chunks = self._chunks(add)
+        drawn = _draw_docs(tx, self.dialect, len(chunks))
+        tokenizer, key = self.tokenizer(recorded), recorded.get("partition_key")
+        codec = tx.connection.info.encoding
+        self._pending[id(tx)] = PendingPostings(lambda: encode_chunks(chunks, drawn, tokenizer, key, codec))
+
+    def settle(self, tx: Any) -> None:
+        """When ``tx``'s transaction ends: a postings encoding it started and did not use is joined."""
+        pending = self._pending.pop(id(tx), None)
+        if pending is not None:
+            pending.join()
 
     def add(
         self,
@@ -259,16 +296,51 @@ class Postings:
     ) -> None:
         """Inside the commit transaction: the postings of the chunks written (a document added twice: its later
         copy, as the chunk rows hold); ``held``: their document frequencies go there, not to ``kw_terms``."""
+        pending = self._pending.pop(id(tx), None)
         recorded = self.recorded(tx) if add else None
         if recorded is None:
+            if pending is not None:
+                pending.join()
             return
         self._ensure_terms(tx)
-        last: dict[str, Sequence[ChunkRecord]] = {}
-        for doc, chunks in add:
-            last.pop(doc.id, None)
-            last[doc.id] = chunks
-        chunks = list({c.id: c for cs in last.values() for c in cs}.values())
-        write_chunks(tx, self.dialect, chunks, self.tokenizer(recorded), recorded.get("partition_key"), held)
+        ready = None if pending is None else pending.result()
+        chunks = self._chunks(add)
+        write_chunks(
+            tx, self.dialect, chunks, self.tokenizer(recorded), recorded.get("partition_key"), held, ready
+        )
+
+
+#: chunks of a commit from which their postings are encoded in a thread while it writes its other rows
+THREAD_MIN_CHUNKS = 100
+
+
+class PendingPostings:
+    """A commit's postings encoded in a thread (:func:`encode_chunks`: no database work), joined before the
+    commit sends them (:meth:`result`) or when its transaction ends (:meth:`join`): the thread never outlives
+    the commit."""
+
+    def __init__(self, work: Callable[[], Encoded]) -> None:
+        self._work = work
+        self._done: Encoded | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="finderledge-postings-encode", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._done = self._work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the commit's thread (result)
+            self._error = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Encoded:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._done is not None
+        return self._done
 
 
 def add_terms(tx: Any, dialect: PostgresDialect, dfs: Mapping[tuple[str, str], int]) -> None:
@@ -308,48 +380,85 @@ def write_chunks(
     tokenizer: Tokenizer,
     key: str | None,
     held: Counter[tuple[str, str]] | None = None,
+    ready: Encoded | None = None,
 ) -> None:
     """Insert the postings and statistics of ``chunks`` (none of them indexed yet).  The ``doc`` keys are drawn
     from ``kw_docs``'s sequence first, so many rows go in by COPY (:meth:`bulk_rows`, :mod:`.bulk`), in the
     caller's transaction like the chunk rows; a few by ``INSERT … unnest``.  Many chunks' postings go in one
-    COPY, each batch of :data:`_BATCH` chunks tokenized and encoded as the COPY goes.  The document
-    frequencies and the statistics are added once for all of ``chunks`` (one upsert each: a term shared by
-    several batches is one row of it); ``held``: the document frequencies are added to it instead (a bulk
-    load adds them once)."""
-    dfs: Counter[tuple[str, str]] = Counter()
-    totals: dict[str, list[int]] = {}
+    COPY, each batch of :data:`_BATCH` chunks tokenized and encoded as the COPY goes (``ready``: all of them
+    encoded before, :func:`encode_chunks`, with their keys drawn).  The document frequencies and the
+    statistics are added once for all of ``chunks`` (one upsert each: a term shared by several batches is one
+    row of it); ``held``: the document frequencies are added to it instead (a bulk load adds them once)."""
+    if ready is not None:
+        bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, ready.pieces)
+        _write_stats(tx, dialect, ready, held)
+        return
     drawn = _draw_docs(tx, dialect, len(chunks)) if chunks else []
-    doc_rows: list[tuple[int, str, str, str, int]] = []
-
-    def batches() -> Iterator[tuple[list[int], list[Counter[str]], list[int], list[str]]]:
-        """Each batch's keys, term counts, lengths and partition codes (its kw_docs rows and statistics kept)."""
-        for at in range(0, len(chunks), _BATCH):
-            batch = chunks[at : at + _BATCH]
-            counts = [
-                Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch
-            ]  # as the local leg
-            parts = [
-                part_code(None if key is None else partition_group(user_metadata(c.metadata), key))
-                for c in batch
-            ]
-            lengths = [sum(tf.values()) for tf in counts]
-            keys = drawn[at : at + len(batch)]
-            doc_rows.extend((d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths))
-            for tf, part in zip(counts, parts):
-                dfs.update(zip(tf, repeat(part)))
-            for part, dl in zip(parts, lengths):
-                entry = totals.setdefault(part, [0, 0])
-                entry[0] += 1
-                entry[1] += dl
-            yield keys, counts, lengths, parts
-
+    done = Encoded([], [], Counter(), {})
+    batches = _tokenized(chunks, drawn, tokenizer, key, done)
     if len(chunks) >= bulk.COPY_MIN_ROWS:  # one COPY, streamed
         codec = tx.connection.info.encoding
-        pieces = chain.from_iterable(_postings_pieces(codec, *b) for b in batches())
+        pieces = chain.from_iterable(_postings_pieces(codec, *b) for b in batches)
         bulk.copy_encoded(tx, dialect.schema, "kw_postings", _POSTINGS_COLUMNS, pieces)
     else:
-        for b in batches():
+        for b in batches:
             _write_postings(tx, dialect, *b)
+    _write_stats(tx, dialect, done, held)
+
+
+@dataclass
+class Encoded:
+    """Chunks' postings in COPY's binary row form (:func:`_postings_pieces`), their ``kw_docs`` rows, document
+    frequencies and per-partition statistics (``[chunks, tokens]``)."""
+
+    pieces: list[bytes]
+    doc_rows: list[tuple[int, str, str, str, int]]
+    dfs: Counter[tuple[str, str]]
+    totals: dict[str, list[int]]
+
+
+def encode_chunks(
+    chunks: Sequence[ChunkRecord], drawn: Sequence[int], tokenizer: Tokenizer, key: str | None, codec: str
+) -> Encoded:
+    """The postings rows and statistics of ``chunks`` (``drawn``: their ``kw_docs`` keys), all encoded: no
+    database work, so a commit runs it in a thread while the server stores its other rows
+    (:class:`PendingPostings`)."""
+    done = Encoded([], [], Counter(), {})
+    for b in _tokenized(chunks, drawn, tokenizer, key, done):
+        done.pieces.extend(_postings_pieces(codec, *b))
+    return done
+
+
+def _tokenized(
+    chunks: Sequence[ChunkRecord], drawn: Sequence[int], tokenizer: Tokenizer, key: str | None, done: Encoded
+) -> Iterator[tuple[list[int], list[Counter[str]], list[int], list[str]]]:
+    """Each batch's keys, term counts, lengths and partition codes (its ``kw_docs`` rows and statistics kept
+    in ``done``): each chunk tokenized once."""
+    dfs, totals = done.dfs, done.totals
+    for at in range(0, len(chunks), _BATCH):
+        batch = chunks[at : at + _BATCH]
+        counts = [Counter(tokenizer(embedded_text(c.content, c.metadata))) for c in batch]  # as the local leg
+        parts = [
+            part_code(None if key is None else partition_group(user_metadata(c.metadata), key)) for c in batch
+        ]
+        lengths = [sum(tf.values()) for tf in counts]
+        keys = list(drawn[at : at + len(batch)])
+        done.doc_rows.extend((d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths))
+        for tf, part in zip(counts, parts):
+            dfs.update(zip(tf, repeat(part)))
+        for part, dl in zip(parts, lengths):
+            entry = totals.setdefault(part, [0, 0])
+            entry[0] += 1
+            entry[1] += dl
+        yield keys, counts, lengths, parts
+
+
+def _write_stats(
+    tx: Any, dialect: PostgresDialect, done: Encoded, held: Counter[tuple[str, str]] | None
+) -> None:
+    """The ``kw_docs`` rows, document frequencies (or into ``held``) and statistics of chunks whose postings
+    are written."""
+    doc_rows, dfs, totals = done.doc_rows, done.dfs, done.totals
     if not dialect.bulk_rows(tx, "kw_docs", ("doc", "id", "parent_id", "part", "dl"), doc_rows) and doc_rows:
         tx.execute(
             dialect.sql(

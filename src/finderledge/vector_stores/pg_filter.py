@@ -40,6 +40,7 @@ __all__ = ["jsonb_text", "to_sql"]
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _REPLACEMENT = "\ufffd"
 _ORDER_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_PLAIN = (str, int, bool, type(None))  # value types (exactly) whose JSON json.dumps writes as _encode does
 
 
 def _number_text(value: float) -> str:
@@ -73,7 +74,12 @@ def _encode(value: Any, lossy: list[bool]) -> str:
 
 def jsonb_text(metadata: Mapping[str, Any]) -> tuple[str, bool]:
     """``(json, lossy)``: the JSON text to store in the ``jsonb`` column (floats exact), and whether it had to
-    replace characters ``jsonb`` cannot hold (then the caller keeps the exact JSON as well)."""
+    replace characters ``jsonb`` cannot hold (then the caller keeps the exact JSON as well).  Flat metadata of
+    strings, ints, booleans and nulls (the usual) is one ``json.dumps``: the same text as :func:`_encode`'s."""
+    if all(type(v) in _PLAIN for v in metadata.values()) and all(type(k) is str for k in metadata):
+        text = json.dumps(dict(metadata), ensure_ascii=False, separators=(",", ":"))
+        if "\\u0000" not in text and not _UNSTORABLE.search(text):  # NUL is escaped: look for its escape
+            return text, False
     lossy = [False]
     return _encode(dict(metadata), lossy), lossy[0]
 
