@@ -30,6 +30,7 @@ from .errors import ConfigurationError
 __all__ = [
     "DOCUMENT_ID",
     "FL_KEY",
+    "JSON_LEAVES",
     "MAX_DEPTH",
     "TEXT_SOURCE_PREFIX",
     "child_id",
@@ -51,6 +52,9 @@ MAX_DEPTH = 32
 FL_KEY = "_finderledge"
 """The one metadata key FinderLedge owns: a dict of its own fields (``id``, ``parent_id``, ``split_index``,
 ``split_count``, ``is_parent``, ``doc_type``, ``headers``, ``context``; on search results also the scores)."""
+
+#: the types of a parsed JSON value that are immutable leaves (shared by copies of metadata, never copied)
+JSON_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 DOCUMENT_ID = "document_id"
 """The metadata key of an application's document id (``add_document(..., document_id=...)``): it groups the

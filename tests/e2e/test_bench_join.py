@@ -43,6 +43,7 @@ def test_quick_join_run_writes_the_results(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["finderledge_bytecode_compiled"] is True  # joins import bytecode, as after pip install
     local, engine = result["join"]["local"], result["join"]["engine"]
     assert result["ingest"]["chunks"] == 1500 == local["keyword_chunks"] == engine["keyword_chunks"]
     assert engine["local_disk_bytes"] == 0 < local["local_disk_bytes"]

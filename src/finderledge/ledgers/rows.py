@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metadata import FL_KEY, child_id
+from ..metadata import FL_KEY, JSON_LEAVES, child_id
 
 __all__ = [
     "Quarantine",
@@ -153,7 +153,6 @@ def _stored_document(text: str) -> dict[str, Any]:
 _PARSED: dict[str, tuple[dict[str, Any], bool]] = {}
 _PARSED_MAX = 4096  # texts remembered (the table is emptied when full)
 _PARSED_LONGEST = 4096  # characters: a longer text is parsed each time
-_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def _parsed_entry(text: str) -> tuple[dict[str, Any], bool]:
@@ -163,7 +162,7 @@ def _parsed_entry(text: str) -> tuple[dict[str, Any], bool]:
     entry = _PARSED.get(text)
     if entry is None:
         md = _stored_document(text) if text[:1] == "[" else decode_metadata(text)
-        entry = (md, all(type(v) in _LEAVES for k, v in md.items() if k != FL_KEY))
+        entry = (md, all(type(v) in JSON_LEAVES for k, v in md.items() if k != FL_KEY))
         if len(text) <= _PARSED_LONGEST:
             if len(_PARSED) >= _PARSED_MAX:
                 _PARSED.clear()

@@ -161,7 +161,8 @@ class Finder:
         if seen is not None:  # the caller keeps the query vector (for relevance)
             seen.append(vector)
         start = time.perf_counter()
-        hits = self.vector_store.search(vector, depth, flt)
+        with _leg_cores():  # FAISS on a leg thread's OpenMP team, whichever thread and mode searches
+            hits = self.vector_store.search(vector, depth, flt)
         timings.vector = time.perf_counter() - start
         return hits
 
@@ -181,8 +182,7 @@ class Finder:
         """Both legs' rankings: one after the other on this thread while the keyword leg is short
         (:data:`LEG_OVERLAP_MIN`), else the vector leg on a leg thread beside the keyword leg."""
         if self._keyword_seconds < LEG_OVERLAP_MIN:  # a short keyword leg: no hand-off to a leg thread
-            with _leg_cores():  # FAISS on as many threads as on a leg thread (no OpenMP team spinning idle)
-                vector = self._vector_leg(query, depth, flt, timings, vectors)
+            vector = self._vector_leg(query, depth, flt, timings, vectors)
             return {"vector": vector, "keyword": self._keyword_leg(query, depth, flt, timings)}
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
@@ -430,7 +430,9 @@ def _leave_a_core() -> Callable[[], None] | None:
 def _leg_cores() -> Iterator[None]:
     """The caller's thread searches with the OpenMP thread count a leg thread gets (:func:`leg_thread_cores`),
     its own restored after: on 2 cores a second OpenMP thread beside other processes' work spun 5-8 ms of CPU
-    time per 10k-row search (issue 41).  Nothing to do when FAISS is not in use."""
+    time per 10k-row search (issue 41).  Every vector search takes it, vector mode's too: one query's flat
+    search at load 3 took 1.7 ms on one thread and 11 ms on two (10k rows), 16-17 ms and 21-47 ms (100k).
+    Nothing to do when FAISS is not in use (or on the leg thread, whose count it already is)."""
     faiss = sys.modules.get("faiss")
     if faiss is None:
         yield

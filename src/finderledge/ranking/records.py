@@ -22,24 +22,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..ledgers import ChunkRecord
-from ..metadata import FL_KEY
+from ..metadata import FL_KEY, JSON_LEAVES
 
 __all__ = ["RECORD_CACHE_SIZE", "RecordCache"]
 
 #: chunk records kept (~2 KB each with a typical chunk's text and metadata: ~16 MB at most)
 RECORD_CACHE_SIZE = 8192
 
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
 
 def _flat(record: ChunkRecord) -> bool:
     """Whether a record's metadata holds only immutable leaves (its ``_finderledge`` dict's values too)."""
     for key, value in record.metadata.items():
-        if type(value) in _LEAVES:
+        if type(value) in JSON_LEAVES:
             continue
         if key != FL_KEY or type(value) is not dict:
             return False
-        if not all(type(v) in _LEAVES for v in value.values()):
+        if not all(type(v) in JSON_LEAVES for v in value.values()):
             return False
     return True
 
