@@ -228,6 +228,15 @@ def test_texts_metadata_and_sources_round_trip_exactly(make_ledger: Any) -> None
     assert ledger.ids_with_document_id("\ud800") == []
 
 
+def test_metadata_with_lone_surrogates_round_trips_in_postgres(pg_ledger: PostgresLedger) -> None:
+    """A surrogate-escaped file name in metadata (an undecodable name, as Python reads it): PostgreSQL text
+    cannot hold the lone surrogate, so the row's JSON escapes it, and the dict read back is the one written."""
+    md = {"path": "/data/caf\udce9.md", "ja": "東京", "nested": {"k": ["\ud800", 1.5]}}
+    pg_ledger.commit_write([_doc(1, md=md)])
+    doc = pg_ledger.get_document("doc-1")
+    assert doc is not None and all(doc.metadata[k] == v for k, v in md.items())
+
+
 def test_info_and_embedding_cache(make_ledger: Any) -> None:
     ledger = make_ledger()
     ledger.set_info("k", "v1")

@@ -84,7 +84,7 @@ from .bulk import (
     text_any,
 )
 from .postings import Postings
-from .rows import RowDamage, text_spans
+from .rows import RowDamage, dumps_metadata, text_spans
 from .sql import SQLDialect, SQLLedger
 
 if TYPE_CHECKING:
@@ -156,9 +156,14 @@ _MIGRATE_TO_5 = (
 )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _dumps(md: dict[str, Any]) -> str:
-    text = json.dumps(md, ensure_ascii=False, sort_keys=True, default=str)
-    if re.search("[\ud800-\udfff]", text):  # lone surrogates cannot be encoded: escape them
+    """Metadata as the ledger stores it (:func:`~finderledge.ledgers.rows.dumps_metadata`, its encoder made once,
+    not per row), lone surrogates escaped: PostgreSQL text cannot hold them."""
+    text = dumps_metadata(md)
+    if _SURROGATE.search(text):
         text = json.dumps(md, ensure_ascii=True, sort_keys=True, default=str)
     return text
 
