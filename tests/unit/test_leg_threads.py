@@ -31,9 +31,8 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def test_the_vector_leg_of_a_hybrid_search_leaves_a_core_to_the_keyword_leg(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _record_faiss_searches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each FAISS store search from now on: the thread it ran on and its OpenMP thread count."""
     seen: list[tuple[str, int]] = []
     search = FaissVectorStore.search
 
@@ -42,6 +41,13 @@ def test_the_vector_leg_of_a_hybrid_search_leaves_a_core_to_the_keyword_leg(
         return search(self, *args, **kwargs)
 
     monkeypatch.setattr(FaissVectorStore, "search", recording)
+    return seen
+
+
+def test_the_vector_leg_of_a_hybrid_search_leaves_a_core_to_the_keyword_leg(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _record_faiss_searches(monkeypatch)
     monkeypatch.setattr(finder_module, "LEG_OVERLAP_MIN", 0.0)  # every keyword leg is long enough
     mine = faiss.omp_get_max_threads()
     with open_fake(tmp_path / "index", vector_store="faiss") as fl:
@@ -59,14 +65,7 @@ def test_the_vector_leg_of_a_hybrid_search_leaves_a_core_to_the_keyword_leg(
 def test_vector_mode_searches_faiss_on_a_leg_threads_team_and_gives_the_callers_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[tuple[str, int]] = []
-    search = FaissVectorStore.search
-
-    def recording(self: FaissVectorStore, *args: Any, **kwargs: Any) -> list[tuple[str, float]]:
-        seen.append((threading.current_thread().name, faiss.omp_get_max_threads()))
-        return search(self, *args, **kwargs)
-
-    monkeypatch.setattr(FaissVectorStore, "search", recording)
+    seen = _record_faiss_searches(monkeypatch)
     mine = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(_cores())  # the caller's team: every core
     try:
