@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
+import psycopg.sql
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -689,12 +690,48 @@ class TestPgVectorThroughHnsw(TestPgVector):
             plan = "\n".join(
                 r[0]
                 for r in conn.execute(
-                    sql_explain(store._statement("TRUE", False)), (pgv.vector_literal(vectors[3]), 5)
+                    sql_explain(store._statement("TRUE", False, False)), (pgv.vector_literal(vectors[3]), 5)
                 )
             )
         assert f"Index Scan using {store.table}_embedding_hnsw" in plan, plan
         with store._conn() as conn:  # built with it: the GIN index over the metadata
             assert pgv.has_index(conn, "contract", store.table, "gin")
+
+    def test_an_exact_search_is_one_statement_no_hnsw_scan_serves(
+        self, filled: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The exact plan needs no transaction switching index scans off (one round trip, not four): its order
+        sits outside an ``OFFSET 0`` subquery, which the planner cannot hand to the HNSW index even when
+        sequential scans are discouraged, and it finds the exact nearest rows."""
+        store, ids, vectors, _ = filled
+        literal = pgv.vector_literal(vectors[3])
+        with store._conn() as conn, conn.transaction():
+            conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+            plan = "\n".join(
+                r[0] for r in conn.execute(sql_explain(store._statement("TRUE", False, True)), (literal, 5))
+            )
+        assert "hnsw" not in plan, plan
+        sent: list[str] = []
+        real = psycopg.Cursor.execute
+
+        def execute(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(query if isinstance(query, str) else query.as_string(cursor))
+            return real(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(pgv, "EXACT_THRESHOLD", 10**9)  # counted small: the exact plan answers
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+        hits = store.search(vectors[3], 5)
+        monkeypatch.undo()
+        assert hits[0][0] == ids[3]
+        searches = [q for q in sent if "<=>" in q]
+        assert len(searches) == 1 and not [q for q in sent if "set_config" in q], sent
+        order = psycopg.sql.SQL("SELECT id FROM {} ORDER BY embedding <=> %s::vector LIMIT 5").format(
+            store._t
+        )
+        with store._conn() as conn, conn.transaction():  # the same rows as the order computed in SQL, exactly
+            conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+            exact = [r[0] for r in conn.execute(order, (literal,))]
+        assert [i for i, _ in hits] == exact
 
 
 def sql_explain(statement: Any) -> Any:
