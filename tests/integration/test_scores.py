@@ -298,6 +298,34 @@ def test_background_cache_refreshes_on_a_tenth() -> None:
     assert cache.get(source)[0].corpus_size == 111 and source.sampled == 2
 
 
+def test_background_cache_asks_the_size_once_per_seq() -> None:
+    """A source that says which ledger change it reflects is asked its size once per change (in Postgres mode
+    each ask is a round trip); one without ``seq`` every time."""
+
+    class Source:
+        def __init__(self) -> None:
+            self.n, self.asked, self.seq = 100, 0, 7
+
+        def size(self) -> int:
+            self.asked += 1
+            return self.n
+
+        def sample(self, size: int) -> CorpusBackground:
+            return CorpusBackground(self.n, min(self.n, size))
+
+    source, cache = Source(), BackgroundCache(sample_size=50)
+    for _ in range(3):
+        cache.get(source)
+    assert source.asked == 1
+    source.n, source.seq = 200, 8  # a write: asked again, and sampled again (more than a tenth)
+    assert cache.get(source)[0].corpus_size == 200 and source.asked == 2
+    assert cache.get(source)[0].corpus_size == 200 and source.asked == 2
+    source.seq = None  # type: ignore[assignment]
+    cache.get(source)
+    cache.get(source)
+    assert source.asked == 4
+
+
 # -- on a real dataset -----------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_real_queries_outscore_foreign_and_nonsense_ones_on_scifact(minilm) -> None:  # type: ignore[no-untyped-def]

@@ -133,7 +133,8 @@ def sample_background(
 
 
 class BackgroundSource(Protocol):
-    """Where a corpus's background comes from: its size now, and a deterministic sample."""
+    """Where a corpus's background comes from: its size now, and a deterministic sample.  A source may also
+    carry ``seq``, the ledger change it reflects: at one change the size is asked once."""
 
     def size(self) -> int: ...
 
@@ -149,10 +150,14 @@ class LedgerBackground:
     ``size`` ids with the smallest hashes (so the sample depends on the partition's chunks alone); with a
     :class:`~finderledge.partitions.PartitionFilter`, the chunks of the partitions it reaches."""
 
-    def __init__(self, ledger: Any, keyword_store: Any, partition: Any = None) -> None:
+    def __init__(
+        self, ledger: Any, keyword_store: Any, partition: Any = None, seq: int | None = None
+    ) -> None:
+        """``seq``: the ledger change the keyword store reflects (None: unknown, the size is asked each time)."""
         self._ledger = ledger
         self._keyword_store = keyword_store
         self.partition = partition
+        self.seq = seq
 
     def size(self) -> int:
         if self.partition is not None:
@@ -181,7 +186,8 @@ def sample_key(chunk_id: str) -> tuple[bytes, str]:
 
 class BackgroundCache:
     """Keeps each corpus's background (the whole corpus's and each partition's, by the source's ``partition``);
-    samples one again when its corpus size moved by more than 10 %."""
+    samples one again when its corpus size moved by more than 10 %.  The size is asked once per ledger change a
+    source reflects (its ``seq``): with the keyword index in PostgreSQL each ask is a round trip."""
 
     #: partitions' backgrounds kept at most (least recently used ones are sampled again when searched)
     MAX_PARTITIONS = 4096
@@ -190,23 +196,35 @@ class BackgroundCache:
         self.sample_size = sample_size
         self._lock = threading.Lock()
         self._backgrounds: OrderedDict[str | None, CorpusBackground] = OrderedDict()
+        self._checked_at: dict[
+            str | None, int
+        ] = {}  # the seq at which each background's corpus size was asked
 
     def get(self, source: BackgroundSource) -> tuple[CorpusBackground, float]:
         """The background for ``source`` and the seconds spent sampling it now (0.0 when cached)."""
         key = getattr(source, "partition", None)
+        seq = getattr(source, "seq", None)
+        with self._lock:
+            bg = self._backgrounds.get(key)
+            if bg is not None and seq is not None and self._checked_at.get(key) == seq:
+                self._backgrounds.move_to_end(key)
+                return bg, 0.0
         size = source.size()
         with self._lock:
             bg = self._backgrounds.get(key)
             if bg is not None and abs(size - bg.corpus_size) <= REFRESH_SHARE * max(bg.corpus_size, 1):
                 self._backgrounds.move_to_end(key)
+                self._checked(key, seq)
                 return bg, 0.0
             start = time.perf_counter()
             bg = source.sample(self.sample_size)
             self._backgrounds[key] = bg
             self._backgrounds.move_to_end(key)
+            self._checked(key, seq)
             while len(self._backgrounds) > self.MAX_PARTITIONS + 1:
                 oldest = next(k for k in self._backgrounds if k is not None)
                 del self._backgrounds[oldest]
+                self._checked_at.pop(oldest, None)
             spent = time.perf_counter() - start
             logger.debug(
                 "relevance: sampled %d of %d chunks as the background of %s in %.3f s",
@@ -216,6 +234,13 @@ class BackgroundCache:
                 spent,
             )
             return bg, spent
+
+    def _checked(self, key: str | None, seq: int | None) -> None:
+        """Record that ``key``'s background was found current at ``seq`` (under the lock)."""
+        if seq is None:
+            self._checked_at.pop(key, None)
+        else:
+            self._checked_at[key] = seq
 
 
 def vector_evidence(cosine: float, baseline: float) -> float:

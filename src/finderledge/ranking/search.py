@@ -102,7 +102,10 @@ class Searcher:
                 candidate_k=depth,
                 trace=trace,
                 background=LedgerBackground(
-                    engine.ledger, engine.keyword_store, corpus_of(filter, engine.settings.partition_key)
+                    engine.ledger,
+                    engine.keyword_store,
+                    corpus_of(filter, engine.settings.partition_key),
+                    trace.ledger_seq,
                 ),
             )
 

@@ -91,6 +91,9 @@ class Replica:
         self.keyword = Leg("keyword", keyword_key, open_keyword, where, self.checkpoint_lock, directory)
         self.vector = Leg("vector", vector_key, open_vector, where, self.checkpoint_lock, directory)
         self.overlay = VectorOverlay()
+        #: this thread's last :meth:`follow` target where every leg is in the ledger (:attr:`seq` without
+        #: asking the ledger again: in Postgres mode each ask is a round trip)
+        self._followed = threading.local()
         self.shared = SharedIndexes(ledger, lock, self.rw, self.legs, persistent=persistent)
         # called first by each checkpoint: the engine takes up settings another instance switched (vector_index)
         self.before_checkpoint: Callable[[], None] = lambda: None
@@ -102,7 +105,10 @@ class Replica:
     def seq(self) -> int:
         """The ledger change every loaded leg reflects (call under ``rw.read()`` for a stable answer)."""
         seqs = [leg.seq for leg in self.legs() if leg.location != LEDGER]  # the keyword leg is always one
-        return min(seqs) if seqs else self.ledger.last_seq()
+        if seqs:
+            return min(seqs)
+        followed: int | None = getattr(self._followed, "seq", None)
+        return self.ledger.last_seq() if followed is None else followed
 
     @property
     def vector_loaded(self) -> bool:
@@ -138,6 +144,9 @@ class Replica:
             self._rebuild_damaged(wait)
         target = self.ledger.last_seq()
         self.shared.follow(target)
+        if all(leg.location == LEDGER for leg in self.legs()):
+            self._followed.seq = target  # every leg reads the ledger itself: this is the seq they reflect
+            return target
         if all(leg.seq == target for leg in self.local_legs()):
             return self.seq
         if not self._sync.acquire(blocking=wait):

@@ -1,0 +1,91 @@
+"""A search in Postgres mode with both legs in the database sends each statement it needs once (issue 43's
+keyword and hybrid p50): every statement is a round trip to the server, and on a loaded machine each one costs
+as much as a short query.
+
+Before, a steady-state hybrid search sent 9.6 statements and two more round trips (``BEGIN``/``COMMIT``): the
+ledger's ``max(seq)`` three times (following the log, then twice more for the legs' seq), the corpus size for
+the relevance background (already known at that seq), and ``set_config`` inside a transaction around the exact
+vector scan."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pg_server import fresh_schema
+from texts import EN_WORDS
+
+from finderledge import FinderLedge
+
+WORDS = EN_WORDS[:24]
+
+
+class Sent:
+    """The statements sent through ``psycopg.Cursor.execute`` and the transactions opened, while recording."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.statements: Counter[str] = Counter()
+        self.recording = False
+        execute, transaction = psycopg.Cursor.execute, psycopg.Connection.transaction
+        sent = self
+
+        def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            if sent.recording:
+                text = query if isinstance(query, str) else query.as_string(cursor)
+                sent.statements[" ".join(text.split())] += 1
+            return execute(cursor, query, *args, **kwargs)
+
+        def opened(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            if sent.recording:
+                sent.statements["BEGIN"] += 1
+            return transaction(conn, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+        monkeypatch.setattr(psycopg.Connection, "transaction", opened)
+
+    def matching(self, fragment: str) -> int:
+        return sum(n for text, n in self.statements.items() if fragment in text)
+
+
+@pytest.mark.timeout(300)
+def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
+    tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fl = FinderLedge(
+        tmp_path / "app",
+        database_url=pg_url,
+        database_schema=fresh_schema(),
+        embedding=fake_embeddings,
+        keyword_index="engine",
+        show_progress=False,
+    )
+    try:
+        texts = [" ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 5)) + f" n{i}" for i in range(300)]
+        fl.add_texts(texts)
+        queries = [f"{WORDS[i % 24]} {WORDS[(i * 7) % 24]}" for i in range(12)]
+        for query in queries[:3]:  # warm: the background sampled, the vector index opened
+            fl.search(query, k=5)
+        sent = Sent(monkeypatch)
+        for mode in ("hybrid", "keyword"):
+            sent.statements.clear()
+            sent.recording = True
+            for query in queries[3:]:
+                assert fl.search(query, k=5, search_mode=mode)
+            sent.recording = False
+            searches = len(queries) - 3
+            assert sent.matching("max(seq)") == searches, (mode, sent.statements)
+            assert sent.matching("COALESCE(sum(n_docs), 0)") == 0, (mode, sent.statements)
+            assert sent.matching("set_config") == 0 and sent.matching("BEGIN") == 0, (mode, sent.statements)
+        # a write moves the seq: the next search asks the corpus size again, once
+        fl.add_texts(["ledger refund invoice"])
+        sent.statements.clear()
+        sent.recording = True
+        fl.search("refund", k=5)
+        fl.search("invoice", k=5)
+        sent.recording = False
+        assert sent.matching("COALESCE(sum(n_docs), 0)") == 1, sent.statements
+    finally:
+        fl.close()
