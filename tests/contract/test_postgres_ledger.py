@@ -36,7 +36,7 @@ from finderledge.errors import ConfigurationError, IncompatibleIndexError, LockT
 from finderledge.filters import compile_filter
 from finderledge.ingest.splitter import child_id  # chunk ids are <parent>-NNNN in every ledger
 from finderledge.ledgers import COMPLETE, REMOVED, ChunkRecord, DocumentRecord, Ledger, SQLiteLedger
-from finderledge.ledgers.base import SCHEMA_VERSION
+from finderledge.ledgers.base import SCHEMA_VERSION, content_id
 from finderledge.ledgers.postgres import (
     POSTGRES_SCHEMA_VERSION,
     PostgresConnectionError,
@@ -45,6 +45,7 @@ from finderledge.ledgers.postgres import (
     advisory_key,
 )
 from finderledge.ledgers.sqlite import SQLITE_SCHEMA_VERSION
+from finderledge.metadata import embedded_text
 from finderledge.vector_stores import LEDGER, SHARED, VectorStore, create_vector_store
 from finderledge.vector_stores import pgvector as pgv
 from finderledge.vector_stores.pg_filter import jsonb_text, to_sql
@@ -251,6 +252,24 @@ def test_info_and_embedding_cache(make_ledger: Any) -> None:
     got = ledger.cached_embeddings("m", ["h1", "h2", "h3"])
     assert set(got) == {"h1", "h2"} and np.array_equal(got["h1"], vec) and got["h2"].dtype == np.dtype("<f4")
     assert ledger.cached_embeddings("other", ["h1"]) == {}
+
+
+def test_a_write_lets_go_of_the_recorded_models_cache_entries_only(make_ledger: Any) -> None:
+    """Each vector is kept once: a write drops the cache entries of the texts its chunks now hold, for the model
+    those vectors are of (the recorded ``embedding_model_id``), by the cache's primary key; another model's
+    vector of the same text stays (before, every model's went, and each batch scanned the whole cache)."""
+    ledger = make_ledger()
+    ledger.set_info("embedding_model_id", "m")
+    doc = _doc(1)
+    hashes = [content_id(embedded_text(c.content, c.metadata)) for c in doc[1]]
+    vec = np.ones(DIM, dtype=np.float32)
+    ledger.cache_embeddings("m", [(h, vec) for h in hashes])
+    ledger.cache_embeddings("other", [(h, vec * 2) for h in hashes])
+    ledger.cache_embeddings("m", [("unrelated", vec)])
+    ledger.commit_write([doc])
+    assert ledger.embedding_cache_size()["entries"] == 3  # other's two and m's unrelated one
+    assert set(ledger.cached_embeddings("other", hashes)) == set(hashes)
+    assert set(ledger.cached_embeddings("m", ["unrelated"])) == {"unrelated"}
 
 
 def test_reopen_keeps_everything(make_ledger: Any) -> None:

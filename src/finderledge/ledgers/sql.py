@@ -387,12 +387,23 @@ class SQLLedger(Ledger):
         d = self.dialect
         if rows:
             d.insert_many(tx, "chunks", d.chunk_columns, rows, conflict, "id")
-        if uncache:
+        if uncache and embedded:
+            model = self._recorded_model(tx)
             for batch in iter_batches([h for h, _ in embedded], d.batch):
                 where, args = d.any_of("text_hash", batch)
+                if model is not None:  # by the cache's primary key (model, text_hash): no scan of the cache
+                    where, args = f"model = ? AND {where}", [model, *args]
                 tx.execute(self._sql(f"DELETE FROM {{s}}embedding_cache WHERE {where}"), args)
         if embedded:
             d.store_vectors(tx, [c for _, c in embedded])
+
+    def _recorded_model(self, tx: Any) -> str | None:
+        """The model the stored chunk vectors are of (the index's recorded ``embedding_model_id``): the cache
+        entries a write makes redundant are that model's only, and found by the cache's primary key."""
+        row = tx.execute(
+            self._sql("SELECT value FROM {s}info WHERE key=?"), ("embedding_model_id",)
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def _delete_rows(self, tx: Any, ids: Sequence[str], *, chunks: bool = True) -> None:
         d = self.dialect

@@ -409,11 +409,14 @@ class SQLiteDialect(SQLDialect):
         return [row[0] for row in rows if row is not None]
 
     def uncache_chunks_of(self, tx: sqlite3.Connection, doc_id: str) -> None:
+        # the recorded model's entries (by the cache's primary key), or every model's where none is recorded
+        row = tx.execute("SELECT value FROM info WHERE key='embedding_model_id'").fetchone()
+        model, args = ("model = ? AND ", (row[0],)) if row is not None else ("", ())
         tx.execute(
-            "DELETE FROM embedding_cache WHERE text_hash IN"
+            f"DELETE FROM embedding_cache WHERE {model}text_hash IN"
             " (SELECT CASE WHEN typeof(c.text_hash) = 'blob' THEN lower(hex(c.text_hash)) ELSE c.text_hash END"
             f" FROM chunks c WHERE {_OF_PARENT} AND c.embedding IS NOT NULL)",
-            (doc_id, doc_id, doc_id),
+            (*args, doc_id, doc_id, doc_id),
         )
 
 
