@@ -19,6 +19,7 @@ from pg_server import fresh_schema
 from texts import EN_WORDS
 
 from finderledge import FinderLedge
+from finderledge.ledgers import postings
 
 WORDS = EN_WORDS[:24]
 
@@ -87,5 +88,43 @@ def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
         fl.search("invoice", k=5)
         sent.recording = False
         assert sent.matching("COALESCE(sum(n_docs), 0)") == 1, sent.statements
+    finally:
+        fl.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_pruned_keyword_search_asks_whether_a_load_holds_terms_back_inside_its_first_statement(
+    tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pruned (MaxScore) keyword search reads each term's weight and whether a bulk load holds its document
+    frequencies back in one statement (a separate ``info`` look-up was one more round trip per search)."""
+    monkeypatch.setattr(postings, "_PRUNE_MIN_POSTINGS", 0)  # a small corpus: the pruned path runs
+    monkeypatch.setattr(postings, "_PRUNE_MIN_CHUNKS", 0)
+    fl = FinderLedge(
+        tmp_path / "app",
+        database_url=pg_url,
+        database_schema=fresh_schema(),
+        embedding=fake_embeddings,
+        keyword_index="engine",
+        show_progress=False,
+    )
+    try:
+        fl.add_texts([f"{WORDS[i % 24]} {WORDS[(i * 5) % 24]} common n{i}" for i in range(200)])
+        fl.search("common alpha", k=3, search_mode="keyword")
+        sent = Sent(monkeypatch)
+        sent.recording = True
+        pruned = postings.EngineKeywordIndex._pruned
+        calls: list[Any] = []
+
+        def spy(self: Any, *args: Any) -> Any:
+            calls.append(result := pruned(self, *args))
+            return result
+
+        monkeypatch.setattr(postings.EngineKeywordIndex, "_pruned", spy)
+        hits = fl.search(f"common {WORDS[1]} {WORDS[2]}", k=3, search_mode="keyword")
+        sent.recording = False
+        assert hits and calls and calls[0] is not None  # the pruned path answered
+        separate = [q for q in sent.statements if q.startswith("SELECT 1 FROM") and ".info WHERE key" in q]
+        assert not separate and sent.matching("EXISTS (SELECT 1 FROM") == 1, sent.statements
     finally:
         fl.close()

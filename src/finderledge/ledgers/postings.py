@@ -950,28 +950,38 @@ class EngineKeywordIndex:
         pargs: list[Any] = [list(parts)] if parts is not None else []
         terms = list(qcounts)
         with d.snapshot(), d.reading() as conn:  # one snapshot for the statements below
-            if terms_held(conn, d):  # a bulk load holds its kw_terms additions back: score every posting
-                return None
             # the statistics and each term's df (kw_terms: one look-up per term and part) and weight, as _scored
-            # has them
+            # has them, and whether a bulk load holds its kw_terms additions back (terms_held, in this statement:
+            # one round trip fewer), which makes them unusable here: then every posting is scored
             weights = conn.execute(
                 d.sql(
-                    "WITH st AS (SELECT sum(n_docs)::float8 AS n, sum(total_len)::float8 AS t FROM {s}kw_stats"
+                    "WITH h AS (SELECT EXISTS (SELECT 1 FROM {s}info WHERE key = ?) AS held),"
+                    " st AS (SELECT sum(n_docs)::float8 AS n, sum(total_len)::float8 AS t FROM {s}kw_stats"
                     + (" WHERE part = ANY(?)" if parts is not None else "")
                     + "), q AS (SELECT * FROM unnest(?::text[], ?::float8[]) AS q(t, qtf)),"
                     " f AS MATERIALIZED (SELECT q.t AS term, (SELECT COALESCE(sum(p.df), 0) FROM {s}kw_terms p"
                     " WHERE p.term = q.t" + in_parts + ") AS df FROM q)"
                     " SELECT f.term, f.df, q.qtf * ln(1.0 + (st.n - f.df + 0.5) / (f.df + 0.5)) * (? + 1.0),"
-                    " ?::float8 * ? / (st.t / st.n)"
-                    " FROM f JOIN q ON q.t = f.term CROSS JOIN st WHERE st.n > 0 AND st.t > 0 AND f.df > 0"
+                    " ?::float8 * ? / (st.t / st.n), h.held"
+                    " FROM f JOIN q ON q.t = f.term CROSS JOIN st CROSS JOIN h"
+                    " WHERE st.n > 0 AND st.t > 0 AND f.df > 0"
                 ),
-                [*pargs, terms, [float(qcounts[t]) for t in terms], *pargs, self.k1, self.k1, self.b],
+                [
+                    bulk.POSTINGS_STATE_KEY,
+                    *pargs,
+                    terms,
+                    [float(qcounts[t]) for t in terms],
+                    *pargs,
+                    self.k1,
+                    self.k1,
+                    self.b,
+                ],
             ).fetchall()
-            if len(weights) < 2:
+            if len(weights) < 2 or weights[0][4]:
                 return None
             c0, c1 = self.k1 * (1.0 - self.b), float(weights[0][3])
             ranked = sorted(
-                ((float(w), int(df), t) for t, df, w, _ in weights), key=lambda x: (x[0], -x[1], x[2])
+                ((float(w), int(df), t) for t, df, w, _, _ in weights), key=lambda x: (x[0], -x[1], x[2])
             )
             top = ranked[-1][0]
             rest = 0.0
