@@ -196,9 +196,8 @@ class BackgroundCache:
         self.sample_size = sample_size
         self._lock = threading.Lock()
         self._backgrounds: OrderedDict[str | None, CorpusBackground] = OrderedDict()
-        self._checked_at: dict[
-            str | None, int
-        ] = {}  # the seq at which each background's corpus size was asked
+        # the seq at which each background's corpus size was last asked
+        self._checked_at: dict[str | None, int] = {}
 
     def get(self, source: BackgroundSource) -> tuple[CorpusBackground, float]:
         """The background for ``source`` and the seconds spent sampling it now (0.0 when cached)."""
