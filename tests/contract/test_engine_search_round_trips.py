@@ -51,11 +51,9 @@ class Sent:
         return sum(n for text, n in self.statements.items() if fragment in text)
 
 
-@pytest.mark.timeout(300)
-def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
-    tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fl = FinderLedge(
+def _engine_mode(tmp_path: Path, pg_url: str, fake_embeddings: Any) -> FinderLedge:
+    """Postgres mode with both legs in the database: the keyword index in the engine, the vectors in pgvector."""
+    return FinderLedge(
         tmp_path / "app",
         database_url=pg_url,
         database_schema=fresh_schema(),
@@ -63,6 +61,13 @@ def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
         keyword_index="engine",
         show_progress=False,
     )
+
+
+@pytest.mark.timeout(300)
+def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
+    tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fl = _engine_mode(tmp_path, pg_url, fake_embeddings)
     try:
         texts = [" ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 5)) + f" n{i}" for i in range(300)]
         fl.add_texts(texts)
@@ -100,14 +105,7 @@ def test_a_pruned_keyword_search_asks_whether_a_load_holds_terms_back_inside_its
     frequencies back in one statement (a separate ``info`` look-up was one more round trip per search)."""
     monkeypatch.setattr(postings, "_PRUNE_MIN_POSTINGS", 0)  # a small corpus: the pruned path runs
     monkeypatch.setattr(postings, "_PRUNE_MIN_CHUNKS", 0)
-    fl = FinderLedge(
-        tmp_path / "app",
-        database_url=pg_url,
-        database_schema=fresh_schema(),
-        embedding=fake_embeddings,
-        keyword_index="engine",
-        show_progress=False,
-    )
+    fl = _engine_mode(tmp_path, pg_url, fake_embeddings)
     try:
         fl.add_texts([f"{WORDS[i % 24]} {WORDS[(i * 5) % 24]} common n{i}" for i in range(200)])
         fl.search("common alpha", k=3, search_mode="keyword")
