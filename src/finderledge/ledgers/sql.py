@@ -223,8 +223,9 @@ class SQLDialect(ABC):
     def seek(self, conn: Any, points: Sequence[int]) -> list[str]:
         """For each value of the seek key, the id of the first complete chunk at or after it (index seeks)."""
 
-    def uncache_chunks_of(self, tx: Any, doc_id: str) -> None:
-        """Drop the cache entries of the texts a staged document's chunks hold (where staging exists)."""
+    def uncache_chunks_of(self, tx: Any, doc_id: str, model: str | None) -> None:
+        """Drop ``model``'s cache entries of the texts a staged document's chunks hold (every model's when
+        None: none is recorded), where staging exists."""
         raise NotImplementedError(f"ledger {self.name}: staging a document is not supported")
 
 
@@ -505,7 +506,8 @@ class SQLLedger(Ledger):
             )
         self._delete_rows(tx, [doc.id], chunks=False)  # a removed earlier copy: staging replaced its chunks
         self._insert_documents(tx, [(doc.id, d.document_row(doc), count)], now)
-        d.uncache_chunks_of(tx, doc.id)  # each vector is kept once: the cache kept them for a rerun until now
+        # each vector is kept once: the cache kept them for a rerun until now
+        d.uncache_chunks_of(tx, doc.id, self._recorded_model(tx))
         tx.execute(self._sql("DELETE FROM {s}info WHERE key=?"), (key,))
 
     # -- read -----------------------------------------------------------------------------------------

@@ -408,12 +408,11 @@ class SQLiteDialect(SQLDialect):
         rows = (conn.execute(_SEEK, (point, COMPLETE)).fetchone() for point in points)
         return [row[0] for row in rows if row is not None]
 
-    def uncache_chunks_of(self, tx: sqlite3.Connection, doc_id: str) -> None:
-        # the recorded model's entries (by the cache's primary key), or every model's where none is recorded
-        row = tx.execute("SELECT value FROM info WHERE key='embedding_model_id'").fetchone()
-        model, args = ("model = ? AND ", (row[0],)) if row is not None else ("", ())
+    def uncache_chunks_of(self, tx: sqlite3.Connection, doc_id: str, model: str | None) -> None:
+        # by the cache's primary key where the model is known
+        of_model, args = ("model = ? AND ", (model,)) if model is not None else ("", ())
         tx.execute(
-            f"DELETE FROM embedding_cache WHERE {model}text_hash IN"
+            f"DELETE FROM embedding_cache WHERE {of_model}text_hash IN"
             " (SELECT CASE WHEN typeof(c.text_hash) = 'blob' THEN lower(hex(c.text_hash)) ELSE c.text_hash END"
             f" FROM chunks c WHERE {_OF_PARENT} AND c.embedding IS NOT NULL)",
             (*args, doc_id, doc_id, doc_id),
