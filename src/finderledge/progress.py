@@ -35,6 +35,7 @@ __all__ = [
     "PROGRESS_LOGGER",
     "ProgressLog",
     "bar_fits",
+    "close_at_exit",
     "ending",
     "exiting",
     "heartbeat",
@@ -252,13 +253,51 @@ def stop_owned(timeout: float | None = None, *, group: str | None = None) -> lis
     return left
 
 
+class _Closer:
+    """Runs a ``close`` once, whoever asks first: its owner, the owner's collection, or the exit hook."""
+
+    def __init__(self, close: Callable[[], object]) -> None:
+        self._close: Callable[[], object] | None = close
+
+    def __call__(self) -> None:
+        with _owned_lock:
+            close, self._close = self._close, None
+            _closers.discard(self)
+        if close is not None:
+            close()
+
+
+_closers: set[_Closer] = set()  # close_at_exit's not run yet (under _owned_lock)
+
+
+def close_at_exit(owner: object, close: Callable[[], object]) -> Callable[[], None]:
+    """Run ``close`` (which must not hold ``owner``) when ``owner`` is collected or, when it is never closed, at
+    exit after the owned threads are stopped: a third-party client is closed while the interpreter can still
+    import (qdrant-client's own ``__del__`` at finalisation printed "ImportError: sys.meta_path is None").
+    Returns the closer to call instead of ``close``: it runs ``close`` once, and then no more.  (Not a bare
+    ``weakref.finalize``: its own exit hook may run first, after which no finalizer runs.)"""
+    closer = _Closer(close)
+    with _owned_lock:
+        _closers.add(closer)
+    weakref.finalize(owner, closer).atexit = False  # at exit, _at_exit runs it after the threads stop
+    return closer
+
+
 def _at_exit() -> None:
     """The ``atexit`` hook: no owned thread starts any more, and every one running is stopped and joined
-    before the interpreter finalises (it runs while daemon threads still run)."""
+    before the interpreter finalises (it runs while daemon threads still run); then the resources of owners
+    never closed are closed (:func:`close_at_exit`)."""
     global _exiting
     with _owned_lock:
         _exiting = True
     stop_owned()
+    with _owned_lock:
+        closers = list(_closers)
+    for closer in closers:
+        try:
+            closer()
+        except Exception:  # one owner's failure never keeps the others open
+            logger.debug("closing a resource at exit failed", exc_info=True)
 
 
 atexit.register(_at_exit)

@@ -59,6 +59,41 @@ def test_nothing_starts_once_the_process_exits(monkeypatch: pytest.MonkeyPatch) 
         time.sleep(0.05)
 
 
+class Holder:
+    """An owner of a resource closed by ``progress.close_at_exit`` (the Qdrant stores' client)."""
+
+    def __init__(self, closed: list[str], name: str) -> None:
+        self.close = progress.close_at_exit(self, lambda: closed.append(name))
+
+
+def test_a_closer_runs_once_when_called_or_when_its_owner_is_collected() -> None:
+    closed: list[str] = []
+    called, dropped = Holder(closed, "called"), Holder(closed, "dropped")
+    called.close()
+    called.close()
+    del dropped
+    gc.collect()
+    assert closed == ["called", "dropped"]
+    assert called.close not in progress._closers  # the registry lets go of a closer once it ran
+
+
+def test_the_exit_hook_closes_what_was_never_closed_after_the_threads_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Run at exit by the library's own hook, after the owned threads stop (a thread may still be using the
+    resource) -- not by ``weakref.finalize``'s exit hook, after which no finalizer runs at all."""
+    order: list[str] = []
+    owner = Owner()
+    monkeypatch.setattr(owner, "ask_to_stop", lambda: (order.append("thread stopped"), owner.stop.set()))
+    progress.start_owned(owner.run, "finderledge-test-exit", owner.ask_to_stop)
+    kept = Holder(order, "closed")  # never closed by its owner
+    monkeypatch.setattr(progress, "_exiting", False)
+    progress._at_exit()
+    assert order[-1] == "closed" and "thread stopped" in order
+    kept.close()  # its owner's later close closes nothing
+    assert order.count("closed") == 1
+
+
 def test_index_jobs_close_runs_the_queued_jobs_then_joins(tmp_path: Path) -> None:
     jobs = IndexJobs(tmp_path / "jobs", lambda _id: None)
     ran: list[int] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, MissingExtraError, StorageFullError
 from ..filters import compile_filter
+from ..progress import close_at_exit
 from ..storage.files import Storage, library_full_disk_error
 from ..storage.seals import SEAL_FILE, Seal
 from .base import LOCAL, SHARED, VectorStore
@@ -91,14 +92,13 @@ def query_widening(
 
 
 def close_sealed(
-    client: Any, seal: Seal | None, path: Path | None, what: str, tolerated: type[Exception]
+    close: Callable[[], object], seal: Seal | None, path: Path | None, what: str, tolerated: type[Exception]
 ) -> Seal | None:
-    """Close a qdrant-client, then seal its local folder (``path``) as it left it; a ``tolerated`` error leaves
-    the folder unsealed (the next open rebuilds it from the ledger) and is logged.  Returns the seal still to
-    write: None once written or given up, ``seal`` when there was no folder to seal."""
-    close = getattr(client, "close", None)
-    if callable(close):
-        close()
+    """Close a qdrant-client (``close``: its :func:`~finderledge.progress.close_at_exit` closer), then seal its
+    local folder (``path``) as it left it; a ``tolerated`` error leaves the folder unsealed (the next open
+    rebuilds it from the ledger) and is logged.  Returns the seal still to write: None once written or given
+    up, ``seal`` when there was no folder to seal."""
+    close()
     if seal is None or path is None or not path.is_dir():
         return seal
     try:
@@ -137,6 +137,7 @@ class QdrantVectorStore(VectorStore):
         self.collection = collection_name
         self._seal: Seal | None = None
         self._client, self._seal = open_client(client_module, self.path, url, api_key, collection_name)
+        self._close_client = close_at_exit(self, self._client.close)
         try:
             self._ensure_collection(dimension)
             self.flush()
@@ -242,7 +243,9 @@ class QdrantVectorStore(VectorStore):
         return int(self._client.count(self.collection, exact=True).count)
 
     def close(self) -> None:
-        self._seal = close_sealed(self._client, self._seal, self.path, "the local Qdrant", StorageFullError)
+        self._seal = close_sealed(
+            self._close_client, self._seal, self.path, "the local Qdrant", StorageFullError
+        )
 
 
 def open_client(

@@ -39,6 +39,7 @@ from typing import Any
 
 from ..errors import IncompatibleIndexError
 from ..partitions import PartitionFilter
+from ..progress import close_at_exit
 from ..tokenizer import AutoTokenizer, Tokenizer, tokenizer_from_dict, tokenizer_spec
 from .base import LOCAL, SHARED
 from .qdrant import BATCH, close_sealed, import_qdrant, open_client, point_id, query_widening
@@ -109,6 +110,7 @@ class QdrantKeywordIndex:
         self.collection = collection_name
         self.reweights = 0  # times every point was re-weighted (avgdl drift) since this process opened it
         self._client, self._seal = open_client(client_module, self.path, url, api_key, collection_name)
+        self._close_client = close_at_exit(self, self._client.close)
         try:
             self.tokenizer = self._open_meta(tokenizer)
             self.flush()
@@ -429,7 +431,7 @@ class QdrantKeywordIndex:
 
     def close(self, *, flush: bool = True) -> None:
         where = "the local Qdrant keyword index"
-        self._seal = close_sealed(self._client, self._seal, self.path, where, OSError)
+        self._seal = close_sealed(self._close_client, self._seal, self.path, where, OSError)
 
 
 def open_qdrant_keyword(
