@@ -7,16 +7,21 @@ fixture (``from pg_server import pg_url``); give each test its own schema (:func
 
 from __future__ import annotations
 
+import queue
 import shutil
+import socket
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-__all__ = ["fresh_schema", "pg_url", "start_postgres", "stop_postgres"]
+__all__ = ["SlowNetwork", "fresh_schema", "pg_url", "start_postgres", "stop_postgres"]
 
 _servers: dict[str, Any] = {}
 
@@ -83,3 +88,69 @@ class StatementCounter:
             return result
 
         monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+
+
+class SlowNetwork:
+    """A proxy between a client and the server's Unix socket that delays every answer by ``delay`` seconds, as
+    a network between machines would: a search that waits for ``n`` answers one after another takes ``n *
+    delay`` longer, however its statements are grouped (a pipeline sends several and waits once).  Use
+    :attr:`url` instead of the server's URL; ``close()`` at the end."""
+
+    def __init__(self, url: str, delay: float) -> None:
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        host, port = query["host"][0], query.get("port", [str(parts.port or 5432)])[0]
+        self._target = f"{host}/.s.PGSQL.{port}"
+        self._dir = tempfile.mkdtemp(prefix="pg-proxy-")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(f"{self._dir}/.s.PGSQL.{port}")
+        self._listener.listen(16)
+        self.url = urlunsplit(parts._replace(query=urlencode({**query, "host": [self._dir]}, doseq=True)))
+        self.delay = delay
+        self._closed = False
+        threading.Thread(target=self._accept, name="pg-proxy", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.connect(self._target)
+            threading.Thread(target=self._pump, args=(client, server, 0.0), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, self.delay), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
+        """Forward ``source`` to ``sink``, each chunk ``delay`` seconds after it arrived (in order)."""
+        chunks: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+
+        def forward() -> None:
+            while (item := chunks.get()) is not None:
+                due, data = item
+                time.sleep(max(0.0, due - time.monotonic()))
+                try:
+                    sink.sendall(data)
+                except OSError:
+                    return
+
+        sender = threading.Thread(target=forward, daemon=True)
+        sender.start()
+        try:
+            while data := source.recv(65536):
+                chunks.put((time.monotonic() + delay, data))
+        except OSError:
+            pass
+        finally:
+            chunks.put(None)
+            sender.join(5)
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -429,13 +429,14 @@ class PgVectorStore(VectorStore):
         statement = self._statement(where, pred is not None, ef is None)
         if ef is None:
             rows = conn.execute(statement, (literal, *params, n)).fetchall()
-        else:
-            with conn.transaction():
-                conn.execute(
+        else:  # the settings and the scan in one pipeline: one round trip (not BEGIN, two statements, COMMIT)
+            with conn.pipeline():  # statements up to the pipeline's sync run in one implicit transaction:
+                conn.execute(  # the settings (local to it) hold for the scan, and end with it
                     "SELECT set_config('hnsw.ef_search', %s, true), set_config('enable_seqscan', 'off', true)",
                     (str(ef),),
                 )
-                rows = conn.execute(statement, (literal, *params, n)).fetchall()
+                cursor = conn.execute(statement, (literal, *params, n))
+            rows = cursor.fetchall()
         hits: list[tuple[str, float]] = []
         for row in rows:
             if pred is not None:
