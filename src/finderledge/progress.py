@@ -260,14 +260,17 @@ class _Closer:
         self._close: Callable[[], object] | None = close
 
     def __call__(self) -> None:
-        with _owned_lock:
+        with _closers_lock:
             close, self._close = self._close, None
             _closers.discard(self)
         if close is not None:
             close()
 
 
-_closers: set[_Closer] = set()  # close_at_exit's not run yet (under _owned_lock)
+_closers: set[_Closer] = set()  # close_at_exit's not run yet
+# its own lock, reentrant: a collection that runs a closer (weakref.finalize) can start inside any allocation,
+# also one made while this thread holds the lock; _owned_lock (not reentrant) would deadlock there
+_closers_lock = threading.RLock()
 
 
 def close_at_exit(owner: object, close: Callable[[], object]) -> Callable[[], None]:
@@ -277,7 +280,7 @@ def close_at_exit(owner: object, close: Callable[[], object]) -> Callable[[], No
     Returns the closer to call instead of ``close``: it runs ``close`` once, and then no more.  (Not a bare
     ``weakref.finalize``: its own exit hook may run first, after which no finalizer runs.)"""
     closer = _Closer(close)
-    with _owned_lock:
+    with _closers_lock:
         _closers.add(closer)
     weakref.finalize(owner, closer).atexit = False  # at exit, _at_exit runs it after the threads stop
     return closer
@@ -291,7 +294,7 @@ def _at_exit() -> None:
     with _owned_lock:
         _exiting = True
     stop_owned()
-    with _owned_lock:
+    with _closers_lock:
         closers = list(_closers)
     for closer in closers:
         try:

@@ -77,6 +77,22 @@ def test_a_closer_runs_once_when_called_or_when_its_owner_is_collected() -> None
     assert called.close not in progress._closers  # the registry lets go of a closer once it ran
 
 
+def test_a_collection_inside_the_registry_lock_runs_its_closer_without_deadlock() -> None:
+    """A collection (which runs an owner's closer) may start at any allocation, also one made while this
+    thread holds the registry's lock: the closer then takes that lock again in the same thread."""
+    closed: list[str] = []
+    holder = Holder(closed, "collected")
+
+    def collect_inside() -> None:
+        with progress._closers_lock:
+            holder.close()  # as a finalizer run by a collection at that point would
+
+    worker = threading.Thread(target=collect_inside, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and closed == ["collected"]
+
+
 def test_the_exit_hook_closes_what_was_never_closed_after_the_threads_stop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
