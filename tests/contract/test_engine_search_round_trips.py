@@ -137,7 +137,7 @@ def test_an_hnsw_search_waits_for_one_answer_not_four(
     """Over the HNSW index the vector leg sets ``hnsw.ef_search`` and switches sequential scans off for its
     scan only: it sent ``BEGIN``, the settings, the scan and ``COMMIT``, waiting for each answer (4 round
     trips); now the settings and the scan go in one pipeline (one implicit transaction), one wait.  Measured
-    through a proxy that delays every answer by ``DELAY``: a hybrid search waited ~8.7 answers, now ~5.3."""
+    through a proxy that delays every answer by ``delay``: a hybrid search waited ~8.7 answers, now ~5.3."""
     delay = 0.05
     monkeypatch.setattr(pgvector, "EXACT_THRESHOLD", 50)  # 300 rows count as large: the HNSW path
     network = SlowNetwork(pg_url, delay)

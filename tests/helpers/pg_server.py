@@ -108,7 +108,8 @@ class SlowNetwork:
         self.url = urlunsplit(parts._replace(query=urlencode({**query, "host": [self._dir]}, doseq=True)))
         self.delay = delay
         self._closed = False
-        threading.Thread(target=self._accept, name="pg-proxy", daemon=True).start()
+        self._threads = [threading.Thread(target=self._accept, name="pg-proxy", daemon=True)]
+        self._threads[0].start()
 
     def _accept(self) -> None:
         while not self._closed:
@@ -118,8 +119,10 @@ class SlowNetwork:
                 return
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.connect(self._target)
-            threading.Thread(target=self._pump, args=(client, server, 0.0), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, self.delay), daemon=True).start()
+            for source, sink, delay in ((client, server, 0.0), (server, client, self.delay)):
+                pump = threading.Thread(target=self._pump, args=(source, sink, delay), daemon=True)
+                self._threads.append(pump)
+                pump.start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
         """Forward ``source`` to ``sink``, each chunk ``delay`` seconds after it arrived (in order)."""
@@ -149,8 +152,14 @@ class SlowNetwork:
                     end.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                end.close()
 
     def close(self) -> None:
+        """Stop accepting and join the proxy's threads (each pump ends when its connection closes: close the
+        clients first)."""
         self._closed = True
+        self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
+        for thread in self._threads:
+            thread.join(10)
         shutil.rmtree(self._dir, ignore_errors=True)
