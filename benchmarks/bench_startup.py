@@ -446,11 +446,13 @@ with open(out, 'w') as f:
 """
 
 
-def probe_modules(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    """Which heavy modules the command leaves loaded, and which finderledge it imported."""
+def probe_modules(cmd: list[str], env: dict[str, str], cwd: Path, top: int = 8) -> dict[str, Any]:
+    """Which heavy modules the command leaves loaded, which finderledge it imported, and the packages whose
+    imports take longest (``python -X importtime`` in the same launch: self time summed per top-level package,
+    seconds; the probe's own few modules are not heavy)."""
     out = cwd / "probe.json"
-    subprocess.run(
-        [cmd[0], "-c", PROBE, str(out), *cmd[1:]],
+    proc = subprocess.run(
+        [cmd[0], "-X", "importtime", "-c", PROBE, str(out), *cmd[1:]],
         env=env,
         cwd=cwd,
         check=True,
@@ -459,15 +461,6 @@ def probe_modules(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, A
     )
     result: dict[str, Any] = json.loads(out.read_text())
     out.unlink()
-    return result
-
-
-def slowest_imports(cmd: list[str], env: dict[str, str], cwd: Path, top: int = 8) -> list[tuple[str, float]]:
-    """The packages whose imports take longest (``python -X importtime``: self time summed per top-level
-    package, seconds)."""
-    proc = subprocess.run(
-        [cmd[0], "-X", "importtime", *cmd[1:]], env=env, cwd=cwd, capture_output=True, text=True, check=True
-    )
     per_package: dict[str, float] = {}
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -476,7 +469,8 @@ def slowest_imports(cmd: list[str], env: dict[str, str], cwd: Path, top: int = 8
         package = name.strip().split(".")[0]
         per_package[package] = per_package.get(package, 0.0) + int(own) / 1e6
     rows = sorted(per_package.items(), key=lambda item: -item[1])[:top]
-    return [(package, round(seconds, 3)) for package, seconds in rows]
+    result["slowest_imports"] = [(package, round(seconds, 3)) for package, seconds in rows]
+    return result
 
 
 # -- main ------------------------------------------------------------------------------------------------------
@@ -672,10 +666,7 @@ def measure(args: argparse.Namespace, tmp: Path, trees: dict[str, tuple[Path, st
         for c, p in probes[name].items():
             if not p["finderledge"].startswith(str(src)):
                 raise RuntimeError(f"{name} {c} imported {p['finderledge']}, not from {src}")
-    imports = {
-        name: {c: slowest_imports(cmds[name][c], envs[name], cwd) for c in ("list", "stats")}
-        for name in versions
-    }
+    imports = {name: {c: probes[name][c]["slowest_imports"] for c in ("list", "stats")} for name in versions}
 
     runs: dict[str, dict[str, list[float]]] = {
         c: {name: [] for name in versions if c in cmds[name]} for c in cmds["new"]
