@@ -82,3 +82,27 @@ def test_an_undecodable_row_is_quarantined_and_everything_else_is_found(
         assert ids["glaciers"] not in listed and ids["volcanoes"] in listed
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any(ids["glaciers"] in w and "quarantined" in w for w in warnings), warnings
+
+
+def test_a_quarantined_documents_chunks_kept_by_the_record_cache_are_left_out_too(tmp_path: Path) -> None:
+    """A document is quarantined when a search first reads its damaged chunk; its sibling chunks that earlier
+    searches of the same ledger change kept in the record cache are left out from then on too (they were
+    served from the cache until the next commit)."""
+    root = tmp_path / "index"
+    glaciers = "Glaciers carve valleys over centuries of slow motion. " * 3
+    tides = "Tides follow the moon and rise twice a day on most coasts. " * 3
+    with _open(root, vector_store="faiss", chunk_size=200, chunk_overlap=0) as fl:
+        [doc] = fl.add_texts([glaciers + "\n\n" + tides])
+        con = sqlite3.connect(root / "ledger.sqlite3")
+        query = "SELECT id FROM chunks WHERE parent_id=? ORDER BY split_index"
+        chunk_ids = [r[0] for r in con.execute(query, (doc,)).fetchall()]
+        assert len(chunk_ids) == 2
+        first = fl.search("glaciers carve valleys", search_mode="keyword", k=1)
+        assert [h.id for h in first] == [chunk_ids[0]]  # decoded, and kept in the record cache
+        # the tides chunk damaged on disk while the index is open (no ledger change: the same seq)
+        con.execute("UPDATE chunks SET metadata=? WHERE id=?", ("[" * 200_000 + "]" * 200_000, chunk_ids[1]))
+        con.commit()
+        con.close()
+        assert fl.search("tides follow the moon", search_mode="keyword", k=1) == []  # quarantines the document
+        again = fl.search("glaciers carve valleys", search_mode="keyword", k=1)
+        assert [h.id for h in again] == [], "a quarantined document's chunk was served from the record cache"

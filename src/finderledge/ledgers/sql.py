@@ -536,6 +536,10 @@ class SQLLedger(Ledger):
             ).fetchone()
         return None if row is None else self._document(row)
 
+    def quarantined(self) -> Quarantine:
+        """The documents found damaged so far (:class:`~.rows.Quarantine`), until they are written again."""
+        return self.quarantine
+
     def get_chunks(
         self, chunk_ids: Sequence[str], *, with_embedding: bool = False, visible_at: int | None = None
     ) -> list[ChunkRecord]:
