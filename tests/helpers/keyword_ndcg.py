@@ -9,6 +9,7 @@ import multiprocessing
 import statistics
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,29 +50,30 @@ def keyword_tops(fl: FinderLedge, texts: list[str]) -> list[list[str]]:
     return [[h.id for h in fl.search(text, k=10, search_mode="keyword")] for text in texts]
 
 
-def keyword_tops_in_processes(directories: list[Path], texts: list[str], **settings: Any) -> list[list[str]]:
+def keyword_tops_in_processes(
+    directories: list[Path], texts: list[str], embedding: Any, *, japanese: bool = False, **settings: Any
+) -> list[list[str]]:
     """:func:`keyword_tops` split over one fresh process per directory (copies of one closed index, as
     qdrant-client's local mode serves one process a folder), in query order: a leg whose engine scores in
-    Python (Qdrant's local mode) is then timed by the cores, not one.  ``settings`` go to ``FinderLedge`` with
-    the fake 16-d embeddings; ``japanese=True`` gives it Sudachi's tokenizer."""
+    Python (Qdrant's local mode) is then timed by the cores, not one.  ``embedding`` (picklable: the test's
+    fake) and ``settings`` go to ``FinderLedge``; ``japanese=True`` gives it Sudachi's tokenizer."""
     share = -(-len(texts) // len(directories))
     parts = [texts[at : at + share] for at in range(0, len(texts), share)]
     context = multiprocessing.get_context("spawn")  # the test process has threads: no fork
     with ProcessPoolExecutor(max_workers=len(parts), mp_context=context) as pool:
-        done = pool.map(_tops_in, directories[: len(parts)], parts, [settings] * len(parts))
+        done = pool.map(
+            partial(_tops_in, embedding=embedding, japanese=japanese, settings=settings), directories, parts
+        )
         return [top for part in done for top in part]
 
 
-def _tops_in(directory: Path, texts: list[str], settings: dict[str, Any]) -> list[list[str]]:
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-
+def _tops_in(
+    directory: Path, texts: list[str], *, embedding: Any, japanese: bool, settings: dict[str, Any]
+) -> list[list[str]]:
     from finderledge.tokenizer import AutoTokenizer
 
-    japanese = settings.pop("japanese", False)
     tok = AutoTokenizer(japanese="always") if japanese else None
-    fl = FinderLedge(
-        directory, embedding=DeterministicFakeEmbedding(size=16), keyword_tokenizer=tok, **settings
-    )
+    fl = FinderLedge(directory, embedding=embedding, keyword_tokenizer=tok, **settings)
     try:
         return keyword_tops(fl, texts)
     finally:

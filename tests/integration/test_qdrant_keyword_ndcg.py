@@ -61,7 +61,7 @@ def test_qdrant_engine_and_local_bm25_have_the_same_ndcg(
             Path(shutil.copytree(tmp_path / "engine", tmp_path / f"engine-{n}")) for n in range(1, WORKERS)
         ]
         tops = {
-            "engine": keyword_tops_in_processes(copies, texts, japanese=japanese, **ENGINE),
+            "engine": keyword_tops_in_processes(copies, texts, fake_embeddings, japanese=japanese, **ENGINE),
             "local": keyword_tops(legs["local"], texts),
         }
         assert_same_ranking(name, tops, queries, qrels)
