@@ -160,8 +160,8 @@ class Searcher:
         chunks = self._records.read(
             [h.id for h in hits], seq, lambda ids: ledger.get_chunks(ids, visible_at=seq)
         )
-        left_out = ledger.quarantined()
-        if left_out:  # a document found damaged after the cache kept some of its chunks: left out like the rest
+        left_out = ledger.quarantined()  # documents found damaged, perhaps after the cache kept their chunks
+        if left_out:
             chunks = {i: c for i, c in chunks.items() if c.parent_id not in left_out}
         if not parents and len(chunks) == len(hits):  # every hit read (the usual case): one pick each
             return [_Pick(chunks[hit.id], hit) for hit in hits[:limit]]
