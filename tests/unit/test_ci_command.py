@@ -22,7 +22,7 @@ def test_ci_finds_the_readme_command_and_it_uses_the_constraints() -> None:
     pattern = _ci_pattern()
     commands = [line.strip() for line in README.splitlines() if pattern.search(line)]
     assert commands == [
-        'pip install torch==2.13.0 && pip install -e ".[dev]" -c constraints.txt && python -m pytest'
+        'pip install torch==2.13.0 && pip install -e ".[dev]" -c constraints.txt && python -m pytest -n 2'
     ]
 
 
@@ -37,6 +37,16 @@ def test_the_constraints_pin_the_test_tools_and_leave_torch_and_finderledge_out(
         for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
         if line and not line.startswith("#")
     )
-    for tool in ("pytest", "schemathesis", "hypothesis", "chromadb", "ruff", "mypy", "langchain-core"):
+    tools = (
+        "pytest",
+        "pytest-xdist",
+        "schemathesis",
+        "hypothesis",
+        "chromadb",
+        "ruff",
+        "mypy",
+        "langchain-core",
+    )
+    for tool in tools:
         assert re.fullmatch(r"\d+(\.\d+)*", pins[tool]), (tool, pins.get(tool))
     assert "torch" not in pins and "finderledge" not in pins  # the README installs the CPU torch first
