@@ -449,7 +449,7 @@ def _make_finder(engine: Engine) -> Finder:
         fusion=settings.fusion,
         rank_constant=settings.rrf_k,
         weights=fixed or None,  # the Finder gives a leg left unset 1.0; none set: adaptive
-        calibration=engine.calibrator.current,
+        calibration=engine.calibrator.recent,  # re-read at most once a second
         calibration_pending=lambda: engine.calibrator.pending,
         candidate_k=settings.candidate_k,
         vector_scripts=settings.vector_scripts,

@@ -201,3 +201,41 @@ def test_a_long_calibration_logs_progress(
     lines = [r.getMessage() for r in caplog.records if r.name == "finderledge.progress"]
     assert any(line.startswith("calibrating the search legs: ") for line in lines), lines
     assert any("(done)" in line for line in lines), lines
+
+
+def test_searches_read_the_stored_calibration_once_per_recheck_and_see_another_processs_within_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search used to read the calibration row from the ledger every time (a round trip in Postgres mode);
+    now it reads it at most once per :data:`RECHECK_S`, so a calibration another process stored is used
+    within that window, and one this process stores at once."""
+    monkeypatch.setattr(calibration_module, "RECHECK_S", 60.0)
+    fake = DeterministicFakeEmbedding(size=16)
+    directory = tmp_path / "ix"
+    with _open(directory, fake) as fl, _open(directory, fake) as other:
+        fl.add_texts(_texts(0, 40))  # too few chunks to calibrate: no calibration stored
+        assert fl.wait_for_calibration(timeout=30)
+        assert "not calibrated" in fl.search("orchard").trace.weights_reason
+        reads: list[str] = []
+        get_info = type(fl.engine.ledger).get_info
+
+        def counted(ledger: Any, key: str) -> Any:
+            reads.append(key)
+            return get_info(ledger, key)
+
+        monkeypatch.setattr(type(fl.engine.ledger), "get_info", counted)
+        for query in ("orchard", "pear trees", "river bend", "keeper"):
+            fl.search(query)
+        assert INFO_KEY not in reads, reads  # within the window: no read of the calibration row
+        stored = calibration_module.calibrate(
+            [("orchard", "x")] * 30,
+            {"vector": lambda _: ["x"], "keyword": lambda _: ["x"]},
+            model_id=fl.engine.model_id,
+            corpus_size=40,
+        )
+        other.engine.ledger.set_info(INFO_KEY, stored.to_json())  # "another process" stores one
+        assert "not calibrated" in fl.search("orchard").trace.weights_reason  # not read again yet
+        monkeypatch.setattr(calibration_module, "RECHECK_S", 0.0)  # the window has passed
+        assert "calibrated on 30 pseudo-queries" in fl.search("orchard").trace.weights_reason
+        assert reads.count(INFO_KEY) == 1, reads
+        assert fl.calibration == stored  # the facade's calibration always reads the ledger

@@ -120,6 +120,10 @@ REST_BATCH = 1
 CALIBRATION_LOCK = "calibration.lock"
 #: seconds between two tries of the calibration lock while another process holds it
 LOCK_POLL_S = 0.2
+#: a search reads the stored calibration from the ledger at most once per this many seconds (per corpus or
+#: partition): another process's new calibration is used within this window, one this process stores at once.
+#: Reading it every time cost each hybrid search a ledger read, a round trip to the server in Postgres mode
+RECHECK_S = 1.0
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 _CJK_GROUP = {"han": "cjk", "kana": "cjk"}
@@ -383,7 +387,8 @@ class LedgerCalibrator:
 
     def __init__(self, owner: Any) -> None:
         self._fl = owner
-        self._cache: dict[str, tuple[str | None, Calibration | None]] = {}  # info key -> (raw, parsed)
+        # info key -> (raw, parsed, time.monotonic() of the read)
+        self._cache: dict[str, tuple[str | None, Calibration | None, float]] = {}
         self._sizes: dict[str, int] = {}  # partition -> chunks when last refreshed
         # info key -> corpus size at which too few chunks had a sentence to search for: not drawn again (a read
         # and sort of every chunk id) until the corpus moves as much as a stored calibration would need
@@ -561,17 +566,34 @@ class LedgerCalibrator:
         )
 
     def current(self, partition: str | None = None) -> Calibration | None:
-        """The stored calibration of the corpus, or of ``partition`` (see :mod:`finderledge.partitions`)."""
+        """The stored calibration of the corpus, or of ``partition`` (see :mod:`finderledge.partitions`), as
+        the ledger holds it now."""
         key = info_key(partition)
         raw = self._fl.ledger.get_info(key)
         cached = self._cache.get(key)
-        if cached is not None and cached[0] == raw:
+        parsed = cached[1] if cached is not None and cached[0] == raw else Calibration.from_json(raw)
+        self._remember(key, raw, parsed)
+        return parsed
+
+    def recent(self, partition: str | None = None) -> Calibration | None:
+        """:meth:`current` as a search reads it: the ledger is asked again at most once per :data:`RECHECK_S`."""
+        cached = self._cache.get(info_key(partition))
+        if cached is not None and time.monotonic() - cached[2] < RECHECK_S:
             return cached[1]
-        parsed = Calibration.from_json(raw)
+        return self.current(partition)
+
+    def _remember(self, key: str, raw: str | None, parsed: Calibration | None) -> None:
+        """Keep what the ledger holds (or now holds: this process stored it) under ``key``."""
         if len(self._cache) > 4096:
             self._cache.clear()
-        self._cache[key] = (raw, parsed)
-        return parsed
+        self._cache[key] = (raw, parsed, time.monotonic())
+
+    def _store(self, key: str, calibration: Calibration | None) -> None:
+        """Store ``calibration`` (None: delete it) under ``key``; this process's searches use it at once, as
+        any process reads it back (the JSON's order of legs included, which the traces' reasons show)."""
+        raw = None if calibration is None else calibration.to_json()
+        self._fl.ledger.set_info(key, raw)
+        self._remember(key, raw, Calibration.from_json(raw))
 
     def refresh(self, *, force: bool = False, partition: str | None = None) -> Calibration | None:
         """Measure the gates of the corpus (or of ``partition``: its chunks, each leg searching it alone) again
@@ -594,7 +616,7 @@ class LedgerCalibrator:
         n = query_count(size)
         if n == 0:
             if stored is not None:  # a corpus that shrank below the minimum: its old gates no longer apply
-                fl.ledger.set_info(key, None)
+                self._store(key, None)
             return None
         if partition is None:  # a sample of the ledger, not every id: the draw does not grow with the corpus
             pool: Iterable[str] = fl.ledger.sample_chunk_ids(DRAW_FACTOR * n)
@@ -633,7 +655,7 @@ class LedgerCalibrator:
             progress.close("stopped" if isinstance(exc, CalibrationStopped) else ending(exc))
             raise
         progress.close("done")
-        fl.ledger.set_info(key, calibration.to_json())
+        self._store(key, calibration)
         return calibration
 
     def _measured(
