@@ -5,7 +5,8 @@ as much as a short query.
 Before, a steady-state hybrid search sent 9.6 statements and two more round trips (``BEGIN``/``COMMIT``): the
 ledger's ``max(seq)`` three times (following the log, then twice more for the legs' seq), the corpus size for
 the relevance background (already known at that seq), and ``set_config`` inside a transaction around the exact
-vector scan."""
+vector scan.  Then 5-6: the stored calibration on every search, and a small table's size check before its exact
+scan; now 4 (the calibration at most once a second, the size check inside the scan's statement)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,11 @@ def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
             assert sent.matching("set_config") == 0 and sent.matching("BEGIN") == 0, (mode, sent.statements)
             # the calibration adaptive fusion weighs the legs with: read by the warm-up, not by every search
             assert sent.matching("info WHERE key") == 0, (mode, sent.statements)
+            # a small table's size check and exact scan are one statement (they were two round trips)
+            standalone = [q for q in sent.statements if q.startswith("SELECT count(*) FROM (SELECT 1 FROM")]
+            assert not standalone, (mode, sent.statements)
+            per_search = {"hybrid": 4, "keyword": 3}[mode]  # the seq, the leg(s), the hits' rows
+            assert sum(sent.statements.values()) <= per_search * searches, (mode, sent.statements)
         # a write moves the seq: the next search asks the corpus size again, once
         fl.add_texts(["ledger refund invoice"])
         sent.statements.clear()

@@ -31,8 +31,11 @@ candidates and the filter is applied to those only):
 * *exact* (ordered outside an ``OFFSET 0`` subquery, which no HNSW scan can serve: a sequential scan, or a GIN
   bitmap scan for a selective filter; one statement, one round trip) when the
   table holds at most :data:`EXACT_THRESHOLD` rows, when ``k`` exceeds :data:`MAX_EF_SEARCH`, or when there
-  is no HNSW index.  At that size an exact scan costs a few milliseconds (measured: 1.0 ms for 1,000 rows,
-  3.5 ms for 5,000, 6.5 ms for 10,000, 12.7 ms for 20,000; an HNSW query ~2 ms);
+  is no HNSW index.  Until the table is known to be large, the bounded count and the exact scan are one
+  statement: the scan is gated on the count (a one-time filter: the server skips it on a large table), so a
+  small table's search waits for one answer, not two.  At that size an exact scan costs a few milliseconds
+  (measured: 1.0 ms for 1,000 rows, 3.5 ms for 5,000, 6.5 ms for 10,000, 12.7 ms for 20,000; an HNSW query
+  ~2 ms);
 * otherwise *HNSW* (``enable_seqscan`` off) with ``SET LOCAL hnsw.ef_search`` = ``clamp(2k, 200, 1000)``, or
   ``clamp(10k, 200, 1000)`` with a filter (it discards candidates).  If fewer than ``k`` rows pass, the same
   query runs *exact*: the filter restricts the scan, through the GIN index when it is selective.
@@ -353,22 +356,13 @@ class PgVectorStore(VectorStore):
             row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._t)).fetchone()
         return int(row[0]) if row else 0
 
-    def _is_large(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether the table holds more than :data:`EXACT_THRESHOLD` rows and has its HNSW index (a bounded
-        count; a "yes" is kept :data:`_SIZE_CACHE_SECONDS`, so a large table is not counted on every search)."""
-        from psycopg import sql
-
-        now = time.monotonic()
-        if now < self._large_until:
-            return True
-        row = conn.execute(
-            sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) s").format(self._t),
-            (EXACT_THRESHOLD + 1,),
-        ).fetchone()
-        large = bool(row and int(row[0]) > EXACT_THRESHOLD) and has_index(conn, self.schema, self.table)
+    def _indexed_large(self, conn: psycopg.Connection[Any], started: float) -> bool:
+        """A table counted above :data:`EXACT_THRESHOLD` rows: whether its HNSW index exists (a "yes" is kept
+        :data:`_SIZE_CACHE_SECONDS` from ``started``, so a large table is not counted on every search)."""
+        large = has_index(conn, self.schema, self.table)
         if large:
             with self._size_lock:
-                self._large_until = now + _SIZE_CACHE_SECONDS
+                self._large_until = started + _SIZE_CACHE_SECONDS
         return large
 
     def search(
@@ -385,18 +379,56 @@ class PgVectorStore(VectorStore):
                 f"got shape {query.shape}"
             )
         literal = vector_literal(query)
+        n = k
         with self._conn() as conn:
-            if k <= MAX_EF_SEARCH and self._is_large(conn):
-                ef = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, 2 * k) if pred is None else max(200, 10 * k))
-                hits, _ = self._query(conn, literal, k, where, params, pred, ef)
-                if len(hits) >= k:
-                    return hits[:k]
-            n = k
+            if k <= MAX_EF_SEARCH:
+                started = time.monotonic()
+                large = started < self._large_until
+                if not large:  # counted and, when small, searched exactly: one statement
+                    count, hits, exhausted = self._sized_exact(conn, literal, k, where, params, pred)
+                    if count <= EXACT_THRESHOLD:
+                        if len(hits) >= k or exhausted:
+                            return hits[:k]
+                        n = 4 * k  # lossy rows failed the check: widen, below
+                    else:
+                        large = self._indexed_large(conn, started)
+                if large:
+                    ef = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, 2 * k) if pred is None else max(200, 10 * k))
+                    hits, _ = self._query(conn, literal, k, where, params, pred, ef)
+                    if len(hits) >= k:
+                        return hits[:k]
             while True:  # exact; rows the SQL could not decide (lossy) may fail the check: widen until k pass
                 hits, exhausted = self._query(conn, literal, n, where, params, pred, None)
                 if len(hits) >= k or exhausted:
                     return hits[:k]
                 n *= 4
+
+    def _sized_exact(
+        self,
+        conn: psycopg.Connection[Any],
+        literal: str,
+        n: int,
+        where: str,
+        params: list[Any],
+        pred: Callable[[Mapping[str, Any]], bool] | None,
+    ) -> tuple[int, list[tuple[str, float]], bool]:
+        """The table's row count bounded at :data:`EXACT_THRESHOLD` + 1 and, when it is at most the threshold,
+        the ``n`` nearest rows by exact scan (as :meth:`_query`), in one statement: the count, then the scan
+        gated on it (a one-time filter, so a large table is not scanned); every row carries the count, and a
+        row of NULLs stands for no hit.  A ``LATERAL`` join runs as a nested loop over the one count row, so the
+        rows come in the scan's order, as :meth:`_query`'s do."""
+        from psycopg import sql
+
+        scan = self._scan(where, pred is not None)
+        statement = sql.SQL(
+            "WITH n AS MATERIALIZED (SELECT count(*) AS c FROM (SELECT 1 FROM {} LIMIT %s) x)"
+            " SELECT n.c, s.* FROM n LEFT JOIN LATERAL (SELECT * FROM (" + scan + " OFFSET 0) s0"
+            " WHERE n.c <= %s ORDER BY d LIMIT %s) s ON true"
+        ).format(self._t, self._t)
+        rows = conn.execute(statement, (EXACT_THRESHOLD + 1, literal, *params, EXACT_THRESHOLD, n)).fetchall()
+        count = int(rows[0][0]) if rows else 0
+        found = [row[1:] for row in rows if row[1] is not None]
+        return count, self._checked(found, pred), len(found) < n
 
     def _statement(self, where: str, with_metadata: bool, exact: bool) -> Any:
         """The search query: parameters are the query vector, the filter's, and the limit.  ``exact``: the
@@ -404,15 +436,21 @@ class PgVectorStore(VectorStore):
         serve the order (one statement, no transaction to switch index scans off)."""
         from psycopg import sql
 
-        cols = ", metadata, exact_metadata" if with_metadata else ""
-        lossy = " OR exact_metadata IS NOT NULL" if where != "TRUE" else ""
-        scan = (
-            "SELECT id, embedding <=> %s::vector AS d" + cols + " FROM {} WHERE embedding IS NOT NULL"
-            " AND (" + where + lossy + ")"
-        )
+        scan = self._scan(where, with_metadata)
         if exact:
             return sql.SQL("SELECT * FROM (" + scan + " OFFSET 0) s ORDER BY d LIMIT %s").format(self._t)
         return sql.SQL(scan + " ORDER BY d LIMIT %s").format(self._t)
+
+    @staticmethod
+    def _scan(where: str, with_metadata: bool) -> str:
+        """The rows a search orders: id, cosine distance ``d`` (and the metadata to check), filtered by ``where``
+        (the table a ``{}`` placeholder; parameters: the query vector, then the filter's)."""
+        cols = ", metadata, exact_metadata" if with_metadata else ""
+        lossy = " OR exact_metadata IS NOT NULL" if where != "TRUE" else ""
+        return (
+            "SELECT id, embedding <=> %s::vector AS d" + cols + " FROM {} WHERE embedding IS NOT NULL"
+            " AND (" + where + lossy + ")"
+        )
 
     def _query(
         self,
@@ -437,6 +475,14 @@ class PgVectorStore(VectorStore):
                 )
                 cursor = conn.execute(statement, (literal, *params, n))
             rows = cursor.fetchall()
+        return self._checked(rows, pred), len(rows) < n
+
+    @staticmethod
+    def _checked(
+        rows: Sequence[Sequence[Any]], pred: Callable[[Mapping[str, Any]], bool] | None
+    ) -> list[tuple[str, float]]:
+        """``(id, cosine)`` of the scanned rows whose exact metadata passes ``pred`` (rows: id, distance, and
+        with a filter the metadata ``jsonb`` and its exact JSON)."""
         hits: list[tuple[str, float]] = []
         for row in rows:
             if pred is not None:
@@ -445,7 +491,7 @@ class PgVectorStore(VectorStore):
                     continue
             distance = float(row[1])
             hits.append((row[0], 0.0 if math.isnan(distance) else 1.0 - distance))  # NaN: a zero vector
-        return hits, len(rows) < n
+        return hits
 
     def close(self) -> None:
         if self._closed:
