@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 
 import finderledge.ingest.write as ingest_module
-from finderledge import FinderLedge
+from finderledge import ConfigurationError, FinderLedge
 from finderledge.document_loader import sniff
 from finderledge.ingest import batches as write_batches
 from finderledge.ingest.splitter import DocumentSplitter, child_id, weighted_length
@@ -154,3 +154,33 @@ def test_a_write_hashes_each_documents_version_once(tmp_path, monkeypatch, fake_
         fl.add_texts(texts)  # unchanged: compared, nothing recorded
         assert sorted(calls) == sorted(texts)
         assert fl.get_document(fl.add_texts(texts[:1])[0]) is not None  # and stored under that version
+
+
+def test_caller_ids_are_hashed_once_and_a_repeated_id_is_checked_by_content(
+    tmp_path, monkeypatch, fake_embeddings
+) -> None:
+    """Ids the caller gives: each document's version hashed once in a write (the check that one id names one
+    content hashes only a repeated id's documents), an id given twice with different content refused before
+    anything is written, twice with the same content stored once."""
+    calls: list[str] = []
+    real = write_batches.version_hash
+
+    def counted(doc: Document) -> str:
+        calls.append(doc.page_content)
+        return real(doc)
+
+    monkeypatch.setattr(write_batches, "version_hash", counted)
+    monkeypatch.setattr(ingest_module, "version_hash", counted)
+    texts = [f"document number {i} about ids" for i in range(50)]
+    ids = [f"doc-{i}" for i in range(50)]
+    with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
+        assert fl.add_texts(texts, ids=ids) == ids
+        assert sorted(calls) == sorted(texts)  # once each: to compare with the stored version and record it
+        calls.clear()
+        with pytest.raises(ConfigurationError, match="'doc-x' given twice with different content"):
+            fl.add_texts(["one text", "another text"], ids=["doc-x", "doc-x"])
+        assert calls == ["one text", "another text"]  # only the repeated id's two documents
+        assert fl.get_document("doc-x") is None  # refused before anything was written
+        assert fl.add_texts(["same text", "same text"], ids=["doc-y", "doc-y"]) == ["doc-y", "doc-y"]
+        assert fl.get_document("doc-y") is not None
+        assert fl.count()["documents"] == 51

@@ -521,13 +521,14 @@ def check_document_id(value: Any, what: str = "document id") -> str:
 
 
 def check_caller_ids(groups: Sequence[Group]) -> None:
-    """Refuse one caller id given to two different documents in one call."""
-    seen: dict[str, str] = {}
+    """Refuse one caller id given to two different documents in one call (documents hashed only when an id
+    repeats: a large call of distinct ids hashes nothing here)."""
+    seen: dict[str, Document] = {}
     for group in groups:
         if group.caller_ids:
             for pid, doc in group.parents:
-                version = version_hash(doc)
-                if seen.setdefault(pid, version) != version:
+                first = seen.setdefault(pid, doc)
+                if first is not doc and version_hash(first) != version_hash(doc):
                     raise ConfigurationError(
                         f"add_document: document id {pid!r} given twice with different content"
                     )

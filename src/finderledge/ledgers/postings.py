@@ -444,8 +444,14 @@ def _tokenized(
         lengths = [sum(tf.values()) for tf in counts]
         keys = list(drawn[at : at + len(batch)])
         done.doc_rows.extend((d, c.id, c.parent_id, p, n) for d, c, p, n in zip(keys, batch, parts, lengths))
+        by_part: dict[str, Counter[str]] = {}  # terms counted per partition, paired with it once per term
         for tf, part in zip(counts, parts):
-            dfs.update(zip(tf, repeat(part)))
+            seen = by_part.get(part)
+            if seen is None:
+                seen = by_part[part] = Counter()
+            seen.update(tf.keys())
+        for part, seen in by_part.items():
+            dfs.update(dict(zip(zip(seen, repeat(part)), seen.values())))
         for part, dl in zip(parts, lengths):
             entry = totals.setdefault(part, [0, 0])
             entry[0] += 1
