@@ -20,6 +20,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,11 +37,12 @@ SCHEMA = "round_trips"
 WARM = 20
 
 
-def _open(url: str, schema: str, corpus: TopicCorpus) -> Any:
+def _open(url: str, schema: str, corpus: TopicCorpus, folder: str) -> Any:
+    """A FinderLedge over ``schema`` with its local folder at ``folder`` (a temporary one, removed by the caller)."""
     from finderledge import FinderLedge
 
     return FinderLedge(
-        tempfile.mkdtemp(prefix="bench-rt-"),
+        folder,
         database_url=url,
         database_schema=schema,
         embedding=TopicEmbeddings(corpus),
@@ -52,13 +54,16 @@ def _open(url: str, schema: str, corpus: TopicCorpus) -> Any:
 def build(url: str, schema: str, chunks: int) -> None:
     """The writer: ``chunks`` one-chunk documents in calls of 5,000."""
     corpus = TopicCorpus()
-    fl = _open(url, schema, corpus)
-    try:
-        for lo in range(0, chunks, 5000):
-            hi = min(chunks, lo + 5000)
-            fl.add_texts([corpus.text(i) for i in range(lo, hi)], ids=[f"syn{i:07d}" for i in range(lo, hi)])
-    finally:
-        fl.close()
+    with tempfile.TemporaryDirectory(prefix="bench-rt-") as folder:
+        fl = _open(url, schema, corpus, folder)
+        try:
+            for lo in range(0, chunks, 5000):
+                hi = min(chunks, lo + 5000)
+                fl.add_texts(
+                    [corpus.text(i) for i in range(lo, hi)], ids=[f"syn{i:07d}" for i in range(lo, hi)]
+                )
+        finally:
+            fl.close()
 
 
 def measure(url: str, schema: str, queries: int) -> dict[str, Any]:
@@ -82,7 +87,8 @@ def measure(url: str, schema: str, queries: int) -> dict[str, Any]:
     psycopg.Connection.transaction = opened  # type: ignore[method-assign]
     corpus = TopicCorpus()
     asked = [corpus.query(n) for n in range(WARM + queries)]
-    fl = _open(url, schema, corpus)
+    folder = tempfile.TemporaryDirectory(prefix="bench-rt-")
+    fl = _open(url, schema, corpus, folder.name)
     out: dict[str, Any] = {"library_src": str(Path(finderledge.__file__).resolve().parents[1])}
     try:
         for query in asked[:WARM]:
@@ -103,6 +109,7 @@ def measure(url: str, schema: str, queries: int) -> dict[str, Any]:
             }
     finally:
         fl.close()
+        folder.cleanup()
     out["load"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
@@ -154,6 +161,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.chunks, args.queries, args.rounds = 600, 20, 1
     srcs: list[str | None] = list(args.src) if args.src else [None]
+    own = args.workdir is None  # a temp folder of ours: removed when the run ends
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-rt-"))
     url, server = start_postgres(workdir / "pg" / "pgdata")
     try:
@@ -164,6 +172,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 runs.append(_child(src, "measure", url, SCHEMA, str(args.queries)))
     finally:
         server.cleanup()
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
     result = {
         "command": "python benchmarks/bench_pg_round_trips.py "
         + " ".join(sys.argv[1:] if argv is None else argv),

@@ -7,6 +7,7 @@ layers (servers, fake LLM, file builders, paths) live in ``tests/helpers/``, imp
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -26,7 +27,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # the seal key (storage/seals.py) is a per-user file: the suite and every process it starts keep their own,
 # never the real ~/.config's
-os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="finderledge-test-config-")
+os.environ["XDG_CONFIG_HOME"] = _CONFIG_HOME = tempfile.mkdtemp(prefix="finderledge-test-config-")
+# removed when this process exits (each xdist worker has its own), not left in /tmp after every run
+atexit.register(shutil.rmtree, _CONFIG_HOME, True)
 
 from paths import DATASETS, EXAMPLES, REQUIRE, ROOT, dataset  # noqa: F401 - re-exported for tests that import conftest
 from pg_server import pg_url  # noqa: F401 - PostgreSQL + pgvector for the session, on first use
