@@ -72,6 +72,7 @@ def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
     tmp_path: Path, pg_url: str, fake_embeddings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(calibration, "RECHECK_S", 600.0)  # the stored calibration is read once, below
+    monkeypatch.setattr(pgvector, "SMALL_CACHE_SECONDS", 600.0)  # and the table's size, by the warm-up
     fl = _engine_mode(tmp_path, pg_url, fake_embeddings)
     try:
         texts = [" ".join(WORDS[(i * p) % len(WORDS)] for p in (1, 3, 5)) + f" n{i}" for i in range(300)]
@@ -92,9 +93,14 @@ def test_a_steady_search_asks_the_seq_once_and_the_corpus_size_once_per_change(
             assert sent.matching("set_config") == 0 and sent.matching("BEGIN") == 0, (mode, sent.statements)
             # the calibration adaptive fusion weighs the legs with: read by the warm-up, not by every search
             assert sent.matching("info WHERE key") == 0, (mode, sent.statements)
-            # a small table's size check and exact scan are one statement (they were two round trips)
+            # a small table's size check and exact scan are one statement (they were two round trips), and
+            # the size is not asked again while the "small" answer is kept (it cost the server a third of a
+            # 10,000-row search): the exact scan alone
             standalone = [q for q in sent.statements if q.startswith("SELECT count(*) FROM (SELECT 1 FROM")]
             assert not standalone, (mode, sent.statements)
+            assert sent.matching("SELECT count(*) AS c FROM (SELECT 1 FROM") == 0, (mode, sent.statements)
+            scans = sent.matching("ORDER BY d LIMIT")
+            assert scans == (searches if mode == "hybrid" else 0), (mode, sent.statements)
             per_search = {"hybrid": 4, "keyword": 3}[mode]  # the seq, the leg(s), the hits' rows
             assert sum(sent.statements.values()) <= per_search * searches, (mode, sent.statements)
         # a write moves the seq: the next search asks the corpus size again, once

@@ -753,6 +753,52 @@ class TestPgVectorThroughHnsw(TestPgVector):
         assert [i for i, _ in hits] == exact
 
 
+def test_a_kept_small_answer_scans_exactly_until_it_expires_then_counts_again(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search that found the table small scans exactly, without counting, for ``SMALL_CACHE_SECONDS``: a
+    table another writer grew past the threshold meanwhile is still searched right (exactly, the true nearest
+    rows), and once the answer expires the table is counted again and the HNSW index answers."""
+    monkeypatch.setattr(pgv, "EXACT_THRESHOLD", 10)
+    monkeypatch.setattr(pgv, "SMALL_CACHE_SECONDS", 600.0)
+    schema, table = "contract", f"v{uuid.uuid4().hex[:12]}"
+    reader = create_vector_store("pgvector", None, DIM, url=pg_url, schema=schema, table=table)
+    writer = create_vector_store("pgvector", None, DIM, url=pg_url, schema=schema, table=table)
+    efs: list[int | None] = []
+    sized: list[int] = []
+    query, sized_exact = pgv.PgVectorStore._query, pgv.PgVectorStore._sized_exact
+
+    def spy_query(self: Any, conn: Any, literal: str, n: int, *rest: Any) -> Any:
+        efs.append(rest[-1])
+        return query(self, conn, literal, n, *rest)
+
+    def spy_sized(self: Any, *args: Any) -> Any:
+        sized.append(1)
+        return sized_exact(self, *args)
+
+    monkeypatch.setattr(pgv.PgVectorStore, "_query", spy_query)
+    monkeypatch.setattr(pgv.PgVectorStore, "_sized_exact", spy_sized)
+    try:
+        vectors = _vectors(40, seed=5)
+        ids = [f"r{i}" for i in range(40)]
+        writer.add(ids[:5], vectors[:5], [{} for _ in range(5)])
+        assert reader.search(vectors[2], 3)[0][0] == ids[2]
+        assert sized == [1] and efs == []  # counted (5 rows): small, scanned in the same statement
+        writer.add(ids[5:], vectors[5:], [{} for _ in range(35)])  # another writer: now large, indexed
+        hits = reader.search(vectors[30], 5)
+        assert sized == [1] and efs == [None]  # the kept answer: an exact scan alone, not counted
+        truth = sorted(range(40), key=lambda i: -float(vectors[i] @ vectors[30]) / np.linalg.norm(vectors[i]))
+        assert [h for h, _ in hits] == [ids[i] for i in truth[:5]]  # still the true nearest rows
+        monkeypatch.setattr(pgv, "SMALL_CACHE_SECONDS", 0.0)
+        reader._small_until = 0.0  # the answer expired
+        efs.clear()
+        assert reader.search(vectors[30], 5)[0][0] == ids[30]
+        assert sized == [1, 1] and efs == [pgv.MIN_EF_SEARCH]  # counted again: large, the HNSW index answers
+    finally:
+        reader.close()
+        writer.close()
+
+
 def sql_explain(statement: Any) -> Any:
     from psycopg import sql
 
