@@ -136,7 +136,9 @@ def test_split_parts_are_split_document_as_plain_values(text: str, doc_type: str
     assert len(parts) > 1 or len(text) < 300
 
 
-def test_a_write_hashes_each_documents_version_once(tmp_path, monkeypatch, fake_embeddings) -> None:
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts of the documents whose version a write hashes, one entry per hash."""
     calls: list[str] = []
     real = write_batches.version_hash
 
@@ -146,6 +148,11 @@ def test_a_write_hashes_each_documents_version_once(tmp_path, monkeypatch, fake_
 
     monkeypatch.setattr(write_batches, "version_hash", counted)
     monkeypatch.setattr(ingest_module, "version_hash", counted)
+    return calls
+
+
+def test_a_write_hashes_each_documents_version_once(tmp_path, hashed, fake_embeddings) -> None:
+    calls = hashed
     texts = [f"document number {i} about hashing" for i in range(50)]
     with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
         fl.add_texts(texts)
@@ -157,20 +164,12 @@ def test_a_write_hashes_each_documents_version_once(tmp_path, monkeypatch, fake_
 
 
 def test_caller_ids_are_hashed_once_and_a_repeated_id_is_checked_by_content(
-    tmp_path, monkeypatch, fake_embeddings
+    tmp_path, hashed, fake_embeddings
 ) -> None:
     """Ids the caller gives: each document's version hashed once in a write (the check that one id names one
     content hashes only a repeated id's documents), an id given twice with different content refused before
     anything is written, twice with the same content stored once."""
-    calls: list[str] = []
-    real = write_batches.version_hash
-
-    def counted(doc: Document) -> str:
-        calls.append(doc.page_content)
-        return real(doc)
-
-    monkeypatch.setattr(write_batches, "version_hash", counted)
-    monkeypatch.setattr(ingest_module, "version_hash", counted)
+    calls = hashed
     texts = [f"document number {i} about ids" for i in range(50)]
     ids = [f"doc-{i}" for i in range(50)]
     with FinderLedge(tmp_path / "idx", embedding=fake_embeddings, show_progress=False, env_file=None) as fl:
