@@ -265,7 +265,8 @@ def score_hits(
     counted = {leg: w for leg, w in weights.items() if w > 0}
     total = sum(counted.values())
     top = hits[0].score if hits else 0.0
-    # vector_evidence and keyword_evidence inlined (the same float operations; a search scores k hits)
+    # vector_evidence and keyword_evidence inlined (the same float operations; a search scores k hits), each
+    # min(max(x, 0.0), 1.0) written as comparisons: the same value (NaN and -0.0 included), without two calls
     legs = [(leg, w, leg == "vector") for leg, w in counted.items() if leg in ("vector", "keyword")]
     span = 1.0 - vector_baseline
     no_vector, no_keyword = vector_baseline >= 1.0, keyword_ceiling <= 0.0
@@ -278,12 +279,18 @@ def score_hits(
             if raw is None:
                 continue
             if is_vector:
-                evidence += w * (0.0 if no_vector else min(max((raw - vector_baseline) / span, 0.0), 1.0))
+                e = 0.0 if no_vector else (raw - vector_baseline) / span
             else:
-                evidence += w * (0.0 if no_keyword else min(max(raw / keyword_ceiling, 0.0), 1.0))
-        cap = min(cap, evidence / total if total > 0 else 0.0)
-        share = min(max(hit.score / top, 0.0), 1.0) if top > 0 else 0.0
-        hit.relevance = cap * share
+                e = 0.0 if no_keyword else raw / keyword_ceiling
+            evidence += w * (0.0 if e < 0.0 else 1.0 if e > 1.0 else e)  # noqa: FURB136 - no call
+        mean = evidence / total if total > 0 else 0.0
+        if mean < cap:  # noqa: PLR1730 - min(cap, mean) without a call
+            cap = mean
+        if top > 0:
+            share = hit.score / top
+            hit.relevance = cap * (0.0 if share < 0.0 else 1.0 if share > 1.0 else share)  # noqa: FURB136
+        else:
+            hit.relevance = cap * 0.0
 
 
 def check_score_threshold(value: Any) -> float | None:
