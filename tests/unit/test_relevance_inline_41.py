@@ -47,3 +47,23 @@ def test_relevance_is_the_formula_float_for_float(seed: int) -> None:
     want = _reference(hits, weights, baseline, ceiling)
     score_hits(hits, weights, vector_baseline=baseline, keyword_ceiling=ceiling)
     assert [h.relevance for h in hits] == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_relevance_keeps_the_formulas_nan_and_signed_zero(seed: int) -> None:
+    """The clamps are written as comparisons: a NaN or -0.0 score or raw gives what min/max gave (compared by
+    repr, where NaN equals NaN and -0.0 differs from 0.0)."""
+    rng = random.Random(1000 + seed)
+    odd = [float("nan"), -0.0, 0.0, float("inf"), -float("inf")]
+    legs = ["vector", "keyword"]
+    weights = {leg: rng.choice([0.3, 1.0]) for leg in legs}
+    baseline, ceiling = rng.choice([0.0, 0.2, -0.0]), rng.choice([5.0, float("nan"), 0.5])
+    hits = []
+    for i in range(rng.randint(1, 12)):
+        raws = {leg: rng.choice([*odd, rng.uniform(-0.5, 9.0)]) for leg in legs}
+        hits.append(
+            FusedHit(f"c{i}", rng.choice([*odd, rng.uniform(-0.1, 2.0)]), {leg: 1 for leg in raws}, raws)
+        )
+    want = _reference(hits, weights, baseline, ceiling)
+    score_hits(hits, weights, vector_baseline=baseline, keyword_ceiling=ceiling)
+    assert [repr(h.relevance) for h in hits] == [repr(x) for x in want]
