@@ -234,3 +234,53 @@ def test_the_index_build_raises_maintenance_work_mem_and_never_lowers_it(
             pgv.build_index_when_large(conn, schema, "vectors", 4, "test")
             assert conn.execute("SHOW maintenance_work_mem").fetchone()[0] == build  # type: ignore[index]
         assert pgv.has_index(conn, schema, "vectors")
+
+
+def _reltuples(url: str, schema: str) -> dict[str, float]:
+    """The planner's row count of each table of ``schema`` (-1: never analysed or vacuumed)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchall()
+    return {str(r[0]): float(r[1]) for r in rows}
+
+
+def test_a_large_write_leaves_the_planner_statistics_of_the_tables_it_grew(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write call of at least ANALYZE_MIN_CHUNKS chunks, and at least ANALYZE_SHARE of those the last statistics
+    counted, ends with an ANALYZE of the tables it grew: the next searches are planned on real counts, not on
+    guesses until autovacuum's next round (a keyword search after a 10k load: 55-82 ms for ~45 s, then 4-8 ms).
+    A small write later leaves them to autovacuum.  Autovacuum is off for these tables, so only the write can
+    have counted them."""
+    monkeypatch.setattr(bulk, "ANALYZE_MIN_CHUNKS", 50)
+    schema = fresh_schema()
+    fl = FinderLedge(
+        tmp_path / "app",
+        database_url=pg_url,
+        database_schema=schema,
+        embedding=DeterministicFakeEmbedding(size=8),
+        keyword_index="engine",
+        show_progress=False,
+    )
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for table in _reltuples(pg_url, schema):
+                conn.execute(f'ALTER TABLE "{schema}"."{table}" SET (autovacuum_enabled = false)')
+        fl.add_texts([f"note {i} about refunds and invoices" for i in range(20)])  # below the minimum
+        before = _reltuples(pg_url, schema)
+        assert before["kw_postings"] < 0 and before["chunks"] < 0, before  # never counted
+        fl.add_texts([f"chapter {i} on shipping, returns and store credit" for i in range(120)])
+        after = _reltuples(pg_url, schema)
+        for table in ("documents", "chunks", "changes", "vectors", "kw_docs", "kw_postings", "kw_terms"):
+            assert after[table] > 0, (table, after)
+        assert after["chunks"] == 140 and after["kw_postings"] > 140 * 4, after
+        fl.add_texts([f"appendix {i}" for i in range(40)])  # 40 of 140: a share, but below the minimum
+        assert _reltuples(pg_url, schema)["chunks"] == 140
+        monkeypatch.setattr(bulk, "ANALYZE_SHARE", 1.0)
+        fl.add_texts([f"part {i} of the handbook" for i in range(100)])  # 100: not 1.0 x the 140 counted
+        assert _reltuples(pg_url, schema)["chunks"] == 140
+    finally:
+        fl.close()

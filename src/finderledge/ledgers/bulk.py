@@ -32,6 +32,13 @@ same record the call holds back its ``kw_terms`` additions (each term's document
 and adds them in one upsert after its last commit (one per commit before: ~20k terms each); searches that
 read ``kw_terms`` count from the postings while the record is there, and a dead loader's ``kw_terms`` is
 counted again from the postings with the B-tree's build.
+
+**The planner's statistics.**  A call that wrote at least :data:`ANALYZE_MIN_CHUNKS` chunks, and at least
+:data:`ANALYZE_SHARE` of the chunk rows the table held at its last statistics (or it had none), ends with an
+``ANALYZE`` of the tables it grew (:func:`refresh_statistics`): autovacuum would do it, up to a minute later,
+and until then the planner guesses.  Measured (10,000 chunks written in two calls, keyword index in the engine):
+keyword searches ran 55-82 ms (p50, 5 s windows) for the ~45 s before autovacuum's ``ANALYZE``, 3.5-8 ms
+after it; with the ``ANALYZE`` at the end of the write (0.25 s) 4.5-7 ms from the first search.
 """
 
 from __future__ import annotations
@@ -63,6 +70,8 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
+    "ANALYZE_MIN_CHUNKS",
+    "ANALYZE_SHARE",
     "BULK_INDEX_MIN_CHUNKS",
     "BULK_INDEX_SHARE",
     "COPY_MIN_ROWS",
@@ -78,6 +87,7 @@ __all__ = [
     "copy_rows",
     "copy_vectors",
     "recorded",
+    "refresh_statistics",
     "text_any",
 ]
 
@@ -132,6 +142,11 @@ DEFERRED_POSTINGS_INDEXES = ("kw_postings_term",)
 #: and the deletes that use it (documents replaced) can only find the few held rows or the call's own (without
 #: it such a delete scans the postings once: correct, slower)
 FIRST_LOAD_RATIO = 8
+ANALYZE_MIN_CHUNKS = 1_000  # chunks a write call wrote from which it may refresh the planner's statistics
+ANALYZE_SHARE = 0.1  # ...when they are this share of the chunk rows last counted (autovacuum's rule, at once)
+#: the ledger's tables a write grows: analysed after a large one (those that exist; the keyword ones in the
+#: engine's mode only)
+GROWN_TABLES = ("documents", "chunks", "changes", "kw_docs", "kw_postings", "kw_terms")
 
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _TRAILER = struct.pack(">h", -1)
@@ -601,6 +616,18 @@ class BulkLoad:
                 total.update(held)
         d.postings.add_held(tx, total)
 
+    def _analyze(self) -> None:
+        """The planner's statistics after a large call (:func:`refresh_statistics`); a failure is logged, not
+        raised: the call's rows are committed, and autovacuum refreshes them later."""
+        if self.written < ANALYZE_MIN_CHUNKS:
+            return
+        d = self.dialect
+        try:
+            with d.writing() as tx:
+                refresh_statistics(d, tx.connection, self.written)
+        except Exception:
+            logger.warning("ledger %s: refreshing the planner's statistics failed", d.name, exc_info=True)
+
     def finish(self) -> None:
         """After the call: build the deferred indexes once (the keyword B-trees first: a search without them
         scans every posting), add the held-back ``kw_terms`` additions in one upsert, and clear their records (a
@@ -616,6 +643,7 @@ class BulkLoad:
                 with d.writing() as tx:
                     build_index(d, tx.connection, self.table)
                     tx.execute(d.sql("DELETE FROM {s}info WHERE key = ?"), (INDEX_STATE_KEY,))
+            self._analyze()
         finally:
             conn = self._lock_conn
             if conn is not None and not conn.closed and not conn.broken:
@@ -623,6 +651,44 @@ class BulkLoad:
                     conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
                 except Exception:  # the lock goes with the connection
                     logger.warning("ledger %s: releasing the bulk key failed", d.name, exc_info=True)
+
+
+def refresh_statistics(dialect: BulkDialect, conn: psycopg.Connection[Any], written: int) -> bool:
+    """After a write call of ``written`` chunks: ``ANALYZE`` the tables it grew when it wrote at least
+    :data:`ANALYZE_MIN_CHUNKS` and :data:`ANALYZE_SHARE` of the chunk rows the last statistics (or an index
+    build) counted, or there were none; whether it did."""
+    if written < ANALYZE_MIN_CHUNKS:
+        return False
+    schema = dialect.schema
+    row = conn.execute(
+        "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = 'chunks'",
+        (schema,),
+    ).fetchone()
+    counted = float(row[0]) if row is not None and row[0] is not None else -1.0  # -1: never counted
+    if counted >= 0 and written < ANALYZE_SHARE * counted:
+        return False
+    tables = [dialect.vectors_table, *GROWN_TABLES]
+    present = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind = 'r'",
+        (schema, tables),
+    ).fetchall()
+    names = sorted({str(r[0]) for r in present})
+    if not names:
+        return False
+    from psycopg import sql
+
+    started = time.perf_counter()
+    conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(", ").join(sql.Identifier(schema, n) for n in names)))
+    logger.info(
+        "ledger %s: the planner's statistics of %d tables refreshed after %d chunks in %.2f s",
+        dialect.name,
+        len(names),
+        written,
+        time.perf_counter() - started,
+    )
+    return True
 
 
 def recorded(dialect: BulkDialect, conn: Any, key: str) -> bool:
