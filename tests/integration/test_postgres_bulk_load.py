@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -247,14 +248,12 @@ def _reltuples(url: str, schema: str) -> dict[str, float]:
     return {str(r[0]): float(r[1]) for r in rows}
 
 
-def test_a_large_write_leaves_the_planner_statistics_of_the_tables_it_grew(
+@pytest.fixture
+def counted_by_writes(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A write call of at least ANALYZE_MIN_CHUNKS chunks, and at least ANALYZE_SHARE of those the last statistics
-    counted, ends with an ANALYZE of the tables it grew: the next searches are planned on real counts, not on
-    guesses until autovacuum's next round (a keyword search after a 10k load: 55-82 ms for ~45 s, then 4-8 ms).
-    A small write later leaves them to autovacuum.  Autovacuum is off for these tables, so only the write can
-    have counted them."""
+) -> Iterator[tuple[Any, str]]:
+    """Postgres mode with the keyword index in the engine, autovacuum off for its tables (only a write's ANALYZE
+    can count them), and 50 chunks a large write: the ledger and its schema."""
     monkeypatch.setattr(bulk, "ANALYZE_MIN_CHUNKS", 50)
     schema = fresh_schema()
     fl = FinderLedge(
@@ -269,18 +268,50 @@ def test_a_large_write_leaves_the_planner_statistics_of_the_tables_it_grew(
         with psycopg.connect(pg_url, autocommit=True) as conn:
             for table in _reltuples(pg_url, schema):
                 conn.execute(f'ALTER TABLE "{schema}"."{table}" SET (autovacuum_enabled = false)')
-        fl.add_texts([f"note {i} about refunds and invoices" for i in range(20)])  # below the minimum
-        before = _reltuples(pg_url, schema)
-        assert before["kw_postings"] < 0 and before["chunks"] < 0, before  # never counted
-        fl.add_texts([f"chapter {i} on shipping, returns and store credit" for i in range(120)])
-        after = _reltuples(pg_url, schema)
-        for table in ("documents", "chunks", "changes", "vectors", "kw_docs", "kw_postings", "kw_terms"):
-            assert after[table] > 0, (table, after)
-        assert after["chunks"] == 140 and after["kw_postings"] > 140 * 4, after
-        fl.add_texts([f"appendix {i}" for i in range(40)])  # 40 of 140: a share, but below the minimum
-        assert _reltuples(pg_url, schema)["chunks"] == 140
-        monkeypatch.setattr(bulk, "ANALYZE_SHARE", 1.0)
-        fl.add_texts([f"part {i} of the handbook" for i in range(100)])  # 100: not 1.0 x the 140 counted
-        assert _reltuples(pg_url, schema)["chunks"] == 140
+        yield fl, schema
     finally:
         fl.close()
+
+
+def test_a_large_write_leaves_the_planner_statistics_of_the_tables_it_grew(
+    pg_url: str, counted_by_writes: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write call of at least ANALYZE_MIN_CHUNKS chunks, and at least ANALYZE_SHARE of those the last statistics
+    counted, ends with an ANALYZE of the tables it grew: the next searches are planned on real counts, not on
+    guesses until autovacuum's next round (a keyword search after a 10k load: 55-82 ms for ~45 s, then 4-8 ms).
+    A small write later leaves them to autovacuum."""
+    fl, schema = counted_by_writes
+    fl.add_texts([f"note {i} about refunds and invoices" for i in range(20)])  # below the minimum
+    before = _reltuples(pg_url, schema)
+    assert before["kw_postings"] < 0 and before["chunks"] < 0, before  # never counted
+    fl.add_texts([f"chapter {i} on shipping, returns and store credit" for i in range(120)])
+    after = _reltuples(pg_url, schema)
+    for table in ("documents", "chunks", "changes", "vectors", "kw_docs", "kw_postings", "kw_terms"):
+        assert after[table] > 0, (table, after)
+    assert after["chunks"] == 140 and after["kw_postings"] > 140 * 4, after
+    fl.add_texts([f"appendix {i}" for i in range(40)])  # 40 of 140: a share, but below the minimum
+    assert _reltuples(pg_url, schema)["chunks"] == 140
+    monkeypatch.setattr(bulk, "ANALYZE_SHARE", 1.0)
+    fl.add_texts([f"part {i} of the handbook" for i in range(100)])  # 100: not 1.0 x the 140 counted
+    assert _reltuples(pg_url, schema)["chunks"] == 140
+
+
+def test_a_busy_table_leaves_the_statistics_to_autovacuum_without_holding_the_write(
+    pg_url: str,
+    counted_by_writes: tuple[Any, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another session holding a lock ANALYZE waits for (as an index build does, for as long as it runs): the
+    write call's ANALYZE gives up after ANALYZE_LOCK_WAIT_S, the call returns with its rows committed."""
+    monkeypatch.setattr(bulk, "ANALYZE_LOCK_WAIT_S", 0.2)
+    fl, schema = counted_by_writes
+    with psycopg.connect(pg_url) as holder:  # a transaction holding the lock ANALYZE needs, not writes'
+        holder.execute(f'LOCK TABLE "{schema}".kw_postings IN SHARE UPDATE EXCLUSIVE MODE')
+        with caplog.at_level(logging.INFO, logger="finderledge.ledgers.bulk"):
+            ids = fl.add_texts([f"chapter {i} on shipping and returns" for i in range(120)])
+        holder.rollback()
+    assert len(ids) == 120 and fl.count()["chunks"] == 120
+    assert any("left to autovacuum" in r.getMessage() for r in caplog.records), caplog.text
+    assert _reltuples(pg_url, schema)["kw_postings"] < 0  # not analysed (the whole ANALYZE rolled back)
+    assert fl.search("shipping returns", k=3, search_mode="keyword")

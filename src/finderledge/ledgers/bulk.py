@@ -144,6 +144,7 @@ DEFERRED_POSTINGS_INDEXES = ("kw_postings_term",)
 FIRST_LOAD_RATIO = 8
 ANALYZE_MIN_CHUNKS = 1_000  # chunks a write call wrote from which it may refresh the planner's statistics
 ANALYZE_SHARE = 0.1  # ...when they are this share of the chunk rows last counted (autovacuum's rule, at once)
+ANALYZE_LOCK_WAIT_S = 2.0  # how long that ANALYZE waits for a table another session holds (an index build)
 #: the ledger's tables a write grows: analysed after a large one (those that exist; the keyword ones in the
 #: engine's mode only)
 GROWN_TABLES = ("documents", "chunks", "changes", "kw_docs", "kw_postings", "kw_terms")
@@ -621,10 +622,14 @@ class BulkLoad:
         raised: the call's rows are committed, and autovacuum refreshes them later."""
         if self.written < ANALYZE_MIN_CHUNKS:
             return
+        from psycopg.errors import LockNotAvailable
+
         d = self.dialect
         try:
             with d.writing() as tx:
                 refresh_statistics(d, tx.connection, self.written)
+        except LockNotAvailable:
+            logger.info("ledger %s: the planner's statistics are left to autovacuum: a table is busy", d.name)
         except Exception:
             logger.warning("ledger %s: refreshing the planner's statistics failed", d.name, exc_info=True)
 
@@ -680,6 +685,9 @@ def refresh_statistics(dialect: BulkDialect, conn: psycopg.Connection[Any], writ
     from psycopg import sql
 
     started = time.perf_counter()
+    # another session building or dropping an index on one of them holds a conflicting lock for as long as that
+    # takes: the statistics are left to autovacuum rather than holding the caller's write call
+    conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(ANALYZE_LOCK_WAIT_S * 1000)}ms",))
     conn.execute(sql.SQL("ANALYZE {}").format(sql.SQL(", ").join(sql.Identifier(schema, n) for n in names)))
     logger.info(
         "ledger %s: the planner's statistics of %d tables refreshed after %d chunks in %.2f s",
