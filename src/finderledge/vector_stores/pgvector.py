@@ -36,9 +36,9 @@ candidates and the filter is applied to those only):
   small table's search waits for one answer, not two.  A "small" answer is kept :data:`SMALL_CACHE_SECONDS`:
   searches within it send the exact scan alone (the bounded count cost the server ~3 ms of a 10 ms search of
   10,000 rows, ~0.9 of 3.5 ms at 2,000); an exact scan is right at any size, so a table grown meanwhile by
-  another process is only searched more slowly until the count is asked again.  At that size an exact scan costs a few milliseconds
-  (measured: 1.0 ms for 1,000 rows, 3.5 ms for 5,000, 6.5 ms for 10,000, 12.7 ms for 20,000; an HNSW query
-  ~2 ms);
+  another process is only searched more slowly until the count is asked again.  At that size an exact scan
+  costs a few milliseconds (measured: 1.0 ms for 1,000 rows, 3.5 ms for 5,000, 6.5 ms for 10,000, 12.7 ms for
+  20,000; an HNSW query ~2 ms);
 * otherwise *HNSW* (``enable_seqscan`` off) with ``SET LOCAL hnsw.ef_search`` = ``clamp(2k, 200, 1000)``, or
   ``clamp(10k, 200, 1000)`` with a filter (it discards candidates).  If fewer than ``k`` rows pass, the same
   query runs *exact*: the filter restricts the scan, through the GIN index when it is selective.
