@@ -666,23 +666,16 @@ def refresh_statistics(dialect: BulkDialect, conn: psycopg.Connection[Any], writ
     if written < ANALYZE_MIN_CHUNKS:
         return False
     schema = dialect.schema
-    row = conn.execute(
-        "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE n.nspname = %s AND c.relname = 'chunks'",
-        (schema,),
-    ).fetchone()
-    counted = float(row[0]) if row is not None and row[0] is not None else -1.0  # -1: never counted
-    if counted >= 0 and written < ANALYZE_SHARE * counted:
-        return False
-    tables = [dialect.vectors_table, *GROWN_TABLES]
-    present = conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+    rows = conn.execute(  # the tables that exist, with the planner's row count (-1: never counted)
+        "SELECT c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relkind = 'r'",
-        (schema, tables),
+        (schema, [dialect.vectors_table, *GROWN_TABLES]),
     ).fetchall()
-    names = sorted({str(r[0]) for r in present})
-    if not names:
+    counts = {str(r[0]): float(r[1]) for r in rows}
+    counted = counts.get("chunks", -1.0)
+    if not counts or (counted >= 0 and written < ANALYZE_SHARE * counted):
         return False
+    names = sorted(counts)
     from psycopg import sql
 
     started = time.perf_counter()
