@@ -156,3 +156,26 @@ def test_searches_beside_a_writer_return_whole_versions(tmp_path: Path, fake_emb
     assert not errors
     assert set(seen) <= {f"version {v} of the zebra note" for v in range(8)}
     fl.close()
+
+
+def test_dropping_the_oldest_costs_the_same_in_a_full_large_cache() -> None:
+    """A full cache drops its oldest record in constant time: 200 reads of 64 new records into a full cache of
+    8,192 cost about what they cost in one of 64 (a plain dict's ``next(iter(d))`` walked the slots of earlier
+    deletions until the next resize: ~6 us a record at 8,192, the reads 5.8-6.8x the small cache's)."""
+    import time
+
+    records = [_record(i) for i in range(40_000)]
+
+    def per_read(size: int) -> float:
+        cache = RecordCache(size=size)
+        cache.read([r.id for r in records[:size]], 1, lambda ids: records[: len(ids)])  # full
+        batches = [records[at : at + 64] for at in range(size, size + 200 * 64, 64)]
+        start = time.perf_counter()  # all of them: the slow reads come between the dict's compactions
+        for batch in batches:
+            cache.read([r.id for r in batch], 1, lambda ids, b=batch: b)
+        spent = time.perf_counter() - start
+        assert len(cache) == size
+        return spent
+
+    small, large = min(per_read(64) for _ in range(3)), min(per_read(8192) for _ in range(3))
+    assert large < 3 * small, (large, small)  # measured 1.1x; a plain dict 5.8-6.8x

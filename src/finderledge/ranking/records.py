@@ -18,6 +18,7 @@ oldest dropped first (like tantivy's doc-store block cache, without its decompre
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,7 +49,9 @@ class RecordCache:
     def __init__(self, size: int = RECORD_CACHE_SIZE) -> None:
         self._size = int(size)
         self._seq = -1
-        self._records: dict[str, ChunkRecord] = {}
+        #: insertion-ordered; ``popitem(last=False)`` drops the oldest in O(1) (``del d[next(iter(d))]`` on a
+        #: plain dict walks the slots its earlier deletions left: ~6 us an eviction when full at 8,192)
+        self._records: OrderedDict[str, ChunkRecord] = OrderedDict()
         self._lock = threading.Lock()
 
     def read(
@@ -72,7 +75,7 @@ class RecordCache:
                     if record.id in records or not _flat(record):
                         continue
                     if len(records) >= self._size:
-                        del records[next(iter(records))]  # the oldest kept
+                        records.popitem(last=False)  # the oldest kept
                     records[record.id] = record
         for record in loaded:
             found[record.id] = record
