@@ -83,6 +83,61 @@ def test_another_instances_write_is_read(tmp_path: Path, fake_embeddings: Any) -
     reader.close()
 
 
+def test_a_write_rereads_only_the_documents_it_changed(
+    tmp_path: Path, fake_embeddings: Any, monkeypatch: Any
+) -> None:
+    """Another instance's commit moves the reader to a later ``seq``: the hits of documents the change log
+    lists in between are read again (new text, new document), the others are served as kept."""
+    reader = _open(tmp_path / "i", fake_embeddings)
+    reader.add_texts(TEXTS, ids=[f"d{i}" for i in range(4)])
+    reads = _ledger_reads(reader, monkeypatch)
+    assert len(_texts(reader, "trees fruits weather red palm", search_mode="keyword")) == 4
+    writer = _open(tmp_path / "i", fake_embeddings)
+    writer.add_texts(["red trees in the palm house"], ids=["d9"])
+    writer.add_texts(["cherries are small dark fruits"], ids=["d2"])  # replaced: same chunk id, new text
+    writer.remove_document("d3")
+    writer.close()
+    reads.clear()
+    texts = _texts(reader, "trees fruits weather red palm", search_mode="keyword")
+    assert "cherries are small dark fruits" in texts and "red trees in the palm house" in texts
+    assert not {"cherries are small red fruits", "dates come from palm trees"} & set(texts)
+    assert sorted(i for ids in reads for i in ids) == ["d2-0000", "d9-0000"], reads  # d0, d1 kept
+    reader.close()
+
+
+def test_moving_on_drops_the_changed_documents_or_everything() -> None:
+    cache = RecordCache(size=8)
+    asked: list[tuple[int, int]] = []
+
+    def changed(a: int, b: int) -> set[str]:
+        asked.append((a, b))
+        return {"p"}  # every _record's document: p-0001, p-0002 go together
+
+    def other(i: int) -> ChunkRecord:
+        return ChunkRecord(f"q{i}-0000", f"q{i}", 0, f"other {i}", {})
+
+    def load(ids: list[str]) -> list[ChunkRecord]:
+        return [other(int(i[1:-5])) if i.startswith("q") else _record(int(i[2:])) for i in ids]
+
+    loads: list[list[str]] = []
+
+    def recorded(got: list[str]) -> list[ChunkRecord]:
+        loads.append(sorted(got))
+        return load(got)
+
+    ids = ["p-0001", "p-0002", "q1-0000", "q2-0000"]
+    cache.read(ids, 10, recorded, changed)
+    assert loads == [ids] and asked == []
+    assert len(cache.read(ids, 12, recorded, changed)) == 4
+    assert asked == [(10, 12)] and loads[-1] == ["p-0001", "p-0002"]  # p's chunks read again, q's kept
+    cache.read(ids, 12 + 2000, recorded, changed)  # more changes in between than are worth reading
+    assert asked == [(10, 12)] and loads[-1] == ids  # emptied, the log not read
+    assert cache.read(["q1-0000"], 12, lambda got: [], changed) == {}  # back to an older seq: emptied
+    cache.read(ids, 13, recorded, changed)
+    cache.read(ids, 14, recorded)  # no change reader: emptied
+    assert asked == [(10, 12)] and loads[-1] == ids and cache.stats()["seq"] == 14
+
+
 def test_a_callers_changes_to_a_result_stay_its_own(tmp_path: Path, fake_embeddings: Any) -> None:
     fl = _open(tmp_path / "i", fake_embeddings)
     fl.add_texts(TEXTS[:2], metadatas=[{"tag": "a", "tags": ["x"]}, {"tag": "b"}], ids=["d0", "d1"])

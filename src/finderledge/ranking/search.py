@@ -39,7 +39,7 @@ class Searcher:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._records = RecordCache()  # hits' chunk records, kept for the next searches at the same seq
+        self._records = RecordCache()  # hits' chunk records, kept while their documents do not change
 
     def search(
         self,
@@ -158,7 +158,10 @@ class Searcher:
         since is still returned by this search (it was current when the search ran), never a half-state."""
         ledger = self._engine.ledger
         chunks = self._records.read(
-            [h.id for h in hits], seq, lambda ids: ledger.get_chunks(ids, visible_at=seq)
+            [h.id for h in hits],
+            seq,
+            lambda ids: ledger.get_chunks(ids, visible_at=seq),
+            lambda old, new: {c.doc_id for c in ledger.changes_since(old, upto=new)},
         )
         left_out = ledger.quarantined()  # documents found damaged, perhaps after the cache kept their chunks
         if left_out:
