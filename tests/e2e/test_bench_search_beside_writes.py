@@ -38,3 +38,18 @@ def test_tiny_run_records_each_tree_and_k(tmp_path: Path) -> None:
     for run in runs:
         assert 0 < run["p50_ms"] and 0 < run["mean_ms"] and len(run["load"]) == 3
         assert Path(run["library"]) == ROOT / "src"
+
+
+@pytest.mark.timeout(600)
+def test_tiny_postgres_run_leaves_the_corpus_as_it_found_it(tmp_path: Path) -> None:
+    pytest.importorskip("pgserver")
+    out = tmp_path / "beside.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "bench_search_beside_writes.py"), "--n", "300"]
+    command += ["--postgres", "--every", "3", "--count", "9", "--k", "5", "--rounds", "2"]
+    command += ["--workdir", str(tmp_path / "work"), "--out", str(out)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=580, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["ledger"] == "postgres, keyword_index=engine" and len(result["runs"]) == 2
+    for run in result["runs"]:
+        assert run["p50_ms"] > 0 and run["chunks_after"] == 300  # each run removed the documents it wrote
