@@ -20,7 +20,9 @@ on a shared machine absolute times drift, a ratio measured side by side does not
   target (hybrid <= 1.3x the floor or within 0.5 ms, keyword <= 1.5x or within 0.3 ms), in wall time and in
   CPU time of the process (``time.process_time``: on a loaded machine the wall p50 mostly says how often a
   search was preempted, the CPU p50 what it cost); warm (after a warm-up pass) and cold (page cache dropped
-  just before the process opens the indexes, no warm-up).
+  just before the process opens the indexes, no warm-up); with ``--serving N`` also the same queries in a
+  process that has first answered ``N`` other queries (every figure of each, on both sides): a server's
+  steady state, its caches filled by earlier searches rather than by the measured ones.
 - **First search** in a fresh process (imports, open, first hybrid query), both sides alternating over
   ``--rounds`` rounds, warm and cold.
 
@@ -179,10 +181,18 @@ def child_first(side: str, directory: Path, query: str) -> dict[str, Any]:
     }
 
 
-def child_queries(fl_dir: Path, floor_dir: Path, count: int, warm: bool) -> dict[str, Any]:
-    """Both sides in this one process, query by query; per figure the p50s and their ratio."""
-    qs = queries(count + 5)
-    warmups, qs = qs[:5], qs[5:]
+def split_queries(count: int, served: int) -> tuple[list[str], list[str]]:
+    """The queries answered before the measured ones (5 warm-ups, then ``served`` others) and the ``count``
+    measured ones: the same measured queries whatever ``served`` is, none of them among the others."""
+    qs = queries(count + 5 + served)
+    return qs[:5] + qs[count + 5 :], qs[5 : count + 5]
+
+
+def child_queries(fl_dir: Path, floor_dir: Path, count: int, warm: bool, served: int = 0) -> dict[str, Any]:
+    """Both sides in this one process, query by query; per figure the p50s and their ratio.  ``served``: other
+    queries both sides answer first, every figure of each (a serving process's steady state: FinderLedge's
+    caches filled by earlier searches); the measured queries are the same whatever it is."""
+    warmups, qs = split_queries(count, served)
     fl = _open_finderledge(fl_dir)
     floor = Floor(floor_dir)
 
@@ -192,11 +202,13 @@ def child_queries(fl_dir: Path, floor_dir: Path, count: int, warm: bool) -> dict
     def run_floor(mode: str, q: str, k: int) -> Any:
         return floor.hybrid(q, k) if mode == "hybrid" else floor.keyword(q, k)
 
+    answered = 0  # queries each side answered before the measured ones (every figure of each)
     if warm:
         for q in warmups:
             for mode, k in FIGURES:
                 run_fl(mode, q, k)
                 run_floor(mode, q, k)
+            answered += 1
     names = [f"{m}_k{k}" for m, k in FIGURES]
     times: dict[str, dict[str, list[float]]] = {n: {"fl": [], "floor": []} for n in names}
     cpu: dict[str, dict[str, list[float]]] = {n: {"fl": [], "floor": []} for n in names}
@@ -236,6 +248,7 @@ def child_queries(fl_dir: Path, floor_dir: Path, count: int, warm: bool) -> dict
         }
     return {
         "figures": figures,
+        "answered_before": answered,
         "stages": stages,
         "floor_faiss_threads": floor.threads,
         "peak_rss_mib": _rss_mib(),
@@ -382,6 +395,12 @@ def main() -> None:
         "--reuse", action="store_true", help="search the indexes already in --work (no builds)"
     )
     parser.add_argument("--skip", default="", help="comma-separated phases to leave out: first,cold")
+    parser.add_argument(
+        "--serving",
+        type=int,
+        default=0,
+        help="also measure the queries in a process that has answered this many other queries first",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -394,7 +413,8 @@ def main() -> None:
         elif kind == "first":
             result = child_first(rest[0], Path(rest[1]), rest[2])
         else:
-            result = child_queries(Path(rest[0]), Path(rest[1]), int(rest[2]), rest[3] == "warm")
+            served = int(rest[4]) if len(rest) > 4 else 0
+            result = child_queries(Path(rest[0]), Path(rest[1]), int(rest[2]), rest[3] == "warm", served)
         print(json.dumps(result))
         return
     skip = set(filter(None, args.skip.split(",")))
@@ -421,6 +441,11 @@ def main() -> None:
     result["queries_warm"] = _child(
         args.src, "queries", str(fl_dir), str(floor_dir), str(args.queries), "warm"
     )
+    if args.serving > 0:
+        print(f"queries, serving (after {args.serving} others) ...", file=sys.stderr)
+        result["queries_serving"] = _child(
+            args.src, "queries", str(fl_dir), str(floor_dir), str(args.queries), "warm", str(args.serving)
+        )
     if args.cold != "none" and "cold" not in skip:
         print("queries, cold ...", file=sys.stderr)
         result["cold_method"] = evict([fl_dir, floor_dir], args.cold)
@@ -442,7 +467,7 @@ def ratios(result: dict[str, Any]) -> dict[str, float]:
         out["build"] = result["build"]["ratio"]
         out["build_vs_synced"] = result["build"]["ratio_vs_synced"]
     out["disk"] = result["disk_mib"]["ratio"]
-    for cache in ("warm", "cold"):
+    for cache in ("warm", "cold", "serving"):
         for name, figure in result.get(f"queries_{cache}", {}).get("figures", {}).items():
             out[f"{name}_p50_{cache}"] = figure["ratio"]
             if figure.get("cpu_ratio") is not None:

@@ -19,7 +19,8 @@ FIGURES = ("keyword_k10", "keyword_k100", "hybrid_k10", "hybrid_k100")
 def test_tiny_run_writes_every_ratio(tmp_path: Path) -> None:
     out = tmp_path / "floor.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "bench_floor.py"), "--n", "300", "--queries", "4"]
-    command += ["--rounds", "2", "--cold", "fadvise", "--work", str(tmp_path / "work"), "--out", str(out)]
+    command += ["--rounds", "2", "--cold", "fadvise", "--serving", "6"]
+    command += ["--work", str(tmp_path / "work"), "--out", str(out)]
     done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=580, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text(encoding="utf-8"))
@@ -36,7 +37,7 @@ def test_tiny_run_writes_every_ratio(tmp_path: Path) -> None:
         "floor",
     ]
     assert result["cold_method"] == "fadvise"
-    for cache in ("warm", "cold"):
+    for cache in ("warm", "cold", "serving"):
         figures = result[f"queries_{cache}"]["figures"]
         assert set(figures) == set(FIGURES)
         for figure in figures.values():
@@ -44,6 +45,11 @@ def test_tiny_run_writes_every_ratio(tmp_path: Path) -> None:
             assert figure["ratio"] == figure["fl_p50_ms"] / figure["floor_p50_ms"]
             assert isinstance(figure["meets"], bool) and len(figure["load_start_end"]) == 2
             assert figure["fl_cpu_p50_ms"] > 0 and isinstance(figure["meets_cpu"], bool)
+    # queries answered before the measured ones: warm-up 5, serving 5 + 6 others, cold none
+    assert result["queries_warm"]["answered_before"] == 5
+    assert result["queries_serving"]["answered_before"] == 11
+    assert result["queries_cold"]["answered_before"] == 0
+    for cache in ("warm", "cold"):
         first = result["first_search"][cache]
         assert len(first["rounds"]) == 2 and first["ratio"] > 0
         assert first["rounds"][0]["fl"]["first_hybrid_s"] > 0 and first["rounds"][0]["floor"]["open_s"] > 0
@@ -55,9 +61,9 @@ def test_tiny_run_writes_every_ratio(tmp_path: Path) -> None:
         assert stage["floor_bm25_cpu_p50_ms"] >= 0 and stage["floor_read_texts_cpu_p50_ms"] >= 0
         assert stage["hits_p50"] > 0
     expected = {"build", "build_vs_synced", "disk"}
-    expected |= {f"{f}_p50_{c}" for f in FIGURES for c in ("warm", "cold")}
+    expected |= {f"{f}_p50_{c}" for f in FIGURES for c in ("warm", "cold", "serving")}
     expected |= {"first_search_warm", "first_search_cold"}
-    cpu = {f"{f}_cpu_p50_{c}" for f in FIGURES for c in ("warm", "cold")}
+    cpu = {f"{f}_cpu_p50_{c}" for f in FIGURES for c in ("warm", "cold", "serving")}
     assert set(result["ratios"]) - expected <= cpu  # a CPU ratio is left out where the floor took no CPU tick
     expected |= set(result["ratios"]) & cpu
     assert set(result["ratios"]) == expected
@@ -84,3 +90,17 @@ def test_the_floor_finds_what_bm25s_retrieve_finds(tmp_path: Path) -> None:
         assert np.allclose(scores, expected[0][wanted])
         assert set(rows.tolist()) == set(docs[0][wanted].tolist()) or len(set(scores.tolist())) < len(scores)
         assert [text for text, _ in floor.hybrid(query, 10)] and len(floor.hybrid(query, 10)) == 10
+
+
+def test_serving_answers_other_queries_before_the_same_measured_ones() -> None:
+    """--serving N: the measured queries are those of the plain warm run, and none of the N answered first."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_floor
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    before, measured = bench_floor.split_queries(20, 0)
+    served_before, served_measured = bench_floor.split_queries(20, 50)
+    assert len(before) == 5 and len(measured) == 20 and served_measured == measured
+    assert len(served_before) == 55 and served_before[:5] == before
+    assert not set(served_before[5:]) & set(measured)
