@@ -104,7 +104,7 @@ class RecordCache:
         that is known (read outside the lock: a ledger statement), else drop everything."""
         touched: Collection[str] | None = None
         if changed is not None and 0 <= old < new and new - old <= MOVE_MAX_CHANGES and self._records:
-            touched = set(changed(old, new))
+            touched = changed(old, new)
         with self._lock:
             if self._seq == new:  # another search moved it here meanwhile
                 return
