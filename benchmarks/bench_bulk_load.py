@@ -10,7 +10,10 @@ before each run.  ``--profile`` prints where one run's time goes (cProfile, top 
 
 Issue 43's "today" is a tree from before the bulk path (``--other-src`` of ``b18f30e``, checked out apart):
 it has no ``keyword_index``, so its side writes in its only mode (a local BM25 replica; rows inserted one by
-one into a table that already has its HNSW index).
+one into a table that already has its HNSW index).  ``--keyword-index local`` writes this tree in that same mode
+(the keyword leg a local replica, nothing of it in the database): the like-for-like pair against such a tree.
+
+    python benchmarks/bench_bulk_load.py --chunks 100000 --keyword-index local --other-src <b18f30e>/src
 """
 
 from __future__ import annotations
@@ -57,9 +60,17 @@ class Precomputed(TopicEmbeddings):
         return [got(t) or self.corpus.embed(t).tolist() for t in texts]
 
 
-def child(url: str, schema: str, chunks: int, folder: Path, profile: bool, batch: int = 0) -> dict[str, Any]:
-    """Write ``chunks`` documents in one call (``batch``: in calls of that many); returns the seconds and
-    chunks/s."""
+def child(
+    url: str,
+    schema: str,
+    chunks: int,
+    folder: Path,
+    profile: bool,
+    batch: int = 0,
+    keyword_index: str = "engine",
+) -> dict[str, Any]:
+    """Write ``chunks`` documents in one call (``batch``: in calls of that many) with the keyword leg in
+    ``keyword_index`` (a tree without that setting writes in its only mode); returns the seconds and chunks/s."""
     import finderledge
     from finderledge import FinderLedge
 
@@ -70,7 +81,8 @@ def child(url: str, schema: str, chunks: int, folder: Path, profile: bool, batch
     embedding = Precomputed(corpus, texts)  # embedding excluded from the timing: vectors computed before it
     # A tree from before the engine leg (issue 43's "today", e.g. b18f30e) has no keyword_index: it writes in
     # its only mode, the local BM25 replica beside the database.
-    mode = {"keyword_index": "engine"} if "keyword_index" in inspect.signature(FinderLedge).parameters else {}
+    has_setting = "keyword_index" in inspect.signature(FinderLedge).parameters
+    mode = {"keyword_index": keyword_index} if has_setting else {}
     fl = FinderLedge(
         folder,
         database_url=url,
@@ -112,13 +124,15 @@ def child(url: str, schema: str, chunks: int, folder: Path, profile: bool, batch
     }
 
 
-def _run(url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool, batch: int) -> dict[str, Any]:
+def _run(
+    url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool, batch: int, keyword_index: str
+) -> dict[str, Any]:
     import psycopg
 
     schema = f"bulk43_{n}"
     env = {**os.environ, "PYTHONPATH": src}
     cmd = [sys.executable, __file__, "--child", url, schema, str(chunks), str(workdir / f"fl{n}")]
-    cmd += ["--batch", str(batch)]
+    cmd += ["--batch", str(batch), "--keyword-index", keyword_index]
     if profile:
         cmd.append("--profile")
     load = _uptime()
@@ -150,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--other-batch", type=int, default=0, help="the other tree's chunks per call (issue 43's today: 2000)"
     )
+    parser.add_argument(
+        "--keyword-index",
+        choices=("engine", "local"),
+        default="engine",
+        help="this tree's keyword leg: in the database (default) or a local replica (the mode of a tree before it)",
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path)
@@ -158,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.child:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         url, schema, chunks, folder = args.child
-        print(json.dumps(child(url, schema, int(chunks), Path(folder), args.profile, args.batch)))
+        got = child(url, schema, int(chunks), Path(folder), args.profile, args.batch, args.keyword_index)
+        print(json.dumps(got))
         return {}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-bulk43-"))
@@ -172,7 +193,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             order = list(sides) if (pair + args.other_first) % 2 == 0 else list(reversed(sides))
             for side in order:
                 n += 1
-                got = _run(url, sides[side], args.chunks, workdir, n, args.profile, batches[side])
+                got = _run(
+                    url, sides[side], args.chunks, workdir, n, args.profile, batches[side], args.keyword_index
+                )
                 got["side"] = side
                 runs.append(got)
                 logger.info("%s: %s", side, got)

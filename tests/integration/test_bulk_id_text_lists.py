@@ -195,8 +195,8 @@ def test_a_first_load_defers_the_postings_doc_index_too_and_replaces_documents_w
     seen: list[set[str]] = []
     real_begin = bulk.BulkLoad.begin
 
-    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
-        real_begin(self, tx, chunks)
+    def begin(self: bulk.BulkLoad, tx: Any, *args: Any) -> None:
+        real_begin(self, tx, *args)
         rows = tx.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'kw_postings'", (schema,)
         ).fetchall()

@@ -117,8 +117,8 @@ def test_a_bulk_load_builds_the_postings_indexes_once_and_readers_stay_correct(
     during: list[tuple[set[str], str | None, dict[str, list[tuple[str, float]]]]] = []
     real_begin = bulk.BulkLoad.begin
 
-    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
-        real_begin(self, tx, chunks)
+    def begin(self: bulk.BulkLoad, tx: Any, *args: Any) -> None:
+        real_begin(self, tx, *args)
         if self.written > 200:  # a commit of the second call, the first's rows committed: as others see it
             seen = {q: _keyword(reader, q) for q in QUERIES}
             during.append((_indexes(pg_url, schema), _state(pg_url, schema), seen))
@@ -295,8 +295,8 @@ def test_a_load_adds_its_document_frequencies_once_and_searches_meanwhile_stay_e
     during: list[tuple[int, str | None, bool, bool, bool]] = []
     real_begin = bulk.BulkLoad.begin
 
-    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
-        real_begin(self, tx, chunks)
+    def begin(self: bulk.BulkLoad, tx: Any, *args: Any) -> None:
+        real_begin(self, tx, *args)
         if self.written > 200:  # a commit of the second call, earlier ones committed: as others see it
             scored = {q: handle._scored(postings.Counter(tok(q)), 10, None, None) for q in QUERIES}
             pruned = {q: handle.search(q, 10) for q in QUERIES}

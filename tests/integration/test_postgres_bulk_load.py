@@ -115,8 +115,8 @@ def test_a_large_load_builds_the_index_once_and_readers_stay_correct(
     real_begin = bulk.BulkLoad.begin
     query = np.asarray(emb.embed_query(texts[3]), dtype=np.float32)
 
-    def begin(self: bulk.BulkLoad, tx: Any, chunks: int) -> None:
-        real_begin(self, tx, chunks)
+    def begin(self: bulk.BulkLoad, tx: Any, *args: Any) -> None:
+        real_begin(self, tx, *args)
         if self.written > 200:  # a commit of the second call: what another session sees now
             store = reader.engine.ledger.vector_store(16)
             hits = [i for i, _ in store.search(query, 5)]
@@ -315,3 +315,41 @@ def test_a_busy_table_leaves_the_statistics_to_autovacuum_without_holding_the_wr
     assert any("left to autovacuum" in r.getMessage() for r in caplog.records), caplog.text
     assert _reltuples(pg_url, schema)["kw_postings"] < 0  # not analysed (the whole ANALYZE rolled back)
     assert fl.search("shipping returns", k=3, search_mode="keyword")
+
+
+def test_a_large_write_of_chunks_without_vectors_still_counts_as_large(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bulk load counts every chunk it writes, with a vector or not: a ledger user writing text-only chunks
+    in one large call gets the planner's statistics refreshed at its end (before, only embedded chunks were
+    counted, so such a call counted 0 and left the tables to autovacuum), and the HNSW index is left alone:
+    no vector was written."""
+    monkeypatch.setattr(bulk, "ANALYZE_MIN_CHUNKS", 50)
+    monkeypatch.setattr(bulk, "BULK_INDEX_MIN_CHUNKS", 50)
+    schema = fresh_schema()
+    ledger = PostgresLedger(pg_url, schema=schema)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for table in ("documents", "chunks", "changes"):
+                conn.execute(f'ALTER TABLE "{schema}"."{table}" SET (autovacuum_enabled = false)')
+        add = []
+        for i in range(40):
+            doc = DocumentRecord(f"d{i}", f"src/{i}", f"h{i}", "complete", f"document {i}", {"n": i})
+            add.append(
+                (doc, [ChunkRecord(f"d{i}-{j}", f"d{i}", j, f"part {j} of {i}", {}, None) for j in range(2)])
+            )
+        dropped: list[str] = []
+        real_begin = bulk.BulkLoad.begin
+
+        def begin(self: bulk.BulkLoad, tx: Any, *args: Any) -> None:
+            real_begin(self, tx, *args)
+            dropped.extend(["vectors"] if self.deferred else [])
+
+        monkeypatch.setattr(bulk.BulkLoad, "begin", begin)
+        with bulk.bulk_load(ledger):
+            ledger.commit_write(add=add)
+        counted = _reltuples(pg_url, schema)
+        assert counted["chunks"] == 80 and counted["documents"] == 40, counted
+        assert dropped == [] and _state(pg_url, schema) is None
+    finally:
+        ledger.close()

@@ -660,7 +660,8 @@ class PostgresDialect(SQLDialect):
         if dims:
             self.ensure_dimension(tx.connection, dims.pop())
         if self._bulk is not None:  # a large load defers the HNSW index (ledgers.bulk)
-            self._bulk.begin(tx, sum(c.embedding is not None for _, cs in add for c in cs))
+            chunks = [c for _, cs in add for c in cs]
+            self._bulk.begin(tx, len(chunks), sum(c.embedding is not None for c in chunks))
         self.postings.begin(tx, add)  # a large commit's postings: encoded while its other rows are stored
 
     def end_commit(
