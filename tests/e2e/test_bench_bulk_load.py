@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keyword_index", ["engine", "local"])
+def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path, keyword_index: str) -> None:
+    """Both sides in the mode asked for (``local``: the keyword leg a replica beside the database, the mode of a
+    tree from before the engine leg), each side's mode recorded."""
     out = tmp_path / "bulk.json"
     src = str(ROOT / "src")
     command = [
@@ -37,6 +40,8 @@ def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path) -> None:
         str(tmp_path / "w"),
         "--out",
         str(out),
+        "--keyword-index",
+        keyword_index,
     ]
     done = subprocess.run(
         command,
@@ -53,5 +58,5 @@ def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path) -> None:
     assert set(runs) == {"this", "other"}
     assert runs["this"]["chunks"] == runs["other"]["chunks"] == 300
     assert runs["this"]["chunks_per_call"] == 300 and runs["other"]["chunks_per_call"] == 100
-    assert runs["this"]["keyword_index"] == "engine"
+    assert runs["this"]["keyword_index"] == runs["other"]["keyword_index"] == keyword_index
     assert all(v > 0 for side in result["chunks_per_s"].values() for v in side)
