@@ -323,33 +323,38 @@ def test_a_large_write_of_chunks_without_vectors_still_counts_as_large(
     """A bulk load counts every chunk it writes, with a vector or not: a ledger user writing text-only chunks
     in one large call gets the planner's statistics refreshed at its end (before, only embedded chunks were
     counted, so such a call counted 0 and left the tables to autovacuum), and the HNSW index is left alone:
-    no vector was written."""
+    the call writes no vector to index."""
     monkeypatch.setattr(bulk, "ANALYZE_MIN_CHUNKS", 50)
     monkeypatch.setattr(bulk, "BULK_INDEX_MIN_CHUNKS", 50)
     schema = fresh_schema()
     ledger = PostgresLedger(pg_url, schema=schema)
     try:
+        first = DocumentRecord("v", "src/v", "hv", "complete", "a document with a vector", {})
+        vector = np.ones(8, dtype=np.float32)
+        ledger.commit_write(add=[(first, [ChunkRecord("v-0000", "v", 0, "with a vector", {}, vector)])])
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            for table in ("documents", "chunks", "changes"):
+            for table in ("documents", "chunks", "changes", "vectors"):
                 conn.execute(f'ALTER TABLE "{schema}"."{table}" SET (autovacuum_enabled = false)')
         add = []
         for i in range(40):
             doc = DocumentRecord(f"d{i}", f"src/{i}", f"h{i}", "complete", f"document {i}", {"n": i})
-            add.append(
-                (doc, [ChunkRecord(f"d{i}-{j}", f"d{i}", j, f"part {j} of {i}", {}, None) for j in range(2)])
-            )
-        dropped: list[str] = []
+            chunks = [
+                ChunkRecord(f"d{i}-{j:04d}", f"d{i}", j, f"part {j} of {i}", {}, None) for j in range(2)
+            ]
+            add.append((doc, chunks))
+        deferred: list[bool] = []
         real_begin = bulk.BulkLoad.begin
 
         def begin(self: bulk.BulkLoad, tx: Any, *args: Any) -> None:
             real_begin(self, tx, *args)
-            dropped.extend(["vectors"] if self.deferred else [])
+            deferred.append(self.deferred)
 
         monkeypatch.setattr(bulk.BulkLoad, "begin", begin)
         with bulk.bulk_load(ledger):
             ledger.commit_write(add=add)
         counted = _reltuples(pg_url, schema)
-        assert counted["chunks"] == 80 and counted["documents"] == 40, counted
-        assert dropped == [] and _state(pg_url, schema) is None
+        assert counted["chunks"] == 81 and counted["documents"] == 41, counted
+        assert deferred == [False] and _state(pg_url, schema) is None  # 80 chunks: large, but no vector
+        assert ledger.counts() == {"documents": 41, "chunks": 81}
     finally:
         ledger.close()
