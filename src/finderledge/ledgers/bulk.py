@@ -534,9 +534,9 @@ class BulkLoad:
             (key, f"deferred by a bulk load since {time.time():.0f}"),
         )
 
-    def begin(self, tx: psycopg.Cursor[Any], chunks: int, embedded: int | None = None) -> None:
-        """First in a commit of ``chunks`` chunks, ``embedded`` of them with a vector (default: all): defer the
-        indexes when the call is large enough (the HNSW index only when the commit writes vectors)."""
+    def begin(self, tx: psycopg.Cursor[Any], chunks: int, embedded: int) -> None:
+        """First in a commit of ``chunks`` chunks, ``embedded`` of them with a vector: defer the indexes when the
+        call is large enough (the HNSW index only when the commit writes vectors)."""
         self.written += chunks
         if chunks == 0:
             return
@@ -547,7 +547,7 @@ class BulkLoad:
 
         if (
             not self.deferred
-            and (embedded is None or embedded > 0)
+            and embedded > 0
             and dim is not None
             and dim <= MAX_INDEXED_DIMENSION
             and self._large(conn, self.table)

@@ -651,7 +651,9 @@ class PostgresDialect(SQLDialect):
     ) -> None:
         """Take the commit key before a ``seq`` is drawn (a higher ``seq`` never commits before a lower one);
         record or check the vectors' dimension."""
-        dims = {len(c.embedding) for _, chunks in add for c in chunks if c.embedding is not None}
+        chunks = [c for _, cs in add for c in cs]
+        vectors = [c.embedding for c in chunks if c.embedding is not None]
+        dims = {len(v) for v in vectors}
         if len(dims) > 1:
             raise IncompatibleIndexError(
                 f"ledger {self.name}: one write holds vectors of dimensions {sorted(dims)}"
@@ -660,8 +662,7 @@ class PostgresDialect(SQLDialect):
         if dims:
             self.ensure_dimension(tx.connection, dims.pop())
         if self._bulk is not None:  # a large load defers the HNSW index (ledgers.bulk)
-            chunks = [c for _, cs in add for c in cs]
-            self._bulk.begin(tx, len(chunks), sum(c.embedding is not None for c in chunks))
+            self._bulk.begin(tx, len(chunks), len(vectors))
         self.postings.begin(tx, add)  # a large commit's postings: encoded while its other rows are stored
 
     def end_commit(
