@@ -128,7 +128,12 @@ def ending(exc: BaseException | None) -> str:
             return "stopped"
     if exc is None:
         return "done"
-    return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+    # work stopped because Ctrl-C ended the call it was for (a batch embedded ahead: ingest.batches.Stopped)
+    return (
+        "interrupted"
+        if isinstance(exc, KeyboardInterrupt) or isinstance(exc.__cause__, KeyboardInterrupt)
+        else "failed"
+    )
 
 
 def logged(items: Sequence[T], what: str, unit: str) -> Iterator[T]:

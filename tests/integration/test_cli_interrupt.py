@@ -91,9 +91,13 @@ def test_an_interrupted_first_add_keeps_its_committed_batches_and_the_rerun_pick
             text=True,
             env=_env(SLOW_MODEL_SECONDS="0.4", PROGRESS_INTERVAL="0"),
         )
-        # the second batch has embedded some of its chunks (so the first batch is committed): Ctrl-C. Its
-        # first line may say 64 or 128 (a progress line follows a finished model call; two can end together)
-        _wait_until(proc, lambda: _second_batch_under_way(log.read_text()))
+        # the first batch is committed and the second has embedded some of its chunks (it is embedded on a
+        # worker thread while the first commits): Ctrl-C. Its first line may say 64 or 128 (a progress line
+        # follows a finished model call; two can end together)
+        _wait_until(
+            proc,
+            lambda: _second_batch_under_way(log.read_text()) and _documents(directory) == BATCH_FILES,
+        )
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130
     err = log.read_text()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ __all__ = [
     "IngestReport",
     "Plan",
     "Prepared",
+    "StopSignal",
+    "Stopped",
     "TextItem",
     "WriteCall",
     "call_metadata",
@@ -152,16 +155,40 @@ class Prepared:
     chunks: list[ChunkRecord]
 
 
+class Stopped(Exception):
+    """Raised in a batch prepared ahead on a worker thread (:meth:`~finderledge.ingest.write.Writer.ingest`)
+    once the call it was for has ended in an error (its cause): it stops embedding; the writer never lets it out."""
+
+
+class StopSignal:
+    """How a call tells the batch it prepares ahead that it ended in an error: :func:`embed` checks it before each
+    model call and raises :class:`Stopped` from ``reason`` (so its progress line says "interrupted" after Ctrl-C)."""
+
+    def __init__(self) -> None:
+        self.reason: BaseException | None = None
+
+    def set(self, reason: BaseException) -> None:
+        self.reason = reason
+
+    def check(self) -> None:
+        """Raise :class:`Stopped` once :meth:`set`."""
+        if self.reason is not None:
+            raise Stopped("the write this batch was prepared for ended first") from self.reason
+
+
 class ChunkBudget:
     """The chunks one ingest call may still make (``max_chunks``); None: unbounded."""
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self.used = 0
+        self._lock = threading.Lock()  # a batch prepared ahead spends while the one before it commits
 
     def spend(self, n: int) -> None:
-        self.used += n
-        if self.limit is not None and self.used > self.limit:
+        with self._lock:
+            self.used += n
+            used = self.used
+        if self.limit is not None and used > self.limit:
             raise TooManyChunksError(
                 f"max_chunks: the input splits into more than {self.limit} chunks (over the limit of "
                 f"{self.limit}; stopped while splitting, nothing was embedded or written)",
@@ -215,6 +242,8 @@ class Batch:
     versions: dict[str, str]
     prune_under: Sequence[str] = ()  # folders whose vanished files go too (the call's last batch)
     prepared: dict[str, Prepared] = field(default_factory=dict)
+    long: dict[str, tuple[Group, Document]] = field(default_factory=dict)  # to stage when it commits
+    counts: IngestReport = field(default_factory=IngestReport)  # what preparing it embedded
     staged: dict[str, tuple[DocumentRecord, int]] = field(default_factory=dict)
     begun: list[str] = field(default_factory=list)  # parents whose staging began: discarded unless published
     published: set[str] = field(default_factory=set)  # staged parents the commit published
@@ -301,10 +330,11 @@ def prepare(
     parents: Mapping[str, tuple[Group, Document]],
     budget: ChunkBudget | None = None,
     versions: Mapping[str, str] | None = None,
+    stop: StopSignal | None = None,
 ) -> tuple[dict[str, Prepared], IngestReport]:
     """``parents`` split and their chunks embedded, and what embedding them did (``budget``: checked after each
     split, so an oversized call stops before anything is embedded; ``versions``: their :func:`version_hash` es
-    if known)."""
+    if known; ``stop``: checked before each model call, see :class:`StopSignal`)."""
     if not parents:
         return {}, IngestReport()
     splitter = engine.splitter
@@ -322,7 +352,7 @@ def prepare(
             pid, group.source, version or version_hash(doc), COMPLETE, doc.page_content, parent_md
         )
         children.extend(kids)
-    vectors, counts = embed(engine, [embedded_text(text, md) for text, md in children])
+    vectors, counts = embed(engine, [embedded_text(text, md) for text, md in children], stop=stop)
     chunks: dict[str, list[ChunkRecord]] = {pid: [] for pid in records}
     for (text, md), vec in zip(children, vectors):
         info = md[FL_KEY]
@@ -333,7 +363,10 @@ def prepare(
 
 
 def embed(
-    engine: Engine, texts: list[str], cache_seconds: float | None = None
+    engine: Engine,
+    texts: list[str],
+    cache_seconds: float | None = None,
+    stop: StopSignal | None = None,
 ) -> tuple[np.ndarray, IngestReport]:
     """Vectors for passages, and the embeddings computed, cached and the time it took (as a report to add):
     from the embedding cache when this model embedded the same text before, else computed in batches of
@@ -373,6 +406,8 @@ def embed(
     every = CACHE_SECONDS if cache_seconds is None else cache_seconds
     try:
         for start in range(0, len(pending), size):
+            if stop is not None:
+                stop.check()
             batch = pending[start : start + size]
             vectors = np.asarray(engine.embeddings.embed_documents([t for _, t in batch]), dtype=np.float32)
             new = [(h, v) for (h, _), v in zip(batch, vectors)]

@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from .batches import (
     ChunkBudget,
     Group,
     IngestReport,
+    StopSignal,
     TextItem,
     WriteCall,
     call_metadata,
@@ -144,24 +146,29 @@ class Writer:
 
         # a large call is written in batches of whole files (bounded memory; each file all-or-nothing); with
         # document_id the call is one write, since the parents it does not list again are replaced
-        batch: list[Group] = []
-        size = files = 0
-        walk = groups()
-        try:
-            for group in walk:
-                batch.append(group)
-                size += sum(len(doc.page_content) for _, doc in group.parents)
-                files += group.replace
-                full = (
-                    files >= STREAM_GROUPS or len(batch) - files >= STREAM_DOCUMENTS or size >= STREAM_CHARS
-                )
-                if document_id is None and full:
-                    self._write_batch(call, batch)
-                    batch, size, files = [], 0, 0
-        except BaseException:
-            walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
-            raise
-        self._write_batch(call, batch, prune_under)
+        def batches() -> Generator[tuple[list[Group], Sequence[str]], None, None]:
+            batch: list[Group] = []
+            size = files = 0
+            walk = groups()
+            try:
+                for group in walk:
+                    batch.append(group)
+                    size += sum(len(doc.page_content) for _, doc in group.parents)
+                    files += group.replace
+                    full = (
+                        files >= STREAM_GROUPS
+                        or len(batch) - files >= STREAM_DOCUMENTS
+                        or size >= STREAM_CHARS
+                    )
+                    if document_id is None and full:
+                        yield batch, ()
+                        batch, size, files = [], 0, 0
+            except BaseException:
+                walk.close()  # now, while the failure is handled: the walk's progress line says how it ended
+                raise
+            yield batch, prune_under
+
+        self._write_batches(call, batches())
         report = call.report
         report.seconds_total = time.perf_counter() - started
         logger.info(
@@ -175,10 +182,63 @@ class Writer:
         )
         return report
 
+    def _write_batches(self, call: WriteCall, batches: Iterator[tuple[list[Group], Sequence[str]]]) -> None:
+        """Write each batch ``batches`` yields (its groups, and the folders its commit prunes), one transaction
+        each.  From the second on, a batch is split and embedded on a worker thread while the batch before it
+        commits on this one: the model, or the client's CPU, works while the database writes.  A batch is never
+        prepared while files are loaded (parsers' cycles are freed file by file, outside the collector's pause),
+        and a call of one batch uses no thread.  A batch whose preparation ran ahead of a failed commit, or was
+        prepared when the input failed to load or the call was interrupted, keeps its vectors in the embedding
+        cache (as a failed batch does); after an error loading the input the batch before it still commits, as
+        it did when batches were written one after the other."""
+        ready: Batch | None = None  # prepared, not committed yet
+        upcoming: Future[Batch] | None = None  # being prepared on the worker
+        stop = StopSignal()  # set on a failure: the worker stops before its next model call
+        pool: ThreadPoolExecutor | None = None
+        try:
+            while True:
+                try:
+                    item = next(batches, None)  # the next batch's files load: nothing else runs
+                except Exception:
+                    if ready is not None:  # it would have committed before these files were loaded
+                        last, ready = ready, None
+                        self._commit_ready(call, last)
+                    raise
+                if item is None:
+                    break
+                if ready is None:  # the first batch: nothing to overlap
+                    ready = self._prepare_batch(call, *item)
+                    continue
+                if pool is None:
+                    pool = ThreadPoolExecutor(1, thread_name_prefix="finderledge-prepare")
+                upcoming = pool.submit(self._prepare_batch, call, *item, stop=stop)
+                last, ready = ready, None
+                self._commit_ready(call, last)
+                ready, upcoming = upcoming.result(), None
+            if ready is not None:
+                last, ready = ready, None
+                self._commit_ready(call, last)
+        except BaseException as exc:
+            stop.set(exc)
+            if upcoming is not None:
+                self._keep_abandoned(upcoming)
+            if ready is not None:  # prepared, not committed (an interruption): its vectors serve a retry
+                self._keep_prepared(ready)
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+
     @cyclic_gc_paused()
-    def _write_batch(self, call: WriteCall, groups: Sequence[Group], prune_under: Sequence[str] = ()) -> None:
-        """Split and embed what is not stored yet (before the lock: the slow part), then decide and commit
-        under the write lock: one ledger transaction.  ``prune_under``: folders whose vanished files go too."""
+    def _prepare_batch(
+        self,
+        call: WriteCall,
+        groups: Sequence[Group],
+        prune_under: Sequence[str] = (),
+        stop: StopSignal | None = None,
+    ) -> Batch:
+        """Split and embed what of ``groups`` is not stored yet (before the lock: the slow part); the parents
+        long enough to stream are only listed (they are staged window by window when the batch commits)."""
         ledger = self._engine.ledger
         stored = ledger.content_hashes([pid for g in groups for pid, _ in g.parents])
         versions = {pid: version_hash(doc) for g in groups for pid, doc in g.parents}  # hashed once
@@ -191,28 +251,49 @@ class Writer:
             {pid: v for pid, v in candidates.items() if pid not in big},
             call.budget,
             versions,
+            stop,
         )
-        call.report.add(counts)
-        batch = Batch(groups, versions, prune_under, prepared)
+        return Batch(groups, versions, prune_under, prepared, {pid: candidates[pid] for pid in big}, counts)
+
+    def _keep_prepared(self, batch: Batch) -> None:
+        """After a failure: the vectors computed for ``batch``'s uncommitted parents go to the embedding cache."""
+        keep_vectors(
+            self._engine,
+            [
+                (content_id(embedded_text(c.content, c.metadata)), c.embedding)
+                for pid in _uncommitted(self._engine.ledger, batch.prepared, batch.versions)
+                for c in batch.prepared[pid].chunks
+                if c.embedding is not None
+            ],
+        )
+
+    def _keep_abandoned(self, upcoming: Future[Batch]) -> None:
+        """Wait for a batch prepared ahead of a commit that failed (stopped at its next embedding batch), and keep
+        its vectors (its own failure, if any, is logged: the commit's is the one raised)."""
         try:
-            for pid in big:
+            abandoned = upcoming.result()
+        except Exception:  # its embedding kept what it computed (embed)
+            logger.debug("the batch prepared ahead of a failed step did not finish", exc_info=True)
+            return
+        self._keep_prepared(abandoned)
+
+    @cyclic_gc_paused()
+    def _commit_ready(self, call: WriteCall, batch: Batch) -> None:
+        """Stage the batch's long parents window by window, then commit it under the write lock: one ledger
+        transaction (the staged parents are published by it)."""
+        ledger = self._engine.ledger
+        call.report.add(batch.counts)
+        try:
+            for pid, (group, doc) in batch.long.items():
                 batch.begun.append(pid)
-                result, counts = stage(self._engine, pid, *candidates[pid], call.budget, STREAM_WINDOW_CHARS)
+                result, counts = stage(self._engine, pid, group, doc, call.budget, STREAM_WINDOW_CHARS)
                 call.report.add(counts)
                 if result is not None:
                     batch.staged[pid] = result
                 del result  # `batch.staged` alone holds the record: its text is let go after the commit
             self._commit_batch(call, batch)
         except BaseException:  # the vectors computed for this batch are kept for a retry
-            keep_vectors(
-                self._engine,
-                [
-                    (content_id(embedded_text(c.content, c.metadata)), c.embedding)
-                    for pid in _uncommitted(ledger, batch.prepared, versions)
-                    for c in batch.prepared[pid].chunks
-                    if c.embedding is not None
-                ],
-            )
+            self._keep_prepared(batch)
             raise
         finally:
             left = [pid for pid in batch.begun if pid not in batch.published]
