@@ -205,6 +205,23 @@ def test_work_that_stops_before_the_end_never_says_done(
     assert progress.ending(ValueError("disk")) == "failed" and progress.ending(None) == "done"
 
 
+def test_work_stopped_because_ctrl_c_ended_its_call_ends_interrupted() -> None:
+    """A batch embedded ahead on a worker thread is stopped with ``Stopped`` raised from the call's own error:
+    its embedding line says why the call ended, not that the model failed."""
+    from finderledge.ingest.batches import StopSignal, Stopped
+
+    def stopped_by(reason: BaseException) -> BaseException:
+        stop = StopSignal()
+        stop.check()  # not set: nothing raised
+        stop.set(reason)
+        with pytest.raises(Stopped) as caught:
+            stop.check()
+        return caught.value
+
+    assert progress.ending(stopped_by(KeyboardInterrupt())) == "interrupted"
+    assert progress.ending(stopped_by(OSError(28, "No space left on device"))) == "failed"
+
+
 def test_a_bar_is_drawn_only_on_a_terminal_wide_enough() -> None:
     """Issue 44: on a terminal reporting 0 columns a 204 s ingest showed nothing: log lines there instead."""
     import fcntl
