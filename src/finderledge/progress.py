@@ -123,7 +123,8 @@ def ending(exc: BaseException | None) -> str:
     """How work that raised ``exc`` ended, for a closing line: "interrupted" (Ctrl-C), "failed", or "done"
     (None).  A generator closed early sees ``GeneratorExit``: its context says why the consumer stopped."""
     if isinstance(exc, GeneratorExit):
-        exc = exc.__context__
+        while isinstance(exc, GeneratorExit):  # a generator closed by one closed while handling the error
+            exc = exc.__context__
         if exc is None:  # the consumer let go before the end, without an error
             return "stopped"
     if exc is None:

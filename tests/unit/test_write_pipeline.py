@@ -5,6 +5,7 @@ fails to load still leaves the batches before it stored, and no thread outlives 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -129,3 +130,32 @@ def test_a_file_that_fails_to_load_leaves_the_batches_before_it_stored(
         assert fl.count()["documents"] == 2 * BATCH
         assert fl.stats()["embedding_cache"]["entries"] == 0
     assert _workers() == []
+
+
+@pytest.mark.parametrize(
+    ("failure", "ending"), [(KeyboardInterrupt(), "interrupted"), (OSError(5, "I/O"), "failed")]
+)
+def test_a_failed_commit_closes_the_files_progress_line_with_its_reason(
+    tmp_path: Path,
+    model: Recording,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    failure: BaseException,
+    ending: str,
+) -> None:
+    """The walk over the folder waits at a batch boundary while batches commit: a commit that fails closes it
+    then (its last line says why), not when the traceback is let go ("stopped")."""
+    from finderledge import progress
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(3 * BATCH):
+        (folder / f"a{i:02d}.txt").write_text(f"note {i} on refunds and warranty\n")
+    _commits(monkeypatch, fail=failure)
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    caplog.set_level(logging.INFO, progress.__name__)
+    with FinderLedge(tmp_path / "idx", embedding=model, env_file=None, show_progress=False) as fl:
+        with pytest.raises(type(failure)):
+            fl.ingest(folder)
+        walked = [r.getMessage() for r in caplog.records if r.getMessage().startswith("indexing files")]
+        assert walked and walked[-1].endswith(f"({ending})"), walked

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -182,7 +182,9 @@ class Writer:
         )
         return report
 
-    def _write_batches(self, call: WriteCall, batches: Iterator[tuple[list[Group], Sequence[str]]]) -> None:
+    def _write_batches(
+        self, call: WriteCall, batches: Generator[tuple[list[Group], Sequence[str]], None, None]
+    ) -> None:
         """Write each batch ``batches`` yields (its groups, and the folders its commit prunes), one transaction
         each.  From the second on, a batch is split and embedded on a worker thread while the batch before it
         commits on this one: the model, or the client's CPU, works while the database writes.  A batch is never
@@ -220,6 +222,7 @@ class Writer:
                 self._commit_ready(call, last)
         except BaseException as exc:
             stop.set(exc)
+            batches.close()  # now, while the failure is handled: the walk's progress line says how it ended
             if upcoming is not None:
                 self._keep_abandoned(upcoming)
             if ready is not None:  # prepared, not committed (an interruption): its vectors serve a retry
