@@ -89,11 +89,13 @@ def test_an_interrupted_first_add_keeps_its_committed_batches_and_the_rerun_pick
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             text=True,
-            env=_env(SLOW_MODEL_SECONDS="0.4", PROGRESS_INTERVAL="0"),
+            # the second batch is embedded (4 model calls) while the first commits: slow enough that its
+            # embedding outlasts that commit on a loaded machine, so both can be seen at once
+            env=_env(SLOW_MODEL_SECONDS="1.0", PROGRESS_INTERVAL="0"),
         )
-        # the first batch is committed and the second has embedded some of its chunks (it is embedded on a
-        # worker thread while the first commits): Ctrl-C. Its first line may say 64 or 128 (a progress line
-        # follows a finished model call; two can end together)
+        # the first batch is committed and the second has embedded some of its chunks (on a worker thread while
+        # the first committed): Ctrl-C. Its first line may say 64 or 128 (a progress line follows a finished
+        # model call; two can end together)
         _wait_until(
             proc,
             lambda: _second_batch_under_way(log.read_text()) and _documents(directory) == BATCH_FILES,

@@ -211,10 +211,14 @@ def test_a_large_folder_is_written_in_batches_of_whole_files(
     (folder / "stale.txt").unlink()
     report = fl.ingest(folder)  # the rerun: stored batches unchanged, the failed one from the cache
     assert report.files_seen == 23 and report.files_unchanged == 10 and report.files_added == 13
-    assert report.embeddings_cached == sum(
-        full[f"long{i:03d}.txt"] for i in range(10, 15)
-    )  # the failed batch
-    assert report.embeddings_computed == sum(full[f"long{i:03d}.txt"] for i in range(15, 23))
+    failed = sum(full[f"long{i:03d}.txt"] for i in range(10, 15))
+    # the batch after it was embedded on a worker thread while it committed: what that did before the failure
+    # stopped it (all of it, some model calls, or none) is in the cache too
+    ahead = sum(full[f"long{i:03d}.txt"] for i in range(15, 20))
+    assert failed <= report.embeddings_cached <= failed + ahead
+    assert report.embeddings_cached + report.embeddings_computed == failed + sum(
+        full[f"long{i:03d}.txt"] for i in range(15, 23)
+    )
     assert {Path(d.metadata["source"]).name for d in fl.list_documents()} == {
         f"long{i:03d}.txt" for i in range(23)
     }

@@ -208,7 +208,7 @@ def test_work_that_stops_before_the_end_never_says_done(
 def test_work_stopped_because_ctrl_c_ended_its_call_ends_interrupted() -> None:
     """A batch embedded ahead on a worker thread is stopped with ``Stopped`` raised from the call's own error:
     its embedding line says why the call ended, not that the model failed."""
-    from finderledge.ingest.batches import StopSignal, Stopped
+    from finderledge.ingest.batches import Stopped, StopSignal
 
     def stopped_by(reason: BaseException) -> BaseException:
         stop = StopSignal()
