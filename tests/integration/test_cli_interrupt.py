@@ -83,24 +83,25 @@ def test_an_interrupted_first_add_keeps_its_committed_batches_and_the_rerun_pick
 ) -> None:
     directory = tmp_path / "new" / "idx"  # neither exists yet: the command creates both
     log = tmp_path / "stderr.txt"
+    release = tmp_path / "release-call-6"
     with open(log, "w") as stderr:
         proc = subprocess.Popen(
             [sys.executable, str(HELPER), "add", str(corpus), "-d", str(directory)],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             text=True,
-            # the second batch is embedded (4 model calls) while the first commits: slow enough that its
-            # embedding outlasts that commit on a loaded machine, so both can be seen at once
-            env=_env(SLOW_MODEL_SECONDS="1.0", PROGRESS_INTERVAL="0"),
+            # batch 1 is model calls 1-4, batch 2 calls 5-8 (embedded on a worker thread while batch 1 commits):
+            # call 6 waits for the test, so batch 2 cannot be committed however fast or loaded the machine is
+            env=_env(SLOW_MODEL_SECONDS="0.3", PROGRESS_INTERVAL="0", SLOW_MODEL_HOLD=f"6:{release}"),
         )
-        # the first batch is committed and the second has embedded some of its chunks (on a worker thread while
-        # the first committed): Ctrl-C. Its first line may say 64 or 128 (a progress line follows a finished
-        # model call; two can end together)
+        # the first batch is committed and the second has embedded some of its chunks: Ctrl-C. Its first line
+        # says 64 (call 5); the worker is inside call 6
         _wait_until(
             proc,
             lambda: _second_batch_under_way(log.read_text()) and _documents(directory) == BATCH_FILES,
         )
         proc.send_signal(signal.SIGINT)
+        release.touch()  # call 6 returns; the worker sees the stop before call 7 or after it
         assert proc.wait(timeout=120) == 130
     err = log.read_text()
     assert "finderledge add: interrupted" in err
