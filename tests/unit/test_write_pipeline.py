@@ -46,15 +46,20 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _commits(
-    monkeypatch: pytest.MonkeyPatch, *, seconds: float = 0.0, fail: BaseException | None = None
+    monkeypatch: pytest.MonkeyPatch, *, ahead: Recording | None = None, fail: BaseException | None = None
 ) -> list[float]:
-    """Wrap the ledger's commit: each takes ``seconds`` longer (the first raises ``fail``, if given); returns the
-    list of the times the commits ended."""
+    """Wrap the ledger's commit: with ``ahead``, commit *n* first waits (at most 30 s) until that model has
+    made *n + 1* calls (up to the call's 3 batches), so the next batch's embedding happens during it however
+    the threads are scheduled (without the overlap, the wait runs out and the times show it); the first raises
+    ``fail``, if given.  Returns the list of the times the commits ended."""
     real = SQLiteLedger.commit_write
     ended: list[float] = []
 
     def commit_write(self: SQLiteLedger, *args: Any, **kwargs: Any) -> Any:
-        time.sleep(seconds)
+        if ahead is not None:
+            deadline = time.monotonic() + 30
+            while len(ahead.calls) < min(len(ended) + 2, 3) and time.monotonic() < deadline:
+                time.sleep(0.002)
         if fail is not None and not ended:
             ended.append(time.monotonic())
             raise fail
@@ -74,7 +79,7 @@ def _workers() -> list[str]:
 def test_the_next_batch_is_embedded_while_the_one_before_it_commits(
     tmp_path: Path, model: Recording, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ended = _commits(monkeypatch, seconds=0.3)
+    ended = _commits(monkeypatch, ahead=model)
     with FinderLedge(tmp_path / "idx", embedding=model, env_file=None, show_progress=False) as fl:
         fl.add_texts(TEXTS)
         assert fl.count()["documents"] == len(TEXTS)
@@ -98,7 +103,7 @@ def test_a_call_of_one_batch_uses_no_thread(tmp_path: Path, model: Recording) ->
 def test_a_failed_commit_stops_the_batch_prepared_ahead_and_keeps_its_vectors(
     tmp_path: Path, model: Recording, monkeypatch: pytest.MonkeyPatch, failure: BaseException
 ) -> None:
-    _commits(monkeypatch, seconds=0.2, fail=failure)
+    _commits(monkeypatch, ahead=model, fail=failure)
     with FinderLedge(tmp_path / "idx", embedding=model, env_file=None, show_progress=False) as fl:
         with pytest.raises(type(failure)):
             fl.add_texts(TEXTS)
