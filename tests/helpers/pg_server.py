@@ -94,7 +94,8 @@ class SlowNetwork:
     """A proxy between a client and the server's Unix socket that delays every answer by ``delay`` seconds, as
     a network between machines would: a search that waits for ``n`` answers one after another takes ``n *
     delay`` longer, however its statements are grouped (a pipeline sends several and waits once).  Use
-    :attr:`url` instead of the server's URL; ``close()`` at the end."""
+    :attr:`url` instead of the server's URL; ``close()`` at the end.  :attr:`delay` may be changed between two
+    statements: a test can time the same work with and without the network in one run."""
 
     def __init__(self, url: str, delay: float) -> None:
         parts = urlsplit(url)
@@ -119,13 +120,14 @@ class SlowNetwork:
                 return
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.connect(self._target)
-            for source, sink, delay in ((client, server, 0.0), (server, client, self.delay)):
-                pump = threading.Thread(target=self._pump, args=(source, sink, delay), daemon=True)
+            for source, sink, delayed in ((client, server, False), (server, client, True)):
+                pump = threading.Thread(target=self._pump, args=(source, sink, delayed), daemon=True)
                 self._threads.append(pump)
                 pump.start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
-        """Forward ``source`` to ``sink``, each chunk ``delay`` seconds after it arrived (in order)."""
+    def _pump(self, source: socket.socket, sink: socket.socket, delayed: bool) -> None:
+        """Forward ``source`` to ``sink`` (in order); if ``delayed``, each chunk :attr:`delay` seconds (as it is
+        when the chunk arrives) after it arrived."""
         chunks: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
 
         def forward() -> None:
@@ -141,7 +143,7 @@ class SlowNetwork:
         sender.start()
         try:
             while data := source.recv(65536):
-                chunks.put((time.monotonic() + delay, data))
+                chunks.put((time.monotonic() + (self.delay if delayed else 0.0), data))
         except OSError:
             pass
         finally:
