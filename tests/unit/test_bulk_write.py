@@ -95,18 +95,36 @@ def test_documents_in_memory_are_written_in_fewer_larger_transactions(
         assert fl.count() == {"documents": 1300, "chunks": 1300}
 
 
+class _Clock:
+    """``time`` for a module under test, whose ``perf_counter`` moves only when a fake model says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 class _Slow(DeterministicFakeEmbedding):
-    """A fake model that takes ``pause`` seconds a batch and fails on batch ``fail_at`` (1-based; 0: never)."""
+    """A fake model that takes ``pause`` seconds a batch (on ``clock`` instead, if given) and fails on batch
+    ``fail_at`` (1-based; 0: never)."""
 
     pause: float = 0.0
     fail_at: int = 0
     calls: int = 0
+    clock: Any = None
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.calls += 1
         if self.calls == self.fail_at:
             raise RuntimeError("the model failed midway")
-        time.sleep(self.pause)
+        if self.clock is not None:
+            self.clock.now += self.pause
+        else:
+            time.sleep(self.pause)
         return super().embed_documents(texts)
 
 
@@ -114,17 +132,20 @@ def test_the_cache_is_written_per_second_of_embedding_work_and_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caches = _count(monkeypatch, SQLiteLedger, "cache_embeddings")
-    cheap = _Slow(size=16)
+    # the embedding loop's clock moves by the model's pauses only, so a loaded machine does not add writes
+    clock = _Clock()
+    monkeypatch.setattr(finderledge.ingest.batches, "time", clock)
+    cheap = _Slow(size=16, clock=clock)
     with _open(tmp_path / "cheap", cheap, embedding_batch_size=10) as fl:
         fl.add_texts(_texts(200))
         assert cheap.calls == 20 and caches == []  # milliseconds of work: no cache writes at all
 
     monkeypatch.setattr(finderledge.ingest.batches, "CACHE_SECONDS", 0.25)
-    slow = _Slow(size=16, pause=0.1, fail_at=9)  # 8 batches of 0.1 s, then a failure
+    slow = _Slow(size=16, pause=0.1, fail_at=9, clock=clock)  # 8 batches of 0.1 s, then a failure
     with _open(tmp_path / "slow", slow, embedding_batch_size=10) as fl:
         with pytest.raises(RuntimeError, match="midway"):
             fl.add_texts(_texts(100))
-        assert 2 <= len(caches) <= 4  # about every third batch, then the rest at the failure
+        assert len(caches) == 3  # after batches 3 and 6 (0.3 s each time), then the rest at the failure
         assert fl.stats()["embedding_cache"]["entries"] == 80  # nothing computed is lost
         slow.fail_at = 0
         report = fl.ingest([Document(page_content=t) for t in _texts(100)])

@@ -225,12 +225,13 @@ def test_dropping_the_oldest_costs_the_same_in_a_full_large_cache() -> None:
         cache = RecordCache(size=size)
         cache.read([r.id for r in records[:size]], 1, lambda ids: records[: len(ids)])  # full
         batches = [records[at : at + 64] for at in range(size, size + 200 * 64, 64)]
-        start = time.perf_counter()  # all of them: the slow reads come between the dict's compactions
+        start = time.thread_time()  # all of them: the slow reads come between the dict's compactions
         for batch in batches:
             cache.read([r.id for r in batch], 1, lambda ids, b=batch: b)
-        spent = time.perf_counter() - start
+        spent = time.thread_time() - start  # this thread's CPU: another process's load does not count
         assert len(cache) == size
         return spent
 
-    small, large = min(per_read(64) for _ in range(3)), min(per_read(8192) for _ in range(3))
+    pairs = [(per_read(64), per_read(8192)) for _ in range(5)]  # alternated: a slow spell meets both
+    small, large = min(p[0] for p in pairs), min(p[1] for p in pairs)
     assert large < 3 * small, (large, small)  # measured 1.1x; a plain dict 5.8-6.8x

@@ -140,11 +140,24 @@ def test_an_idle_thread_ends_and_the_next_commit_starts_another(
 ) -> None:
     monkeypatch.setattr(wal_checkpoints, "IDLE_S", 0.2)
     monkeypatch.setattr(wal_checkpoints, "INTERVAL_S", 0.0)
+    started: list[
+        str
+    ] = []  # counted as they start: the first may have ended again before a look at the threads
+    run = wal_checkpoints.WalCheckpointer._run
+
+    def counted(self: wal_checkpoints.WalCheckpointer) -> None:
+        started.append(threading.current_thread().name)
+        run(self)
+
+    monkeypatch.setattr(wal_checkpoints.WalCheckpointer, "_run", counted)
     path = tmp_path / "ledger.sqlite3"
     ledger = SQLiteLedger(path)
     try:
         ledger.commit_write(add=_docs(0, 1))
-        assert len(_checkpointers(path)) == 1
+        deadline = time.monotonic() + 10
+        while not started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(started) == 1
         deadline = time.monotonic() + 10
         while _checkpointers(path) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -155,6 +168,7 @@ def test_an_idle_thread_ends_and_the_next_commit_starts_another(
         while _db_bytes(path) < before + 30 * 2**20 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _db_bytes(path) > before + 30 * 2**20, "no thread copied the log after the first one ended"
+        assert len(started) == 2
     finally:
         ledger.close()
     assert not _checkpointers(path)
