@@ -14,9 +14,10 @@ The same soak runs on each store, one after the other, in a new directory each r
   the store is opened again); a store that refuses to open is tried again every 0.05-0.2 s.
 * The driver SIGKILLs a random writer every ``--kill-min``-``--kill-max`` seconds (at most ``--max-kills``
   a round), chosen among those that have begun writing (a process spends seconds importing its libraries on a
-  loaded machine: killed then, it would test nothing), and starts a new one in its place, for ``--seconds``; then it asks the writers to stop (a stop
-  file: they close the store), SIGKILLs any still running after 15 s, and opens the directory in a fresh
-  process (``_verify``, at most 180 s).
+  loaded machine: killed then, it would test nothing), and starts a new one in its place, for ``--seconds``
+  counted from the first write of the round (or from 120 s after the start if none began); then it asks the
+  writers to stop (a stop file: they close the store), SIGKILLs any still running after 15 s, and opens the
+  directory in a fresh process (``_verify``, at most 180 s).
 * Counted per round: ``returned`` (documents whose add returned), ``lost`` (returned, not in the store),
   ``duplicated`` (rows beyond the first with one id), ``unconfirmed_present`` (begun, never returned, stored:
   fine either way), ``opens`` (the fresh process opened the directory, listed every id and searched; else
@@ -511,9 +512,16 @@ def soak(store: str, root: Path, opts: argparse.Namespace, seed: int) -> dict[st
         ]
         writers[slot] = (_spawn([*args, str(stop), str(opts.batch)], logs / f"{slot}.log", env), name)
 
-    began = time.monotonic()
     for i in range(opts.writers):
         start(f"w{i}")
+    # the round's clock starts at its first write: on a loaded machine the imports and the open alone can
+    # outlast a short round, which would then count no writes at all
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+        _writing(journals / f"{name}.jsonl") for _, name in writers.values()
+    ):
+        time.sleep(0.02)
+    began = time.monotonic()
     kills = 0
     next_kill = began + rng.uniform(opts.kill_min, opts.kill_max)
     while time.monotonic() - began < opts.seconds:

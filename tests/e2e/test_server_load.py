@@ -39,7 +39,7 @@ def test_load_with_an_uploader_loses_nothing(tmp_path: Path) -> None:
         tmp_path / "index", users=USERS, duration=DURATION_S, workers=2, workdir=tmp_path / "run"
     )
     print("\n" + bench.report(result))
-    assert result["requests"] > 100, result["locust_output_tail"]
+    assert result["requests"] > 50, result["locust_output_tail"]  # ~10/s on an idle machine
     assert result["failures"] == 0, result["failure_kinds"]
     assert result["locust_exit_code"] == 0, result["locust_output_tail"]
     assert set(result["endpoints"]) >= {
@@ -52,7 +52,7 @@ def test_load_with_an_uploader_loses_nothing(tmp_path: Path) -> None:
         "GET list",
     }, sorted(result["endpoints"])
     check = result["after_check"]
-    assert check["uploads_recorded"] >= 10, check  # the uploader ran the whole time
+    assert check["uploads_recorded"] >= 5, check  # the uploader kept uploading (~20 on an idle machine)
     assert check["missing"] == [], f"uploads not listed: {check['missing']}"
     assert check["not_found"] == [], f"uploads not found by their marker word: {check['not_found']}"
     assert result["server_log_errors"] == [], result["server_log_errors"]

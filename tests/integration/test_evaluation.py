@@ -504,7 +504,7 @@ def test_each_mode_is_warmed_up_before_latency_is_timed(minilm) -> None:
     def slow_first_reranker(query: str, documents: list) -> list[float]:  # a model that loads on first use
         calls.append(query)
         if len(calls) == 1:
-            time.sleep(0.5)
+            time.sleep(6)  # far above any search's own time, however loaded the machine
         return [0.0] * len(documents)
 
     with FinderLedge(
@@ -515,7 +515,7 @@ def test_each_mode_is_warmed_up_before_latency_is_timed(minilm) -> None:
         reports = evaluate_questions(fl, items, ("hybrid", "keyword"), k=3, show_progress=False)
     assert len(calls) == 4  # one untimed warm-up search per mode, then the timed one
     for report in reports:
-        assert report.latency_ms["p95"] < 400, report.latency_ms
+        assert report.latency_ms["p95"] < 3000, report.latency_ms
 
 
 def test_one_chunk_does_not_change_a_reused_index(tmp_path: Path, minilm) -> None:
