@@ -140,9 +140,8 @@ def test_an_idle_thread_ends_and_the_next_commit_starts_another(
 ) -> None:
     monkeypatch.setattr(wal_checkpoints, "IDLE_S", 0.2)
     monkeypatch.setattr(wal_checkpoints, "INTERVAL_S", 0.0)
-    started: list[
-        str
-    ] = []  # counted as they start: the first may have ended again before a look at the threads
+    # threads counted as they start: the first may have ended again before a look at the running ones
+    started: list[str] = []
     run = wal_checkpoints.WalCheckpointer._run
 
     def counted(self: wal_checkpoints.WalCheckpointer) -> None:
