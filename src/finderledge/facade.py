@@ -15,7 +15,8 @@ import dataclasses
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,7 +37,7 @@ from .replica.checking import CheckReport, check_database, check_directory, repa
 from .replica.checking import repair as run_repair
 from .results import SearchResults
 from .strategies import QueryStrategy, run_strategy
-from .validation import check_flag, check_mapping, check_patterns, document_key
+from .validation import check_flag, check_mapping, check_patterns, check_positive_int, document_key
 from .vector_stores import adapt_vector_store
 
 if TYPE_CHECKING:
@@ -360,6 +361,29 @@ class FinderLedge:
         )
         self._engine.recalibrate()
         return report
+
+    @contextmanager
+    def bulk_load(self, chunks: int | None = None) -> Iterator[None]:
+        """Make the write calls inside the block one bulk load: load a corpus in many calls at the speed of one.
+
+        In Postgres mode a single large call already defers pgvector's HNSW index (and, with
+        ``keyword_index="engine"``, the keyword postings' term index) and builds it once at its end; calls of a
+        few thousand chunks each would instead insert every row into the index one by one.  Inside this block
+        the calls count together: the indexes are dropped at the first commit that ``chunks`` (the chunks you
+        expect to write, if you know) or the chunks written so far make large enough, and built once when the
+        block ends, also when it ends by an exception.  Meanwhile searches in every process stay correct (exact
+        scans).  Each call still commits on its own: what a call returned is stored whatever happens later.
+        In local mode the block changes nothing (each call writes its rows and index segments once).
+
+        ::
+
+            with fl.bulk_load(chunks=100_000):
+                for batch in batches:
+                    fl.add_texts(batch)
+        """
+        expected = check_positive_int("chunks", chunks)
+        with self._writer.bulk_load(expected or 0):
+            yield
 
     def reindex(
         self,

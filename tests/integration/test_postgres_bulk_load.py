@@ -358,3 +358,59 @@ def test_a_large_write_of_chunks_without_vectors_still_counts_as_large(
         assert ledger.counts() == {"documents": 41, "chunks": 81}
     finally:
         ledger.close()
+
+
+def _builds(caplog: pytest.LogCaptureFixture) -> int:
+    return sum("built the HNSW index" in r.getMessage() for r in caplog.records)
+
+
+def test_calls_inside_a_bulk_load_block_build_the_index_once_at_its_end(
+    pg_url: str, tmp_path: Path, small: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Calls too small to defer the index on their own (30 chunks against 100) count together inside
+    ``bulk_load()``: the index is dropped once they reach the threshold, searched exactly meanwhile, and built
+    once when the block ends; outside a block the same calls keep the index and maintain it row by row."""
+    schema = fresh_schema()
+    emb = DeterministicFakeEmbedding(size=16)
+    caplog.set_level(logging.INFO, logger="finderledge")
+    texts = [f"bulk text {i} on topic {i % 9}" for i in range(450)]
+    with FinderLedge(tmp_path / "a", database_url=pg_url, database_schema=schema, embedding=emb) as fl:
+        fl.add_texts(texts[:150])  # large: indexed once after it
+        assert _hnsw(pg_url, schema) and _builds(caplog) == 1
+        for start in range(150, 240, 30):  # small calls, no block: the index stays and takes each row
+            fl.add_texts(texts[start : start + 30])
+            assert _hnsw(pg_url, schema) and _state(pg_url, schema) is None
+        assert _builds(caplog) == 1
+        seen: list[tuple[bool, str | None, str]] = []
+        with fl.bulk_load():
+            for start in range(240, 450, 30):
+                fl.add_texts(texts[start : start + 30])
+                hit = fl.search(texts[start + 7], k=1, search_mode="vector")[0]
+                seen.append((_hnsw(pg_url, schema), _state(pg_url, schema), hit.content))
+            assert _builds(caplog) == 1  # nothing built inside the block
+        # 30, 60, 90 chunks: below the minimum of 100, maintained; from 120 on the index is away
+        assert [h for h, _, _ in seen] == [True, True, True] + [False] * 4
+        assert all(s is not None and s.startswith("deferred") for h, s, _ in seen if not h)
+        assert [c for _, _, c in seen] == [texts[s + 7] for s in range(240, 450, 30)]  # exact meanwhile
+        assert _hnsw(pg_url, schema) and _state(pg_url, schema) is None and _builds(caplog) == 2
+        assert fl.count()["chunks"] == 450
+        assert fl.search(texts[300], k=1)[0].content == texts[300]
+
+
+def test_a_bulk_load_told_its_size_defers_at_once_and_an_error_still_builds_the_index(
+    pg_url: str, tmp_path: Path, small: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    schema = fresh_schema()
+    emb = DeterministicFakeEmbedding(size=16)
+    caplog.set_level(logging.INFO, logger="finderledge")
+    with FinderLedge(tmp_path / "a", database_url=pg_url, database_schema=schema, embedding=emb) as fl:
+        fl.add_texts([f"held text {i}" for i in range(150)])
+        assert _hnsw(pg_url, schema) and _builds(caplog) == 1
+        with pytest.raises(RuntimeError, match="the caller's own failure"), fl.bulk_load(chunks=300):
+            fl.add_texts([f"told text {i}" for i in range(30)])
+            assert not _hnsw(pg_url, schema)  # 300 expected: deferred from the first commit
+            fl.add_texts([f"told text {i}" for i in range(30, 60)])
+            raise RuntimeError("the caller's own failure")
+        assert _hnsw(pg_url, schema) and _state(pg_url, schema) is None and _builds(caplog) == 2
+        assert fl.count()["chunks"] == 210  # both calls inside the block are kept
+        assert fl.search("told text 42", k=1)[0].content == "told text 42"

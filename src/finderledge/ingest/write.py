@@ -12,8 +12,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from ..document_loader import DocumentLoader, absolute_path, known_gone, safe_pa
 from ..errors import AccessDeniedError, ConfigurationError, DocumentNotFoundError
 from ..filters import Predicate
 from ..ledgers import COMPLETE, content_id
-from ..ledgers.bulk import bulk_writes
+from ..ledgers.bulk import bulk_load, bulk_writes
 from ..memory import cyclic_gc_paused
 from ..metadata import TEXT_SOURCE_PREFIX, embedded_text, user_metadata
 from ..replica.policy import SAVE_SECONDS, SAVE_SHARE, SAVE_SMALL, Checkpointer
@@ -92,6 +93,14 @@ class Writer:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._checkpoint = Checkpointer(engine)
+
+    @contextmanager
+    def bulk_load(self, chunks: int = 0) -> Iterator[None]:
+        """The write calls made inside the block as one bulk load (:func:`~finderledge.ledgers.bulk.bulk_load`):
+        on PostgreSQL the indexes a load defers are dropped at the first commit that ``chunks`` (expected, 0 if
+        unknown) or the chunks written so far make large enough, and built once when the block ends."""
+        with bulk_load(self._engine.ledger, chunks):
+            yield
 
     # -- add ----------------------------------------------------------------------------------------
     @bulk_writes  # PostgreSQL: a large call defers the vector index and builds it once at its end

@@ -14,6 +14,8 @@ table ~0.4 ms a row.  A write call (:func:`bulk_writes`, around ``Writer.ingest`
 *defers* the index: its first commit drops it (if any) and records :data:`INDEX_STATE_KEY` in ``info``, in
 the same transaction; later commits of the call skip index maintenance; when the call ends (returning or
 raising) the index is built once, with progress lines (:mod:`finderledge.progress`), and the record goes.
+A block of calls (``FinderLedge.bulk_load``, :func:`bulk_load` around them) is one such load: its calls join it,
+``expected`` is what the caller announced, and the chunks they write add up.
 Meanwhile searches in every process scan exactly (correct, slower: pgvector's plan needs the index).
 The loading session holds a session-level advisory lock (the *bulk key*): other processes' writes see the
 record, find the lock held and leave the build to the loader; if the loader died (SIGKILL, lost machine) the
@@ -759,8 +761,9 @@ def recover(dialect: BulkDialect, table: str) -> None:
 
 @contextmanager
 def bulk_load(ledger: Any, expected: int = 0) -> Iterator[None]:
-    """Around one write call to ``ledger``: on a PostgreSQL ledger, the call may defer the HNSW index and build
-    it once at its end (``expected``: chunks it is expected to write, 0 if unknown); elsewhere nothing."""
+    """Around one write call to ``ledger``, or a block of them: on a PostgreSQL ledger, the call may defer the HNSW
+    index and build it once at its end (``expected``: chunks it is expected to write, 0 if unknown); elsewhere
+    nothing.  Calls inside it (another thread's included) join its load."""
     dialect: BulkDialect | None = getattr(ledger, "dialect", None)
     if dialect is None or getattr(dialect, "start_bulk", None) is None:  # not PostgreSQL
         yield
