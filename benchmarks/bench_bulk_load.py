@@ -68,9 +68,13 @@ def child(
     profile: bool,
     batch: int = 0,
     keyword_index: str = "engine",
+    block: bool = False,
 ) -> dict[str, Any]:
-    """Write ``chunks`` documents in one call (``batch``: in calls of that many) with the keyword leg in
-    ``keyword_index`` (a tree without that setting writes in its only mode); returns the seconds and chunks/s."""
+    """Write ``chunks`` documents in one call (``batch``: in calls of that many; ``block``: those calls inside
+    one ``bulk_load(chunks=...)`` block) with the keyword leg in ``keyword_index`` (a tree without that setting
+    writes in its only mode); returns the seconds and chunks/s."""
+    import contextlib
+
     import finderledge
     from finderledge import FinderLedge
 
@@ -102,8 +106,9 @@ def child(
         prof.enable()
     step = batch or chunks
     t0 = time.perf_counter()
-    for lo in range(0, chunks, step):
-        fl.add_texts(texts[lo : lo + step], metadatas=mds[lo : lo + step], ids=ids[lo : lo + step])
+    with fl.bulk_load(chunks=chunks) if block else contextlib.nullcontext():
+        for lo in range(0, chunks, step):
+            fl.add_texts(texts[lo : lo + step], metadatas=mds[lo : lo + step], ids=ids[lo : lo + step])
     seconds = time.perf_counter() - t0
     if prof is not None:
         import pstats
@@ -119,13 +124,22 @@ def child(
         "keyword_index": mode.get("keyword_index", "local (the tree has no keyword_index)"),
         "chunks": count,
         "chunks_per_call": step,
+        "bulk_load_block": block,
         "seconds": round(seconds, 1),
         "chunks_per_s": round(count / seconds, 1),
     }
 
 
 def _run(
-    url: str, src: str, chunks: int, workdir: Path, n: int, profile: bool, batch: int, keyword_index: str
+    url: str,
+    src: str,
+    chunks: int,
+    workdir: Path,
+    n: int,
+    profile: bool,
+    batch: int,
+    keyword_index: str,
+    block: bool = False,
 ) -> dict[str, Any]:
     import psycopg
 
@@ -135,6 +149,8 @@ def _run(
     cmd += ["--batch", str(batch), "--keyword-index", keyword_index]
     if profile:
         cmd.append("--profile")
+    if block:
+        cmd.append("--block")
     load = _uptime()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -170,6 +186,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default="engine",
         help="this tree's keyword leg: in the database (default) or a local replica (the mode of a tree before it)",
     )
+    parser.add_argument(
+        "--block",
+        action="store_true",
+        help="this tree's calls (--batch) inside one bulk_load() block (the tree must have it)",
+    )
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path)
@@ -178,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.child:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         url, schema, chunks, folder = args.child
-        got = child(url, schema, int(chunks), Path(folder), args.profile, args.batch, args.keyword_index)
+        got = child(
+            url, schema, int(chunks), Path(folder), args.profile, args.batch, args.keyword_index, args.block
+        )
         print(json.dumps(got))
         return {}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -194,7 +217,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for side in order:
                 n += 1
                 got = _run(
-                    url, sides[side], args.chunks, workdir, n, args.profile, batches[side], args.keyword_index
+                    url,
+                    sides[side],
+                    args.chunks,
+                    workdir,
+                    n,
+                    args.profile,
+                    batches[side],
+                    args.keyword_index,
+                    args.block and side == "this",
                 )
                 got["side"] = side
                 runs.append(got)

@@ -1,5 +1,6 @@
 """benchmarks/bench_bulk_load.py on a tiny load (real pgserver): both sides write every chunk, the other side in
-calls of ``--other-batch`` chunks (issue 43's "today" shape), and the JSON records what each side did."""
+calls of ``--other-batch`` chunks (issue 43's "today" shape), this side in one call or (``--block``) in calls of
+``--batch`` inside one ``bulk_load()`` block, and the JSON records what each side did."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("keyword_index", ["engine", "local"])
-def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path, keyword_index: str) -> None:
+@pytest.mark.parametrize(("keyword_index", "block"), [("engine", False), ("local", True)])
+def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path, keyword_index: str, block: bool) -> None:
     """Both sides in the mode asked for (``local``: the keyword leg a replica beside the database, the mode of a
-    tree from before the engine leg), each side's mode recorded."""
+    tree from before the engine leg), each side's mode recorded, and whether this side's calls were a block."""
     out = tmp_path / "bulk.json"
     src = str(ROOT / "src")
     command = [
@@ -43,6 +44,8 @@ def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path, keyword_inde
         "--keyword-index",
         keyword_index,
     ]
+    if block:
+        command += ["--batch", "100", "--block"]
     done = subprocess.run(
         command,
         check=False,
@@ -57,6 +60,9 @@ def test_a_tiny_paired_bulk_load_writes_the_results(tmp_path: Path, keyword_inde
     runs = {r["side"]: r for r in result["runs"]}
     assert set(runs) == {"this", "other"}
     assert runs["this"]["chunks"] == runs["other"]["chunks"] == 300
-    assert runs["this"]["chunks_per_call"] == 300 and runs["other"]["chunks_per_call"] == 100
+    assert (
+        runs["this"]["chunks_per_call"] == (100 if block else 300) and runs["other"]["chunks_per_call"] == 100
+    )
+    assert runs["this"]["bulk_load_block"] is block and runs["other"]["bulk_load_block"] is False
     assert runs["this"]["keyword_index"] == runs["other"]["keyword_index"] == keyword_index
     assert all(v > 0 for side in result["chunks_per_s"].values() for v in side)

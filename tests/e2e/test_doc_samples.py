@@ -168,5 +168,8 @@ def test_samples_run_as_written(
         assert "password-reset.txt" in out and "sla-ja.md" in out and "my-faiss" in out
         assert namespace["shared"].vector_store.location == "ledger"
         assert namespace["team"].vector_store.location == "shared"
+        # the bulk_load() block's four calls each stored their page
+        assert len(namespace["loaded"]) == 10
+        assert "Release note 17: the export job now retries 2 times." in out
     if name == "evaluation.md":
         assert "nDCG@10" in namespace["format_report"](namespace["report"])
