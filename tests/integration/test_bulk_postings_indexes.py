@@ -148,6 +148,34 @@ def test_a_bulk_load_builds_the_postings_indexes_once_and_readers_stay_correct(
         handle.close()
 
 
+def test_calls_inside_a_bulk_load_block_build_the_postings_indexes_once_with_the_same_results(
+    pg_url: str, tmp_path: Path, small: None, caplog: Any
+) -> None:
+    """Calls of 40 chunks (too small alone) inside ``bulk_load(chunks=...)``: the term B-tree is dropped at the
+    block's first commit and built once at its end, with the HNSW index; the held-back document frequencies
+    of every call are added, so keyword results equal the local replica's and ``check()`` is clean."""
+    schema = fresh_schema()
+    texts = _texts(350)
+    caplog.set_level(logging.INFO, logger="finderledge")
+    with _open(tmp_path / "a", pg_url, schema) as fl:
+        fl.add_texts(texts[:150])  # large: built after it
+        assert _indexes(pg_url, schema) == INDEXES
+        caplog.clear()
+        seen: list[tuple[set[str], str | None]] = []
+        with fl.bulk_load(chunks=200):
+            for start in range(150, 350, 40):
+                fl.add_texts(texts[start : start + 40])
+                seen.append((_indexes(pg_url, schema), _state(pg_url, schema)))
+            assert not any("indexes ready" in r.getMessage() for r in caplog.records)
+        assert all(i == KEPT and s is not None and s.startswith("deferred") for i, s in seen), seen
+        assert _indexes(pg_url, schema) == INDEXES and _state(pg_url, schema) is None
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("keyword postings indexes ready" in m for m in messages) == 1
+        assert sum("built the HNSW index" in m for m in messages) == 1
+        _same_as_local(fl, tmp_path / "b", pg_url, schema)
+        assert fl.check().clean and fl.count()["chunks"] == 350
+
+
 def test_readers_meanwhile_score_as_the_indexed_postings_do(pg_url: str, tmp_path: Path, small: None) -> None:
     """With the B-trees dropped (as during a load) every query is answered by scanning the postings: the same
     results, to the last digit, as with them."""
