@@ -113,6 +113,27 @@ def test_the_command_line_shows_progress_lines_by_default_and_not_with_q(
     assert "info:" not in capsys.readouterr().err
 
 
+def test_the_command_line_prints_a_progress_line_equal_to_an_earlier_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two batches can log the same line (same count, rate and seconds: a fake model that sleeps a fixed time
+    did, and ``test_cli_interrupt`` waited for the second one in vain): progress lines are never dropped as
+    repeats; repeated warnings still print once."""
+    from finderledge.cli.logs import stderr_logging
+
+    clock = _Clock()
+    with stderr_logging(verbosity=0):
+        for _ in range(2):  # two batches, each 64 of 256 chunks after 0.3 s
+            log = ProgressLog("embedding chunks", 256, "chunk", interval=0.0, clock=clock)
+            clock.now += 0.3
+            log.update(64)
+        for _ in range(2):
+            logging.getLogger("pypdf").warning("Ignoring wrong pointing object 6 0 (offset 0)")
+    err = capsys.readouterr().err
+    assert err.count("embedding chunks: 64/256 chunk (25 %), 213.3 chunk/s, 0 s") == 2, err
+    assert err.count("Ignoring wrong pointing object") == 1, err
+
+
 def _beir(folder: Path, n: int) -> Path:
     folder.mkdir()
     with open(folder / "corpus.jsonl", "w", encoding="utf-8") as fh:

@@ -68,7 +68,8 @@ class _StderrHandler(logging.Handler):
 
 
 class _Once(logging.Filter):
-    """Drops a record whose line was already printed in this run (pypdf repeats itself per object)."""
+    """Drops a record whose line was already printed in this run (pypdf repeats itself per object).  Progress
+    lines always pass: two batches of equal size and speed log the same line, and each is news."""
 
     def __init__(self, formatter: logging.Formatter) -> None:
         super().__init__()
@@ -76,7 +77,9 @@ class _Once(logging.Filter):
         self.seen: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """True the first time a line is seen."""
+        """True the first time a line is seen, and for every progress line."""
+        if record.name == PROGRESS_LOGGER:
+            return True
         line = self.formatter.format(record)
         if line in self.seen:
             return False
